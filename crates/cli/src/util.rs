@@ -1,0 +1,88 @@
+//! Shared CLI plumbing: verbosity, progress bars, atomic output files, error printing.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(1);
+
+/// Sets the global verbosity: 0 quiet, 1 normal, 2+ verbose.
+pub fn set_verbosity(verbose: u8, quiet: bool) {
+    let v = if quiet { 0 } else { 1 + verbose };
+    VERBOSITY.store(v, Ordering::Relaxed);
+}
+
+/// Current verbosity (0 quiet, 1 normal, 2+ verbose).
+#[allow(dead_code)]
+pub fn verbosity() -> u8 {
+    VERBOSITY.load(Ordering::Relaxed)
+}
+
+/// Prints a note on stderr unless `--quiet`.
+#[allow(dead_code)]
+pub fn note(msg: impl std::fmt::Display) {
+    if verbosity() >= 1 {
+        eprintln!("proftrust: {msg}");
+    }
+}
+
+/// A progress bar on stderr when it is a terminal and not `--quiet`; hidden otherwise.
+#[allow(dead_code)]
+pub fn progress(len: Option<u64>, msg: &str) -> indicatif::ProgressBar {
+    let show = verbosity() >= 1 && std::io::stderr().is_terminal();
+    let pb = match (show, len) {
+        (false, _) => return indicatif::ProgressBar::hidden(),
+        (true, Some(n)) => indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ({eta})")
+                .expect("static template")
+                .progress_chars("=> "),
+        ),
+        (true, None) => indicatif::ProgressBar::new_spinner().with_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                .expect("static template"),
+        ),
+    };
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+/// Writes `path` atomically: the closure writes into a temporary file in the same
+/// directory, which is renamed over `path` only when the closure succeeds. A failure (or a
+/// crash) leaves no half-written file behind.
+#[allow(dead_code)]
+pub fn write_atomically(
+    path: &Path,
+    f: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".proftrust-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    {
+        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+        f(&mut w)?;
+        w.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    tmp.persist(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
+pub fn print_error(e: &anyhow::Error) {
+    let mut msg = String::new();
+    for (i, cause) in e.chain().enumerate() {
+        if i > 0 {
+            msg.push_str(": ");
+        }
+        msg.push_str(&cause.to_string());
+    }
+    eprintln!("error: {msg}");
+}

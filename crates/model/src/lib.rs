@@ -1,0 +1,31 @@
+//! # proftrust-model
+//!
+//! The nouns every other proftrust crate speaks (see `docs/ARCHITECTURE.md`):
+//!
+//! * [`Module`], [`BuildId`], [`Svma`], [`Location`] — which binary and where in it. Once an
+//!   address leaves the recorder it is **module-relative**: an [`Svma`] (the address as the ELF
+//!   file states it, i.e. runtime address minus load bias) inside a [`Module`]. Native runs,
+//!   QEMU and valgrind load the same binary at different bases; only module-relative addresses
+//!   compare.
+//! * [`SampleSet`], [`Sample`], [`EventDesc`] — what a sampling profiler saw.
+//! * [`ExactProfile`] — exact execution counts per instruction, edge and call.
+//! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
+//! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace.
+//!
+//! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
+//! own crates.
+#![warn(missing_docs)]
+
+mod addr;
+mod cfg;
+mod exact;
+mod sample;
+mod trace;
+mod units;
+
+pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
+pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
+pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
+pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
+pub use trace::{BlockVisitor, TraceBlock, TraceEnd, TraceEvent};
+pub use units::{Cycles, Instructions, SampleCount};

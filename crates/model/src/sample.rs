@@ -1,0 +1,156 @@
+//! Sampled profiles.
+
+use crate::addr::{Location, ModuleTable};
+use crate::exact::RunOutcome;
+use serde::{Deserialize, Serialize};
+
+/// What kind of event drives the sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// Software timer, period in nanoseconds (`cpu-clock`).
+    CpuClock,
+    /// Software per-task timer, period in nanoseconds (`task-clock`).
+    TaskClock,
+    /// Hardware cycles (needs a PMU).
+    Cycles,
+    /// Hardware retired instructions (needs a PMU).
+    Instructions,
+    /// A raw hardware event code (needs a PMU).
+    Raw(u64),
+    /// Anything else a foreign file names; see [`EventDesc::name`].
+    Other,
+}
+
+impl EventKind {
+    /// Whether the event needs a hardware PMU.
+    pub fn is_hardware(self) -> bool {
+        matches!(
+            self,
+            EventKind::Cycles | EventKind::Instructions | EventKind::Raw(_)
+        )
+    }
+    /// Whether the period of this event counts time (ns) rather than events.
+    pub fn is_time_based(self) -> bool {
+        matches!(self, EventKind::CpuClock | EventKind::TaskClock)
+    }
+}
+
+/// How the sampling period was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode", content = "value")]
+pub enum PeriodMode {
+    /// A sample every `n` events (or nanoseconds for clock events).
+    Fixed(u64),
+    /// The kernel adjusts the period to reach `hz` samples per second.
+    Frequency(u64),
+    /// Unknown (foreign file that does not say).
+    Unknown,
+}
+
+/// The sampling configuration of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplingConfig {
+    /// Fixed period or frequency.
+    pub period: PeriodMode,
+    /// Period randomisation (seed 001 §4): each next period is `T + U(0, T/8)`, `None` = off.
+    /// Stored as the maximum added value (`T/8`).
+    pub randomize_max: Option<u64>,
+    /// Precise level 0-3 (`:p` count).
+    pub precise: u8,
+    /// Seed of every random choice made while sampling.
+    pub seed: Option<u64>,
+    /// Kernel samples excluded.
+    pub user_only: bool,
+    /// Call chains recorded.
+    pub callchain: bool,
+    /// Branch stacks recorded.
+    pub branch_stack: bool,
+}
+
+impl Default for SamplingConfig {
+    fn default() -> Self {
+        SamplingConfig {
+            period: PeriodMode::Unknown,
+            randomize_max: None,
+            precise: 0,
+            seed: None,
+            user_only: true,
+            callchain: false,
+            branch_stack: false,
+        }
+    }
+}
+
+/// One event in a sample set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventDesc {
+    /// Name as the user wrote it or the file states it (`cpu-clock`, `cycles:pp`).
+    pub name: String,
+    /// The kind.
+    pub kind: EventKind,
+    /// How it was sampled.
+    pub config: SamplingConfig,
+}
+
+/// One branch-stack entry (LBR): a taken branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Branch {
+    /// Branch instruction.
+    pub from: Location,
+    /// Branch target.
+    pub to: Location,
+    /// Mispredicted, when the hardware says (`M`); `false` for predicted or unknown.
+    pub mispredicted: bool,
+    /// Whether prediction information was present at all (`P` or `M` rather than `-`).
+    pub predicted_known: bool,
+    /// Cycles since the previous branch entry, 0 when not recorded.
+    pub cycles: u32,
+}
+
+/// One sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Index into [`SampleSet::events`].
+    pub event: u16,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Time stamp, nanoseconds (perf clock), 0 if unknown.
+    pub time: u64,
+    /// CPU, `u32::MAX` if unknown.
+    pub cpu: u32,
+    /// The period this sample stands for (events or ns).
+    pub period: u64,
+    /// The sampled instruction pointer.
+    pub ip: Location,
+    /// Call chain, innermost first, *excluding* `ip` itself; empty when not recorded.
+    pub callchain: Vec<Location>,
+    /// Branch stack, most recent first; empty when not recorded.
+    pub branches: Vec<Branch>,
+}
+
+/// Samples of one or more events, with the modules they refer to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampleSet {
+    /// Modules referenced by the samples' locations.
+    pub modules: ModuleTable,
+    /// Events, indexed by [`Sample::event`].
+    pub events: Vec<EventDesc>,
+    /// The samples in time order (as recorded).
+    pub samples: Vec<Sample>,
+    /// Samples the kernel reported lost (ring buffer overflow), per file.
+    pub lost: u64,
+    /// Command line that was profiled, when known.
+    pub command: Vec<String>,
+    /// How the profiled program ended, when known.
+    pub outcome: Option<RunOutcome>,
+}
+
+impl SampleSet {
+    /// Number of samples of event `e`.
+    pub fn count_for_event(&self, e: u16) -> u64 {
+        self.samples.iter().filter(|s| s.event == e).count() as u64
+    }
+}

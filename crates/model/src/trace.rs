@@ -1,0 +1,103 @@
+//! The exact block trace, streamed.
+//!
+//! The QEMU plugin reports every executed translation block; the analyzer side turns each
+//! into a [`TraceBlock`] and hands it to a [`BlockVisitor`]. Nothing keeps the whole trace.
+//! A trace block is a *dynamic* straight-line run: it may span several static basic blocks
+//! (QEMU ends blocks only at branches) or end early (page ends, instruction limit), so
+//! consumers map its instructions onto static blocks themselves.
+
+use crate::addr::{Module, ModuleIdx, Svma};
+use crate::exact::RunOutcome;
+
+/// How the last instruction of a trace block transfers control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceEnd {
+    /// A call (direct or indirect); the next block of this thread is the callee.
+    Call,
+    /// A return.
+    Return,
+    /// A jump, conditional branch, or anything else (including a block cut short).
+    Other,
+    /// A system call instruction.
+    Syscall,
+}
+
+/// One executed block.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceBlock<'a> {
+    /// Thread that executed it.
+    pub tid: u32,
+    /// Module it lies in (`None`: outside any known module).
+    pub module: Option<ModuleIdx>,
+    /// Module-relative addresses of its instructions, in execution order.
+    pub instructions: &'a [Svma],
+    /// How its last instruction transfers control.
+    pub end: TraceEnd,
+}
+
+/// Something that happened in a traced run, in order.
+#[derive(Debug, Clone, Copy)]
+pub enum TraceEvent<'a> {
+    /// A module became known; later blocks refer to it by `idx`.
+    Module {
+        /// Index used by later blocks.
+        idx: ModuleIdx,
+        /// The module.
+        module: &'a Module,
+    },
+    /// A block executed.
+    Block(TraceBlock<'a>),
+    /// The run ended.
+    End(&'a RunOutcome),
+}
+
+/// Consumer of a streamed block trace (virtual PMU, path profiler, CCT builder, ...).
+pub trait BlockVisitor {
+    /// A module became known.
+    fn module(&mut self, _idx: ModuleIdx, _module: &Module) {}
+    /// A block executed.
+    fn block(&mut self, block: &TraceBlock<'_>);
+    /// The run ended.
+    fn end(&mut self, _outcome: &RunOutcome) {}
+
+    /// Dispatches one event to the methods above.
+    fn visit(&mut self, ev: &TraceEvent<'_>) {
+        match ev {
+            TraceEvent::Module { idx, module } => self.module(*idx, module),
+            TraceEvent::Block(b) => self.block(b),
+            TraceEvent::End(o) => self.end(o),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Count(u64, u64);
+    impl BlockVisitor for Count {
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            self.0 += 1;
+            self.1 += b.instructions.len() as u64;
+        }
+    }
+
+    #[test]
+    fn visitor_dispatch() {
+        let ins = [Svma(1), Svma(2)];
+        let m = Module::new("/x");
+        let mut c = Count(0, 0);
+        c.visit(&TraceEvent::Module {
+            idx: ModuleIdx(0),
+            module: &m,
+        });
+        c.visit(&TraceEvent::Block(TraceBlock {
+            tid: 1,
+            module: Some(ModuleIdx(0)),
+            instructions: &ins,
+            end: TraceEnd::Other,
+        }));
+        c.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
+        assert_eq!((c.0, c.1), (1, 2));
+    }
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole proftrust test suite, installing what is missing (README quick start, step 2).
+#
+#   bash scripts/test.sh            # install tools if needed, fmt, clippy, tests, docs
+#   SKIP_INSTALL=1 bash scripts/test.sh   # do not touch apt (tests needing tools skip loudly)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pair in qemu-x86_64:qemu-user perf:linux-perf valgrind:valgrind addr2line:binutils \
+            objdump:binutils gcc:gcc chromium:chromium; do
+  bin=${pair%%:*}; pkg=${pair#*:}
+  command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ] && [ -z "${SKIP_INSTALL:-}" ]; then
+  # shellcheck disable=SC2207
+  uniq_need=($(printf '%s\n' "${need[@]}" | sort -u))
+  echo "== installing: ${uniq_need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${uniq_need[@]}" >/dev/null
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --release -- -D warnings
+echo "== cargo build --release"
+cargo build --workspace --release
+echo "== cargo test"
+cargo test --workspace --release 2>&1 | tee target/test.log
+echo "== cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release >/dev/null
+echo "== README quick start"
+bash scripts/quickstart-check.sh

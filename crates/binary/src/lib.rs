@@ -1,0 +1,1 @@
+//! proftrust-binary (being written).

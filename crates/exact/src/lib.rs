@@ -1,0 +1,1 @@
+//! proftrust-exact (being written).

@@ -1,0 +1,1 @@
+//! proftrust-formats (being written).

@@ -1,0 +1,1 @@
+//! proftrust-metrics (being written).

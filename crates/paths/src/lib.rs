@@ -1,0 +1,1 @@
+//! proftrust-paths (being written).

@@ -1,0 +1,1 @@
+//! proftrust QEMU TCG plugin (being written).

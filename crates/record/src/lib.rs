@@ -1,0 +1,1 @@
+//! proftrust-record (being written).

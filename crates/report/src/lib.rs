@@ -1,0 +1,1 @@
+//! proftrust-report (being written).

@@ -1,0 +1,1 @@
+//! proftrust-sim (being written).

@@ -1,0 +1,1 @@
+//! proftrust-skid (being written).

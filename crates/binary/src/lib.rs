@@ -1,1 +1,83 @@
-//! proftrust-binary (being written).
+//! # proftrust-binary
+//!
+//! The program binary as proftrust sees it: one ELF file (executable or shared object, PIE
+//! or not) mapped from module-relative addresses ([`Svma`]) to functions, inline chains,
+//! source lines, instructions and basic blocks.
+//!
+//! Entry points:
+//!
+//! * [`Binary::open`]: header checks with clear errors (empty, not ELF, truncated, other
+//!   architecture), build-id, functions from `.symtab` (else `.dynsym`, plus synthesized
+//!   `name@plt` stubs), demangled Rust and C++ names, DWARF found embedded or in a separate
+//!   debug file (by build-id under `/usr/lib/debug/.build-id/`, or by `.gnu_debuglink`),
+//!   parsed lazily.
+//! * [`Binary::function_at`] (binary search), [`Binary::frames`] (inline chain, innermost
+//!   first, from `addr2line`).
+//! * [`Binary::instructions`] and [`Binary::cfg`]: iced-x86 decoding, basic blocks (calls do
+//!   not end a block), edge kinds, jump tables, natural loops (module docs of `cfg.rs`).
+//! * [`dominators`], [`natural_loops`], [`simple_loops`] (seed 000 §2.1, Fig. 1).
+//! * [`Symbolizer`]: a profile's [`ModuleTable`](proftrust_model::ModuleTable) mapped to
+//!   binaries on disk, naming any [`Location`](proftrust_model::Location).
+//!
+//! Nothing here panics on bad input; problems that do not stop the work (no debug info, no
+//! symbol table, build-id mismatch) are collected as warnings.
+#![warn(missing_docs)]
+
+mod cfg;
+mod crc;
+mod debuginfo;
+mod demangle;
+mod disasm;
+mod elf;
+mod error;
+mod loops;
+mod symbolizer;
+
+pub use demangle::demangle;
+pub use disasm::{Flow, Instr};
+pub use elf::{Binary, Frame, Function, OpenOptions};
+pub use error::BinaryError;
+pub use loops::{dominators, natural_loops, simple_loops};
+pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
+pub use symbolizer::Symbolizer;
+
+/// Default cap on the number of simple loops enumerated per loop.
+pub const DEFAULT_SIMPLE_LOOP_CAP: usize = 10_000;
+
+/// A resolved jump table (see [`Binary::jump_tables`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpTable {
+    /// Address of the indirect `jmp`.
+    pub jump: Svma,
+    /// Address of the table.
+    pub table: Svma,
+    /// Number of entries, from the bounds check before the jump.
+    pub entries: u64,
+    /// Target of each entry, in table order (duplicates kept).
+    pub targets: Vec<Svma>,
+}
+
+impl Binary {
+    /// The control-flow graph of `f`: blocks, edges with kinds, natural loops.
+    pub fn cfg(&self, f: &Function) -> Result<Cfg, BinaryError> {
+        cfg::build_cfg(self, f)
+    }
+
+    /// The instructions of `f`, decoded in address order.
+    pub fn instructions(&self, f: &Function) -> Result<Vec<Instr>, BinaryError> {
+        Ok(disasm::describe(&disasm::decode_raw(self, f)?))
+    }
+
+    /// The jump tables of `f` that match a known pattern with a bounded size.
+    pub fn jump_tables(&self, f: &Function) -> Result<Vec<JumpTable>, BinaryError> {
+        Ok(cfg::jump_tables(self, f)?
+            .into_iter()
+            .map(|(jump, t)| JumpTable {
+                jump,
+                table: Svma(t.table),
+                entries: t.entries,
+                targets: t.targets.into_iter().map(Svma).collect(),
+            })
+            .collect())
+    }
+}

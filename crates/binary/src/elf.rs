@@ -1,0 +1,725 @@
+//! One ELF file: header checks, sections, function symbols, build-id, debug info.
+
+use crate::debuginfo::{find_separate_debug_file, DebugInfo};
+use crate::demangle::demangle;
+use crate::error::BinaryError;
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use proftrust_model::{BuildId, Svma};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A function: a code symbol of the binary (or a synthesized `name@plt` stub).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    /// Demangled name (`foo::bar(int)`, `core::fmt::write`, `main`).
+    pub name: String,
+    /// Name as the symbol table holds it (mangled).
+    pub raw_name: String,
+    /// Entry address.
+    pub start: Svma,
+    /// Size in bytes. Symbols of size 0 are extended to the next function or section end.
+    pub size: u64,
+}
+
+impl Function {
+    /// One past the last byte.
+    pub fn end(&self) -> Svma {
+        Svma(self.start.0.saturating_add(self.size))
+    }
+    /// Whether `a` lies inside the function.
+    pub fn contains(&self, a: Svma) -> bool {
+        a >= self.start && a < self.end()
+    }
+}
+
+/// One stack frame of an inline chain (see [`Binary::frames`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Demangled function name.
+    pub function: String,
+    /// Source file: for the innermost frame the file of the address, for outer frames the
+    /// file of the call site of the next inner frame (as `addr2line -i` prints them).
+    pub file: Option<String>,
+    /// Source line, same convention as `file`.
+    pub line: Option<u32>,
+}
+
+/// Options for [`Binary::open_with`].
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Roots searched for separate debug files: `ROOT/.build-id/xx/rest.debug` and
+    /// `ROOT/<dir of the binary>/<debuglink name>`.
+    /// Default is `["/usr/lib/debug"]`.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Whether to look for separate debug files at all. Default is `true`.
+    pub separate_debug: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            separate_debug: true,
+        }
+    }
+}
+
+/// A section with its address range and where its bytes lie in the file.
+#[derive(Debug, Clone)]
+pub(crate) struct SectionInfo {
+    pub name: String,
+    pub addr: u64,
+    pub size: u64,
+    /// File offset and size of the bytes, `None` for NOBITS.
+    pub file: Option<(u64, u64)>,
+    pub exec: bool,
+}
+
+/// One ELF file (executable or shared object, PIE or not) with lazily parsed debug info.
+///
+/// Opening reads the file, checks its headers, and reads sections and symbols; DWARF is
+/// parsed on the first call to [`frames`](Binary::frames). Everything is owned, so a
+/// `Binary` is `Send + Sync` and can be shared between threads.
+pub struct Binary {
+    path: PathBuf,
+    pub(crate) data: Arc<[u8]>,
+    build_id: Option<BuildId>,
+    pie: bool,
+    shared_object: bool,
+    functions: Vec<Function>,
+    by_name: HashMap<String, usize>,
+    pub(crate) sections: Vec<SectionInfo>,
+    /// GOT slot address -> name of the symbol it holds (from dynamic relocations).
+    pub(crate) got_names: HashMap<u64, String>,
+    has_symtab: bool,
+    /// Whether any two functions overlap (then `function_at` looks further back).
+    overlapping: bool,
+    /// `functions[i].start`, for the binary search.
+    starts: Vec<u64>,
+    debug: DebugInfo,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Binary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binary")
+            .field("path", &self.path)
+            .field("build_id", &self.build_id)
+            .field("pie", &self.pie)
+            .field("functions", &self.functions.len())
+            .finish()
+    }
+}
+
+const EM_X86_64: u16 = 62;
+
+fn machine_name(m: u16) -> String {
+    match m {
+        3 => "x86 (EM_386)".into(),
+        40 => "ARM (EM_ARM)".into(),
+        183 => "AArch64 (EM_AARCH64)".into(),
+        243 => "RISC-V (EM_RISCV)".into(),
+        8 => "MIPS (EM_MIPS)".into(),
+        20 => "PowerPC (EM_PPC)".into(),
+        21 => "PowerPC64 (EM_PPC64)".into(),
+        22 => "s390 (EM_S390)".into(),
+        other => format!("machine {other}"),
+    }
+}
+
+fn describe_non_elf(data: &[u8]) -> String {
+    let head = &data[..data.len().min(4)];
+    if head.starts_with(b"MZ") {
+        "it is a PE/Windows file".into()
+    } else if head == [0xcf, 0xfa, 0xed, 0xfe] || head == [0xca, 0xfe, 0xba, 0xbe] {
+        "it is a Mach-O file".into()
+    } else if head.starts_with(b"#!") {
+        "it is a script".into()
+    } else if data
+        .iter()
+        .take(256)
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
+        "it is a text file".into()
+    } else {
+        format!("it starts with bytes {head:02x?}, not 7f 45 4c 46")
+    }
+}
+
+fn rd_u16(d: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([d[o], d[o + 1]])
+}
+fn rd_u64(d: &[u8], o: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[o..o + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// Checks the ELF header by hand so that each kind of bad input gets its own clear error.
+fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
+    let len = data.len() as u64;
+    if data.is_empty() {
+        return Err(BinaryError::Empty { path: path.into() });
+    }
+    if !data.starts_with(b"\x7fELF") {
+        return Err(BinaryError::NotElf {
+            path: path.into(),
+            what: describe_non_elf(data),
+        });
+    }
+    if data.len() < 6 {
+        return Err(BinaryError::Truncated {
+            path: path.into(),
+            what: "the ELF identification".into(),
+            needed: 16,
+            len,
+        });
+    }
+    let class = data[4];
+    let endian = data[5];
+    if class != 2 || endian != 1 {
+        let arch = if data.len() >= 20 {
+            let m = if endian == 2 {
+                u16::from_be_bytes([data[18], data[19]])
+            } else {
+                u16::from_le_bytes([data[18], data[19]])
+            };
+            format!(
+                "{} ({}-bit, {}-endian)",
+                machine_name(m),
+                if class == 1 { 32 } else { 64 },
+                if endian == 2 { "big" } else { "little" }
+            )
+        } else {
+            format!("ELF class {class}")
+        };
+        return Err(BinaryError::UnsupportedArch {
+            path: path.into(),
+            arch,
+        });
+    }
+    if data.len() < 64 {
+        return Err(BinaryError::Truncated {
+            path: path.into(),
+            what: "the ELF header".into(),
+            needed: 64,
+            len,
+        });
+    }
+    let machine = rd_u16(data, 0x12);
+    if machine != EM_X86_64 {
+        return Err(BinaryError::UnsupportedArch {
+            path: path.into(),
+            arch: machine_name(machine),
+        });
+    }
+    let phoff = rd_u64(data, 0x20);
+    let shoff = rd_u64(data, 0x28);
+    let phentsize = rd_u16(data, 0x36) as u64;
+    let phnum = rd_u16(data, 0x38) as u64;
+    let shentsize = rd_u16(data, 0x3a) as u64;
+    let shnum = rd_u16(data, 0x3c) as u64;
+    let ph_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
+    if phnum > 0 && ph_end > len {
+        return Err(BinaryError::Truncated {
+            path: path.into(),
+            what: "the program header table".into(),
+            needed: ph_end,
+            len,
+        });
+    }
+    // shnum == 0 with shoff != 0 means the count is in section 0's sh_size; at least
+    // section 0 must be present.
+    let sh_end = shoff.saturating_add(shentsize.saturating_mul(shnum.max(1)));
+    if shoff != 0 && sh_end > len {
+        return Err(BinaryError::Truncated {
+            path: path.into(),
+            what: "the section header table".into(),
+            needed: sh_end,
+            len,
+        });
+    }
+    Ok(())
+}
+
+/// Names of functions that never return; a call to one ends its basic block with no
+/// successor. Matched after removing an `@plt` suffix.
+pub(crate) fn is_noreturn(name: &str) -> bool {
+    let n = name.strip_suffix("@plt").unwrap_or(name);
+    matches!(
+        n,
+        "abort"
+            | "exit"
+            | "_exit"
+            | "_Exit"
+            | "quick_exit"
+            | "__stack_chk_fail"
+            | "__assert_fail"
+            | "__assert_perror_fail"
+            | "__fortify_fail"
+            | "__chk_fail"
+            | "__cxa_throw"
+            | "__cxa_rethrow"
+            | "__cxa_bad_cast"
+            | "__cxa_bad_typeid"
+            | "__cxa_call_unexpected"
+            | "_Unwind_Resume"
+            | "_ZSt9terminatev"
+            | "std::terminate()"
+            | "longjmp"
+            | "_longjmp"
+            | "siglongjmp"
+            | "__longjmp_chk"
+            | "pthread_exit"
+            | "err"
+            | "errx"
+            | "verr"
+            | "verrx"
+    ) || n.starts_with("core::panicking::")
+        || n.starts_with("std::panicking::begin_panic")
+        || n.starts_with("core::option::unwrap_failed")
+        || n.starts_with("core::option::expect_failed")
+        || n.starts_with("core::result::unwrap_failed")
+        || n.starts_with("alloc::alloc::handle_alloc_error")
+        || n.starts_with("std::process::exit")
+        || n.starts_with("std::process::abort")
+}
+
+impl Binary {
+    /// Opens an ELF file with default [`OpenOptions`].
+    ///
+    /// Errors name the file: empty, not ELF, truncated, unsupported architecture, malformed.
+    pub fn open(path: &Path) -> Result<Binary, BinaryError> {
+        Binary::open_with(path, &OpenOptions::default())
+    }
+
+    /// Opens an ELF file.
+    pub fn open_with(path: &Path, opts: &OpenOptions) -> Result<Binary, BinaryError> {
+        let data = std::fs::read(path).map_err(|source| BinaryError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Binary::from_bytes_with(path, data, opts)
+    }
+
+    /// Parses ELF bytes already in memory; `path` is used in messages and to find separate
+    /// debug files. Never panics on bad input.
+    pub fn from_bytes(path: &Path, data: Vec<u8>) -> Result<Binary, BinaryError> {
+        Binary::from_bytes_with(path, data, &OpenOptions::default())
+    }
+
+    /// [`from_bytes`](Binary::from_bytes) with options.
+    pub fn from_bytes_with(
+        path: &Path,
+        data: Vec<u8>,
+        opts: &OpenOptions,
+    ) -> Result<Binary, BinaryError> {
+        check_header(path, &data)?;
+        let data: Arc<[u8]> = Arc::from(data);
+        let malformed = |e: object::Error| BinaryError::Malformed {
+            path: path.into(),
+            what: e.to_string(),
+        };
+        let file = object::File::parse(&*data).map_err(malformed)?;
+        let len = data.len() as u64;
+
+        let mut sections = Vec::new();
+        let mut has_dwarf = false;
+        for s in file.sections() {
+            let name = s.name().unwrap_or("").to_string();
+            let file_range = s.file_range();
+            if let Some((off, size)) = file_range {
+                let end = off.saturating_add(size);
+                if end > len {
+                    return Err(BinaryError::Truncated {
+                        path: path.into(),
+                        what: format!("section {name}"),
+                        needed: end,
+                        len,
+                    });
+                }
+            }
+            if (name == ".debug_info" || name == ".zdebug_info") && s.size() > 0 {
+                has_dwarf = true;
+            }
+            sections.push(SectionInfo {
+                exec: s.kind() == SectionKind::Text,
+                addr: s.address(),
+                size: s.size(),
+                file: file_range,
+                name,
+            });
+        }
+
+        let build_id = match file.build_id() {
+            Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
+            _ => None,
+        };
+
+        // ET_DYN = 3: position independent (PIE executable or shared object).
+        let e_type = rd_u16(&data, 0x10);
+        let pie = e_type == 3;
+        let has_interp = sections.iter().any(|s| s.name == ".interp");
+        let shared_object = pie && !has_interp;
+
+        let mut warnings = Vec::new();
+
+        // GOT slots -> symbol names, from the dynamic relocations (JUMP_SLOT, GLOB_DAT).
+        let mut got_names = HashMap::new();
+        if let Some(relocs) = file.dynamic_relocations() {
+            let mut names: Vec<Option<&str>> = Vec::new();
+            for sym in file.dynamic_symbols() {
+                let i = sym.index().0;
+                if i < (1 << 24) {
+                    if names.len() <= i {
+                        names.resize(i + 1, None);
+                    }
+                    names[i] = sym.name().ok().filter(|n| !n.is_empty());
+                }
+            }
+            for (slot, r) in relocs {
+                if let object::RelocationTarget::Symbol(idx) = r.target() {
+                    if let Some(Some(n)) = names.get(idx.0) {
+                        got_names.insert(slot, n.to_string());
+                    }
+                }
+            }
+        }
+
+        let mut debug = DebugInfo::none();
+        if has_dwarf {
+            debug = DebugInfo::embedded(data.clone());
+        } else if opts.separate_debug {
+            let link = file
+                .gnu_debuglink()
+                .ok()
+                .flatten()
+                .map(|(n, crc)| (String::from_utf8_lossy(n).into_owned(), crc));
+            match find_separate_debug_file(path, build_id.as_ref(), link, &opts.debug_dirs) {
+                Some(p) => debug = DebugInfo::separate(p),
+                None => warnings.push(format!(
+                    "no debug info in {}: inline frames and source lines are unavailable; install the -dbg/-dbgsym package or build with -g",
+                    path.display()
+                )),
+            }
+        } else {
+            warnings.push(format!(
+                "no debug info in {}: inline frames and source lines are unavailable; build with -g",
+                path.display()
+            ));
+        }
+
+        // Function symbols: .symtab, else the .symtab of the separate debug file (Debian's
+        // -dbgsym files keep it), else .dynsym.
+        let mut has_symtab = false;
+        let mut raw: Vec<(u64, u64, String, u8)> = Vec::new();
+        collect_functions(&mut file.symbols(), &mut raw);
+        if raw.is_empty() {
+            if let Some(dp) = debug.separate_path() {
+                if let Ok(dd) = std::fs::read(dp) {
+                    if let Ok(df) = object::File::parse(&*dd) {
+                        collect_functions(&mut df.symbols(), &mut raw);
+                    }
+                }
+            }
+        }
+        if !raw.is_empty() {
+            has_symtab = true;
+        } else {
+            collect_functions(&mut file.dynamic_symbols(), &mut raw);
+        }
+
+        // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
+        let plt = plt_stubs(&sections, &data, &got_names);
+
+        raw.sort_by(|a, b| (a.0, a.3, &a.2).cmp(&(b.0, b.3, &b.2)));
+        let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
+        let mut by_name = HashMap::new();
+        for (addr, size, name, _) in raw {
+            let idx = match functions.last_mut() {
+                Some(last) if last.start.0 == addr => {
+                    if last.size == 0 {
+                        last.size = size;
+                    }
+                    functions.len() - 1
+                }
+                _ => {
+                    functions.push(Function {
+                        name: demangle(&name),
+                        raw_name: name.clone(),
+                        start: Svma(addr),
+                        size,
+                    });
+                    functions.len() - 1
+                }
+            };
+            by_name.entry(name.clone()).or_insert(idx);
+            by_name.entry(demangle(&name)).or_insert(idx);
+        }
+        // PLT stubs only where no symbol is.
+        let mut extra: Vec<Function> = plt
+            .into_iter()
+            .filter(|p| {
+                let i = functions.partition_point(|f| f.start.0 <= p.start.0);
+                i == 0 || !functions[i - 1].contains(p.start) && functions[i - 1].start != p.start
+            })
+            .collect();
+        if !extra.is_empty() {
+            functions.append(&mut extra);
+            functions.sort_by_key(|f| f.start);
+            by_name.clear();
+            for (i, f) in functions.iter().enumerate() {
+                by_name.entry(f.raw_name.clone()).or_insert(i);
+                by_name.entry(f.name.clone()).or_insert(i);
+            }
+        }
+        // Size-0 symbols run to the next function or the end of their section.
+        for i in 0..functions.len() {
+            if functions[i].size == 0 {
+                let start = functions[i].start.0;
+                let sec_end = sections
+                    .iter()
+                    .find(|s| s.exec && start >= s.addr && start < s.addr + s.size)
+                    .map(|s| s.addr + s.size)
+                    .unwrap_or(start);
+                let next = functions
+                    .get(i + 1)
+                    .map(|f| f.start.0)
+                    .unwrap_or(u64::MAX)
+                    .min(sec_end);
+                functions[i].size = next.saturating_sub(start);
+            }
+        }
+
+        if !has_symtab {
+            if functions.is_empty() {
+                warnings.push(format!(
+                    "no function symbols in {}: locations are shown as module+offset; use an unstripped build",
+                    path.display()
+                ));
+            } else {
+                warnings.push(format!(
+                    "no symbol table (.symtab) in {}: only exported functions (.dynsym) are named, static functions are attributed to their neighbours; use an unstripped build",
+                    path.display()
+                ));
+            }
+        }
+
+        let overlapping = functions.windows(2).any(|w| w[0].end() > w[1].start);
+        let starts = functions.iter().map(|f| f.start.0).collect();
+        Ok(Binary {
+            starts,
+            overlapping,
+            path: path.to_path_buf(),
+            data,
+            build_id,
+            pie,
+            shared_object,
+            functions,
+            by_name,
+            sections,
+            got_names,
+            has_symtab,
+            debug,
+            warnings,
+        })
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The GNU build-id, when the file has one.
+    pub fn build_id(&self) -> Option<&BuildId> {
+        self.build_id.as_ref()
+    }
+
+    /// Whether the file is position independent (ELF type `ET_DYN`: a PIE executable or a
+    /// shared object), i.e. loaded at a load bias that must be subtracted from runtime
+    /// addresses. See [`is_shared_object`](Binary::is_shared_object) to tell the two apart.
+    pub fn is_pie(&self) -> bool {
+        self.pie
+    }
+
+    /// Whether the file is a shared library (`ET_DYN` without a `.interp` section).
+    pub fn is_shared_object(&self) -> bool {
+        self.shared_object
+    }
+
+    /// Whether function names come from a full symbol table (`.symtab`) rather than only the
+    /// dynamic symbols.
+    pub fn has_symtab(&self) -> bool {
+        self.has_symtab
+    }
+
+    /// Whether DWARF debug info (embedded or in a separate file) was found.
+    pub fn has_debug_info(&self) -> bool {
+        self.debug.is_present()
+    }
+
+    /// Path of the separate debug file in use, if any.
+    pub fn debug_file(&self) -> Option<&Path> {
+        self.debug.separate_path()
+    }
+
+    /// Functions sorted by start address; aliases at one address appear once.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// The function containing `a` (the outermost one when symbols overlap). Binary search.
+    pub fn function_at(&self, a: Svma) -> Option<&Function> {
+        // Search the dense start array (8 bytes per function, cache friendly).
+        let i = self.starts.partition_point(|&s| s <= a.0);
+        if !self.overlapping {
+            return self.functions[..i].last().filter(|f| f.contains(a));
+        }
+        // Usually the closest start contains `a`; overlapping symbols are rare, so look a
+        // few back for an enclosing one and keep the earliest start (the outermost).
+        let mut best = None;
+        for f in self.functions[..i].iter().rev().take(8) {
+            if f.contains(a) {
+                best = Some(f);
+            }
+        }
+        best
+    }
+
+    /// The function with this raw (mangled) or demangled name.
+    pub fn function_by_name(&self, name: &str) -> Option<&Function> {
+        self.by_name.get(name).map(|&i| &self.functions[i])
+    }
+
+    /// The inline chain at `a`, innermost first; the last frame is the outermost function.
+    ///
+    /// Without DWARF, one frame from the symbol table (no file or line); outside any
+    /// function, empty.
+    pub fn frames(&self, a: Svma) -> Vec<Frame> {
+        let mut out = self.debug.frames(a.0);
+        if out.is_empty() {
+            if let Some(f) = self.function_at(a) {
+                out.push(Frame {
+                    function: f.name.clone(),
+                    file: None,
+                    line: None,
+                });
+            }
+        }
+        out
+    }
+
+    /// Warnings found while opening (no debug info, no symbol table) and while loading
+    /// debug info so far.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Problems met while loading the debug info lazily (corrupt DWARF, unreadable separate
+    /// debug file), if it was loaded.
+    pub fn debug_info_error(&self) -> Option<String> {
+        self.debug.error()
+    }
+
+    /// The section holding address `a` with its file bytes.
+    pub(crate) fn bytes_at(&self, a: u64) -> Option<(&SectionInfo, &[u8])> {
+        let s = self
+            .sections
+            .iter()
+            .find(|s| s.addr != 0 && a >= s.addr && a < s.addr.saturating_add(s.size))?;
+        let (off, size) = s.file?;
+        let d = self
+            .data
+            .get(off as usize..off.saturating_add(size) as usize)?;
+        Some((s, d.get((a - s.addr) as usize..)?))
+    }
+
+    /// The name of the function starting exactly at `a` (call and jump targets).
+    pub(crate) fn name_of_target(&self, a: u64) -> Option<&str> {
+        self.function_at(Svma(a))
+            .filter(|f| f.start.0 == a)
+            .map(|f| f.name.as_str())
+    }
+}
+
+/// Defined code symbols as `(address, size, name, alias rank)`; among aliases at one
+/// address the lowest rank wins: global, weak, local.
+fn collect_functions(
+    syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>,
+    raw: &mut Vec<(u64, u64, String, u8)>,
+) {
+    for s in syms {
+        if s.kind() != SymbolKind::Text || !s.is_definition() || s.address() == 0 {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        let rank = if s.is_global() && !s.is_weak() {
+            0
+        } else if s.is_weak() {
+            1
+        } else {
+            2
+        };
+        raw.push((s.address(), s.size(), name.to_string(), rank));
+    }
+}
+
+/// `name@plt` stubs: every `jmp *slot(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose slot
+/// a JUMP_SLOT/GLOB_DAT relocation names. A stub starts after the previous stub's jump
+/// (padding skipped) and runs to the next stub.
+fn plt_stubs(
+    sections: &[SectionInfo],
+    data: &[u8],
+    got_names: &HashMap<u64, String>,
+) -> Vec<Function> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic};
+    let mut out = Vec::new();
+    for s in sections {
+        if !matches!(s.name.as_str(), ".plt" | ".plt.sec" | ".plt.got") {
+            continue;
+        }
+        let Some((off, size)) = s.file else { continue };
+        let Some(bytes) = data.get(off as usize..(off + size) as usize) else {
+            continue;
+        };
+        let mut dec = Decoder::with_ip(64, bytes, s.addr, DecoderOptions::NONE);
+        let mut entry: Option<u64> = None;
+        let mut pending: Vec<Function> = Vec::new();
+        while dec.can_decode() {
+            let ins = dec.decode();
+            let is_pad = matches!(ins.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
+            if entry.is_none() && !is_pad {
+                entry = Some(ins.ip());
+            }
+            if ins.flow_control() == FlowControl::IndirectBranch && ins.is_ip_rel_memory_operand() {
+                if let (Some(name), Some(e)) = (got_names.get(&ins.ip_rel_memory_address()), entry)
+                {
+                    pending.push(Function {
+                        name: format!("{}@plt", demangle(name)),
+                        raw_name: format!("{name}@plt"),
+                        start: Svma(e),
+                        size: 0,
+                    });
+                }
+            }
+            if matches!(
+                ins.flow_control(),
+                FlowControl::IndirectBranch | FlowControl::UnconditionalBranch
+            ) {
+                entry = None;
+            }
+        }
+        // Each stub runs to the next one (or the section end).
+        let end = s.addr + s.size;
+        for i in 0..pending.len() {
+            let next = pending.get(i + 1).map(|f| f.start.0).unwrap_or(end);
+            pending[i].size = next.saturating_sub(pending[i].start.0).min(16);
+        }
+        out.extend(pending);
+    }
+    out
+}

@@ -1,0 +1,92 @@
+//! The one error type of this crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while reading a binary or analysing its code.
+///
+/// Every variant names the file (or function) it is about and, where there is one, the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BinaryError {
+    /// The file could not be read at all.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file has no bytes.
+    #[error("{} is empty (0 bytes): expected an ELF executable or shared object", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file does not start with the ELF magic.
+    #[error("{} is not an ELF file ({what}): expected an x86-64 Linux executable or shared object", path.display())]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// What it looks like instead.
+        what: String,
+    },
+    /// The file ends before a structure its headers promise.
+    #[error("{} is truncated: {what} extends to byte {needed} but the file has only {len} bytes (copy the file again)", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Which structure is cut.
+        what: String,
+        /// Bytes the structure needs (end offset).
+        needed: u64,
+        /// Actual file size.
+        len: u64,
+    },
+    /// An ELF file for another machine or class.
+    #[error("{} is an ELF file for {arch}: only x86-64 (64-bit little-endian, EM_X86_64) is supported", path.display())]
+    UnsupportedArch {
+        /// The file.
+        path: PathBuf,
+        /// What the header says.
+        arch: String,
+    },
+    /// The ELF structures are inconsistent.
+    #[error("{} is a malformed ELF file: {what}", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What the parser rejected.
+        what: String,
+    },
+    /// A function's bytes are not in any section with file contents.
+    #[error("function {function} at {address:#x} in {} has no code bytes in the file (is it in a NOBITS section, or is the symbol table wrong?)", path.display())]
+    NoCode {
+        /// The file.
+        path: PathBuf,
+        /// The function.
+        function: String,
+        /// Its start address.
+        address: u64,
+    },
+    /// Simple-loop enumeration hit its cap.
+    #[error("loop with header {header:#x} in {function} has more than {cap} simple loops (elementary cycles through the header); raise the cap (e.g. --simple-loop-cap) or analyse an inner loop")]
+    CapExceeded {
+        /// Function name.
+        function: String,
+        /// Address of the loop header block.
+        header: u64,
+        /// The cap that was hit.
+        cap: usize,
+    },
+    /// A loop that does not belong to the CFG it was given with.
+    #[error("loop {loop_id} does not belong to the CFG of {function}: {what}")]
+    ForeignLoop {
+        /// Function name.
+        function: String,
+        /// Loop id.
+        loop_id: u32,
+        /// What is inconsistent.
+        what: String,
+    },
+}

@@ -1,1 +1,163 @@
-//! proftrust-formats (being written).
+//! # proftrust-formats
+//!
+//! Readers and writers of the profile files proftrust meets, all producing the nouns of
+//! `proftrust-model` with **module-relative** addresses:
+//!
+//! * [`native`] — proftrust's own versioned files: samples (`PTSAMP01`) and exact profiles
+//!   (`PTEXACT1`); compact little-endian records behind a JSON header.
+//! * [`read_perf_data`] / [`read_perf_data_with`] — perf.data (file and pipe mode, zstd
+//!   records) with mmap-based module-relative addresses, call chains, branch stacks.
+//! * [`read_perf_script`] / [`write_perf_script`] — `perf script` text in and out.
+//! * [`callgrind`] — callgrind out files, per-function totals, conversion to an
+//!   `ExactProfile` with inferred load biases ([`SymbolSource`]).
+//! * [`segments`] — runtime address → SVMA through an object's `PT_LOAD` segments.
+//! * [`sniff`] — tells which [`Format`] a file holds from its first bytes.
+//!
+//! The formats, layouts and the choices made are described in `docs/file-formats.md`.
+//!
+//! Parsers take byte slices or `&str`; writers take `Write`. Nothing here opens files or
+//! spawns processes, except that the callgrind import may be given ELF files to infer load
+//! biases. Every failure is a [`FormatError`] naming the format, the offset or line, and what
+//! is wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
+#![warn(missing_docs)]
+
+pub mod callgrind;
+mod error;
+pub mod native;
+mod perf_data;
+mod perf_script;
+pub mod segments;
+
+pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
+pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
+pub use perf_script::{read_perf_script, write_perf_script};
+
+pub use error::FormatError;
+
+/// Things a reader could do only approximately (shown to the user as warnings).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadNotes {
+    /// One sentence each.
+    pub warnings: Vec<String>,
+}
+
+/// The file formats proftrust reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// `perf.data` written by `perf record` (file or pipe mode).
+    PerfData,
+    /// Text printed by `perf script`.
+    PerfScript,
+    /// A `callgrind.out.PID` file written by valgrind's callgrind.
+    Callgrind,
+    /// proftrust's own sample file (`PTSAMP..`).
+    NativeSamples,
+    /// proftrust's own exact file (`PTEXACT.`).
+    NativeExact,
+}
+
+impl Format {
+    /// The name used in JSON output and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::PerfData => "perf.data",
+            Format::PerfScript => "perf-script",
+            Format::Callgrind => "callgrind",
+            Format::NativeSamples => "samples",
+            Format::NativeExact => "exact",
+        }
+    }
+}
+
+/// Guesses the format from the first bytes of a file (4 KiB are plenty).
+///
+/// Binary formats are recognised by their magic (`PERFILE2` in either byte order,
+/// `PTSAMP`, `PTEXACT`); callgrind by its first meaningful line (`# callgrind format`,
+/// `version:`, `creator:`, `events:` and the other header keys); `perf script` text by a line
+/// shaped like a sample header or an indented frame. `None` when nothing fits.
+pub fn sniff(head: &[u8]) -> Option<Format> {
+    if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
+        return Some(Format::PerfData);
+    }
+    if head.starts_with(b"PTSAMP") {
+        return Some(Format::NativeSamples);
+    }
+    if head.starts_with(b"PTEXACT") {
+        return Some(Format::NativeExact);
+    }
+    // Text: tolerate a multi-byte character cut at the end of `head`.
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
+    sniff_text(text)
+}
+
+fn sniff_text(text: &str) -> Option<Format> {
+    const CALLGRIND_KEYS: &[&str] = &[
+        "version:",
+        "creator:",
+        "pid:",
+        "cmd:",
+        "part:",
+        "thread:",
+        "desc:",
+        "positions:",
+        "events:",
+    ];
+    for line in text.lines().take(50) {
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        if t.starts_with("# callgrind format") {
+            return Some(Format::Callgrind);
+        }
+        if t.starts_with('#') {
+            continue;
+        }
+        if CALLGRIND_KEYS.iter().any(|k| t.starts_with(k)) {
+            return Some(Format::Callgrind);
+        }
+        break;
+    }
+    if perf_script::looks_like_perf_script(text) {
+        return Some(Format::PerfScript);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff_magics_and_text() {
+        assert_eq!(sniff(b"PERFILE2\x68\0\0\0"), Some(Format::PerfData));
+        assert_eq!(sniff(b"PTSAMP01...."), Some(Format::NativeSamples));
+        assert_eq!(sniff(b"PTEXACT1...."), Some(Format::NativeExact));
+        assert_eq!(
+            sniff(b"# callgrind format\nversion: 1\n"),
+            Some(Format::Callgrind)
+        );
+        assert_eq!(
+            sniff(b"\nversion: 1\ncreator: x\n"),
+            Some(Format::Callgrind)
+        );
+        assert_eq!(sniff(b""), None);
+        assert_eq!(sniff(b"\xff\xfe\x00garbage"), None);
+        assert_eq!(sniff(b"hello world\n"), None);
+        assert_eq!(
+            sniff(
+                b"  hot 23174  3233.481746:     100000 cpu-clock:  ffffffff81d7fadd f+0x6d ([k])\n"
+            ),
+            Some(Format::PerfScript)
+        );
+        assert_eq!(
+            sniff(b"   5560a69e91ed fa (/tmp/fmt/hot)\n"),
+            Some(Format::PerfScript)
+        );
+    }
+}

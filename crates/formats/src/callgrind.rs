@@ -1,0 +1,1417 @@
+//! Callgrind profile files (`callgrind.out.PID`), format version 1.
+//!
+//! The reader implements the whole format as valgrind documents it ("Callgrind Format
+//! Specification") and as callgrind 3.x writes it:
+//!
+//! * header lines `key: value` anywhere in the file: `version:` (only `1` is read; any other
+//!   value is [`FormatError::UnsupportedVersion`]), `creator:`, `pid:`, `cmd:`, `part:`
+//!   (starts a new part), `thread:`, `desc:`, `positions:` (`line`, `instr`, `instr line`, in
+//!   any order), `events:`, `event:` (long names, ignored), `totals:`, `summary:`; unknown
+//!   header keys are ignored as the specification asks;
+//! * position specifications `ob= fl= fi= fe= fn= cob= cfi= cfl= cfn= jfi= jfn=` with name
+//!   compression: `(id) name` defines an id, `(id)` refers to it; objects, files and
+//!   functions have separate id spaces;
+//! * cost lines: subpositions then up to one counter per event (missing counters are 0).
+//!   A subposition is absolute (decimal or `0x` hex), relative to the same subposition of the
+//!   previous cost line (`+N`, `-N`), or equal to it (`*`);
+//! * `calls=COUNT TARGET` followed by a cost line giving the call site and the inclusive cost
+//!   of the call (not self cost);
+//! * `jump=COUNT TARGET` and `jcnd=TAKEN/EXECUTED TARGET`, each followed by a line holding
+//!   the source position (the jump instruction). Callgrind writes the taken count first: in a
+//!   loop `jcnd=666/1000` leaves a branch executed 1000 times (the Ir of the source
+//!   instruction) that jumped 666 times (the Ir of the target block). The target and source
+//!   subpositions are both relative to the previous cost line; only the source updates it.
+//!
+//! Several parts (`part:`) and threads (`thread:`) in one file are read in order and their
+//! costs summed; the name-compression tables carry across parts.
+//!
+//! ## Addresses
+//!
+//! Callgrind 3.19 writes instruction addresses of an object relative to the object's text
+//! bias (for a PIE executable `work` appears at its ELF address `0x11c0`, not at
+//! `0x1080000 + 0x11c0`), but older writers and other tools write runtime addresses, and the
+//! file never states the bias. [`CallgrindProfile::to_exact`] therefore infers, per object,
+//! the page-aligned bias under which the addresses of each named function fall inside the ELF
+//! symbol of the same name, using symbols the caller supplies through [`SymbolSource`]
+//! (the CLI uses `proftrust-binary`), or takes biases the caller states.
+
+use crate::error::FormatError;
+use proftrust_model::{
+    BuildId, CallCount, EdgeCount, ExactProfile, InstrCount, Location, Module, ModuleIdx,
+    ModuleTable,
+};
+use std::collections::HashMap;
+
+const WHAT: &str = "callgrind file";
+
+/// Index of a name (object, file or function name) in [`CallgrindProfile`]'s tables.
+pub type NameIdx = u32;
+
+/// Which subpositions a cost line starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionKind {
+    /// Instruction address.
+    Instr,
+    /// Source line.
+    Line,
+}
+
+/// One part of the file (`part:` / `thread:` sections).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Part {
+    /// `part:` number, if stated.
+    pub number: Option<u64>,
+    /// `thread:` number, if stated.
+    pub thread: Option<u64>,
+    /// `pid:` if stated.
+    pub pid: Option<u64>,
+    /// `totals:` line of this part, one value per event.
+    pub totals: Option<Vec<u64>>,
+    /// `summary:` line of this part, one value per event.
+    pub summary: Option<Vec<u64>>,
+}
+
+/// A function: name with the object and file (`fl=`) it was given under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Function {
+    /// Index into [`CallgrindProfile::names`].
+    pub name: NameIdx,
+    /// Index into [`CallgrindProfile::objects`]; `None` when no `ob=` was given.
+    pub object: Option<NameIdx>,
+    /// Index into [`CallgrindProfile::files`]; `None` when no `fl=` was given.
+    pub file: Option<NameIdx>,
+}
+
+/// One cost line: self cost of an instruction or source line in a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cost {
+    /// Index into [`CallgrindProfile::functions`].
+    pub function: u32,
+    /// Source file of the line (`fi=`/`fe=` for inlined code, else the function's `fl=`).
+    pub file: Option<NameIdx>,
+    /// Instruction address (0 without `instr` positions).
+    pub instr: u64,
+    /// Source line (0 without `line` positions or when unknown).
+    pub line: u64,
+}
+
+/// A call edge (`calls=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// Calling function (index into `functions`).
+    pub caller: u32,
+    /// Called function (index into `functions`).
+    pub callee: u32,
+    /// Number of calls.
+    pub count: u64,
+    /// Address of the call instruction.
+    pub site_instr: u64,
+    /// Source line of the call.
+    pub site_line: u64,
+    /// Address the callee was entered at.
+    pub target_instr: u64,
+    /// Source line of the callee entry.
+    pub target_line: u64,
+    /// Inclusive cost of the calls, one value per event.
+    pub inclusive: Vec<u64>,
+}
+
+/// A jump (`jump=`, `jcnd=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jump {
+    /// Function of the jump instruction.
+    pub function: u32,
+    /// Function of the target (`jfn=`, else the same function).
+    pub target_function: u32,
+    /// Address of the jump instruction.
+    pub from_instr: u64,
+    /// Source line of the jump.
+    pub from_line: u64,
+    /// Target address.
+    pub to_instr: u64,
+    /// Target source line.
+    pub to_line: u64,
+    /// Times the jump was taken.
+    pub taken: u64,
+    /// Times a conditional jump executed (`None` for unconditional `jump=`).
+    pub executed: Option<u64>,
+}
+
+/// A parsed callgrind file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallgrindProfile {
+    /// `creator:` (e.g. `callgrind-3.19.0`).
+    pub creator: Option<String>,
+    /// `cmd:` (the last one when several parts state it).
+    pub command: Option<String>,
+    /// Subpositions of cost lines, in order.
+    pub positions: Vec<PositionKind>,
+    /// Event names (`Ir`, `D1mr`, ...).
+    pub events: Vec<String>,
+    /// Parts in file order (at least one).
+    pub parts: Vec<Part>,
+    /// Object names (`ob=`, `cob=`).
+    pub objects: Vec<String>,
+    /// File names (`fl=`, `fi=`, `fe=`, `cfi=`, `jfi=`).
+    pub files: Vec<String>,
+    /// Function names (`fn=`, `cfn=`, `jfn=`).
+    pub names: Vec<String>,
+    /// Functions.
+    pub functions: Vec<Function>,
+    /// Self-cost lines.
+    pub costs: Vec<Cost>,
+    /// Counters of `costs`, `events.len()` per line, row-major.
+    pub cost_values: Vec<u64>,
+    /// Calls.
+    pub calls: Vec<Call>,
+    /// Jumps.
+    pub jumps: Vec<Jump>,
+    /// Body lines with an unknown `key=` that were skipped.
+    pub ignored_lines: u64,
+}
+
+/// Self cost of one function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionTotal {
+    /// Function name as callgrind wrote it.
+    pub name: String,
+    /// Object path (`ob=`), if any.
+    pub object: Option<String>,
+    /// Source file (`fl=`), if any.
+    pub file: Option<String>,
+    /// Self cost per event.
+    pub costs: Vec<u64>,
+}
+
+#[derive(Default)]
+struct Names {
+    names: Vec<String>,
+    by_id: HashMap<u64, NameIdx>,
+    by_name: HashMap<String, NameIdx>,
+}
+
+impl Names {
+    fn intern(&mut self, s: &str) -> NameIdx {
+        if let Some(&i) = self.by_name.get(s) {
+            return i;
+        }
+        let i = self.names.len() as NameIdx;
+        self.names.push(s.to_string());
+        self.by_name.insert(s.to_string(), i);
+        i
+    }
+
+    /// Resolves `(id) name`, `(id)` or `name`.
+    fn resolve(&mut self, v: &str, line: usize, kind: &str) -> Result<NameIdx, FormatError> {
+        let v = v.trim();
+        if let Some(rest) = v.strip_prefix('(') {
+            let close = rest
+                .find(')')
+                .ok_or_else(|| syntax(line, "unclosed `(` in a name"))?;
+            let id: u64 = rest[..close]
+                .trim()
+                .parse()
+                .map_err(|_| syntax(line, format!("bad name id {:?}", &rest[..close])))?;
+            let name = rest[close + 1..].trim();
+            if name.is_empty() {
+                return self.by_id.get(&id).copied().ok_or_else(|| {
+                    syntax(line, format!("{kind} id ({id}) used before it was defined"))
+                });
+            }
+            let i = self.intern(name);
+            self.by_id.insert(id, i);
+            Ok(i)
+        } else {
+            Ok(self.intern(v))
+        }
+    }
+}
+
+fn syntax(line: usize, detail: impl Into<String>) -> FormatError {
+    FormatError::Syntax {
+        what: WHAT,
+        line,
+        detail: detail.into(),
+    }
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn parse_list(v: &str, line: usize, what: &str) -> Result<Vec<u64>, FormatError> {
+    v.split_ascii_whitespace()
+        .map(|t| parse_u64(t).ok_or_else(|| syntax(line, format!("bad {what} value {t:?}"))))
+        .collect()
+}
+
+/// Parses one subposition against the previous value.
+fn subpos(tok: &str, last: u64, line: usize) -> Result<u64, FormatError> {
+    let bad = || syntax(line, format!("bad position {tok:?}"));
+    match tok.as_bytes().first() {
+        Some(b'*') if tok.len() == 1 => Ok(last),
+        Some(b'+') => {
+            let d = parse_u64(&tok[1..]).ok_or_else(bad)?;
+            last.checked_add(d).ok_or_else(bad)
+        }
+        Some(b'-') => {
+            let d = parse_u64(&tok[1..]).ok_or_else(bad)?;
+            last.checked_sub(d).ok_or_else(bad)
+        }
+        _ => parse_u64(tok).ok_or_else(bad),
+    }
+}
+
+struct Parser {
+    p: CallgrindProfile,
+    objects: Names,
+    files: Names,
+    fnames: Names,
+    fn_index: HashMap<(Option<NameIdx>, Option<NameIdx>, NameIdx), u32>,
+    /// Object each function name was last defined under (for `cfn=` without `cob=`).
+    name_object: HashMap<NameIdx, Option<NameIdx>>,
+    version_seen: bool,
+    in_body: bool,
+    ob: Option<NameIdx>,
+    fl: Option<NameIdx>,
+    fi: Option<NameIdx>,
+    func: Option<u32>,
+    cob: Option<NameIdx>,
+    cfi: Option<NameIdx>,
+    cfn: Option<NameIdx>,
+    jfi: Option<NameIdx>,
+    jfn: Option<NameIdx>,
+    /// Last subpositions (instr, line).
+    last: [u64; 2],
+    pending: Pending,
+}
+
+enum Pending {
+    None,
+    Call {
+        callee: u32,
+        count: u64,
+        target: [u64; 2],
+    },
+    Jump {
+        target_function: u32,
+        taken: u64,
+        executed: Option<u64>,
+        target: [u64; 2],
+    },
+}
+
+impl Parser {
+    fn function(&mut self, ob: Option<NameIdx>, fl: Option<NameIdx>, name: NameIdx) -> u32 {
+        let key = (ob, fl, name);
+        if let Some(&i) = self.fn_index.get(&key) {
+            return i;
+        }
+        let i = self.p.functions.len() as u32;
+        self.p.functions.push(Function {
+            name,
+            object: ob,
+            file: fl,
+        });
+        self.fn_index.insert(key, i);
+        i
+    }
+
+    fn part(&mut self) -> &mut Part {
+        if self.p.parts.is_empty() {
+            self.p.parts.push(Part::default());
+        }
+        self.p.parts.last_mut().expect("pushed above")
+    }
+
+    fn header(&mut self, key: &str, v: &str, line: usize) -> Result<(), FormatError> {
+        let v = v.trim();
+        match key {
+            "version" => {
+                if v != "1" && v != "0x1" {
+                    return Err(FormatError::UnsupportedVersion {
+                        what: WHAT,
+                        found: v.to_string(),
+                        supported: "1",
+                        hint: "write the profile with valgrind's callgrind (format version 1)",
+                    });
+                }
+                self.version_seen = true;
+            }
+            "creator" => self.p.creator = Some(v.to_string()),
+            "cmd" => self.p.command = Some(v.to_string()),
+            "pid" => {
+                let pid = parse_u64(v).ok_or_else(|| syntax(line, format!("bad pid {v:?}")))?;
+                self.part().pid = Some(pid);
+            }
+            "part" | "thread" => {
+                let n = parse_u64(v).ok_or_else(|| syntax(line, format!("bad {key} {v:?}")))?;
+                // A new part begins when the current one already has content or already
+                // states this key.
+                let starts_new = match self.p.parts.last() {
+                    None => false,
+                    Some(p) => {
+                        self.in_body
+                            || (key == "part" && p.number.is_some())
+                            || (key == "thread" && p.thread.is_some())
+                    }
+                };
+                if starts_new {
+                    let pid = self.p.parts.last().and_then(|p| p.pid);
+                    self.p.parts.push(Part {
+                        pid,
+                        ..Part::default()
+                    });
+                    self.in_body = false;
+                    self.last = [0, 0];
+                    self.pending = Pending::None;
+                }
+                if key == "part" {
+                    self.part().number = Some(n);
+                } else {
+                    self.part().thread = Some(n);
+                }
+            }
+            "positions" => {
+                let mut ps = Vec::new();
+                for t in v.split_ascii_whitespace() {
+                    ps.push(match t {
+                        "instr" => PositionKind::Instr,
+                        "line" => PositionKind::Line,
+                        _ => return Err(syntax(line, format!("unknown position kind {t:?}"))),
+                    });
+                }
+                if ps.is_empty() {
+                    return Err(syntax(line, "empty `positions:`"));
+                }
+                if !self.p.costs.is_empty() && ps != self.p.positions {
+                    return Err(syntax(line, "`positions:` changes after cost lines"));
+                }
+                self.p.positions = ps;
+            }
+            "events" => {
+                let ev: Vec<String> = v.split_ascii_whitespace().map(str::to_string).collect();
+                if ev.is_empty() {
+                    return Err(syntax(line, "empty `events:`"));
+                }
+                if !self.p.events.is_empty() && ev != self.p.events {
+                    return Err(syntax(
+                        line,
+                        format!(
+                            "`events:` changes from {:?} to {:?} within one file",
+                            self.p.events, ev
+                        ),
+                    ));
+                }
+                self.p.events = ev;
+            }
+            "totals" | "summary" => {
+                let vals = parse_list(v, line, key)?;
+                if key == "totals" {
+                    self.part().totals = Some(vals);
+                } else {
+                    self.part().summary = Some(vals);
+                }
+            }
+            // `desc:`, `event:` and keys this reader does not know: ignored, as the
+            // specification asks of readers.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn spec(&mut self, key: &str, v: &str, line: usize) -> Result<(), FormatError> {
+        match key {
+            "ob" => self.ob = Some(self.objects.resolve(v, line, "object")?),
+            "fl" => {
+                let f = self.files.resolve(v, line, "file")?;
+                self.fl = Some(f);
+                self.fi = Some(f);
+            }
+            "fi" | "fe" => self.fi = Some(self.files.resolve(v, line, "file")?),
+            "fn" => {
+                let n = self.fnames.resolve(v, line, "function")?;
+                self.name_object.insert(n, self.ob);
+                self.func = Some(self.function(self.ob, self.fl, n));
+                self.fi = self.fl;
+            }
+            "cob" => self.cob = Some(self.objects.resolve(v, line, "object")?),
+            "cfi" | "cfl" => self.cfi = Some(self.files.resolve(v, line, "file")?),
+            "cfn" => self.cfn = Some(self.fnames.resolve(v, line, "function")?),
+            "jfi" => self.jfi = Some(self.files.resolve(v, line, "file")?),
+            "jfn" => self.jfn = Some(self.fnames.resolve(v, line, "function")?),
+            "calls" => {
+                let mut it = v.split_ascii_whitespace();
+                let count = it
+                    .next()
+                    .and_then(parse_u64)
+                    .ok_or_else(|| syntax(line, format!("bad call count in `calls={v}`")))?;
+                let target = self.positions_of(&mut it, line, false)?;
+                let name = self
+                    .cfn
+                    .ok_or_else(|| syntax(line, "`calls=` without a preceding `cfn=`"))?;
+                let ob = match self.cob {
+                    Some(o) => Some(o),
+                    None => self.name_object.get(&name).copied().unwrap_or(self.ob),
+                };
+                let fl = self.cfi.or(self.fl);
+                let callee = self.function(ob, fl, name);
+                self.pending = Pending::Call {
+                    callee,
+                    count,
+                    target,
+                };
+                self.cob = None;
+                self.cfi = None;
+                self.cfn = None;
+            }
+            "jump" | "jcnd" => {
+                let mut it = v.split_ascii_whitespace();
+                let counts = it
+                    .next()
+                    .ok_or_else(|| syntax(line, format!("`{key}=` without counts")))?;
+                let (taken, executed) = if key == "jcnd" {
+                    let (a, b) = counts.split_once('/').ok_or_else(|| {
+                        syntax(
+                            line,
+                            format!("`jcnd=` needs TAKEN/EXECUTED, got {counts:?}"),
+                        )
+                    })?;
+                    let a = parse_u64(a).ok_or_else(|| syntax(line, "bad jcnd count"))?;
+                    let b = parse_u64(b).ok_or_else(|| syntax(line, "bad jcnd count"))?;
+                    (a, Some(b))
+                } else {
+                    let a = parse_u64(counts).ok_or_else(|| syntax(line, "bad jump count"))?;
+                    (a, None)
+                };
+                let target = self.positions_of(&mut it, line, false)?;
+                let cur = self
+                    .func
+                    .ok_or_else(|| syntax(line, format!("`{key}=` before any `fn=`")))?;
+                let target_function = match self.jfn {
+                    Some(n) => {
+                        let ob = self.name_object.get(&n).copied().unwrap_or(self.ob);
+                        let fl = self.jfi.or(self.fl);
+                        self.function(ob, fl, n)
+                    }
+                    None => cur,
+                };
+                self.pending = Pending::Jump {
+                    target_function,
+                    taken,
+                    executed,
+                    target,
+                };
+                self.jfi = None;
+                self.jfn = None;
+            }
+            _ => self.p.ignored_lines += 1,
+        }
+        Ok(())
+    }
+
+    /// Reads the subpositions at the front of `it`; `update` stores them as the new last.
+    fn positions_of<'a>(
+        &mut self,
+        it: &mut impl Iterator<Item = &'a str>,
+        line: usize,
+        update: bool,
+    ) -> Result<[u64; 2], FormatError> {
+        let mut pos = self.last;
+        for k in 0..self.p.positions.len() {
+            let slot = match self.p.positions[k] {
+                PositionKind::Instr => 0,
+                PositionKind::Line => 1,
+            };
+            let tok = it.next().ok_or_else(|| syntax(line, "missing position"))?;
+            pos[slot] = subpos(tok, self.last[slot], line)?;
+        }
+        if update {
+            self.last = pos;
+        }
+        Ok(pos)
+    }
+
+    fn cost_line(&mut self, text: &str, line: usize) -> Result<(), FormatError> {
+        if self.p.events.is_empty() {
+            return Err(syntax(line, "cost line before the `events:` header"));
+        }
+        if self.p.positions.is_empty() {
+            // The specification's default.
+            self.p.positions = vec![PositionKind::Line];
+        }
+        let mut it = text.split_ascii_whitespace();
+        let pos = self.positions_of(&mut it, line, true)?;
+        let k = self.p.events.len();
+        let mut vals = [0u64; 16];
+        let mut heap: Vec<u64> = Vec::new();
+        for (i, t) in it.enumerate() {
+            let v = parse_u64(t).ok_or_else(|| syntax(line, format!("bad cost {t:?}")))?;
+            if i >= k {
+                return Err(syntax(
+                    line,
+                    format!("more costs than the {k} events of `events:`"),
+                ));
+            }
+            if k <= vals.len() {
+                vals[i] = v;
+            } else {
+                heap.push(v);
+            }
+        }
+        let values: &[u64] = if k <= vals.len() { &vals[..k] } else { &heap };
+        match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::Call {
+                callee,
+                count,
+                target,
+            } => {
+                let caller = self
+                    .func
+                    .ok_or_else(|| syntax(line, "`calls=` before any `fn=`"))?;
+                let mut inclusive = values.to_vec();
+                inclusive.resize(k, 0);
+                self.p.calls.push(Call {
+                    caller,
+                    callee,
+                    count,
+                    site_instr: pos[0],
+                    site_line: pos[1],
+                    target_instr: target[0],
+                    target_line: target[1],
+                    inclusive,
+                });
+            }
+            Pending::Jump {
+                target_function,
+                taken,
+                executed,
+                target,
+            } => {
+                let function = self.func.expect("checked when the jump line was read");
+                self.p.jumps.push(Jump {
+                    function,
+                    target_function,
+                    from_instr: pos[0],
+                    from_line: pos[1],
+                    to_instr: target[0],
+                    to_line: target[1],
+                    taken,
+                    executed,
+                });
+                // The source line of a jump carries no cost in callgrind's output; any given
+                // is self cost of the jump instruction.
+                if values.iter().any(|&v| v != 0) {
+                    self.push_cost(pos, values, line)?;
+                }
+            }
+            Pending::None => self.push_cost(pos, values, line)?,
+        }
+        self.in_body = true;
+        Ok(())
+    }
+
+    fn push_cost(&mut self, pos: [u64; 2], values: &[u64], line: usize) -> Result<(), FormatError> {
+        let function = match self.func {
+            Some(f) => f,
+            None => {
+                // Cost before any `fn=`: the specification allows it; attribute to an
+                // unnamed function.
+                let n = self.fnames.intern("???");
+                let f = self.function(self.ob, self.fl, n);
+                self.func = Some(f);
+                f
+            }
+        };
+        let _ = line;
+        self.p.costs.push(Cost {
+            function,
+            file: self.fi,
+            instr: pos[0],
+            line: pos[1],
+        });
+        let k = self.p.events.len();
+        self.p.cost_values.extend_from_slice(values);
+        self.p
+            .cost_values
+            .extend(std::iter::repeat_n(0, k - values.len()));
+        Ok(())
+    }
+}
+
+fn is_header_key(key: &str) -> bool {
+    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Parses a callgrind file.
+pub fn parse(text: &str) -> Result<CallgrindProfile, FormatError> {
+    if text.trim().is_empty() {
+        return Err(FormatError::Empty { what: WHAT });
+    }
+    let mut ps = Parser {
+        p: CallgrindProfile::default(),
+        objects: Names::default(),
+        files: Names::default(),
+        fnames: Names::default(),
+        fn_index: HashMap::new(),
+        name_object: HashMap::new(),
+        version_seen: false,
+        in_body: false,
+        ob: None,
+        fl: None,
+        fi: None,
+        func: None,
+        cob: None,
+        cfi: None,
+        cfn: None,
+        jfi: None,
+        jfn: None,
+        last: [0, 0],
+        pending: Pending::None,
+    };
+    let mut recognised = false;
+    for (i, raw) in text.split('\n').enumerate() {
+        let lineno = i + 1;
+        let l = raw.trim_end_matches('\r');
+        let t = l.trim_start();
+        if t.is_empty() {
+            continue;
+        }
+        if t.starts_with('#') {
+            if t.starts_with("# callgrind format") {
+                recognised = true;
+            }
+            continue;
+        }
+        let first = t.as_bytes()[0];
+        if first.is_ascii_digit() || first == b'+' || first == b'-' || first == b'*' {
+            if !recognised {
+                return Err(not_callgrind(t));
+            }
+            ps.cost_line(t, lineno)?;
+            continue;
+        }
+        let eq = t.find('=');
+        let colon = t.find(':');
+        match (eq, colon) {
+            (Some(e), c) if c.is_none_or(|c| e < c) && is_header_key(&t[..e]) => {
+                if !recognised {
+                    return Err(not_callgrind(t));
+                }
+                let key = &t[..e];
+                let v = &t[e + 1..];
+                ps.spec(key, v, lineno)?;
+            }
+            (_, Some(c)) if is_header_key(&t[..c]) => {
+                let key = &t[..c];
+                if !recognised {
+                    const KNOWN: &[&str] = &[
+                        "version",
+                        "creator",
+                        "pid",
+                        "cmd",
+                        "part",
+                        "thread",
+                        "desc",
+                        "positions",
+                        "events",
+                        "event",
+                        "totals",
+                        "summary",
+                    ];
+                    if !KNOWN.contains(&key) {
+                        return Err(not_callgrind(t));
+                    }
+                    recognised = true;
+                }
+                ps.header(key, &t[c + 1..], lineno)?;
+            }
+            _ => {
+                if !recognised {
+                    return Err(not_callgrind(t));
+                }
+                return Err(syntax(lineno, format!("cannot parse {:?}", shorten(t))));
+            }
+        }
+    }
+    if ps.p.events.is_empty() {
+        return Err(FormatError::NotThisFormat {
+            what: WHAT,
+            detail: "no `events:` header line".into(),
+        });
+    }
+    if !matches!(ps.pending, Pending::None) {
+        return Err(FormatError::Truncated {
+            what: WHAT,
+            offset: text.len() as u64,
+            expected: "the position line after a `calls=`/`jump=`/`jcnd=` line".into(),
+        });
+    }
+    if ps.p.parts.is_empty() {
+        ps.p.parts.push(Part::default());
+    }
+    let _ = ps.version_seen;
+    ps.p.objects = ps.objects.names;
+    ps.p.files = ps.files.names;
+    ps.p.names = ps.fnames.names;
+    Ok(ps.p)
+}
+
+fn shorten(t: &str) -> String {
+    t.chars().take(60).collect()
+}
+
+fn not_callgrind(t: &str) -> FormatError {
+    FormatError::NotThisFormat {
+        what: WHAT,
+        detail: format!(
+            "the first meaningful line is {:?}, expected a callgrind header such as `version: 1` or `events:`",
+            shorten(t)
+        ),
+    }
+}
+
+/// A function symbol of an ELF object, as the caller's symbol table states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    /// Name (demangled or not; `@VERSION` suffixes are ignored when matching).
+    pub name: String,
+    /// Start SVMA.
+    pub start: u64,
+    /// Size in bytes (0 = unknown; such symbols do not vote).
+    pub size: u64,
+}
+
+/// What the caller knows about one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectSymbols {
+    /// Build-id of the file, if known; copied to the module.
+    pub build_id: Option<BuildId>,
+    /// Function symbols.
+    pub functions: Vec<FunctionSymbol>,
+}
+
+/// Supplies symbols of the objects a callgrind profile names (implemented in the CLI with
+/// `proftrust-binary`).
+pub trait SymbolSource {
+    /// Symbols of the object at `path` (as the profile's `ob=` names it), or `None` when
+    /// the file is not available.
+    fn symbols(&self, path: &str) -> Option<ObjectSymbols>;
+}
+
+/// A [`SymbolSource`] that knows nothing: every bias is assumed 0 unless given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSymbols;
+
+impl SymbolSource for NoSymbols {
+    fn symbols(&self, _path: &str) -> Option<ObjectSymbols> {
+        None
+    }
+}
+
+/// Options of [`CallgrindProfile::to_exact`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExactOptions {
+    /// Biases stated by the caller, as (object path or file name, bias); they win over
+    /// inference. Default: none.
+    pub biases: Vec<(String, u64)>,
+    /// Infer the bias of the other objects from their symbols. Default: `true`.
+    pub infer_biases: bool,
+}
+
+impl Default for ExactOptions {
+    fn default() -> Self {
+        ExactOptions {
+            biases: Vec::new(),
+            infer_biases: true,
+        }
+    }
+}
+
+/// How the bias of an object was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BiasSource {
+    /// Given by the caller.
+    Given,
+    /// Inferred: `agreeing` of `matched` functions found in the symbol table fit.
+    Inferred {
+        /// Functions whose addresses fit their symbol under this bias.
+        agreeing: usize,
+        /// Functions of the profile found in the symbol table.
+        matched: usize,
+    },
+    /// No symbols (or no function matched): assumed 0, i.e. the file is already
+    /// module-relative, as callgrind 3.x writes it.
+    Assumed,
+    /// The object is unknown (`???`): addresses stay unmapped.
+    Unmapped,
+}
+
+/// The bias chosen for one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectBias {
+    /// Object path as the profile names it.
+    pub object: String,
+    /// Value subtracted from the file's addresses to get SVMAs.
+    pub bias: u64,
+    /// How it was found.
+    pub source: BiasSource,
+}
+
+const PAGE: u64 = 0x1000;
+
+/// Strips `@VERSION`, `@@VERSION` and callgrind's `'N` recursion suffix.
+fn base_name(n: &str) -> &str {
+    let n = n.split('@').next().unwrap_or(n);
+    match n.rfind('\'') {
+        Some(i) if n[i + 1..].bytes().all(|b| b.is_ascii_digit()) && i + 1 < n.len() => &n[..i],
+        _ => n,
+    }
+}
+
+impl CallgrindProfile {
+    /// Sum of the self costs of all cost lines, one value per event.
+    pub fn totals(&self) -> Vec<u64> {
+        let k = self.events.len();
+        let mut t = vec![0u64; k];
+        for row in self.cost_values.chunks_exact(k.max(1)) {
+            for (a, b) in t.iter_mut().zip(row) {
+                *a += b;
+            }
+        }
+        t
+    }
+
+    /// Totals stated by the file (`totals:`, else `summary:`), summed over parts; `None`
+    /// when no part states them.
+    pub fn stated_totals(&self) -> Option<Vec<u64>> {
+        let mut out: Option<Vec<u64>> = None;
+        for p in &self.parts {
+            if let Some(v) = p.totals.as_ref().or(p.summary.as_ref()) {
+                let o = out.get_or_insert_with(|| vec![0; self.events.len()]);
+                for (a, b) in o.iter_mut().zip(v) {
+                    *a += b;
+                }
+            }
+        }
+        out
+    }
+
+    /// Index of event `name` in [`events`](Self::events).
+    pub fn event_index(&self, name: &str) -> Option<usize> {
+        self.events.iter().position(|e| e == name)
+    }
+
+    /// Self cost per function, sorted by the first event, largest first (ties by name).
+    pub fn function_totals(&self) -> Vec<FunctionTotal> {
+        let k = self.events.len();
+        let mut per = vec![vec![0u64; k]; self.functions.len()];
+        for (c, row) in self
+            .costs
+            .iter()
+            .zip(self.cost_values.chunks_exact(k.max(1)))
+        {
+            for (a, b) in per[c.function as usize].iter_mut().zip(row) {
+                *a += b;
+            }
+        }
+        let mut out: Vec<FunctionTotal> = self
+            .functions
+            .iter()
+            .zip(per)
+            .filter(|(_, c)| c.iter().any(|&v| v != 0))
+            .map(|(f, costs)| FunctionTotal {
+                name: self.names[f.name as usize].clone(),
+                object: f.object.map(|o| self.objects[o as usize].clone()),
+                file: f.file.map(|o| self.files[o as usize].clone()),
+                costs,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.costs
+                .first()
+                .cmp(&a.costs.first())
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        out
+    }
+
+    /// Chooses the bias of every object named by the profile (see the module docs).
+    pub fn biases(
+        &self,
+        opts: &ExactOptions,
+        symbols: &dyn SymbolSource,
+    ) -> Result<Vec<ObjectBias>, FormatError> {
+        // Address range of every function, by object.
+        let mut ranges: HashMap<u32, (u64, u64)> = HashMap::new();
+        for c in &self.costs {
+            let r = ranges.entry(c.function).or_insert((c.instr, c.instr));
+            r.0 = r.0.min(c.instr);
+            r.1 = r.1.max(c.instr);
+        }
+        let mut out = Vec::with_capacity(self.objects.len());
+        for (oi, path) in self.objects.iter().enumerate() {
+            let file_name = path.rsplit('/').next().unwrap_or(path);
+            if let Some((_, b)) = opts
+                .biases
+                .iter()
+                .find(|(k, _)| k == path || k == file_name)
+            {
+                out.push(ObjectBias {
+                    object: path.clone(),
+                    bias: *b,
+                    source: BiasSource::Given,
+                });
+                continue;
+            }
+            if path == "???" || path.is_empty() {
+                out.push(ObjectBias {
+                    object: path.clone(),
+                    bias: 0,
+                    source: BiasSource::Unmapped,
+                });
+                continue;
+            }
+            let syms = if opts.infer_biases {
+                symbols.symbols(path)
+            } else {
+                None
+            };
+            let Some(syms) = syms else {
+                out.push(ObjectBias {
+                    object: path.clone(),
+                    bias: 0,
+                    source: BiasSource::Assumed,
+                });
+                continue;
+            };
+            let mut by_name: HashMap<&str, (u64, u64)> = HashMap::new();
+            for s in &syms.functions {
+                if s.size > 0 {
+                    by_name
+                        .entry(base_name(&s.name))
+                        .or_insert((s.start, s.size));
+                }
+            }
+            // (function min, max, symbol start, size) for every matched function.
+            let mut matched: Vec<(u64, u64, u64, u64)> = Vec::new();
+            for (fi, f) in self.functions.iter().enumerate() {
+                if f.object != Some(oi as u32) {
+                    continue;
+                }
+                let Some(&(lo, hi)) = ranges.get(&(fi as u32)) else {
+                    continue;
+                };
+                let n = base_name(&self.names[f.name as usize]);
+                if let Some(&(start, size)) = by_name.get(n) {
+                    matched.push((lo, hi, start, size));
+                }
+            }
+            if matched.is_empty() {
+                out.push(ObjectBias {
+                    object: path.clone(),
+                    bias: 0,
+                    source: BiasSource::Assumed,
+                });
+                continue;
+            }
+            let fits = |b: u64| {
+                matched
+                    .iter()
+                    .filter(|&&(lo, hi, s, z)| {
+                        lo.checked_sub(b).is_some_and(|l| l >= s)
+                            && hi.checked_sub(b).is_some_and(|h| h < s + z)
+                    })
+                    .count()
+            };
+            let mut best = (fits(0), 0u64);
+            for &(lo, _, s, _) in &matched {
+                if let Some(d) = lo.checked_sub(s) {
+                    let b = d & !(PAGE - 1);
+                    let n = fits(b);
+                    if n > best.0 {
+                        best = (n, b);
+                    }
+                }
+            }
+            if best.0 * 2 < matched.len() {
+                return Err(FormatError::Bias {
+                    module: path.clone(),
+                    detail: format!(
+                        "the addresses of {} functions fit their ELF symbols under no single \
+                         page-aligned load bias (best: {} of them at {:#x}); is the binary the \
+                         same build that was profiled?",
+                        matched.len(),
+                        best.0,
+                        best.1
+                    ),
+                });
+            }
+            out.push(ObjectBias {
+                object: path.clone(),
+                bias: best.1,
+                source: BiasSource::Inferred {
+                    agreeing: best.0,
+                    matched: matched.len(),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Converts to an [`ExactProfile`] with module-relative addresses.
+    ///
+    /// * instructions: the `Ir` column of every cost line (requires `positions: instr`, i.e.
+    ///   `--dump-instr=yes`, and an `Ir` event); other events go to `extra_costs`;
+    /// * calls: every `calls=` (site = call instruction, target = callee entry);
+    /// * edges: every `jump=`/`jcnd=` with its taken count, plus, for `jcnd=`, the
+    ///   fall-through edge `EXECUTED - TAKEN` to the next executed instruction of the object
+    ///   (exact: nothing lies between a branch and its fall-through successor). Callgrind
+    ///   records neither never-taken branches nor plain block fall-throughs, so the edge
+    ///   list is not complete the way the QEMU backend's is;
+    /// * `returns` stays 0 (callgrind does not count returns).
+    pub fn to_exact(
+        &self,
+        opts: &ExactOptions,
+        symbols: &dyn SymbolSource,
+    ) -> Result<ExactProfile, FormatError> {
+        if !self.positions.contains(&PositionKind::Instr) {
+            return Err(FormatError::NotThisFormat {
+                what: "callgrind file with instruction addresses",
+                detail: "the file has no `instr` positions; record with `valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes`".into(),
+            });
+        }
+        let ir = self
+            .event_index("Ir")
+            .ok_or_else(|| FormatError::NotThisFormat {
+                what: "callgrind file with instruction counts",
+                detail: format!("no `Ir` event among {:?}", self.events),
+            })?;
+        let biases = self.biases(opts, symbols)?;
+        let mut modules = ModuleTable::default();
+        let mut obj_module: Vec<Option<(ModuleIdx, u64)>> = Vec::with_capacity(biases.len());
+        for b in &biases {
+            if b.source == BiasSource::Unmapped {
+                obj_module.push(None);
+                continue;
+            }
+            let build_id = if opts.infer_biases {
+                symbols.symbols(&b.object).and_then(|s| s.build_id)
+            } else {
+                None
+            };
+            let m = modules.intern(Module {
+                path: b.object.clone(),
+                build_id,
+                load_bias: b.bias,
+            });
+            obj_module.push(Some((m, b.bias)));
+        }
+        let loc = |func: u32, addr: u64| -> Location {
+            let f = &self.functions[func as usize];
+            match f.object.and_then(|o| obj_module[o as usize]) {
+                Some((m, bias)) => Location::new(m, addr.wrapping_sub(bias)),
+                None => Location::unmapped(addr),
+            }
+        };
+        let k = self.events.len();
+        let extra_names: Vec<String> = self
+            .events
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != ir)
+            .map(|(_, e)| e.clone())
+            .collect();
+        let mut instructions = Vec::with_capacity(self.costs.len());
+        let mut extra_costs = Vec::new();
+        for (c, row) in self.costs.iter().zip(self.cost_values.chunks_exact(k)) {
+            if row.iter().all(|&v| v == 0) {
+                continue;
+            }
+            instructions.push(InstrCount {
+                loc: loc(c.function, c.instr),
+                count: row[ir],
+            });
+            if !extra_names.is_empty() {
+                extra_costs.push(
+                    row.iter()
+                        .enumerate()
+                        .filter(|&(i, _)| i != ir)
+                        .map(|(_, &v)| v)
+                        .collect(),
+                );
+            }
+        }
+        let mut e = ExactProfile {
+            modules,
+            instructions,
+            extra_costs,
+            extra_cost_names: extra_names,
+            backend: "callgrind".into(),
+            backend_detail: self.creator.clone().unwrap_or_default(),
+            command: self
+                .command
+                .as_deref()
+                .unwrap_or("")
+                .split_ascii_whitespace()
+                .map(str::to_string)
+                .collect(),
+            ..Default::default()
+        };
+        e.normalize();
+        for c in &self.calls {
+            e.calls.push(CallCount {
+                site: loc(c.caller, c.site_instr),
+                target: loc(c.callee, c.target_instr),
+                count: c.count,
+            });
+        }
+        for j in &self.jumps {
+            let from = loc(j.function, j.from_instr);
+            if j.taken > 0 {
+                e.edges.push(EdgeCount {
+                    from,
+                    to: loc(j.target_function, j.to_instr),
+                    count: j.taken,
+                });
+            }
+            if let Some(ex) = j.executed {
+                let fall = ex.saturating_sub(j.taken);
+                if fall > 0 {
+                    // The next executed instruction after the branch in the same module.
+                    let i = e.instructions.partition_point(|x| x.loc <= from);
+                    if let Some(next) = e
+                        .instructions
+                        .get(i)
+                        .filter(|x| x.loc.module == from.module)
+                    {
+                        e.edges.push(EdgeCount {
+                            from,
+                            to: next.loc,
+                            count: fall,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-written: name compression, subposition compression (`+N`, `-N`, `*`, hex),
+    /// two events with a missing trailing counter, calls with inclusive cost, jumps, `fi=`,
+    /// two parts, totals.
+    const HAND: &str = "\
+# callgrind format
+version: 1
+creator: hand
+pid: 42
+cmd: ./prog arg
+part: 1
+positions: instr line
+events: Ir D1mr
+summary: 31 2
+
+ob=(1) /bin/prog
+fl=(1) prog.c
+fn=(1) main
+0x1000 10 5 1
++4 * 3
++2 +1 2
+cfn=(2) helper
+calls=2 0x2000 20
+* * 14 1
+fi=(2) inl.h
++5 -10 1
+jcnd=3/4 -11 *
+* *
+fe=(1)
+jump=1 +16 5
+* *
+fn=(2)
+0x2000 20 7
++3 * 7
+
+part: 2
+totals: 9 0
+fl=(1)
+fn=(1)
+0x1000 10 4
+cob=(1)
+cfi=(1)
+cfn=(2)
+calls=1 0x2000 20
++4 * 7
+fn=(2)
+0x2000 20 3 0
++3 +0 2
+";
+
+    #[test]
+    fn hand_written_file() {
+        let p = parse(HAND).unwrap();
+        assert_eq!(p.events, vec!["Ir", "D1mr"]);
+        assert_eq!(p.positions, vec![PositionKind::Instr, PositionKind::Line]);
+        assert_eq!(p.parts.len(), 2);
+        assert_eq!(p.parts[0].number, Some(1));
+        assert_eq!(p.parts[1].number, Some(2));
+        // Self costs by hand: part 1 main 5+3+2+1 = 11, helper 7+7 = 14; part 2 main 4,
+        // helper 3+2 = 5. Total Ir 34; D1mr: 1 (main 0x1000).
+        assert_eq!(p.totals(), vec![34, 1]);
+        assert_eq!(p.stated_totals(), Some(vec![40, 2]));
+        let ft = p.function_totals();
+        assert_eq!(ft.len(), 2);
+        assert_eq!((ft[0].name.as_str(), ft[0].costs[0]), ("helper", 19));
+        assert_eq!((ft[1].name.as_str(), ft[1].costs[0]), ("main", 15));
+        assert_eq!(ft[1].object.as_deref(), Some("/bin/prog"));
+        // Addresses: 0x1000, 0x1004, 0x1006 (line 11), call site * = 0x1006,
+        // 0x100b line 1 in inl.h, jcnd target 0x100b-11 = 0x1000, source * = 0x100b.
+        let addrs: Vec<(u64, u64)> = p.costs.iter().map(|c| (c.instr, c.line)).collect();
+        assert_eq!(
+            &addrs[..4],
+            &[(0x1000, 10), (0x1004, 10), (0x1006, 11), (0x100b, 1)]
+        );
+        assert_eq!(p.files[p.costs[3].file.unwrap() as usize], "inl.h");
+        assert_eq!(p.calls.len(), 2);
+        let c = &p.calls[0];
+        assert_eq!((c.count, c.site_instr, c.site_line), (2, 0x1006, 11));
+        assert_eq!((c.target_instr, c.target_line), (0x2000, 20));
+        assert_eq!(c.inclusive, vec![14, 1]);
+        assert_eq!(p.calls[1].site_instr, 0x1004);
+        assert_eq!(p.jumps.len(), 2);
+        let j = p.jumps[0];
+        assert_eq!(
+            (j.from_instr, j.to_instr, j.taken, j.executed),
+            (0x100b, 0x1000, 3, Some(4))
+        );
+        let j = p.jumps[1];
+        assert_eq!(
+            (j.from_instr, j.to_instr, j.to_line, j.taken, j.executed),
+            (0x100b, 0x101b, 5, 1, None)
+        );
+    }
+
+    #[test]
+    fn hand_written_to_exact() {
+        let p = parse(HAND).unwrap();
+        let e = p.to_exact(&ExactOptions::default(), &NoSymbols).unwrap();
+        assert_eq!(e.total_instructions, 34);
+        assert_eq!(e.extra_cost_names, vec!["D1mr"]);
+        let m = ModuleIdx(0);
+        assert_eq!(e.count_at(Location::new(m, 0x1000)), 9);
+        assert_eq!(e.count_at(Location::new(m, 0x2003)), 9);
+        assert_eq!(e.calls.len(), 2);
+        assert_eq!(e.calls[0].target, Location::new(m, 0x2000));
+        // jcnd: 3 taken to 0x1000; the 1 fall-through goes to the next executed
+        // instruction of the module after 0x100b, which in this hand file is 0x2000.
+        assert!(e.edges.contains(&EdgeCount {
+            from: Location::new(m, 0x100b),
+            to: Location::new(m, 0x1000),
+            count: 3
+        }));
+        assert_eq!(e.backend, "callgrind");
+        assert_eq!(e.command, vec!["./prog", "arg"]);
+    }
+
+    struct Syms;
+    impl SymbolSource for Syms {
+        fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+            (path == "/bin/prog").then(|| ObjectSymbols {
+                build_id: None,
+                functions: vec![
+                    FunctionSymbol {
+                        name: "main".into(),
+                        start: 0x1000,
+                        size: 0x30,
+                    },
+                    FunctionSymbol {
+                        name: "helper".into(),
+                        start: 0x2000,
+                        size: 0x10,
+                    },
+                ],
+            })
+        }
+    }
+
+    #[test]
+    fn bias_inference_runtime_and_relative() {
+        let p = parse(HAND).unwrap();
+        let b = p.biases(&ExactOptions::default(), &Syms).unwrap();
+        assert_eq!(b[0].bias, 0);
+        assert_eq!(
+            b[0].source,
+            BiasSource::Inferred {
+                agreeing: 2,
+                matched: 2
+            }
+        );
+        // The same file with runtime addresses of a PIE loaded at 0x108000.
+        let shifted = HAND
+            .replace("0x1000", "0x109000")
+            .replace("0x2000", "0x10a000");
+        let p = parse(&shifted).unwrap();
+        let b = p.biases(&ExactOptions::default(), &Syms).unwrap();
+        assert_eq!(b[0].bias, 0x108000);
+        let e = p.to_exact(&ExactOptions::default(), &Syms).unwrap();
+        assert_eq!(e.count_at(Location::new(ModuleIdx(0), 0x1000)), 9);
+        let mut given = ExactOptions::default();
+        given.biases.push(("prog".into(), 0x108000));
+        assert_eq!(
+            p.biases(&given, &NoSymbols).unwrap()[0].source,
+            BiasSource::Given
+        );
+    }
+
+    #[test]
+    fn bad_inputs() {
+        let e = parse("version: 2\nevents: Ir\n").unwrap_err();
+        assert!(matches!(e, FormatError::UnsupportedVersion { .. }), "{e}");
+        let e = parse("hello world\nthis is text\n").unwrap_err();
+        assert!(matches!(e, FormatError::NotThisFormat { .. }), "{e}");
+        assert!(matches!(parse("").unwrap_err(), FormatError::Empty { .. }));
+        let e = parse("events: Ir\nfn=(3)\n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+        let e = parse("events: Ir\nfn=a\n1 2 3\n").unwrap_err();
+        assert!(e.to_string().contains("more costs"), "{e}");
+        let e = parse("events: Ir\nfn=a\ncfn=b\ncalls=1 5\n").unwrap_err();
+        assert!(matches!(e, FormatError::Truncated { .. }), "{e}");
+        let e = parse("events: Ir\nfn=a\n-5 1\n").unwrap_err();
+        assert!(e.to_string().contains("bad position"), "{e}");
+    }
+
+    #[test]
+    fn mutations_do_not_panic() {
+        let b = HAND.as_bytes();
+        for n in 0..b.len() {
+            if let Ok(s) = std::str::from_utf8(&b[..n]) {
+                if let Ok(p) = parse(s) {
+                    let _ = p.to_exact(&ExactOptions::default(), &Syms);
+                }
+            }
+        }
+        for i in 0..b.len() {
+            for c in [
+                b'(', b')', b'=', b'*', b'+', b'-', b'\n', b'9', b'x', b' ', b':',
+            ] {
+                let mut m = b.to_vec();
+                m[i] = c;
+                if let Ok(s) = std::str::from_utf8(&m) {
+                    if let Ok(p) = parse(s) {
+                        let _ = p.function_totals();
+                        let _ = p.to_exact(&ExactOptions::default(), &Syms);
+                    }
+                }
+            }
+        }
+    }
+}

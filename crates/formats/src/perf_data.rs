@@ -1,0 +1,786 @@
+//! `perf.data` files (file mode and pipe mode) through the `linux-perf-data` crate.
+//!
+//! * Samples: ip, pid/tid, time, cpu, period, event (the file's attribute index), call chain
+//!   (context markers dropped, the leading copy of the ip dropped), branch stack (parsed here
+//!   from the raw record because `linux-perf-event-reader` skips it: `from`, `to`, flags bit
+//!   0 = mispredicted, bit 1 = predicted, bits 4..20 = cycles).
+//! * Modules: `MMAP`/`MMAP2` records of executable mappings, per process, inherited on
+//!   `FORK`, cleared on `exec`; the build-ids of the `HEADER_BUILD_ID` feature and of
+//!   `MMAP2` records carrying one are put on the modules. A runtime ip becomes an SVMA
+//!   through the mapping's file offset and the object's `PT_LOAD` segments
+//!   (see [`crate::segments`]); kernel addresses go to a `[kernel.kallsyms]` module with
+//!   SVMA = address.
+//! * Lost samples: the larger of the sum of `LOST` records and the sum of `LOST_SAMPLES`
+//!   records (both count the kernel's ring-buffer drops; perf ≥ 5.x writes both).
+//! * Compressed (`COMPRESSED`/`COMPRESSED2`, zstd) records: decompressed by the crate.
+//! * Only x86-64 files are accepted: another `arch` in the header gives
+//!   [`FormatError::WrongArchitecture`].
+
+use crate::error::FormatError;
+use crate::segments::{svma_of_offset, ElfSegmentsFromDisk, LoadSegment, SegmentSource};
+use crate::ReadNotes;
+use linux_perf_data::linux_perf_event_reader::{
+    CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, SampleFormat, SamplingPolicy,
+    SoftwareCounterType,
+};
+use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
+use proftrust_model::{
+    Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
+    Sample, SampleSet, SamplingConfig,
+};
+use std::collections::HashMap;
+use std::io::Cursor;
+use std::path::Path;
+use std::rc::Rc;
+
+/// Values at or above this in a call chain are context markers (`PERF_CONTEXT_MAX` = -4095).
+const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
+/// `PERF_RECORD_LOST_SAMPLES`.
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+/// `PERF_RECORD_MMAP2`.
+const PERF_RECORD_MMAP2: u32 = 10;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// Lowest kernel address on x86-64.
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+/// `PROT_EXEC` in `MMAP2` protections.
+const PROT_EXEC: u32 = 4;
+
+/// Options of [`read_perf_data_with`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PerfDataOptions {
+    /// Keep samples taken in the kernel. Default: `true`.
+    pub keep_kernel: bool,
+}
+
+impl Default for PerfDataOptions {
+    fn default() -> Self {
+        PerfDataOptions { keep_kernel: true }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    path: String,
+    build_id: Option<BuildId>,
+    module: Option<ModuleIdx>,
+    /// Load segments of the object, once looked up (`Some(None)`: not readable).
+    segs: Option<Option<Rc<[LoadSegment]>>>,
+}
+
+struct Mapper<'s> {
+    by_pid: HashMap<i32, Vec<Mapping>>,
+    modules: ModuleTable,
+    build_ids: HashMap<String, BuildId>,
+    segments: &'s dyn SegmentSource,
+    seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
+    kernel: Option<ModuleIdx>,
+    notes: ReadNotes,
+    unreadable: std::collections::HashSet<String>,
+}
+
+impl Mapper<'_> {
+    fn add(&mut self, pid: i32, m: Mapping) {
+        let v = self.by_pid.entry(pid).or_default();
+        v.retain(|x| x.end <= m.start || x.start >= m.end);
+        let i = v.partition_point(|x| x.start < m.start);
+        v.insert(i, m);
+    }
+
+    fn kernel(&mut self) -> ModuleIdx {
+        *self
+            .kernel
+            .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
+    }
+
+    fn locate(&mut self, pid: i32, ip: u64) -> Location {
+        if ip >= KERNEL_START {
+            return Location::new(self.kernel(), ip);
+        }
+        let Some(v) = self.by_pid.get_mut(&pid) else {
+            return Location::unmapped(ip);
+        };
+        let i = v.partition_point(|x| x.start <= ip);
+        let Some(m) = i.checked_sub(1).and_then(|i| v.get_mut(i)) else {
+            return Location::unmapped(ip);
+        };
+        if ip >= m.end {
+            return Location::unmapped(ip);
+        }
+        let off = ip - m.start + m.pgoff;
+        if m.segs.is_none() {
+            let path = &m.path;
+            let segments = self.segments;
+            let s = self
+                .seg_cache
+                .entry(path.clone())
+                .or_insert_with(|| {
+                    if path.starts_with('[') || path.starts_with("//") {
+                        None
+                    } else {
+                        segments.load_segments(path).map(Rc::from)
+                    }
+                })
+                .clone();
+            m.segs = Some(s);
+        }
+        let segs = m.segs.as_ref().and_then(|s| s.as_deref());
+        let svma = match segs.and_then(|s| svma_of_offset(s, off)) {
+            Some(s) => s,
+            None => {
+                if !m.path.starts_with('[') && self.unreadable.insert(m.path.clone()) {
+                    self.notes.warnings.push(format!(
+                        "{}: cannot read its ELF program headers; its addresses are taken as file offsets (exact for PIE executables and shared objects, wrong for non-PIE executables)",
+                        m.path
+                    ));
+                }
+                off
+            }
+        };
+        let module = match m.module {
+            Some(x) => x,
+            None => {
+                let build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.build_ids.get(&m.path).cloned());
+                let x = self.modules.intern(Module {
+                    path: m.path.clone(),
+                    build_id,
+                    load_bias: ip.wrapping_sub(svma),
+                });
+                m.module = Some(x);
+                x
+            }
+        };
+        Location::new(module, svma)
+    }
+}
+
+fn perf_err(path: &Path, e: impl std::fmt::Display) -> FormatError {
+    FormatError::PerfData {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    }
+}
+
+fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
+    let a = attr.attributes();
+    let kind = match a.type_ {
+        PerfEventType::Software(SoftwareCounterType::CpuClock) => EventKind::CpuClock,
+        PerfEventType::Software(SoftwareCounterType::TaskClock) => EventKind::TaskClock,
+        PerfEventType::Hardware(HardwareEventId::CpuCycles, _) => EventKind::Cycles,
+        PerfEventType::Hardware(HardwareEventId::Instructions, _) => EventKind::Instructions,
+        PerfEventType::DynamicPmu(4, config, _, _) => EventKind::Raw(config),
+        _ => EventKind::Other,
+    };
+    let name = attr
+        .name()
+        .map(str::to_string)
+        .unwrap_or_else(|| match kind {
+            EventKind::CpuClock => "cpu-clock".into(),
+            EventKind::TaskClock => "task-clock".into(),
+            EventKind::Cycles => "cycles".into(),
+            EventKind::Instructions => "instructions".into(),
+            EventKind::Raw(c) => format!("r{c:x}"),
+            EventKind::Other => format!("{:?}", a.type_),
+        });
+    let period = match a.sampling_policy {
+        SamplingPolicy::Period(p) => PeriodMode::Fixed(p.get()),
+        SamplingPolicy::Frequency(f) => PeriodMode::Frequency(f),
+        SamplingPolicy::NoSampling => PeriodMode::Unknown,
+    };
+    let flags = a.flags.bits();
+    EventDesc {
+        name,
+        kind,
+        config: SamplingConfig {
+            period,
+            randomize_max: None,
+            precise: ((flags >> 15) & 3) as u8,
+            seed: None,
+            user_only: flags & (1 << 5) != 0,
+            callchain: a.sample_format.contains(SampleFormat::CALLCHAIN),
+            branch_stack: a.sample_format.contains(SampleFormat::BRANCH_STACK),
+        },
+    }
+}
+
+/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
+/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
+fn branch_stack(
+    data: &RawData<'_>,
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Option<Vec<(u64, u64, u64)>> {
+    let sf = info.sample_format.bits();
+    const IDENTIFIER: u64 = 1 << 16;
+    const IP: u64 = 1 << 0;
+    const TID: u64 = 1 << 1;
+    const TIME: u64 = 1 << 2;
+    const ADDR: u64 = 1 << 3;
+    const READ: u64 = 1 << 4;
+    const CALLCHAIN: u64 = 1 << 5;
+    const ID: u64 = 1 << 6;
+    const CPU: u64 = 1 << 7;
+    const PERIOD: u64 = 1 << 8;
+    const STREAM_ID: u64 = 1 << 9;
+    const RAW: u64 = 1 << 10;
+    const BRANCH_STACK: u64 = 1 << 11;
+    const HW_INDEX: u64 = 1 << 17;
+    if sf & BRANCH_STACK == 0 {
+        return None;
+    }
+    let b = data.as_slice();
+    let mut p = 0usize;
+    let rd = |p: &mut usize| -> Option<u64> {
+        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
+        *p += 8;
+        Some(v)
+    };
+    for (bit, words) in [
+        (IDENTIFIER, 1),
+        (IP, 1),
+        (TID, 1),
+        (TIME, 1),
+        (ADDR, 1),
+        (ID, 1),
+        (STREAM_ID, 1),
+        (CPU, 1),
+        (PERIOD, 1),
+    ] {
+        if sf & bit != 0 {
+            p = p.checked_add(8 * words)?;
+        }
+    }
+    if sf & READ != 0 {
+        let rf = info.read_format.bits();
+        let n_opt = |m: u64| u64::from(rf & m != 0);
+        if rf & 8 != 0 {
+            // GROUP: nr, [enabled], [running], nr × (value, [id], [lost]).
+            let nr = rd(&mut p)?;
+            let per = 1 + n_opt(4) + n_opt(16);
+            let skip = (n_opt(1) + n_opt(2)).checked_add(nr.checked_mul(per)?)?;
+            p = p.checked_add(usize::try_from(skip.checked_mul(8)?).ok()?)?;
+        } else {
+            let words = 1 + n_opt(1) + n_opt(2) + n_opt(4) + n_opt(16);
+            p = p.checked_add(8 * words as usize)?;
+        }
+    }
+    if sf & CALLCHAIN != 0 {
+        let nr = rd(&mut p)?;
+        p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
+    }
+    if sf & RAW != 0 {
+        let size = u32::from_le_bytes(b.get(p..p + 4)?.try_into().ok()?) as usize;
+        p = p.checked_add(4 + size)?;
+    }
+    let nr = rd(&mut p)?;
+    if info.branch_sample_format.bits() & HW_INDEX != 0 {
+        rd(&mut p)?;
+    }
+    if nr > (b.len() as u64) / 24 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(nr as usize);
+    for _ in 0..nr {
+        out.push((rd(&mut p)?, rd(&mut p)?, rd(&mut p)?));
+    }
+    Some(out)
+}
+
+/// Reads a perf.data file with default options, taking ELF load segments from the local
+/// disk (the paths the mmap records name).
+pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet, FormatError> {
+    let segs = ElfSegmentsFromDisk::default();
+    read_perf_data_with(bytes, path_for_errors, &PerfDataOptions::default(), &segs).map(|x| x.0)
+}
+
+/// Reads a perf.data file; `segments` supplies the objects' load segments.
+pub fn read_perf_data_with(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    if bytes.is_empty() {
+        return Err(FormatError::Empty {
+            what: "perf.data file",
+        });
+    }
+    if bytes.len() < 16 {
+        return Err(FormatError::Truncated {
+            what: "perf.data file",
+            offset: bytes.len() as u64,
+            expected: "the 16-byte file header".into(),
+        });
+    }
+    if !bytes.starts_with(b"PERFILE2") && !bytes.starts_with(b"2ELIFREP") {
+        return Err(FormatError::NotThisFormat {
+            what: "perf.data file",
+            detail: format!("{}: the magic is not PERFILE2", path.display()),
+        });
+    }
+    let header_size = u64::from_le_bytes(bytes[8..16].try_into().expect("16 bytes checked"));
+    let reader = if header_size == 16 {
+        check_pipe(bytes)?;
+        PerfFileReader::parse_pipe(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
+    } else {
+        check_file_header(bytes, path)?;
+        PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
+    };
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = reader;
+    if let Ok(Some(arch)) = perf_file.arch() {
+        if arch != "x86_64" {
+            return Err(FormatError::WrongArchitecture {
+                path: path.to_path_buf(),
+                arch: arch.to_string(),
+            });
+        }
+    }
+    if perf_file.endian() != Endianness::LittleEndian {
+        return Err(FormatError::WrongArchitecture {
+            path: path.to_path_buf(),
+            arch: "a big-endian machine".into(),
+        });
+    }
+    let events: Vec<EventDesc> = perf_file
+        .event_attributes()
+        .iter()
+        .map(event_desc)
+        .collect();
+    let mut build_ids = HashMap::new();
+    if let Ok(ids) = perf_file.build_ids() {
+        for (_, info) in ids {
+            if !info.build_id.is_empty() {
+                build_ids.insert(
+                    String::from_utf8_lossy(&info.path).into_owned(),
+                    BuildId(info.build_id),
+                );
+            }
+        }
+    }
+    let command: Vec<String> = perf_file
+        .cmdline()
+        .ok()
+        .flatten()
+        .map(|v| v.iter().map(|s| s.to_string()).collect())
+        .unwrap_or_default();
+    let mut mapper = Mapper {
+        by_pid: HashMap::new(),
+        modules: ModuleTable::default(),
+        build_ids,
+        segments,
+        seg_cache: HashMap::new(),
+        kernel: None,
+        notes: ReadNotes::default(),
+        unreadable: Default::default(),
+    };
+    // A sample record is at least 40 bytes with the usual fields: reserve once.
+    let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
+    let (mut lost, mut lost_samples) = (0u64, 0u64);
+    loop {
+        let rec = match record_iter.next_record(&mut perf_file) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Err(perf_err(path, format!("{e} (file truncated or corrupt?)"))),
+        };
+        let PerfFileRecord::EventRecord { attr_index, record } = rec else {
+            continue;
+        };
+        if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
+            let b = record.data.as_slice();
+            if let Some(v) = b.get(..8) {
+                lost_samples += u64::from_le_bytes(v.try_into().expect("8 bytes"));
+            }
+            continue;
+        }
+        // linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
+        // reject such a record here (found by the perf_data fuzz target).
+        if record.record_type.0 == PERF_RECORD_MMAP2 && record.misc & MISC_MMAP_BUILD_ID != 0 {
+            let body = record.data.as_slice();
+            if body.get(32).is_some_and(|&n| n > 20) {
+                return Err(perf_err(
+                    path,
+                    "an MMAP2 record states a build-id longer than 20 bytes (file corrupt)",
+                ));
+            }
+        }
+        let parsed = match record.parse() {
+            Ok(p) => p,
+            Err(e) => {
+                return Err(perf_err(
+                    path,
+                    format!("a {:?} record cannot be parsed: {e}", record.record_type),
+                ))
+            }
+        };
+        match parsed {
+            EventRecord::Sample(s) => {
+                let Some(ip) = s.ip else { continue };
+                let kernel = matches!(s.cpu_mode, CpuMode::Kernel) || ip >= KERNEL_START;
+                if kernel && !opts.keep_kernel {
+                    continue;
+                }
+                let pid = s.pid.unwrap_or(-1);
+                let ip_loc = mapper.locate(pid, ip);
+                let mut callchain = Vec::new();
+                if let Some(cc) = s.callchain {
+                    let mut first = true;
+                    for i in 0..cc.len() {
+                        let Some(a) = cc.get(i) else { break };
+                        if a >= PERF_CONTEXT_MAX {
+                            continue;
+                        }
+                        if first {
+                            first = false;
+                            if a == ip {
+                                continue;
+                            }
+                        }
+                        callchain.push(mapper.locate(pid, a));
+                    }
+                }
+                let mut branches = Vec::new();
+                if let Some(bs) = branch_stack(&record.data, &record.parse_info) {
+                    for (from, to, flags) in bs {
+                        branches.push(Branch {
+                            from: mapper.locate(pid, from),
+                            to: mapper.locate(pid, to),
+                            mispredicted: flags & 1 != 0,
+                            predicted_known: flags & 3 != 0,
+                            cycles: ((flags >> 4) & 0xffff) as u32,
+                        });
+                    }
+                }
+                let event = u16::try_from(attr_index).map_err(|_| {
+                    perf_err(path, format!("event index {attr_index} out of range"))
+                })?;
+                samples.push(Sample {
+                    event,
+                    pid: s.pid.unwrap_or(-1) as u32,
+                    tid: s.tid.unwrap_or(-1) as u32,
+                    time: s.timestamp.unwrap_or(0),
+                    cpu: s.cpu.unwrap_or(u32::MAX),
+                    period: s.period.unwrap_or_else(|| match events.get(attr_index) {
+                        Some(EventDesc {
+                            config:
+                                SamplingConfig {
+                                    period: PeriodMode::Fixed(p),
+                                    ..
+                                },
+                            ..
+                        }) => *p,
+                        _ => 1,
+                    }),
+                    ip: ip_loc,
+                    callchain,
+                    branches,
+                });
+            }
+            EventRecord::Mmap(m) if m.is_executable && !matches!(m.cpu_mode, CpuMode::Kernel) => {
+                mapper.add(
+                    m.pid,
+                    Mapping {
+                        start: m.address,
+                        end: m.address.saturating_add(m.length),
+                        pgoff: m.page_offset,
+                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        build_id: None,
+                        module: None,
+                        segs: None,
+                    },
+                );
+            }
+            EventRecord::Mmap2(m)
+                if m.protection & PROT_EXEC != 0 && !matches!(m.cpu_mode, CpuMode::Kernel) =>
+            {
+                let build_id = match &m.file_id {
+                    linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(b)
+                        if !b.is_empty() =>
+                    {
+                        Some(BuildId(b.clone()))
+                    }
+                    _ => None,
+                };
+                mapper.add(
+                    m.pid,
+                    Mapping {
+                        start: m.address,
+                        end: m.address.saturating_add(m.length),
+                        pgoff: m.page_offset,
+                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        build_id,
+                        module: None,
+                        segs: None,
+                    },
+                );
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
+                    mapper.by_pid.insert(f.pid, v);
+                }
+            }
+            EventRecord::Comm(c) if c.is_execve => {
+                mapper.by_pid.remove(&c.pid);
+            }
+            EventRecord::Lost(l) => lost += l.count,
+            _ => {}
+        }
+    }
+    let notes = std::mem::take(&mut mapper.notes);
+    Ok((
+        SampleSet {
+            modules: mapper.modules,
+            events,
+            samples,
+            lost: lost.max(lost_samples),
+            command,
+            outcome: None,
+        },
+        notes,
+    ))
+}
+
+/// Checks the file-mode header's sections lie inside the file before the crate reads them.
+fn check_file_header(b: &[u8], path: &Path) -> Result<(), FormatError> {
+    let rd =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?)) };
+    let trunc = |what: &str| FormatError::Truncated {
+        what: "perf.data file",
+        offset: b.len() as u64,
+        expected: format!("{what} (is {} complete?)", path.display()),
+    };
+    let header_size = rd(8).ok_or_else(|| trunc("the file header"))?;
+    if header_size < 104 || header_size > b.len() as u64 {
+        return Err(trunc("the 104-byte file header"));
+    }
+    // attrs at 24, data at 40, event_types at 56: each (offset, size).
+    for (o, what) in [(24usize, "the attribute section"), (40, "the data section")] {
+        let off = rd(o).ok_or_else(|| trunc(what))?;
+        let size = rd(o + 8).ok_or_else(|| trunc(what))?;
+        if off.checked_add(size).is_none_or(|e| e > b.len() as u64) {
+            return Err(trunc(what));
+        }
+    }
+    let attr_size = rd(16).ok_or_else(|| trunc("the file header"))?;
+    if attr_size == 0 || attr_size > 4096 {
+        return Err(FormatError::Corrupt {
+            what: "perf.data file",
+            offset: 16,
+            detail: format!("attribute size {attr_size} is impossible"),
+        });
+    }
+    // Event types section (56) and the feature table after the data section: one
+    // (offset, size) per bit set in the 256-bit feature bitmap at 72.
+    let et_off = rd(56).ok_or_else(|| trunc("the file header"))?;
+    let et_size = rd(64).ok_or_else(|| trunc("the file header"))?;
+    if et_off
+        .checked_add(et_size)
+        .is_none_or(|e| e > b.len() as u64)
+    {
+        return Err(trunc("the event types section"));
+    }
+    let data_end = rd(40).unwrap_or(0).saturating_add(rd(48).unwrap_or(0));
+    let mut table = usize::try_from(data_end).map_err(|_| trunc("the feature table"))?;
+    for word in 0..4usize {
+        let bits = rd(72 + 8 * word).ok_or_else(|| trunc("the file header"))?;
+        for bit in 0..64u32 {
+            if bits & (1u64 << bit) == 0 {
+                continue;
+            }
+            let feature = word as u32 * 64 + bit;
+            let off = rd(table).ok_or_else(|| trunc("the feature table"))?;
+            let size = rd(table + 8).ok_or_else(|| trunc("the feature table"))?;
+            table += 16;
+            let end = off.checked_add(size).filter(|&e| e <= b.len() as u64);
+            let Some(end) = end else {
+                return Err(trunc(&format!("feature section {feature}")));
+            };
+            check_feature(feature, &b[off as usize..end as usize], off)?;
+        }
+    }
+    let has_event_desc = rd(72).is_some_and(|w| w & (1 << 12) != 0);
+    if !has_event_desc {
+        // perf_file_attr = attr + ids section; attr_size in the header covers both.
+        let (a_off, a_size) = (rd(24).unwrap_or(0), rd(32).unwrap_or(0));
+        if attr_size >= 64 + 16 {
+            check_attr_entries(
+                b,
+                a_off,
+                a_size,
+                attr_size,
+                attr_size - 16,
+                "attribute section",
+            )?;
+        }
+        check_attr_entries(
+            b,
+            et_off,
+            et_size,
+            attr_size + 16,
+            attr_size,
+            "event types section",
+        )?;
+    }
+    Ok(())
+}
+
+/// Validates the counts inside the feature sections the reader parses (event descriptions,
+/// strings, string lists) so that a corrupt count is an error, not a huge allocation.
+fn check_feature(feature: u32, d: &[u8], at: u64) -> Result<(), FormatError> {
+    const HOSTNAME: u32 = 3;
+    const OSRELEASE: u32 = 4;
+    const VERSION: u32 = 5;
+    const ARCH: u32 = 6;
+    const CPUDESC: u32 = 8;
+    const CPUID: u32 = 9;
+    const CMDLINE: u32 = 11;
+    const EVENT_DESC: u32 = 12;
+    let bad = |detail: &str| FormatError::Corrupt {
+        what: "perf.data file",
+        offset: at,
+        detail: format!("feature section {feature}: {detail}"),
+    };
+    let u32_at = |p: usize| -> Option<u64> {
+        Some(u64::from(u32::from_le_bytes(
+            d.get(p..p.checked_add(4)?)?.try_into().ok()?,
+        )))
+    };
+    // A perf_header_string at p: u32 len + len bytes; returns the end.
+    let string_end = |p: usize| -> Option<usize> {
+        let len = usize::try_from(u32_at(p)?).ok()?;
+        let end = p.checked_add(4)?.checked_add(len)?;
+        (end <= d.len()).then_some(end)
+    };
+    match feature {
+        HOSTNAME | OSRELEASE | VERSION | ARCH | CPUDESC | CPUID => {
+            string_end(0).ok_or_else(|| bad("string longer than its section"))?;
+        }
+        CMDLINE => {
+            let nr = u32_at(0).ok_or_else(|| bad("no string count"))?;
+            if nr > d.len() as u64 / 4 {
+                return Err(bad("more strings than bytes"));
+            }
+            let mut p = 4usize;
+            for _ in 0..nr {
+                p = string_end(p).ok_or_else(|| bad("string longer than its section"))?;
+            }
+        }
+        EVENT_DESC => {
+            let nr = u32_at(0).ok_or_else(|| bad("no event count"))?;
+            let attr_size = u32_at(4).ok_or_else(|| bad("no attribute size"))? as usize;
+            if nr > d.len() as u64 / 8 {
+                return Err(bad("more events than bytes"));
+            }
+            let mut p = 8usize;
+            for _ in 0..nr {
+                let s = u32_at(p + 4).ok_or_else(|| bad("attribute beyond the section"))?;
+                if !attr_size_ok(s, attr_size as u64) {
+                    return Err(bad(&format!(
+                        "attribute size {s} is not a perf_event_attr version (or exceeds {attr_size})"
+                    )));
+                }
+                p = p
+                    .checked_add(attr_size)
+                    .filter(|&e| e <= d.len())
+                    .ok_or_else(|| bad("attribute beyond the section"))?;
+                let nr_ids = u32_at(p).ok_or_else(|| bad("no id count"))? as usize;
+                p = string_end(p + 4).ok_or_else(|| bad("event name beyond the section"))?;
+                p = nr_ids
+                    .checked_mul(8)
+                    .and_then(|n| p.checked_add(n))
+                    .filter(|&e| e <= d.len())
+                    .ok_or_else(|| bad("event ids beyond the section"))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether `s`, the size field of a `perf_event_attr` stored in `slot` bytes, makes the
+/// parser consume exactly `slot` bytes: `s` must be a published attr version size
+/// (`PERF_ATTR_SIZE_VER0..7` = 64, 72, 80, 96, 104, 112, 120, 128) or larger than the last,
+/// and fit the slot. Other sizes make `linux-perf-event-reader` read a different number of
+/// bytes than the slot holds, and the following counts would be misread.
+fn attr_size_ok(s: u64, slot: u64) -> bool {
+    (s >= 128 || [64, 72, 80, 96, 104, 112, 120].contains(&s)) && s <= slot
+}
+
+/// Validates the attribute and event-types sections the crate parses when a file has no
+/// `EVENT_DESC` feature: every entry's attr size field, and every ids section in the file.
+fn check_attr_entries(
+    b: &[u8],
+    off: u64,
+    size: u64,
+    entry: u64,
+    attr_slot: u64,
+    what: &'static str,
+) -> Result<(), FormatError> {
+    let bad = |at: u64, detail: String| FormatError::Corrupt {
+        what: "perf.data file",
+        offset: at,
+        detail: format!("{what}: {detail}"),
+    };
+    if entry == 0 {
+        return Ok(());
+    }
+    let rd = |o: u64| -> Option<u64> {
+        let o = usize::try_from(o).ok()?;
+        Some(u64::from_le_bytes(
+            b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    for k in 0..size / entry {
+        let at = off + k * entry;
+        let s = rd(at)
+            .map(|v| v >> 32)
+            .ok_or_else(|| bad(at, "entry beyond the file".into()))?;
+        if !attr_size_ok(s, attr_slot) {
+            return Err(bad(
+                at,
+                format!("attribute size {s} is not a perf_event_attr version"),
+            ));
+        }
+        if entry >= attr_slot + 16 {
+            let ids_off = rd(at + attr_slot).unwrap_or(u64::MAX);
+            let ids_size = rd(at + attr_slot + 8).unwrap_or(u64::MAX);
+            if ids_off
+                .checked_add(ids_size)
+                .is_none_or(|e| e > b.len() as u64)
+            {
+                return Err(bad(at, "event ids beyond the file".into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pipe mode: validates the `HEADER_FEATURE` records the crate parses eagerly.
+fn check_pipe(b: &[u8]) -> Result<(), FormatError> {
+    const PERF_RECORD_HEADER_FEATURE: u32 = 80;
+    let mut p = 16usize;
+    while p + 8 <= b.len() {
+        let ty = u32::from_le_bytes(b[p..p + 4].try_into().expect("4 bytes"));
+        let size = usize::from(u16::from_le_bytes(
+            b[p + 6..p + 8].try_into().expect("2 bytes"),
+        ));
+        if size < 8 || p + size > b.len() {
+            break;
+        }
+        if ty == PERF_RECORD_HEADER_FEATURE && size >= 16 {
+            let feat = u64::from_le_bytes(b[p + 8..p + 16].try_into().expect("8 bytes"));
+            // The crate keeps the low 32 bits, so do the same.
+            check_feature(feat as u32, &b[p + 16..p + size], (p + 16) as u64)?;
+        }
+        p += size;
+    }
+    Ok(())
+}

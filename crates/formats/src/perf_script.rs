@@ -1,0 +1,876 @@
+//! `perf script` text: reading it back into a [`SampleSet`], and writing perf-script-like
+//! text from one.
+//!
+//! ## What is read
+//!
+//! * Sample header lines of the default output and of the common `-F` field sets
+//!   (`comm`, `pid`, `tid`, `pid/tid`, `[cpu]`, `time:`, `period`, `event:`, then `ip sym+off
+//!   (dso)` inline): the line is recognised by a `SECONDS.MICROS:` time token or an `event:`
+//!   token; the `comm` is everything before the pid token.
+//! * Call-chain frames (`-g`): indented `ADDR sym+off (dso)` lines after a header, ended by a
+//!   blank line. When the header carries no ip, the first frame is the ip (`perf script -g`
+//!   prints it that way).
+//! * Lines that are only `ADDR sym (dso)` (`-F ip,sym,dso` without header fields): one sample
+//!   each.
+//! * `brstack` tokens `0xFROM/0xTO/P|M|-/X/A/CYCLES` (and the longer forms newer perf prints,
+//!   whose extra fields are ignored).
+//! * `--show-mmap-events` lines (`PERF_RECORD_MMAP`/`PERF_RECORD_MMAP2`).
+//!
+//! ## Module-relative addresses (in order of preference)
+//!
+//! 1. With `--show-mmap-events`, runtime addresses are mapped exactly as for perf.data
+//!    (mapping, file offset, `PT_LOAD` segments).
+//! 2. With `sym+0xOFF` and `dso` fields and the dso's symbols available (a
+//!    [`SymbolSource`]), SVMA = symbol start + offset; this also teaches the dso's load bias
+//!    (runtime ip − SVMA), used for other addresses of that dso (branch-stack entries).
+//! 3. Addresses below 4 GiB are taken as already module-relative (perf 6.x prints call-chain
+//!    frames relative to their dso; non-PIE executables run at their SVMAs).
+//! 4. Otherwise the address stays unmapped and a warning says how to do better (add
+//!    `--show-mmap-events`, or `-F +symoff,+dso` and the binaries).
+
+use crate::callgrind::SymbolSource;
+use crate::error::FormatError;
+use crate::segments::{svma_of_offset, LoadSegment, SegmentSource};
+use crate::ReadNotes;
+use proftrust_model::{
+    Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, Sample, SampleSet,
+    SamplingConfig,
+};
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+const WHAT: &str = "perf script text";
+const SMALL: u64 = 1 << 32;
+const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
+#[derive(Clone)]
+struct Map {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    path: String,
+}
+
+/// A frame as printed: address, symbol, offset in symbol, dso.
+#[derive(Debug, Clone, Default)]
+struct Frame<'a> {
+    addr: u64,
+    sym: Option<&'a str>,
+    off: Option<u64>,
+    dso: Option<&'a str>,
+}
+
+struct Resolver<'s> {
+    symbols: &'s dyn SymbolSource,
+    segments: &'s dyn SegmentSource,
+    modules: ModuleTable,
+    maps: HashMap<u32, Vec<Map>>,
+    syms: HashMap<String, Option<HashMap<String, u64>>>,
+    segs: HashMap<String, Option<Vec<LoadSegment>>>,
+    bias: HashMap<String, u64>,
+    notes: ReadNotes,
+    warned: std::collections::HashSet<String>,
+}
+
+impl Resolver<'_> {
+    fn module(&mut self, path: &str, bias: u64) -> ModuleIdx {
+        if let Some(i) = self
+            .modules
+            .iter()
+            .find(|(_, m)| m.path == path)
+            .map(|(i, _)| i)
+        {
+            return i;
+        }
+        let mut m = Module::new(path);
+        m.load_bias = bias;
+        self.modules.intern(m)
+    }
+
+    fn warn_once(&mut self, key: &str, msg: String) {
+        if self.warned.insert(key.to_string()) {
+            self.notes.warnings.push(msg);
+        }
+    }
+
+    fn by_mmap(&mut self, pid: u32, ip: u64) -> Option<Location> {
+        let v = self.maps.get(&pid)?;
+        let m = v
+            .iter()
+            .rev()
+            .find(|m| ip >= m.start && ip < m.end)?
+            .clone();
+        let off = ip - m.start + m.pgoff;
+        let segs = self
+            .segs
+            .entry(m.path.clone())
+            .or_insert_with(|| {
+                if m.path.starts_with('[') {
+                    None
+                } else {
+                    self.segments.load_segments(&m.path)
+                }
+            })
+            .clone();
+        let svma = segs
+            .as_deref()
+            .and_then(|s| svma_of_offset(s, off))
+            .unwrap_or(off);
+        let idx = self.module(&m.path, ip.wrapping_sub(svma));
+        Some(Location::new(idx, svma))
+    }
+
+    fn by_symbol(&mut self, f: &Frame<'_>) -> Option<Location> {
+        let (sym, off, dso) = (f.sym?, f.off?, f.dso?);
+        let table = self
+            .syms
+            .entry(dso.to_string())
+            .or_insert_with(|| {
+                self.symbols.symbols(dso).map(|o| {
+                    o.functions
+                        .into_iter()
+                        .map(|s| (s.name, s.start))
+                        .collect::<HashMap<_, _>>()
+                })
+            })
+            .as_ref()?;
+        let start = *table.get(sym)?;
+        let svma = start.checked_add(off)?;
+        if f.addr >= SMALL {
+            self.bias
+                .entry(dso.to_string())
+                .or_insert(f.addr.wrapping_sub(svma));
+        }
+        let idx = self.module(dso, f.addr.wrapping_sub(svma));
+        Some(Location::new(idx, svma))
+    }
+
+    fn resolve(&mut self, pid: u32, f: &Frame<'_>, fallback_dso: Option<&str>) -> Location {
+        let dso = f.dso.or(fallback_dso);
+        if f.addr >= KERNEL_START || dso.is_some_and(|d| d.starts_with("[kernel")) {
+            let k = self.module("[kernel.kallsyms]", 0);
+            return Location::new(k, f.addr);
+        }
+        if let Some(l) = self.by_mmap(pid, f.addr) {
+            return l;
+        }
+        if let Some(l) = self.by_symbol(f) {
+            return l;
+        }
+        if let Some(d) = dso {
+            if d != "[unknown]" {
+                if let Some(&b) = self.bias.get(d) {
+                    if f.addr >= SMALL {
+                        let idx = self.module(d, b);
+                        return Location::new(idx, f.addr.wrapping_sub(b));
+                    }
+                }
+                if f.addr < SMALL {
+                    let idx = self.module(d, 0);
+                    return Location::new(idx, f.addr);
+                }
+                self.warn_once(
+                    d,
+                    format!(
+                        "{d}: runtime addresses cannot be made module-relative; run perf script with --show-mmap-events, or with -F +sym,+symoff,+dso and the binary available"
+                    ),
+                );
+            }
+        }
+        Location::unmapped(f.addr)
+    }
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn parse_hex(s: &str) -> Option<u64> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    if !is_hex(s) || s.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+fn is_time(t: &str) -> bool {
+    let Some(t) = t.strip_suffix(':') else {
+        return false;
+    };
+    let Some((a, b)) = t.split_once('.') else {
+        return false;
+    };
+    !a.is_empty()
+        && !b.is_empty()
+        && a.bytes().all(|c| c.is_ascii_digit())
+        && b.bytes().all(|c| c.is_ascii_digit())
+}
+
+fn parse_time(t: &str) -> Option<u64> {
+    let t = t.strip_suffix(':')?;
+    let (a, b) = t.split_once('.')?;
+    let secs: u64 = a.parse().ok()?;
+    let mut frac: u64 = b.parse().ok()?;
+    // Scale the fraction to nanoseconds.
+    let digits = b.len() as u32;
+    if digits > 9 {
+        return None;
+    }
+    frac *= 10u64.pow(9 - digits);
+    secs.checked_mul(1_000_000_000)?.checked_add(frac)
+}
+
+fn is_pid(t: &str) -> bool {
+    let mut parts = t.split('/');
+    let ok =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
+    let a = parts.next();
+    if !ok(a) {
+        return false;
+    }
+    match parts.next() {
+        None => true,
+        b => ok(b) && parts.next().is_none(),
+    }
+}
+
+fn is_cpu(t: &str) -> bool {
+    t.len() > 2
+        && t.starts_with('[')
+        && t.ends_with(']')
+        && t[1..t.len() - 1].bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Splits `sym+0xOFF` into name and offset.
+fn split_symoff(s: &str) -> (&str, Option<u64>) {
+    if let Some(i) = s.rfind("+0x") {
+        if let Some(o) = parse_hex(&s[i + 3..]) {
+            return (&s[..i], Some(o));
+        }
+    }
+    (s, None)
+}
+
+/// Parses `ADDR [sym[+0xOFF]] [(dso)]` at the start of `s`; returns the frame and the rest.
+fn parse_frame(s: &str) -> Option<(Frame<'_>, &str)> {
+    let s = s.trim_start();
+    let (addr_tok, mut rest) = match s.find(char::is_whitespace) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    if addr_tok.contains('/') {
+        return None;
+    }
+    let addr = parse_hex(addr_tok)?;
+    let mut f = Frame {
+        addr,
+        ..Frame::default()
+    };
+    rest = rest.trim_start();
+    // dso is the last parenthesised group on the frame: "(path)".
+    if let Some(open) = find_dso_open(rest) {
+        let close = open + rest[open..].find(')')?;
+        let sym = rest[..open].trim();
+        if !sym.is_empty() {
+            let (n, o) = split_symoff(sym);
+            f.sym = Some(n);
+            f.off = o;
+        }
+        f.dso = Some(&rest[open + 1..close]);
+        return Some((f, &rest[close + 1..]));
+    }
+    // No dso: the symbol is the next token, if it is not a brstack entry.
+    let (tok, after) = match rest.find(char::is_whitespace) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if !tok.is_empty() && !tok.contains('/') {
+        let (n, o) = split_symoff(tok);
+        f.sym = Some(n);
+        f.off = o;
+        return Some((f, after));
+    }
+    Some((f, rest))
+}
+
+/// Position of the `(` opening the dso group: a `(` preceded by whitespace (or at the
+/// start) whose group closes before the next whitespace-separated brstack token.
+fn find_dso_open(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'(' && (i == 0 || b[i - 1] == b' ' || b[i - 1] == b'\t') {
+            return Some(i);
+        }
+        if b[i] == b'/'
+            && i > 0
+            && s[..i]
+                .split_ascii_whitespace()
+                .last()
+                .is_some_and(|t| t.starts_with("0x"))
+        {
+            // Reached a brstack entry: no dso group on this frame.
+            return None;
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Parses a brstack entry `0xFROM/0xTO/FLAG/...[/CYCLES]`.
+fn parse_branch(t: &str) -> Option<(u64, u64, bool, bool, u32)> {
+    let mut it = t.split('/');
+    let from = parse_hex(it.next()?.strip_prefix("0x")?)?;
+    let to = parse_hex(it.next()?.strip_prefix("0x")?)?;
+    let flag = it.next()?;
+    let (mis, known) = match flag {
+        "M" => (true, true),
+        "P" => (false, true),
+        "-" => (false, false),
+        _ => return None,
+    };
+    let _in_tx = it.next()?;
+    let _abort = it.next()?;
+    let cycles = it.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+    Some((from, to, mis, known, cycles))
+}
+
+/// Parses `PERF_RECORD_MMAP[2] PID/TID: [0xSTART(0xLEN) @ PGOFF ...]: PROT PATH`.
+fn parse_mmap(line: &str) -> Option<(u32, Map, bool)> {
+    let i = line.find("PERF_RECORD_MMAP")?;
+    let rest = &line[i..];
+    let rest = rest.split_once(' ')?.1.trim_start();
+    let (pidtid, rest) = rest.split_once(':')?;
+    let pid_s = pidtid.split('/').next()?.trim();
+    let pid: i64 = pid_s.parse().ok()?;
+    let open = rest.find('[')?;
+    let close = open + rest[open..].find(']')?;
+    let inner = &rest[open + 1..close];
+    let (range, after_at) = inner.split_once('@')?;
+    let (start_s, len_s) = range.trim().split_once('(')?;
+    let start = parse_hex(start_s.trim())?;
+    let len = parse_hex(len_s.trim_end_matches(')').trim())?;
+    let pg_tok = after_at.split_ascii_whitespace().next()?;
+    let pgoff = if pg_tok.starts_with("0x") {
+        parse_hex(pg_tok)?
+    } else {
+        pg_tok.parse().ok()?
+    };
+    let tail = rest[close + 1..].trim_start_matches(':').trim();
+    let (prot, path) = tail.split_once(' ')?;
+    let exec = prot.contains('x');
+    Some((
+        pid as u32,
+        Map {
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path: path.trim().to_string(),
+        },
+        exec,
+    ))
+}
+
+fn event_kind(name: &str) -> EventKind {
+    match name.split(':').next().unwrap_or(name) {
+        "cpu-clock" => EventKind::CpuClock,
+        "task-clock" => EventKind::TaskClock,
+        "cycles" | "cpu-cycles" => EventKind::Cycles,
+        "instructions" => EventKind::Instructions,
+        n if n.len() > 1 && n.starts_with('r') && n[1..].bytes().all(|c| c.is_ascii_hexdigit()) => {
+            u64::from_str_radix(&n[1..], 16).map_or(EventKind::Other, EventKind::Raw)
+        }
+        _ => EventKind::Other,
+    }
+}
+
+struct Pending {
+    sample: Sample,
+    ip_known: bool,
+    dso: Option<String>,
+}
+
+/// Reads `perf script` text. `symbols` resolves `sym+off` to SVMAs; `segments` is used with
+/// `--show-mmap-events` output.
+pub fn read_perf_script(
+    text: &str,
+    symbols: &dyn SymbolSource,
+    segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    if text.trim().is_empty() {
+        return Err(FormatError::Empty { what: WHAT });
+    }
+    let mut r = Resolver {
+        symbols,
+        segments,
+        modules: ModuleTable::default(),
+        maps: HashMap::new(),
+        syms: HashMap::new(),
+        segs: HashMap::new(),
+        bias: HashMap::new(),
+        notes: ReadNotes::default(),
+        warned: Default::default(),
+    };
+    let mut events: Vec<EventDesc> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut cur: Option<Pending> = None;
+    let mut recognised = 0usize;
+    let finish = |cur: &mut Option<Pending>, samples: &mut Vec<Sample>| {
+        if let Some(p) = cur.take() {
+            if p.ip_known {
+                samples.push(p.sample);
+            }
+        }
+    };
+    for (i, raw) in text.split('\n').enumerate() {
+        let lineno = i + 1;
+        let line = raw.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            finish(&mut cur, &mut samples);
+            continue;
+        }
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        if line.contains("PERF_RECORD_") {
+            finish(&mut cur, &mut samples);
+            if let Some((pid, m, exec)) = parse_mmap(line) {
+                if exec {
+                    let v = r.maps.entry(pid).or_default();
+                    v.retain(|x| x.end <= m.start || x.start >= m.end);
+                    v.push(m);
+                }
+            }
+            recognised += 1;
+            continue;
+        }
+        let toks: Vec<&str> = line.split_ascii_whitespace().collect();
+        // A header has a time token, or an `event:` token after a pid token.
+        let time_i = toks.iter().position(|t| is_time(t));
+        let ev_i = toks
+            .iter()
+            .enumerate()
+            .skip(time_i.map_or(0, |t| t + 1))
+            .find(|(k, t)| {
+                t.len() > 1
+                    && t.ends_with(':')
+                    && !is_time(t)
+                    && (time_i.is_some() || toks[..*k].iter().any(|x| is_pid(x)))
+            })
+            .map(|(k, _)| k);
+        let is_frame_line = line.starts_with('\t')
+            || line.starts_with("  ")
+                && parse_frame(line).is_some()
+                && time_i.is_none()
+                && ev_i.is_none();
+        if is_frame_line || (time_i.is_none() && ev_i.is_none()) {
+            let Some((f, rest)) = parse_frame(line) else {
+                if cur.is_none() && recognised == 0 {
+                    return Err(FormatError::NotThisFormat {
+                        what: WHAT,
+                        detail: format!(
+                            "line {lineno} is neither a sample header nor a frame: {:?}",
+                            line.chars().take(60).collect::<String>()
+                        ),
+                    });
+                }
+                return Err(FormatError::Syntax {
+                    what: WHAT,
+                    line: lineno,
+                    detail: format!(
+                        "expected a frame `ADDR sym (dso)`, got {:?}",
+                        line.chars().take(60).collect::<String>()
+                    ),
+                });
+            };
+            recognised += 1;
+            match cur.as_mut() {
+                Some(p) => {
+                    let pid = p.sample.pid;
+                    let loc = r.resolve(pid, &f, None);
+                    if p.ip_known {
+                        p.sample.callchain.push(loc);
+                    } else {
+                        p.sample.ip = loc;
+                        p.ip_known = true;
+                        p.dso = f.dso.map(str::to_string);
+                    }
+                }
+                None => {
+                    // A sample of its own (`-F ip,sym,dso`).
+                    if events.is_empty() {
+                        events.push(EventDesc {
+                            name: "unknown".into(),
+                            kind: EventKind::Other,
+                            config: SamplingConfig::default(),
+                        });
+                    }
+                    let loc = r.resolve(u32::MAX, &f, None);
+                    let mut s = blank_sample();
+                    s.ip = loc;
+                    let dso = f.dso.map(str::to_string);
+                    branches_into(&mut r, &mut s, rest, dso.as_deref());
+                    samples.push(s);
+                }
+            }
+            continue;
+        }
+        // Header line.
+        finish(&mut cur, &mut samples);
+        recognised += 1;
+        let stop = time_i.or(ev_i).unwrap_or(0);
+        let cpu_i = toks[..stop].iter().position(|t| is_cpu(t));
+        let pid_limit = cpu_i.unwrap_or(stop);
+        let pid_i = toks[..pid_limit].iter().rposition(|t| is_pid(t));
+        let mut s = blank_sample();
+        if let Some(pi) = pid_i {
+            let t = toks[pi];
+            match t.split_once('/') {
+                Some((a, b)) => {
+                    s.pid = a.parse().unwrap_or(u32::MAX);
+                    s.tid = b.parse().unwrap_or(u32::MAX);
+                }
+                None => {
+                    let v = t.parse().unwrap_or(u32::MAX);
+                    s.pid = v;
+                    s.tid = v;
+                }
+            }
+        }
+        if let Some(ci) = cpu_i {
+            s.cpu = toks[ci][1..toks[ci].len() - 1].parse().unwrap_or(u32::MAX);
+        }
+        if let Some(ti) = time_i {
+            s.time = parse_time(toks[ti]).ok_or_else(|| FormatError::Syntax {
+                what: WHAT,
+                line: lineno,
+                detail: format!("bad time {:?}", toks[ti]),
+            })?;
+        }
+        let ev_name = match ev_i {
+            Some(e) => {
+                if e > 0 {
+                    if let Ok(p) = toks[e - 1].parse::<u64>() {
+                        if Some(e - 1) != pid_i {
+                            s.period = p;
+                        }
+                    }
+                }
+                toks[e].trim_end_matches(':').to_string()
+            }
+            None => "unknown".to_string(),
+        };
+        let ev = match events.iter().position(|x| x.name == ev_name) {
+            Some(i) => i,
+            None => {
+                events.push(EventDesc {
+                    kind: event_kind(&ev_name),
+                    name: ev_name,
+                    config: SamplingConfig::default(),
+                });
+                events.len() - 1
+            }
+        };
+        s.event = u16::try_from(ev).map_err(|_| FormatError::Syntax {
+            what: WHAT,
+            line: lineno,
+            detail: "more than 65535 distinct events".into(),
+        })?;
+        // What follows the event (or the time): an inline frame and brstack entries.
+        let after_idx = ev_i.or(time_i).unwrap_or(0);
+        let mut rest = line;
+        for t in &toks[..=after_idx] {
+            let at = rest.find(t).unwrap_or(0) + t.len();
+            rest = &rest[at..];
+        }
+        let mut ip_known = false;
+        let mut dso = None;
+        let mut tail = rest;
+        if let Some((f, after)) = parse_frame(rest) {
+            s.ip = r.resolve(s.pid, &f, None);
+            ip_known = true;
+            dso = f.dso.map(str::to_string);
+            tail = after;
+        }
+        branches_into(&mut r, &mut s, tail, dso.as_deref());
+        cur = Some(Pending {
+            sample: s,
+            ip_known,
+            dso,
+        });
+    }
+    finish(&mut cur, &mut samples);
+    let _ = cur.map(|p| p.dso);
+    if samples.is_empty() && recognised == 0 {
+        return Err(FormatError::NotThisFormat {
+            what: WHAT,
+            detail: "no sample lines found".into(),
+        });
+    }
+    Ok((
+        SampleSet {
+            modules: r.modules,
+            events,
+            samples,
+            lost: 0,
+            command: Vec::new(),
+            outcome: None,
+        },
+        r.notes,
+    ))
+}
+
+/// Whether the first lines of `text` look like `perf script` output (a sample header with a
+/// time and an event, an `ADDR sym (dso)` frame, or a `PERF_RECORD_` line).
+pub(crate) fn looks_like_perf_script(text: &str) -> bool {
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(20) {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        if line.contains("PERF_RECORD_") {
+            return true;
+        }
+        let toks: Vec<&str> = line.split_ascii_whitespace().collect();
+        if let Some(t) = toks.iter().position(|t| is_time(t)) {
+            if toks[t + 1..]
+                .iter()
+                .any(|x| x.len() > 1 && x.ends_with(':'))
+            {
+                return true;
+            }
+        }
+        if let Some((f, _)) = parse_frame(line) {
+            if f.dso.is_some() {
+                return true;
+            }
+        }
+        return false;
+    }
+    false
+}
+
+fn blank_sample() -> Sample {
+    Sample {
+        event: 0,
+        pid: u32::MAX,
+        tid: u32::MAX,
+        time: 0,
+        cpu: u32::MAX,
+        period: 1,
+        ip: Location::unmapped(0),
+        callchain: Vec::new(),
+        branches: Vec::new(),
+    }
+}
+
+fn branches_into(r: &mut Resolver<'_>, s: &mut Sample, text: &str, dso: Option<&str>) {
+    for t in text.split_ascii_whitespace() {
+        if let Some((from, to, mis, known, cycles)) = parse_branch(t) {
+            let ff = Frame {
+                addr: from,
+                ..Frame::default()
+            };
+            let tf = Frame {
+                addr: to,
+                ..Frame::default()
+            };
+            s.branches.push(Branch {
+                from: r.resolve(s.pid, &ff, dso),
+                to: r.resolve(s.pid, &tf, dso),
+                mispredicted: mis,
+                predicted_known: known,
+                cycles,
+            });
+        }
+    }
+}
+
+/// Writes perf-script-like text: one header line per sample
+/// (`comm pid/tid [cpu] secs.nanos: period event: ADDR sym (dso)`), brstack entries on the
+/// same line, call-chain frames on indented lines followed by a blank line. Addresses are
+/// **module-relative** (SVMAs), unlike perf's runtime addresses; `sym` names a location.
+pub fn write_perf_script<W: Write>(
+    w: W,
+    s: &SampleSet,
+    sym: impl Fn(Location) -> String,
+) -> io::Result<()> {
+    let mut w = io::BufWriter::new(w);
+    let comm = s
+        .command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_else(|| "-".to_string());
+    let dso = |l: Location| -> String {
+        match l.module.and_then(|m| s.modules.get(m)) {
+            Some(m) => m.path.clone(),
+            None => "[unknown]".to_string(),
+        }
+    };
+    for x in &s.samples {
+        let ev = s
+            .events
+            .get(usize::from(x.event))
+            .map_or("unknown", |e| e.name.as_str());
+        write!(w, "{comm:>16} {}/{}", x.pid as i32, x.tid as i32)?;
+        if x.cpu != u32::MAX {
+            write!(w, " [{:03}]", x.cpu)?;
+        }
+        write!(
+            w,
+            " {}.{:09}: {:>10} {ev}: {:>16x} {} ({})",
+            x.time / 1_000_000_000,
+            x.time % 1_000_000_000,
+            x.period,
+            x.ip.svma.0,
+            sym(x.ip),
+            dso(x.ip)
+        )?;
+        for b in &x.branches {
+            let f = match (b.predicted_known, b.mispredicted) {
+                (false, _) => "-",
+                (true, true) => "M",
+                (true, false) => "P",
+            };
+            write!(
+                w,
+                " {:#x}/{:#x}/{f}/-/-/{}",
+                b.from.svma.0, b.to.svma.0, b.cycles
+            )?;
+        }
+        writeln!(w)?;
+        if !x.callchain.is_empty() {
+            for &c in &x.callchain {
+                writeln!(w, "\t{:>16x} {} ({})", c.svma.0, sym(c), dso(c))?;
+            }
+            writeln!(w)?;
+        }
+    }
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols};
+    use crate::segments::NoSegments;
+
+    struct Syms;
+    impl SymbolSource for Syms {
+        fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+            (path == "/tmp/fmt/hot").then(|| ObjectSymbols {
+                build_id: None,
+                functions: vec![FunctionSymbol {
+                    name: "fa".into(),
+                    start: 0x11c0,
+                    size: 0x40,
+                }],
+            })
+        }
+    }
+
+    const DEFAULT: &str = "\
+             hot 23174  3233.481746:     100000 cpu-clock:  ffffffff81d7fadd crng_make_state+0x6d ([kernel.kallsyms])
+             hot 23174  3233.503831:     100000 cpu-clock:      5560a69e91ed fa+0x2d (/tmp/fmt/hot)
+             hot 23174  3233.503930:     100000 cpu-clock:      5560a69e91f0 fa+0x30 (/tmp/fmt/hot)
+";
+
+    #[test]
+    fn default_output_with_symbols() {
+        let (s, notes) = read_perf_script(DEFAULT, &Syms, &NoSegments).unwrap();
+        assert!(notes.warnings.is_empty(), "{notes:?}");
+        assert_eq!(s.samples.len(), 3);
+        assert_eq!(s.events[0].name, "cpu-clock");
+        assert_eq!(s.events[0].kind, EventKind::CpuClock);
+        let x = &s.samples[1];
+        assert_eq!((x.pid, x.tid, x.period), (23174, 23174, 100000));
+        assert_eq!(x.time, 3_233_481_746_000 + 22_085_000);
+        let m = s.modules.get(x.ip.module.unwrap()).unwrap();
+        assert_eq!(m.path, "/tmp/fmt/hot");
+        assert_eq!(x.ip.svma.0, 0x11c0 + 0x2d);
+        assert_eq!(m.load_bias, 0x5560a69e91ed - 0x11ed);
+        assert_eq!(s.samples[2].ip.svma.0, 0x11f0);
+        assert_eq!(
+            s.modules.get(s.samples[0].ip.module.unwrap()).unwrap().path,
+            "[kernel.kallsyms]"
+        );
+    }
+
+    #[test]
+    fn without_symbols_runtime_addresses_warn() {
+        let (s, notes) = read_perf_script(DEFAULT, &NoSymbols, &NoSegments).unwrap();
+        assert_eq!(s.samples[1].ip.module, None);
+        assert_eq!(notes.warnings.len(), 1);
+    }
+
+    #[test]
+    fn callchains_mmap_events_and_brstack() {
+        let text = "\
+hot 26197  3274.697121: PERF_RECORD_MMAP2 26197/26197: [0x555cafb9b000(0x1000) @ 0x1000 fe:00 10011559 955282047]: r-xp /tmp/fmt/hot
+hot 26197/26198 [001]  3274.698087:    1000000 cpu-clock: 
+\t            11ed fa+0x2d (/tmp/fmt/hot)
+\t    555cafb9b080 main+0x20 (/tmp/fmt/hot)
+
+hot 26197/26198 [001] 3274.699000: 1000 cycles:  555cafb9b1ed fa+0x2d (/tmp/fmt/hot) 0x555cafb9b1f0/0x555cafb9b1d0/M/-/-/17 0x555cafb9b1e0/0x555cafb9b1c0/P/-/-/3
+";
+        let (s, _) = read_perf_script(text, &NoSymbols, &NoSegments).unwrap();
+        assert_eq!(s.samples.len(), 2);
+        let a = &s.samples[0];
+        assert_eq!((a.pid, a.tid, a.cpu), (26197, 26198, 1));
+        assert_eq!(a.ip.svma.0, 0x11ed);
+        assert_eq!(a.callchain.len(), 1);
+        // Mapped through the mmap: 0x555cafb9b080 - 0x555cafb9b000 + 0x1000.
+        assert_eq!(a.callchain[0].svma.0, 0x1080);
+        let b = &s.samples[1];
+        assert_eq!(s.events[usize::from(b.event)].name, "cycles");
+        assert_eq!(b.period, 1000);
+        assert_eq!(b.ip.svma.0, 0x11ed);
+        assert_eq!(b.branches.len(), 2);
+        assert_eq!(b.branches[0].from.svma.0, 0x11f0);
+        assert_eq!(b.branches[0].to.svma.0, 0x11d0);
+        assert!(b.branches[0].mispredicted && b.branches[0].predicted_known);
+        assert_eq!(b.branches[0].cycles, 17);
+        assert!(!b.branches[1].mispredicted && b.branches[1].predicted_known);
+    }
+
+    #[test]
+    fn ip_sym_dso_only_and_garbage() {
+        let text = "     5560a69e91ed fa (/tmp/fmt/hot)\n     5560a69e91ed fa (/tmp/fmt/hot)\n";
+        let (s, _) = read_perf_script(text, &NoSymbols, &NoSegments).unwrap();
+        assert_eq!(s.samples.len(), 2);
+        assert!(read_perf_script("hello world\n", &NoSymbols, &NoSegments).is_err());
+        assert!(read_perf_script("", &NoSymbols, &NoSegments).is_err());
+    }
+
+    #[test]
+    fn writer_output_reads_back() {
+        let (s, _) = read_perf_script(DEFAULT, &Syms, &NoSegments).unwrap();
+        let mut out = Vec::new();
+        write_perf_script(&mut out, &s, |l| format!("f{:x}", l.svma.0)).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(" cpu-clock: "), "{text}");
+        let (back, _) = read_perf_script(&text, &NoSymbols, &NoSegments).unwrap();
+        assert_eq!(back.samples.len(), 3);
+        assert_eq!(back.samples[1].ip.svma.0, 0x11ed);
+        assert_eq!(back.samples[1].time, s.samples[1].time);
+    }
+
+    #[test]
+    fn mutations_do_not_panic() {
+        let text = format!("{DEFAULT}hot 1/2 [001] 1.5: 10 cycles: 11ed fa+0x2d (/x) 0x1/0x2/M/-/-/3\n\t 11ed a (b)\n\n");
+        let b = text.as_bytes();
+        for i in 0..b.len() {
+            for c in [
+                b' ', b'\t', b'\n', b':', b'/', b'(', b')', b'0', b'x', b'[', b'+',
+            ] {
+                let mut m = b.to_vec();
+                m[i] = c;
+                if let Ok(s) = std::str::from_utf8(&m) {
+                    let _ = read_perf_script(s, &Syms, &NoSegments);
+                }
+            }
+            if let Ok(s) = std::str::from_utf8(&b[..i]) {
+                let _ = read_perf_script(s, &Syms, &NoSegments);
+            }
+        }
+    }
+}

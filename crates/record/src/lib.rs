@@ -1,1 +1,805 @@
-//! proftrust-record (being written).
+//! # proftrust-record
+//!
+//! A `perf_event_open(2)` sampler that writes proftrust's own [`SampleSet`]: every sample's
+//! address is already module-relative (a [`proftrust_model::Location`] in a
+//! [`proftrust_model::Module`] with build-id and load bias).
+//!
+//! Entry point: [`record`] with a [`Target`] (a command to start, or a running `--pid`) and
+//! [`RecordOptions`]. It returns a [`Recording`]: the samples, the seed, how the program ended.
+//!
+//! Design (see `docs/record.md`):
+//! * one event per online CPU with `pid = child`, `inherit = 1`, so threads and forked
+//!   children are followed (as `perf record` does); the child is forked blocked on a pipe,
+//!   the events are opened `disabled` + `enable_on_exec`, then the child is released to `execv`;
+//! * user-only by default (`exclude_kernel`, `exclude_hv`, `exclude_callchain_kernel`);
+//! * `mmap2` records (`mmap_data = 0`) + `comm`/`fork` records track every process's executable
+//!   mappings; `/proc/PID/maps` gives the initial maps of a `--pid` target;
+//! * **period randomisation** (seed 001 §4): after each overflow of an event instance the
+//!   recorder draws `T + U(0, T/8)` from a seeded ChaCha8 generator and issues
+//!   `PERF_EVENT_IOC_PERIOD`; the period in effect for each sample is reconstructed exactly
+//!   from the time of each ioctl (see [`RecordOptions::randomize`]);
+//! * all `unsafe` lives in the private `sys` module.
+#![warn(missing_docs)]
+
+mod error;
+mod event;
+mod maps;
+mod parse;
+mod sys;
+
+pub use error::RecordError;
+pub use event::{EventSpec, DEFAULT_CLOCK_PERIOD_NS, DEFAULT_HW_PERIOD, DEFAULT_RAW_PERIOD};
+
+use parse::Rec;
+use proftrust_model::{
+    Branch, EventDesc, Location, PeriodMode, RunOutcome, Sample, SampleSet, SamplingConfig,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// What to profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Start this command (program + arguments) and profile it, its threads and children.
+    Command(Vec<String>),
+    /// Attach to the running process with this pid (all its threads, and children it forks
+    /// later) until it exits, the timeout expires, or SIGINT/SIGTERM arrives.
+    Pid(i32),
+}
+
+/// How to sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecordOptions {
+    /// Events to sample. Default: `[cpu-clock]`.
+    pub events: Vec<EventSpec>,
+    /// Fixed period (events, or ns for clock events). Default `None`: the event's prime
+    /// default ([`DEFAULT_CLOCK_PERIOD_NS`], [`DEFAULT_HW_PERIOD`], [`DEFAULT_RAW_PERIOD`]).
+    pub period: Option<u64>,
+    /// Frequency in Hz instead of a fixed period (the kernel adapts the period). Default `None`.
+    pub frequency: Option<u64>,
+    /// Period randomisation (seed 001 §4: "a random value up to T/8 is added"): every next
+    /// period is `T + U{0..=T/8}`. Default `false`.
+    pub randomize: bool,
+    /// Seed of the period generator (ChaCha8). Default `None`: drawn from the clock and the
+    /// pid; the seed used is returned in [`Recording::seed`] and stored in the sample set.
+    pub seed: Option<u64>,
+    /// Frame-pointer user call chains (`PERF_SAMPLE_CALLCHAIN`). Default `false`.
+    pub callchain: bool,
+    /// Branch stacks (`PERF_SAMPLE_BRANCH_STACK`, any taken branch). Default `false`.
+    pub branch_stack: bool,
+    /// Exclude kernel and hypervisor. Default `true`.
+    pub user_only: bool,
+    /// Kill the program (its whole process group) after this long. Default `None`.
+    pub timeout: Option<Duration>,
+    /// Data pages per CPU ring buffer (a power of two). Default 128 (512 KiB), like `perf record`.
+    pub buffer_pages: usize,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            events: vec![EventSpec {
+                name: "cpu-clock".into(),
+                kind: proftrust_model::EventKind::CpuClock,
+                precise: 0,
+            }],
+            period: None,
+            frequency: None,
+            randomize: false,
+            seed: None,
+            callchain: false,
+            branch_stack: false,
+            user_only: true,
+            timeout: None,
+            buffer_pages: 128,
+        }
+    }
+}
+
+/// Counters about the recording itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// Ring-buffer batches drained.
+    pub batches: u64,
+    /// `PERF_EVENT_IOC_PERIOD` calls issued.
+    pub period_updates: u64,
+    /// `PERF_RECORD_THROTTLE` records (the kernel slowed sampling down).
+    pub throttled: u64,
+    /// Samples whose address fell outside every known module.
+    pub unmapped_samples: u64,
+    /// Samples from inherited event instances (other threads/processes) which the period
+    /// randomisation cannot reach (see `docs/record.md`).
+    pub unrandomized_samples: u64,
+    /// With `--randomize`: for every sample of a randomised instance after its first, the
+    /// realised interval (the instance's own count difference between the two overflows,
+    /// `PERF_SAMPLE_READ`) minus the recorded period, in events (ns for clocks). This is the
+    /// reaction latency `L` of `docs/record.md`; empty when the kernel refuses
+    /// `PERF_SAMPLE_READ` on inherited events (before Linux 6.12).
+    pub interval_excess: Vec<i64>,
+}
+
+/// What [`record`] produced.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The samples, modules, events (with their configuration and the seed), the command and
+    /// how it ended.
+    pub samples: SampleSet,
+    /// The seed used for every random choice.
+    pub seed: u64,
+    /// Set when the program could not be started (`execv` failed): the reason. The outcome is
+    /// then `Exited { code: 127 }` (not found) or `126` (not executable), as a shell reports.
+    pub exec_error: Option<String>,
+    /// Counters about the recording.
+    pub stats: RecordStats,
+}
+
+struct Opened {
+    spec_idx: usize,
+    fd: OwnedFd,
+    id: u64,
+}
+
+fn resolve_program(prog: &str) -> String {
+    if prog.contains('/') {
+        return prog.to_string();
+    }
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in path.split(':') {
+        let cand = std::path::Path::new(if dir.is_empty() { "." } else { dir }).join(prog);
+        if cand.is_file() {
+            return cand.to_string_lossy().into_owned();
+        }
+    }
+    prog.to_string()
+}
+
+fn online_cpus() -> Vec<i32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut v = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i32>(), b.parse::<i32>()) {
+                    v.extend(a..=b);
+                }
+            }
+            None => v.extend(part.parse::<i32>().ok()),
+        }
+    }
+    if v.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        v.extend(0..n as i32);
+    }
+    v
+}
+
+/// The randomised period generator of seed 001 §4: `T + U{0..=T/8}`.
+///
+/// Seed 001 (Wu & Mencer, §4 "sampling period ... randomization"): "a random value up to T/8 is
+/// added to the sampling period T". We read "up to" as inclusive and uniform over the integers
+/// `0..=floor(T/8)`.
+#[derive(Debug, Clone)]
+pub struct PeriodRandomizer {
+    base: u64,
+    rng: ChaCha8Rng,
+}
+
+impl PeriodRandomizer {
+    /// A generator for base period `base` seeded with `seed`.
+    pub fn new(base: u64, seed: u64) -> PeriodRandomizer {
+        PeriodRandomizer {
+            base,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+    /// The largest value added (`T/8`).
+    pub fn max_added(&self) -> u64 {
+        self.base / 8
+    }
+    /// The next period.
+    pub fn next_period(&mut self) -> u64 {
+        self.base + self.rng.gen_range(0..=self.base / 8)
+    }
+}
+
+fn open_hint(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "; hint: run as root or lower /proc/sys/kernel/perf_event_paranoid (sysctl kernel.perf_event_paranoid=1)".into()
+        }
+        Some(libc::EMFILE) => "; hint: raise the open-file limit (ulimit -n)".into(),
+        _ => String::new(),
+    }
+}
+
+fn build_attr(spec: &EventSpec, opts: &RecordOptions, first_period: u64, read: bool) -> sys::Attr {
+    let mut a = sys::zeroed_attr();
+    let (t, c) = spec.type_config();
+    a.type_ = t;
+    a.config = c;
+    a.sample_type = parse::SAMPLE_TYPE_BASE;
+    if read {
+        a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_READ as u64;
+    }
+    if opts.callchain {
+        a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_CALLCHAIN as u64;
+    }
+    if opts.branch_stack {
+        a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_BRANCH_STACK as u64;
+        a.branch_sample_type = perf_event_open_sys::bindings::PERF_SAMPLE_BRANCH_ANY as u64;
+        if opts.user_only {
+            a.branch_sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_BRANCH_USER as u64;
+        }
+    }
+    match opts.frequency {
+        Some(f) => {
+            a.set_freq(1);
+            a.__bindgen_anon_1.sample_freq = f;
+        }
+        None => a.__bindgen_anon_1.sample_period = first_period,
+    }
+    a.set_disabled(1);
+    a.set_inherit(1);
+    a.set_mmap2(1);
+    a.set_mmap(1);
+    a.set_comm(1);
+    a.set_comm_exec(1);
+    a.set_task(1);
+    a.set_sample_id_all(1);
+    a.set_use_clockid(1);
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a.set_precise_ip(u64::from(spec.precise));
+    if opts.user_only {
+        a.set_exclude_kernel(1);
+        a.set_exclude_hv(1);
+        a.set_exclude_callchain_kernel(1);
+    }
+    if opts.randomize {
+        // wake the recorder on every sample so the next period is set right after it
+        a.__bindgen_anon_2.wakeup_events = 1;
+    }
+    a
+}
+
+fn check_options(opts: &RecordOptions) -> Result<(), RecordError> {
+    if opts.events.is_empty() {
+        return Err(RecordError::BadOptions("no event given".into()));
+    }
+    if opts.period.is_some() && opts.frequency.is_some() {
+        return Err(RecordError::BadOptions(
+            "give either a period (-c) or a frequency (-F), not both".into(),
+        ));
+    }
+    if opts.period == Some(0) || opts.frequency == Some(0) {
+        return Err(RecordError::BadOptions(
+            "period and frequency must be positive".into(),
+        ));
+    }
+    if opts.randomize && opts.frequency.is_some() {
+        return Err(RecordError::BadOptions(
+            "--randomize needs a fixed period (-c), not a frequency (-F)".into(),
+        ));
+    }
+    if !opts.buffer_pages.is_power_of_two() {
+        return Err(RecordError::BadOptions(format!(
+            "ring buffer pages must be a power of two, not {}",
+            opts.buffer_pages
+        )));
+    }
+    Ok(())
+}
+
+fn default_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Per parent-event-instance randomisation state.
+struct Randomized {
+    fd_idx: usize,
+    rng: PeriodRandomizer,
+    /// `(time after which the period applies, period)`, time-ordered; first entry at 0.
+    history: Vec<(u64, u64)>,
+}
+
+struct Session {
+    opened: Vec<Opened>,
+    rings: Vec<sys::RingBuffer>,
+    randomized: HashMap<u64, Randomized>,
+    recs: Vec<Rec>,
+    scratch: Vec<u8>,
+    seen_streams: Vec<u64>,
+    stats: RecordStats,
+    layout: parse::Layout,
+}
+
+impl Session {
+    /// Drains every ring buffer, decodes, and re-arms the randomised periods.
+    fn drain(&mut self) -> Result<(), RecordError> {
+        for ring in &mut self.rings {
+            self.scratch.clear();
+            ring.drain_into(&mut self.scratch);
+            if self.scratch.is_empty() {
+                continue;
+            }
+            self.stats.batches += 1;
+            let before = self.recs.len();
+            parse::decode_batch(&self.scratch, self.layout, &mut self.recs)?;
+            if self.randomized.is_empty() {
+                continue;
+            }
+            self.seen_streams.clear();
+            for r in &self.recs[before..] {
+                if let Rec::Sample { stream_id, .. } = r {
+                    if self.randomized.contains_key(stream_id)
+                        && !self.seen_streams.contains(stream_id)
+                    {
+                        self.seen_streams.push(*stream_id);
+                    }
+                }
+            }
+            for s in &self.seen_streams {
+                let r = self.randomized.get_mut(s).expect("checked above");
+                let p = r.rng.next_period();
+                // An error here (event gone with its task) just ends randomisation for it.
+                if sys::set_period(&self.opened[r.fd_idx].fd, p).is_ok() {
+                    let t = sys::monotonic_ns();
+                    r.history.push((t, p));
+                    self.stats.period_updates += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn open_events(
+    opts: &RecordOptions,
+    pids: &[i32],
+    seed: u64,
+    enable_on_exec: bool,
+) -> Result<Session, RecordError> {
+    let cpus = online_cpus();
+    let mut opened = Vec::new();
+    let mut rings: Vec<sys::RingBuffer> = Vec::new();
+    let mut randomized = HashMap::new();
+    let mut seed_rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut read = opts.randomize;
+    for &cpu in &cpus {
+        let mut leader: Option<usize> = None;
+        for &pid in pids {
+            for (si, spec) in opts.events.iter().enumerate() {
+                let base = opts.period.unwrap_or_else(|| spec.default_period());
+                let mut rz = PeriodRandomizer::new(base, seed_rng.gen());
+                let first = if opts.randomize {
+                    rz.next_period()
+                } else {
+                    base
+                };
+                let mut attr = build_attr(spec, opts, first, read);
+                if enable_on_exec {
+                    attr.set_enable_on_exec(1);
+                }
+                let mut res = sys::perf_event_open(&attr, pid, cpu);
+                if read
+                    && opened.is_empty()
+                    && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EINVAL))
+                {
+                    // PERF_SAMPLE_READ with inherit needs Linux 6.12: go on without it.
+                    read = false;
+                    attr = build_attr(spec, opts, first, false);
+                    if enable_on_exec {
+                        attr.set_enable_on_exec(1);
+                    }
+                    res = sys::perf_event_open(&attr, pid, cpu);
+                }
+                let fd = res.map_err(|e| {
+                    let code = e.raw_os_error();
+                    if opts.branch_stack
+                        && matches!(code, Some(libc::EOPNOTSUPP) | Some(libc::EINVAL))
+                        && !spec.kind.is_hardware()
+                    {
+                        return RecordError::BranchStackUnsupported {
+                            name: spec.name.clone(),
+                        };
+                    }
+                    if spec.kind.is_hardware()
+                        && matches!(
+                            code,
+                            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP)
+                        )
+                    {
+                        if opts.branch_stack && code == Some(libc::EOPNOTSUPP) {
+                            return RecordError::BranchStackUnsupported {
+                                name: spec.name.clone(),
+                            };
+                        }
+                        return RecordError::HardwareUnavailable {
+                            name: spec.name.clone(),
+                        };
+                    }
+                    if code == Some(libc::ESRCH) {
+                        return RecordError::NoSuchPid(pid);
+                    }
+                    RecordError::Open {
+                        name: spec.name.clone(),
+                        pid,
+                        cpu,
+                        hint: open_hint(&e),
+                        source: e,
+                    }
+                })?;
+                let id =
+                    sys::event_id(&fd).map_err(|e| RecordError::sys("PERF_EVENT_IOC_ID", e))?;
+                match leader {
+                    None => {
+                        let ring = sys::RingBuffer::map(&fd, opts.buffer_pages).map_err(|e| {
+                            RecordError::sys(
+                                format!(
+                                    "cannot map the ring buffer ({} pages) of cpu {cpu}",
+                                    opts.buffer_pages
+                                ),
+                                e,
+                            )
+                        })?;
+                        rings.push(ring);
+                        leader = Some(opened.len());
+                    }
+                    Some(l) => {
+                        let target: &Opened = &opened[l];
+                        sys::set_output(&fd, &target.fd)
+                            .map_err(|e| RecordError::sys("PERF_EVENT_IOC_SET_OUTPUT", e))?;
+                    }
+                }
+                if opts.randomize {
+                    randomized.insert(
+                        id,
+                        Randomized {
+                            fd_idx: opened.len(),
+                            rng: rz,
+                            history: vec![(0, first)],
+                        },
+                    );
+                }
+                opened.push(Opened {
+                    spec_idx: si,
+                    fd,
+                    id,
+                });
+            }
+        }
+    }
+    Ok(Session {
+        opened,
+        rings,
+        randomized,
+        recs: Vec::new(),
+        scratch: Vec::new(),
+        seen_streams: Vec::new(),
+        stats: RecordStats::default(),
+        layout: parse::Layout {
+            read,
+            callchain: opts.callchain,
+            branch: opts.branch_stack,
+        },
+    })
+}
+
+fn outcome_of(w: sys::WaitStatus) -> RunOutcome {
+    match w {
+        sys::WaitStatus::Exited(code) => RunOutcome::Exited { code },
+        sys::WaitStatus::Signaled(signal) => RunOutcome::Signaled {
+            signal,
+            name: sys::signal_name(signal),
+        },
+    }
+}
+
+/// Records `target` with `opts`.
+///
+/// A program that cannot be started, exits non-zero, is killed by a signal or times out
+/// still yields a [`Recording`] with the outcome; errors are for things that prevent
+/// recording at all (bad options, events the machine cannot count, system failures). No
+/// child is left running and none is left a zombie: on every path the child is reaped, and
+/// on timeout or error its whole process group is killed first.
+pub fn record(target: &Target, opts: &RecordOptions) -> Result<Recording, RecordError> {
+    check_options(opts)?;
+    let seed = opts.seed.unwrap_or_else(default_seed);
+    match target {
+        Target::Command(argv) => record_command(argv, opts, seed),
+        Target::Pid(pid) => record_pid(*pid, opts, seed),
+    }
+}
+
+fn record_command(
+    argv: &[String],
+    opts: &RecordOptions,
+    seed: u64,
+) -> Result<Recording, RecordError> {
+    let Some(prog) = argv.first() else {
+        return Err(RecordError::BadOptions("no program given".into()));
+    };
+    let to_c = |s: &str| {
+        CString::new(s).map_err(|_| RecordError::Program {
+            program: prog.clone(),
+            why: "an argument contains a NUL byte".into(),
+        })
+    };
+    let path = to_c(&resolve_program(prog))?;
+    let cargs = argv
+        .iter()
+        .map(|a| to_c(a))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut child =
+        sys::spawn_blocked(&path, &cargs).map_err(|e| RecordError::sys("fork failed", e))?;
+    let pid = child.pid;
+    // From here on, any error must not leave the child behind.
+    let cleanup = |e: RecordError| {
+        sys::kill_group(pid);
+        let _ = sys::wait_blocking(pid);
+        e
+    };
+    let mut session = open_events(opts, &[pid], seed, true).map_err(cleanup)?;
+    let pidfd = sys::pidfd_open(pid).map_err(|e| cleanup(RecordError::sys("pidfd_open", e)))?;
+    let exec = child
+        .release()
+        .map_err(|e| cleanup(RecordError::sys("cannot release the child", e)))?;
+    let mut exec_error = None;
+    if let sys::ExecResult::Failed(errno) = exec {
+        exec_error = Some(format!(
+            "{}: {}",
+            prog,
+            std::io::Error::from_raw_os_error(errno)
+        ));
+    }
+    let start = Instant::now();
+    let outcome = loop {
+        let mut fds: Vec<i32> = session.opened.iter().map(|o| o.fd.as_raw_fd()).collect();
+        fds.push(pidfd.as_raw_fd());
+        let mut wait_ms = 100i32;
+        if let Some(t) = opts.timeout {
+            let left = t.saturating_sub(start.elapsed());
+            wait_ms = wait_ms.min(left.as_millis() as i32);
+        }
+        sys::poll_readable(&fds, wait_ms).map_err(|e| cleanup(RecordError::sys("poll", e)))?;
+        session.drain().map_err(cleanup)?;
+        match sys::try_wait(pid) {
+            Ok(Some(w)) => break outcome_of(w),
+            Ok(None) => {}
+            Err(e) => return Err(cleanup(RecordError::sys("waitpid", e))),
+        }
+        if let Some(t) = opts.timeout {
+            if start.elapsed() >= t {
+                sys::kill_group(pid);
+                let _ = sys::wait_blocking(pid);
+                break RunOutcome::TimedOut {
+                    millis: t.as_millis() as u64,
+                };
+            }
+        }
+    };
+    for o in &session.opened {
+        let _ = sys::disable(&o.fd);
+    }
+    session.drain()?;
+    let recording = finish(
+        session,
+        opts,
+        seed,
+        argv.to_vec(),
+        Some(outcome),
+        maps::AddressSpaces::default(),
+    )?;
+    Ok(Recording {
+        exec_error,
+        ..recording
+    })
+}
+
+/// Whether `pid` still runs: present in /proc and not a zombie (`Z`) or dead (`X`). A zombie
+/// stays visible to `kill(pid, 0)` until its parent reaps it, which may be never.
+fn process_alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+fn record_pid(pid: i32, opts: &RecordOptions, seed: u64) -> Result<Recording, RecordError> {
+    if pid <= 0 || !sys::process_exists(pid) {
+        return Err(RecordError::NoSuchPid(pid));
+    }
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|_| RecordError::NoSuchPid(pid))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    let mut session = open_events(opts, &tids, seed, false)?;
+    let pidfd = sys::pidfd_open(pid).map_err(|e| RecordError::sys("pidfd_open", e))?;
+    sys::install_stop_handler();
+    for o in &session.opened {
+        sys::enable(&o.fd).map_err(|e| RecordError::sys("PERF_EVENT_IOC_ENABLE", e))?;
+    }
+    // Read the maps only now: every mapping made from here on also arrives as an mmap2
+    // record, so a process caught in the middle of exec (or of dlopen) is still covered.
+    let mut initial = maps::AddressSpaces::default();
+    initial.load_proc_maps(pid as u32);
+    let start = Instant::now();
+    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    loop {
+        let mut fds: Vec<i32> = session.opened.iter().map(|o| o.fd.as_raw_fd()).collect();
+        fds.push(pidfd.as_raw_fd());
+        sys::poll_readable(&fds, 100).map_err(|e| RecordError::sys("poll", e))?;
+        session.drain()?;
+        if !process_alive(pid) || sys::stop_requested() {
+            break;
+        }
+        if let Some(t) = opts.timeout {
+            if start.elapsed() >= t {
+                break;
+            }
+        }
+    }
+    for o in &session.opened {
+        let _ = sys::disable(&o.fd);
+    }
+    session.drain()?;
+    finish(session, opts, seed, command, None, initial)
+}
+
+fn finish(
+    mut session: Session,
+    opts: &RecordOptions,
+    seed: u64,
+    command: Vec<String>,
+    outcome: Option<RunOutcome>,
+    mut spaces: maps::AddressSpaces,
+) -> Result<Recording, RecordError> {
+    let id_to_event: HashMap<u64, u16> = session
+        .opened
+        .iter()
+        .map(|o| (o.id, o.spec_idx as u16))
+        .collect();
+    let mut recs = std::mem::take(&mut session.recs);
+    recs.sort_by_key(Rec::time);
+    let mut set = SampleSet {
+        command,
+        outcome,
+        ..SampleSet::default()
+    };
+    for spec in &opts.events {
+        let base = opts.period.unwrap_or_else(|| spec.default_period());
+        set.events.push(EventDesc {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            config: SamplingConfig {
+                period: match opts.frequency {
+                    Some(f) => PeriodMode::Frequency(f),
+                    None => PeriodMode::Fixed(base),
+                },
+                randomize_max: opts.randomize.then_some(base / 8),
+                precise: spec.precise,
+                seed: Some(seed),
+                user_only: opts.user_only,
+                callchain: opts.callchain,
+                branch_stack: opts.branch_stack,
+            },
+        });
+    }
+    let mut stats = session.stats.clone();
+    let mut last_count: HashMap<u64, u64> = HashMap::new();
+    for r in recs {
+        match r {
+            Rec::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                prot,
+                path,
+                ..
+            } => {
+                if prot & libc::PROT_EXEC as u32 != 0 {
+                    spaces.map(pid, start, len, pgoff, &path);
+                }
+            }
+            Rec::Exec { pid, .. } => spaces.exec(pid),
+            Rec::Fork { pid, ppid, .. } => spaces.fork(pid, ppid),
+            Rec::Lost { lost } => set.lost += lost,
+            Rec::Throttle => stats.throttled += 1,
+            Rec::Sample {
+                id,
+                stream_id,
+                ip,
+                pid,
+                tid,
+                time,
+                cpu,
+                period,
+                count,
+                callchain,
+                branches,
+            } => {
+                let event = *id_to_event.get(&id).unwrap_or(&0);
+                let period = match session.randomized.get(&stream_id) {
+                    Some(r) => {
+                        let i = r.history.partition_point(|&(t, _)| t <= time);
+                        r.history[i.saturating_sub(1)].1
+                    }
+                    None => {
+                        if opts.randomize {
+                            stats.unrandomized_samples += 1;
+                        }
+                        period
+                    }
+                };
+                if let (Some(c), true) = (count, session.randomized.contains_key(&stream_id)) {
+                    if let Some(prev) = last_count.insert(stream_id, c) {
+                        stats
+                            .interval_excess
+                            .push(c.wrapping_sub(prev) as i64 - period as i64);
+                    }
+                }
+                let loc = spaces.locate(pid, ip);
+                if loc.module.is_none() {
+                    stats.unmapped_samples += 1;
+                }
+                let mut chain: Vec<Location> = Vec::new();
+                for (k, &a) in callchain.iter().enumerate() {
+                    if a >= perf_event_open_sys::bindings::PERF_CONTEXT_MAX {
+                        continue; // context marker (PERF_CONTEXT_USER etc.)
+                    }
+                    if k <= 1 && a == ip && chain.is_empty() {
+                        continue; // the sampled ip itself heads the chain
+                    }
+                    chain.push(spaces.locate(pid, a));
+                }
+                let branches = branches
+                    .iter()
+                    .map(|b| Branch {
+                        from: spaces.locate(pid, b.from),
+                        to: spaces.locate(pid, b.to),
+                        mispredicted: b.flags & 1 != 0,
+                        predicted_known: b.flags & 3 != 0,
+                        cycles: ((b.flags >> 4) & 0xffff) as u32,
+                    })
+                    .collect();
+                set.samples.push(Sample {
+                    event,
+                    pid,
+                    tid,
+                    time,
+                    cpu,
+                    period,
+                    ip: loc,
+                    callchain: chain,
+                    branches,
+                });
+            }
+        }
+    }
+    set.modules = spaces.modules;
+    Ok(Recording {
+        samples: set,
+        seed,
+        exec_error: None,
+        stats,
+    })
+}

@@ -1,1 +1,31 @@
-//! proftrust-exact (being written).
+//! # proftrust-exact
+//!
+//! Exact ground truth for a program: how many times each instruction really executed.
+//!
+//! * [`count_qemu`] runs the program under `qemu-x86_64` with proftrust's own TCG plugin
+//!   (crate `proftrust-qemu-plugin`): per-instruction counts from inline per-block counters,
+//!   block→block edges, calls and returns, for every module, module-relative.
+//! * [`trace_qemu`] streams the exact sequence of executed blocks to a
+//!   [`BlockVisitor`](proftrust_model::BlockVisitor) while the program runs; nothing keeps
+//!   the whole trace.
+//! * [`count_callgrind`] runs valgrind's callgrind and imports its per-instruction counts.
+//! * [`find_plugin`] finds the plugin next to the running executable.
+//!
+//! Every runner records how the program ended ([`RunOutcome`](proftrust_model::RunOutcome)),
+//! stops it at a timeout (SIGTERM, then SIGKILL to its process group), reaps it and kills
+//! whatever it left running in its process group. Design, protocol and limits:
+//! `docs/exact.md`.
+#![warn(missing_docs)]
+
+mod callgrind;
+mod elf;
+mod error;
+pub mod protocol;
+mod qemu;
+mod run;
+mod sys;
+
+pub use callgrind::{count_callgrind, CallgrindOptions};
+pub use error::ExactError;
+pub use qemu::{count_qemu, find_plugin, trace_qemu, QemuOptions, DEFAULT_CPU, PLUGIN_FILE};
+pub use run::signal_name;

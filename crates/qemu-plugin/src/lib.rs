@@ -1,1 +1,767 @@
-//! proftrust QEMU TCG plugin (being written).
+//! # proftrust-qemu-plugin
+//!
+//! A QEMU user-mode TCG plugin (QEMU 7.2, plugin API version 1) that gives proftrust exact
+//! ground truth. Load it with
+//! `qemu-x86_64 -plugin libproftrust_qemu_plugin.so,out=fd:N,mode=count,edges=on -- PROG`;
+//! `proftrust-exact` does this for you and decodes what it writes (protocol in [`wire`]).
+//!
+//! * **Counting** (`mode=count`): every translated block gets an *inline* counter
+//!   (`qemu_plugin_register_vcpu_tb_exec_inline`, `ADD_U64` of 1 at block entry), so a block
+//!   execution costs one add in generated code, never a helper call per instruction. An
+//!   instruction's count is the count of every block that contains it. With `edges=on`
+//!   (the default) a per-block exec callback also runs: it keeps, **per vcpu** (a guest thread
+//!   in user mode), the block count and the previous block, giving exact block→block edges
+//!   (and so calls and returns). Its cost is one helper call per executed block. API v1 has no
+//!   per-vcpu inline counters and its inline add is not atomic, so with several guest threads
+//!   running the same block at once the inline counters can lose increments; the per-vcpu
+//!   callback counts cannot, and the analyzer uses them whenever they exist.
+//! * **Tracing** (`mode=trace`): block definitions are written once (module, instruction file
+//!   offsets, end kind) when QEMU translates a block, then each vcpu appends executed block ids
+//!   to its own buffer, flushed as (tid, ids) chunks. Nothing keeps the trace: the buffers are
+//!   16 Ki entries and the stream goes to a pipe the analyzer reads while the guest runs.
+//! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
+//!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
+//!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
+//!   re-read after the guest calls `mmap`/`munmap`/`mremap`.
+//! * **fork**: a forked child is **excluded** (a `pthread_atfork` child handler silences every
+//!   callback in it; the parent's counts are unaffected). **exec** is **not followed**: QEMU
+//!   runs the new image natively, so the plugin writes a snapshot before `execve` and the
+//!   profile covers the program up to the exec. A guest sending itself `SIGKILL` gets a
+//!   snapshot first; other fatal signals go through QEMU's exit path, which runs the plugin's
+//!   at-exit dump.
+//!
+//! Licence: GPL-2.0-or-later, because it builds on QEMU's GPL plugin API. The FFI
+//! declarations in `ffi` are written from the documented signatures in QEMU's header.
+#![warn(missing_docs)]
+
+pub mod classify;
+mod ffi;
+pub mod maps;
+pub mod wire;
+
+use maps::Mapping;
+use std::cell::UnsafeCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+use wire::Put;
+
+/// The plugin API version this plugin was written against (QEMU checks it at load).
+#[allow(non_upper_case_globals)]
+#[no_mangle]
+pub static qemu_plugin_version: c_int = 1;
+
+const MODE_COUNT: u8 = 0;
+const MODE_TRACE: u8 = 1;
+const NO_BLOCK: u32 = u32::MAX;
+/// Vcpu slots; a vcpu index beyond this shares a slot (still race-free, edges then mix).
+const NSLOTS: usize = 1024;
+/// Trace buffer entries per vcpu before a flush.
+const TRACE_CHUNK: usize = 16 * 1024;
+/// Counters per allocation chunk (chunks never move, so inline pointers stay valid).
+const COUNTER_CHUNK: usize = 4096;
+/// Output buffer size before a write.
+const OUT_FLUSH: usize = 256 * 1024;
+
+static MODE: AtomicU8 = AtomicU8::new(MODE_COUNT);
+static EDGES: AtomicBool = AtomicBool::new(true);
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+static MAPS_DIRTY: AtomicBool = AtomicBool::new(true);
+static VCPUS_SEEN: AtomicU32 = AtomicU32::new(0);
+
+/// Multiplicative hasher for the small integer keys of the edge maps.
+#[derive(Default)]
+struct Mix(u64);
+impl Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+type EdgeMap = HashMap<u64, u64, BuildHasherDefault<Mix>>;
+
+struct Global {
+    /// Inline counters shared with the analyzer (`shm=fd:N`): they survive a fatal signal.
+    shared: *mut u64,
+    shared_cap: usize,
+    out: File,
+    buf: Vec<u8>,
+    failed: bool,
+    dedup: HashMap<(u64, Box<[u8]>), u32>,
+    nblocks: u32,
+    counters: Vec<Box<[UnsafeCell<u64>]>>,
+    modules: HashMap<(String, u64), u32>,
+    maps: Vec<Mapping>,
+    missed_pages: HashSet<u64>,
+}
+
+// SAFETY: the raw pointer is to a process-wide shared mapping that is never unmapped; all
+// other fields are Send. Access goes through the GLOBAL mutex.
+unsafe impl Send for Global {}
+
+static GLOBAL: Mutex<Option<Global>> = Mutex::new(None);
+
+struct Vcpu {
+    tid: u32,
+    prev: u32,
+    counts: Vec<u64>,
+    /// Per previous block: (last successor, executions not yet moved to `edges`).
+    succ: Vec<(u32, u64)>,
+    edges: Option<EdgeMap>,
+    trace: Vec<u32>,
+}
+
+impl Vcpu {
+    const fn new() -> Vcpu {
+        Vcpu {
+            tid: 0,
+            prev: NO_BLOCK,
+            counts: Vec::new(),
+            succ: Vec::new(),
+            edges: None,
+            trace: Vec::new(),
+        }
+    }
+}
+
+static VCPUS: [Mutex<Vcpu>; NSLOTS] = [const { Mutex::new(Vcpu::new()) }; NSLOTS];
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Global {
+    fn put(&mut self, rec: &[u8]) {
+        self.buf.extend_from_slice(rec);
+        if self.buf.len() >= OUT_FLUSH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.failed && !self.buf.is_empty() && self.out.write_all(&self.buf).is_err() {
+            self.failed = true;
+        }
+        self.buf.clear();
+    }
+
+    fn reread_maps(&mut self) {
+        if let Ok(text) = std::fs::read_to_string("/proc/self/maps") {
+            self.maps = maps::parse(&text);
+        }
+    }
+
+    fn mapping(&mut self, haddr: u64) -> Option<Mapping> {
+        if MAPS_DIRTY.swap(false, Relaxed) {
+            self.reread_maps();
+        }
+        if let Some(m) = maps::lookup(&self.maps, haddr) {
+            return Some(m.clone());
+        }
+        if self.missed_pages.insert(haddr >> 12) {
+            self.reread_maps();
+            return maps::lookup(&self.maps, haddr).cloned();
+        }
+        None
+    }
+
+    fn module_id(&mut self, m: &Mapping) -> u32 {
+        let base = m.start.wrapping_sub(m.offset);
+        let key = (m.path.clone(), base);
+        if let Some(&id) = self.modules.get(&key) {
+            return id;
+        }
+        let id = self.modules.len() as u32;
+        self.modules.insert(key, id);
+        let path = m.path.as_bytes();
+        let len = path.len().min(u16::MAX as usize);
+        let mut rec = Vec::with_capacity(17 + len);
+        rec.u8(wire::TAG_MODULE);
+        rec.u32(id);
+        rec.u64(base);
+        rec.u16(len as u16);
+        rec.extend_from_slice(&path[..len]);
+        self.put(&rec);
+        id
+    }
+
+    /// Defines a new block: module, per-instruction file offsets, end kind; returns its id.
+    fn define(&mut self, vaddr: u64, insns: &[(u64, u64)], end: u8) -> u32 {
+        // (guest vaddr, host addr) per instruction.
+        let mut module = wire::NO_MODULE;
+        let mut addrs: Vec<u64> = insns.iter().map(|&(v, _)| v).collect();
+        if insns.iter().all(|&(_, h)| h != 0) {
+            if let Some(first) = self.mapping(insns[0].1) {
+                let mut offs = Vec::with_capacity(insns.len());
+                for &(_, h) in insns {
+                    let m = if (first.start..first.end).contains(&h) {
+                        Some(first.clone())
+                    } else {
+                        self.mapping(h)
+                    };
+                    match m {
+                        Some(m)
+                            if m.path == first.path
+                                && m.start.wrapping_sub(m.offset)
+                                    == first.start.wrapping_sub(first.offset) =>
+                        {
+                            offs.push(h - m.start + m.offset)
+                        }
+                        _ => break,
+                    }
+                }
+                if offs.len() == insns.len() {
+                    module = self.module_id(&first);
+                    addrs = offs;
+                }
+            }
+        }
+        let id = self.nblocks;
+        self.nblocks += 1;
+        while (id as usize) / COUNTER_CHUNK >= self.counters.len() {
+            self.counters
+                .push((0..COUNTER_CHUNK).map(|_| UnsafeCell::new(0)).collect());
+        }
+        let n = addrs.len().min(u16::MAX as usize);
+        let mut rec = Vec::with_capacity(24 + 8 * n);
+        rec.u8(wire::TAG_BLOCK);
+        rec.u32(id);
+        rec.u32(module);
+        rec.u64(vaddr);
+        rec.u8(end);
+        rec.u16(n as u16);
+        for &a in &addrs[..n] {
+            rec.u64(a);
+        }
+        self.put(&rec);
+        id
+    }
+
+    fn counter_ptr(&self, id: u32) -> *mut u64 {
+        let id = id as usize;
+        if id < self.shared_cap {
+            // SAFETY: `shared` maps `shared_cap` u64s for the life of the process.
+            return unsafe { self.shared.add(id) };
+        }
+        self.counters[id / COUNTER_CHUNK][id % COUNTER_CHUNK].get()
+    }
+
+    fn inline_counts(&self) -> Vec<u64> {
+        (0..self.nblocks)
+            // SAFETY: the pointer is to a live counter; generated code may be adding to it
+            // concurrently (only while other vcpus run), a torn read is impossible for an
+            // aligned u64 on x86-64 and the value is a snapshot either way.
+            .map(|id| unsafe { self.counter_ptr(id).read_volatile() })
+            .collect()
+    }
+}
+
+fn flush_trace(s: &mut Vcpu) {
+    if s.trace.is_empty() {
+        return;
+    }
+    let mut rec = Vec::with_capacity(9 + 4 * s.trace.len());
+    rec.u8(wire::TAG_TRACE);
+    rec.u32(s.tid);
+    rec.u32(s.trace.len() as u32);
+    for &id in &s.trace {
+        rec.u32(id);
+    }
+    s.trace.clear();
+    if let Some(g) = lock(&GLOBAL).as_mut() {
+        g.put(&rec);
+    }
+}
+
+fn add_edge(map: &mut Option<EdgeMap>, from: u32, to: u32, n: u64) {
+    *map.get_or_insert_with(EdgeMap::default)
+        .entry(((from as u64) << 32) | to as u64)
+        .or_insert(0) += n;
+}
+
+extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let id = udata as usize as u32;
+    if vcpu >= VCPUS_SEEN.load(Relaxed) {
+        VCPUS_SEEN.fetch_max(vcpu + 1, Relaxed);
+    }
+    let mut s = lock(&VCPUS[vcpu as usize % NSLOTS]);
+    if s.tid == 0 {
+        // First block of a guest thread on this vcpu slot (on_vcpu_exit clears `tid`).
+        // SAFETY: gettid has no preconditions.
+        s.tid = unsafe { libc::gettid() } as u32;
+        s.prev = NO_BLOCK;
+    }
+    if MODE.load(Relaxed) == MODE_TRACE {
+        s.trace.push(id);
+        if s.trace.len() >= TRACE_CHUNK {
+            flush_trace(&mut s);
+        }
+        return;
+    }
+    let i = id as usize;
+    if s.counts.len() <= i {
+        let n = (i + 1).next_power_of_two();
+        s.counts.resize(n, 0);
+    }
+    s.counts[i] += 1;
+    let prev = s.prev;
+    s.prev = id;
+    if prev == NO_BLOCK {
+        return;
+    }
+    let p = prev as usize;
+    if s.succ.len() <= p {
+        let n = (p + 1).next_power_of_two();
+        s.succ.resize(n, (NO_BLOCK, 0));
+    }
+    let (last, pending) = s.succ[p];
+    if last == id {
+        s.succ[p].1 += 1;
+    } else {
+        if pending > 0 {
+            add_edge(&mut s.edges, prev, last, pending);
+        }
+        s.succ[p] = (id, 1);
+    }
+}
+
+/// Writes a cumulative snapshot of all counts (and flushes every trace buffer first).
+fn snapshot(reason: u8) {
+    let seen = (VCPUS_SEEN.load(Relaxed) as usize).min(NSLOTS);
+    let mut counts: Vec<u64> = Vec::new();
+    let mut edges: EdgeMap = EdgeMap::default();
+    for slot in &VCPUS[..seen] {
+        let mut s = lock(slot);
+        flush_trace(&mut s);
+        if counts.len() < s.counts.len() {
+            counts.resize(s.counts.len(), 0);
+        }
+        for (a, b) in counts.iter_mut().zip(&s.counts) {
+            *a += b;
+        }
+        if let Some(m) = &s.edges {
+            for (k, v) in m {
+                *edges.entry(*k).or_insert(0) += v;
+            }
+        }
+        for (from, &(to, n)) in s.succ.iter().enumerate() {
+            if n > 0 {
+                *edges.entry(((from as u64) << 32) | to as u64).or_insert(0) += n;
+            }
+        }
+    }
+    let mut guard = lock(&GLOBAL);
+    let Some(g) = guard.as_mut() else { return };
+    let inline = g.inline_counts();
+    counts.resize(counts.len().max(inline.len()).min(g.nblocks as usize), 0);
+    let mut rec = Vec::with_capacity(16 + 8 * (inline.len() + counts.len()) + 16 * edges.len());
+    rec.u8(wire::TAG_SNAPSHOT);
+    rec.u8(reason);
+    rec.u32(seen as u32);
+    rec.u32(inline.len() as u32);
+    for c in &inline {
+        rec.u64(*c);
+    }
+    let cb = if MODE.load(Relaxed) == MODE_COUNT && EDGES.load(Relaxed) {
+        &counts[..]
+    } else {
+        &[]
+    };
+    rec.u32(cb.len() as u32);
+    for c in cb {
+        rec.u64(*c);
+    }
+    rec.u32(edges.len() as u32);
+    for (k, v) in &edges {
+        rec.u32((k >> 32) as u32);
+        rec.u32(*k as u32);
+        rec.u64(*v);
+    }
+    g.put(&rec);
+    g.flush();
+}
+
+extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    // SAFETY: `tb` is valid for the duration of this callback (QEMU's contract); the data
+    // pointer of each instruction is valid for `size` bytes.
+    let (vaddr, insns, bytes, end) = unsafe {
+        let n = ffi::qemu_plugin_tb_n_insns(tb);
+        if n == 0 {
+            return;
+        }
+        let mut insns = Vec::with_capacity(n);
+        let mut bytes = Vec::new();
+        let mut last: &[u8] = &[];
+        for i in 0..n {
+            let insn = ffi::qemu_plugin_tb_get_insn(tb, i);
+            let size = ffi::qemu_plugin_insn_size(insn);
+            let data = ffi::qemu_plugin_insn_data(insn) as *const u8;
+            let d: &[u8] = if data.is_null() {
+                &[]
+            } else {
+                std::slice::from_raw_parts(data, size)
+            };
+            bytes.extend_from_slice(d);
+            last = d;
+            insns.push((
+                ffi::qemu_plugin_insn_vaddr(insn),
+                ffi::qemu_plugin_insn_haddr(insn) as u64,
+            ));
+        }
+        let end = classify::classify(last);
+        (insns[0].0, insns, bytes, end)
+    };
+    let (id, ptr) = {
+        let mut guard = lock(&GLOBAL);
+        let Some(g) = guard.as_mut() else { return };
+        let key = (vaddr, bytes.into_boxed_slice());
+        let id = match g.dedup.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = g.define(vaddr, &insns, end);
+                g.dedup.insert(key, id);
+                id
+            }
+        };
+        if MODE.load(Relaxed) == MODE_COUNT {
+            // Definitions reach the pipe at once, so they survive a fatal signal.
+            g.flush();
+        }
+        (id, g.counter_ptr(id))
+    };
+    // SAFETY: `tb` is the block being translated; `ptr` points into a counter chunk that is
+    // never freed or moved.
+    unsafe {
+        ffi::qemu_plugin_register_vcpu_tb_exec_inline(
+            tb,
+            ffi::INLINE_ADD_U64,
+            ptr as *mut c_void,
+            1,
+        );
+        if MODE.load(Relaxed) == MODE_TRACE || EDGES.load(Relaxed) {
+            ffi::qemu_plugin_register_vcpu_tb_exec_cb(
+                tb,
+                on_block,
+                ffi::CB_NO_REGS,
+                id as usize as *mut c_void,
+            );
+        }
+    }
+}
+
+extern "C" fn on_vcpu_exit(_id: ffi::PluginId, vcpu: c_uint) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let mut s = lock(&VCPUS[vcpu as usize % NSLOTS]);
+    flush_trace(&mut s);
+    s.prev = NO_BLOCK;
+    s.tid = 0;
+}
+
+#[allow(clippy::too_many_arguments)]
+extern "C" fn on_syscall(
+    _id: ffi::PluginId,
+    _vcpu: c_uint,
+    num: i64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    _a4: u64,
+    _a5: u64,
+    _a6: u64,
+    _a7: u64,
+    _a8: u64,
+) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let _ = a1;
+    match num {
+        // mmap, munmap, mremap: code mappings may change.
+        9 | 11 | 25 => MAPS_DIRTY.store(true, Relaxed),
+        // execve, execveat: the new image is not followed; keep what we have.
+        59 | 322 => snapshot(1),
+        // kill, tkill: SIGKILL leaves no exit path, so dump first.
+        62 | 200 if a2 == libc::SIGKILL as u64 => snapshot(2),
+        // tgkill
+        234 if a3 == libc::SIGKILL as u64 => snapshot(2),
+        _ => {}
+    }
+}
+
+extern "C" fn on_exit(_id: ffi::PluginId, _udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    snapshot(0);
+    if let Some(g) = lock(&GLOBAL).as_mut() {
+        g.put(&[wire::TAG_END]);
+        g.flush();
+    }
+}
+
+/// Waits on the control pipe: on `S` (the analyzer's timeout) writes a final snapshot and
+/// kills the process, so a stopped run keeps its edges and calls. EOF means the analyzer
+/// is gone or done; the thread then ends quietly. The thread does not exist in forked
+/// children.
+fn spawn_control(mut f: File) {
+    use std::io::Read;
+    std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        loop {
+            match f.read(&mut b) {
+                Ok(1) if b[0] == b'S' => break,
+                Ok(1) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                _ => return,
+            }
+        }
+        if IN_CHILD.load(Relaxed) {
+            return;
+        }
+        snapshot(3);
+        if let Some(g) = lock(&GLOBAL).as_mut() {
+            g.put(&[wire::TAG_END]);
+            g.flush();
+        }
+        // SAFETY: kill on our own pid; SIGKILL ends QEMU and its guest at once.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    });
+}
+
+extern "C" fn in_fork_child() {
+    IN_CHILD.store(true, Relaxed);
+}
+
+/// Plugin options parsed from `-plugin lib.so,k=v,...`.
+struct Args {
+    out: Option<String>,
+    shm: Option<String>,
+    ctl: Option<String>,
+    mode: u8,
+    edges: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        out: None,
+        shm: None,
+        ctl: None,
+        mode: MODE_COUNT,
+        edges: true,
+    };
+    for arg in args {
+        let (k, v) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        match k {
+            "out" => a.out = Some(v.to_string()),
+            "shm" => a.shm = Some(v.to_string()),
+            "ctl" => a.ctl = Some(v.to_string()),
+            "mode" => {
+                a.mode = match v {
+                    "count" => MODE_COUNT,
+                    "trace" => MODE_TRACE,
+                    _ => return Err(format!("mode={v}: expected count or trace")),
+                }
+            }
+            "edges" => {
+                a.edges = match v {
+                    "on" | "true" | "yes" => true,
+                    "off" | "false" | "no" => false,
+                    _ => return Err(format!("edges={v}: expected on or off")),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges)"
+                ))
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn open_out(spec: &str) -> Result<File, String> {
+    if let Some(fd) = spec.strip_prefix("fd:") {
+        let fd: c_int = fd
+            .parse()
+            .map_err(|_| format!("out=fd:{fd}: not a file descriptor number"))?;
+        // SAFETY: F_GETFD/F_SETFD on an integer fd have no memory-safety preconditions.
+        let ok = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) == 0
+        };
+        if !ok {
+            return Err(format!("out=fd:{fd}: descriptor is not open"));
+        }
+        // SAFETY: the descriptor is open (checked above) and handed to us by the runner for
+        // our exclusive use; the File owns it from here on.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    } else {
+        File::create(spec).map_err(|e| format!("out={spec}: {e}"))
+    }
+}
+
+/// Maps the counter file `fd:N` (sized by the analyzer) shared; returns (base, capacity).
+fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
+    let fd: c_int = spec
+        .strip_prefix("fd:")
+        .and_then(|x| x.parse().ok())
+        .ok_or_else(|| format!("shm={spec}: expected fd:N"))?;
+    // SAFETY: fstat fills a plain struct; mmap of an fd we were given, checked for failure;
+    // the mapping is never unmapped, so pointers into it stay valid.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(format!("shm=fd:{fd}: descriptor is not open"));
+        }
+        let len = st.st_size as usize;
+        if len < 8 {
+            return Err(format!("shm=fd:{fd}: file is empty"));
+        }
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        );
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "shm=fd:{fd}: mmap failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        libc::close(fd);
+        Ok((p as *mut u64, len / 8))
+    }
+}
+
+/// Entry point called by QEMU when it loads the plugin.
+///
+/// # Safety
+/// Called by QEMU with `argc` valid C strings in `argv`.
+#[no_mangle]
+pub unsafe extern "C" fn qemu_plugin_install(
+    id: ffi::PluginId,
+    _info: *const c_void,
+    argc: c_int,
+    argv: *const *const c_char,
+) -> c_int {
+    let mut args = Vec::new();
+    for i in 0..argc.max(0) as usize {
+        // SAFETY: QEMU passes `argc` valid NUL-terminated strings.
+        let p = unsafe { *argv.add(i) };
+        if !p.is_null() {
+            // SAFETY: see above.
+            args.push(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+        }
+    }
+    let a = match parse_args(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("proftrust-qemu-plugin: {e}");
+            return -1;
+        }
+    };
+    let Some(spec) = a.out else {
+        eprintln!("proftrust-qemu-plugin: missing out=PATH or out=fd:N");
+        return -1;
+    };
+    let out = match open_out(&spec) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("proftrust-qemu-plugin: {e}");
+            return -1;
+        }
+    };
+    let (shared, shared_cap) = match a.shm.as_deref().map(map_shared) {
+        None => (std::ptr::null_mut(), 0),
+        Some(Ok(x)) => x,
+        Some(Err(e)) => {
+            eprintln!("proftrust-qemu-plugin: {e}");
+            return -1;
+        }
+    };
+    MODE.store(a.mode, Relaxed);
+    EDGES.store(a.edges, Relaxed);
+    let mut g = Global {
+        shared,
+        shared_cap,
+        out,
+        buf: Vec::with_capacity(OUT_FLUSH + 4096),
+        failed: false,
+        dedup: HashMap::new(),
+        nblocks: 0,
+        counters: Vec::new(),
+        modules: HashMap::new(),
+        maps: Vec::new(),
+        missed_pages: HashSet::new(),
+    };
+    let mut head = Vec::new();
+    head.extend_from_slice(wire::MAGIC);
+    head.u32(wire::VERSION);
+    head.u8(a.mode);
+    head.u8(a.edges as u8);
+    head.u32(std::process::id());
+    g.put(&head);
+    *lock(&GLOBAL) = Some(g);
+    if let Some(ctl) = a.ctl.as_deref() {
+        match open_out(ctl) {
+            Ok(f) => spawn_control(f),
+            Err(e) => {
+                eprintln!("proftrust-qemu-plugin: ctl: {e}");
+                return -1;
+            }
+        }
+    }
+    // SAFETY: registering callbacks with the id QEMU gave us; the callbacks match the
+    // signatures of QEMU 7.2's header. pthread_atfork takes a plain function.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(in_fork_child));
+        ffi::qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+        ffi::qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
+        ffi::qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
+        ffi::qemu_plugin_register_atexit_cb(id, on_exit, std::ptr::null_mut());
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plugin_args() {
+        let a = parse_args(&["out=fd:5".into(), "mode=trace".into(), "edges=off".into()]).unwrap();
+        assert_eq!(a.out.as_deref(), Some("fd:5"));
+        assert_eq!(a.mode, MODE_TRACE);
+        assert!(!a.edges);
+        assert!(parse_args(&["mode=fast".into()]).is_err());
+        assert!(parse_args(&["bogus".into()]).is_err());
+        assert!(parse_args(&["x=1".into()]).is_err());
+    }
+}

@@ -1,0 +1,205 @@
+//! Running a program under valgrind's callgrind and importing its counts.
+
+use crate::run;
+use crate::ExactError;
+use object::{Object, ObjectSymbol, SymbolKind};
+use proftrust_formats::callgrind::{
+    self, ExactOptions, FunctionSymbol, ObjectSymbols, SymbolSource,
+};
+use proftrust_model::{BuildId, ExactProfile};
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How to run callgrind.
+#[derive(Debug, Clone)]
+pub struct CallgrindOptions {
+    /// Stop the program after this long (SIGTERM to its process group, which lets callgrind
+    /// write its file, then SIGKILL 2 s later). Default `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// `--cache-sim=yes`: adds cache miss events (`I1mr`, `D1mr`, ...) as extra costs.
+    /// Default `false`.
+    pub cache_sim: bool,
+    /// `--branch-sim=yes`: adds branch misprediction events (`Bc`, `Bcm`, ...). Default `false`.
+    pub branch_sim: bool,
+    /// The valgrind executable. Default `None`: `$PROFTRUST_VALGRIND`, else `valgrind` on `PATH`.
+    pub valgrind: Option<PathBuf>,
+    /// Default `true`: the program's stdout/stderr (and valgrind's) are inherited; `false`:
+    /// discarded.
+    pub show_output: bool,
+}
+
+impl Default for CallgrindOptions {
+    fn default() -> Self {
+        CallgrindOptions {
+            timeout: None,
+            cache_sim: false,
+            branch_sim: false,
+            valgrind: None,
+            show_output: true,
+        }
+    }
+}
+
+/// ELF function symbols for the callgrind import's bias check.
+struct ElfSymbols;
+
+impl SymbolSource for ElfSymbols {
+    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let mut functions: Vec<FunctionSymbol> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
+            .filter_map(|s| {
+                Some(FunctionSymbol {
+                    name: s.name().ok()?.to_string(),
+                    start: s.address(),
+                    size: s.size(),
+                })
+            })
+            .collect();
+        functions.sort_by(|a, b| (a.start, &a.name).cmp(&(b.start, &b.name)));
+        functions.dedup();
+        Some(ObjectSymbols {
+            build_id: file.build_id().ok().flatten().map(|b| BuildId(b.to_vec())),
+            functions,
+        })
+    }
+}
+
+fn valgrind_version(v: &PathBuf) -> String {
+    Command::new(v)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "valgrind (version unknown)".into())
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir() -> Result<TempDir, ExactError> {
+    let base = std::env::temp_dir();
+    for i in 0..1000u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p = base.join(format!("proftrust-cg-{}-{nanos}-{i}", std::process::id()));
+        match std::fs::create_dir(&p) {
+            Ok(()) => return Ok(TempDir(p)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(ExactError::io(
+                    format!("creating a directory in {}", base.display()),
+                    e,
+                ))
+            }
+        }
+    }
+    Err(ExactError::io(
+        "creating a temporary directory",
+        std::io::Error::other("no free name"),
+    ))
+}
+
+/// Runs `cmd` under `valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes` and
+/// imports the per-instruction counts (and jumps, calls; cache/branch events as extra
+/// costs when asked). Forked children are profiled by valgrind into their own files, which
+/// are ignored: the profile covers the started process, like the QEMU backend. Exec is not
+/// followed (`--trace-children=no`).
+pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactProfile, ExactError> {
+    let program = run::resolve_program(cmd)?;
+    let valgrind = match &o.valgrind {
+        Some(v) => v.clone(),
+        None => run::find_tool("valgrind", "PROFTRUST_VALGRIND", "apt-get install valgrind")?,
+    };
+    let dir = temp_dir()?;
+    let mut c = Command::new(&valgrind);
+    c.arg("--tool=callgrind")
+        .arg("--dump-instr=yes")
+        .arg("--collect-jumps=yes")
+        .arg(format!(
+            "--callgrind-out-file={}/callgrind.out.%p",
+            dir.0.display()
+        ));
+    if o.cache_sim {
+        c.arg("--cache-sim=yes");
+    }
+    if o.branch_sim {
+        c.arg("--branch-sim=yes");
+    }
+    c.arg("--").arg(&program).args(&cmd[1..]);
+    if !o.show_output {
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    c.process_group(0);
+    let child = c
+        .spawn()
+        .map_err(|e| ExactError::io(format!("starting {}", valgrind.display()), e))?;
+    let pid = child.id();
+    let ended = run::supervise(child, o.timeout, None)
+        .join()
+        .map_err(|_| {
+            ExactError::io(
+                "waiting for valgrind",
+                std::io::Error::other("waiter panicked"),
+            )
+        })?
+        .map_err(|e| ExactError::io("waiting for valgrind", e))?;
+    let outcome = run::outcome(&ended);
+    let file = dir.0.join(format!("callgrind.out.{pid}"));
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ExactError::NoCounts {
+                backend: "callgrind".into(),
+                detail: format!(
+                    "valgrind ended {outcome:?} without writing {}",
+                    file.display()
+                ),
+            })
+        }
+        Err(e) => return Err(ExactError::io(format!("reading {}", file.display()), e)),
+    };
+    let parsed = callgrind::parse(&text).map_err(|e| ExactError::Callgrind {
+        path: file.clone(),
+        what: e.to_string(),
+    })?;
+    let mut p = parsed
+        .to_exact(&ExactOptions::default(), &ElfSymbols)
+        .map_err(|e| ExactError::Callgrind {
+            path: file.clone(),
+            what: e.to_string(),
+        })?;
+    p.backend = "callgrind".into();
+    let mut detail =
+        format!(
+        "{}; --dump-instr=yes --collect-jumps=yes{}{}; forked children ignored; exec not followed",
+        valgrind_version(&valgrind),
+        if o.cache_sim { " --cache-sim=yes" } else { "" },
+        if o.branch_sim { " --branch-sim=yes" } else { "" },
+    );
+    if !p.backend_detail.is_empty() {
+        detail.push_str("; ");
+        detail.push_str(&p.backend_detail);
+    }
+    p.backend_detail = detail;
+    p.command = cmd
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    p.outcome = Some(outcome);
+    Ok(p)
+}

@@ -1,0 +1,83 @@
+//! The error type of this crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while getting exact counts.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExactError {
+    /// The command line was empty.
+    #[error("no program to run: give the program and its arguments after `--`")]
+    EmptyCommand,
+    /// The program was not found on `PATH` or at the given path.
+    #[error("command not found: {name} (not a file, and not on PATH)")]
+    CommandNotFound {
+        /// The name as given.
+        name: String,
+    },
+    /// The program exists but cannot be executed.
+    #[error("{}: not an executable file (check the path and `chmod +x`)", path.display())]
+    NotExecutable {
+        /// The resolved path.
+        path: PathBuf,
+    },
+    /// A required external tool is missing.
+    #[error("{tool} not found; install it with `{install}`")]
+    ToolMissing {
+        /// The tool (`qemu-x86_64`, `valgrind`).
+        tool: String,
+        /// The command that installs it.
+        install: String,
+    },
+    /// The plugin shared object was not found.
+    #[error("the proftrust QEMU plugin was not found (looked in: {looked}); build it with `cargo build --release -p proftrust-qemu-plugin` (it lands next to the proftrust binary) or set PROFTRUST_QEMU_PLUGIN=/path/to/libproftrust_qemu_plugin.so")]
+    PluginMissing {
+        /// Where it was looked for.
+        looked: String,
+    },
+    /// Spawning or waiting for a process failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The plugin's stream could not be decoded.
+    #[error("plugin stream at byte {offset}: {what}")]
+    Protocol {
+        /// Byte offset in the stream.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// QEMU ended without the plugin writing any counts (it could not load the plugin, or
+    /// was killed before it could write).
+    #[error("{backend} wrote no counts ({detail})")]
+    NoCounts {
+        /// `qemu` or `callgrind`.
+        backend: String,
+        /// What is known (exit status, stderr tail).
+        detail: String,
+    },
+    /// A callgrind output file could not be read or parsed.
+    #[error("callgrind output {}: {what}", path.display())]
+    Callgrind {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// An option is not supported.
+    #[error("unsupported option: {0}")]
+    Unsupported(String),
+}
+
+impl ExactError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> ExactError {
+        ExactError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,523 @@
+//! Decoding the plugin's stream (version 1; layout in `docs/exact.md` and the plugin's
+//! `wire` module) and turning it into module-relative blocks, traces and counts.
+
+use crate::elf::ElfInfo;
+use crate::ExactError;
+use proftrust_model::{
+    BuildId, CallCount, EdgeCount, ExactProfile, InstrCount, Location, Module, ModuleIdx,
+    ModuleTable, Svma, TraceEnd,
+};
+use std::collections::HashMap;
+use std::io::Read;
+
+const MAGIC: &[u8; 4] = b"PTQP";
+const VERSION: u32 = 1;
+const TAG_MODULE: u8 = 1;
+const TAG_BLOCK: u8 = 2;
+const TAG_TRACE: u8 = 3;
+const TAG_SNAPSHOT: u8 = 4;
+const TAG_END: u8 = 5;
+const NO_MODULE: u32 = u32::MAX;
+
+/// Why the plugin wrote a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotReason {
+    /// At exit (normal, or a fatal signal through QEMU's exit path).
+    Exit,
+    /// Before `execve` (the new image is not followed).
+    Exec,
+    /// Before the guest sent itself SIGKILL.
+    Kill,
+    /// Asked by the runner at the timeout.
+    Stop,
+}
+
+/// Cumulative counts written by the plugin.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Why it was written.
+    pub reason: SnapshotReason,
+    /// Vcpu slots (guest threads) that ran blocks.
+    pub vcpus: u32,
+    /// Inline counter per block id.
+    pub inline: Vec<u64>,
+    /// Per-vcpu callback count per block id (empty when edges are off).
+    pub callback: Vec<u64>,
+    /// (from block, to block, count).
+    pub edges: Vec<(u32, u32, u64)>,
+}
+
+/// One record of the stream.
+#[derive(Debug)]
+pub enum Record {
+    /// A module (file mapping).
+    Module {
+        /// Wire id.
+        id: u32,
+        /// Host address of file offset 0.
+        base: u64,
+        /// File path.
+        path: String,
+    },
+    /// A block definition.
+    Block {
+        /// Wire id.
+        id: u32,
+        /// Wire module id or `u32::MAX`.
+        module: u32,
+        /// Guest address of the first instruction.
+        vaddr: u64,
+        /// End kind code.
+        end: u8,
+        /// File offsets (or guest addresses without a module).
+        addrs: Vec<u64>,
+    },
+    /// Executed block ids of one thread.
+    Trace {
+        /// Thread id.
+        tid: u32,
+        /// Block ids in order.
+        ids: Vec<u32>,
+    },
+    /// Counts.
+    Snapshot(Snapshot),
+    /// Clean end.
+    End,
+}
+
+/// Reads records from the plugin's stream.
+pub struct Decoder<R> {
+    r: R,
+    off: u64,
+    /// Header fields: mode (0 count, 1 trace).
+    pub mode: u8,
+    /// Header: edges enabled.
+    pub edges: bool,
+}
+
+impl<R: Read> Decoder<R> {
+    /// Reads the header. `Ok(None)` when the stream is empty (the plugin never started).
+    pub fn new(mut r: R) -> Result<Option<Decoder<R>>, ExactError> {
+        let mut head = [0u8; 14];
+        let mut got = 0;
+        while got < head.len() {
+            match r.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ExactError::io("reading the plugin stream", e)),
+            }
+        }
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < head.len() || &head[..4] != MAGIC {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: "not a proftrust plugin stream (bad magic or short header)".into(),
+            });
+        }
+        let version = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+        if version != VERSION {
+            return Err(ExactError::Protocol {
+                offset: 4,
+                what: format!(
+                    "plugin protocol version {version}, this proftrust reads {VERSION}: rebuild the plugin and proftrust from the same sources"
+                ),
+            });
+        }
+        Ok(Some(Decoder {
+            r,
+            off: 14,
+            mode: head[8],
+            edges: head[9] != 0,
+        }))
+    }
+
+    fn fill(&mut self, buf: &mut [u8], what: &str) -> Result<(), ExactError> {
+        self.r.read_exact(buf).map_err(|e| ExactError::Protocol {
+            offset: self.off,
+            what: format!("{what} cut short ({e})"),
+        })?;
+        self.off += buf.len() as u64;
+        Ok(())
+    }
+    fn u8(&mut self, w: &str) -> Result<u8, ExactError> {
+        let mut b = [0u8; 1];
+        self.fill(&mut b, w)?;
+        Ok(b[0])
+    }
+    fn u16(&mut self, w: &str) -> Result<u16, ExactError> {
+        let mut b = [0u8; 2];
+        self.fill(&mut b, w)?;
+        Ok(u16::from_le_bytes(b))
+    }
+    fn u32(&mut self, w: &str) -> Result<u32, ExactError> {
+        let mut b = [0u8; 4];
+        self.fill(&mut b, w)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self, w: &str) -> Result<u64, ExactError> {
+        let mut b = [0u8; 8];
+        self.fill(&mut b, w)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn u64s(&mut self, n: usize, w: &str) -> Result<Vec<u64>, ExactError> {
+        let mut raw = vec![0u8; n * 8];
+        self.fill(&mut raw, w)?;
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect())
+    }
+
+    /// The next record; `Ok(None)` at the end of the stream (a stream may end without
+    /// [`Record::End`] when the process exec'd or was killed).
+    pub fn next_record(&mut self) -> Result<Option<Record>, ExactError> {
+        let mut tag = [0u8; 1];
+        loop {
+            match self.r.read(&mut tag) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ExactError::io("reading the plugin stream", e)),
+            }
+        }
+        let at = self.off;
+        self.off += 1;
+        let rec = match tag[0] {
+            TAG_MODULE => {
+                let w = "module record";
+                let id = self.u32(w)?;
+                let base = self.u64(w)?;
+                let len = self.u16(w)? as usize;
+                let mut p = vec![0u8; len];
+                self.fill(&mut p, w)?;
+                Record::Module {
+                    id,
+                    base,
+                    path: String::from_utf8_lossy(&p).into_owned(),
+                }
+            }
+            TAG_BLOCK => {
+                let w = "block record";
+                let id = self.u32(w)?;
+                let module = self.u32(w)?;
+                let vaddr = self.u64(w)?;
+                let end = self.u8(w)?;
+                let n = self.u16(w)? as usize;
+                let addrs = self.u64s(n, w)?;
+                Record::Block {
+                    id,
+                    module,
+                    vaddr,
+                    end,
+                    addrs,
+                }
+            }
+            TAG_TRACE => {
+                let w = "trace record";
+                let tid = self.u32(w)?;
+                let n = self.u32(w)? as usize;
+                if n > (1 << 24) {
+                    return Err(ExactError::Protocol {
+                        offset: at,
+                        what: format!("trace chunk of {n} blocks is implausible"),
+                    });
+                }
+                let mut raw = vec![0u8; n * 4];
+                self.fill(&mut raw, w)?;
+                let ids = raw
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                Record::Trace { tid, ids }
+            }
+            TAG_SNAPSHOT => {
+                let w = "snapshot record";
+                let reason = match self.u8(w)? {
+                    0 => SnapshotReason::Exit,
+                    1 => SnapshotReason::Exec,
+                    2 => SnapshotReason::Kill,
+                    _ => SnapshotReason::Stop,
+                };
+                let vcpus = self.u32(w)?;
+                let n = self.u32(w)? as usize;
+                let inline = self.u64s(n, w)?;
+                let m = self.u32(w)? as usize;
+                let callback = self.u64s(m, w)?;
+                let e = self.u32(w)? as usize;
+                let mut edges = Vec::with_capacity(e.min(1 << 20));
+                for _ in 0..e {
+                    let from = self.u32(w)?;
+                    let to = self.u32(w)?;
+                    let c = self.u64(w)?;
+                    edges.push((from, to, c));
+                }
+                Record::Snapshot(Snapshot {
+                    reason,
+                    vcpus,
+                    inline,
+                    callback,
+                    edges,
+                })
+            }
+            TAG_END => Record::End,
+            t => {
+                return Err(ExactError::Protocol {
+                    offset: at,
+                    what: format!("unknown record tag {t}"),
+                })
+            }
+        };
+        Ok(Some(rec))
+    }
+}
+
+/// A defined block, module-relative.
+#[derive(Debug, Clone)]
+pub struct BlockDef {
+    /// Module, if the block lies in a file mapping.
+    pub module: Option<ModuleIdx>,
+    /// Instruction addresses (SVMAs, or raw guest addresses without a module).
+    pub insns: Vec<Svma>,
+    /// How the block ends.
+    pub end: TraceEnd,
+}
+
+/// Turns wire modules and blocks into module-relative ones.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    /// Modules seen so far.
+    pub modules: ModuleTable,
+    wire_modules: HashMap<u32, (ModuleIdx, Option<ElfInfo>)>,
+    elf_cache: HashMap<String, Option<ElfInfo>>,
+    /// Blocks by wire id.
+    pub blocks: Vec<Option<BlockDef>>,
+}
+
+impl Resolver {
+    /// Applies a module record; returns the module index when the module is new to the table.
+    pub fn module(&mut self, id: u32, base: u64, path: &str) -> Option<ModuleIdx> {
+        let info = self
+            .elf_cache
+            .entry(path.to_string())
+            .or_insert_with(|| ElfInfo::load(path))
+            .clone();
+        let before = self.modules.len();
+        let m = Module {
+            path: path.to_string(),
+            build_id: info.as_ref().and_then(|i| i.build_id.clone()).map(BuildId),
+            load_bias: info.as_ref().map_or(base, |i| i.bias(base)),
+        };
+        let idx = self.modules.intern(m);
+        self.wire_modules.insert(id, (idx, info));
+        (self.modules.len() > before).then_some(idx)
+    }
+
+    /// Applies a block record.
+    pub fn block(
+        &mut self,
+        id: u32,
+        module: u32,
+        end: u8,
+        addrs: &[u64],
+    ) -> Result<(), ExactError> {
+        let (midx, insns) = if module == NO_MODULE {
+            (None, addrs.iter().map(|&a| Svma(a)).collect())
+        } else {
+            let (idx, info) =
+                self.wire_modules
+                    .get(&module)
+                    .ok_or_else(|| ExactError::Protocol {
+                        offset: 0,
+                        what: format!("block {id} names undefined module {module}"),
+                    })?;
+            let insns = addrs
+                .iter()
+                .map(|&fo| Svma(info.as_ref().and_then(|i| i.svma(fo)).unwrap_or(fo)))
+                .collect();
+            (Some(*idx), insns)
+        };
+        let end = match end {
+            1 => TraceEnd::Call,
+            2 => TraceEnd::Return,
+            3 => TraceEnd::Syscall,
+            _ => TraceEnd::Other,
+        };
+        let i = id as usize;
+        if self.blocks.len() <= i {
+            self.blocks.resize(i + 1, None);
+        }
+        self.blocks[i] = Some(BlockDef {
+            module: midx,
+            insns,
+            end,
+        });
+        Ok(())
+    }
+
+    fn loc(b: &BlockDef, svma: Svma) -> Location {
+        Location {
+            module: b.module,
+            svma,
+        }
+    }
+
+    /// Builds the exact profile from block counts and edges. `counts[id]` is the number of
+    /// executions of block `id`; every instruction of the block gets that count.
+    pub fn profile(&self, counts: &[u64], edges: &[(u32, u32, u64)]) -> ExactProfile {
+        let mut instr: HashMap<Location, u64> = HashMap::new();
+        let mut returns = 0;
+        for (id, &c) in counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let Some(Some(b)) = self.blocks.get(id) else {
+                continue;
+            };
+            for &s in &b.insns {
+                *instr.entry(Self::loc(b, s)).or_insert(0) += c;
+            }
+            if b.end == TraceEnd::Return {
+                returns += c;
+            }
+        }
+        let mut edge_map: HashMap<(Location, Location), u64> = HashMap::new();
+        let mut call_map: HashMap<(Location, Location), u64> = HashMap::new();
+        for &(from, to, c) in edges {
+            let (Some(Some(a)), Some(Some(b))) =
+                (self.blocks.get(from as usize), self.blocks.get(to as usize))
+            else {
+                continue;
+            };
+            let (Some(&last), Some(&first)) = (a.insns.last(), b.insns.first()) else {
+                continue;
+            };
+            let key = (Self::loc(a, last), Self::loc(b, first));
+            *edge_map.entry(key).or_insert(0) += c;
+            if a.end == TraceEnd::Call {
+                *call_map.entry(key).or_insert(0) += c;
+            }
+        }
+        let mut p = ExactProfile {
+            modules: self.modules.clone(),
+            instructions: instr
+                .into_iter()
+                .map(|(loc, count)| InstrCount { loc, count })
+                .collect(),
+            edges: edge_map
+                .into_iter()
+                .map(|((from, to), count)| EdgeCount { from, to, count })
+                .collect(),
+            calls: call_map
+                .into_iter()
+                .map(|((site, target), count)| CallCount {
+                    site,
+                    target,
+                    count,
+                })
+                .collect(),
+            returns,
+            ..Default::default()
+        };
+        p.edges.sort_by_key(|e| (e.from, e.to));
+        p.calls.sort_by_key(|c| (c.site, c.target));
+        p.normalize();
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream() -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(MAGIC);
+        v.extend_from_slice(&VERSION.to_le_bytes());
+        v.extend_from_slice(&[0, 1]);
+        v.extend_from_slice(&42u32.to_le_bytes());
+        // Two unmapped blocks: 0 = [0x10, 0x12] ending in a call, 1 = [0x20] ending in ret.
+        for (id, end, addrs) in [(0u32, 1u8, vec![0x10u64, 0x12]), (1, 2, vec![0x20])] {
+            v.push(TAG_BLOCK);
+            v.extend_from_slice(&id.to_le_bytes());
+            v.extend_from_slice(&NO_MODULE.to_le_bytes());
+            v.extend_from_slice(&addrs[0].to_le_bytes());
+            v.push(end);
+            v.extend_from_slice(&(addrs.len() as u16).to_le_bytes());
+            for a in addrs {
+                v.extend_from_slice(&a.to_le_bytes());
+            }
+        }
+        v.push(TAG_SNAPSHOT);
+        v.push(0);
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&2u32.to_le_bytes());
+        v.extend_from_slice(&3u64.to_le_bytes());
+        v.extend_from_slice(&3u64.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&3u64.to_le_bytes());
+        v.push(TAG_END);
+        v
+    }
+
+    #[test]
+    fn decodes_a_hand_made_stream() {
+        let bytes = stream();
+        let mut d = Decoder::new(&bytes[..]).unwrap().unwrap();
+        assert!(d.edges);
+        let mut r = Resolver::default();
+        let mut snap = None;
+        let mut ended = false;
+        while let Some(rec) = d.next_record().unwrap() {
+            match rec {
+                Record::Block {
+                    id,
+                    module,
+                    end,
+                    addrs,
+                    ..
+                } => r.block(id, module, end, &addrs).unwrap(),
+                Record::Snapshot(s) => snap = Some(s),
+                Record::End => ended = true,
+                _ => {}
+            }
+        }
+        assert!(ended);
+        let s = snap.unwrap();
+        let p = r.profile(&s.inline, &s.edges);
+        assert_eq!(p.total_instructions, 9);
+        assert_eq!(p.count_at(Location::unmapped(0x12)), 3);
+        assert_eq!(p.returns, 3);
+        assert_eq!(p.calls.len(), 1);
+        assert_eq!(p.calls[0].site, Location::unmapped(0x12));
+        assert_eq!(p.calls[0].target, Location::unmapped(0x20));
+        assert_eq!(p.calls[0].count, 3);
+    }
+
+    #[test]
+    fn truncated_and_foreign_streams_are_errors() {
+        let bytes = stream();
+        assert!(Decoder::new(&b""[..]).unwrap().is_none());
+        assert!(Decoder::new(&b"PTQX\x01\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        let cut = &bytes[..bytes.len() - 20];
+        let mut d = Decoder::new(cut).unwrap().unwrap();
+        let mut err = false;
+        loop {
+            match d.next_record() {
+                Ok(Some(_)) => {}
+                Ok(None) => break,
+                Err(ExactError::Protocol { .. }) => {
+                    err = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(err);
+    }
+}

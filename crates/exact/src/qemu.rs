@@ -1,0 +1,386 @@
+//! Running a program under `qemu-x86_64` with the proftrust plugin.
+
+use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason};
+use crate::run::{self, Ended};
+use crate::{sys, ExactError};
+use proftrust_model::{BlockVisitor, ExactProfile, RunOutcome, TraceBlock};
+use std::ffi::OsString;
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// File name of the plugin shared object.
+pub const PLUGIN_FILE: &str = "libproftrust_qemu_plugin.so";
+
+/// Blocks whose inline counters live in the shared counter file (128 MiB of address space,
+/// sparse); later blocks use plugin-private counters that do not survive a fatal signal.
+const SHARED_COUNTERS: u64 = 1 << 24;
+
+/// QEMU's CPU model for x86-64 user mode when `-cpu` is not given (QEMU 7.2: `max`, all
+/// features TCG can emulate).
+pub const DEFAULT_CPU: &str = "max";
+
+/// How to run QEMU.
+#[derive(Debug, Clone)]
+pub struct QemuOptions {
+    /// QEMU `-cpu` model (`qemu-x86_64 -cpu help` lists them). Default `None`: QEMU's own
+    /// default ([`DEFAULT_CPU`]). Recorded in `backend_detail`. The model decides which
+    /// libc ifunc variants (memcpy, strlen, ...) run, so library code differs from a native
+    /// run unless the model matches the host.
+    pub cpu: Option<String>,
+    /// Stop the program after this long (SIGTERM to its process group, SIGKILL 2 s later);
+    /// the counts up to then are kept. Default `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Plugin shared object. Default `None`: [`find_plugin`].
+    pub plugin: Option<PathBuf>,
+    /// Follow forked children. Default `false`, and `true` is refused: the plugin excludes
+    /// forked children (their instructions are not counted; the parent's are exact).
+    pub follow_fork: bool,
+    /// Count block→block edges, calls and returns with a per-block callback (per vcpu,
+    /// race-free). Default `true`. `false` counts with inline counters only: faster, no
+    /// edges or calls, and with several threads running the same block at once counts can
+    /// be slightly low (QEMU plugin API v1 inline adds are not atomic).
+    pub edges: bool,
+    /// The QEMU executable. Default `None`: `$PROFTRUST_QEMU`, else `qemu-x86_64` on `PATH`.
+    pub qemu: Option<PathBuf>,
+    /// Where the program's stdout/stderr go. Default `true`: inherited from proftrust;
+    /// `false`: discarded.
+    pub show_output: bool,
+}
+
+impl Default for QemuOptions {
+    fn default() -> Self {
+        QemuOptions {
+            cpu: None,
+            timeout: None,
+            plugin: None,
+            follow_fork: false,
+            edges: true,
+            qemu: None,
+            show_output: true,
+        }
+    }
+}
+
+/// Finds the plugin: `$PROFTRUST_QEMU_PLUGIN`, else the newest of the copies next to the
+/// running executable, in `deps/` below it, and in its parent directory (test binaries live
+/// in `target/*/deps`, the plugin in `target/*`).
+pub fn find_plugin() -> Result<PathBuf, ExactError> {
+    let mut looked = Vec::new();
+    if let Some(p) = std::env::var_os("PROFTRUST_QEMU_PLUGIN") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        looked.push(format!("$PROFTRUST_QEMU_PLUGIN={}", p.display()));
+    }
+    // Several copies can exist (cargo leaves one in `target/*/` and one in `deps/`); a
+    // stale one would not match this analyzer, so the newest wins.
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            let mut cands = vec![dir.join(PLUGIN_FILE), dir.join("deps").join(PLUGIN_FILE)];
+            if let Some(up) = dir.parent() {
+                cands.push(up.join(PLUGIN_FILE));
+            }
+            for c in cands {
+                match std::fs::metadata(&c).and_then(|m| m.modified()) {
+                    Ok(t) if c.is_file() => {
+                        if best.as_ref().is_none_or(|(bt, _)| t > *bt) {
+                            best = Some((t, c));
+                        }
+                    }
+                    _ => looked.push(c.display().to_string()),
+                }
+            }
+        }
+    }
+    if let Some((_, p)) = best {
+        return Ok(p);
+    }
+    Err(ExactError::PluginMissing {
+        looked: looked.join(", "),
+    })
+}
+
+/// `qemu-x86_64 --version`, first line, e.g. `qemu-x86_64 version 7.2.22 (Debian ...)`.
+fn qemu_version(qemu: &PathBuf) -> String {
+    Command::new(qemu)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "qemu-x86_64 (version unknown)".into())
+}
+
+/// What a QEMU run left behind.
+struct QemuRun {
+    shm: std::fs::File,
+    outcome: RunOutcome,
+    resolver: Resolver,
+    snapshot: Option<Snapshot>,
+    clean_end: bool,
+    detail: String,
+    edges: bool,
+    pid: u32,
+}
+
+fn run_qemu(
+    cmd: &[OsString],
+    o: &QemuOptions,
+    trace: bool,
+    visitor: Option<&mut dyn BlockVisitor>,
+) -> Result<QemuRun, ExactError> {
+    if o.follow_fork {
+        return Err(ExactError::Unsupported(
+            "follow_fork: the QEMU plugin excludes forked children; only the parent is counted"
+                .into(),
+        ));
+    }
+    let program = run::resolve_program(cmd)?;
+    let qemu = match &o.qemu {
+        Some(q) => q.clone(),
+        None => run::find_tool("qemu-x86_64", "PROFTRUST_QEMU", "apt-get install qemu-user")?,
+    };
+    let plugin = match &o.plugin {
+        Some(p) if p.is_file() => p.clone(),
+        Some(p) => {
+            return Err(ExactError::PluginMissing {
+                looked: p.display().to_string(),
+            })
+        }
+        None => find_plugin()?,
+    };
+    let plugin_str = plugin.to_string_lossy();
+    if plugin_str.contains(',') {
+        return Err(ExactError::Unsupported(format!(
+            "plugin path {plugin_str} contains a comma, which QEMU's -plugin option cannot take"
+        )));
+    }
+    let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
+    let shm = sys::memfd(SHARED_COUNTERS * 8)
+        .map_err(|e| ExactError::io("creating the shared counter file", e))?;
+    let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
+    let edges = trace || o.edges;
+    let mut c = Command::new(&qemu);
+    c.arg("-plugin").arg(format!(
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={}",
+        sys::raw(&wr),
+        sys::raw(&shm),
+        sys::raw(&ctl_rd),
+        if trace { "trace" } else { "count" },
+        if edges { "on" } else { "off" },
+    ));
+    if let Some(cpu) = &o.cpu {
+        c.arg("-cpu").arg(cpu);
+    }
+    c.arg("-0").arg(&cmd[0]).arg(&program).args(&cmd[1..]);
+    if !o.show_output {
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)]);
+    let child = c
+        .spawn()
+        .map_err(|e| ExactError::io(format!("starting {}", qemu.display()), e))?;
+    drop(wr);
+    drop(ctl_rd);
+    let pid = child.id();
+    let sup = run::supervise(child, o.timeout, Some(std::fs::File::from(ctl_wr)));
+    let decoded = decode(rd, trace, visitor);
+    if decoded.is_err() {
+        sys::kill_group(pid, libc::SIGKILL);
+    }
+    let ended: Ended = sup
+        .join()
+        .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
+        .map_err(|e| ExactError::io("waiting for qemu", e))?;
+    let (resolver, snapshot, clean_end, mode_edges) = decoded?;
+    let outcome = run::outcome(&ended);
+    let detail = format!(
+        "{}; -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
+        qemu_version(&qemu),
+        o.cpu.as_deref().unwrap_or(DEFAULT_CPU),
+        plugin.display(),
+        if mode_edges { "on" } else { "off" },
+    );
+    Ok(QemuRun {
+        shm,
+        outcome,
+        resolver,
+        snapshot,
+        clean_end,
+        detail,
+        edges: mode_edges,
+        pid,
+    })
+}
+
+type Decoded = (Resolver, Option<Snapshot>, bool, bool);
+
+fn decode(
+    rd: std::fs::File,
+    trace: bool,
+    mut visitor: Option<&mut dyn BlockVisitor>,
+) -> Result<Decoded, ExactError> {
+    let mut resolver = Resolver::default();
+    let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
+        return Ok((resolver, None, false, false));
+    };
+    if (d.mode == 1) != trace {
+        return Err(ExactError::Protocol {
+            offset: 8,
+            what: "plugin mode differs from the one asked".into(),
+        });
+    }
+    let edges = d.edges;
+    let mut snapshot = None;
+    let mut clean = false;
+    while let Some(rec) = d.next_record()? {
+        match rec {
+            Record::Module { id, base, path } => {
+                if let Some(idx) = resolver.module(id, base, &path) {
+                    if let (Some(v), Some(m)) = (visitor.as_deref_mut(), resolver.modules.get(idx))
+                    {
+                        v.module(idx, m);
+                    }
+                }
+            }
+            Record::Block {
+                id,
+                module,
+                end,
+                addrs,
+                ..
+            } => resolver.block(id, module, end, &addrs)?,
+            Record::Trace { tid, ids } => {
+                let Some(v) = visitor.as_deref_mut() else {
+                    continue;
+                };
+                for id in ids {
+                    let Some(Some(b)) = resolver.blocks.get(id as usize) else {
+                        return Err(ExactError::Protocol {
+                            offset: 0,
+                            what: format!("trace names undefined block {id}"),
+                        });
+                    };
+                    v.block(&TraceBlock {
+                        tid,
+                        module: b.module,
+                        instructions: &b.insns,
+                        end: b.end,
+                    });
+                }
+            }
+            Record::Snapshot(s) => snapshot = Some(s),
+            Record::End => clean = true,
+        }
+    }
+    Ok((resolver, snapshot, clean, edges))
+}
+
+/// Runs `cmd` under QEMU with the plugin and returns exact counts for every module (main
+/// binary, dynamic loader, shared libraries), module-relative.
+///
+/// The profile is written whatever the program does: non-zero exit, fatal signal, SIGKILL
+/// to itself, `execve` (counts up to the exec), timeout (counts up to the SIGTERM); the
+/// ending is in `outcome`. Only when QEMU dies without the plugin writing anything (it
+/// could not load the plugin, or an outside SIGKILL) is this an error.
+pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, ExactError> {
+    let r = run_qemu(cmd, o, false, None)?;
+    let mut died = false;
+    let snap = match r.snapshot {
+        Some(s) => s,
+        None if !r.resolver.blocks.is_empty() => {
+            // QEMU 7.2 runs no plugin exit hook when the guest dies by a signal (or is
+            // stopped at the timeout): read the shared inline counters instead.
+            died = true;
+            let n = (r.resolver.blocks.len() as u64).min(SHARED_COUNTERS) as usize;
+            let mut raw = vec![0u8; n * 8];
+            use std::os::unix::fs::FileExt;
+            r.shm
+                .read_exact_at(&mut raw, 0)
+                .map_err(|e| ExactError::io("reading the shared counters", e))?;
+            Snapshot {
+                reason: SnapshotReason::Exit,
+                vcpus: 0,
+                inline: raw
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect(),
+                callback: Vec::new(),
+                edges: Vec::new(),
+            }
+        }
+        None => {
+            return Err(ExactError::NoCounts {
+                backend: "qemu".into(),
+                detail: format!(
+                    "pid {} ended {:?} before the plugin wrote anything; see QEMU's messages above (plugin load failure?)",
+                    r.pid, r.outcome
+                ),
+            })
+        }
+    };
+    let counts = if r.edges && !snap.callback.is_empty() {
+        &snap.callback
+    } else {
+        &snap.inline
+    };
+    let mut p = r.resolver.profile(counts, &snap.edges);
+    let mut detail = r.detail;
+    if died {
+        detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");
+    }
+    if r.edges && snap.vcpus <= 1 && !snap.callback.is_empty() {
+        let n = snap.inline.len().max(snap.callback.len());
+        let same = (0..n).all(|i| {
+            snap.inline.get(i).copied().unwrap_or(0) == snap.callback.get(i).copied().unwrap_or(0)
+        });
+        if !same {
+            detail.push_str("; WARNING inline and callback block counts differ");
+        }
+    }
+    if !r.edges && snap.vcpus > 1 {
+        detail.push_str(&format!(
+            "; {} threads counted with non-atomic inline counters (edges off): counts may be slightly low",
+            snap.vcpus
+        ));
+    }
+    match snap.reason {
+        SnapshotReason::Exec => detail
+            .push_str("; the program called execve: counts stop there (new image not followed)"),
+        SnapshotReason::Kill => detail.push_str("; counts written just before a self-SIGKILL"),
+        SnapshotReason::Stop => detail.push_str("; stopped at the timeout: counts up to then"),
+        SnapshotReason::Exit if !r.clean_end && !died => detail.push_str("; stream ended early"),
+        SnapshotReason::Exit => {}
+    }
+    p.backend = "qemu".into();
+    p.backend_detail = detail;
+    p.command = cmd
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    p.outcome = Some(r.outcome);
+    Ok(p)
+}
+
+/// Runs `cmd` under QEMU streaming every executed block to `v`: a module event before the
+/// first block that lies in it, then the blocks of each thread in execution order, then
+/// `end`. Blocks of different threads interleave in chunks (per-thread order is exact;
+/// the global order across threads is not). Returns how the program ended.
+pub fn trace_qemu(
+    cmd: &[OsString],
+    o: &QemuOptions,
+    v: &mut dyn BlockVisitor,
+) -> Result<RunOutcome, ExactError> {
+    let r = run_qemu(cmd, o, true, Some(&mut *v))?;
+    v.end(&r.outcome);
+    Ok(r.outcome)
+}

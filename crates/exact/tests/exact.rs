@@ -1,0 +1,505 @@
+//! Integration tests of the QEMU and callgrind runners on C programs compiled at test time
+//! (`gcc -O2 -g`, sources in `tests/c/`). Oracles: `objdump -d` of the counted loop and the
+//! known trip counts; callgrind's counts for the QEMU counts; the counting mode for the
+//! block trace. Tests needing qemu-x86_64, valgrind, gcc or objdump skip loudly.
+
+use proftrust_exact::{
+    count_callgrind, count_qemu, trace_qemu, CallgrindOptions, ExactError, QemuOptions,
+};
+use proftrust_model::{
+    BlockVisitor, ExactProfile, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
+};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Skips (loudly) unless every tool is present.
+fn need(test: &str, tools: &[&str]) -> bool {
+    for t in tools {
+        if !have(t) {
+            eprintln!("SKIP: {test}: {t} is not installed");
+            return false;
+        }
+    }
+    true
+}
+
+/// Compiles `tests/c/<name>.c` with `gcc -O2 -g` into `dir`.
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-pthread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed on {}", src.display());
+    out
+}
+
+fn cmd(prog: &Path, args: &[&str]) -> Vec<OsString> {
+    let mut v = vec![prog.as_os_str().to_owned()];
+    v.extend(args.iter().map(OsString::from));
+    v
+}
+
+fn quiet_qemu() -> QemuOptions {
+    QemuOptions {
+        show_output: false,
+        ..Default::default()
+    }
+}
+
+/// The instructions of function `func` in `bin` as objdump prints them: (svma, text).
+fn objdump_function(bin: &Path, func: &str) -> Vec<(u64, String)> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(bin)
+        .output()
+        .expect("run objdump");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header = format!("<{func}>:");
+    let mut v = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.ends_with(&header) {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if line.trim().is_empty() {
+                break;
+            }
+            let Some((addr, rest)) = line.split_once(':') else {
+                continue;
+            };
+            if let Ok(a) = u64::from_str_radix(addr.trim(), 16) {
+                v.push((a, rest.trim().to_string()));
+            }
+        }
+    }
+    v
+}
+
+/// Addresses of the instructions in `.text` of `bin` (objdump), minus calls to `@plt` stubs.
+fn text_scope(bin: &Path) -> Vec<u64> {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn", "--section=.text"])
+        .arg(bin)
+        .output()
+        .expect("run objdump");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(' ') && !l.contains("@plt>"))
+        .filter_map(|l| {
+            let (a, rest) = l.split_once(':')?;
+            (!rest.trim().is_empty()).then_some(())?;
+            u64::from_str_radix(a.trim(), 16).ok()
+        })
+        .collect()
+}
+
+/// The loop of `kernel`: (first instruction, back-edge jump) from objdump, i.e. the jump
+/// inside the function whose target lies before it.
+fn kernel_loop(bin: &Path) -> (Vec<u64>, u64, u64) {
+    let f = objdump_function(bin, "kernel");
+    assert!(
+        !f.is_empty(),
+        "objdump shows no kernel in {}",
+        bin.display()
+    );
+    let (lo, hi) = (f[0].0, f.last().unwrap().0);
+    for &(a, ref t) in &f {
+        if !t.starts_with('j') {
+            continue;
+        }
+        let target = t
+            .split_whitespace()
+            .nth(1)
+            .and_then(|x| u64::from_str_radix(x, 16).ok());
+        if let Some(tg) = target {
+            if tg < a && tg >= lo && tg <= hi {
+                let body: Vec<u64> = f
+                    .iter()
+                    .map(|x| x.0)
+                    .filter(|&x| x >= tg && x <= a)
+                    .collect();
+                return (body, tg, a);
+            }
+        }
+    }
+    panic!("no backward jump in kernel: {f:?}");
+}
+
+fn main_module(p: &ExactProfile, bin: &Path) -> ModuleIdx {
+    let name = bin.file_name().unwrap().to_str().unwrap();
+    p.modules
+        .find_by_file_name(name)
+        .unwrap_or_else(|| panic!("no module {name} in {:?}", p.modules))
+}
+
+fn main_counts(p: &ExactProfile, bin: &Path) -> HashMap<u64, u64> {
+    let m = main_module(p, bin);
+    p.instructions
+        .iter()
+        .filter(|i| i.loc.module == Some(m))
+        .map(|i| (i.loc.svma.0, i.count))
+        .collect()
+}
+
+fn assert_loop_counts(p: &ExactProfile, bin: &Path, body_runs: u64, back_edges: Option<u64>) {
+    let m = main_module(p, bin);
+    let (body, head, jump) = kernel_loop(bin);
+    for &a in &body {
+        assert_eq!(
+            p.count_at(Location::new(m, a)),
+            body_runs,
+            "loop instruction {a:#x} (loop {head:#x}..={jump:#x})"
+        );
+    }
+    if let Some(be) = back_edges {
+        let e = p
+            .edges
+            .iter()
+            .find(|e| e.from == Location::new(m, jump) && e.to == Location::new(m, head))
+            .map_or(0, |e| e.count);
+        assert_eq!(e, be, "back-edge {jump:#x} -> {head:#x}");
+    }
+}
+
+#[test]
+fn qemu_counted_loop_is_exact() {
+    if !need(
+        "qemu_counted_loop_is_exact",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "loop");
+    let n = 10_000u64;
+    let p = count_qemu(&cmd(&bin, &[&n.to_string()]), &quiet_qemu()).unwrap();
+    assert_eq!(p.outcome, Some(RunOutcome::Exited { code: 0 }));
+    assert_eq!(p.backend, "qemu");
+    assert!(
+        p.backend_detail.contains("-cpu max"),
+        "{}",
+        p.backend_detail
+    );
+    // kernel(n), kernel(n+1), kernel(n+2): 3n+3 body runs, 3n taken back-edges.
+    assert_loop_counts(&p, &bin, 3 * n + 3, Some(3 * n));
+    // The body total equals (instructions in the loop per objdump) x trip count.
+    let m = main_module(&p, &bin);
+    let (body, _, _) = kernel_loop(&bin);
+    let total: u64 = body.iter().map(|&a| p.count_at(Location::new(m, a))).sum();
+    assert_eq!(total, body.len() as u64 * (3 * n + 3));
+    // kernel is called 3 times from main.
+    let entry = objdump_function(&bin, "kernel")[0].0;
+    let calls: u64 = p
+        .calls
+        .iter()
+        .filter(|c| c.target == Location::new(m, entry))
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(calls, 3);
+    assert!(p.returns >= 3);
+    assert_eq!(
+        p.total_instructions,
+        p.instructions.iter().map(|i| i.count).sum::<u64>()
+    );
+    // Other modules are there too: the dynamic loader and libc, module-relative.
+    assert!(
+        p.modules.find_by_file_name("libc.so.6").is_some(),
+        "{:?}",
+        p.modules
+    );
+    // Inline-only counting gives the same instruction counts (single thread).
+    let o = QemuOptions {
+        edges: false,
+        ..quiet_qemu()
+    };
+    let q = count_qemu(&cmd(&bin, &[&n.to_string()]), &o).unwrap();
+    assert!(q.edges.is_empty());
+    assert_eq!(main_counts(&p, &bin), main_counts(&q, &bin));
+    // Another CPU model is recorded; the main binary's loop counts do not depend on it.
+    let o = QemuOptions {
+        cpu: Some("qemu64".into()),
+        ..quiet_qemu()
+    };
+    let r = count_qemu(&cmd(&bin, &[&n.to_string()]), &o).unwrap();
+    assert!(
+        r.backend_detail.contains("-cpu qemu64"),
+        "{}",
+        r.backend_detail
+    );
+    assert_loop_counts(&r, &bin, 3 * n + 3, Some(3 * n));
+}
+
+#[test]
+fn qemu_agrees_with_callgrind_in_main_binary() {
+    if !need(
+        "qemu_agrees_with_callgrind_in_main_binary",
+        &["qemu-x86_64", "valgrind", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, arg) in [("loop", "5000"), ("mix", "3000")] {
+        let bin = compile(dir.path(), name);
+        let c = cmd(&bin, &[arg]);
+        let q = count_qemu(&c, &quiet_qemu()).unwrap();
+        let g = count_callgrind(
+            &c,
+            &CallgrindOptions {
+                show_output: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(g.outcome, Some(RunOutcome::Exited { code: 0 }));
+        let (qm, gm) = (main_counts(&q, &bin), main_counts(&g, &bin));
+        // Scope: every instruction of the main executable's `.text` (start-up code, main
+        // and its callees), except calls to PLT stubs: callgrind's default `--skip-plt=yes`
+        // adds the stub's instructions to the call site, and it files `.init`, `.plt` and
+        // `.fini` under an unknown object. The loader and libc are excluded (start-up paths
+        // and ifunc choices differ between the two emulators).
+        let scope = text_scope(&bin);
+        assert!(scope.len() > 20);
+        let mut diffs: Vec<(u64, u64, u64)> = scope
+            .iter()
+            .map(|&a| (a, *qm.get(&a).unwrap_or(&0), *gm.get(&a).unwrap_or(&0)))
+            .filter(|&(_, x, y)| x != y)
+            .collect();
+        diffs.sort();
+        diffs.dedup();
+        assert!(
+            diffs.is_empty(),
+            "{name}: {} instructions differ (svma, qemu, callgrind): {:x?}",
+            diffs.len(),
+            &diffs[..diffs.len().min(20)]
+        );
+        let in_scope: u64 = scope.iter().map(|a| qm.get(a).unwrap_or(&0)).sum();
+        assert!(in_scope > 10_000, "{name}: {in_scope}");
+    }
+}
+
+/// Per-instruction counts rebuilt from the block trace.
+#[derive(Default)]
+struct TraceCounter {
+    modules: Vec<(ModuleIdx, Module)>,
+    counts: HashMap<(Option<ModuleIdx>, Svma), u64>,
+    blocks: u64,
+    calls: u64,
+    returns: u64,
+    tids: std::collections::HashSet<u32>,
+    ended: Option<RunOutcome>,
+}
+
+impl BlockVisitor for TraceCounter {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.modules.push((idx, module.clone()));
+    }
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        assert!(
+            b.module.is_none() || self.modules.iter().any(|(i, _)| Some(*i) == b.module),
+            "block before its module"
+        );
+        self.blocks += 1;
+        self.tids.insert(b.tid);
+        match b.end {
+            TraceEnd::Call => self.calls += 1,
+            TraceEnd::Return => self.returns += 1,
+            _ => {}
+        }
+        for &s in b.instructions {
+            *self.counts.entry((b.module, s)).or_insert(0) += 1;
+        }
+    }
+    fn end(&mut self, o: &RunOutcome) {
+        self.ended = Some(o.clone());
+    }
+}
+
+#[test]
+fn block_trace_sums_to_counting_mode() {
+    if !need(
+        "block_trace_sums_to_counting_mode",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "mix");
+    let c = cmd(&bin, &["2000"]);
+    let p = count_qemu(&c, &quiet_qemu()).unwrap();
+    let mut t = TraceCounter::default();
+    let outcome = trace_qemu(&c, &quiet_qemu(), &mut t).unwrap();
+    assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+    assert_eq!(t.ended, Some(outcome));
+    let name = bin.file_name().unwrap().to_str().unwrap();
+    let tm = t
+        .modules
+        .iter()
+        .find(|(_, m)| m.file_name() == name)
+        .map(|(i, _)| *i)
+        .expect("main module announced");
+    let from_trace: HashMap<u64, u64> = t
+        .counts
+        .iter()
+        .filter(|((m, _), _)| *m == Some(tm))
+        .map(|((_, s), c)| (s.0, *c))
+        .collect();
+    assert_eq!(from_trace, main_counts(&p, &bin));
+    assert_eq!(t.tids.len(), 1);
+    assert!(
+        t.calls > 2000 && t.returns > 2000,
+        "{} {}",
+        t.calls,
+        t.returns
+    );
+}
+
+fn faults(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !need(test, &["qemu-x86_64", "gcc", "objdump"]) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "faults");
+    Some((dir, bin))
+}
+
+/// No process of the run is left: no process's command line names `bin` (QEMU's does, and so
+/// do its forked children), and no child of this test process is a zombie running it.
+fn assert_nothing_left(bin: &Path) {
+    let needle = bin.as_os_str().as_encoded_bytes();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        assert!(
+            !cmdline.windows(needle.len()).any(|w| w == needle),
+            "still running: {} {stat}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
+}
+
+#[test]
+fn qemu_fault_endings_keep_the_profile() {
+    let Some((_dir, bin)) = faults("qemu_fault_endings_keep_the_profile") else {
+        return;
+    };
+    let n = 777u64;
+    let cases: &[(&str, RunOutcome)] = &[
+        ("exit3", RunOutcome::Exited { code: 3 }),
+        (
+            "segv",
+            RunOutcome::Signaled {
+                signal: 11,
+                name: "SIGSEGV".into(),
+            },
+        ),
+        (
+            "kill",
+            RunOutcome::Signaled {
+                signal: 9,
+                name: "SIGKILL".into(),
+            },
+        ),
+        ("exec", RunOutcome::Exited { code: 4 }),
+        ("fork", RunOutcome::Exited { code: 0 }),
+    ];
+    for (mode, want) in cases {
+        let p = count_qemu(&cmd(&bin, &[mode, &n.to_string()]), &quiet_qemu())
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(p.outcome.as_ref(), Some(want), "{mode}");
+        // The main thread's kernel(n) is counted exactly; the forked child's kernel(5n) is
+        // excluded.
+        // A guest dying by SIGSEGV gets no QEMU exit hook: instruction counts come from the
+        // shared counters, without edges.
+        let edges = (*mode != "segv").then_some(n - 1);
+        assert_loop_counts(&p, &bin, n, edges);
+        assert_nothing_left(&bin);
+        if *mode == "exec" {
+            assert!(p.backend_detail.contains("execve"), "{}", p.backend_detail);
+        }
+    }
+}
+
+#[test]
+fn qemu_threads_are_counted_exactly() {
+    let Some((_dir, bin)) = faults("qemu_threads_are_counted_exactly") else {
+        return;
+    };
+    let n = 20_000u64;
+    let p = count_qemu(&cmd(&bin, &["threads", &n.to_string()]), &quiet_qemu()).unwrap();
+    assert_eq!(p.outcome, Some(RunOutcome::Exited { code: 0 }));
+    // Main thread once + 4 workers: 5n body runs, 5(n-1) back-edges.
+    assert_loop_counts(&p, &bin, 5 * n, Some(5 * (n - 1)));
+    let mut t = TraceCounter::default();
+    trace_qemu(&cmd(&bin, &["threads", "3000"]), &quiet_qemu(), &mut t).unwrap();
+    assert!(t.tids.len() >= 5, "threads seen in the trace: {:?}", t.tids);
+}
+
+#[test]
+fn qemu_timeout_stops_and_keeps_counts() {
+    let Some((_dir, bin)) = faults("qemu_timeout_stops_and_keeps_counts") else {
+        return;
+    };
+    let o = QemuOptions {
+        timeout: Some(Duration::from_millis(500)),
+        ..quiet_qemu()
+    };
+    let p = count_qemu(&cmd(&bin, &["spin", "1000"]), &o).unwrap();
+    assert_eq!(p.outcome, Some(RunOutcome::TimedOut { millis: 500 }));
+    // The plugin writes a full snapshot when told to stop: edges are kept.
+    assert_loop_counts(&p, &bin, 1000, Some(999));
+    assert!(
+        p.backend_detail.contains("stopped at the timeout"),
+        "{}",
+        p.backend_detail
+    );
+    assert_nothing_left(&bin);
+}
+
+#[test]
+fn bad_commands_are_clear_errors() {
+    let e = count_qemu(&["/nonexistent/prog".into()], &quiet_qemu()).unwrap_err();
+    assert!(matches!(e, ExactError::CommandNotFound { .. }), "{e}");
+    assert!(e.to_string().contains("/nonexistent/prog"));
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("data.txt");
+    std::fs::write(&f, "not a program").unwrap();
+    let e = count_qemu(&[f.clone().into()], &quiet_qemu()).unwrap_err();
+    assert!(matches!(e, ExactError::NotExecutable { .. }), "{e}");
+    let e = count_callgrind(&[f.into()], &CallgrindOptions::default()).unwrap_err();
+    assert!(matches!(e, ExactError::NotExecutable { .. }), "{e}");
+    let e = count_qemu(&[], &quiet_qemu()).unwrap_err();
+    assert!(matches!(e, ExactError::EmptyCommand));
+    let e = count_qemu(
+        &["sh".into()],
+        &QemuOptions {
+            qemu: None,
+            plugin: Some("/nonexistent/plugin.so".into()),
+            ..quiet_qemu()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, ExactError::PluginMissing { .. }), "{e}");
+}

@@ -1,0 +1,60 @@
+//! The stream this plugin writes (version 1, little-endian). The analyzer in
+//! `proftrust-exact` decodes it; `docs/exact.md` documents it.
+//!
+//! ```text
+//! header   "PTQP" u32:version u8:mode(0 count, 1 trace) u8:edges(0/1) u32:pid
+//! MODULE   u8:1 u32:id u64:base u16:len path[len]          base = host address of file offset 0
+//! BLOCK    u8:2 u32:id u32:module(MAX none) u64:vaddr u8:end u16:n u64[n]
+//!               (file offsets of the n instructions, or guest addresses when module is MAX)
+//! TRACE    u8:3 u32:tid u32:n u32[n]                         block ids in execution order
+//! SNAPSHOT u8:4 u8:reason(0 exit, 1 exec, 2 kill, 3 stop) u32:vcpus
+//!               u32:n u64[n]                                  inline counter per block id
+//!               u32:m u64[m]                                  callback count per block id
+//!               u32:e (u32 from, u32 to, u64 count)[e]        block->block edges
+//! END      u8:5                                                after the exit snapshot
+//! ```
+//! Snapshots are cumulative; the last one wins.
+
+/// Magic at the start of the stream.
+pub const MAGIC: &[u8; 4] = b"PTQP";
+/// Protocol version.
+pub const VERSION: u32 = 1;
+/// Record tag: module.
+pub const TAG_MODULE: u8 = 1;
+/// Record tag: block definition.
+pub const TAG_BLOCK: u8 = 2;
+/// Record tag: trace chunk.
+pub const TAG_TRACE: u8 = 3;
+/// Record tag: counts snapshot.
+pub const TAG_SNAPSHOT: u8 = 4;
+/// Record tag: end of stream.
+pub const TAG_END: u8 = 5;
+/// Module id meaning "no module".
+pub const NO_MODULE: u32 = u32::MAX;
+
+/// Little-endian appends to a byte buffer.
+pub trait Put {
+    /// Appends a `u8`.
+    fn u8(&mut self, v: u8);
+    /// Appends a `u16`.
+    fn u16(&mut self, v: u16);
+    /// Appends a `u32`.
+    fn u32(&mut self, v: u32);
+    /// Appends a `u64`.
+    fn u64(&mut self, v: u64);
+}
+
+impl Put for Vec<u8> {
+    fn u8(&mut self, v: u8) {
+        self.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+}

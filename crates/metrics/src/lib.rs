@@ -1,1 +1,121 @@
-//! proftrust-metrics (being written).
+//! # proftrust-metrics
+//!
+//! How far a sampling profile is from the exact truth, as numbers. Pure functions, no I/O.
+//!
+//! Entry points:
+//!
+//! * [`hotspot_metrics`] — NRMSE_SR, SC and OD of Wu & Mencer (seed 001 §3.2) over the sampled
+//!   IP histogram, with [`dense_order_levels`] for the order levels (ties share a level).
+//! * [`epsilon`] — the mis-attribution share `1/2 Σ |s/N_S − e/N_I|` (seed 000 §4) at any
+//!   granularity (function, innermost inlined function, block, instruction): the key type is
+//!   the caller's.
+//! * [`wilson_interval`] — confidence interval of a sampled share.
+//! * [`kendall_tau_b`], [`top_k_overlap`], [`function_coverage`] — rank agreement and coverage.
+//! * [`compare()`] — joins a [`SampleSet`](proftrust_model::SampleSet) and an
+//!   [`ExactProfile`](proftrust_model::ExactProfile) of the same binary on module-relative
+//!   addresses and computes all of the above ([`Comparison`]); attribution (function, inline
+//!   frame, block) comes from the caller through the [`Attribution`] trait.
+//! * [`cycles_estimate`] — the documented cycle estimate from callgrind's simulated events.
+//!
+//! Design constraints: every function takes plain counts (`u64`) so that the caller decides
+//! what a "unit" is (an instruction address, a block, a function); degenerate input (no
+//! samples, no executed instructions) is an [`Error`], never a NaN.
+#![warn(missing_docs)]
+
+pub mod compare;
+mod cycles;
+mod order;
+mod rank;
+mod share;
+
+pub use compare::{
+    compare, Attribution, CompareOptions, Comparison, FunctionComparison, TruthWeight,
+};
+pub use cycles::{cycles_estimate, CYCLES_FORMULA};
+pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};
+pub use rank::{function_coverage, kendall_tau_b, top_k_overlap};
+pub use share::{epsilon, wilson_interval, Z_95};
+
+/// Why a metric could not be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No samples at all (N_S = 0): every share would divide by zero.
+    #[error("no samples to compare ({what}): the sampled profile is empty in this scope")]
+    NoSamples {
+        /// Which metric or scope.
+        what: &'static str,
+    },
+    /// No executed instructions (N_I = 0).
+    #[error("no executed instructions ({what}): the exact profile is empty in this scope")]
+    NoExecutions {
+        /// Which metric or scope.
+        what: &'static str,
+    },
+    /// Two inputs that must be parallel have different lengths.
+    #[error("{what}: {left} values against {right}; the inputs must be parallel")]
+    LengthMismatch {
+        /// Which metric.
+        what: &'static str,
+        /// Length of the first input.
+        left: usize,
+        /// Length of the second input.
+        right: usize,
+    },
+    /// The samples or the truth come from another build of the binary.
+    #[error("{side} come from another build of {binary}: build-id {found} there, {expected} in the binary; re-run both on the same build or pass the matching --binary")]
+    BuildIdMismatch {
+        /// `samples` or `truth`.
+        side: &'static str,
+        /// The binary's file name.
+        binary: String,
+        /// Build-id in the profile.
+        found: String,
+        /// Build-id of the binary.
+        expected: String,
+    },
+    /// The audited binary does not occur in one of the profiles.
+    #[error("the {side} contain nothing from {binary} (they name: {present}); samples and truth must come from the same program")]
+    BinaryNotInProfile {
+        /// `samples` or `truth`.
+        side: &'static str,
+        /// The binary's file name.
+        binary: String,
+        /// Modules the profile does name (first few).
+        present: String,
+    },
+    /// The audited binary occurs in the samples, but no sample of the chosen event lies in it.
+    #[error("no samples in {binary}: all {elsewhere} samples lie in other modules or the kernel; profile longer, lower the period, or audit the module that has them (--binary)")]
+    NoSamplesInBinary {
+        /// The binary's file name.
+        binary: String,
+        /// Samples outside the scope.
+        elsewhere: u64,
+    },
+    /// The truth holds no executed instruction of the audited binary.
+    #[error(
+        "the truth has no executed instruction in {binary}; was it counted for the same program?"
+    )]
+    NoExecutionsInBinary {
+        /// The binary's file name.
+        binary: String,
+    },
+    /// `--truth-weight cycles-estimate` without the callgrind events it needs.
+    #[error("the truth has no {missing} column: the cycle estimate needs callgrind run with --cache-sim=yes --branch-sim=yes (found columns: {found})")]
+    MissingCostColumn {
+        /// The missing event name.
+        missing: String,
+        /// The columns present.
+        found: String,
+    },
+    /// A sampled IP claims more real executions than the total (r_i > N_I).
+    #[error("{what}: an exact count {count} exceeds the total {total}")]
+    CountExceedsTotal {
+        /// Which metric.
+        what: &'static str,
+        /// The offending count.
+        count: u64,
+        /// The total it exceeds.
+        total: u64,
+    },
+}

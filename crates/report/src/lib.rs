@@ -1,1 +1,52 @@
-//! proftrust-report (being written).
+//! # proftrust-report
+//!
+//! Presents the result of an audit (a sampled profile compared with the exact truth):
+//!
+//! * [`AuditReport`] — the data model, which *is* the `--json` schema (documented in
+//!   `docs/audit.md`); [`write_json`] writes it.
+//! * [`render_text`] — an aligned terminal table of the top functions plus the metrics
+//!   (ANSI colour only when the caller says the output is a terminal).
+//! * [`render_html`] — one self-contained HTML page: no network, no script, every name
+//!   escaped, plots as inline SVG (sampled vs exact share per function with Wilson whiskers,
+//!   the per-instruction picture of the hottest function after seed 001 Fig. 1, metrics
+//!   against the sampling period for sweeps).
+//!
+//! Writers take `std::io::Write` or return `String`; the crate opens no files.
+#![warn(missing_docs)]
+
+mod html;
+mod model;
+mod svg;
+mod text;
+
+pub use html::{escape_html, render_html};
+pub use model::{
+    AuditConfig, AuditReport, FunctionRow, InstructionPicture, InstructionRow, Metrics, SweepPoint,
+};
+pub use text::{render_sweep_text, render_text, Table};
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// Serialising or writing the JSON failed.
+    #[error("cannot write the JSON report: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Writing to the output failed.
+    #[error("cannot write the {what} report: {source}")]
+    Io {
+        /// Which report (`text`, `html`).
+        what: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// Writes `report` as pretty-printed JSON followed by a newline.
+pub fn write_json<W: std::io::Write>(mut w: W, report: &AuditReport) -> Result<(), ReportError> {
+    serde_json::to_writer_pretty(&mut w, report)?;
+    w.write_all(b"\n").map_err(|source| ReportError::Io {
+        what: "json",
+        source,
+    })
+}

@@ -1,0 +1,650 @@
+//! Joining a sampled profile with the exact truth of the same binary, and every metric.
+//!
+//! The join is on module-relative addresses ([`Svma`]) of the audited binaries (the
+//! *scope*): a sample or an exact count belongs to scope module `j` when its module is the
+//! same binary (equal build-ids, else equal file names; see [`Module::same_binary`]).
+//! Everything outside the scope (libc, the kernel, other programs) is counted as "elsewhere"
+//! and not compared.
+
+use crate::cycles::{check_columns, cycles_estimate};
+use crate::{
+    epsilon, function_coverage, hotspot_metrics, kendall_tau_b, top_k_overlap, wilson_interval,
+    Error, HotspotMetrics, SampledIp, Z_95,
+};
+use proftrust_model::{ExactProfile, Module, ModuleIdx, ModuleTable, SampleSet, Svma};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Where attribution comes from: the caller's symbolizer (ELF symbols, DWARF inline frames,
+/// CFG). `m` is the index of the scope module (position in the `scope` slice given to
+/// [`compare`]), `a` the module-relative address.
+pub trait Attribution {
+    /// Outermost function containing `a` (the symbol), `None` when no symbol covers it.
+    fn function(&self, m: usize, a: Svma) -> Option<String>;
+    /// Innermost inlined function at `a` (first frame of the inline chain); defaults to
+    /// [`function`](Self::function).
+    fn innermost(&self, m: usize, a: Svma) -> Option<String> {
+        self.function(m, a)
+    }
+    /// Start of the static basic block containing `a`, when a CFG is available. `None` makes
+    /// [`compare`] derive dynamic blocks from the exact profile (see [`compare`]).
+    fn block(&self, _m: usize, _a: Svma) -> Option<Svma> {
+        None
+    }
+}
+
+/// What the exact side counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TruthWeight {
+    /// Executed instructions.
+    #[default]
+    Instructions,
+    /// The cycle estimate of [`cycles_estimate`] from callgrind's cache and branch simulation.
+    CyclesEstimate,
+}
+
+impl TruthWeight {
+    /// `instructions` or `cycles-estimate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TruthWeight::Instructions => "instructions",
+            TruthWeight::CyclesEstimate => "cycles-estimate",
+        }
+    }
+}
+
+/// Options of [`compare`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CompareOptions {
+    /// Which event of the sample set to compare. Default is `0`, the first.
+    pub event: u16,
+    /// What the exact side counts. Default is [`TruthWeight::Instructions`].
+    pub truth_weight: TruthWeight,
+    /// Normal quantile of the share intervals. Default is [`Z_95`] (95%).
+    pub z: f64,
+    /// Exact share above which a function counts for [`Comparison::coverage`]. Default is
+    /// `0.01` (1%, as issue 4 defines coverage).
+    pub coverage_threshold: f64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            event: 0,
+            truth_weight: TruthWeight::Instructions,
+            z: Z_95,
+            coverage_threshold: 0.01,
+        }
+    }
+}
+
+/// One function of a [`Comparison`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionComparison {
+    /// Outermost function name, `[unknown]` when no symbol covers the address; functions of
+    /// a second or later scope module carry ` [file name]`.
+    pub name: String,
+    /// Samples `s_f`.
+    pub samples: u64,
+    /// Exact executed instructions.
+    pub exact_instructions: u64,
+    /// Exact weight `e_f` (instructions, or the cycle estimate).
+    pub exact_weight: u64,
+    /// `s_f / N_S`.
+    pub sampled_share: f64,
+    /// Wilson interval of the sampled share.
+    pub ci: (f64, f64),
+    /// `e_f / W` (W the total weight).
+    pub exact_share: f64,
+    /// Whether `exact_share` lies outside `ci`.
+    pub outside_ci: bool,
+}
+
+/// The hottest function instruction by instruction: its name and
+/// `(address, samples, exact executions)` rows by address.
+pub type HottestFunction = (String, Vec<(u64, u64, u64)>);
+
+/// Everything [`compare`] finds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Functions, by exact weight (largest first), then samples, then name.
+    pub functions: Vec<FunctionComparison>,
+    /// NRMSE_SR, SC, OD (seed 001) at instruction level on execution counts.
+    pub hotspot: HotspotMetrics,
+    /// ε per outermost function.
+    pub epsilon_function: f64,
+    /// ε per innermost inlined function.
+    pub epsilon_inline: f64,
+    /// ε per basic block.
+    pub epsilon_block: f64,
+    /// ε per instruction address.
+    pub epsilon_instruction: f64,
+    /// Kendall tau-b of the function rankings (samples against exact weight).
+    pub kendall_tau: Option<f64>,
+    /// Top-5 overlap.
+    pub top5_overlap: Option<f64>,
+    /// Top-10 overlap.
+    pub top10_overlap: Option<f64>,
+    /// Function coverage.
+    pub coverage: Option<f64>,
+    /// N_S.
+    pub samples: u64,
+    /// Samples of the event outside the scope.
+    pub samples_elsewhere: u64,
+    /// N_I.
+    pub instructions: u64,
+    /// Total exact weight W.
+    pub exact_weight: u64,
+    /// Whether blocks came from the caller's CFG (`true`) or were derived from the profile.
+    pub static_blocks: bool,
+    /// The hottest function (by exact weight) instruction by instruction:
+    /// `(address, samples, exact executions)`, by address.
+    pub hottest: Option<HottestFunction>,
+}
+
+/// Scope module index for each module of `table`, checking build-ids.
+fn map_modules(
+    table: &ModuleTable,
+    scope: &[Module],
+    side: &'static str,
+) -> Result<HashMap<ModuleIdx, usize>, Error> {
+    let mut map = HashMap::new();
+    for (j, s) in scope.iter().enumerate() {
+        let mut found = false;
+        for (i, m) in table.iter() {
+            let same_name = m.file_name() == s.file_name();
+            match (&m.build_id, &s.build_id) {
+                (Some(a), Some(b)) if a == b => {
+                    map.insert(i, j);
+                    found = true;
+                }
+                (Some(a), Some(b)) if same_name => {
+                    return Err(Error::BuildIdMismatch {
+                        side,
+                        binary: s.file_name().to_string(),
+                        found: a.to_hex(),
+                        expected: b.to_hex(),
+                    })
+                }
+                (Some(_), Some(_)) => {}
+                _ if same_name => {
+                    map.insert(i, j);
+                    found = true;
+                }
+                _ => {}
+            }
+        }
+        if !found {
+            let present: Vec<&str> = table.iter().take(6).map(|(_, m)| m.file_name()).collect();
+            return Err(Error::BinaryNotInProfile {
+                side,
+                binary: s.file_name().to_string(),
+                present: if present.is_empty() {
+                    "no module at all".into()
+                } else {
+                    present.join(", ")
+                },
+            });
+        }
+    }
+    Ok(map)
+}
+
+/// Block key: (scope module, block start, executed).
+type BlockKey = (usize, u64, bool);
+
+/// Compares `samples` with `exact` over the binaries in `scope` and computes every metric.
+///
+/// * Function shares: `s_f / N_S` with a Wilson interval ([`wilson_interval`]) against
+///   `e_f / W`, where `e_f` is the function's exact weight (instructions or cycle
+///   estimate, [`CompareOptions::truth_weight`]).
+/// * ε ([`epsilon`]) per outermost function, innermost inlined function, basic block and
+///   instruction address, all on the chosen weight.
+/// * NRMSE_SR, SC, OD ([`hotspot_metrics`]) on **execution counts** as seed 001 defines
+///   them (`r_i` = executions of `IP_i`, `N_I` = all executed instructions in scope),
+///   whatever the weight. `ROLevel` needs the block counts of all executed blocks; every
+///   instruction of a block executes as often as the block (calls return), so the set of
+///   distinct block counts equals the set of distinct instruction counts, and the
+///   instruction counts are passed.
+/// * Blocks for ε: the caller's CFG ([`Attribution::block`]) when it answers; otherwise
+///   *dynamic blocks* derived from the exact profile: a new block starts at the first executed
+///   instruction of a function, at an edge target, after an edge source, and where the count
+///   changes. A sampled address that never executed is its own block.
+/// * Kendall tau-b, top-5/10 overlap and coverage over the functions, samples against weight.
+///
+/// Errors: another build of a binary on either side ([`Error::BuildIdMismatch`]), a binary
+/// absent from a side ([`Error::BinaryNotInProfile`]), no sample or no execution in scope,
+/// and missing cache columns for [`TruthWeight::CyclesEstimate`].
+pub fn compare(
+    samples: &SampleSet,
+    exact: &ExactProfile,
+    scope: &[Module],
+    attr: &dyn Attribution,
+    opts: &CompareOptions,
+) -> Result<Comparison, Error> {
+    let scope_name = scope
+        .iter()
+        .map(|m| m.file_name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let smap = map_modules(&samples.modules, scope, "samples")?;
+    let emap = map_modules(&exact.modules, scope, "truth")?;
+    if opts.truth_weight == TruthWeight::CyclesEstimate {
+        check_columns(&exact.extra_cost_names)?;
+    }
+
+    // Sampled IP histogram.
+    let mut hist: BTreeMap<(usize, u64), u64> = BTreeMap::new();
+    let mut elsewhere = 0u64;
+    for s in samples.samples.iter().filter(|s| s.event == opts.event) {
+        match s.ip.module.and_then(|m| smap.get(&m)) {
+            Some(&j) => *hist.entry((j, s.ip.svma.0)).or_default() += 1,
+            None => elsewhere += 1,
+        }
+    }
+    let n_s: u64 = hist.values().sum();
+    if n_s == 0 {
+        return Err(Error::NoSamplesInBinary {
+            binary: scope_name,
+            elsewhere,
+        });
+    }
+
+    // Exact counts and weights.
+    let mut counts: BTreeMap<(usize, u64), (u64, u64)> = BTreeMap::new();
+    for (k, ic) in exact.instructions.iter().enumerate() {
+        let Some(&j) = ic.loc.module.and_then(|m| emap.get(&m)) else {
+            continue;
+        };
+        let w = match opts.truth_weight {
+            TruthWeight::Instructions => ic.count,
+            TruthWeight::CyclesEstimate => {
+                let costs = exact.extra_costs.get(k).map(Vec::as_slice).unwrap_or(&[]);
+                cycles_estimate(&exact.extra_cost_names, costs, ic.count)
+            }
+        };
+        let e = counts.entry((j, ic.loc.svma.0)).or_default();
+        e.0 += ic.count;
+        e.1 += w;
+    }
+    let n_i: u64 = counts.values().map(|v| v.0).sum();
+    let total_w: u64 = counts.values().map(|v| v.1).sum();
+    if n_i == 0 || total_w == 0 {
+        return Err(Error::NoExecutionsInBinary { binary: scope_name });
+    }
+
+    // Attribution of every address in either profile.
+    let addrs: BTreeSet<(usize, u64)> = hist.keys().chain(counts.keys()).copied().collect();
+    let suffix = |j: usize| -> String {
+        if j == 0 {
+            String::new()
+        } else {
+            format!(" [{}]", scope[j].file_name())
+        }
+    };
+    let mut func: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
+    let mut inner: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
+    for &(j, a) in &addrs {
+        let f = attr
+            .function(j, Svma(a))
+            .unwrap_or_else(|| "[unknown]".into());
+        let i = attr.innermost(j, Svma(a)).unwrap_or_else(|| f.clone());
+        func.insert((j, a), format!("{f}{}", suffix(j)));
+        inner.insert((j, a), format!("{i}{}", suffix(j)));
+    }
+
+    // Blocks.
+    let edge_targets: BTreeSet<(usize, u64)> = exact
+        .edges
+        .iter()
+        .filter_map(|e| Some((*emap.get(&e.to.module?)?, e.to.svma.0)))
+        .collect();
+    let edge_sources: BTreeSet<(usize, u64)> = exact
+        .edges
+        .iter()
+        .filter_map(|e| Some((*emap.get(&e.from.module?)?, e.from.svma.0)))
+        .collect();
+    let mut static_blocks = false;
+    let mut block: HashMap<(usize, u64), BlockKey> = HashMap::with_capacity(addrs.len());
+    let mut prev: Option<((usize, u64), u64, BlockKey)> = None;
+    for (&(j, a), &(c, _)) in &counts {
+        let key = if let Some(b) = attr.block(j, Svma(a)) {
+            static_blocks = true;
+            (j, b.0, true)
+        } else {
+            let leader = match &prev {
+                None => true,
+                Some(((pj, pa), pc, _)) => {
+                    *pj != j
+                        || *pc != c
+                        || func.get(&(*pj, *pa)) != func.get(&(j, a))
+                        || edge_targets.contains(&(j, a))
+                        || edge_sources.contains(&(*pj, *pa))
+                }
+            };
+            match (&prev, leader) {
+                (Some((_, _, k)), false) => *k,
+                _ => (j, a, true),
+            }
+        };
+        block.insert((j, a), key);
+        prev = Some(((j, a), c, key));
+    }
+    for &(j, a) in hist.keys() {
+        block
+            .entry((j, a))
+            .or_insert_with(|| match attr.block(j, Svma(a)) {
+                Some(b) => (j, b.0, true),
+                None => (j, a, false),
+            });
+    }
+
+    // ε at four granularities.
+    let eps = |key: &dyn Fn(&(usize, u64)) -> String| -> Result<f64, Error> {
+        epsilon(
+            hist.iter().map(|(k, &c)| (key(k), c)),
+            counts.iter().map(|(k, &(_, w))| (key(k), w)),
+        )
+    };
+    let epsilon_function = eps(&|k| func[k].clone())?;
+    let epsilon_inline = eps(&|k| inner[k].clone())?;
+    let epsilon_block = epsilon(
+        hist.iter().map(|(k, &c)| (block[k], c)),
+        counts.iter().map(|(k, &(_, w))| (block[k], w)),
+    )?;
+    let epsilon_instruction = epsilon(
+        hist.iter().map(|(k, &c)| (*k, c)),
+        counts.iter().map(|(k, &(_, w))| (*k, w)),
+    )?;
+
+    // Seed 001 metrics on execution counts.
+    let ips: Vec<SampledIp> = hist
+        .iter()
+        .map(|(k, &c)| {
+            let r = counts.get(k).map(|v| v.0).unwrap_or(0);
+            SampledIp {
+                samples: c,
+                executions: r,
+                block_executions: r,
+            }
+        })
+        .collect();
+    let all_counts: Vec<u64> = counts.values().map(|v| v.0).collect();
+    let hotspot = hotspot_metrics(&ips, &all_counts, n_i)?;
+
+    // Functions.
+    let mut per_f: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    for (k, &c) in &hist {
+        per_f.entry(func[k].as_str()).or_default().0 += c;
+    }
+    for (k, &(c, w)) in &counts {
+        let e = per_f.entry(func[k].as_str()).or_default();
+        e.1 += c;
+        e.2 += w;
+    }
+    let names: Vec<&str> = per_f.keys().copied().collect();
+    let s_vec: Vec<u64> = per_f.values().map(|v| v.0).collect();
+    let w_vec: Vec<u64> = per_f.values().map(|v| v.2).collect();
+    let kendall_tau = kendall_tau_b(
+        &s_vec.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        &w_vec.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+    )?;
+    let top5_overlap = top_k_overlap(&s_vec, &w_vec, 5)?;
+    let top10_overlap = top_k_overlap(&s_vec, &w_vec, 10)?;
+    let coverage = function_coverage(&s_vec, &w_vec, opts.coverage_threshold)?;
+    let mut functions: Vec<FunctionComparison> = names
+        .iter()
+        .zip(per_f.values())
+        .map(|(name, &(s, c, w))| {
+            let sampled_share = s as f64 / n_s as f64;
+            let exact_share = w as f64 / total_w as f64;
+            let ci = wilson_interval(s, n_s, opts.z);
+            FunctionComparison {
+                name: name.to_string(),
+                samples: s,
+                exact_instructions: c,
+                exact_weight: w,
+                sampled_share,
+                ci,
+                exact_share,
+                outside_ci: exact_share < ci.0 || exact_share > ci.1,
+            }
+        })
+        .collect();
+    functions.sort_by(|a, b| {
+        b.exact_weight
+            .cmp(&a.exact_weight)
+            .then(b.samples.cmp(&a.samples))
+            .then(a.name.cmp(&b.name))
+    });
+
+    // Hottest function, instruction by instruction.
+    let hottest = functions
+        .iter()
+        .find(|f| f.name != "[unknown]" && f.exact_weight > 0)
+        .map(|f| {
+            let rows: Vec<(u64, u64, u64)> = addrs
+                .iter()
+                .filter(|k| func[k] == f.name)
+                .map(|k| {
+                    (
+                        k.1,
+                        hist.get(k).copied().unwrap_or(0),
+                        counts.get(k).map(|v| v.0).unwrap_or(0),
+                    )
+                })
+                .collect();
+            (f.name.clone(), rows)
+        });
+
+    Ok(Comparison {
+        functions,
+        hotspot,
+        epsilon_function,
+        epsilon_inline,
+        epsilon_block,
+        epsilon_instruction,
+        kendall_tau,
+        top5_overlap,
+        top10_overlap,
+        coverage,
+        samples: n_s,
+        samples_elsewhere: elsewhere,
+        instructions: n_i,
+        exact_weight: total_w,
+        static_blocks,
+        hottest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proftrust_model::{BuildId, EdgeCount, InstrCount, Location, Sample};
+
+    /// Two functions: f = [0x100, 0x110), g = [0x200, 0x210); g's 0x208 is an inlined `h`.
+    struct Fake;
+    impl Attribution for Fake {
+        fn function(&self, _m: usize, a: Svma) -> Option<String> {
+            match a.0 {
+                0x100..=0x10f => Some("f".into()),
+                0x200..=0x20f => Some("g".into()),
+                _ => None,
+            }
+        }
+        fn innermost(&self, m: usize, a: Svma) -> Option<String> {
+            if a.0 == 0x208 {
+                Some("h".into())
+            } else {
+                self.function(m, a)
+            }
+        }
+    }
+
+    fn sample(m: ModuleIdx, a: u64) -> Sample {
+        Sample {
+            event: 0,
+            pid: 1,
+            tid: 1,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            ip: Location::new(m, a),
+            callchain: vec![],
+            branches: vec![],
+        }
+    }
+
+    fn fixture(sample_build: Option<BuildId>) -> (SampleSet, ExactProfile, Module) {
+        let mut prog = Module::new("/bin/prog");
+        prog.build_id = Some(BuildId(vec![1, 2, 3]));
+        let mut s = SampleSet::default();
+        let mut sm = Module::new("/somewhere/prog");
+        sm.build_id = sample_build;
+        let pi = s.modules.intern(sm);
+        let li = s.modules.intern(Module::new("/lib/libc.so.6"));
+        // samples: 0x100 x4, 0x104 x2, 0x208 x3, 0x20c x1, libc x5
+        for (a, n) in [(0x100, 4), (0x104, 2), (0x208, 3), (0x20c, 1)] {
+            for _ in 0..n {
+                s.samples.push(sample(pi, a));
+            }
+        }
+        for _ in 0..5 {
+            s.samples.push(sample(li, 0x5000));
+        }
+        let mut e = ExactProfile::default();
+        let ei = e.modules.intern(prog.clone());
+        // exact: f: 0x100 30, 0x104 30, 0x108 10; g: 0x200 10, 0x204 10, 0x208 10
+        for (a, c) in [
+            (0x100, 30),
+            (0x104, 30),
+            (0x108, 10),
+            (0x200, 10),
+            (0x204, 10),
+            (0x208, 10),
+        ] {
+            e.instructions.push(InstrCount {
+                loc: Location::new(ei, a),
+                count: c,
+            });
+        }
+        // a branch from 0x204 to 0x208 splits g's equal-count run into two blocks
+        e.edges.push(EdgeCount {
+            from: Location::new(ei, 0x204),
+            to: Location::new(ei, 0x208),
+            count: 10,
+        });
+        e.normalize();
+        (s, e, prog)
+    }
+
+    #[test]
+    fn hand_computed_comparison() {
+        let (s, e, prog) = fixture(Some(BuildId(vec![1, 2, 3])));
+        let c = compare(&s, &e, &[prog], &Fake, &CompareOptions::default()).unwrap();
+        // N_S = 10 (libc's 5 are elsewhere), N_I = 100.
+        assert_eq!(
+            (c.samples, c.samples_elsewhere, c.instructions),
+            (10, 5, 100)
+        );
+        // functions: f s=6 e=70, g s=4 e=30 -> ε_f = 1/2(|.6-.7| + |.4-.3|) = .1
+        assert!((c.epsilon_function - 0.1).abs() < 1e-12);
+        // inline: f .6/.7, g .1/.2, h .3/.1 -> 1/2(.1+.1+.2) = .2
+        assert!((c.epsilon_inline - 0.2).abs() < 1e-12);
+        // dynamic blocks: f: {0x100,0x104} (30,30) | {0x108} (10); g: {0x200,0x204} | {0x208}
+        // (edge target); 0x20c never executed -> own block.
+        // Per block (sampled share / exact share):
+        //   B1=f0x100: s 6, e 60 -> .6/.6; B2=f0x108: s 0, e 10 -> 0/.1;
+        //   B3=g0x200: s 0, e 20 -> 0/.2; B4=g0x208: s 3, e 10 -> .3/.1; B5=0x20c: .1/0
+        //   Σ|d| = 0 + .1 + .2 + .2 + .1 = .6 -> ε_block = .3
+        assert!((c.epsilon_block - 0.3).abs() < 1e-12, "{}", c.epsilon_block);
+        // instructions: 0x100 .4/.3, 0x104 .2/.3, 0x108 0/.1, 0x200 0/.1, 0x204 0/.1,
+        //   0x208 .3/.1, 0x20c .1/0 -> Σ = .1+.1+.1+.1+.1+.2+.1 = .8 -> .4
+        assert!((c.epsilon_instruction - 0.4).abs() < 1e-12);
+        // seed 001 on IPs 0x100(4,30) 0x104(2,30) 0x208(3,10) 0x20c(1,0):
+        //   SC = 70/100
+        assert!((c.hotspot.sc - 0.7).abs() < 1e-12);
+        //   NRMSE: s .4 .2 .3 .1; r .3 .3 .1 0; d .1 -.1 .2 .1;
+        //   Σ w d² = .4*.01+.2*.01+.3*.04+.1*.01 = .004+.002+.012+.001 = .019
+        //   F range = .4 - 0 = .4 -> sqrt(.019)/.4
+        assert!((c.hotspot.nrmse_sr - 0.019f64.sqrt() / 0.4).abs() < 1e-12);
+        //   SOLevel: c = [4,2,3,1] -> levels [1,3,2,4]
+        //   ROLevel: distinct exact counts {30,10} -> [1,1,2,3 (unexecuted)]
+        //   d = [0,2,0,1]; Σ w d² = .2*4 + .1*1 = .9; /4 = .225 -> OD = sqrt(.225)
+        assert!((c.hotspot.od - 0.225f64.sqrt()).abs() < 1e-12);
+        // function rows: f first (exact 70)
+        assert_eq!(c.functions[0].name, "f");
+        assert_eq!(c.functions[0].samples, 6);
+        assert_eq!(c.functions[0].exact_instructions, 70);
+        assert!((c.functions[0].exact_share - 0.7).abs() < 1e-12);
+        assert_eq!(c.functions[0].ci, wilson_interval(6, 10, Z_95));
+        // ranks: two functions both ordered f > g -> tau 1, top-5 overlap 1, coverage 1
+        assert_eq!(c.kendall_tau, Some(1.0));
+        assert_eq!(c.top5_overlap, Some(1.0));
+        assert_eq!(c.coverage, Some(1.0));
+        let (name, rows) = c.hottest.unwrap();
+        assert_eq!(name, "f");
+        assert_eq!(rows, vec![(0x100, 4, 30), (0x104, 2, 30), (0x108, 0, 10)]);
+    }
+
+    #[test]
+    fn build_id_mismatch_is_an_error() {
+        let (s, e, prog) = fixture(Some(BuildId(vec![9, 9])));
+        let err = compare(&s, &e, &[prog], &Fake, &CompareOptions::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::BuildIdMismatch {
+                    side: "samples",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("0909"));
+    }
+
+    #[test]
+    fn other_program_and_empty_profiles_are_errors() {
+        let (s, e, _) = fixture(None);
+        let other = Module::new("/bin/other");
+        let err = compare(&s, &e, &[other], &Fake, &CompareOptions::default()).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::BinaryNotInProfile {
+                side: "samples",
+                ..
+            }
+        ));
+        // only libc samples left -> no samples in the binary
+        let (mut s, e, prog) = fixture(None);
+        s.samples.retain(|x| x.ip.svma.0 == 0x5000);
+        let err = compare(
+            &s,
+            &e,
+            std::slice::from_ref(&prog),
+            &Fake,
+            &CompareOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            Error::NoSamplesInBinary {
+                binary: "prog".into(),
+                elsewhere: 5
+            }
+        );
+        // cycles estimate without cache columns
+        let (s, e, _) = fixture(None);
+        let opts = CompareOptions {
+            truth_weight: TruthWeight::CyclesEstimate,
+            ..Default::default()
+        };
+        assert!(matches!(
+            compare(&s, &e, &[prog], &Fake, &opts),
+            Err(Error::MissingCostColumn { .. })
+        ));
+    }
+}

@@ -1,0 +1,324 @@
+//! Self-contained HTML report.
+
+use crate::model::AuditReport;
+use crate::svg;
+use std::fmt::Write as _;
+
+/// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values.
+pub fn escape_html(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "n/a".into())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", 100.0 * x)
+}
+
+/// Renders one self-contained HTML page: no scripts, no external resources (styles inline,
+/// plots as inline SVG), every name from the profile escaped with [`escape_html`].
+pub fn render_html(r: &AuditReport) -> String {
+    let c = &r.config;
+    let m = &r.metrics;
+    let mut h = String::new();
+    let title = format!("proftrust audit: {}", c.binary);
+    let _ = write!(
+        h,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{padding:2px 10px;border-bottom:1px solid #ddd}}
+td.n{{text-align:right;font-variant-numeric:tabular-nums}}tr.out td{{color:#b00}}
+code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;margin:1em 0}}
+</style></head><body>
+"#,
+        escape_html(&title)
+    );
+    let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
+    let _ = writeln!(h, "<h2>What was compared</h2><table>");
+    let period = c
+        .period
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let mut cfg_rows: Vec<(&str, String)> = vec![
+        ("binary", c.binary.clone()),
+        (
+            "build-id",
+            c.build_id.clone().unwrap_or_else(|| "unknown".into()),
+        ),
+        ("command", c.command.join(" ")),
+        (
+            "samples",
+            format!("{} from {}", m.samples, c.samples_source),
+        ),
+        (
+            "event",
+            format!(
+                "{} period {}{}",
+                c.event,
+                period,
+                if c.randomized { " (randomised)" } else { "" }
+            ),
+        ),
+        (
+            "truth",
+            format!(
+                "{} instructions, {} from {}",
+                m.instructions, c.truth_backend, c.truth_source
+            ),
+        ),
+        ("truth weight", c.truth_weight.clone()),
+        ("seed", c.seed.to_string()),
+        ("proftrust", c.proftrust_version.clone()),
+    ];
+    if let Some(f) = &c.truth_weight_formula {
+        cfg_rows.push(("weight formula", f.clone()));
+    }
+    for (k, v) in &c.tool_versions {
+        cfg_rows.push(("tool", format!("{k}: {v}")));
+    }
+    for (k, v) in cfg_rows {
+        let _ = writeln!(
+            h,
+            "<tr><th>{}</th><td class=\"mono\">{}</td></tr>",
+            escape_html(k),
+            escape_html(&v)
+        );
+    }
+    h.push_str("</table>\n");
+    for w in &r.warnings {
+        let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
+    }
+    h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n");
+    for (k, v) in [
+        (
+            "ε function (share of samples in the wrong function, seed 000)",
+            m.epsilon_function,
+        ),
+        ("ε innermost inlined function", m.epsilon_inline),
+        ("ε basic block", m.epsilon_block),
+        ("ε instruction", m.epsilon_instruction),
+        ("NRMSE_SR (seed 001)", m.nrmse_sr),
+        ("SC sample coverage (seed 001)", m.sc),
+        ("OD order deviation (seed 001)", m.od),
+        ("Kendall tau-b of function ranks", m.kendall_tau),
+        ("top-5 overlap", m.top5_overlap),
+        ("top-10 overlap", m.top10_overlap),
+        ("function coverage (>1% exact with a sample)", m.coverage),
+    ] {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td class=\"n\">{}</td></tr>",
+            escape_html(k),
+            opt(v)
+        );
+    }
+    h.push_str("</table>\n");
+    h.push_str("<h2>Sampled against exact share per function</h2>\n");
+    let visible: Vec<crate::model::FunctionRow> = r
+        .functions
+        .iter()
+        .filter(|f| f.is_visible())
+        .cloned()
+        .collect();
+    h.push_str(&svg::function_shares(&visible, 25));
+    h.push_str("<table><tr><th>function</th><th>samples</th><th>sampled</th><th>95% CI</th><th>exact instructions</th><th>exact share</th><th>diff</th></tr>\n");
+    for f in visible.iter().take(50) {
+        let _ = writeln!(
+            h,
+            "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td></tr>",
+            if f.outside_ci { " class=\"out\"" } else { "" },
+            escape_html(&f.name),
+            f.samples,
+            pct(f.sampled_share),
+            pct(f.ci_low),
+            pct(f.ci_high),
+            f.exact_instructions,
+            pct(f.exact_share),
+            crate::text::signed_pct(f.difference),
+            if f.outside_ci { " !" } else { "" }
+        );
+    }
+    h.push_str("</table>\n");
+    let hidden = r.functions.len() - visible.len().min(50);
+    if hidden > 0 {
+        let _ = writeln!(
+            h,
+            "<p>{hidden} more functions without samples and under 0.01% of the exact weight (or beyond the first 50) are in the JSON report.</p>"
+        );
+    }
+    if let Some(p) = &r.hottest {
+        let _ = writeln!(
+            h,
+            "<h2>Per instruction: <span class=\"mono\">{}</span></h2>\n<p>As in seed 001 Fig. 1: each instruction address of the hottest function, its share of the function's samples next to its share of the function's exact executions.</p>",
+            escape_html(&p.function)
+        );
+        h.push_str(&svg::instruction_picture(p));
+    }
+    if !r.sweep.is_empty() {
+        h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (seed 001 §4).</p>\n");
+        h.push_str(&svg::sweep_plot(&r.sweep, false));
+        h.push_str(&svg::sweep_plot(&r.sweep, true));
+        h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>ε</th></tr>\n");
+        for p in &r.sweep {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                svg::human_period(p.period),
+                if p.randomized { "yes" } else { "no" },
+                p.samples,
+                opt(p.nrmse_sr),
+                opt(p.sc),
+                opt(p.od),
+                opt(p.epsilon_function)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::*;
+
+    fn sample_report() -> AuditReport {
+        AuditReport {
+            config: AuditConfig {
+                binary: "/tmp/<evil>&\"bin\"".into(),
+                seed: 42,
+                ..Default::default()
+            },
+            metrics: Metrics {
+                epsilon_function: Some(0.125),
+                ..Default::default()
+            },
+            functions: vec![FunctionRow {
+                name: "operator<<(std::ostream&, <script>alert(1)</script>)".into(),
+                samples: 3,
+                sampled_share: 0.75,
+                ci_low: 0.3,
+                ci_high: 0.95,
+                exact_instructions: 10,
+                exact_weight: 10,
+                exact_share: 0.5,
+                difference: 0.25,
+                outside_ci: false,
+            }],
+            hottest: Some(InstructionPicture {
+                function: "f<int>".into(),
+                rows: vec![InstructionRow {
+                    address: 0x1130,
+                    samples: 1,
+                    sampled_share: 1.0,
+                    exact: 5,
+                    exact_share: 1.0,
+                }],
+            }),
+            sweep: vec![
+                SweepPoint {
+                    period: 65536,
+                    randomized: false,
+                    samples: 10,
+                    nrmse_sr: Some(0.1),
+                    sc: Some(0.5),
+                    od: Some(1.0),
+                    epsilon_function: Some(0.2),
+                },
+                SweepPoint {
+                    period: 131072,
+                    randomized: true,
+                    samples: 5,
+                    nrmse_sr: Some(0.2),
+                    sc: Some(0.4),
+                    od: Some(2.0),
+                    epsilon_function: Some(0.3),
+                },
+            ],
+            warnings: vec!["a <warning>".into()],
+        }
+    }
+
+    #[test]
+    fn escapes_every_name_and_has_plots() {
+        let h = render_html(&sample_report());
+        assert!(!h.contains("<script"), "unescaped name leaked");
+        assert!(!h.contains("<evil>"));
+        assert!(h.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(h.contains("f&lt;int&gt;"));
+        assert!(h.contains("a &lt;warning&gt;"));
+        for id in [
+            "plot-functions",
+            "plot-instructions",
+            "plot-sweep",
+            "plot-sweep-od",
+        ] {
+            assert!(h.contains(&format!("id=\"{id}\"")), "missing {id}");
+        }
+        // no network: nothing refers to http(s) except the SVG namespace
+        let without_ns = h.replace("http://www.w3.org/2000/svg", "");
+        assert!(!without_ns.contains("http://") && !without_ns.contains("https://"));
+    }
+
+    #[test]
+    fn escape_html_all_specials() {
+        assert_eq!(
+            escape_html(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn json_has_contract_fields() {
+        let mut v = Vec::new();
+        crate::write_json(&mut v, &sample_report()).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(j["config"]["seed"], 42);
+        for k in [
+            "nrmse_sr",
+            "sc",
+            "od",
+            "epsilon_function",
+            "epsilon_inline",
+            "epsilon_block",
+            "epsilon_instruction",
+            "kendall_tau",
+            "top10_overlap",
+            "coverage",
+        ] {
+            assert!(j["metrics"].get(k).is_some(), "metrics.{k} missing");
+        }
+        for k in [
+            "name",
+            "samples",
+            "sampled_share",
+            "ci_low",
+            "ci_high",
+            "exact_instructions",
+            "exact_share",
+        ] {
+            assert!(
+                j["functions"][0].get(k).is_some(),
+                "functions[].{k} missing"
+            );
+        }
+    }
+}

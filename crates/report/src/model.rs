@@ -1,0 +1,174 @@
+//! The audit report: what `--json` prints.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One audit: configuration, metrics, per-function rows, and optional detail.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// What was compared and how.
+    pub config: AuditConfig,
+    /// The accuracy metrics.
+    pub metrics: Metrics,
+    /// Per-function rows, sorted by exact share, largest first.
+    pub functions: Vec<FunctionRow>,
+    /// Per-instruction picture of the hottest function (seed 001 Fig. 1), when available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hottest: Option<InstructionPicture>,
+    /// Metrics against the sampling period (`--sweep`); empty otherwise.
+    #[serde(default)]
+    pub sweep: Vec<SweepPoint>,
+    /// Warnings the reader must see (weighting caveats, lost samples, unattributed samples).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Configuration of an audit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditConfig {
+    /// proftrust version.
+    pub proftrust_version: String,
+    /// Seed of every random choice (period randomisation); printed in every report.
+    pub seed: u64,
+    /// `instructions` or `cycles-estimate`: what the exact side counts.
+    pub truth_weight: String,
+    /// How the cycle estimate is formed when `truth_weight` is `cycles-estimate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth_weight_formula: Option<String>,
+    /// Sampled event name (`cpu-clock`, `cycles`).
+    pub event: String,
+    /// Sampling period (events, or ns for clock events), when fixed.
+    pub period: Option<u64>,
+    /// Whether the period was randomised (seed 001 §4).
+    pub randomized: bool,
+    /// Where the samples came from (file path, or `recorded`).
+    pub samples_source: String,
+    /// Where the truth came from (file path, or the backend that counted).
+    pub truth_source: String,
+    /// Exact backend (`qemu`, `callgrind`).
+    pub truth_backend: String,
+    /// The audited binary.
+    pub binary: String,
+    /// Its build-id, hex, when known.
+    pub build_id: Option<String>,
+    /// The profiled command line, when known.
+    pub command: Vec<String>,
+    /// Versions of the external tools involved (`perf`, `valgrind`, `qemu-x86_64`).
+    pub tool_versions: BTreeMap<String, String>,
+}
+
+/// The accuracy metrics. `None` (JSON `null`) when a metric is undefined for this input,
+/// e.g. Kendall tau with fewer than two functions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Weighted NRMSE of seed 001 at instruction level.
+    pub nrmse_sr: Option<f64>,
+    /// Sample coverage of seed 001.
+    pub sc: Option<f64>,
+    /// Order deviation of seed 001 (block order levels).
+    pub od: Option<f64>,
+    /// Mis-attribution ε per outermost function (seed 000).
+    pub epsilon_function: Option<f64>,
+    /// ε per innermost inlined function.
+    pub epsilon_inline: Option<f64>,
+    /// ε per basic block.
+    pub epsilon_block: Option<f64>,
+    /// ε per instruction address.
+    pub epsilon_instruction: Option<f64>,
+    /// Kendall tau-b between the sampled and exact function rankings.
+    pub kendall_tau: Option<f64>,
+    /// Top-5 overlap of the function rankings.
+    pub top5_overlap: Option<f64>,
+    /// Top-10 overlap of the function rankings.
+    pub top10_overlap: Option<f64>,
+    /// Share of functions above 1% exact share that got at least one sample.
+    pub coverage: Option<f64>,
+    /// N_S: samples in the audited binary.
+    pub samples: u64,
+    /// Samples outside the audited binary (other modules, kernel), not compared.
+    pub samples_elsewhere: u64,
+    /// N_I: executed instructions in the audited binary.
+    pub instructions: u64,
+    /// Exact weight total (equals `instructions` for the `instructions` weighting).
+    pub exact_weight: u64,
+    /// m: distinct sampled instruction addresses.
+    pub sampled_ips: u64,
+    /// Functions whose exact share lies outside the 95% interval of the sampled share.
+    pub functions_outside_ci: u64,
+}
+
+impl FunctionRow {
+    /// Whether the row is worth showing in a table or plot: it has samples, or at least
+    /// 0.01% of the exact weight.
+    pub fn is_visible(&self) -> bool {
+        self.samples > 0 || self.exact_share >= 1e-4
+    }
+}
+
+/// One function.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionRow {
+    /// Name (demangled), `[unknown]` for addresses without a symbol.
+    pub name: String,
+    /// Samples whose IP is in the function.
+    pub samples: u64,
+    /// `samples / N_S`.
+    pub sampled_share: f64,
+    /// Lower end of the 95% Wilson interval of the sampled share.
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// Exact executed instructions in the function.
+    pub exact_instructions: u64,
+    /// Exact weight (instructions or cycle estimate, see `config.truth_weight`).
+    pub exact_weight: u64,
+    /// `exact_weight / total weight`.
+    pub exact_share: f64,
+    /// `sampled_share − exact_share`.
+    pub difference: f64,
+    /// Whether `exact_share` lies outside `[ci_low, ci_high]`.
+    pub outside_ci: bool,
+}
+
+/// Per-instruction comparison inside one function (seed 001 Fig. 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstructionPicture {
+    /// The function.
+    pub function: String,
+    /// Its instructions (executed or sampled), by address.
+    pub rows: Vec<InstructionRow>,
+}
+
+/// One instruction of [`InstructionPicture`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InstructionRow {
+    /// Module-relative address (SVMA).
+    pub address: u64,
+    /// Samples at this address.
+    pub samples: u64,
+    /// Share of the function's samples.
+    pub sampled_share: f64,
+    /// Exact executions.
+    pub exact: u64,
+    /// Share of the function's exact weight.
+    pub exact_share: f64,
+}
+
+/// Metrics at one sampling period of a sweep.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// The period (events or ns).
+    pub period: u64,
+    /// Whether randomisation was on.
+    pub randomized: bool,
+    /// Samples in the binary.
+    pub samples: u64,
+    /// NRMSE_SR.
+    pub nrmse_sr: Option<f64>,
+    /// SC.
+    pub sc: Option<f64>,
+    /// OD.
+    pub od: Option<f64>,
+    /// ε per function.
+    pub epsilon_function: Option<f64>,
+}

@@ -1,0 +1,294 @@
+//! Aligned terminal tables.
+
+use crate::model::AuditReport;
+use std::fmt::Write as _;
+
+/// A table of text cells, rendered with aligned columns. The first column is left-aligned,
+/// the others right-aligned (numbers).
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    headers: Vec<String>,
+    left: Vec<usize>,
+    rows: Vec<(Vec<String>, Option<&'static str>)>,
+}
+
+const RESET: &str = "\x1b[0m";
+const BOLD: &str = "\x1b[1m";
+const RED: &str = "\x1b[31m";
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
+        Table {
+            headers: headers.into_iter().map(Into::into).collect(),
+            left: vec![0],
+            rows: Vec::new(),
+        }
+    }
+
+    /// Left-aligns these columns too (text columns); column 0 always is.
+    pub fn left_align(mut self, cols: &[usize]) -> Table {
+        self.left.extend_from_slice(cols);
+        self
+    }
+
+    /// Adds a row; `highlight` marks it (red on a terminal, `!` in the last column otherwise
+    /// is the caller's business).
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>, highlight: bool) {
+        let cells = cells.into_iter().map(Into::into).collect();
+        self.rows.push((cells, highlight.then_some(RED)));
+    }
+
+    /// Renders the table; `color` adds ANSI colour (bold header, red highlighted rows).
+    pub fn render(&self, color: bool) -> String {
+        let ncol = self
+            .rows
+            .iter()
+            .map(|r| r.0.len())
+            .chain([self.headers.len()])
+            .max()
+            .unwrap_or(0);
+        let mut width = vec![0usize; ncol];
+        for cells in std::iter::once(&self.headers).chain(self.rows.iter().map(|r| &r.0)) {
+            for (i, c) in cells.iter().enumerate() {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, w) in width.iter().enumerate() {
+                let c = cells.get(i).map(String::as_str).unwrap_or("");
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                let pad = w - c.chars().count();
+                if self.left.contains(&i) {
+                    s.push_str(c);
+                    if i + 1 < ncol {
+                        s.extend(std::iter::repeat_n(' ', pad));
+                    }
+                } else {
+                    s.extend(std::iter::repeat_n(' ', pad));
+                    s.push_str(c);
+                }
+            }
+            s
+        };
+        let mut out = String::new();
+        let h = line(&self.headers);
+        if color {
+            let _ = writeln!(out, "{BOLD}{h}{RESET}");
+        } else {
+            let _ = writeln!(out, "{h}");
+        }
+        for (cells, hl) in &self.rows {
+            let l = line(cells);
+            match (color, hl) {
+                (true, Some(c)) => {
+                    let _ = writeln!(out, "{c}{l}{RESET}");
+                }
+                _ => {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+        }
+        out
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", 100.0 * x)
+}
+
+/// `+1.25%`, `-0.40%`, and `0.00%` for differences that round to zero.
+pub(crate) fn signed_pct(x: f64) -> String {
+    if (100.0 * x).abs() < 0.005 {
+        "0.00%".to_string()
+    } else {
+        format!("{:+.2}%", 100.0 * x)
+    }
+}
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    match x {
+        Some(v) => format!("{v:.digits$}"),
+        None => "n/a".to_string(),
+    }
+}
+
+/// Renders the terminal report: what was compared, the metrics, and the `top` functions
+/// by exact share. Rows whose exact share is outside the sampled share's 95% interval are
+/// marked `!` (and red when `color`).
+pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
+    let c = &r.config;
+    let m = &r.metrics;
+    let mut out = String::new();
+    let _ = writeln!(out, "binary:       {}", c.binary);
+    if let Some(b) = &c.build_id {
+        let _ = writeln!(out, "build-id:     {b}");
+    }
+    let period = match c.period {
+        Some(p) => format!("period {p}"),
+        None => "period unknown".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "samples:      {} ({} event, {}{}) from {}",
+        m.samples,
+        c.event,
+        period,
+        if c.randomized { ", randomised" } else { "" },
+        c.samples_source
+    );
+    let _ = writeln!(
+        out,
+        "truth:        {} instructions ({}) from {}",
+        m.instructions, c.truth_backend, c.truth_source
+    );
+    let _ = writeln!(out, "truth weight: {}", c.truth_weight);
+    if let Some(f) = &c.truth_weight_formula {
+        let _ = writeln!(out, "              {f}");
+    }
+    let _ = writeln!(out, "seed:         {}", c.seed);
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning:      {w}");
+    }
+    let _ = writeln!(out);
+    let mut t = Table::new(["metric", "value", "meaning"]).left_align(&[2]);
+    let rows: [(&str, Option<f64>, &str); 11] = [
+        (
+            "epsilon (function)",
+            m.epsilon_function,
+            "share of samples in the wrong function",
+        ),
+        (
+            "epsilon (inline)",
+            m.epsilon_inline,
+            "same, innermost inlined function",
+        ),
+        ("epsilon (block)", m.epsilon_block, "same, basic block"),
+        (
+            "epsilon (instruction)",
+            m.epsilon_instruction,
+            "same, instruction address",
+        ),
+        (
+            "NRMSE_SR",
+            m.nrmse_sr,
+            "weighted error of IP shares (seed 001)",
+        ),
+        ("SC", m.sc, "share of executions at sampled IPs"),
+        ("OD", m.od, "order deviation of sampled IPs"),
+        (
+            "Kendall tau-b",
+            m.kendall_tau,
+            "function rank agreement (1 = same)",
+        ),
+        (
+            "top-5 overlap",
+            m.top5_overlap,
+            "hottest 5 functions in common",
+        ),
+        (
+            "top-10 overlap",
+            m.top10_overlap,
+            "hottest 10 functions in common",
+        ),
+        ("coverage", m.coverage, "functions >1% exact with a sample"),
+    ];
+    for (name, v, meaning) in rows {
+        t.row([name.to_string(), opt(v, 4), meaning.to_string()], false);
+    }
+    out.push_str(&t.render(color));
+    let _ = writeln!(out);
+    let mut t = Table::new([
+        "function", "samples", "sampled", "95% CI", "exact", "diff", "",
+    ]);
+    let visible: Vec<_> = r.functions.iter().filter(|f| f.is_visible()).collect();
+    for f in visible.iter().take(top) {
+        t.row(
+            [
+                f.name.clone(),
+                f.samples.to_string(),
+                pct(f.sampled_share),
+                format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
+                pct(f.exact_share),
+                signed_pct(f.difference),
+                if f.outside_ci { "!" } else { "" }.to_string(),
+            ],
+            f.outside_ci,
+        );
+    }
+    out.push_str(&t.render(color));
+    let shown = visible.len().min(top);
+    if r.functions.len() > shown {
+        let _ = writeln!(
+            out,
+            "({} more functions in --json: beyond --top, or no samples and under 0.01% exact)",
+            r.functions.len() - shown
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} of {} functions: exact share outside the sampled 95% interval (!)",
+        m.functions_outside_ci,
+        r.functions.len()
+    );
+    if !r.sweep.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&render_sweep_text(r, color));
+    }
+    out
+}
+
+/// Renders the sweep table (metrics against period).
+pub fn render_sweep_text(r: &AuditReport, color: bool) -> String {
+    let mut t = Table::new([
+        "period",
+        "randomised",
+        "samples",
+        "NRMSE_SR",
+        "SC",
+        "OD",
+        "epsilon",
+    ]);
+    for p in &r.sweep {
+        t.row(
+            [
+                p.period.to_string(),
+                if p.randomized { "yes" } else { "no" }.to_string(),
+                p.samples.to_string(),
+                opt(p.nrmse_sr, 4),
+                opt(p.sc, 4),
+                opt(p.od, 3),
+                opt(p.epsilon_function, 4),
+            ],
+            false,
+        );
+    }
+    t.render(color)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_align() {
+        let mut t = Table::new(["name", "n"]);
+        t.row(["main", "1234"], false);
+        t.row(["a_longer_name", "5"], true);
+        let s = t.render(false);
+        // first column left, others right; trailing cell not padded
+        let expected = "name              n\nmain           1234\na_longer_name     5\n";
+        assert_eq!(s, expected);
+        let c = t.render(true);
+        assert!(c.starts_with("\x1b[1mname"));
+        assert!(c.contains("\x1b[31ma_longer_name     5\x1b[0m"));
+        let mut t = Table::new(["a", "text", "n"]).left_align(&[1]);
+        t.row(["x", "ab", "10"], false);
+        assert_eq!(t.render(false), "a  text   n\nx  ab    10\n");
+        assert_eq!(signed_pct(-0.00001), "0.00%");
+        assert_eq!(signed_pct(0.0125), "+1.25%");
+    }
+}

@@ -1,1 +1,23 @@
-//! proftrust-skid (being written).
+//! # proftrust-skid
+//!
+//! Counter skid (seed 000): why instruction samples leave heavy instructions for their light
+//! neighbours, and how to undo it.
+//!
+//! * [`model`] — skid length `g(S, m, c)` (eq. 1) and the sampled distribution `D(S, c)`
+//!   (eq. 2) on one simple loop, in closed form and by cycle-by-cycle emulation.
+//! * [`correct`] — per loop: simple-loop frequencies `F` under eq. 3, CPIs by eq. 5, skid
+//!   emulation by eq. 6, objective `phi(F)`; solved by the Gibbs sampler of Algorithm 1
+//!   ([`correct::solve_gibbs`]) or by alternating NNLS ([`correct::solve_lsq`]).
+//! * [`calibrate`] — fit `S` from a kernel with known CPIs.
+//!
+//! No I/O, no processes: callers bring sampled estimates and CFGs (see `proftrust-binary`)
+//! and get numbers back. The virtual PMU that produces skid-affected profiles without a
+//! hardware PMU lives in `proftrust-sim` (`vpmu`).
+#![warn(missing_docs)]
+
+pub mod calibrate;
+pub mod correct;
+mod error;
+pub mod model;
+
+pub use error::SkidError;

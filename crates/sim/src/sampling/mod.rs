@@ -1,0 +1,24 @@
+//! Sampling theory of seed 002 (Wen et al., "Probability Analysis to Improve the Confidence in
+//! Profiling Accuracy"), executable: running states, the sampler, the piecewise binomial
+//! model, and named experiments.
+//!
+//! * [`Scenario`] / [`Timeline`] — running states as runs of tasks (§4).
+//! * [`SamplerOptions`], [`profile_once`], [`repeat`] — the sampler: interval `T`, start `t0`
+//!   (eq. 2), jitter (seed 001 §4), event-unit noise (eq. 10); repeated profiling.
+//! * [`piecewise_binomial`], [`timeline_moments`] — eqs. 1-9.
+//! * [`run_preset`], [`render_text`] — Tables 2-6, aliasing, fragmentation, Wilson coverage.
+
+mod model;
+mod presets;
+mod sampler;
+mod timeline;
+
+pub use model::{
+    frac, noise_inflation, piecewise_binomial, rate, sample_moments, timeline_moments, ShareMoments,
+};
+pub use presets::{is_unbiased, render_text, run_preset, Preset, PresetOptions, PresetReport, Row};
+pub use sampler::{
+    mean_sd, profile_from_table, profile_once, repeat, run_capture_moments, IntervalJitter,
+    Profile, Repeated, SamplerOptions, Start, StartTable,
+};
+pub use timeline::{Granularity, RunIndex, Scenario, TaskSpec, Timeline};

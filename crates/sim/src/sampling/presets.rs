@@ -1,0 +1,918 @@
+//! Named experiments: the paper's Tables 2-6 (seed 002 §5), the aliasing case where the
+//! unbiasedness argument breaks (seed 001 §4's period randomisation repairs it), self-time
+//! fragmentation where the binomial variance underestimates the spread, and the Wilson
+//! coverage study over all of them.
+//!
+//! Method (why the full reproduction is fast): a cell's timeline is generated once as runs
+//! (O(runs), not O(units)); every repetition draws only what the sampler observes. Without
+//! jitter a profile depends on the start `t0` alone, so the sample counts of all `T` starts
+//! are computed once from the runs ([`super::StartTable`]) and a repetition is O(tasks); with
+//! jitter each sample is placed and found through a bucket index of the runs. Tables 2-6 at
+//! 1000 repetitions cost about 0.05 s of CPU instead of 2.4e10 unit steps. Cells are
+//! split into fixed chunks of repetitions, each with its own ChaCha8 stream derived from the
+//! seed, the preset and the cell, and the chunks run on a small thread pool: results do not
+//! depend on the number of threads.
+
+use super::model::{piecewise_binomial, rate, timeline_moments};
+use super::sampler::{
+    repeat, run_capture_moments, IntervalJitter, Repeated, SamplerOptions, Start,
+};
+use super::timeline::{Granularity, RunIndex, Scenario, Timeline};
+use crate::SimError;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A named experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// Table 2: one task at 80% utilisation, granularity 30-280, T = 100, 1M units.
+    Table2,
+    /// Table 3: the same at 50% and 30%.
+    Table3,
+    /// Table 4: the mix (idle 20%, tasks at granularity 30, 50, 150, 280).
+    Table4,
+    /// Table 5: the mix with noise N(0, 0.5), N(0, 1), N(0, 2) on the unit of events (eq. 10).
+    Table5,
+    /// Table 6: the mix with fewer samples: (N(0,2), n = 1000), (N(0,1), n = 1000),
+    /// (N(0,1), n = 500).
+    Table6,
+    /// A periodic task commensurate with the interval, fixed start: bias, and its removal.
+    Aliasing,
+    /// Self time fragmented by a loop's callees: where the binomial variance underestimates.
+    Fragmentation,
+    /// Tables 2-6 in one run (the benchmark).
+    All,
+    /// Wilson 95% coverage over Tables 2-6, aliasing and fragmentation.
+    Coverage,
+}
+
+impl Preset {
+    /// Every preset, in display order.
+    pub const ALL: [Preset; 9] = [
+        Preset::Table2,
+        Preset::Table3,
+        Preset::Table4,
+        Preset::Table5,
+        Preset::Table6,
+        Preset::Aliasing,
+        Preset::Fragmentation,
+        Preset::All,
+        Preset::Coverage,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Table2 => "table2",
+            Preset::Table3 => "table3",
+            Preset::Table4 => "table4",
+            Preset::Table5 => "table5",
+            Preset::Table6 => "table6",
+            Preset::Aliasing => "aliasing",
+            Preset::Fragmentation => "fragmentation",
+            Preset::All => "all",
+            Preset::Coverage => "coverage",
+        }
+    }
+
+    /// Parses a preset name.
+    pub fn from_name(s: &str) -> Result<Preset, SimError> {
+        Preset::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| SimError::UnknownPreset {
+                name: s.to_string(),
+                known: Preset::ALL.map(|p| p.name()).join(", "),
+            })
+    }
+
+    fn code(self) -> u64 {
+        Preset::ALL.iter().position(|&p| p == self).unwrap_or(0) as u64
+    }
+}
+
+/// Options of a preset run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetOptions {
+    /// Repetitions of the profiling per cell. Default 1000 (seed 002 §5.2.1).
+    pub reps: u64,
+    /// Seed of every random choice. Default `0x5eed_0002`.
+    pub seed: u64,
+    /// Worker threads; 0 = available parallelism. Default 0.
+    pub threads: usize,
+}
+
+impl Default for PresetOptions {
+    fn default() -> Self {
+        PresetOptions {
+            reps: 1000,
+            seed: 0x5eed_0002,
+            threads: 0,
+        }
+    }
+}
+
+/// One line of a preset's table: one task in one setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Which table of the paper (or `aliasing`, `fragmentation`).
+    pub table: String,
+    /// Column group / setting (`util 80%`, `N(0,1) n=1000`, `P=100 t0=10 fixed`).
+    pub setting: String,
+    /// Task name.
+    pub task: String,
+    /// Nominal running granularity in units (mean for random granularities).
+    pub granularity: f64,
+    /// `R = granularity / interval` (eq. 1).
+    pub r: f64,
+    /// Share the scenario asked for.
+    pub target_share: f64,
+    /// Actual share of the generated running states ("mean of running states").
+    pub actual_mean: f64,
+    /// Mean profiled share over the repetitions.
+    pub profiled_mean: f64,
+    /// Standard deviation of the profiled share over the repetitions.
+    pub profiled_sd: f64,
+    /// Model expectation of the profiled share (eqs. 5, 7).
+    pub model_mean: f64,
+    /// Model standard deviation (eqs. 6, 9 summed over runs, plus eq. 10 noise).
+    pub model_sd: f64,
+    /// Model variance of the samples one run of exactly `granularity` units receives,
+    /// `MOD(R,1)(1-MOD(R,1))` (eq. 6); `None` for random granularities.
+    pub run_var_model: Option<f64>,
+    /// The same variance measured on the timeline (10 random starts); `None` when not
+    /// applicable (random granularity, jitter, fixed start).
+    pub run_var_sim: Option<f64>,
+    /// Mean number of samples per profile.
+    pub samples_mean: f64,
+    /// Share of repetitions whose 95% Wilson interval contained `actual_mean`.
+    pub wilson_coverage: f64,
+}
+
+/// A preset's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PresetReport {
+    /// Preset name.
+    pub preset: String,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Repetitions per cell.
+    pub reps: u64,
+    /// Sampling interval in units.
+    pub interval: u64,
+    /// How the simulation was done.
+    pub method: String,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// Plain-language findings (bias, variance, coverage).
+    pub notes: Vec<String>,
+}
+
+enum Source {
+    Random(Scenario),
+    Fragmented(Fragments),
+    Fixed(Timeline),
+}
+
+/// Bursts of a function whose self time is cut by its callees: within a burst of `burst`
+/// units, `self_len` units of self time alternate with `callee_len` units in callees; bursts
+/// are separated by other work of exponential length with mean `gap`.
+#[derive(Clone, Copy)]
+struct Fragments {
+    units: u64,
+    burst: u64,
+    self_len: Granularity,
+    callee_len: Granularity,
+    gap: f64,
+}
+
+impl Fragments {
+    fn generate(&self, rng: &mut ChaCha8Rng) -> Timeline {
+        let mut tl = Timeline::new(vec!["f self".into(), "f callees".into(), "other".into()]);
+        let gap = Granularity::Exponential { mean: self.gap };
+        while tl.len() < self.units {
+            let left = self.units - tl.len();
+            tl.push(2, draw(&gap, rng).min(left));
+            let end = (tl.len() + self.burst).min(self.units);
+            while tl.len() < end {
+                let a = draw(&self.self_len, rng).min(end - tl.len());
+                tl.push(0, a);
+                let b = draw(&self.callee_len, rng).min(end - tl.len());
+                tl.push(1, b);
+            }
+        }
+        tl
+    }
+}
+
+fn draw(g: &Granularity, rng: &mut ChaCha8Rng) -> u64 {
+    match *g {
+        Granularity::Constant { units } => units,
+        Granularity::Exponential { mean } => {
+            let u: f64 = rng.gen::<f64>();
+            ((-(1.0 - u).ln() * mean).ceil() as u64).max(1)
+        }
+        Granularity::Uniform { lo, hi } => rng.gen_range(lo..=hi),
+    }
+}
+
+struct Cell {
+    table: &'static str,
+    setting: String,
+    source: Source,
+    opts: SamplerOptions,
+    /// Tasks to report (indices), with nominal granularity, whether it is constant, and
+    /// target share.
+    report: Vec<(usize, f64, bool, f64)>,
+}
+
+const INTERVAL: u64 = 100;
+const UNITS: u64 = 1_000_000;
+const CHUNKS: u64 = 8;
+
+fn single_cells(table: &'static str, utils: &[f64]) -> Vec<Cell> {
+    let mut v = Vec::new();
+    for &u in utils {
+        for g in [30u64, 50, 100, 150, 200, 280] {
+            v.push(Cell {
+                table,
+                setting: format!("util {:.0}%", u * 100.0),
+                source: Source::Random(Scenario::single(UNITS, u, g)),
+                opts: SamplerOptions::default(),
+                report: vec![(0, g as f64, true, u)],
+            });
+        }
+    }
+    v
+}
+
+fn mix_cell(table: &'static str, setting: String, units: u64, sigma: f64) -> Cell {
+    let sc = Scenario::paper_mix(units);
+    let report = sc
+        .tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (i, t.granularity.mean(), true, t.share))
+        .collect();
+    Cell {
+        table,
+        setting,
+        source: Source::Random(sc),
+        opts: SamplerOptions {
+            unit_noise_sigma: sigma,
+            ..Default::default()
+        },
+        report,
+    }
+}
+
+fn cells(p: Preset) -> Vec<Cell> {
+    let jitter = IntervalJitter::UniformUpTo(INTERVAL / 8);
+    match p {
+        Preset::Table2 => single_cells("Table 2", &[0.8]),
+        Preset::Table3 => single_cells("Table 3", &[0.5, 0.3]),
+        Preset::Table4 => vec![mix_cell("Table 4", "mix".into(), UNITS, 0.0)],
+        Preset::Table5 => [0.5, 1.0, 2.0]
+            .iter()
+            .map(|&s| mix_cell("Table 5", format!("N(0,{s})"), UNITS, s))
+            .collect(),
+        Preset::Table6 => [(2.0, 1000u64), (1.0, 1000), (1.0, 500)]
+            .iter()
+            .map(|&(s, n)| mix_cell("Table 6", format!("N(0,{s}) n={n}"), n * INTERVAL, s))
+            .collect(),
+        Preset::Aliasing => {
+            let mk = |period: u64, on: u64, start: Start, jit: IntervalJitter, label: &str| Cell {
+                table: "aliasing",
+                setting: format!("P={period} on={on}: {label}"),
+                source: Source::Fixed(Timeline::periodic(UNITS, period, on)),
+                opts: SamplerOptions {
+                    start,
+                    jitter: jit,
+                    ..Default::default()
+                },
+                report: vec![(0, on as f64, true, on as f64 / period as f64)],
+            };
+            vec![
+                mk(
+                    100,
+                    30,
+                    Start::Fixed(10),
+                    IntervalJitter::None,
+                    "t0=10 fixed",
+                ),
+                mk(100, 30, Start::Random, IntervalJitter::None, "t0 random"),
+                mk(100, 30, Start::Fixed(10), jitter, "t0=10 fixed, T+U(0,T/8)"),
+                mk(
+                    250,
+                    75,
+                    Start::Fixed(10),
+                    IntervalJitter::None,
+                    "t0=10 fixed",
+                ),
+                mk(250, 75, Start::Fixed(10), jitter, "t0=10 fixed, T+U(0,T/8)"),
+                mk(
+                    101,
+                    30,
+                    Start::Fixed(10),
+                    IntervalJitter::None,
+                    "t0=10 fixed, P not commensurate",
+                ),
+            ]
+        }
+        Preset::Fragmentation => {
+            let mk = |a: Granularity, b: Granularity, jit: IntervalJitter, label: &str| Cell {
+                table: "fragmentation",
+                setting: label.to_string(),
+                source: Source::Fragmented(Fragments {
+                    units: UNITS,
+                    burst: 5000,
+                    self_len: a,
+                    callee_len: b,
+                    gap: 5000.0,
+                }),
+                opts: SamplerOptions {
+                    jitter: jit,
+                    ..Default::default()
+                },
+                report: vec![(0, a.mean(), matches!(a, Granularity::Constant { .. }), 0.0)],
+            };
+            let c = Granularity::constant;
+            vec![
+                mk(
+                    c(3),
+                    c(7),
+                    IntervalJitter::None,
+                    "loop period 10 (divides T)",
+                ),
+                mk(c(3), c(7), jitter, "loop period 10, T+U(0,T/8)"),
+                mk(
+                    c(2),
+                    c(5),
+                    IntervalJitter::None,
+                    "loop period 7 (coprime to T)",
+                ),
+                mk(
+                    Granularity::Exponential { mean: 3.0 },
+                    Granularity::Exponential { mean: 7.0 },
+                    IntervalJitter::None,
+                    "random fragments (mean 3 + 7)",
+                ),
+            ]
+        }
+        Preset::All => [
+            Preset::Table2,
+            Preset::Table3,
+            Preset::Table4,
+            Preset::Table5,
+            Preset::Table6,
+        ]
+        .iter()
+        .flat_map(|&q| cells(q))
+        .collect(),
+        Preset::Coverage => [Preset::All, Preset::Aliasing, Preset::Fragmentation]
+            .iter()
+            .flat_map(|&q| cells(q))
+            .collect(),
+    }
+}
+
+/// Runs `f` over `items` on up to `threads` scoped threads; results in item order.
+fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let threads = threads.clamp(1, items.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= items.len() {
+                    break;
+                }
+                let r = f(&items[i]);
+                if let Ok(mut o) = out.lock() {
+                    o[i] = Some(r);
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn stream_rng(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+/// Runs a preset.
+pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError> {
+    if o.reps == 0 {
+        return Err(SimError::InvalidSampler {
+            what: "0 repetitions".into(),
+            fix: "use --reps 1 or more",
+        });
+    }
+    let threads = if o.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        o.threads
+    };
+    // Cell ids are stable per sub-preset so that `all` reproduces each table's numbers.
+    let subs: Vec<Preset> = match p {
+        Preset::All => vec![
+            Preset::Table2,
+            Preset::Table3,
+            Preset::Table4,
+            Preset::Table5,
+            Preset::Table6,
+        ],
+        Preset::Coverage => vec![
+            Preset::Table2,
+            Preset::Table3,
+            Preset::Table4,
+            Preset::Table5,
+            Preset::Table6,
+            Preset::Aliasing,
+            Preset::Fragmentation,
+        ],
+        q => vec![q],
+    };
+    let mut all_cells: Vec<(u64, Cell)> = Vec::new();
+    for q in subs {
+        for (i, c) in cells(q).into_iter().enumerate() {
+            all_cells.push(((q.code() << 16 | i as u64) << 8, c));
+        }
+    }
+    for (_, c) in &all_cells {
+        c.opts.validate()?;
+        if let Source::Random(sc) = &c.source {
+            sc.validate()?;
+        }
+    }
+    let timelines: Vec<Timeline> = par_map(&all_cells, threads, |(id, c)| {
+        let mut rng = stream_rng(o.seed, *id);
+        match &c.source {
+            // Validated above: generation cannot fail.
+            Source::Random(sc) => sc.generate(&mut rng).unwrap_or_default(),
+            Source::Fragmented(f) => f.generate(&mut rng),
+            Source::Fixed(t) => t.clone(),
+        }
+    });
+    let indexes: Vec<RunIndex> = timelines
+        .iter()
+        .map(|t| RunIndex::new(t, INTERVAL))
+        .collect();
+    let actuals: Vec<Vec<f64>> = timelines.iter().map(|t| t.actual_shares()).collect();
+    let mut jobs = Vec::new();
+    for ci in 0..all_cells.len() {
+        for ch in 0..CHUNKS.min(o.reps) {
+            let n = o.reps / CHUNKS.min(o.reps) + u64::from(ch < o.reps % CHUNKS.min(o.reps));
+            jobs.push((ci, ch, n));
+        }
+    }
+    let results = par_map(&jobs, threads, |&(ci, ch, n)| {
+        let (id, c) = &all_cells[ci];
+        let mut rng = stream_rng(o.seed, id + 1 + ch);
+        repeat(
+            &timelines[ci],
+            &indexes[ci],
+            &c.opts,
+            &actuals[ci],
+            n,
+            &mut rng,
+        )
+    });
+    let mut merged: Vec<Repeated> = (0..all_cells.len()).map(|_| Repeated::default()).collect();
+    for ((ci, _, _), r) in jobs.iter().zip(results) {
+        merged[*ci].extend(r);
+    }
+    let mut rows = Vec::new();
+    for (ci, (id, c)) in all_cells.iter().enumerate() {
+        let tl = &timelines[ci];
+        let k = tl.task_names.len();
+        let model = timeline_moments(tl, c.opts.interval, c.opts.unit_noise_sigma);
+        let rep = &merged[ci];
+        for &(task, g, constant, target) in &c.report {
+            let (pm, psd) = rep.mean_sd(task, k);
+            let r = rate(g, c.opts.interval as f64);
+            let simple = c.opts.jitter == IntervalJitter::None && c.opts.start == Start::Random;
+            let run_var_sim = (constant && simple)
+                .then(|| {
+                    let mut rng = stream_rng(o.seed, id + 255);
+                    let (mut n, mut s, mut s2) = (0u64, 0.0, 0.0);
+                    for _ in 0..10 {
+                        let t0 = rng.gen_range(0..c.opts.interval);
+                        let (m, mean, var) =
+                            run_capture_moments(tl, task as u32, g as u64, t0, c.opts.interval);
+                        n += m;
+                        s += mean * m as f64;
+                        s2 += (var + mean * mean) * m as f64;
+                    }
+                    (n > 0).then(|| {
+                        let mean = s / n as f64;
+                        s2 / n as f64 - mean * mean
+                    })
+                })
+                .flatten();
+            let target = if target > 0.0 {
+                target
+            } else {
+                actuals[ci][task]
+            };
+            rows.push(Row {
+                table: c.table.to_string(),
+                setting: c.setting.clone(),
+                task: tl.task_names[task].clone(),
+                granularity: g,
+                r,
+                target_share: target,
+                actual_mean: actuals[ci][task],
+                profiled_mean: pm,
+                profiled_sd: psd,
+                model_mean: model[task].mean,
+                model_sd: model[task].sd,
+                run_var_model: constant.then(|| piecewise_binomial(r).1),
+                run_var_sim,
+                samples_mean: rep.samples as f64 / rep.reps.max(1) as f64,
+                wilson_coverage: rep.covered[task] as f64 / rep.reps.max(1) as f64,
+            });
+        }
+    }
+    let notes = findings(p, &rows, o.reps);
+    Ok(PresetReport {
+        preset: p.name().to_string(),
+        seed: o.seed,
+        reps: o.reps,
+        interval: INTERVAL,
+        method: format!(
+            "running states generated once per cell as runs; without jitter the sample counts \
+             of every start t0 are precomputed from the runs (O(runs + T*tasks)) and a \
+             repetition draws t0 and one normal per task for unit noise (O(tasks)); with jitter \
+             every sample is placed and its run found through a bucket index (O(samples)); \
+             {CHUNKS} ChaCha8 streams per cell; {threads} threads"
+        ),
+        rows,
+        notes,
+    })
+}
+
+/// Whether a row's mean is within `z` standard errors of the actual share (the unbiasedness
+/// check; a zero spread needs an exact match within 1e-9 plus the O(1/n) edge effect).
+pub fn is_unbiased(row: &Row, reps: u64, z: f64) -> bool {
+    let se = row.profiled_sd / (reps.max(1) as f64).sqrt();
+    let edge = 1.0 / row.samples_mean.max(1.0);
+    (row.profiled_mean - row.actual_mean).abs() <= z * se + edge + 1e-9
+}
+
+fn findings(p: Preset, rows: &[Row], reps: u64) -> Vec<String> {
+    let mut v = Vec::new();
+    let biased: Vec<&Row> = rows.iter().filter(|r| !is_unbiased(r, reps, 4.0)).collect();
+    if biased.is_empty() {
+        v.push(format!(
+            "unbiased: every profiled mean is within 4 standard errors (+1/n) of the actual share ({} rows)",
+            rows.len()
+        ));
+    } else {
+        for r in &biased {
+            v.push(format!(
+                "BIASED: {} / {} / task {}: profiled {:.4} vs actual {:.4} (bias {:+.4})",
+                r.table,
+                r.setting,
+                r.task,
+                r.profiled_mean,
+                r.actual_mean,
+                r.profiled_mean - r.actual_mean
+            ));
+        }
+    }
+    for r in rows {
+        if r.model_sd > 0.0 && r.profiled_sd > 1.5 * r.model_sd && r.profiled_sd > 1e-4 {
+            v.push(format!(
+                "SPREAD UNDERESTIMATED: {} / {} / task {}: measured SD {:.2e} is {:.1}x the binomial model's {:.2e}",
+                r.table,
+                r.setting,
+                r.task,
+                r.profiled_sd,
+                r.profiled_sd / r.model_sd,
+                r.model_sd
+            ));
+        }
+    }
+    let low: Vec<&Row> = rows.iter().filter(|r| r.wilson_coverage < 0.95).collect();
+    if matches!(p, Preset::Coverage | Preset::All) || !low.is_empty() {
+        v.push(format!(
+            "Wilson 95% coverage below 0.95 in {} of {} rows",
+            low.len(),
+            rows.len()
+        ));
+    }
+    v
+}
+
+fn sci(x: f64) -> String {
+    format!("{x:.2e}")
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.4}"))
+}
+
+/// Renders a report as text tables laid out like the paper's (extra model columns on the
+/// right).
+pub fn render_text(rep: &PresetReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "preset {}  seed {}  reps {}  interval {}",
+        rep.preset, rep.seed, rep.reps, rep.interval
+    );
+    let tables: Vec<String> = {
+        let mut t: Vec<String> = Vec::new();
+        for r in &rep.rows {
+            if !t.contains(&r.table) {
+                t.push(r.table.clone());
+            }
+        }
+        t
+    };
+    for t in tables {
+        let rows: Vec<&Row> = rep.rows.iter().filter(|r| r.table == t).collect();
+        let _ = writeln!(s);
+        if rep.preset == "coverage" {
+            render_coverage(&mut s, &t, &rows);
+            continue;
+        }
+        match t.as_str() {
+            "Table 2" => render_single(&mut s, &t, &rows),
+            "Table 3" => render_side_by_side(&mut s, &t, &rows),
+            "Table 4" => render_mix(&mut s, &t, &rows),
+            "Table 5" | "Table 6" => render_noise(&mut s, &t, &rows),
+            _ => render_generic(&mut s, &t, &rows),
+        }
+    }
+    let _ = writeln!(s);
+    for n in &rep.notes {
+        let _ = writeln!(s, "* {n}");
+    }
+    let _ = writeln!(s, "method: {}", rep.method);
+    s
+}
+
+fn render_single(s: &mut String, t: &str, rows: &[&Row]) {
+    let mut settings: Vec<&str> = Vec::new();
+    for r in rows {
+        if !settings.contains(&r.setting.as_str()) {
+            settings.push(&r.setting);
+        }
+    }
+    for set in settings {
+        let _ = writeln!(s, "{t}: different running granularity, {set} (T = 100)");
+        let _ = writeln!(
+            s,
+            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6}",
+            "granularity",
+            "R",
+            "running",
+            "profiled",
+            "SD",
+            "model E",
+            "model SD",
+            "V/run",
+            "V/run",
+            "Wilson"
+        );
+        let _ = writeln!(
+            s,
+            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6}",
+            "", "", "mean", "mean", "", "eq.5,7", "eq.6,9", "eq.6", "sim", "cover"
+        );
+        for r in rows.iter().filter(|r| r.setting == set) {
+            let _ = writeln!(
+                s,
+                "{:>11} {:>4.1} {:>9.4} {:>9.4} {:>9} | {:>9.4} {:>9} {:>8} {:>8} {:>6.3}",
+                r.granularity,
+                r.r,
+                r.actual_mean,
+                r.profiled_mean,
+                sci(r.profiled_sd),
+                r.model_mean,
+                sci(r.model_sd),
+                opt(r.run_var_model),
+                opt(r.run_var_sim),
+                r.wilson_coverage
+            );
+        }
+    }
+}
+
+fn render_side_by_side(s: &mut String, t: &str, rows: &[&Row]) {
+    let mut settings: Vec<&str> = Vec::new();
+    for r in rows {
+        if !settings.contains(&r.setting.as_str()) {
+            settings.push(&r.setting);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{t}: the profiling results of conditions with {} (T = 100); per column group: \
+         actual, profiled mean, SD, model SD",
+        settings.join(" and ")
+    );
+    let _ = write!(s, "{:>11}", "granularity");
+    for set in &settings {
+        let _ = write!(s, " | {:^37}", set);
+    }
+    let _ = writeln!(s);
+    let _ = write!(s, "{:>11}", "");
+    for _ in &settings {
+        let _ = write!(
+            s,
+            " | {:>8} {:>8} {:>9} {:>9}",
+            "actual", "mean", "SD", "model SD"
+        );
+    }
+    let _ = writeln!(s);
+    let mut grans: Vec<f64> = Vec::new();
+    for r in rows {
+        if !grans.contains(&r.granularity) {
+            grans.push(r.granularity);
+        }
+    }
+    for g in grans {
+        let _ = write!(s, "{g:>11}");
+        for set in &settings {
+            match rows
+                .iter()
+                .find(|r| r.granularity == g && r.setting == *set)
+            {
+                Some(r) => {
+                    let _ = write!(
+                        s,
+                        " | {:>8.4} {:>8.4} {:>9} {:>9}",
+                        r.actual_mean,
+                        r.profiled_mean,
+                        sci(r.profiled_sd),
+                        sci(r.model_sd)
+                    );
+                }
+                None => {
+                    let _ = write!(s, " | {:>37}", "-");
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+}
+
+fn render_mix(s: &mut String, t: &str, rows: &[&Row]) {
+    let _ = writeln!(s, "{t}: the simulation results of mixed tasks (T = 100)");
+    let _ = writeln!(
+        s,
+        "{:>5} {:>11} {:>10} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>6}",
+        "task",
+        "granularity",
+        "proportion",
+        "running",
+        "profiled",
+        "SD",
+        "model SD",
+        "V/run",
+        "V/run",
+        "Wilson"
+    );
+    let _ = writeln!(
+        s,
+        "{:>5} {:>11} {:>10} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>6}",
+        "", "", "(%)", "mean", "mean", "", "eq.6,9", "eq.6", "sim", "cover"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>5} {:>11} {:>10.0} {:>9.4} {:>9.4} {:>9} | {:>9} {:>8} {:>8} {:>6.3}",
+            r.task,
+            r.granularity,
+            r.target_share * 100.0,
+            r.actual_mean,
+            r.profiled_mean,
+            sci(r.profiled_sd),
+            sci(r.model_sd),
+            opt(r.run_var_model),
+            opt(r.run_var_sim),
+            r.wilson_coverage
+        );
+    }
+}
+
+fn render_noise(s: &mut String, t: &str, rows: &[&Row]) {
+    let mut settings: Vec<&str> = Vec::new();
+    for r in rows {
+        if !settings.contains(&r.setting.as_str()) {
+            settings.push(&r.setting);
+        }
+    }
+    let title = if t == "Table 5" {
+        "introduce noise into the unit of events (eq. 10)"
+    } else {
+        "reducing the number of samples"
+    };
+    let _ = writeln!(
+        s,
+        "{t}: {title}; cells: profiled Mean(SD) [model SD] {{actual}}"
+    );
+    let _ = write!(s, "{:>5}", "task");
+    for set in &settings {
+        let _ = write!(s, " {:>42}", set);
+    }
+    let _ = writeln!(s);
+    let mut tasks: Vec<&str> = Vec::new();
+    for r in rows {
+        if !tasks.contains(&r.task.as_str()) {
+            tasks.push(&r.task);
+        }
+    }
+    for task in tasks {
+        let _ = write!(s, "{task:>5}");
+        for set in &settings {
+            if let Some(r) = rows.iter().find(|r| r.task == task && r.setting == *set) {
+                let cell = format!(
+                    "{:.4}({}) [{}] {{{:.4}}}",
+                    r.profiled_mean,
+                    sci(r.profiled_sd),
+                    sci(r.model_sd),
+                    r.actual_mean
+                );
+                let _ = write!(s, " {cell:>42}");
+            }
+        }
+        let _ = writeln!(s);
+    }
+}
+
+fn render_generic(s: &mut String, t: &str, rows: &[&Row]) {
+    let _ = writeln!(s, "{t}");
+    let _ = writeln!(
+        s,
+        "{:<44} {:>10} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "setting", "task", "gran", "actual", "profiled", "bias", "SD", "model SD", "Wilson"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<44} {:>10} {:>6.1} {:>8.4} {:>9.4} {:>+9.4} {:>9} {:>9} {:>6.3}",
+            r.setting,
+            r.task,
+            r.granularity,
+            r.actual_mean,
+            r.profiled_mean,
+            r.profiled_mean - r.actual_mean,
+            sci(r.profiled_sd),
+            sci(r.model_sd),
+            r.wilson_coverage
+        );
+    }
+}
+
+fn render_coverage(s: &mut String, t: &str, rows: &[&Row]) {
+    let _ = writeln!(
+        s,
+        "{t}: coverage of the 95% Wilson interval of the profiled share"
+    );
+    let _ = writeln!(
+        s,
+        "{:<44} {:>10} {:>9} {:>9} {:>9} {:>8}",
+        "setting", "task", "SD", "binom SD", "SD/binom", "coverage"
+    );
+    for r in rows {
+        let binom = (r.actual_mean * (1.0 - r.actual_mean) / r.samples_mean.max(1.0)).sqrt();
+        let ratio = if binom > 0.0 {
+            r.profiled_sd / binom
+        } else {
+            0.0
+        };
+        let flag = if r.wilson_coverage < 0.95 {
+            "  < 0.95"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "{:<44} {:>10} {:>9} {:>9} {:>9.2} {:>8.3}{flag}",
+            format!("{} {}", r.granularity, r.setting),
+            r.task,
+            sci(r.profiled_sd),
+            sci(binom),
+            ratio,
+            r.wilson_coverage
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Path profiling and CCT building throughput over a QEMU block trace.
+//!
+//! `paths-throughput PROGRAM [ARGS...]` traces the program four times: with a visitor that
+//! only counts blocks (the cost of the trace itself), with the path profiler, with the CCT
+//! builder, and with both; prints wall time, blocks/s and instructions/s of each, and the
+//! analysis overhead over the bare trace. Used by scripts/bench-paths.sh.
+
+use proftrust_binary::Binary;
+use proftrust_exact::{trace_qemu, QemuOptions};
+use proftrust_model::{BlockVisitor, Module, TraceBlock};
+use proftrust_paths::{Profiler, ProfilerOptions, ProgramCfgs};
+use std::ffi::OsString;
+use std::time::Instant;
+
+struct Count(u64, u64);
+impl BlockVisitor for Count {
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        self.0 += 1;
+        self.1 += b.instructions.len() as u64;
+    }
+}
+
+struct Both<'a, 'b>(&'a mut Count, &'a mut Profiler<'b>);
+impl BlockVisitor for Both<'_, '_> {
+    fn module(&mut self, i: proftrust_model::ModuleIdx, m: &Module) {
+        self.1.module(i, m);
+    }
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        self.0.block(b);
+        self.1.block(b);
+    }
+}
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.is_empty() {
+        eprintln!("usage: paths-throughput PROGRAM [ARGS...]");
+        std::process::exit(2);
+    }
+    let path = std::path::PathBuf::from(&args[0]);
+    let bin = match Binary::open(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            std::process::exit(2);
+        }
+    };
+    let cfgs: Vec<_> = bin
+        .functions()
+        .iter()
+        .filter_map(|f| bin.cfg(f).ok())
+        .collect();
+    let module = Module {
+        path: path.to_string_lossy().into_owned(),
+        build_id: bin.build_id().cloned(),
+        load_bias: 0,
+    };
+    let program = ProgramCfgs::new(module, cfgs);
+    let opts = QemuOptions {
+        show_output: false,
+        ..Default::default()
+    };
+    let mut base = 0.0;
+    for (name, paths, cct) in [
+        ("trace only", false, false),
+        ("paths", true, false),
+        ("cct", false, true),
+        ("paths+cct", true, true),
+    ] {
+        let mut count = Count(0, 0);
+        let t = Instant::now();
+        let r = if !paths && !cct {
+            trace_qemu(&args, &opts, &mut count)
+        } else {
+            let mut p = Profiler::new(&program, ProfilerOptions { paths, cct });
+            let r = trace_qemu(&args, &opts, &mut Both(&mut count, &mut p));
+            let (pp, c) = p.finish();
+            eprintln!(
+                "  {name}: {} executed paths, {} CCT records",
+                pp.paths.len(),
+                c.nodes().len() - 1
+            );
+            r
+        };
+        let secs = t.elapsed().as_secs_f64();
+        if let Err(e) = r {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+        if base == 0.0 {
+            base = secs;
+        }
+        println!(
+            "{name:>10}: {secs:8.3} s  {:>12.0} blocks/s  {:>12.0} instructions/s  x{:.2} of the bare trace",
+            count.0 as f64 / secs,
+            count.1 as f64 / secs,
+            secs / base
+        );
+    }
+}

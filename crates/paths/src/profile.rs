@@ -1,0 +1,675 @@
+//! Exact path profiles and the exact CCT from the block trace, in one pass.
+//!
+//! Per thread a shadow stack of activations follows calls and returns ([`TraceEnd`]). Each
+//! activation of a function with a numbered CFG carries the Ball-Larus path register `r`
+//! (seed 003 §2 instrumentation, simulated): `r = Val(ENTRY→entry block)` on entry,
+//! `r += Val(e)` on each edge, on a backedge `t→h` `count[r + Val(t→EXIT)]++` and
+//! `r = Val(ENTRY→h)`, on return `count[r + Val(b→EXIT)]++`.
+//!
+//! Metrics per path (seed 003 §3): instructions, and cycles and memory events from a
+//! [`CostModel`], accumulated while the activation is current. Seed 003 §3 saves the
+//! hardware counter at procedure entry and restores it at exit so that a caller's path does
+//! not include its callees' events; here, likewise, a path's metrics are *exclusive* of the
+//! calls made on it.
+//!
+//! Trace blocks are dynamic runs (they may span several static blocks or end early), so
+//! each instruction is mapped onto its static block: a transition happens when an
+//! instruction lies in another static block than the current one, or is the first
+//! instruction of the current one again (a one-block loop).
+
+use crate::cct::{Cct, NodeId};
+use crate::funcs::{FuncIdx, ProgramCfgs};
+use crate::numbering::PathNumbering;
+use proftrust_model::{
+    BlockId, BlockVisitor, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Cost of one executed instruction under a cycle model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct InstrCost {
+    /// Cycles.
+    pub cycles: u64,
+    /// Memory-latency events (cache misses) it caused.
+    pub mem_events: u64,
+}
+
+/// A per-instruction cycle model (the virtual PMU's, or [`FlatCpi`]).
+pub trait CostModel {
+    /// Cost of executing the instruction at `at` in `module` (`None`: unknown module).
+    fn cost(&mut self, module: Option<ModuleIdx>, at: Svma) -> InstrCost;
+}
+
+/// A flat model: every instruction costs `cycles_per_instruction` cycles and no memory
+/// events (used until a real model is plugged in).
+#[derive(Debug, Clone, Copy)]
+pub struct FlatCpi {
+    /// Cycles per instruction. Default 1.
+    pub cycles_per_instruction: u64,
+}
+
+impl Default for FlatCpi {
+    fn default() -> Self {
+        FlatCpi {
+            cycles_per_instruction: 1,
+        }
+    }
+}
+
+impl CostModel for FlatCpi {
+    fn cost(&mut self, _m: Option<ModuleIdx>, _a: Svma) -> InstrCost {
+        InstrCost {
+            cycles: self.cycles_per_instruction,
+            mem_events: 0,
+        }
+    }
+}
+
+/// Any `FnMut(Svma) -> (cycles, mem_events)` is a cost model (the module is ignored).
+impl<F: FnMut(Svma) -> (u64, u64)> CostModel for F {
+    fn cost(&mut self, _m: Option<ModuleIdx>, at: Svma) -> InstrCost {
+        let (cycles, mem_events) = self(at);
+        InstrCost { cycles, mem_events }
+    }
+}
+
+/// What the profiler builds.
+#[derive(Debug, Clone, Copy)]
+pub struct ProfilerOptions {
+    /// Build path profiles. Default true.
+    pub paths: bool,
+    /// Build the CCT. Default true.
+    pub cct: bool,
+}
+
+impl Default for ProfilerOptions {
+    fn default() -> Self {
+        ProfilerOptions {
+            paths: true,
+            cct: true,
+        }
+    }
+}
+
+/// A path: function and Ball-Larus id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct PathKey {
+    /// Function.
+    pub func: FuncIdx,
+    /// Path id in `[0, NumPaths)`.
+    pub id: u128,
+}
+
+/// Frequency and metrics of one path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PathMetrics {
+    /// Times the path completed.
+    pub count: u64,
+    /// Instructions executed on it (exclusive of callees).
+    pub instructions: u64,
+    /// Modelled cycles.
+    pub cycles: u64,
+    /// Modelled memory-latency events.
+    pub mem_events: u64,
+}
+
+impl PathMetrics {
+    fn add(&mut self, o: &PathMetrics) {
+        self.count += o.count;
+        self.instructions += o.instructions;
+        self.cycles += o.cycles;
+        self.mem_events += o.mem_events;
+    }
+}
+
+/// Per-function bookkeeping: what could not be attributed to complete paths, and why.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FunctionPathStats {
+    /// Function name.
+    pub function: String,
+    /// `NumPaths(ENTRY)`, `None` when the function is not numbered.
+    pub num_paths: Option<u128>,
+    /// Why paths are not numbered (too many paths), or a warning (unresolved indirect jump).
+    pub degraded: Option<String>,
+    /// Activations entered.
+    pub activations: u64,
+    /// Transitions with no edge in the CFG (unknown indirect jumps, CFG gaps): the path
+    /// in progress is dropped and recording resumes at the next backedge or activation.
+    pub lost_transfers: u64,
+    /// Paths abandoned by non-local exits (longjmp, exceptions).
+    pub unwound: u64,
+    /// Paths still open when the run ended (e.g. `exit()` called below `main`).
+    pub unfinished: u64,
+    /// Instructions executed in the function that belong to no complete path.
+    pub lost_instructions: u64,
+    /// Instructions executed in the function on complete paths.
+    pub path_instructions: u64,
+}
+
+/// An exact path profile.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PathProfile {
+    /// Per path, sorted by key.
+    pub paths: BTreeMap<PathKey, PathMetrics>,
+    /// Per function, indexed by [`FuncIdx`].
+    pub functions: Vec<FunctionPathStats>,
+    /// All instructions in the trace.
+    pub total_instructions: u64,
+    /// All modelled cycles.
+    pub total_cycles: u64,
+    /// All modelled memory events.
+    pub total_mem_events: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PathState {
+    /// Not a numbered function.
+    None,
+    /// Activation created, first instruction not seen yet.
+    Fresh,
+    /// Recording.
+    Active {
+        reg: u128,
+        cur: BlockId,
+        m: PathMetrics,
+    },
+    /// Lost; waiting for a backedge to restart. `cur` keeps tracking blocks.
+    Lost { cur: Option<BlockId>, instr: u64 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    node: NodeId,
+    func: Option<FuncIdx>,
+    site: Option<Location>,
+    path: PathState,
+}
+
+#[derive(Debug, Default)]
+struct Thread {
+    stack: Vec<Frame>,
+    pending: Option<(TraceEnd, Location)>,
+}
+
+/// Longest x86-64 instruction: a return lands within this many bytes after its call.
+const MAX_INSN: u64 = 15;
+
+/// Builds the exact path profile and CCT from a block trace (a [`BlockVisitor`]).
+pub struct Profiler<'a, C: CostModel = FlatCpi> {
+    cfgs: &'a ProgramCfgs,
+    opts: ProfilerOptions,
+    cost: C,
+    threads: HashMap<u32, Thread>,
+    main: Option<ModuleIdx>,
+    module_map: HashMap<ModuleIdx, ModuleIdx>,
+    profile: PathProfile,
+    cct: Cct,
+    outcome: Option<RunOutcome>,
+}
+
+impl<'a> Profiler<'a, FlatCpi> {
+    /// A profiler with the flat CPI model.
+    pub fn new(cfgs: &'a ProgramCfgs, opts: ProfilerOptions) -> Self {
+        Profiler::with_cost_model(cfgs, opts, FlatCpi::default())
+    }
+}
+
+impl<'a, C: CostModel> Profiler<'a, C> {
+    /// A profiler with a cycle model.
+    pub fn with_cost_model(cfgs: &'a ProgramCfgs, opts: ProfilerOptions, cost: C) -> Self {
+        let functions = cfgs
+            .iter()
+            .map(|(f, c)| {
+                let (num_paths, degraded) = match cfgs.numbering(f) {
+                    Ok(n) => (
+                        Some(n.num_paths()),
+                        n.is_incomplete().then(|| {
+                            "unresolved indirect jump: paths through it are cut and counted as lost"
+                                .to_string()
+                        }),
+                    ),
+                    Err(e) => (None, Some(e.to_string())),
+                };
+                FunctionPathStats {
+                    function: c.function.clone(),
+                    num_paths,
+                    degraded,
+                    ..Default::default()
+                }
+            })
+            .collect();
+        Profiler {
+            cfgs,
+            opts,
+            cost,
+            threads: HashMap::new(),
+            main: None,
+            module_map: HashMap::new(),
+            profile: PathProfile {
+                functions,
+                ..Default::default()
+            },
+            cct: Cct::new(),
+            outcome: None,
+        }
+    }
+
+    /// How the run ended, once [`BlockVisitor::end`] was seen.
+    pub fn outcome(&self) -> Option<&RunOutcome> {
+        self.outcome.as_ref()
+    }
+
+    /// Closes open activations (counted as unfinished) and returns the results.
+    pub fn finish(mut self) -> (PathProfile, Cct) {
+        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        for t in tids {
+            let frames = std::mem::take(&mut self.threads.get_mut(&t).expect("tid").stack);
+            for fr in frames {
+                self.drop_path(&fr, Drop::Unfinished);
+            }
+        }
+        (self.profile, self.cct)
+    }
+
+    fn numbering(&self, f: FuncIdx) -> Option<&'a PathNumbering> {
+        if !self.opts.paths {
+            return None;
+        }
+        self.cfgs.numbering(f).ok()
+    }
+
+    fn loc(&self, module: Option<ModuleIdx>, a: Svma) -> Location {
+        Location {
+            module: module.and_then(|m| self.module_map.get(&m).copied()),
+            svma: a,
+        }
+    }
+
+    fn new_frame(&mut self, parent: NodeId, site: Option<Location>, callee: Location) -> Frame {
+        let node = if self.opts.cct {
+            self.cct.call(parent, site, callee)
+        } else {
+            Cct::ROOT
+        };
+        let func = if callee.module.is_some() && self.in_main(callee) {
+            self.cfgs.function_at_entry(callee.svma)
+        } else {
+            None
+        };
+        let path = match func {
+            Some(f) => {
+                self.profile.functions[f.0 as usize].activations += 1;
+                if self.numbering(f).is_some() {
+                    PathState::Fresh
+                } else {
+                    PathState::None
+                }
+            }
+            None => PathState::None,
+        };
+        Frame {
+            node,
+            func,
+            site,
+            path,
+        }
+    }
+
+    fn in_main(&self, l: Location) -> bool {
+        match (l.module, self.main) {
+            (Some(m), Some(mm)) => self.module_map.get(&mm) == Some(&m),
+            _ => false,
+        }
+    }
+
+    fn complete(&mut self, f: FuncIdx, id: u128, m: PathMetrics) {
+        let mut m = m;
+        m.count = 1;
+        self.profile.functions[f.0 as usize].path_instructions += m.instructions;
+        self.profile
+            .paths
+            .entry(PathKey { func: f, id })
+            .or_default()
+            .add(&m);
+    }
+
+    /// Ends a frame's path by leaving the function.
+    fn leave(&mut self, fr: &Frame) {
+        if let (Some(f), PathState::Active { reg, cur, m }) = (fr.func, fr.path) {
+            if let Some(v) = self.numbering(f).and_then(|n| n.leave_val(cur)) {
+                self.complete(f, reg + v, m);
+                return;
+            }
+            let s = &mut self.profile.functions[f.0 as usize];
+            s.lost_transfers += 1;
+            s.lost_instructions += m.instructions;
+            return;
+        }
+        self.drop_path(fr, Drop::Lost);
+    }
+
+    fn drop_path(&mut self, fr: &Frame, why: Drop) {
+        let Some(f) = fr.func else { return };
+        let s = &mut self.profile.functions[f.0 as usize];
+        let ins = match fr.path {
+            PathState::Active { m, .. } => {
+                match why {
+                    Drop::Unwound => s.unwound += 1,
+                    Drop::Unfinished => s.unfinished += 1,
+                    Drop::Lost => {}
+                }
+                m.instructions
+            }
+            PathState::Lost { instr, .. } => instr,
+            _ => 0,
+        };
+        s.lost_instructions += ins;
+    }
+
+    /// Resolves what the previous block's end means for this block's first instruction.
+    fn transfer(&mut self, th: &mut Thread, first: Location, first_in: Option<(FuncIdx, BlockId)>) {
+        if th.stack.is_empty() {
+            let fr = self.new_frame(Cct::ROOT, None, first);
+            th.stack.push(fr);
+            th.pending = None;
+        }
+        match th.pending.take() {
+            Some((TraceEnd::Call, site)) => {
+                let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node);
+                let fr = self.new_frame(parent, Some(site), first);
+                th.stack.push(fr);
+            }
+            Some((TraceEnd::Return, _)) => {
+                let hit = th.stack.iter().rposition(|fr| {
+                    fr.site.is_some_and(|s| {
+                        s.module == first.module
+                            && first.svma.0 > s.svma.0
+                            && first.svma.0 <= s.svma.0 + MAX_INSN
+                    })
+                });
+                match hit {
+                    Some(k) if k >= 1 => {
+                        while th.stack.len() > k + 1 {
+                            let fr = th.stack.pop().expect("non-empty");
+                            self.cct.unwound_frames += 1;
+                            self.drop_path(&fr, Drop::Unwound);
+                        }
+                        let fr = th.stack.pop().expect("non-empty");
+                        self.leave(&fr);
+                    }
+                    _ => {
+                        self.cct.unmatched_returns += 1;
+                        // The thread's outermost activation returned to code the trace
+                        // never saw call it: it ends, and what follows is a new outermost
+                        // activation. Deeper unmatched returns leave the stack alone.
+                        if th.stack.len() == 1 {
+                            let fr = th.stack.pop().expect("one frame");
+                            self.leave(&fr);
+                            let nf = self.new_frame(Cct::ROOT, None, first);
+                            th.stack.push(nf);
+                        }
+                    }
+                }
+            }
+            _ => self.resync(th, first, first_in),
+        }
+    }
+
+    /// After a jump: detects tail calls and non-local returns into known functions.
+    fn resync(&mut self, th: &mut Thread, first: Location, first_in: Option<(FuncIdx, BlockId)>) {
+        let Some(top) = th.stack.last().copied() else {
+            return;
+        };
+        let at_entry = |s: &Self| {
+            first_in.is_some_and(|(f, _)| s.cfgs.cfg(f).entry == first.svma) && s.in_main(first)
+        };
+        match (first_in, top.func) {
+            (Some((f, _)), tf) if tf != Some(f) => {
+                let lower = th.stack[..th.stack.len() - 1]
+                    .iter()
+                    .rposition(|fr| fr.func == Some(f));
+                if let (Some(k), false) = (lower, at_entry(self)) {
+                    while th.stack.len() > k + 1 {
+                        let fr = th.stack.pop().expect("non-empty");
+                        self.cct.unwound_frames += 1;
+                        self.drop_path(&fr, Drop::Unwound);
+                    }
+                    // Resume: the target activation's path continues from the landing block.
+                    if let Some(fr) = th.stack.last_mut() {
+                        if let PathState::Active { cur, m, .. } = fr.path {
+                            if let Some(ff) = fr.func {
+                                let s = &mut self.profile.functions[ff.0 as usize];
+                                s.lost_transfers += 1;
+                                s.lost_instructions += m.instructions;
+                            }
+                            fr.path = PathState::Lost {
+                                cur: Some(cur),
+                                instr: 0,
+                            };
+                        }
+                    }
+                } else {
+                    let entry = at_entry(self);
+                    self.replace_top(th, first, entry);
+                }
+            }
+            (None, Some(_)) if first.module.is_some() || self.main.is_some() => {
+                // A jump out of a known function into code without a CFG: a tail call.
+                self.replace_top(th, first, true);
+            }
+            _ => {}
+        }
+    }
+
+    fn replace_top(&mut self, th: &mut Thread, first: Location, at_entry: bool) {
+        let Some(top) = th.stack.pop() else { return };
+        if at_entry {
+            self.cct.tail_calls += 1;
+            self.leave(&top);
+        } else {
+            self.cct.unexplained_transfers += 1;
+            if let Some(f) = top.func {
+                self.profile.functions[f.0 as usize].lost_transfers += 1;
+            }
+            self.drop_path(&top, Drop::Lost);
+        }
+        let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node).max(Cct::ROOT);
+        let parent = if self.opts.cct {
+            self.cct.node(top.node).parent.unwrap_or(parent)
+        } else {
+            parent
+        };
+        let mut fr = self.new_frame(parent, top.site, first);
+        if !at_entry {
+            if let PathState::Fresh = fr.path {
+                fr.path = PathState::Lost {
+                    cur: None,
+                    instr: 0,
+                };
+            }
+        }
+        th.stack.push(fr);
+    }
+
+    fn step_path(&mut self, fr: &mut Frame, f: FuncIdx, b: BlockId, a: Svma, c: InstrCost) {
+        let Some(n) = self.numbering(f) else { return };
+        let start = self.cfgs.cfg(f).block(b).start == a;
+        fr.path = match fr.path {
+            PathState::None => PathState::None,
+            PathState::Fresh => {
+                if b.0 == 0 && start {
+                    PathState::Active {
+                        reg: n.start_val(),
+                        cur: b,
+                        m: PathMetrics::default(),
+                    }
+                } else {
+                    PathState::Lost {
+                        cur: Some(b),
+                        instr: 0,
+                    }
+                }
+            }
+            PathState::Active { reg, cur, m } => {
+                if cur != b || start {
+                    if n.is_backedge(cur, b) {
+                        match (n.loop_end_val(cur, b), n.loop_start_val(b)) {
+                            (Some(e), Some(s)) => {
+                                self.complete(f, reg + e, m);
+                                PathState::Active {
+                                    reg: s,
+                                    cur: b,
+                                    m: PathMetrics::default(),
+                                }
+                            }
+                            _ => self.lose(f, b, m.instructions),
+                        }
+                    } else if let Some(v) = n.real_val(cur, b) {
+                        PathState::Active {
+                            reg: reg + v,
+                            cur: b,
+                            m,
+                        }
+                    } else {
+                        self.lose(f, b, m.instructions)
+                    }
+                } else {
+                    PathState::Active { reg, cur, m }
+                }
+            }
+            PathState::Lost { cur, instr } => {
+                let restart = cur.is_some_and(|c| (c != b || start) && n.is_backedge(c, b));
+                match (restart, n.loop_start_val(b)) {
+                    (true, Some(s)) => {
+                        self.profile.functions[f.0 as usize].lost_instructions += instr;
+                        PathState::Active {
+                            reg: s,
+                            cur: b,
+                            m: PathMetrics::default(),
+                        }
+                    }
+                    _ => PathState::Lost {
+                        cur: Some(b),
+                        instr,
+                    },
+                }
+            }
+        };
+        match &mut fr.path {
+            PathState::Active { m, .. } => {
+                m.instructions += 1;
+                m.cycles += c.cycles;
+                m.mem_events += c.mem_events;
+            }
+            PathState::Lost { instr, .. } => *instr += 1,
+            _ => {}
+        }
+    }
+
+    fn lose(&mut self, f: FuncIdx, b: BlockId, ins: u64) -> PathState {
+        let s = &mut self.profile.functions[f.0 as usize];
+        s.lost_transfers += 1;
+        s.lost_instructions += ins;
+        PathState::Lost {
+            cur: Some(b),
+            instr: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Drop {
+    Lost,
+    Unwound,
+    Unfinished,
+}
+
+impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        let mine = self.cct.modules.intern(module.clone());
+        self.module_map.insert(idx, mine);
+        if self.main.is_none() && module.same_binary(self.cfgs.module()) {
+            self.main = Some(idx);
+        }
+    }
+
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        let Some(&first) = b.instructions.first() else {
+            return;
+        };
+        let in_main = b.module.is_some() && b.module == self.main;
+        let lookup = |a: Svma| if in_main { self.cfgs.lookup(a) } else { None };
+        let first_loc = self.loc(b.module, first);
+        let first_in = lookup(first);
+        let mut th = self.threads.remove(&b.tid).unwrap_or_default();
+        self.transfer(&mut th, first_loc, first_in);
+        let Some(mut fr) = th.stack.pop() else {
+            self.threads.insert(b.tid, th);
+            return;
+        };
+        let (mut ins, mut cyc, mut mem) = (0u64, 0u64, 0u64);
+        // Fast path: instructions strictly inside the block of the previous instruction.
+        let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
+        for &a in b.instructions {
+            let c = self.cost.cost(b.module, a);
+            ins += 1;
+            cyc += c.cycles;
+            mem += c.mem_events;
+            self.profile.total_instructions += 1;
+            self.profile.total_cycles += c.cycles;
+            self.profile.total_mem_events += c.mem_events;
+            if !in_main || matches!(fr.path, PathState::None) {
+                continue;
+            }
+            let hit = match cur_range {
+                // Inside the current static block, after its first instruction: no
+                // transition, only the metrics of the path in progress grow.
+                Some((s, e, f, _)) if a.0 > s && a.0 < e && Some(f) == fr.func => {
+                    match &mut fr.path {
+                        PathState::Active { m, .. } => {
+                            m.instructions += 1;
+                            m.cycles += c.cycles;
+                            m.mem_events += c.mem_events;
+                        }
+                        PathState::Lost { instr, .. } => *instr += 1,
+                        _ => {}
+                    }
+                    continue;
+                }
+                Some((s, e, f, bb)) if a.0 > s && a.0 < e => Some((f, bb)),
+                _ => {
+                    let r = self.cfgs.lookup(a);
+                    cur_range = r.map(|(f, bb)| {
+                        let blk = self.cfgs.cfg(f).block(bb);
+                        (blk.start.0, blk.end.0, f, bb)
+                    });
+                    r
+                }
+            };
+            match hit {
+                Some((f, bb)) if Some(f) == fr.func => self.step_path(&mut fr, f, bb, a, c),
+                _ => {
+                    if let Some(f) = fr.func {
+                        let s = &mut self.profile.functions[f.0 as usize];
+                        s.lost_instructions += 1;
+                    }
+                }
+            }
+        }
+        if self.opts.cct {
+            let n = self.cct.node_mut(fr.node);
+            n.instructions += ins;
+            n.cycles += cyc;
+            n.mem_events += mem;
+        }
+        th.stack.push(fr);
+        let last = *b.instructions.last().expect("non-empty");
+        th.pending = Some((b.end, self.loc(b.module, last)));
+        self.threads.insert(b.tid, th);
+    }
+
+    fn end(&mut self, outcome: &RunOutcome) {
+        self.outcome = Some(outcome.clone());
+    }
+}

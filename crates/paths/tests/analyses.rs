@@ -1,0 +1,257 @@
+//! Sampled CCT comparison, hot/dense/sparse classification and LBR path reconstruction on
+//! hand-built inputs with hand-computed expectations.
+
+use proftrust_model::{
+    BasicBlock, BlockId, Branch, Cfg, CfgEdge, EdgeKind, Location, Loop, LoopId, Module, ModuleIdx,
+    ModuleTable, Sample, SampleSet, Svma,
+};
+use proftrust_paths::{
+    classify_hot, compare_cct, hot_paths_covering, lbr_paths, sampled_cct, FuncIdx, FunctionMap,
+    HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile, ProgramCfgs,
+};
+use std::collections::BTreeMap;
+
+fn names() -> FunctionMap {
+    let mut m = FunctionMap::default();
+    m.insert("prog", 0x1000, 0x1100, "main");
+    m.insert("prog", 0x2000, 0x2100, "f");
+    m.insert("prog", 0x3000, 0x3100, "g");
+    m.insert("prog", 0x4000, 0x4100, "k");
+    m.finish()
+}
+
+fn sample(ip: u64, chain: &[u64]) -> Sample {
+    Sample {
+        event: 0,
+        pid: 1,
+        tid: 1,
+        time: 0,
+        cpu: 0,
+        period: 1,
+        ip: Location::new(ModuleIdx(0), ip),
+        callchain: chain
+            .iter()
+            .map(|&a| Location::new(ModuleIdx(0), a))
+            .collect(),
+        branches: vec![],
+    }
+}
+
+fn k(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// 12 samples: 6 in main;f;g, 3 in main;f, 2 in f called recursively (folded to main;f),
+/// 1 in main without a chain. Exact: main 5, main;f 40, main;f;g 50, main;k 5 (of 100).
+/// epsilon = 1/2 (|1/12 - .05| + |5/12 - .4| + |.5 - .5| + |0 - .05|) = 0.05.
+#[test]
+fn sampled_contexts_against_exact() {
+    let mut modules = ModuleTable::default();
+    modules.intern(Module::new("/x/prog"));
+    let mut samples = vec![];
+    samples.extend((0..6).map(|_| sample(0x3004, &[0x2011, 0x1011])));
+    samples.extend((0..3).map(|_| sample(0x2020, &[0x1011])));
+    samples.extend((0..2).map(|_| sample(0x2020, &[0x2011, 0x2011, 0x1011])));
+    samples.push(sample(0x1020, &[]));
+    let set = SampleSet {
+        modules,
+        samples,
+        ..Default::default()
+    };
+    let n = names();
+    let sc = sampled_cct(&set, &n, None);
+    assert_eq!(sc.total, 12);
+    assert_eq!(sc.without_chain, 1);
+    assert_eq!(sc.contexts.get(&k(&["main", "f"])), Some(&5));
+    assert_eq!(sc.contexts.get(&k(&["main", "f", "g"])), Some(&6));
+    let exact: BTreeMap<Vec<String>, u64> = [
+        (k(&["main"]), 5),
+        (k(&["main", "f"]), 40),
+        (k(&["main", "f", "g"]), 50),
+        (k(&["main", "k"]), 5),
+    ]
+    .into();
+    let c = compare_cct(&sc, &exact, None).unwrap();
+    assert!((c.epsilon - 0.05).abs() < 1e-12, "{}", c.epsilon);
+    assert_eq!((c.exact_contexts, c.sampled_contexts), (4, 3));
+    assert_eq!(c.missed, 1);
+    assert!((c.missed_share - 0.05).abs() < 1e-12);
+    assert_eq!(c.spurious, 0);
+    // Wilson 95% intervals: 6/12 holds 0.5, 5/12 holds 0.4, 1/12 holds 0.05, 0/12 holds
+    // 0.05 (upper bound 0.2425).
+    assert_eq!(c.within_ci, 4);
+    let mut folded = Vec::new();
+    sc.write_folded(&mut folded).unwrap();
+    assert_eq!(
+        String::from_utf8(folded).unwrap(),
+        "main 1\nmain;f 5\nmain;f;g 6\n"
+    );
+    // Anchored at f: main alone and main;k fall outside.
+    let c = compare_cct(&sc, &exact, Some("f")).unwrap();
+    assert_eq!(c.exact_contexts, 3);
+}
+
+fn pm(instructions: u64, mem_events: u64) -> PathMetrics {
+    PathMetrics {
+        count: 1,
+        instructions,
+        cycles: instructions,
+        mem_events,
+    }
+}
+
+/// Paths A{1000 instr, 50 misses} B{1000, 5} C{100, 20} D{20000, 40}: program ratio
+/// 115/22100; hot (>= 10% of misses): A, C, D; A (0.05) and C (0.2) dense, D (0.002) sparse.
+#[test]
+fn hot_dense_sparse_hand_computed() {
+    let key = |f, id| PathKey {
+        func: FuncIdx(f),
+        id,
+    };
+    let mut p = PathProfile::default();
+    p.paths.insert(key(0, 0), pm(1000, 50));
+    p.paths.insert(key(0, 1), pm(1000, 5));
+    p.paths.insert(key(1, 0), pm(100, 20));
+    p.paths.insert(key(1, 1), pm(20000, 40));
+    let opts = HotOptions {
+        hot_share: 0.1,
+        ..Default::default()
+    };
+    let r = classify_hot(&p, &opts).unwrap();
+    assert!((r.program_ratio - 115.0 / 22100.0).abs() < 1e-15);
+    let class: BTreeMap<PathKey, HotClass> = r.paths.iter().map(|x| (x.0, x.2)).collect();
+    assert_eq!(class[&key(0, 0)], HotClass::Dense);
+    assert_eq!(class[&key(0, 1)], HotClass::Cold);
+    assert_eq!(class[&key(1, 0)], HotClass::Dense);
+    assert_eq!(class[&key(1, 1)], HotClass::Sparse);
+    let (n, ins, miss) = r.path_summary(HotClass::Dense, &opts);
+    assert_eq!(n, 2);
+    assert!((ins - 1100.0 / 22100.0).abs() < 1e-12);
+    assert!((miss - 70.0 / 115.0).abs() < 1e-12);
+    // Procedures: f0 {2000, 55} ratio .0275 dense; f1 {20100, 60} ratio .00299 sparse.
+    assert_eq!(r.procedures[0].func, FuncIdx(1));
+    assert_eq!(r.procedures[0].class, HotClass::Sparse);
+    assert_eq!(r.procedures[1].class, HotClass::Dense);
+    assert_eq!(r.procedures[1].paths_executed, 2);
+    // Covering half the misses (57.5): A (50) then D (40).
+    let c = hot_paths_covering(&p, HotMetric::MemEvents, 0.5);
+    assert_eq!(
+        c.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![key(0, 0), key(1, 1)]
+    );
+    // Flat model: no memory events, a clear error.
+    let mut flat = PathProfile::default();
+    flat.paths.insert(key(0, 0), pm(10, 0));
+    assert!(classify_hot(&flat, &HotOptions::default())
+        .unwrap_err()
+        .to_string()
+        .contains("cycle model"));
+}
+
+fn block(id: u32, ins: &[u64]) -> BasicBlock {
+    BasicBlock {
+        id: BlockId(id),
+        start: Svma(ins[0]),
+        end: Svma(ins[ins.len() - 1] + 4),
+        instructions: ins.iter().map(|&a| Svma(a)).collect(),
+    }
+}
+
+fn edge(f: u32, t: Option<u32>, kind: EdgeKind) -> CfgEdge {
+    CfgEdge {
+        from: BlockId(f),
+        to: t.map(BlockId),
+        kind,
+    }
+}
+
+/// The loop function of the profiler tests; one branch stack holding main->f, f's first
+/// iteration (calling g), the backedge, the exit branch and the return. Expected: f's
+/// paths "entry b0 b1 b2 ->backedge" and "b1 b3 return" once each, g's only path once.
+#[test]
+fn lbr_stack_reconstructs_paths() {
+    let f = Cfg {
+        function: "f".into(),
+        entry: Svma(0x1000),
+        blocks: vec![
+            block(0, &[0x1000, 0x1004]),
+            block(1, &[0x1008, 0x100c]),
+            block(2, &[0x1010, 0x1014]),
+            block(3, &[0x1018]),
+        ],
+        edges: vec![
+            edge(0, Some(1), EdgeKind::FallThrough),
+            edge(1, Some(2), EdgeKind::FallThrough),
+            edge(1, Some(3), EdgeKind::Taken),
+            edge(2, Some(1), EdgeKind::Unconditional),
+            edge(3, None, EdgeKind::Return),
+        ],
+        loops: vec![Loop {
+            id: LoopId(0),
+            header: BlockId(1),
+            blocks: vec![BlockId(1), BlockId(2)],
+            latches: vec![BlockId(2)],
+            parent: None,
+            depth: 1,
+        }],
+        has_unknown_indirect: false,
+    };
+    let g = Cfg {
+        function: "g".into(),
+        entry: Svma(0x2000),
+        blocks: vec![block(0, &[0x2000, 0x2004])],
+        edges: vec![edge(0, None, EdgeKind::Return)],
+        loops: vec![],
+        has_unknown_indirect: false,
+    };
+    let main = Cfg {
+        function: "main".into(),
+        entry: Svma(0x3000),
+        blocks: vec![block(0, &[0x3000, 0x3004, 0x3008])],
+        edges: vec![edge(0, None, EdgeKind::Return)],
+        loops: vec![],
+        has_unknown_indirect: false,
+    };
+    let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![f, g, main]);
+    let br = |from: u64, to: u64| Branch {
+        from: Location::new(ModuleIdx(0), from),
+        to: Location::new(ModuleIdx(0), to),
+        mispredicted: false,
+        predicted_known: false,
+        cycles: 0,
+    };
+    let mut chrono = vec![
+        br(0x3000, 0x1000),
+        br(0x1010, 0x2000),
+        br(0x2004, 0x1014),
+        br(0x1014, 0x1008),
+        br(0x100c, 0x1018),
+        br(0x1018, 0x3004),
+    ];
+    chrono.reverse(); // most recent first
+    let mut modules = ModuleTable::default();
+    modules.intern(Module::new("/t/prog"));
+    let mut s = sample(0x3008, &[]);
+    s.branches = chrono;
+    let set = SampleSet {
+        modules,
+        samples: vec![s],
+        ..Default::default()
+    };
+    let l = lbr_paths(&set, &cfgs);
+    let fi = cfgs.find("f").unwrap();
+    let nf = cfgs.numbering(fi).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let p1 = nf.path_id(&b(&[0, 1, 2]), false, Some(BlockId(1))).unwrap();
+    let p3 = nf.path_id(&b(&[1, 3]), true, None).unwrap();
+    let gi = cfgs.find("g").unwrap();
+    let want: BTreeMap<PathKey, u64> = [
+        (PathKey { func: fi, id: p1 }, 1),
+        (PathKey { func: fi, id: p3 }, 1),
+        (PathKey { func: gi, id: 0 }, 1),
+    ]
+    .into();
+    assert_eq!(l.paths, want);
+    assert_eq!(l.samples, 1);
+    assert_eq!(l.broken, 0);
+}

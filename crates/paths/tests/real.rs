@@ -1,0 +1,203 @@
+//! The library on real programs (C sources in tests/c, compiled at test time with
+//! gcc -O2 -g): numbering of every function of the binaries, and the exact CCT of
+//! recursion.c from a QEMU block trace against the call counts derived by hand in its
+//! comments.
+
+use proftrust_binary::Binary;
+use proftrust_exact::{trace_qemu, QemuOptions};
+use proftrust_model::{BlockId, Module};
+use proftrust_paths::{Cct, FunctionMap, PathNumbering, Profiler, ProfilerOptions, ProgramCfgs};
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success());
+    out
+}
+
+fn program(bin: &Path) -> (Binary, ProgramCfgs) {
+    let b = Binary::open(bin).unwrap();
+    let cfgs: Vec<_> = b.functions().iter().filter_map(|f| b.cfg(f).ok()).collect();
+    let m = Module {
+        path: bin.to_string_lossy().into_owned(),
+        build_id: b.build_id().cloned(),
+        load_bias: 0,
+    };
+    (b, ProgramCfgs::new(m, cfgs))
+}
+
+/// Every path of every function with at most 10^5 paths: enumerated by DFS over the
+/// numbered graph's blocks (the oracle counts them and checks distinct in-range ids and
+/// round trips).
+#[test]
+fn numbering_on_real_functions() {
+    if !have("gcc") {
+        eprintln!("SKIP: numbering_on_real_functions: gcc is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for name in ["branches", "recursion"] {
+        let (_, p) = program(&compile(dir.path(), name));
+        for (f, cfg) in p.iter() {
+            let n = match p.numbering(f) {
+                Ok(n) => n,
+                Err(e) => panic!("{}: {e}", cfg.function),
+            };
+            if n.num_paths() > 100_000 {
+                continue;
+            }
+            let mut ids = HashSet::new();
+            let mut found = 0u128;
+            // DFS over block sequences that path_id accepts: starts at block 0 or a loop
+            // header, extends along non-back edges, ends by leaving or by a backedge.
+            let mut starts = vec![(BlockId(0), false)];
+            for b in &cfg.blocks {
+                if n.loop_start_val(b.id).is_some() {
+                    starts.push((b.id, true));
+                }
+            }
+            for (s, after) in starts {
+                let mut stack = vec![vec![s]];
+                while let Some(seq) = stack.pop() {
+                    let last = *seq.last().unwrap();
+                    let mut ends: Vec<Option<BlockId>> = Vec::new();
+                    if n.leave_val(last).is_some() {
+                        ends.push(None);
+                    }
+                    let mut succ: Vec<BlockId> =
+                        cfg.successors(last).filter_map(|e| e.to).collect();
+                    succ.sort_unstable();
+                    succ.dedup();
+                    for t in succ {
+                        if n.is_backedge(last, t) {
+                            ends.push(Some(t));
+                        } else if n.real_val(last, t).is_some() {
+                            let mut s2 = seq.clone();
+                            s2.push(t);
+                            stack.push(s2);
+                        }
+                    }
+                    for e in ends {
+                        let id = n
+                            .path_id(&seq, after, e)
+                            .unwrap_or_else(|| panic!("{}: no id", cfg.function));
+                        assert!(id < n.num_paths());
+                        assert!(ids.insert(id), "{}: duplicate id {id}", cfg.function);
+                        let r = n.regenerate(id).unwrap();
+                        assert_eq!(r.blocks, seq, "{}: regenerate {id}", cfg.function);
+                        found += 1;
+                    }
+                }
+            }
+            assert_eq!(found, n.num_paths(), "{}: DFS vs NumPaths", cfg.function);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} functions checked");
+    let _ = PathNumbering::new; // the type under test
+}
+
+/// recursion.c under QEMU: records and backedges as derived in the source comments.
+#[test]
+fn exact_cct_of_recursion_c() {
+    if !have("gcc") || !have("qemu-x86_64") {
+        eprintln!("SKIP: exact_cct_of_recursion_c: gcc or qemu-x86_64 is not installed");
+        return;
+    }
+    if proftrust_exact::find_plugin().is_err() {
+        eprintln!("SKIP: exact_cct_of_recursion_c: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "recursion");
+    let (_, p) = program(&bin);
+    let mut prof = Profiler::new(&p, ProfilerOptions::default());
+    let opts = QemuOptions {
+        show_output: false,
+        ..Default::default()
+    };
+    trace_qemu(&[OsString::from(&bin)], &opts, &mut prof).unwrap();
+    let (pp, cct) = prof.finish();
+    let names: FunctionMap = p.function_map().finish();
+    let nodes_of = |name: &str| -> Vec<&proftrust_paths::CctNode> {
+        cct.nodes()
+            .iter()
+            .filter(|n| n.id != Cct::ROOT && names.name(&cct.modules, n.procedure) == name)
+            .collect()
+    };
+    let be = cct.backedges();
+    let back = |from, to| -> u64 {
+        be.iter()
+            .filter(|b| b.0 == from && b.1 == to)
+            .map(|b| b.2)
+            .sum()
+    };
+    let main = nodes_of("main");
+    assert_eq!(main.len(), 1);
+    let fib = nodes_of("fib");
+    assert_eq!(fib.len(), 1);
+    assert_eq!(fib[0].parent, Some(main[0].id));
+    assert_eq!(fib[0].calls, 1);
+    assert_eq!(back(fib[0].id, fib[0].id), 176);
+    let ev = nodes_of("is_even");
+    assert_eq!(ev.len(), 2);
+    let mut odd: Vec<(u64, u64)> = nodes_of("is_odd")
+        .iter()
+        .map(|o| (o.calls, back(o.id, o.parent.unwrap())))
+        .collect();
+    odd.sort_unstable();
+    assert_eq!(odd, vec![(2, 2), (4, 3)]);
+    let deep = nodes_of("deep");
+    assert_eq!(deep.len(), 1);
+    assert_eq!(back(deep[0].id, deep[0].id), 5);
+    assert!(cct.unwound_frames >= 6, "unwound {}", cct.unwound_frames);
+    // Paths: fib's activations all complete (177 = 1 + 176), deep's 6 are unwound.
+    let fi = p.find("fib").unwrap();
+    let fib_paths: u64 = pp
+        .paths
+        .iter()
+        .filter(|(k, _)| k.func == fi)
+        .map(|(_, m)| m.count)
+        .sum();
+    assert_eq!(fib_paths, 177);
+    let di = p.find("deep").unwrap();
+    assert_eq!(pp.functions[di.0 as usize].unwound, 6);
+    // fib has one context holding all its (folded) recursion: gprof's estimate is exact
+    // there. The two call sites of is_even are one procedure context.
+    let g = proftrust_paths::gprof_comparison(&cct, &names).unwrap();
+    let fib_ctx = g
+        .contexts
+        .iter()
+        .find(|c| c.stack.last().map(String::as_str) == Some("fib"))
+        .unwrap();
+    assert!((fib_ctx.gprof - fib_ctx.exact as f64).abs() < 1e-6);
+    let ev: Vec<_> = g
+        .contexts
+        .iter()
+        .filter(|c| c.stack.last().map(String::as_str) == Some("is_even"))
+        .collect();
+    assert_eq!(ev.len(), 1);
+}

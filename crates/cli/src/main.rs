@@ -27,11 +27,48 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     // Each helper adds one variant here and one arm in `run` below; keep them alphabetical.
+    /// Can I trust this profile? Samples against exact counts, with metrics and reports.
+    Audit(cmd::audit::AuditArgs),
+    /// Running granularity and sampling-interval analysis of real samples (seed 002 §5.1).
+    Analyze(cmd::analyze::Args),
+    /// Sampling-theory simulations (seed 002): paper tables, aliasing, Wilson coverage.
+    Simulate(cmd::simulate::Args),
+    /// Fit the skid S of a PMU from a kernel with a known instruction mix (seed 000).
+    Calibrate(cmd::calibrate::Args),
+    /// Undo counter skid in an instruction profile by simple-loop fitting (seed 000).
+    Correct(cmd::correct::Args),
+    /// What proftrust sees in a binary: functions, basic blocks, loops, CFG (--function), dot.
+    Inspect(cmd::inspect::Args),
+    /// Run a program under a virtual PMU with skid and write the samples it would take.
+    Vpmu(cmd::vpmu::Args),
+    /// Sample a program (or --pid) with perf_event_open into a native sample file.
+    Record(cmd::record::Args),
+    /// What a profile file holds: perf.data, perf script, callgrind, proftrust files.
+    Read(cmd::read::Args),
+    /// Exact Ball-Larus path profile of a program, with instructions per path (seed 003).
+    Paths(cmd::paths::Args),
+    /// Exact calling context tree of a program; gprof's error; sampled contexts vs exact.
+    Cct(cmd::cct::Args),
+    /// Exact per-instruction counts of a program (QEMU plugin or callgrind) into an exact file.
+    Truth(cmd::truth::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     util::set_verbosity(cli.verbose, cli.quiet);
-    match cli.command {}
+    match cli.command {
+        Command::Audit(a) => cmd::audit::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Correct(a) => cmd::correct::run(a),
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Vpmu(a) => cmd::vpmu::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Read(a) => cmd::read::run(a),
+        Command::Paths(a) => cmd::paths::run(a),
+        Command::Cct(a) => cmd::cct::run(a),
+        Command::Truth(a) => cmd::truth::run(a),
+    }
 }
 
 fn main() {

@@ -1,0 +1,892 @@
+//! `proftrust audit`: can I trust this profile? Samples against exact counts of the same
+//! program and input, with metrics, error bars and reports.
+//!
+//! Two modes:
+//! * `proftrust audit [options] -- PROGRAM ARGS` (or `--workload NAME`): records samples with
+//!   `proftrust-record` and counts exactly with `proftrust-exact` (QEMU plugin or callgrind),
+//!   then compares;
+//! * `proftrust audit --samples FILE --truth FILE [--binary PATH]...`: compares existing files.
+//!
+//! The comparison itself is `proftrust_metrics::compare`; the reports are
+//! `proftrust-report`. This file only gathers inputs and turns options into settings.
+
+use crate::util;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use proftrust_binary::Binary;
+use proftrust_formats::Format;
+use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
+use proftrust_model::{ExactProfile, Module, PeriodMode, SampleSet, Svma};
+use proftrust_report::{
+    AuditConfig, AuditReport, FunctionRow, InstructionPicture, InstructionRow, Metrics, SweepPoint,
+};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Compare a sampling profile with the exact truth of the same run.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  proftrust audit --workload omnet\n  proftrust audit --html report.html -- ./prog arg\n  proftrust audit --samples perf.data --truth callgrind.out.123 --binary ./prog\n  proftrust audit --sweep 64K,256K,1M,4M --workload mcf"
+)]
+pub struct AuditArgs {
+    /// Existing samples: perf.data, `perf script` text, or a proftrust sample file.
+    #[arg(long, value_name = "FILE", requires = "truth")]
+    samples: Option<PathBuf>,
+    /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
+    #[arg(long, value_name = "FILE", requires = "samples")]
+    truth: Option<PathBuf>,
+    /// Binary to audit (repeat for more). Default: the profiled program.
+    #[arg(long, value_name = "PATH")]
+    binary: Vec<PathBuf>,
+    /// Run a bundled workload (built with gcc -O2 -g into target/workloads).
+    #[arg(long, value_enum, conflicts_with_all = ["samples", "truth"])]
+    workload: Option<Workload>,
+    /// Size scale of the bundled workload (100 = about 0.5 s natively).
+    #[arg(long, default_value_t = 100, requires = "workload")]
+    size: u64,
+    /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
+    #[arg(long, default_value = "cpu-clock")]
+    event: String,
+    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20.
+    /// Default: the recorder's default for the event.
+    #[arg(long, value_parser = parse_period)]
+    period: Option<u64>,
+    /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
+    #[arg(long)]
+    randomize: bool,
+    /// Seed of every random choice (printed and stored in every report).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Ground-truth backend when recording.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
+    /// What the exact side counts.
+    #[arg(long, value_enum, default_value_t = WeightArg::Instructions)]
+    truth_weight: WeightArg,
+    /// Sweep of periods, e.g. 64K,128K,256K,1M,4M,16M: records once per period with and
+    /// without randomisation and reports metrics against period.
+    #[arg(long, value_delimiter = ',', value_parser = parse_period)]
+    sweep: Vec<u64>,
+    /// Print the JSON report on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write a self-contained HTML report.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Functions shown in the table.
+    #[arg(long, default_value_t = 15)]
+    top: usize,
+    /// Stop the program (each run) after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// Program and arguments to profile.
+    #[arg(last = true, value_name = "PROGRAM")]
+    command: Vec<OsString>,
+}
+
+/// Bundled workloads (workloads/*.c), after the case studies of seed 000 §4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    /// Viterbi-like loop with data-dependent branches.
+    Hmmer,
+    /// Sparse dot product inlined into a loop with heavy loads.
+    Soplex,
+    /// Pointer chase through a tiny inlined accessor.
+    Omnet,
+    /// Strided loop with an inlined predicate.
+    Mcf,
+    /// Kernel calling a dot product and exp().
+    Libsvm,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Hmmer => "hmmer",
+            Workload::Soplex => "soplex",
+            Workload::Omnet => "omnet",
+            Workload::Mcf => "mcf",
+            Workload::Libsvm => "libsvm",
+        }
+    }
+    fn source(self) -> &'static str {
+        match self {
+            Workload::Hmmer => include_str!("../../../../workloads/hmmer.c"),
+            Workload::Soplex => include_str!("../../../../workloads/soplex.c"),
+            Workload::Omnet => include_str!("../../../../workloads/omnet.c"),
+            Workload::Mcf => include_str!("../../../../workloads/mcf.c"),
+            Workload::Libsvm => include_str!("../../../../workloads/libsvm.c"),
+        }
+    }
+}
+
+const WORKLOAD_HEADER: &str = include_str!("../../../../workloads/common.h");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// QEMU plugin when it is found, else callgrind.
+    Auto,
+    /// QEMU user mode with the proftrust plugin.
+    Qemu,
+    /// valgrind --tool=callgrind.
+    Callgrind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WeightArg {
+    /// Executed instructions.
+    Instructions,
+    /// Cycle estimate from callgrind's cache and branch simulation.
+    CyclesEstimate,
+}
+
+/// `65536`, `64K`, `16M` (binary multiples, as seed 001 writes its periods).
+fn parse_period(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1u64 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1u64 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a period: {s:?} (examples: 100000, 64K, 16M)"))?;
+    match n.checked_mul(mult) {
+        Some(0) | None => Err(format!("period out of range: {s:?}")),
+        Some(v) => Ok(v),
+    }
+}
+
+/// Attribution through the ELF symbols, DWARF inline frames and CFGs of the scope binaries.
+struct BinaryAttribution<'a> {
+    bins: &'a [Binary],
+    /// CFG per (scope module, function start); `None` when it could not be built.
+    cfgs: std::cell::RefCell<std::collections::HashMap<(usize, u64), Option<proftrust_model::Cfg>>>,
+}
+
+impl Attribution for BinaryAttribution<'_> {
+    fn function(&self, m: usize, a: Svma) -> Option<String> {
+        self.bins.get(m)?.function_at(a).map(|f| f.name.clone())
+    }
+    fn innermost(&self, m: usize, a: Svma) -> Option<String> {
+        let b = self.bins.get(m)?;
+        b.frames(a)
+            .into_iter()
+            .next()
+            .map(|f| f.function)
+            .or_else(|| self.function(m, a))
+    }
+    fn block(&self, m: usize, a: Svma) -> Option<Svma> {
+        let b = self.bins.get(m)?;
+        let f = b.function_at(a)?;
+        let mut cache = self.cfgs.borrow_mut();
+        let cfg = cache
+            .entry((m, f.start.0))
+            .or_insert_with(|| b.cfg(f).ok())
+            .as_ref()?;
+        cfg.block_at(a).map(|id| cfg.block(id).start)
+    }
+}
+
+/// Symbols of the objects a callgrind or `perf script` file names, from their ELF files
+/// (load-bias inference, `sym+off` resolution).
+struct CallgrindSymbols;
+
+impl proftrust_formats::callgrind::SymbolSource for CallgrindSymbols {
+    fn symbols(&self, path: &str) -> Option<proftrust_formats::callgrind::ObjectSymbols> {
+        let b = Binary::open(Path::new(path)).ok()?;
+        Some(proftrust_formats::callgrind::ObjectSymbols {
+            build_id: b.build_id().cloned(),
+            functions: b
+                .functions()
+                .iter()
+                .map(|f| proftrust_formats::callgrind::FunctionSymbol {
+                    name: f.raw_name.clone(),
+                    start: f.start.0,
+                    size: f.size,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Runs `proftrust audit`.
+pub fn run(args: AuditArgs) -> Result<()> {
+    let weight = match args.truth_weight {
+        WeightArg::Instructions => TruthWeight::Instructions,
+        WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
+    };
+    let mut tool_versions = BTreeMap::new();
+    let mut warnings = Vec::new();
+
+    let (samples, exact, samples_source, truth_source, command, sweep_cmd) = if let (
+        Some(sf),
+        Some(tf),
+    ) =
+        (&args.samples, &args.truth)
+    {
+        if args.workload.is_some() || !args.command.is_empty() {
+            bail!("--samples/--truth compare existing files; do not also give a program to run");
+        }
+        if !args.sweep.is_empty() {
+            bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+        }
+        let s = read_samples(sf)?;
+        let e = read_truth(tf)?;
+        let cmd = s.command.clone();
+        (
+            s,
+            e,
+            sf.display().to_string(),
+            tf.display().to_string(),
+            cmd,
+            None,
+        )
+    } else {
+        let cmd: Vec<OsString> = match args.workload {
+            Some(w) => {
+                if !args.command.is_empty() {
+                    bail!("give either --workload or a program after `--`, not both");
+                }
+                let exe = build_workload(w, &mut tool_versions)?;
+                vec![exe.into_os_string(), OsString::from(args.size.to_string())]
+            }
+            None => args.command.clone(),
+        };
+        if cmd.is_empty() {
+            bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
+        }
+        let cmd = resolve_command(cmd)?;
+        let s = record_once(&cmd, &args, args.period, args.randomize)?;
+        let (e, backend_note) = count_exact(&cmd, &args, weight, &mut tool_versions)?;
+        if let Some(n) = backend_note {
+            warnings.push(n);
+        }
+        let lossy: Vec<String> = cmd
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
+        let truth_source = format!("an exact run under {}", e.backend);
+        (
+            s,
+            e,
+            "a perf_event_open recording".to_string(),
+            truth_source,
+            lossy,
+            Some(cmd),
+        )
+    };
+    if let Some(outcome) = &samples.outcome {
+        if !matches!(outcome, proftrust_model::RunOutcome::Exited { code: 0 }) {
+            warnings.push(format!("the profiled program ended with {outcome:?}"));
+        }
+    }
+    if exact.backend == "callgrind" {
+        tool_versions
+            .entry("valgrind".into())
+            .or_insert_with(|| tool_version("valgrind", &["--version"]));
+    } else if exact.backend == "qemu" {
+        tool_versions
+            .entry("qemu-x86_64".into())
+            .or_insert_with(|| tool_version("qemu-x86_64", &["--version"]));
+    }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        tool_versions.insert("linux".into(), k.trim().to_string());
+    }
+
+    if samples.samples.is_empty() {
+        bail!(
+            "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
+            if samples.lost > 0 {
+                format!(", {} lost", samples.lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if exact.total_instructions == 0 && exact.instructions.is_empty() {
+        bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
+    }
+
+    // The scope: --binary, else the profiled program, else the module with most samples.
+    let bin_paths = if args.binary.is_empty() {
+        vec![default_binary(&samples, &command)?]
+    } else {
+        args.binary.clone()
+    };
+    let mut bins = Vec::new();
+    for p in &bin_paths {
+        let b = Binary::open(p).with_context(|| {
+            format!(
+                "cannot open the binary {} (pass the right file with --binary PATH)",
+                p.display()
+            )
+        })?;
+        if !b.has_debug_info() {
+            warnings.push(format!(
+                "{} has no debug info: inline-level epsilon equals function level (rebuild with -g)",
+                p.display()
+            ));
+        }
+        bins.push(b);
+    }
+    let scope: Vec<Module> = bins
+        .iter()
+        .map(|b| Module {
+            path: b.path().display().to_string(),
+            build_id: b.build_id().cloned(),
+            load_bias: 0,
+        })
+        .collect();
+    let attr = BinaryAttribution {
+        bins: &bins,
+        cfgs: Default::default(),
+    };
+    let event_idx = 0u16;
+    let event = samples.events.first();
+    if samples.events.len() > 1 {
+        warnings.push(format!(
+            "the samples hold {} events; comparing the first ({})",
+            samples.events.len(),
+            event.map(|e| e.name.as_str()).unwrap_or("?")
+        ));
+    }
+    if samples.lost > 0 {
+        warnings.push(format!(
+            "{} samples were lost by the kernel (ring buffer overflow)",
+            samples.lost
+        ));
+    }
+    let time_based = event.map(|e| e.kind.is_time_based()).unwrap_or(false);
+    if time_based && weight == TruthWeight::Instructions {
+        warnings.push(format!(
+            "{} samples measure time while the truth counts instructions: differences in CPI between functions show up as 'error' (try --truth-weight cycles-estimate with the callgrind backend)",
+            event.map(|e| e.name.as_str()).unwrap_or("time-based")
+        ));
+    }
+    if weight == TruthWeight::CyclesEstimate {
+        warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
+    }
+    let mut opts = CompareOptions::default();
+    opts.event = event_idx;
+    opts.truth_weight = weight;
+    let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
+        .context("cannot compare the samples with the truth")?;
+    if cmp.samples_elsewhere > 0 {
+        warnings.push(format!(
+            "{} of {} samples lie outside the audited binary (libraries, kernel) and are not compared",
+            cmp.samples_elsewhere,
+            cmp.samples_elsewhere + cmp.samples
+        ));
+    }
+    if !cmp.static_blocks {
+        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes and edges)".into());
+    }
+
+    // Sweep: one recording per period, fixed and randomised; the truth is reused.
+    let mut sweep = Vec::new();
+    if let Some(cmd) = &sweep_cmd {
+        if !args.sweep.is_empty() {
+            let pb = util::progress(Some(2 * args.sweep.len() as u64), "sweep");
+            for &p in &args.sweep {
+                for randomized in [false, true] {
+                    let s = record_once(cmd, &args, Some(p), randomized)?;
+                    let point = match proftrust_metrics::compare(&s, &exact, &scope, &attr, &opts) {
+                        Ok(c) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: c.samples,
+                            nrmse_sr: Some(c.hotspot.nrmse_sr),
+                            sc: Some(c.hotspot.sc),
+                            od: Some(c.hotspot.od),
+                            epsilon_function: Some(c.epsilon_function),
+                        },
+                        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: 0,
+                            ..Default::default()
+                        },
+                        Err(e) => return Err(e).context("sweep comparison failed"),
+                    };
+                    sweep.push(point);
+                    pb.inc(1);
+                }
+            }
+            pb.finish_and_clear();
+        }
+    }
+
+    let (period, randomized) = match event.map(|e| &e.config) {
+        Some(c) => (
+            match c.period {
+                PeriodMode::Fixed(p) => Some(p),
+                _ => None,
+            },
+            c.randomize_max.is_some(),
+        ),
+        None => (None, false),
+    };
+    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
+    let report = AuditReport {
+        config: AuditConfig {
+            proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
+            seed,
+            truth_weight: weight.name().to_string(),
+            truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
+                .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
+            event: event
+                .map(|e| e.name.clone())
+                .unwrap_or_else(|| "unknown".into()),
+            period,
+            randomized,
+            samples_source,
+            truth_source,
+            truth_backend: if exact.backend_detail.is_empty() {
+                exact.backend.clone()
+            } else {
+                format!("{} ({})", exact.backend, exact.backend_detail)
+            },
+            binary: scope
+                .iter()
+                .map(|m| m.path.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+            build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
+            command,
+            tool_versions,
+        },
+        metrics: metrics_of(&cmp),
+        functions: rows_of(&cmp),
+        hottest: picture_of(&cmp),
+        sweep,
+        warnings,
+    };
+
+    if let Some(h) = &args.html {
+        let html = proftrust_report::render_html(&report);
+        util::write_atomically(h, |w| {
+            w.write_all(html.as_bytes())?;
+            Ok(())
+        })?;
+        util::note(format!("HTML report written to {}", h.display()));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        proftrust_report::write_json(&mut out, &report)?;
+    } else {
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        out.write_all(proftrust_report::render_text(&report, color, args.top).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn metrics_of(c: &Comparison) -> Metrics {
+    Metrics {
+        nrmse_sr: Some(c.hotspot.nrmse_sr),
+        sc: Some(c.hotspot.sc),
+        od: Some(c.hotspot.od),
+        epsilon_function: Some(c.epsilon_function),
+        epsilon_inline: Some(c.epsilon_inline),
+        epsilon_block: Some(c.epsilon_block),
+        epsilon_instruction: Some(c.epsilon_instruction),
+        kendall_tau: c.kendall_tau,
+        top5_overlap: c.top5_overlap,
+        top10_overlap: c.top10_overlap,
+        coverage: c.coverage,
+        samples: c.samples,
+        samples_elsewhere: c.samples_elsewhere,
+        instructions: c.instructions,
+        exact_weight: c.exact_weight,
+        sampled_ips: c.hotspot.m as u64,
+        functions_outside_ci: c.functions.iter().filter(|f| f.outside_ci).count() as u64,
+    }
+}
+
+fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
+    c.functions
+        .iter()
+        .map(|f| FunctionRow {
+            name: f.name.clone(),
+            samples: f.samples,
+            sampled_share: f.sampled_share,
+            ci_low: f.ci.0,
+            ci_high: f.ci.1,
+            exact_instructions: f.exact_instructions,
+            exact_weight: f.exact_weight,
+            exact_share: f.exact_share,
+            difference: f.sampled_share - f.exact_share,
+            outside_ci: f.outside_ci,
+        })
+        .collect()
+}
+
+fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
+    let (name, rows) = c.hottest.as_ref()?;
+    let s: u64 = rows.iter().map(|r| r.1).sum();
+    let e: u64 = rows.iter().map(|r| r.2).sum();
+    let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+    Some(InstructionPicture {
+        function: name.clone(),
+        rows: rows
+            .iter()
+            .map(|&(address, samples, exact)| InstructionRow {
+                address,
+                samples,
+                sampled_share: share(samples, s),
+                exact,
+                exact_share: share(exact, e),
+            })
+            .collect(),
+    })
+}
+
+/// Reads a sample file of any supported format.
+fn read_samples(path: &Path) -> Result<SampleSet> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
+    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
+    let s = match fmt {
+        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        Some(Format::PerfScript) => {
+            let text = std::str::from_utf8(&bytes)
+                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
+            let (s, notes) = proftrust_formats::read_perf_script(text, &CallgrindSymbols, &segs)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            for w in notes.warnings {
+                util::note(format!("{}: {w}", path.display()));
+            }
+            s
+        }
+        Some(other) => bail!(
+            "{} is a {} file, not samples (expected perf.data, `perf script` output or a proftrust sample file)",
+            path.display(),
+            other.name()
+        ),
+        None => bail!(
+            "{}: unknown sample format (expected perf.data, `perf script` output or a proftrust sample file)",
+            path.display()
+        ),
+    };
+    Ok(s)
+}
+
+/// Reads an exact-count file of any supported format.
+fn read_truth(path: &Path) -> Result<ExactProfile> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read truth {}", path.display()))?;
+    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
+    let mut e = match fmt {
+        Some(Format::NativeExact) => proftrust_formats::native::read_exact(&bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        Some(Format::Callgrind) => {
+            let text = std::str::from_utf8(&bytes)
+                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+            let p = proftrust_formats::callgrind::parse(text)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
+            p.to_exact(
+                &proftrust_formats::callgrind::ExactOptions::default(),
+                &CallgrindSymbols,
+            )
+            .with_context(|| format!("cannot import {}", path.display()))?
+        }
+        Some(other) => bail!(
+            "{} is a {} file, not exact counts (expected a callgrind.out file or a proftrust exact file)",
+            path.display(),
+            other.name()
+        ),
+        None => bail!(
+            "{}: unknown exact-count format (expected a callgrind.out file or a proftrust exact file)",
+            path.display()
+        ),
+    };
+    e.normalize();
+    Ok(e)
+}
+
+/// The binary to audit when `--binary` is not given.
+fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
+    if let Some(p) = command.first() {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        if let Some(i) = samples.modules.find_by_file_name(name) {
+            if let Some(m) = samples.modules.get(i) {
+                if Path::new(&m.path).exists() {
+                    return Ok(PathBuf::from(&m.path));
+                }
+            }
+        }
+        if Path::new(p).exists() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in &samples.samples {
+        if let Some(m) = s.ip.module {
+            *per.entry(m.0).or_default() += 1;
+        }
+    }
+    let best = per
+        .iter()
+        .filter(|(m, _)| {
+            samples
+                .modules
+                .get(proftrust_model::ModuleIdx(**m))
+                .map(|x| !x.path.starts_with('[') && Path::new(&x.path).exists())
+                .unwrap_or(false)
+        })
+        .max_by_key(|(_, c)| **c);
+    match best {
+        Some((m, _)) => Ok(PathBuf::from(
+            &samples
+                .modules
+                .get(proftrust_model::ModuleIdx(*m))
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+        )),
+        None => bail!("cannot tell which binary to audit: the samples name no readable module; pass --binary PATH"),
+    }
+}
+
+/// Resolves the program through `PATH` and makes it absolute, so that the recorder and the
+/// exact runner run the very same file.
+fn resolve_command(mut cmd: Vec<OsString>) -> Result<Vec<OsString>> {
+    let prog = PathBuf::from(&cmd[0]);
+    let found = if prog.components().count() > 1 {
+        prog.clone()
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(&prog))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.is_file())
+            .with_context(|| format!("program {} not found on PATH", prog.display()))?
+    };
+    let abs = std::fs::canonicalize(&found)
+        .with_context(|| format!("program {} not found", found.display()))?;
+    cmd[0] = abs.into_os_string();
+    Ok(cmd)
+}
+
+/// While alive, file descriptor 1 points at stderr, so that the profiled program's output
+/// does not mix with `--json` on stdout; the original stdout comes back on drop.
+struct StdoutToStderr {
+    saved: std::os::fd::OwnedFd,
+}
+
+impl StdoutToStderr {
+    fn new() -> Result<StdoutToStderr> {
+        use std::os::fd::AsFd;
+        std::io::stdout().flush()?;
+        let saved = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot duplicate stdout")?;
+        // SAFETY: dup2 on two descriptors this process owns for its whole life (1 and 2);
+        // no Rust object owns fd 1 exclusively (std's Stdout only writes to it).
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            bail!(
+                "cannot redirect stdout: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(StdoutToStderr { saved })
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is a valid descriptor we own; dup2 makes fd 1 a copy of it again.
+        unsafe {
+            libc::dup2(self.saved.as_raw_fd(), 1);
+        }
+    }
+}
+
+fn record_once(
+    cmd: &[OsString],
+    args: &AuditArgs,
+    period: Option<u64>,
+    randomize: bool,
+) -> Result<SampleSet> {
+    let ev = proftrust_record::EventSpec::parse(&args.event)
+        .with_context(|| format!("bad --event {:?}", args.event))?;
+    let mut o = proftrust_record::RecordOptions::default();
+    o.events = vec![ev];
+    o.period = period;
+    o.randomize = randomize;
+    o.seed = Some(args.seed);
+    o.timeout = args.timeout.map(std::time::Duration::from_secs_f64);
+    let argv: Vec<String> = cmd
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let pb = util::progress(None, "recording samples");
+    let guard = if args.json {
+        Some(StdoutToStderr::new()?)
+    } else {
+        None
+    };
+    let r = proftrust_record::record(&proftrust_record::Target::Command(argv), &o)
+        .context("recording failed")?;
+    drop(guard);
+    pb.finish_and_clear();
+    if let Some(e) = r.exec_error {
+        bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
+    }
+    Ok(r.samples)
+}
+
+fn count_exact(
+    cmd: &[OsString],
+    args: &AuditArgs,
+    weight: TruthWeight,
+    versions: &mut BTreeMap<String, String>,
+) -> Result<(ExactProfile, Option<String>)> {
+    let timeout = args.timeout.map(std::time::Duration::from_secs_f64);
+    let mut note = None;
+    let use_qemu = match args.backend {
+        Backend::Qemu => true,
+        Backend::Callgrind => false,
+        Backend::Auto => {
+            if weight == TruthWeight::CyclesEstimate {
+                false
+            } else {
+                match proftrust_exact::find_plugin() {
+                    Ok(_) => true,
+                    Err(e) => {
+                        note = Some(format!(
+                            "QEMU plugin not available ({e}); exact counts from callgrind instead"
+                        ));
+                        false
+                    }
+                }
+            }
+        }
+    };
+    if use_qemu && weight == TruthWeight::CyclesEstimate {
+        bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
+    }
+    let pb = util::progress(
+        None,
+        if use_qemu {
+            "counting exactly (qemu)"
+        } else {
+            "counting exactly (callgrind)"
+        },
+    );
+    let mut e = if use_qemu {
+        let o = proftrust_exact::QemuOptions {
+            timeout,
+            show_output: false,
+            ..Default::default()
+        };
+        versions.insert(
+            "qemu-x86_64".into(),
+            tool_version("qemu-x86_64", &["--version"]),
+        );
+        proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+    } else {
+        let o = proftrust_exact::CallgrindOptions {
+            timeout,
+            show_output: false,
+            cache_sim: weight == TruthWeight::CyclesEstimate,
+            branch_sim: weight == TruthWeight::CyclesEstimate,
+            ..Default::default()
+        };
+        versions.insert("valgrind".into(), tool_version("valgrind", &["--version"]));
+        proftrust_exact::count_callgrind(cmd, &o).context("exact count under callgrind failed")?
+    };
+    pb.finish_and_clear();
+    e.normalize();
+    Ok((e, note))
+}
+
+/// First line of `tool ARGS`, or `unavailable`.
+fn tool_version(tool: &str, args: &[&str]) -> String {
+    std::process::Command::new(tool)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| {
+            let s = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&s)
+                .lines()
+                .next()
+                .map(|l| l.trim().to_string())
+        })
+        .unwrap_or_else(|| "unavailable".into())
+}
+
+/// Builds a bundled workload into `target/workloads` (or `$PROFTRUST_WORKLOAD_DIR`) with
+/// `gcc -O2 -g -fno-omit-frame-pointer`, unless an up-to-date build is there.
+fn build_workload(w: Workload, versions: &mut BTreeMap<String, String>) -> Result<PathBuf> {
+    let dir = std::env::var_os("PROFTRUST_WORKLOAD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/workloads"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let src = dir.join(format!("{}.c", w.name()));
+    let hdr = dir.join("common.h");
+    let exe = dir.join(w.name());
+    let fresh = std::fs::read_to_string(&src).ok().as_deref() == Some(w.source())
+        && std::fs::read_to_string(&hdr).ok().as_deref() == Some(WORKLOAD_HEADER)
+        && exe.is_file();
+    versions.insert("gcc".into(), tool_version("gcc", &["--version"]));
+    if !fresh {
+        std::fs::write(&hdr, WORKLOAD_HEADER)
+            .with_context(|| format!("cannot write {}", hdr.display()))?;
+        std::fs::write(&src, w.source())
+            .with_context(|| format!("cannot write {}", src.display()))?;
+        util::note(format!(
+            "building workload {} in {}",
+            w.name(),
+            dir.display()
+        ));
+        let out = std::process::Command::new("gcc")
+            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .arg("-lm")
+            .output()
+            .context("cannot run gcc to build the workload (apt-get install gcc)")?;
+        if !out.status.success() {
+            bail!(
+                "gcc failed to build {}: {}",
+                src.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    std::fs::canonicalize(&exe).with_context(|| format!("cannot find {}", exe.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_parse_with_binary_suffixes() {
+        assert_eq!(parse_period("64K"), Ok(65536));
+        assert_eq!(parse_period("16M"), Ok(16 << 20));
+        assert_eq!(parse_period("100000"), Ok(100000));
+        assert!(parse_period("0").is_err());
+        assert!(parse_period("x").is_err());
+    }
+}

@@ -1,0 +1,227 @@
+//! `proftrust vpmu`: run a program under QEMU, replay its exact block trace through the
+//! virtual PMU (proftrust-sim `vpmu`) and write the skid-affected samples a hardware PMU would
+//! have taken, as an ordinary native sample file (`read`, `audit`, `correct` take it as is).
+
+use crate::util;
+use anyhow::{bail, Context};
+use proftrust_sim::vpmu::{
+    class_costs, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents, VpmuOptions,
+};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Per-instruction cycle model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpiModelArg {
+    /// Every instruction takes `--cpi` cycles.
+    Flat,
+    /// Cycles by instruction class (iced-x86 decoding of the program's code).
+    Class,
+    /// The class table plus heavy loads: dependent loads (address register produced by a
+    /// load: pointer chasing, indirect indexing) take `--heavy-load` cycles (the trace has no
+    /// data addresses, so this rule stands in for cache misses).
+    Cache,
+}
+
+/// Arguments of `proftrust vpmu`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Constant skid in cycles.
+    #[arg(long, default_value_t = 0)]
+    skid: u64,
+    /// Skid distribution instead of a constant: `uniform:LO:HI` or `normal:MEAN:SD` (cycles).
+    #[arg(long, value_name = "DIST")]
+    skid_dist: Option<String>,
+    /// Sampling period of both events (instructions, cycles); a prime is best.
+    #[arg(long, default_value_t = 10007)]
+    period: u64,
+    /// Cycle-event period when it should differ from --period.
+    #[arg(long)]
+    cycle_period: Option<u64>,
+    /// Randomise periods: T + U(0, T/8).
+    #[arg(long)]
+    randomize: bool,
+    /// Seed of the random choices (printed and stored in the file).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Per-instruction cycle model.
+    #[arg(long, value_enum, default_value_t = CpiModelArg::Class)]
+    cpi_model: CpiModelArg,
+    /// CPI of the flat model (and of instructions outside the program's code).
+    #[arg(long, default_value_t = 1)]
+    cpi: u32,
+    /// Cycles of a heavy load under `--cpi-model cache`.
+    #[arg(long, default_value_t = 200)]
+    heavy_load: u32,
+    /// Per-address latency: `0xSVMA=CYCLES` (module-relative address in the program); repeat.
+    #[arg(long, value_name = "ADDR=CYCLES")]
+    latency: Vec<String>,
+    /// Record LBR stacks (last 32 taken branches) with every sample.
+    #[arg(long)]
+    lbr: bool,
+    /// Also write the exact per-instruction counts and modelled cycles (native exact file).
+    #[arg(long, value_name = "FILE")]
+    exact: Option<PathBuf>,
+    /// Output sample file.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Stop the program after this many seconds.
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Program and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let num = |x: &str| -> anyhow::Result<f64> {
+        x.parse::<f64>()
+            .with_context(|| format!("--skid-dist {s:?}: {x:?} is not a number"))
+    };
+    match parts.as_slice() {
+        ["uniform", lo, hi] => Ok(SkidDist::Uniform {
+            lo: num(lo)? as u64,
+            hi: num(hi)? as u64,
+        }),
+        ["normal", m, sd] => Ok(SkidDist::Normal {
+            mean: num(m)?,
+            sd: num(sd)?,
+        }),
+        ["constant", s0] => Ok(SkidDist::Constant(num(s0)? as u64)),
+        _ => bail!("--skid-dist {s:?}: expected uniform:LO:HI, normal:MEAN:SD or constant:S"),
+    }
+}
+
+/// The program path as QEMU will run it (PATH lookup for bare names).
+pub fn resolve(prog: &OsString) -> anyhow::Result<PathBuf> {
+    let p = Path::new(prog);
+    if p.components().count() > 1 {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            let c = d.join(p);
+            if c.is_file() {
+                return Ok(c);
+            }
+        }
+    }
+    bail!("program {} not found on PATH", p.display())
+}
+
+/// Class-based cost table of the program's executable sections.
+pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> {
+    use object::{Object, ObjectSection, SectionKind};
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file = object::File::parse(&*data)
+        .with_context(|| format!("{} is not an ELF file this tool can read", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut table = CostTable::new(name.clone());
+    for s in file.sections() {
+        if s.kind() != SectionKind::Text {
+            continue;
+        }
+        let bytes = s
+            .data()
+            .with_context(|| format!("cannot read a code section of {}", path.display()))?;
+        let part = class_costs(&name, bytes, s.address(), t);
+        table.costs.extend(part.costs);
+    }
+    Ok(table)
+}
+
+/// Runs the subcommand.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let skid = match &a.skid_dist {
+        Some(d) => parse_dist(d)?,
+        None => SkidDist::Constant(a.skid),
+    };
+    let prog = resolve(&a.command[0])?;
+    let mut model = CycleModel::flat(a.cpi);
+    let mut classes = ClassCycles::default();
+    classes.heavy_load = (a.cpi_model == CpiModelArg::Cache).then_some(a.heavy_load);
+    let mut table = match a.cpi_model {
+        CpiModelArg::Flat => {
+            let name = prog
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            CostTable::new(name)
+        }
+        CpiModelArg::Class | CpiModelArg::Cache => program_costs(&prog, &classes)?,
+    };
+    if a.cpi_model == CpiModelArg::Flat {
+        for c in table.costs.values_mut() {
+            c.cycles = a.cpi;
+        }
+    }
+    for l in &a.latency {
+        let (addr, cyc) = l
+            .split_once('=')
+            .with_context(|| format!("--latency {l:?}: expected 0xADDR=CYCLES"))?;
+        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+            .with_context(|| format!("--latency {l:?}: {addr:?} is not a hex address"))?;
+        let cyc: u32 = cyc
+            .parse()
+            .with_context(|| format!("--latency {l:?}: {cyc:?} is not a cycle count"))?;
+        table.set(addr, cyc);
+    }
+    model.tables.push(table);
+    let mut opts = VpmuOptions::default();
+    opts.instruction_period = a.period;
+    opts.cycle_period = a.cycle_period.unwrap_or(a.period);
+    opts.randomize = a.randomize;
+    opts.skid = skid;
+    opts.seed = a.seed;
+    opts.events = VpmuEvents {
+        instructions: true,
+        cycles: true,
+    };
+    opts.lbr = a.lbr;
+    opts.exact = a.exact.is_some();
+    let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
+    let qo = proftrust_exact::QemuOptions {
+        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+        ..proftrust_exact::QemuOptions::default()
+    };
+    util::note(format!(
+        "virtual PMU: skid {skid:?} cycles, period {}{}, cpi model {:?}, seed {}",
+        a.period,
+        if a.randomize { " randomised" } else { "" },
+        a.cpi_model,
+        a.seed
+    ));
+    let pb = util::progress(None, "tracing under QEMU");
+    let outcome = proftrust_exact::trace_qemu(&a.command, &qo, &mut v)
+        .context("cannot trace the program under QEMU")?;
+    pb.finish_and_clear();
+    let (mut set, exact) = v.finish();
+    set.command = a
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    util::note(format!(
+        "{} samples ({} instruction, {} cycle); program {:?}",
+        set.samples.len(),
+        set.count_for_event(0),
+        set.count_for_event(1),
+        outcome
+    ));
+    util::write_atomically(&a.output, |w| {
+        proftrust_formats::native::write_samples(w, &set)
+            .with_context(|| format!("cannot write {}", a.output.display()))
+    })?;
+    if let (Some(p), Some(mut e)) = (&a.exact, exact) {
+        e.command = set.command.clone();
+        util::write_atomically(p, |w| {
+            proftrust_formats::native::write_exact(w, &e)
+                .with_context(|| format!("cannot write {}", p.display()))
+        })?;
+    }
+    Ok(())
+}

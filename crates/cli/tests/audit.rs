@@ -1,0 +1,601 @@
+//! End-to-end tests of `proftrust audit` on a bundled workload, against independent oracles:
+//! `perf report --stdio` sample counts for the same perf.data, `callgrind_annotate` totals
+//! for the same callgrind file, headless Chromium for the HTML report. Tests needing a tool
+//! that is absent print `SKIP: <test>: <reason>` and return.
+
+use proftrust_model::{BuildId, EventDesc, EventKind, Location, Module, Sample, SampleSet};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+
+/// Workload size of the fixture runs: the same input for samples and truth.
+const SIZE: &str = "5";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Whether `tool` can be started (some, like `callgrind_annotate --version`, exit non-zero
+/// even when present, so only the spawn is checked).
+fn have(tool: &str, arg: &str) -> bool {
+    Command::new(tool).arg(arg).output().is_ok()
+}
+
+fn skip(test: &str, why: &str) {
+    eprintln!("SKIP: {test}: {why}");
+}
+
+/// Files made once for all tests: the workloads (gcc -O2 -g from workloads/*.c), a perf.data
+/// of omnet and a callgrind file of omnet.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    bin_dir: PathBuf,
+    perf_data: Option<PathBuf>,
+    callgrind: Option<PathBuf>,
+}
+
+fn fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        if !have("gcc", "--version") {
+            return None;
+        }
+        let dir = tempfile::tempdir().ok()?;
+        let bin_dir = dir.path().join("bin");
+        let st = Command::new("bash")
+            .arg(repo().join("workloads/build.sh"))
+            .arg(&bin_dir)
+            .output()
+            .ok()?;
+        assert!(
+            st.status.success(),
+            "workloads/build.sh failed: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let omnet = bin_dir.join("omnet");
+        let perf_data = dir.path().join("perf.data");
+        let perf_ok = have("perf", "--version")
+            && Command::new("perf")
+                .args(["record", "-q", "-e", "cpu-clock", "-c", "20011", "-o"])
+                .arg(&perf_data)
+                .arg(&omnet)
+                .arg(SIZE)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+        let cg = dir.path().join("callgrind.out");
+        let cg_ok = have("valgrind", "--version")
+            && Command::new("valgrind")
+                .args([
+                    "--tool=callgrind",
+                    "--dump-instr=yes",
+                    "--collect-jumps=yes",
+                    "-q",
+                ])
+                .arg(format!("--callgrind-out-file={}", cg.display()))
+                .arg(&omnet)
+                .arg(SIZE)
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+        Some(Fixture {
+            _dir: dir,
+            bin_dir,
+            perf_data: perf_ok.then_some(perf_data),
+            callgrind: cg_ok.then_some(cg),
+        })
+    })
+    .as_ref()
+}
+
+fn audit(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(BIN)
+        .arg("audit")
+        .args(args)
+        .output()
+        .expect("run proftrust")
+}
+
+fn os<S: AsRef<std::ffi::OsStr> + ?Sized>(s: &S) -> &std::ffi::OsStr {
+    s.as_ref()
+}
+
+fn json_of(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "audit failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("audit --json prints JSON")
+}
+
+/// `perf report --stdio -n --sort sym --dsos NAME`: symbol -> samples.
+fn perf_report_counts(perf_data: &Path, dso: &str) -> BTreeMap<String, u64> {
+    let o = Command::new("perf")
+        .args([
+            "report", "--stdio", "-n", "--sort", "sym", "--dsos", dso, "-i",
+        ])
+        .arg(perf_data)
+        .output()
+        .expect("perf report");
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let t = line.trim();
+        if t.starts_with('#') || t.is_empty() {
+            continue;
+        }
+        // "93.41%          3176  [.] chase"
+        let mut it = t.split_whitespace();
+        let (Some(pct), Some(n), Some(kind)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if !pct.ends_with('%') || kind != "[.]" {
+            continue;
+        }
+        let name = it.collect::<Vec<_>>().join(" ");
+        *m.entry(name).or_default() += n.parse::<u64>().expect("sample count");
+    }
+    m
+}
+
+/// `callgrind_annotate` self totals of `object`: function name -> Ir. callgrind_annotate
+/// prints one line per (source file, function); the `[object]` suffix is left off the lines
+/// of a function's inlined files, so an object-less line belongs to the object its function
+/// is printed with elsewhere. Functions valgrind could not name appear as `???:0x...`; they
+/// and `_start` as `(below main)`; they are returned under the key `"???"`, summed.
+fn callgrind_annotate_totals(cg: &Path, object: &Path) -> BTreeMap<String, u64> {
+    let o = Command::new("callgrind_annotate")
+        .arg("--threshold=100")
+        .arg(cg)
+        .output()
+        .expect("callgrind_annotate");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let obj = format!("[{}]", object.display());
+    // (function key, object if printed, Ir)
+    let mut rows: Vec<(String, Option<String>, u64)> = Vec::new();
+    for line in text.lines() {
+        // "1,620,006 (12.96%)  /work/main/workloads/omnet.c:chase [/tmp/x/omnet]"
+        let t = line.trim();
+        let Some((num, rest)) = t.split_once(' ') else {
+            continue;
+        };
+        let Ok(n) = num.replace(',', "").parse::<u64>() else {
+            continue;
+        };
+        let Some((_, rest)) = rest.trim_start().split_once(")  ") else {
+            continue;
+        };
+        if rest.contains("PROGRAM TOTALS") {
+            continue;
+        }
+        let (loc, object_part) = match rest.rsplit_once(" [") {
+            Some((l, o)) => (l, Some(format!("[{o}"))),
+            None => (rest, None),
+        };
+        let func = loc.rsplit_once(':').map(|x| x.1).unwrap_or(loc);
+        // valgrind's own names: `???:0x...` (no symbol it trusts) and `(below main)`.
+        let key = if loc.starts_with("???:0x") || func == "(below main)" {
+            "???"
+        } else {
+            func
+        };
+        rows.push((key.to_string(), object_part, n));
+    }
+    let in_object: BTreeSet<String> = rows
+        .iter()
+        .filter(|(_, o, _)| o.as_deref() == Some(obj.as_str()))
+        .map(|(k, _, _)| k.clone())
+        .collect();
+    let mut m = BTreeMap::new();
+    for (key, object_part, n) in rows {
+        let ours = match object_part {
+            Some(o) => o == obj,
+            None => in_object.contains(&key),
+        };
+        if ours {
+            *m.entry(key).or_default() += n;
+        }
+    }
+    m
+}
+
+#[test]
+fn sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate() {
+    let name = "sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate";
+    let Some(f) = fixture() else {
+        return skip(name, "gcc not installed");
+    };
+    let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
+        return skip(
+            name,
+            "perf record (cpu-clock) or valgrind unavailable on this machine",
+        );
+    };
+    if !have("callgrind_annotate", "--version") {
+        return skip(name, "callgrind_annotate not installed");
+    }
+    let omnet = f.bin_dir.join("omnet");
+    let o = audit(&[
+        os("--samples"),
+        pd.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--json"),
+    ]);
+    let j = json_of(&o);
+    let funcs = j["functions"].as_array().expect("functions");
+    let ours = |field: &str| -> BTreeMap<String, u64> {
+        funcs
+            .iter()
+            .map(|x| {
+                (
+                    x["name"].as_str().unwrap().to_string(),
+                    x[field].as_u64().unwrap(),
+                )
+            })
+            .filter(|(_, v)| *v > 0)
+            .collect()
+    };
+
+    // Oracle 1: perf report's per-symbol sample counts for the omnet DSO.
+    let perf = perf_report_counts(pd, "omnet");
+    assert!(!perf.is_empty(), "perf report printed no omnet symbol");
+    assert_eq!(ours("samples"), perf, "per-function samples vs perf report");
+    assert_eq!(
+        j["metrics"]["samples"].as_u64().unwrap(),
+        perf.values().sum::<u64>()
+    );
+
+    // Oracle 2: callgrind_annotate's per-function self Ir for the omnet object.
+    let cga = callgrind_annotate_totals(cg, &omnet);
+    let exact = ours("exact_instructions");
+    assert!(exact.contains_key("chase") && exact.contains_key("build.constprop.0"));
+    // Every function callgrind names has exactly our count; the ones it leaves unnamed
+    // (`???:0x...`, e.g. `__do_global_dtors_aux`) add up to exactly our remainder.
+    let mut unnamed_by_callgrind = 0;
+    for (fname, n) in &exact {
+        match cga.get(fname) {
+            Some(c) => assert_eq!(c, n, "exact instructions of {fname} vs callgrind_annotate"),
+            None => unnamed_by_callgrind += n,
+        }
+    }
+    assert_eq!(
+        cga.get("???").copied().unwrap_or(0),
+        unnamed_by_callgrind,
+        "instructions in functions callgrind_annotate does not name"
+    );
+    assert_eq!(
+        cga.values().sum::<u64>(),
+        exact.values().sum::<u64>(),
+        "omnet object total vs callgrind_annotate"
+    );
+    assert_eq!(
+        j["metrics"]["instructions"].as_u64().unwrap(),
+        exact.values().sum::<u64>()
+    );
+}
+
+#[test]
+fn json_contract_fields_and_ranges() {
+    let name = "json_contract_fields_and_ranges";
+    let Some(f) = fixture() else {
+        return skip(name, "gcc not installed");
+    };
+    let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
+        return skip(name, "perf record or valgrind unavailable");
+    };
+    let omnet = f.bin_dir.join("omnet");
+    let j = json_of(&audit(&[
+        os("--samples"),
+        pd.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--json"),
+    ]));
+    assert!(j["config"]["seed"].is_u64());
+    assert!(j["config"]["tool_versions"].is_object());
+    assert_eq!(j["config"]["truth_weight"], "instructions");
+    for k in [
+        "nrmse_sr",
+        "sc",
+        "od",
+        "epsilon_function",
+        "epsilon_inline",
+        "epsilon_block",
+        "epsilon_instruction",
+        "kendall_tau",
+        "top10_overlap",
+        "coverage",
+    ] {
+        assert!(j["metrics"].get(k).is_some(), "metrics.{k} missing");
+    }
+    for k in [
+        "epsilon_function",
+        "epsilon_inline",
+        "epsilon_block",
+        "epsilon_instruction",
+        "sc",
+    ] {
+        let v = j["metrics"][k].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&v), "{k} = {v}");
+    }
+    // finer granularity can only see more mis-attribution
+    let ef = j["metrics"]["epsilon_function"].as_f64().unwrap();
+    let ei = j["metrics"]["epsilon_instruction"].as_f64().unwrap();
+    assert!(ei >= ef - 1e-12, "instruction {ei} < function {ef}");
+    let mut share_sum = 0.0;
+    for x in j["functions"].as_array().unwrap() {
+        for k in [
+            "name",
+            "samples",
+            "sampled_share",
+            "ci_low",
+            "ci_high",
+            "exact_instructions",
+            "exact_share",
+        ] {
+            assert!(x.get(k).is_some(), "functions[].{k} missing");
+        }
+        let (lo, s, hi) = (
+            x["ci_low"].as_f64().unwrap(),
+            x["sampled_share"].as_f64().unwrap(),
+            x["ci_high"].as_f64().unwrap(),
+        );
+        assert!(lo <= s && s <= hi, "{x}");
+        share_sum += x["exact_share"].as_f64().unwrap();
+    }
+    assert!((share_sum - 1.0).abs() < 1e-9);
+    // the warning about cpu-clock vs instructions is there
+    let w = j["warnings"].to_string();
+    assert!(w.contains("CPI"), "{w}");
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium() {
+    let name = "html_report_renders_in_headless_chromium";
+    let Some(f) = fixture() else {
+        return skip(name, "gcc not installed");
+    };
+    let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
+        return skip(name, "perf record or valgrind unavailable");
+    };
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .any(|c| have(c, "--version"));
+    if !chromium {
+        return skip(name, "chromium not installed (apt-get install -y chromium)");
+    }
+    let omnet = f.bin_dir.join("omnet");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let o = audit(&[
+        os("--samples"),
+        pd.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--html"),
+        html.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let check = Command::new("bash")
+        .arg(repo().join("scripts/html-check.sh"))
+        .arg(&html)
+        .args(["plot-functions", "plot-instructions"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "html-check failed: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+/// Writes a native sample file with `n` samples at `svma` in module `m`.
+fn write_samples(path: &Path, m: Module, svma: u64, n: usize) {
+    let mut s = SampleSet::default();
+    let idx = s.modules.intern(m);
+    s.events.push(EventDesc {
+        name: "cpu-clock".into(),
+        kind: EventKind::CpuClock,
+        config: Default::default(),
+    });
+    for _ in 0..n {
+        s.samples.push(Sample {
+            event: 0,
+            pid: 1,
+            tid: 1,
+            time: 0,
+            cpu: 0,
+            period: 1000,
+            ip: Location::new(idx, svma),
+            callchain: vec![],
+            branches: vec![],
+        });
+    }
+    let f = std::fs::File::create(path).unwrap();
+    proftrust_formats::native::write_samples(std::io::BufWriter::new(f), &s).unwrap();
+}
+
+fn assert_refused(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(needle), "expected {needle:?} in: {err}");
+    assert!(
+        o.stdout.is_empty(),
+        "no numbers may be printed on refusal: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn bad_inputs_are_refused_with_clear_messages() {
+    let name = "bad_inputs_are_refused_with_clear_messages";
+    let Some(f) = fixture() else {
+        return skip(name, "gcc not installed");
+    };
+    let Some(cg) = &f.callgrind else {
+        return skip(name, "valgrind unavailable");
+    };
+    let omnet = f.bin_dir.join("omnet");
+    let dir = tempfile::tempdir().unwrap();
+
+    // 1. samples from another build of omnet (build-id differs)
+    let p = dir.path().join("otherbuild.ptsamp");
+    let mut m = Module::new(omnet.display().to_string());
+    m.build_id = Some(BuildId(vec![0xde, 0xad, 0xbe, 0xef]));
+    write_samples(&p, m, 0x1200, 10);
+    let o = audit(&[
+        os("--samples"),
+        p.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--json"),
+    ]);
+    assert_refused(&o, "another build of omnet");
+    assert_refused(&o, "deadbeef");
+
+    // 2. samples and truth from different programs
+    let p = dir.path().join("hmmer.ptsamp");
+    let hmmer = f.bin_dir.join("hmmer");
+    write_samples(&p, Module::new(hmmer.display().to_string()), 0x1200, 10);
+    let o = audit(&[
+        os("--samples"),
+        p.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+    ]);
+    assert_refused(&o, "samples contain nothing from omnet");
+
+    // 3. no samples in the binary (all in libc)
+    let p = dir.path().join("libc.ptsamp");
+    let mut s = SampleSet::default();
+    s.modules.intern(Module::new(omnet.display().to_string()));
+    let libc = s
+        .modules
+        .intern(Module::new("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+    s.events.push(EventDesc {
+        name: "cpu-clock".into(),
+        kind: EventKind::CpuClock,
+        config: Default::default(),
+    });
+    for _ in 0..7 {
+        s.samples.push(Sample {
+            event: 0,
+            pid: 1,
+            tid: 1,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            ip: Location::new(libc, 0x28000),
+            callchain: vec![],
+            branches: vec![],
+        });
+    }
+    let file = std::fs::File::create(&p).unwrap();
+    proftrust_formats::native::write_samples(std::io::BufWriter::new(file), &s).unwrap();
+    let o = audit(&[
+        os("--samples"),
+        p.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+    ]);
+    assert_refused(
+        &o,
+        "no samples in omnet: all 7 samples lie in other modules",
+    );
+
+    // 4. empty profile
+    let p = dir.path().join("empty.ptsamp");
+    write_samples(&p, Module::new(omnet.display().to_string()), 0x1200, 0);
+    let o = audit(&[
+        os("--samples"),
+        p.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+    ]);
+    assert_refused(&o, "empty");
+
+    // 5. a truth file given as samples
+    let o = audit(&[
+        os("--samples"),
+        cg.as_os_str(),
+        os("--truth"),
+        cg.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+    ]);
+    assert_refused(&o, "not samples");
+}
+
+#[test]
+fn record_mode_with_sweep_on_a_bundled_workload() {
+    let name = "record_mode_with_sweep_on_a_bundled_workload";
+    if !have("gcc", "--version") || !have("valgrind", "--version") {
+        return skip(name, "gcc or valgrind not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("sweep.html");
+    let o = Command::new(BIN)
+        .env("PROFTRUST_WORKLOAD_DIR", dir.path().join("wl"))
+        .args([
+            "audit",
+            "--workload",
+            "mcf",
+            "--size",
+            "4",
+            "--backend",
+            "callgrind",
+            "--period",
+            "100003",
+            "--sweep",
+            "64K,256K",
+            "--json",
+            "--html",
+        ])
+        .arg(&html)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success()
+        && (err.contains("perf_event_paranoid") || err.contains("Permission denied"))
+    {
+        return skip(name, "perf_event_open not permitted here");
+    }
+    let j = json_of(&o);
+    assert_eq!(j["config"]["seed"], 1);
+    assert_eq!(j["config"]["period"], 100003);
+    let sweep = j["sweep"].as_array().unwrap();
+    // two periods, each fixed and randomised
+    assert_eq!(sweep.len(), 4);
+    assert_eq!(sweep[0]["period"], 65536);
+    assert_eq!(sweep[1]["randomized"], true);
+    assert_eq!(sweep[3]["period"], 262144);
+    let names: Vec<&str> = j["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("scan")), "{names:?}");
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.contains("id=\"plot-sweep\"") && h.contains("id=\"plot-sweep-od\""));
+}

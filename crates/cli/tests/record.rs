@@ -1,0 +1,164 @@
+//! `proftrust record` end to end: the file is written (and read back with the native reader)
+//! whatever happens to the program; errors exit with status 2 and say what to do.
+
+use proftrust_model::RunOutcome;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn proftrust(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .args(args)
+        .output()
+        .expect("run proftrust")
+}
+
+/// Compiles `crates/record/tests/c/<name>.c` into `dir` (gcc -O2 -g).
+fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
+    let ok = Command::new("gcc")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIP: {test}: gcc not installed");
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../record/tests/c")
+        .join(format!("{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed on {}", src.display());
+    Some(out)
+}
+
+fn read(path: &Path) -> proftrust_model::SampleSet {
+    let bytes = std::fs::read(path).expect("output file exists");
+    proftrust_formats::native::read_samples(&bytes).expect("native sample file reads back")
+}
+
+#[test]
+fn records_a_program_with_seed_and_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("records_a_program", "work", dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("w.ptsamp");
+    let b = bin.to_str().unwrap();
+    let o = proftrust(&[
+        "record",
+        "-c",
+        "100003",
+        "--randomize",
+        "--seed",
+        "5",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        b,
+        "20",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("seed 5"), "{err}");
+    let set = read(&out);
+    assert_eq!(set.outcome, Some(RunOutcome::Exited { code: 0 }));
+    assert_eq!(set.command, vec![b.to_string(), "20".to_string()]);
+    assert_eq!(set.events[0].name, "cpu-clock");
+    assert_eq!(set.events[0].config.seed, Some(5));
+    assert_eq!(set.events[0].config.randomize_max, Some(100_003 / 8));
+    assert!(set.samples.len() >= 50, "{} samples", set.samples.len());
+    assert!(set.modules.find_by_file_name("work").is_some());
+}
+
+#[test]
+fn failures_of_the_program_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("failures_of_the_program", "multi", dir.path()) else {
+        return;
+    };
+    let b = bin.to_str().unwrap();
+    let out = dir.path().join("x.ptsamp");
+    let o = out.to_str().unwrap();
+
+    // not found: file written with exit status 127, then an error (status 2)
+    let r = proftrust(&["record", "-o", o, "--", "/no/such/program"]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("could not be started") && err.contains("No such file"),
+        "{err}"
+    );
+    assert_eq!(read(&out).outcome, Some(RunOutcome::Exited { code: 127 }));
+
+    // killed by SIGSEGV
+    let r = proftrust(&["record", "-o", o, "--", b, "segv"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("SIGSEGV"));
+    assert_eq!(
+        read(&out).outcome,
+        Some(RunOutcome::Signaled {
+            signal: 11,
+            name: "SIGSEGV".into()
+        })
+    );
+
+    // non-zero exit
+    let r = proftrust(&["record", "-o", o, "--", b, "exit3"]);
+    assert!(r.status.success());
+    assert_eq!(read(&out).outcome, Some(RunOutcome::Exited { code: 3 }));
+
+    // timeout: killed, reaped, recorded
+    let pidfile = dir.path().join("pid");
+    let r = proftrust(&[
+        "record",
+        "--timeout",
+        "0.3",
+        "-o",
+        o,
+        "--",
+        b,
+        "sleep",
+        pidfile.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        read(&out).outcome,
+        Some(RunOutcome::TimedOut { millis: 300 })
+    );
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    assert!(!Path::new(&format!("/proc/{}", pid.trim())).exists());
+}
+
+#[test]
+fn bad_requests_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("y.ptsamp");
+    let o = out.to_str().unwrap();
+    let r = proftrust(&["record", "-o", o]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("nothing to record"));
+    let r = proftrust(&["record", "-e", "bogus", "-o", o, "--", "/bin/true"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("known events"));
+    let r = proftrust(&["record", "-e", "cycles", "-o", o, "--", "/bin/true"]);
+    if r.status.success() {
+        eprintln!("SKIP: bad_requests_are_clear_errors (cycles part): this machine has a PMU");
+    } else {
+        assert_eq!(r.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(
+            err.trim(),
+            "error: hardware event `cycles` is not available on this machine (no PMU visible to perf_event_open); use -e cpu-clock or -e task-clock"
+        );
+        assert!(!out.exists());
+    }
+    let r = proftrust(&["record", "--pid", "999999999", "-o", o]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("no process with pid"));
+}

@@ -1,0 +1,178 @@
+//! `proftrust truth` end to end: counts a C program compiled at test time, writes the exact
+//! file atomically, `proftrust read --json` reads it back. Oracle for the numbers: the known
+//! trip count of `kernel`'s loop times its instruction count per `objdump -d`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn need(test: &str, tools: &[&str]) -> bool {
+    for t in tools {
+        if !have(t) {
+            eprintln!("SKIP: {test}: {t} is not installed");
+            return false;
+        }
+    }
+    true
+}
+
+fn proftrust() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proftrust"))
+}
+
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../exact/tests/c")
+        .join(format!("{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-pthread"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success());
+    out
+}
+
+/// Number of instructions in `kernel`'s loop body per objdump (from the backward jump's
+/// target to the jump).
+fn loop_len(bin: &Path) -> u64 {
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<(u64, String)> = text
+        .split("<kernel>:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| {
+            let (a, r) = l.split_once(':')?;
+            Some((
+                u64::from_str_radix(a.trim(), 16).ok()?,
+                r.trim().to_string(),
+            ))
+        })
+        .collect();
+    for (a, t) in &f {
+        if let Some(tg) = t
+            .strip_prefix('j')
+            .and_then(|r| r.split_whitespace().nth(1))
+            .and_then(|x| u64::from_str_radix(x, 16).ok())
+        {
+            if tg < *a && tg >= f[0].0 {
+                return f.iter().filter(|x| x.0 >= tg && x.0 <= *a).count() as u64;
+            }
+        }
+    }
+    panic!("no loop in kernel");
+}
+
+#[test]
+fn truth_writes_an_exact_file_read_understands() {
+    if !need(
+        "truth_writes_an_exact_file_read_understands",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "loop");
+    let out = dir.path().join("loop.ptexact");
+    let n = 4000u64;
+    let st = proftrust()
+        .args(["-q", "truth", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .arg(n.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let r = proftrust()
+        .arg("read")
+        .arg(&out)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["format"], "exact");
+    let total = v["total_instructions"].as_u64().unwrap();
+    let body = loop_len(&bin) * (3 * n + 3);
+    assert!(total > body, "total {total} <= loop body {body}");
+    if let Some(funcs) = v["functions"].as_array() {
+        let k = funcs
+            .iter()
+            .find(|f| f["name"] == "kernel")
+            .expect("kernel in functions");
+        // kernel = its loop body (exact) plus a few instructions per call.
+        let ki = k["instructions"].as_u64().unwrap();
+        assert!(ki >= body && ki < body + 3 * 40, "kernel {ki}, loop {body}");
+    }
+}
+
+#[test]
+fn truth_records_failures_and_rejects_bad_commands() {
+    if !need(
+        "truth_records_failures_and_rejects_bad_commands",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "faults");
+    let out = dir.path().join("f.ptexact");
+    let st = proftrust()
+        .args(["truth", "--timeout", "30", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&bin)
+        .args(["exit3", "100"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    assert!(String::from_utf8_lossy(&st.stderr).contains("exited with status 3"));
+    assert!(out.is_file());
+
+    let missing = dir.path().join("nope.ptexact");
+    let st = proftrust()
+        .args(["truth", "-o"])
+        .arg(&missing)
+        .args(["--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&st.stderr).contains("command not found"));
+    assert!(!missing.exists(), "no file on failure");
+
+    let st = proftrust()
+        .args(["truth", "--backend", "callgrind", "--cpu", "max", "-o"])
+        .arg(&missing)
+        .arg("--")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+}

@@ -1,13 +1,13 @@
 //! One module per subcommand.
-pub mod audit;
 pub mod analyze;
-pub mod simulate;
+pub mod audit;
 pub mod calibrate;
+pub mod cct;
 pub mod correct;
 pub mod inspect;
-pub mod vpmu;
-pub mod record;
-pub mod read;
 pub mod paths;
-pub mod cct;
+pub mod read;
+pub mod record;
+pub mod simulate;
 pub mod truth;
+pub mod vpmu;

@@ -276,7 +276,7 @@ fn analyze_granularity_of_a_real_perf_record() {
     let f = v["function"]["per_key"].as_array().unwrap();
     let names: Vec<&str> = f.iter().filter_map(|k| k["key"].as_str()).collect();
     assert!(
-        names.iter().any(|n| *n == "a") && names.iter().any(|n| *n == "b"),
+        names.contains(&"a") && names.contains(&"b"),
         "functions {names:?}"
     );
     // a runs n iterations per call, b n/2: a's runs are the longer ones.

@@ -108,7 +108,7 @@ fn granularity(a: GranArgs) -> anyhow::Result<()> {
     let (set, format) = read_set(&a.file)?;
     let second = match a.second_event {
         Some(e) => Some(e),
-        None => (set.events.len() >= 2).then(|| if a.base_event == 0 { 1 } else { 0 }),
+        None => (set.events.len() >= 2).then_some(if a.base_event == 0 { 1 } else { 0 }),
     };
     let opts = GranularityOptions {
         base_event: a.base_event,

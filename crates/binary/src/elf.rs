@@ -689,6 +689,10 @@ fn plt_stubs(
         let mut dec = Decoder::with_ip(64, bytes, s.addr, DecoderOptions::NONE);
         let mut entry: Option<u64> = None;
         let mut pending: Vec<Function> = Vec::new();
+        // The lazy-binding header of `.plt` (PLT0: `push GOT+8; jmp *GOT+16`) jumps through
+        // a slot no relocation names; it is the `[plt]` stub (perf 6.1 folds it into a
+        // sizeless `_init` before it, objdump calls it `<first@plt-0x10>`).
+        let mut header = s.name == ".plt";
         while dec.can_decode() {
             let ins = dec.decode();
             let is_pad = matches!(ins.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
@@ -704,7 +708,15 @@ fn plt_stubs(
                         start: Svma(e),
                         size: 0,
                     });
+                } else if let (true, Some(e)) = (header, entry) {
+                    pending.push(Function {
+                        name: "[plt]".into(),
+                        raw_name: "[plt]".into(),
+                        start: Svma(e),
+                        size: 0,
+                    });
                 }
+                header = false;
             }
             if matches!(
                 ins.flow_control(),

@@ -167,6 +167,14 @@ fn functions_match_nm_and_function_at_finds_them() {
             assert_eq!((f.name.as_str(), f.start.0), (stub, a));
         }
     }
+    // The lazy-binding header before the first stub: objdump's `<free@plt-0x10>:`.
+    let header = od
+        .lines()
+        .find(|l| l.ends_with("@plt-0x10>:"))
+        .expect("objdump shows the .plt header");
+    let a = u64::from_str_radix(header.split_whitespace().next().unwrap(), 16).unwrap();
+    let f = bin.function_at(Svma(a)).expect("[plt]");
+    assert_eq!((f.name.as_str(), f.start.0, f.size), ("[plt]", a, 16));
 }
 
 #[test]
@@ -907,7 +915,10 @@ fn stripped_binaries_degrade_with_warnings() {
     );
     // Only the synthesized PLT stubs are left (a PIE exports no functions).
     assert!(b.function_at(Svma(nm["work"])).is_none());
-    assert!(b.functions().iter().all(|f| f.name.ends_with("@plt")));
+    assert!(b
+        .functions()
+        .iter()
+        .all(|f| f.name.ends_with("@plt") || f.name == "[plt]"));
     let mut mt = ModuleTable::default();
     let mi = mt.intern(Module::new(p(&all)));
     let s = Symbolizer::new(&mt, &[]);

@@ -30,6 +30,12 @@ pub enum SkidError {
         /// What is wrong, naming the block / simple loop.
         what: String,
     },
+    /// A profile cannot be corrected.
+    #[error("cannot correct this profile: {what}")]
+    Profile {
+        /// What is wrong and how to fix it.
+        what: String,
+    },
     /// A calibration input was unusable.
     #[error("cannot calibrate: {what}")]
     Calibration {

@@ -18,6 +18,9 @@
 pub mod calibrate;
 pub mod correct;
 mod error;
+pub mod flow;
 pub mod model;
+pub mod nnls;
+pub mod program;
 
 pub use error::SkidError;

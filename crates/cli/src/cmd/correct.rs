@@ -1,19 +1,24 @@
 //! `proftrust correct`: undo counter skid in an instruction profile (seed 000 §2).
 //!
-//! Per hot innermost loop of the binary: its simple loops (`proftrust_binary::simple_loops`),
-//! the sampled instruction and cycle estimates of its instructions (samples x period), and the
-//! skid `S` make a `proftrust_skid::correct::LoopProblem`; the solver's `E_i(F)` replace the
-//! raw instruction estimates of the loop. Everything outside corrected loops keeps its raw
-//! estimate. Functions are named by the innermost inline frame (seed 000 reports inlined
-//! functions such as `operator*` on their own); code in other modules is grouped per module.
-//! Cycles are not corrected (a constant skid does not bias cycle samples in a periodic loop,
-//! seed 000 §2.1), so corrected IPC = corrected instructions / sampled cycles.
+//! The work is done by `proftrust_skid::program::correct_profile` (the same entry point
+//! `audit` uses): with `--solver flow` (default) the whole program is corrected at once —
+//! every sampled function of the binary and the functions it calls, shared libraries
+//! reached through PLT stubs as black boxes (`proftrust_skid::flow`); with `--solver lsq` or
+//! `gibbs` each hot innermost loop is corrected on its own with its simple loops (seed 000
+//! §2 as printed) and everything else keeps its raw estimate. Functions are named by the
+//! innermost inline frame (seed 000 reports inlined functions such as `operator*` on their
+//! own); code in other modules is grouped per module. Cycles are not corrected (a constant
+//! skid does not bias cycle samples, seed 000 §2.1), so corrected IPC = corrected
+//! instructions / sampled cycles.
 
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_binary::{simple_loops, Binary};
-use proftrust_model::{EventKind, ExactProfile, Location, SampleSet, Svma};
-use proftrust_skid::correct::{problem_from_cfg, solve, Emulation, Solver};
+use proftrust_binary::Symbolizer;
+use proftrust_model::{ExactProfile, Location, ModuleIdx, SampleSet};
+use proftrust_skid::correct::{Emulation, Solver};
+use proftrust_skid::program::{
+    correct_profile, function_name, Method, ProgramOptions, SampledProfile,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -21,13 +26,15 @@ use std::path::{Path, PathBuf};
 /// Solver choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SolverArg {
-    /// Gibbs sampling (seed 000 Algorithm 1).
+    /// Whole-program flow formulation (interprocedural; default).
+    Flow,
+    /// Per hot innermost loop: Gibbs sampling (seed 000 Algorithm 1).
     Gibbs,
-    /// Alternating non-negative least squares.
+    /// Per hot innermost loop: alternating non-negative least squares.
     Lsq,
 }
 
-/// Emulation of eq. 6.
+/// Emulation of eq. 6 (per-loop solvers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EmulationArg {
     /// Each simple loop emulated on its own (eq. 6 as printed).
@@ -59,20 +66,24 @@ pub struct Args {
     #[arg(long)]
     truth: Option<PathBuf>,
     /// Solver.
-    #[arg(long, value_enum, default_value_t = SolverArg::Lsq)]
+    #[arg(long, value_enum, default_value_t = SolverArg::Flow)]
     solver: SolverArg,
-    /// Emulation of eq. 6.
+    /// Emulation of eq. 6 (per-loop solvers).
     #[arg(long, value_enum, default_value_t = EmulationArg::Mixed)]
     emulation: EmulationArg,
     /// Seed of the Gibbs sampler.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Loops holding less than this share of the module's instruction samples are left alone.
+    /// Per-loop solvers: loops holding less than this share of the module's instruction
+    /// samples are left alone.
     #[arg(long, default_value_t = 0.01)]
     hot_share: f64,
-    /// Loops with more simple loops than this are left alone (reported).
+    /// Per-loop solvers: loops with more simple loops than this are left alone (reported).
     #[arg(long, default_value_t = 64)]
     max_simple_loops: usize,
+    /// Flow solver: at most this many basic blocks are modelled (hottest functions first).
+    #[arg(long, default_value_t = 3000)]
+    max_blocks: usize,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -127,221 +138,89 @@ fn read_samples(p: &Path) -> anyhow::Result<SampleSet> {
         .with_context(|| format!("{} is not a proftrust sample file", p.display()))
 }
 
-/// Estimates keyed by (module file name, SVMA), and their total.
-type Estimates = (HashMap<(String, u64), f64>, f64);
-
-/// Per-location estimates (sum of periods) of the first event of `kind` in `set`.
-fn estimates(set: &SampleSet, kind: EventKind, file: &Path) -> anyhow::Result<Estimates> {
-    let ev = set
-        .events
-        .iter()
-        .position(|e| e.kind == kind)
-        .with_context(|| {
-            format!(
-                "{} has no {kind:?} event (events: {})",
-                file.display(),
-                set.events
-                    .iter()
-                    .map(|e| e.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })? as u16;
-    let mut m = HashMap::new();
-    let mut total = 0.0;
-    for s in set.samples.iter().filter(|s| s.event == ev) {
-        let name = module_name(&set.modules, s.ip);
-        *m.entry((name, s.ip.svma.0)).or_insert(0.0) += s.period as f64;
-        total += s.period as f64;
-    }
-    Ok((m, total))
-}
-
-fn module_name(t: &proftrust_model::ModuleTable, l: Location) -> String {
-    l.module
-        .and_then(|m| t.get(m))
-        .map(|m| m.file_name().to_string())
-        .unwrap_or_else(|| "[unknown]".into())
-}
-
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
     if !(a.skid.is_finite() && a.skid >= 0.0) {
         bail!("--skid must be a number of cycles >= 0");
     }
-    let (isets, csets) = match (&a.samples, &a.instructions, &a.cycles) {
-        (Some(p), _, _) => {
-            let s = read_samples(p)?;
-            (
-                estimates(&s, EventKind::Instructions, p)?,
-                estimates(&s, EventKind::Cycles, p)?,
-            )
+    let profile = match (&a.samples, &a.instructions, &a.cycles) {
+        (Some(p), _, _) => SampledProfile::from_sample_set(&read_samples(p)?)
+            .with_context(|| format!("{}", p.display()))?,
+        (None, Some(i), Some(c)) => {
+            SampledProfile::from_sample_sets(&read_samples(i)?, &read_samples(c)?)
+                .with_context(|| format!("{} and {}", i.display(), c.display()))?
         }
-        (None, Some(i), Some(c)) => (
-            estimates(&read_samples(i)?, EventKind::Instructions, i)?,
-            estimates(&read_samples(c)?, EventKind::Cycles, c)?,
-        ),
         _ => bail!("give --samples FILE, or --instructions FILE and --cycles FILE"),
     };
-    let (raw_i, _total_i) = isets;
-    let (raw_c, _total_c) = csets;
-    let bin = Binary::open(&a.binary)
-        .with_context(|| format!("cannot open the binary {}", a.binary.display()))?;
+    if !a.binary.is_file() {
+        bail!("cannot open the binary {}: no such file", a.binary.display());
+    }
+    let sym = Symbolizer::new(&profile.modules, std::slice::from_ref(&a.binary));
     let bname = a
         .binary
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let in_bin = |k: &(String, u64)| k.0 == bname;
-    let module_total: f64 = raw_i
+    let modelled: Vec<ModuleIdx> = profile
+        .modules
         .iter()
-        .filter(|(k, _)| in_bin(k))
-        .map(|(_, v)| v)
-        .sum();
-    if module_total == 0.0 {
+        .filter(|(i, _)| sym.binary(*i).is_some_and(|b| b.path() == a.binary.as_path()))
+        .map(|(i, _)| i)
+        .collect();
+    if modelled.is_empty() {
+        let w = sym.warnings().join("; ");
         bail!(
-            "no instruction samples fall in {} (sample modules are named by file name; \
-             is --binary the profiled program?)",
-            bname
+            "no module of the profile is {} (modules are matched by build-id, else file \
+             name; is --binary the profiled program?){}",
+            a.binary.display(),
+            if w.is_empty() { String::new() } else { format!(": {w}") }
         );
     }
-    let solver = match a.solver {
-        SolverArg::Gibbs => Solver::Gibbs,
-        SolverArg::Lsq => Solver::Lsq,
+    let method = match a.solver {
+        SolverArg::Flow => Method::Flow,
+        s => Method::Loops {
+            solver: if s == SolverArg::Gibbs {
+                Solver::Gibbs
+            } else {
+                Solver::Lsq
+            },
+            emulation: match a.emulation {
+                EmulationArg::PerLoop => Emulation::PerLoop,
+                EmulationArg::Mixed => Emulation::Mixed,
+            },
+        },
     };
-    let emulation = match a.emulation {
-        EmulationArg::PerLoop => Emulation::PerLoop,
-        EmulationArg::Mixed => Emulation::Mixed,
-    };
-    let mut corrected: HashMap<(String, u64), f64> = raw_i.clone();
-    let mut loops_out = Vec::new();
-    let mut instrs_out = Vec::new();
-    let mut blocks_out = Vec::new();
-    let mut skipped = Vec::new();
-    // Functions of the binary with samples.
-    let mut fsamples: BTreeMap<u64, f64> = BTreeMap::new();
-    for ((m, a0), v) in &raw_i {
-        if m == &bname {
-            if let Some(f) = bin.function_at(Svma(*a0)) {
-                *fsamples.entry(f.start.0).or_insert(0.0) += v;
-            }
-        }
-    }
-    let pb = util::progress(Some(fsamples.len() as u64), "correcting loops");
-    for (&start, &fs) in &fsamples {
-        pb.inc(1);
-        if fs < a.hot_share * module_total {
-            continue;
-        }
-        let Some(f) = bin.function_at(Svma(start)) else {
-            continue;
-        };
-        let cfg = match bin.cfg(f) {
-            Ok(c) => c,
-            Err(e) => {
-                skipped.push(format!("{}: no CFG ({e})", f.name));
-                continue;
-            }
-        };
-        for lp in &cfg.loops {
-            if cfg.loops.iter().any(|o| o.parent == Some(lp.id)) {
-                continue; // innermost loops only
-            }
-            let key = |s: Svma| (bname.clone(), s.0);
-            let lsum: f64 = lp
-                .blocks
-                .iter()
-                .flat_map(|b| cfg.block(*b).instructions.iter())
-                .map(|s| raw_i.get(&key(*s)).copied().unwrap_or(0.0))
-                .sum();
-            if lsum < a.hot_share * module_total {
-                continue;
-            }
-            let header = cfg.block(lp.header).start;
-            let sl = match simple_loops(&cfg, lp, a.max_simple_loops) {
-                Ok(s) => s,
-                Err(e) => {
-                    skipped.push(format!("{} loop at {header}: {e}", f.name));
-                    continue;
-                }
-            };
-            let prob = problem_from_cfg(
-                &cfg,
-                lp,
-                &sl,
-                a.skid,
-                |s| raw_i.get(&key(s)).copied().unwrap_or(0.0),
-                |s| raw_c.get(&key(s)).copied().unwrap_or(0.0),
-            )
-            .with_context(|| format!("loop at {header} in {}", f.name))?;
-            let sol = solve(&prob.problem, solver, emulation, a.seed)
-                .with_context(|| format!("cannot correct the loop at {header} in {}", f.name))?;
-            for (k, addr) in prob.addresses.iter().enumerate() {
-                corrected.insert(key(*addr), sol.instructions[k]);
-                instrs_out.push(InstrOut {
-                    address: format!("{addr}"),
-                    function: f.name.clone(),
-                    raw: prob.problem.sampled_instructions[k],
-                    corrected: sol.instructions[k],
-                });
-            }
-            let mut at = 0;
-            for (bi, b) in prob.blocks.iter().enumerate() {
-                let n = prob.problem.block_sizes[bi];
-                blocks_out.push(BlockOut {
-                    function: f.name.clone(),
-                    start: format!("{}", cfg.block(*b).start),
-                    raw: prob.problem.sampled_instructions[at..at + n].iter().sum(),
-                    corrected: sol.instructions[at..at + n].iter().sum(),
-                });
-                at += n;
-            }
-            loops_out.push(LoopOut {
-                function: f.name.clone(),
-                header: format!("{header}"),
-                blocks: prob.blocks.len(),
-                simple_loops: sl.len(),
-                frequencies: sol.frequencies.clone(),
-                phi_start: sol.phi_start,
-                phi: sol.phi,
-                iterations: sol.iterations,
-                converged: sol.converged,
-            });
-        }
-    }
+    let mut opts = ProgramOptions::default();
+    opts.skid = a.skid;
+    opts.method = method;
+    opts.modules = Some(modelled.clone());
+    opts.hot_share = a.hot_share;
+    opts.max_simple_loops = a.max_simple_loops;
+    opts.max_blocks = a.max_blocks;
+    opts.seed = a.seed;
+    let pb = util::progress(None, "correcting");
+    let cor = correct_profile(&profile, &sym, &opts)
+        .with_context(|| format!("cannot correct the profile of {bname}"))?;
     pb.finish_and_clear();
-    // Function naming: innermost inline frame in the binary, module name elsewhere.
-    let mut names: HashMap<(String, u64), String> = HashMap::new();
-    let mut name_of = |k: &(String, u64)| -> String {
-        if let Some(n) = names.get(k) {
-            return n.clone();
-        }
-        let n = if k.0 == bname {
-            let frames = bin.frames(Svma(k.1));
-            match frames.first() {
-                Some(fr) => fr.function.clone(),
-                None => bin
-                    .function_at(Svma(k.1))
-                    .map(|f| f.name.clone())
-                    .unwrap_or_else(|| format!("[{}]", k.0)),
-            }
-        } else {
-            format!("[{}]", k.0)
-        };
-        names.insert(k.clone(), n.clone());
-        n
+    // Names.
+    let mut names: HashMap<Location, String> = HashMap::new();
+    let mut name_of = |l: Location| -> String {
+        names
+            .entry(l)
+            .or_insert_with(|| function_name(&sym, &modelled, l))
+            .clone()
     };
     let mut per_fn: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
-    for (k, v) in &raw_i {
-        per_fn.entry(name_of(k)).or_default().0 += v;
+    for (l, v) in &cor.raw {
+        per_fn.entry(name_of(*l)).or_default().0 += v;
     }
-    for (k, v) in &corrected {
-        per_fn.entry(name_of(k)).or_default().1 += v;
+    for (l, v) in &cor.corrected {
+        per_fn.entry(name_of(*l)).or_default().1 += v;
     }
-    for (k, v) in &raw_c {
-        per_fn.entry(name_of(k)).or_default().2 += v;
+    for (l, v) in &profile.cycles {
+        per_fn.entry(name_of(*l)).or_default().2 += v;
     }
-    // Truth.
+    // Truth, mapped onto the profile's modules.
     let truth: Option<ExactProfile> = match &a.truth {
         Some(p) => {
             let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
@@ -353,12 +232,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None => None,
     };
     let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut true_instr: HashMap<(String, u64), u64> = HashMap::new();
+    let mut true_instr: HashMap<Location, u64> = HashMap::new();
     if let Some(t) = &truth {
         let cyc = t.extra_cost_names.iter().position(|n| n == "cycles");
+        let mut mmap: HashMap<ModuleIdx, Option<ModuleIdx>> = HashMap::new();
         for (i, ic) in t.instructions.iter().enumerate() {
-            let k = (module_name(&t.modules, ic.loc), ic.loc.svma.0);
-            let e = true_fn.entry(name_of(&k)).or_default();
+            let module = ic.loc.module.and_then(|m| {
+                *mmap.entry(m).or_insert_with(|| {
+                    t.modules
+                        .get(m)
+                        .and_then(|x| profile.modules.find_same_binary(x))
+                })
+            });
+            let l = Location {
+                module,
+                svma: ic.loc.svma,
+            };
+            let e = true_fn.entry(name_of(l)).or_default();
             e.0 += ic.count;
             if let Some(c) = cyc {
                 e.1 += t
@@ -368,14 +258,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     .copied()
                     .unwrap_or(0);
             }
-            *true_instr.entry(k).or_default() += ic.count;
+            *true_instr.entry(l).or_default() += ic.count;
         }
     }
     let ipc = |i: f64, c: f64| (c > 0.0).then(|| i / c);
     let functions: Vec<FunctionOut> = {
-        let mut v: Vec<FunctionOut> = per_fn
-            .iter()
-            .map(|(n, &(r, c, cy))| {
+        let mut keys: Vec<&String> = per_fn.keys().collect();
+        keys.extend(true_fn.keys().filter(|k| !per_fn.contains_key(*k)));
+        let mut v: Vec<FunctionOut> = keys
+            .into_iter()
+            .map(|n| {
+                let (r, c, cy) = per_fn.get(n).copied().unwrap_or_default();
                 let t = true_fn.get(n);
                 FunctionOut {
                     name: n.clone(),
@@ -399,10 +292,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         let efr = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.0))).collect())?;
         let efc = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.1))).collect())?;
-        let ti = || true_instr.iter().map(|(k, v)| (k.clone(), *v));
-        let eir = proftrust_metrics::epsilon(raw_i.iter().map(|(k, v)| (k.clone(), r(*v))), ti())?;
+        let ti = || true_instr.iter().map(|(k, v)| (*k, *v));
+        let eir =
+            proftrust_metrics::epsilon(cor.raw.iter().map(|(k, v)| (*k, r(*v))), ti())?;
         let eic =
-            proftrust_metrics::epsilon(corrected.iter().map(|(k, v)| (k.clone(), r(*v))), ti())?;
+            proftrust_metrics::epsilon(cor.corrected.iter().map(|(k, v)| (*k, r(*v))), ti())?;
         Some(serde_json::json!({
             "epsilon_function_raw": efr,
             "epsilon_function_corrected": efc,
@@ -412,18 +306,66 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         None
     };
+    let solver_name = match a.solver {
+        SolverArg::Flow => "flow",
+        SolverArg::Gibbs => "gibbs",
+        SolverArg::Lsq => "lsq",
+    };
+    let loops_out: Vec<LoopOut> = cor
+        .loops
+        .iter()
+        .map(|l| LoopOut {
+            function: l.function.clone(),
+            header: format!("{}", l.header),
+            blocks: l.blocks,
+            simple_loops: l.simple_loops,
+            frequencies: l.frequencies.clone(),
+            phi_start: l.phi_start,
+            phi: l.phi,
+            iterations: l.iterations,
+            converged: l.converged,
+        })
+        .collect();
     if a.json {
+        let blocks: Vec<BlockOut> = cor
+            .blocks
+            .iter()
+            .map(|b| BlockOut {
+                function: b.function.clone(),
+                start: format!("{}", b.start),
+                raw: b.raw,
+                corrected: b.corrected,
+            })
+            .collect();
+        let mut instrs: Vec<(Location, f64, f64)> = cor
+            .corrected
+            .iter()
+            .filter(|(l, _)| l.module.is_some_and(|m| modelled.contains(&m)))
+            .map(|(l, c)| (*l, cor.raw.get(l).copied().unwrap_or(0.0), *c))
+            .filter(|(_, r, c)| r != c)
+            .collect();
+        instrs.sort_by_key(|x| x.0);
+        let instrs: Vec<InstrOut> = instrs
+            .into_iter()
+            .map(|(l, r, c)| InstrOut {
+                address: format!("{}", l.svma),
+                function: name_of(l),
+                raw: r,
+                corrected: c,
+            })
+            .collect();
         let mut j = serde_json::json!({
             "binary": a.binary.display().to_string(),
             "skid": a.skid,
-            "solver": format!("{:?}", solver).to_lowercase(),
-            "emulation": format!("{emulation:?}"),
+            "solver": solver_name,
+            "emulation": format!("{:?}", a.emulation),
             "seed": a.seed,
             "functions": functions,
             "loops": loops_out,
-            "blocks": blocks_out,
-            "instructions": instrs_out,
-            "skipped": skipped,
+            "flow": cor.flow,
+            "blocks": blocks,
+            "instructions": instrs,
+            "skipped": cor.skipped,
         });
         if let Some(m) = metrics {
             j["metrics"] = m;
@@ -431,13 +373,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
     }
-    println!(
-        "skid {} cycles, solver {:?}, seed {}; {} loop(s) corrected",
-        a.skid,
-        solver,
-        a.seed,
-        loops_out.len()
-    );
+    match &cor.flow {
+        Some(f) => println!(
+            "skid {} cycles, solver flow: {} function(s), {} block(s), black boxes [{}]; phi \
+             {:.3e} -> {:.3e} ({} iterations{})",
+            a.skid,
+            f.functions.len(),
+            f.blocks,
+            f.boxes.join(", "),
+            f.phi_start,
+            f.phi,
+            f.iterations,
+            if f.converged { "" } else { ", not converged" }
+        ),
+        None => println!(
+            "skid {} cycles, solver {}, seed {}; {} loop(s) corrected",
+            a.skid,
+            solver_name,
+            a.seed,
+            loops_out.len()
+        ),
+    }
     for l in &loops_out {
         println!(
             "  loop {} in {}: {} blocks, {} simple loops, phi {:.3e} -> {:.3e} ({} iterations{})",
@@ -451,7 +407,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if l.converged { "" } else { ", not converged" }
         );
     }
-    for s in &skipped {
+    for s in &cor.skipped {
         println!("  skipped: {s}");
     }
     let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));

@@ -185,9 +185,9 @@ pub struct FlowOptions {
     /// well at the solution in a rugged plateau, as the skid's landing jumps when a block's
     /// time crosses a cycle boundary); a wide spread smooths it. 0 = one stage. Default 0.5.
     pub smoothing_start: f64,
-    /// The last smoothing stage uses a spread of `max(skid_spread, smoothing_end * S)`: the
-    /// measured landscape is sharpest at the truth, and a spread of a few cycles keeps the
-    /// LM steps from wandering between neighbouring wells. Default 1/16.
+    /// The last smoothing stage uses a spread of `max(skid_spread, smoothing_end * S)`.
+    /// Whatever the last stage, the answer is the stage solution with the lowest `phi` at
+    /// [`FlowOptions::skid_spread`]. Default 0 (stages down to `skid_spread`).
     pub smoothing_end: f64,
     /// Sweeps of the global search at the first smoothing stage (see `global_search` in the
     /// source: loop trip counts and black-box sizes on a grid of factors). 0 = none.
@@ -224,7 +224,7 @@ impl Default for FlowOptions {
             smoothing_start: 0.5,
             global_sweeps: 3,
             global_soft_weight: 0.1,
-            smoothing_end: 1.0 / 16.0,
+            smoothing_end: 0.0,
         }
     }
 }
@@ -1491,13 +1491,10 @@ fn global_search(
     skid: f64,
     opts: &FlowOptions,
     mut st: FlowStart,
+    factors: &[f64],
 ) -> FlowStart {
     let total_obs: f64 = l.y.iter().sum();
     let (mut phi, _) = phi_at_start(l, g, cons, skid, opts, &st, None);
-    let factors: Vec<f64> = (-10..=10)
-        .filter(|&k| k != 0)
-        .map(|k| 4f64.powf(k as f64 / 10.0))
-        .collect();
     // Directions: a loop of a function (against the rest of the function), a whole
     // function, a box.
     enum Dir {
@@ -1549,21 +1546,28 @@ fn global_search(
                 _ => {}
             }
             let mut best: Option<(f64, FlowStart)> = None;
-            for &a in &factors {
+            for &a in factors {
                 let mut t = st.clone();
                 match d {
                     Dir::Loop(f, bs) => {
-                        // The rest of the function keeps the function's total.
+                        // The smaller side (loop or rest of the function) takes the factor,
+                        // the other keeps the function's total (so the grid's steps are
+                        // steps of the smaller side's counts).
                         let all: f64 = (0..g.functions[*f].blocks.len())
                             .map(|b| st.block_counts[*f][b] * size(*f, b))
                             .sum();
                         let rest = all - moved;
-                        let b_fac = if rest > 0.0 { (all - a * moved) / rest } else { 1.0 };
+                        let (small_is_loop, small, large) = if moved <= rest {
+                            (true, moved, rest)
+                        } else {
+                            (false, rest, moved)
+                        };
+                        let b_fac = if large > 0.0 { (all - a * small) / large } else { 1.0 };
                         if b_fac < 0.0 {
                             continue;
                         }
                         for (b, x) in t.block_counts[*f].iter_mut().enumerate() {
-                            *x *= if bs.contains(&b) { a } else { b_fac };
+                            *x *= if bs.contains(&b) == small_is_loop { a } else { b_fac };
                         }
                     }
                     Dir::Function(f) => {
@@ -1579,6 +1583,9 @@ fn global_search(
                 }
             }
             if let Some((p, counts)) = best {
+                if std::env::var_os("PROFTRUST_FLOW_DEBUG").is_some() {
+                    eprintln!("  search: phi {phi:.4e}, best {p:.4e} at {:?}", counts.block_counts.first().map(|v| v.iter().map(|x| x.round()).collect::<Vec<_>>()));
+                }
                 if p < phi {
                     phi = p;
                     st = counts;
@@ -1644,16 +1651,27 @@ fn staged(
     }
     spreads.push(last);
     let mut st: Option<FlowStart> = start.cloned();
-    let mut phi_start = None;
     let mut iterations = 0;
-    let mut last = None;
+    // The stages are means to an end: the answer is the stage solution with the lowest phi
+    // at the base spread (the model of the data), which a sharp last stage does not always
+    // reach (its steps can wander off a narrow well).
+    let mut best: Option<(f64, FlowSolution)> = None;
+    let nstages = spreads.len();
     for (stage, sp) in spreads.into_iter().enumerate() {
         let mut o = opts.clone();
         o.skid_spread = sp;
-        let sol = solve_flow_core(g, skid, &o, st.as_ref(), search && stage == 0)?;
+        let kind = if search && stage == 0 {
+            Search::Wide
+        } else if search && stage + 1 == nstages {
+            Search::Fine
+        } else {
+            Search::None
+        };
+        let sol = solve_flow_core(g, skid, &o, st.as_ref(), kind)?;
+        let phi_b = phi_of_solution(g, skid, opts, &sol)?;
         if std::env::var_os("PROFTRUST_FLOW_DEBUG").is_some() {
             eprintln!(
-                "flow stage spread {sp:.2}: phi {:.4e} -> {:.4e}, {} it, counts {:?}",
+                "flow stage spread {sp:.2}: phi {:.4e} -> {:.4e} (base {phi_b:.4e}), {} it, counts {:?}",
                 sol.phi_start,
                 sol.phi,
                 sol.iterations,
@@ -1661,30 +1679,77 @@ fn staged(
             );
         }
         iterations += sol.iterations;
-        phi_start.get_or_insert(sol.phi_start);
         st = Some(FlowStart {
             block_counts: sol.block_counts.clone(),
             box_counts: sol.box_counts.clone(),
         });
-        last = Some(sol);
+        if best.as_ref().is_none_or(|b| phi_b < b.0) {
+            best = Some((phi_b, sol));
+        }
     }
-    let mut sol = match last {
-        Some(s) => s,
-        None => return solve_flow_core(g, skid, opts, start, false),
+    let (phi_b, mut sol) = match best {
+        Some(b) => b,
+        None => return solve_flow_core(g, skid, opts, start, Search::None),
     };
     sol.iterations = iterations;
-    // phi_start is reported at the last stage's spread (comparable with phi): the raw
-    // fit's phi there.
-    if start.is_none() {
-        let mut o = opts.clone();
-        o.skid_spread = opts.skid_spread.max(skid * opts.smoothing_end);
-        o.max_iterations = 0;
-        o.lm_iterations = 0;
-        sol.phi_start = solve_flow_core(g, skid, &o, None, false)?.phi_start;
-    } else if let Some(p) = phi_start {
-        sol.phi_start = p;
-    }
+    sol.phi = phi_b;
+    // phi_start at the base spread: the raw fit's (or the start's) phi.
+    let mut o = opts.clone();
+    o.max_iterations = 0;
+    o.lm_iterations = 0;
+    sol.phi_start = solve_flow_core(g, skid, &o, start, Search::None)?.phi_start;
     Ok(sol)
+}
+
+/// `phi` of a solution's flows at the spread of `opts`.
+fn phi_of_solution(
+    g: &FlowGraph,
+    skid: f64,
+    opts: &FlowOptions,
+    sol: &FlowSolution,
+) -> Result<f64, SkidError> {
+    let l = Layout::new(g, opts.instruction_sites, opts.max_ipc)?;
+    let v = flows_vector(&l, g, &sol.edge_flows, &sol.external_calls, &sol.box_counts);
+    let land = landing(&l, &v, skid, opts);
+    Ok(phi_of(&l, &land, &v))
+}
+
+/// The variable vector of given edge flows, external calls and box counts.
+fn flows_vector(
+    l: &Layout,
+    g: &FlowGraph,
+    edge_flows: &[Vec<Vec<f64>>],
+    external_calls: &[f64],
+    box_counts: &[f64],
+) -> Vec<f64> {
+    let mut v = vec![0.0; l.nvars];
+    for (f, fl) in edge_flows.iter().enumerate().take(g.functions.len()) {
+        for (b, e) in fl.iter().enumerate().take(g.functions[f].blocks.len()) {
+            let gb = l.first[f] + b;
+            for (j, x) in e.iter().enumerate().take(l.var0[gb + 1] - l.var0[gb]) {
+                v[l.var0[gb] + j] = *x;
+            }
+        }
+    }
+    for (f, s) in external_calls.iter().enumerate() {
+        if let Some(Some(k)) = l.ext_var.get(f) {
+            v[*k] = *s;
+        }
+    }
+    for (x, y) in box_counts.iter().enumerate() {
+        if let Some(k) = l.box_var.get(x) {
+            v[*k] = *y;
+        }
+    }
+    v
+}
+
+/// Which global search a stage starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Search {
+    None,
+    Wide,
+    Fine,
 }
 
 fn solve_flow_core(
@@ -1692,7 +1757,7 @@ fn solve_flow_core(
     skid: f64,
     opts: &FlowOptions,
     start: Option<&FlowStart>,
-    search: bool,
+    search: Search,
 ) -> Result<FlowSolution, SkidError> {
     if !(skid.is_finite() && skid >= 0.0) {
         return Err(SkidError::InvalidSkid { skid });
@@ -1708,7 +1773,7 @@ fn solve_flow_core(
         None => fit(&l, &identity_landing(&l), &cons, opts, None),
         Some(st) => start_flows(&mut l, g, &cons, opts, st),
     };
-    if search && opts.global_sweeps > 0 {
+    if search != Search::None && opts.global_sweeps > 0 {
         let x = l.counts(&raw);
         let st = FlowStart {
             block_counts: (0..g.functions.len())
@@ -1719,7 +1784,14 @@ fn solve_flow_core(
                 .collect(),
             box_counts: l.box_var.iter().map(|&k| raw[k]).collect(),
         };
-        let best = global_search(&mut l, g, &cons, skid, opts, st);
+        // Wide: factors 4^{k/10}, k = -10..10 (0.25 to 4). Fine: 1.5^{k/12}, k = -12..12
+        // (steps of 3.4%, 0.67 to 1.5), for the narrow well of a sharp stage.
+        let factors: Vec<f64> = match search {
+            Search::Wide => (-10..=10).map(|k| 4f64.powf(k as f64 / 10.0)).collect(),
+            _ => (-12..=12).map(|k| 1.5f64.powf(k as f64 / 12.0)).collect(),
+        };
+        let factors: Vec<f64> = factors.into_iter().filter(|a| (a - 1.0).abs() > 1e-12).collect();
+        let best = global_search(&mut l, g, &cons, skid, opts, st, &factors);
         raw = start_flows(&mut l, g, &cons, opts, &best);
     }
     let mut v = raw;
@@ -1816,28 +1888,294 @@ pub fn emulate_flow(
     box_counts: &[f64],
 ) -> Result<Vec<f64>, SkidError> {
     let l = Layout::new(g, opts.instruction_sites, opts.max_ipc)?;
-    let mut v = vec![0.0; l.nvars];
-    for (f, fl) in edge_flows.iter().enumerate().take(g.functions.len()) {
-        for (b, e) in fl.iter().enumerate() {
-            let gb = l.first[f] + b;
-            if gb >= l.nblocks() || l.func_of[gb] != f {
-                break;
-            }
-            for (j, x) in e.iter().enumerate().take(l.var0[gb + 1] - l.var0[gb]) {
-                v[l.var0[gb] + j] = *x;
-            }
-        }
-    }
-    for (f, s) in external_calls.iter().enumerate() {
-        if let Some(Some(k)) = l.ext_var.get(f) {
-            v[*k] = *s;
-        }
-    }
-    for (x, y) in box_counts.iter().enumerate() {
-        if let Some(k) = l.box_var.get(x) {
-            v[*k] = *y;
-        }
-    }
+    let v = flows_vector(&l, g, edge_flows, external_calls, box_counts);
     let land = landing(&l, &v, skid, opts);
     Ok(emulated(&l, &land, &v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact_opts() -> FlowOptions {
+        FlowOptions {
+            skid_spread: 0.0,
+            ..FlowOptions::default()
+        }
+    }
+
+    fn block(cycles: Vec<f64>, calls: Vec<(usize, Callee)>, successors: Vec<Successor>) -> FlowBlock {
+        FlowBlock {
+            sampled_instructions: vec![0.0; cycles.len()],
+            sampled_cycles: cycles,
+            calls,
+            successors,
+        }
+    }
+
+    /// `main`: one block [x, call h, y] that loops (N - 1 times) or returns; `h`: [p, q, ret]
+    /// with CPIs (1, 10, 1); main's CPIs are 1. N = 100, S = 2, no spread. By hand (per
+    /// overflow, block sites):
+    /// * main x: call (1) < 2, into h with 1 left: p (1) >= 1 -> h.
+    /// * main call: into h with 2: p (1), q (11) >= 2 -> h.
+    /// * main y: block ends with 2 left; loop (99/100): x (1), call (2) >= 2 -> main; return
+    ///   (1/100): main's caller is outside the model -> lost.
+    /// * h p: q (10) >= 2 -> h. h q: ret (1) < 2, return with 1 left to after the call: y
+    ///   (1) >= 1 -> main. h ret: return with 2: y (1) < 2, block end with 1: loop (99/100)
+    ///   -> x (1) -> main; return -> lost.
+    ///
+    /// E^(main) = 100 (0.99 + 1 + 0.99) = 298, E^(h) = 100 (1 + 1 + 1) = 300.
+    #[test]
+    fn emulation_across_a_call_by_hand() {
+        let n = 100.0;
+        let g = FlowGraph {
+            functions: vec![
+                FlowFunction {
+                    name: "main".into(),
+                    blocks: vec![block(
+                        vec![n, n, n],
+                        vec![(1, Callee::Function(1))],
+                        vec![Successor::Block(0), Successor::Return],
+                    )],
+                    external_callers: true,
+                    loops: vec![],
+                },
+                FlowFunction {
+                    name: "h".into(),
+                    blocks: vec![block(vec![n, 10.0 * n, n], vec![], vec![Successor::Return])],
+                    external_callers: false,
+                    loops: vec![],
+                },
+            ],
+            boxes: vec![],
+            cycle_period: 0.0,
+        };
+        let e = emulate_flow(
+            &g,
+            2.0,
+            &exact_opts(),
+            &[vec![vec![n - 1.0, 1.0]], vec![vec![n]]],
+            &[1.0, 0.0],
+            &[],
+        )
+        .unwrap();
+        assert!((e[0] - 298.0).abs() < 1e-9, "{e:?}");
+        assert!((e[1] - 300.0).abs() < 1e-9, "{e:?}");
+    }
+
+    /// `main`: [x, call X, y] looping N - 1 times; black box X with 3 instructions and 5
+    /// cycles per call (Y = 3N, C_X = 5N); CPIs of main 1; S = 3; N = 160; 16 points over u.
+    /// * main x: call (1) < 3, X with 2 left: tau 5 >= 2 -> X. main call: tau 5 >= 3 -> X.
+    ///   main y: loop (159/160): x (1), call (2), X with 1 left -> X; return -> lost.
+    /// * inside X, u = (p + 1/2)/16: 5u >= 3 for p >= 10 (6 points) -> X. The other 10
+    ///   leave X with 3 - 5u left, rounded to 1/4: 2.75, 2.5, 2.25, 2, 1.5, 1.25, 1, 0.75,
+    ///   0.25, 0: y (1) takes those <= 1 (4 points); the 6 others reach the block end and
+    ///   loop (159/160) to x or the call (<= 2 left) -> main.
+    ///
+    /// E^(X) = N (1 + 1 + 159/160) + 3N 6/16 = 659; E^(main) = 3N (4/16 + 6/16 159/160) =
+    /// 298.875.
+    #[test]
+    fn emulation_with_a_black_box_by_hand() {
+        let n = 160.0;
+        let g = FlowGraph {
+            functions: vec![FlowFunction {
+                name: "main".into(),
+                blocks: vec![block(
+                    vec![n, n, n],
+                    vec![(1, Callee::Box(0))],
+                    vec![Successor::Block(0), Successor::Return],
+                )],
+                external_callers: true,
+                loops: vec![],
+            }],
+            boxes: vec![BlackBox {
+                name: "libx".into(),
+                sampled_instructions: 0.0,
+                sampled_cycles: 5.0 * n,
+            }],
+            cycle_period: 0.0,
+        };
+        let e = emulate_flow(
+            &g,
+            3.0,
+            &exact_opts(),
+            &[vec![vec![n - 1.0, 1.0]]],
+            &[1.0],
+            &[3.0 * n],
+        )
+        .unwrap();
+        assert!((e[0] - 298.875).abs() < 1e-9, "{e:?}");
+        assert!((e[1] - 659.0).abs() < 1e-9, "{e:?}");
+    }
+
+    /// Instruction sites: the program of `emulation_across_a_call_by_hand`, per
+    /// instruction. From the landings worked out there: main x <- h.ret looping (99), main
+    /// call <- main.y looping (99), main y <- h.q (100); h p <- main.x (100), h q <-
+    /// main.call and h.p (200), h ret <- nothing.
+    #[test]
+    fn emulation_per_instruction_by_hand() {
+        let n = 100.0;
+        let g = FlowGraph {
+            functions: vec![
+                FlowFunction {
+                    name: "main".into(),
+                    blocks: vec![block(
+                        vec![n, n, n],
+                        vec![(1, Callee::Function(1))],
+                        vec![Successor::Block(0), Successor::Return],
+                    )],
+                    external_callers: true,
+                    loops: vec![],
+                },
+                FlowFunction {
+                    name: "h".into(),
+                    blocks: vec![block(vec![n, 10.0 * n, n], vec![], vec![Successor::Return])],
+                    external_callers: false,
+                    loops: vec![],
+                },
+            ],
+            boxes: vec![],
+            cycle_period: 0.0,
+        };
+        let mut o = exact_opts();
+        o.instruction_sites = true;
+        let e = emulate_flow(
+            &g,
+            2.0,
+            &o,
+            &[vec![vec![n - 1.0, 1.0]], vec![vec![n]]],
+            &[1.0, 0.0],
+            &[],
+        )
+        .unwrap();
+        let want = [99.0, 99.0, 100.0, 100.0, 200.0, 0.0];
+        for (a, b) in e.iter().zip(want) {
+            assert!((a - b).abs() < 1e-9, "{e:?}");
+        }
+    }
+
+    /// A program shaped like soplex's `price_rows` at a long skid: an outer loop (light
+    /// code with a divide) around an inner loop whose heavy load soaks up the outer code's
+    /// samples. The "sampled" profile is the forward model at known flows (per instruction,
+    /// then summed per block by the solver); the solver must find the flows again from the
+    /// raw fit, which is far off.
+    #[test]
+    fn solver_recovers_nested_loop_counts() {
+        let rows = 5000.0;
+        let trips = 16.0;
+        // Blocks: 0 entry (3), 1 row head (4), 2 inner (5, heavy 200 at 1), 3 row tail
+        // (14, two divides of 25: 71 cycles, longer than the skid, else every sample lands
+        // on the heavy load and the tail's count is not identifiable), 4 exit (2).
+        let cpi: Vec<Vec<f64>> = vec![
+            vec![1.0; 3],
+            vec![1.0; 4],
+            vec![1.0, 200.0, 4.0, 1.0, 1.0],
+            vec![1.0, 1.0, 4.0, 1.0, 25.0, 1.0, 1.0, 1.0, 4.0, 4.0, 1.0, 1.0, 25.0, 1.0],
+            vec![1.0; 2],
+        ];
+        let counts = [1.0, rows, rows * trips, rows, 1.0];
+        let succ = vec![
+            vec![Successor::Block(1)],
+            vec![Successor::Block(2)],
+            vec![Successor::Block(2), Successor::Block(3)],
+            vec![Successor::Block(1), Successor::Block(4)],
+            vec![Successor::Return],
+        ];
+        let flows = vec![
+            vec![1.0],
+            vec![rows],
+            vec![rows * (trips - 1.0), rows],
+            vec![rows - 1.0, 1.0],
+            vec![1.0],
+        ];
+        let mut g = FlowGraph {
+            functions: vec![FlowFunction {
+                name: "price_rows".into(),
+                blocks: cpi
+                    .iter()
+                    .zip(&counts)
+                    .zip(&succ)
+                    .map(|((c, x), s)| block(c.iter().map(|v| v * x).collect(), vec![], s.clone()))
+                    .collect(),
+                external_callers: true,
+                loops: vec![vec![1, 2, 3], vec![2]],
+            }],
+            boxes: vec![],
+            cycle_period: 1.0,
+        };
+        let mut o = FlowOptions::default();
+        o.instruction_sites = true;
+        // (skid, compare per instruction). Per block, S = 45 has an alias here: every
+        // sample of the head lands on the heavy load, and the tail half as often and twice
+        // as slow explains the two non-zero block totals (inner, tail) exactly as well; so
+        // only skids where the data pin the counts.
+        for (skid, per_instruction) in [(30.0, false), (60.0, false)] {
+            let e = emulate_flow(&g, skid, &o, &[flows.clone()], &[1.0], &[]).unwrap();
+            let mut k = 0;
+            for b in &mut g.functions[0].blocks {
+                for x in &mut b.sampled_instructions {
+                    *x = e[k];
+                    k += 1;
+                }
+            }
+            let raw_count = |b: usize| {
+                let bl = &g.functions[0].blocks[b];
+                bl.sampled_instructions.iter().sum::<f64>() / bl.sampled_instructions.len() as f64
+            };
+            let raw_err = [1, 3]
+                .map(|b| (raw_count(b) - counts[b]).abs() / counts[b])
+                .into_iter()
+                .fold(0.0, f64::max);
+            let so = FlowOptions {
+                instruction_sites: per_instruction,
+                ..FlowOptions::default()
+            };
+            let sol = solve_flow(&g, skid, &so).unwrap();
+            let got = &sol.block_counts[0];
+            assert!(
+                raw_err > 0.3,
+                "S={skid}: the raw profile must be skid-affected ({raw_err})"
+            );
+            for b in 1..4 {
+                let rel = (got[b] - counts[b]).abs() / counts[b];
+                assert!(
+                    rel < 0.02,
+                    "S={skid} per instruction {per_instruction}: block {b}: {} vs {} ({got:?})",
+                    got[b],
+                    counts[b]
+                );
+            }
+            assert!(sol.phi <= sol.phi_start);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_graphs() {
+        let ok = || FlowGraph {
+            functions: vec![FlowFunction {
+                name: "f".into(),
+                blocks: vec![block(vec![1.0], vec![], vec![Successor::Return])],
+                external_callers: true,
+                loops: vec![],
+            }],
+            boxes: vec![],
+            cycle_period: 0.0,
+        };
+        assert!(solve_flow(&ok(), 10.0, &FlowOptions::default()).is_ok());
+        let mut g = ok();
+        g.functions[0].blocks[0].successors = vec![Successor::Block(3)];
+        assert!(solve_flow(&g, 10.0, &FlowOptions::default()).is_err());
+        let mut g = ok();
+        g.functions[0].blocks[0].calls = vec![(0, Callee::Function(9))];
+        assert!(solve_flow(&g, 10.0, &FlowOptions::default()).is_err());
+        let mut g = ok();
+        g.functions[0].blocks[0].sampled_cycles.push(1.0);
+        assert!(solve_flow(&g, 10.0, &FlowOptions::default()).is_err());
+        let mut g = ok();
+        g.functions[0].blocks[0].sampled_instructions[0] = f64::NAN;
+        assert!(solve_flow(&g, 10.0, &FlowOptions::default()).is_err());
+        assert!(solve_flow(&ok(), -1.0, &FlowOptions::default()).is_err());
+        g.functions[0].blocks.clear();
+        assert!(solve_flow(&g, 10.0, &FlowOptions::default()).is_err());
+    }
 }

@@ -51,7 +51,12 @@ fn main() {
                     .iter()
                     .map(|b| {
                         b.iter()
-                            .map(|a| truth.get(&Location::new(f.module, a.0)).copied().unwrap_or(0.0))
+                            .map(|a| {
+                                truth
+                                    .get(&Location::new(f.module, a.0))
+                                    .copied()
+                                    .unwrap_or(0.0)
+                            })
                             .fold(0.0, f64::max)
                     })
                     .collect()
@@ -70,12 +75,21 @@ fn main() {
             .collect(),
     };
     let isites = std::env::var("ISITES").is_ok();
-    let lm: usize = std::env::var("LM").ok().and_then(|x| x.parse().ok()).unwrap_or(30);
+    let lm: usize = std::env::var("LM")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(30);
     let mut base = FlowOptions::default();
     base.instruction_sites = isites;
     base.lm_iterations = lm;
-    base.max_iterations = std::env::var("ALT").ok().and_then(|x| x.parse().ok()).unwrap_or(0);
-    base.smoothing_start = std::env::var("SMOOTH").ok().and_then(|x| x.parse().ok()).unwrap_or(0.5);
+    base.max_iterations = std::env::var("ALT")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    base.smoothing_start = std::env::var("SMOOTH")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0.5);
     let mut o0 = base.clone();
     o0.max_iterations = 0;
     o0.lm_iterations = 0;
@@ -84,16 +98,21 @@ fn main() {
     let t = std::time::Instant::now();
     let sol = solve_flow_from(&pg.graph, skid, &base, None).unwrap();
     let dt = t.elapsed().as_secs_f64();
-    let from_truth =
-        solve_flow_from(&pg.graph, skid, &base, Some(&start)).unwrap();
+    let from_truth = solve_flow_from(&pg.graph, skid, &base, Some(&start)).unwrap();
     println!(
         "phi: raw fit {:.4e}, at truth {:.4e}, solved {:.4e} ({} it, {:.2} s, conv {}), from truth {:.4e} ({} it)",
         raw.phi, at_truth.phi, sol.phi, sol.iterations, dt, sol.converged, from_truth.phi, from_truth.iterations
     );
-    println!("{:<24} {:>6} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}", "function", "block", "n", "truth", "raw-fit", "solved", "from-truth", "sampledE");
+    println!(
+        "{:<24} {:>6} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "function", "block", "n", "truth", "raw-fit", "solved", "from-truth", "sampledE"
+    );
     for (k, f) in pg.functions.iter().enumerate() {
         for (b, ins) in f.blocks.iter().enumerate() {
-            let e: f64 = pg.graph.functions[k].blocks[b].sampled_instructions.iter().sum();
+            let e: f64 = pg.graph.functions[k].blocks[b]
+                .sampled_instructions
+                .iter()
+                .sum();
             let tr = start.block_counts[k][b];
             if tr == 0.0 && e == 0.0 && sol.block_counts[k][b] < 1.0 {
                 continue;
@@ -136,7 +155,10 @@ fn main() {
             }
         }
     }
-    if let Some(sp) = std::env::var("SPREAD").ok().and_then(|x| x.parse::<f64>().ok()) {
+    if let Some(sp) = std::env::var("SPREAD")
+        .ok()
+        .and_then(|x| x.parse::<f64>().ok())
+    {
         o0.skid_spread = sp;
     }
     if let Ok(scan) = std::env::var("SCAN") {
@@ -148,12 +170,24 @@ fn main() {
         for k in 0..=40 {
             let fac = 0.1 + 0.05 * k as f64;
             let mut st = start.clone();
-            let sizes: Vec<f64> = pg.functions[f].blocks.iter().map(|b| b.len() as f64).collect();
-            let tot: f64 = st.block_counts[f].iter().zip(&sizes).map(|(x, n)| x * n).sum();
+            let sizes: Vec<f64> = pg.functions[f]
+                .blocks
+                .iter()
+                .map(|b| b.len() as f64)
+                .collect();
+            let tot: f64 = st.block_counts[f]
+                .iter()
+                .zip(&sizes)
+                .map(|(x, n)| x * n)
+                .sum();
             let selsum: f64 = sel.iter().map(|&b| st.block_counts[f][b] * sizes[b]).sum();
             let rest = tot - selsum;
             let new_sel = selsum * fac;
-            let rest_fac = if rest > 0.0 { (tot - new_sel) / rest } else { 1.0 };
+            let rest_fac = if rest > 0.0 {
+                (tot - new_sel) / rest
+            } else {
+                1.0
+            };
             for b in 0..sizes.len() {
                 st.block_counts[f][b] *= if sel.contains(&b) { fac } else { rest_fac };
             }
@@ -162,7 +196,10 @@ fn main() {
         }
     }
     // phi along the segment solved -> truth.
-    let spread: f64 = std::env::var("SPREAD").ok().and_then(|x| x.parse().ok()).unwrap_or(1.0);
+    let spread: f64 = std::env::var("SPREAD")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(1.0);
     o0.skid_spread = spread;
     for t in [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0] {
         let st = FlowStart {
@@ -170,7 +207,12 @@ fn main() {
                 .block_counts
                 .iter()
                 .zip(&start.block_counts)
-                .map(|(a, b)| a.iter().zip(b).map(|(x, y)| (1.0 - t) * x + t * y).collect())
+                .map(|(a, b)| {
+                    a.iter()
+                        .zip(b)
+                        .map(|(x, y)| (1.0 - t) * x + t * y)
+                        .collect()
+                })
                 .collect(),
             box_counts: sol
                 .box_counts
@@ -183,12 +225,20 @@ fn main() {
         let mut o1 = base.clone();
         o1.skid_spread = spread;
         let r2 = solve_flow_from(&pg.graph, skid, &o1, Some(&st)).unwrap();
-        println!("t {t:.1}: phi {:.4e} -> solved {:.4e} ({} it)", r.phi, r2.phi, r2.iterations);
+        println!(
+            "t {t:.1}: phi {:.4e} -> solved {:.4e} ({} it)",
+            r.phi, r2.phi, r2.iterations
+        );
     }
     for (k, m) in pg.box_modules.iter().enumerate() {
         println!(
             "box {:?} {}: truth {:.0} raw {:.0} solved {:.0} from-truth {:.0}",
-            m, pg.graph.boxes[k].name, start.box_counts[k], raw.box_counts[k], sol.box_counts[k], from_truth.box_counts[k]
+            m,
+            pg.graph.boxes[k].name,
+            start.box_counts[k],
+            raw.box_counts[k],
+            sol.box_counts[k],
+            from_truth.box_counts[k]
         );
     }
 }

@@ -163,9 +163,6 @@ pub struct FlowOptions {
     pub skid_spread: f64,
     /// Rounding of the remaining skid at block boundaries, in cycles. Default 0.25.
     pub quantum: f64,
-    /// Points of the midpoint rule over `u` for samples that overflow inside a black box.
-    /// Default 16.
-    pub box_points: usize,
     /// Weight of the conservation rows relative to the block rows, per instruction of the
     /// mean block. Default 100.
     pub conservation_weight: f64,
@@ -213,7 +210,6 @@ impl Default for FlowOptions {
             tolerance: 1e-4,
             skid_spread: 1.0,
             quantum: 0.25,
-            box_points: 16,
             conservation_weight: 100.0,
             total_weight: 100.0,
             lm_iterations: 30,
@@ -358,7 +354,10 @@ impl Layout {
                     }
                     last_k = Some(*k);
                     if let Err(w) = check(cl) {
-                        return bad(format!("block {bi} of {} {w}, which does not exist", f.name));
+                        return bad(format!(
+                            "block {bi} of {} {w}, which does not exist",
+                            f.name
+                        ));
                     }
                 }
                 for s in &b.successors {
@@ -712,7 +711,8 @@ impl<'l> Emu<'l> {
             }
         };
         let fn_share = l.fn_callers.iter().map(|c| share(c)).collect();
-        let box_share: Vec<Vec<(CallerRef, f64)>> = l.box_callers.iter().map(|c| share(c)).collect();
+        let box_share: Vec<Vec<(CallerRef, f64)>> =
+            l.box_callers.iter().map(|c| share(c)).collect();
         let tau = (0..l.box_e.len())
             .map(|xi| {
                 let calls: f64 = l.box_callers[xi]
@@ -1008,24 +1008,32 @@ impl<'l> Emu<'l> {
         land
     }
 
-    /// `L_X`: landing per site of one overflow inside black box `x` (uniform point of a call).
-    fn box_landing(&mut self, x: usize, skids: &[f64], points: usize) -> Vec<(u32, f64)> {
+    /// `L_X`: landing per site of one overflow inside black box `x`, at a uniformly random
+    /// point of a call: `u tau` cycles are left in the box, `u ~ U(0,1)`. It stays in the
+    /// box with probability `max(0, 1 - S / tau)`; otherwise it leaves with `r = S - u tau`
+    /// left, uniform on `(max(0, S - tau), S]` with density `1 / tau` — spread exactly over
+    /// the quanta of `r`.
+    fn box_landing(&mut self, x: usize, skids: &[f64]) -> Vec<(u32, f64)> {
         let mut land = Vec::new();
         let tau = self.tau[x];
-        let w = 1.0 / (skids.len() * points) as f64;
+        let w = 1.0 / skids.len() as f64;
         for &s in skids {
-            for p in 0..points {
-                let left_in_box = if tau.is_finite() {
-                    tau * (p as f64 + 0.5) / points as f64
-                } else {
-                    f64::INFINITY
-                };
-                if left_in_box >= s - 1e-9 {
-                    land.push((self.box_site(x), w));
-                } else {
-                    let rq = self.q(s - left_in_box);
+            if !tau.is_finite() || s <= 0.0 {
+                land.push((self.box_site(x), w));
+                continue;
+            }
+            let stay = (1.0 - s / tau).max(0.0);
+            if stay > 0.0 {
+                land.push((self.box_site(x), w * stay));
+            }
+            let lo = (s - tau).max(0.0);
+            let (q0, q1) = (self.q(lo), self.q(s));
+            for rq in q0..=q1 {
+                let a = ((rq as f64 - 0.5) * self.quantum).max(lo);
+                let b = ((rq as f64 + 0.5) * self.quantum).min(s);
+                if b > a {
                     let u = self.up_box(x, rq);
-                    self.add_land(&mut land, u, w);
+                    self.add_land(&mut land, u, w * (b - a) / tau);
                 }
             }
         }
@@ -1061,7 +1069,7 @@ fn landing(l: &Layout, v: &[f64], skid: f64, opts: &FlowOptions) -> Landing {
         .map(|gb| emu.block_landing(gb, &skids))
         .collect();
     let boxes = (0..l.box_e.len())
-        .map(|x| emu.box_landing(x, &skids, opts.box_points.max(1)))
+        .map(|x| emu.box_landing(x, &skids))
         .collect();
     Landing { blocks, boxes }
 }
@@ -1078,7 +1086,9 @@ fn identity_landing(l: &Layout) -> Landing {
                 }
             })
             .collect(),
-        boxes: (0..l.box_e.len()).map(|x| vec![(l.box_site(x), 1.0)]).collect(),
+        boxes: (0..l.box_e.len())
+            .map(|x| vec![(l.box_site(x), 1.0)])
+            .collect(),
     }
 }
 
@@ -1296,7 +1306,9 @@ fn levenberg_marquardt(
             let ext_cold = gbj == usize::MAX && v[j] < 1e-5 * scale;
             let block_cold = gbj != usize::MAX
                 && x[gbj] < 1e-5 * scale
-                && l.e[l.istart[gbj]..l.istart[gbj + 1]].iter().all(|e| *e == 0.0);
+                && l.e[l.istart[gbj]..l.istart[gbj + 1]]
+                    .iter()
+                    .all(|e| *e == 0.0);
             if ext_cold || block_cold {
                 jcols.push(vec![0.0; l.nsites()]);
                 continue;
@@ -1479,10 +1491,12 @@ fn counts_of(l: &Layout, g: &FlowGraph, v: &[f64]) -> FlowStart {
 /// stand-in for the global exploration of Algorithm 1's Gibbs sampler). A direction
 /// multiplies some counts by a factor `a`: the blocks of one natural loop, with the rest
 /// of its function scaled to keep the function's total (the loop's trip count); all blocks
-/// of one function (its call count); one black box (its size). The flows are then refitted
+/// of one function (its call count); one black box (its size; when its samples all skidded
+/// away, as for a short library routine, its cycles times an IPC from 0.1 to 4). The flows
+/// are then refitted
 /// with the sites of the direction's function (or box) weighted 1 and all others
-/// [`FlowOptions::global_soft_weight`] — the others give way, as conservation and eq. 3
-/// demand (fewer calls of `dot` means more iterations per call at the same total). Each direction is searched on the factors `4^{k/10}`, `k = -10..10`; sweeps
+/// [`FlowOptions::global_soft_weight`] over the square root of their share — the others give
+/// way in proportion to their size, as conservation and eq. 3 demand (fewer calls of `dot` means more iterations per call at the same total). Each direction is searched on the factors `4^{k/10}`, `k = -10..10`; sweeps
 /// repeat while `phi` falls by more than 0.1%.
 fn global_search(
     l: &mut Layout,
@@ -1516,12 +1530,23 @@ fn global_search(
     }
     let ns = l.nsites();
     let size = |f: usize, b: usize| g.functions[f].blocks[b].sampled_instructions.len() as f64;
+    let mean_y = total_obs / ns.max(1) as f64;
+    let soft: Vec<f64> = (0..ns)
+        .map(|s| opts.global_soft_weight * (mean_y / l.y[s].max(1e-3 * mean_y)).sqrt())
+        .collect();
     for _sweep in 0..opts.global_sweeps {
         let phi_sweep = phi;
         for d in &dirs {
-            let mut w = vec![opts.global_soft_weight; ns];
+            // Soft rows weighted by 1/sqrt(count), so that what gives way does so in
+            // proportion to its size.
+            let mut w = soft.clone();
             let (f_of, moved): (Option<usize>, f64) = match d {
-                Dir::Loop(f, bs) => (Some(*f), bs.iter().map(|&b| st.block_counts[*f][b] * size(*f, b)).sum()),
+                Dir::Loop(f, bs) => (
+                    Some(*f),
+                    bs.iter()
+                        .map(|&b| st.block_counts[*f][b] * size(*f, b))
+                        .sum(),
+                ),
                 Dir::Function(f) => (
                     Some(*f),
                     (0..g.functions[*f].blocks.len())
@@ -1530,7 +1555,10 @@ fn global_search(
                 ),
                 Dir::Box(x) => (None, st.box_counts[*x]),
             };
-            if moved < 1e-3 * total_obs {
+            // A box whose samples all skidded away starts from nothing: try sizes as shares
+            // of the total instead of factors.
+            let box_from_zero = matches!(d, Dir::Box(_)) && moved < 1e-3 * total_obs;
+            if moved < 1e-3 * total_obs && !box_from_zero {
                 continue;
             }
             match (d, f_of) {
@@ -1546,7 +1574,14 @@ fn global_search(
                 _ => {}
             }
             let mut best: Option<(f64, FlowStart)> = None;
-            for &a in factors {
+            // ... then sized by its cycles: Y = IPC x C_X for IPCs 0.1 .. 4.
+            let candidates: Vec<f64> = match d {
+                Dir::Box(x) if box_from_zero => (0..=16)
+                    .map(|k| 0.1 * 40f64.powf(k as f64 / 16.0) * l.box_c[*x])
+                    .collect(),
+                _ => factors.to_vec(),
+            };
+            for &a in &candidates {
                 let mut t = st.clone();
                 match d {
                     Dir::Loop(f, bs) => {
@@ -1562,12 +1597,20 @@ fn global_search(
                         } else {
                             (false, rest, moved)
                         };
-                        let b_fac = if large > 0.0 { (all - a * small) / large } else { 1.0 };
+                        let b_fac = if large > 0.0 {
+                            (all - a * small) / large
+                        } else {
+                            1.0
+                        };
                         if b_fac < 0.0 {
                             continue;
                         }
                         for (b, x) in t.block_counts[*f].iter_mut().enumerate() {
-                            *x *= if bs.contains(&b) == small_is_loop { a } else { b_fac };
+                            *x *= if bs.contains(&b) == small_is_loop {
+                                a
+                            } else {
+                                b_fac
+                            };
                         }
                     }
                     Dir::Function(f) => {
@@ -1575,6 +1618,7 @@ fn global_search(
                             *x *= a;
                         }
                     }
+                    Dir::Box(x) if box_from_zero => t.box_counts[*x] = a,
                     Dir::Box(x) => t.box_counts[*x] *= a,
                 }
                 let (p, counts) = phi_at_start(l, g, cons, skid, opts, &t, Some(&w));
@@ -1584,7 +1628,13 @@ fn global_search(
             }
             if let Some((p, counts)) = best {
                 if std::env::var_os("PROFTRUST_FLOW_DEBUG").is_some() {
-                    eprintln!("  search: phi {phi:.4e}, best {p:.4e} at {:?}", counts.block_counts.first().map(|v| v.iter().map(|x| x.round()).collect::<Vec<_>>()));
+                    eprintln!(
+                        "  search: phi {phi:.4e}, best {p:.4e} at {:?}",
+                        counts
+                            .block_counts
+                            .first()
+                            .map(|v| v.iter().map(|x| x.round()).collect::<Vec<_>>())
+                    );
                 }
                 if p < phi {
                     phi = p;
@@ -1790,7 +1840,10 @@ fn solve_flow_core(
             Search::Wide => (-10..=10).map(|k| 4f64.powf(k as f64 / 10.0)).collect(),
             _ => (-12..=12).map(|k| 1.5f64.powf(k as f64 / 12.0)).collect(),
         };
-        let factors: Vec<f64> = factors.into_iter().filter(|a| (a - 1.0).abs() > 1e-12).collect();
+        let factors: Vec<f64> = factors
+            .into_iter()
+            .filter(|a| (a - 1.0).abs() > 1e-12)
+            .collect();
         let best = global_search(&mut l, g, &cons, skid, opts, st, &factors);
         raw = start_flows(&mut l, g, &cons, opts, &best);
     }
@@ -1854,7 +1907,11 @@ fn solve_flow_core(
     let mut edge_flows = Vec::with_capacity(nf);
     for f in 0..nf {
         let lo = l.first[f];
-        let hi = if f + 1 < nf { l.first[f + 1] } else { l.nblocks() };
+        let hi = if f + 1 < nf {
+            l.first[f + 1]
+        } else {
+            l.nblocks()
+        };
         block_counts.push(x[lo..hi].to_vec());
         edge_flows.push(
             (lo..hi)
@@ -1904,7 +1961,11 @@ mod tests {
         }
     }
 
-    fn block(cycles: Vec<f64>, calls: Vec<(usize, Callee)>, successors: Vec<Successor>) -> FlowBlock {
+    fn block(
+        cycles: Vec<f64>,
+        calls: Vec<(usize, Callee)>,
+        successors: Vec<Successor>,
+    ) -> FlowBlock {
         FlowBlock {
             sampled_instructions: vec![0.0; cycles.len()],
             sampled_cycles: cycles,
@@ -1964,16 +2025,17 @@ mod tests {
     }
 
     /// `main`: [x, call X, y] looping N - 1 times; black box X with 3 instructions and 5
-    /// cycles per call (Y = 3N, C_X = 5N); CPIs of main 1; S = 3; N = 160; 16 points over u.
+    /// cycles per call (Y = 3N, C_X = 5N, tau = 5); CPIs of main 1; S = 3; N = 160.
     /// * main x: call (1) < 3, X with 2 left: tau 5 >= 2 -> X. main call: tau 5 >= 3 -> X.
     ///   main y: loop (159/160): x (1), call (2), X with 1 left -> X; return -> lost.
-    /// * inside X, u = (p + 1/2)/16: 5u >= 3 for p >= 10 (6 points) -> X. The other 10
-    ///   leave X with 3 - 5u left, rounded to 1/4: 2.75, 2.5, 2.25, 2, 1.5, 1.25, 1, 0.75,
-    ///   0.25, 0: y (1) takes those <= 1 (4 points); the 6 others reach the block end and
-    ///   loop (159/160) to x or the call (<= 2 left) -> main.
+    /// * inside X: stays with probability 1 - S/tau = 0.4; leaves with r uniform on (0, 3]
+    ///   (density 1/5). After the call, y (1) takes r <= 1 (mass 1/5); r in (1, 2] lands on x,
+    ///   r in (2, 3] on the call, after looping (159/160) (mass 2/5, quantised at 1/4 cycle:
+    ///   r = 1 is the quantum [0.875, 1.125], half of it above 1 -> (1.125 of r <= 1) and
+    ///   1.875 of r > 1, over 5).
     ///
-    /// E^(X) = N (1 + 1 + 159/160) + 3N 6/16 = 659; E^(main) = 3N (4/16 + 6/16 159/160) =
-    /// 298.875.
+    /// E^(X) = N (1 + 1 + 159/160) + 3N 0.4 = 671; E^(main) = 3N (1.125/5 + 1.875/5 159/160)
+    /// = 286.875.
     #[test]
     fn emulation_with_a_black_box_by_hand() {
         let n = 160.0;
@@ -2004,8 +2066,8 @@ mod tests {
             &[3.0 * n],
         )
         .unwrap();
-        assert!((e[0] - 298.875).abs() < 1e-9, "{e:?}");
-        assert!((e[1] - 659.0).abs() < 1e-9, "{e:?}");
+        assert!((e[0] - 286.875).abs() < 1e-9, "{e:?}");
+        assert!((e[1] - 671.0).abs() < 1e-9, "{e:?}");
     }
 
     /// Instruction sites: the program of `emulation_across_a_call_by_hand`, per
@@ -2070,7 +2132,9 @@ mod tests {
             vec![1.0; 3],
             vec![1.0; 4],
             vec![1.0, 200.0, 4.0, 1.0, 1.0],
-            vec![1.0, 1.0, 4.0, 1.0, 25.0, 1.0, 1.0, 1.0, 4.0, 4.0, 1.0, 1.0, 25.0, 1.0],
+            vec![
+                1.0, 1.0, 4.0, 1.0, 25.0, 1.0, 1.0, 1.0, 4.0, 4.0, 1.0, 1.0, 25.0, 1.0,
+            ],
             vec![1.0; 2],
         ];
         let counts = [1.0, rows, rows * trips, rows, 1.0];

@@ -45,7 +45,10 @@ pub fn nnls_gram(g: &[f64], h: &[f64], n: usize, warm: Option<&[f64]>) -> Vec<f6
     if diag_max <= 0.0 {
         return x;
     }
-    let h_max = h.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
+    let h_max = h
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
     // Gradient tolerance: relative to the data, so that the loop ends on rounding noise.
     let tol = 1e-11 * h_max.max(diag_max);
     let mut passive = vec![false; n];
@@ -133,7 +136,11 @@ fn feasible_solve(g: &[f64], h: &[f64], n: usize, x: &mut [f64], passive: &mut [
 fn solve_subset(g: &[f64], h: &[f64], n: usize, passive: &[bool]) -> Option<Vec<f64>> {
     let idx: Vec<usize> = (0..n).filter(|&j| passive[j]).collect();
     let k = idx.len();
-    let trace: f64 = idx.iter().map(|&j| g[j * n + j]).sum::<f64>().max(f64::MIN_POSITIVE);
+    let trace: f64 = idx
+        .iter()
+        .map(|&j| g[j * n + j])
+        .sum::<f64>()
+        .max(f64::MIN_POSITIVE);
     let mut ridge = 1e-13 * trace / k.max(1) as f64;
     for _attempt in 0..6 {
         let mut l = vec![0.0; k * k];

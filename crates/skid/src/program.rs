@@ -111,7 +111,10 @@ impl SampledProfile {
         sum_event(instructions, ei, &mut p.instructions, |l| l);
         let mut map: HashMap<ModuleIdx, ModuleIdx> = HashMap::new();
         for (i, m) in cycles.modules.iter() {
-            let j = p.modules.find_same_binary(m).unwrap_or_else(|| p.modules.intern(m.clone()));
+            let j = p
+                .modules
+                .find_same_binary(m)
+                .unwrap_or_else(|| p.modules.intern(m.clone()));
             map.insert(i, j);
         }
         p.cycle_period = sum_event(cycles, ec, &mut p.cycles, |l| Location {
@@ -460,7 +463,8 @@ fn correct_loops(
             let sl = match simple_loops(&cfg, lp, opts.max_simple_loops) {
                 Ok(s) => s,
                 Err(e) => {
-                    out.skipped.push(format!("{} loop at {header}: {e}", f.name));
+                    out.skipped
+                        .push(format!("{} loop at {header}: {e}", f.name));
                     continue;
                 }
             };
@@ -535,7 +539,9 @@ fn box_module(
     cands.into_iter().find(|&i| {
         sym.binary(i).is_some_and(|b| {
             b.function_by_name(sym_name).is_some()
-                || b.functions().iter().any(|f| f.raw_name.starts_with(&versioned))
+                || b.functions()
+                    .iter()
+                    .any(|f| f.raw_name.starts_with(&versioned))
         })
     })
 }
@@ -818,7 +824,12 @@ pub fn program_graph(
             .map(|md| ModelledFunction {
                 module: md.module,
                 name: md.func.name.clone(),
-                blocks: md.cfg.blocks.iter().map(|b| b.instructions.clone()).collect(),
+                blocks: md
+                    .cfg
+                    .blocks
+                    .iter()
+                    .map(|b| b.instructions.clone())
+                    .collect(),
             })
             .collect(),
         box_modules: boxes.iter().map(|(m, _)| *m).collect(),

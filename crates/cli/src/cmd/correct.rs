@@ -153,7 +153,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         _ => bail!("give --samples FILE, or --instructions FILE and --cycles FILE"),
     };
     if !a.binary.is_file() {
-        bail!("cannot open the binary {}: no such file", a.binary.display());
+        bail!(
+            "cannot open the binary {}: no such file",
+            a.binary.display()
+        );
     }
     let sym = Symbolizer::new(&profile.modules, std::slice::from_ref(&a.binary));
     let bname = a
@@ -164,7 +167,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let modelled: Vec<ModuleIdx> = profile
         .modules
         .iter()
-        .filter(|(i, _)| sym.binary(*i).is_some_and(|b| b.path() == a.binary.as_path()))
+        .filter(|(i, _)| {
+            sym.binary(*i)
+                .is_some_and(|b| b.path() == a.binary.as_path())
+        })
         .map(|(i, _)| i)
         .collect();
     if modelled.is_empty() {
@@ -173,7 +179,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "no module of the profile is {} (modules are matched by build-id, else file \
              name; is --binary the profiled program?){}",
             a.binary.display(),
-            if w.is_empty() { String::new() } else { format!(": {w}") }
+            if w.is_empty() {
+                String::new()
+            } else {
+                format!(": {w}")
+            }
         );
     }
     let method = match a.solver {
@@ -293,10 +303,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let efr = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.0))).collect())?;
         let efc = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.1))).collect())?;
         let ti = || true_instr.iter().map(|(k, v)| (*k, *v));
-        let eir =
-            proftrust_metrics::epsilon(cor.raw.iter().map(|(k, v)| (*k, r(*v))), ti())?;
-        let eic =
-            proftrust_metrics::epsilon(cor.corrected.iter().map(|(k, v)| (*k, r(*v))), ti())?;
+        let eir = proftrust_metrics::epsilon(cor.raw.iter().map(|(k, v)| (*k, r(*v))), ti())?;
+        let eic = proftrust_metrics::epsilon(cor.corrected.iter().map(|(k, v)| (*k, r(*v))), ti())?;
         Some(serde_json::json!({
             "epsilon_function_raw": efr,
             "epsilon_function_corrected": efc,

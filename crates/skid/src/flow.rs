@@ -1627,15 +1627,6 @@ fn global_search(
                 }
             }
             if let Some((p, counts)) = best {
-                if std::env::var_os("PROFTRUST_FLOW_DEBUG").is_some() {
-                    eprintln!(
-                        "  search: phi {phi:.4e}, best {p:.4e} at {:?}",
-                        counts
-                            .block_counts
-                            .first()
-                            .map(|v| v.iter().map(|x| x.round()).collect::<Vec<_>>())
-                    );
-                }
                 if p < phi {
                     phi = p;
                     st = counts;
@@ -1719,15 +1710,6 @@ fn staged(
         };
         let sol = solve_flow_core(g, skid, &o, st.as_ref(), kind)?;
         let phi_b = phi_of_solution(g, skid, opts, &sol)?;
-        if std::env::var_os("PROFTRUST_FLOW_DEBUG").is_some() {
-            eprintln!(
-                "flow stage spread {sp:.2}: phi {:.4e} -> {:.4e} (base {phi_b:.4e}), {} it, counts {:?}",
-                sol.phi_start,
-                sol.phi,
-                sol.iterations,
-                sol.block_counts.first().map(|v| v.iter().map(|x| x.round()).collect::<Vec<_>>())
-            );
-        }
         iterations += sol.iterations;
         st = Some(FlowStart {
             block_counts: sol.block_counts.clone(),

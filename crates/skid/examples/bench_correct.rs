@@ -2,10 +2,15 @@
 //! a loop of four if/else diamonds in a row (2^4 = 16 elementary cycles through the header),
 //! 10 blocks of 3..8 instructions, one heavy load per diamond arm; the sampled profile is
 //! produced by the model from known frequencies (seeded). Prints the time per solve for
-//! each solver and emulation, and the instruction-level error against the known counts.
+//! each solver and emulation (median of 5 runs for lsq and flow, one run for Gibbs), and
+//! the instruction-level error against the known counts. The flow solver gets the same
+//! loop as a function (header, diamonds, latch that loops or returns).
 
 use proftrust_skid::correct::{
     solve_gibbs, solve_lsq, Emulation, GibbsOptions, LoopProblem, LsqOptions, Prepared,
+};
+use proftrust_skid::flow::{
+    solve_flow, FlowBlock, FlowFunction, FlowGraph, FlowOptions, Successor,
 };
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
@@ -61,12 +66,22 @@ fn main() {
         cpi.len()
     );
     println!("raw instruction eps {:.4}", eps(&p.sampled_instructions));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     for em in [Emulation::PerLoop, Emulation::Mixed] {
         let mut lo = LsqOptions::default();
         lo.emulation = em;
-        let t = Instant::now();
-        let s = solve_lsq(&p, &lo).expect("solves");
-        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut times = Vec::new();
+        let mut s = None;
+        for _ in 0..5 {
+            let t = Instant::now();
+            s = Some(solve_lsq(&p, &lo).expect("solves"));
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let s = s.expect("ran");
+        let ms = median(times);
         println!(
             "lsq   {em:?}: {ms:8.1} ms, eps {:.4}, phi {:.3e}",
             eps(&s.instructions),
@@ -83,6 +98,71 @@ fn main() {
             eps(&s.instructions),
             s.phi,
             s.iterations
+        );
+    }
+    // The same loop for the flow solver: header 0 -> diamond arms -> latch 9 -> header or
+    // return; entered once from outside.
+    let start = |b: usize| -> usize { sizes[..b].iter().sum() };
+    let mut blocks = Vec::new();
+    for b in 0..10 {
+        let successors = match b {
+            0 => vec![Successor::Block(1), Successor::Block(2)],
+            9 => vec![Successor::Block(0), Successor::Return],
+            _ => {
+                let d = (b - 1) / 2;
+                if d == 3 {
+                    vec![Successor::Block(9)]
+                } else {
+                    vec![Successor::Block(3 + 2 * d), Successor::Block(4 + 2 * d)]
+                }
+            }
+        };
+        let r = start(b)..start(b) + sizes[b];
+        blocks.push(FlowBlock {
+            sampled_instructions: p.sampled_instructions[r.clone()].to_vec(),
+            sampled_cycles: p.sampled_cycles[r].to_vec(),
+            calls: vec![],
+            successors,
+        });
+    }
+    let g = FlowGraph {
+        functions: vec![FlowFunction {
+            name: "loop".into(),
+            blocks,
+            external_callers: true,
+            loops: vec![(0..10).collect()],
+        }],
+        boxes: vec![],
+        cycle_period: 0.0,
+    };
+    let variants: Vec<(&str, FlowOptions)> = if std::env::var_os("FLOW_VARIANTS").is_some() {
+        let mut v = vec![("default", FlowOptions::default())];
+        for r in [0, 2, 3] {
+            let mut o = FlowOptions::default();
+            o.jacobian_refresh = r;
+            v.push((["broyden", "", "refresh 2", "refresh 3"][r], o));
+        }
+        v
+    } else {
+        vec![("default", FlowOptions::default())]
+    };
+    for (name, fo) in variants {
+        let mut times = Vec::new();
+        let mut sol = None;
+        for _ in 0..5 {
+            let t = Instant::now();
+            sol = Some(solve_flow(&g, 40.0, &fo).expect("solves"));
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let sol = sol.expect("ran");
+        let counts: Vec<f64> = (0..10)
+            .flat_map(|b| std::iter::repeat_n(sol.block_counts[0][b], sizes[b]))
+            .collect();
+        println!(
+            "flow  ({name}): {:8.1} ms, eps {:.4}, phi {:.3e}",
+            median(times),
+            eps(&counts),
+            sol.phi
         );
     }
 }

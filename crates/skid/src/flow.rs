@@ -176,12 +176,20 @@ pub struct FlowOptions {
     pub lm_max_unknowns: usize,
     /// Relative forward-difference step of the LM Jacobian. Default 0.02.
     pub jacobian_step: f64,
+    /// LM: recompute the Jacobian by finite differences every this many iterations (in
+    /// between, Broyden updates); 0 = only when a step fails. Default 1 (always).
+    pub jacobian_refresh: usize,
     /// Graduated smoothing: the first stage averages the emulation over a skid spread of
     /// this fraction of `S`; each next stage halves the spread, down to
     /// [`FlowOptions::skid_spread`]. With a sharp spread `phi` is a golf course (a narrow
     /// well at the solution in a rugged plateau, as the skid's landing jumps when a block's
     /// time crosses a cycle boundary); a wide spread smooths it. 0 = one stage. Default 0.5.
     pub smoothing_start: f64,
+    /// Most skid values a spread is averaged over (2 per cycle of spread, at least 4).
+    /// Default 16.
+    pub max_skid_points: usize,
+    /// Factor between the spreads of consecutive smoothing stages. Default 0.5.
+    pub smoothing_step: f64,
     /// The last smoothing stage uses a spread of `max(skid_spread, smoothing_end * S)`.
     /// Whatever the last stage, the answer is the stage solution with the lowest `phi` at
     /// [`FlowOptions::skid_spread`]. Default 0 (stages down to `skid_spread`).
@@ -215,12 +223,15 @@ impl Default for FlowOptions {
             lm_iterations: 30,
             lm_max_unknowns: 600,
             jacobian_step: 0.02,
+            jacobian_refresh: 1,
             instruction_sites: false,
             max_ipc: 4.0,
             smoothing_start: 0.5,
             global_sweeps: 3,
             global_soft_weight: 0.1,
             smoothing_end: 0.0,
+            smoothing_step: 0.5,
+            max_skid_points: 16,
         }
     }
 }
@@ -980,7 +991,23 @@ impl<'l> Emu<'l> {
         let o = match l.calls[gb].iter().find(|(kk, _)| *kk == m) {
             // The overflow is on a call: the next instructions are the callee's.
             Some(&(_, cl)) => self.through_call(gb, m, cl, s),
-            None => self.walk(gb, m + 1, s),
+            None => {
+                // Fast path: the sample lands in the rest of its own block before any call
+                // (the common case) — no partial outcome needed.
+                let i0 = l.istart[gb];
+                let mut cum = 0.0;
+                for k in m + 1..l.size(gb) {
+                    if l.calls[gb].iter().any(|(kk, _)| *kk == k) {
+                        break;
+                    }
+                    cum += self.cpi[i0 + k];
+                    if cum >= s - 1e-9 {
+                        land.push((l.site_of(gb, k), w));
+                        return;
+                    }
+                }
+                self.walk(gb, m + 1, s)
+            }
         };
         self.add_land(land, o.land, w);
         for idx in o.exits.range() {
@@ -1049,20 +1076,20 @@ struct Landing {
 }
 
 /// The skid values the emulation averages over: the midpoints of `n` equal parts of
-/// `[S - spread/2, S + spread/2]`, `n = 2 spread` clamped to 4..16 (4 points for the default
-/// spread of 1 cycle, as the loop solvers).
-fn skid_points(skid: f64, spread: f64) -> Vec<f64> {
+/// `[S - spread/2, S + spread/2]`, `n = 2 spread` clamped to 4..`max_points` (4 points for
+/// the default spread of 1 cycle, as the loop solvers).
+fn skid_points(skid: f64, spread: f64, max_points: usize) -> Vec<f64> {
     if spread <= 0.0 || skid <= 0.0 {
         return vec![skid];
     }
-    let n = ((2.0 * spread).ceil() as usize).clamp(4, 16);
+    let n = ((2.0 * spread).ceil() as usize).clamp(4, max_points);
     (0..n)
         .map(|k| (skid + spread * ((k as f64 + 0.5) / n as f64 - 0.5)).max(0.0))
         .collect()
 }
 
 fn landing(l: &Layout, v: &[f64], skid: f64, opts: &FlowOptions) -> Landing {
-    let skids = skid_points(skid, opts.skid_spread);
+    let skids = skid_points(skid, opts.skid_spread, opts.max_skid_points.max(4));
     let max_skid = skids.iter().cloned().fold(0.0, f64::max);
     let mut emu = Emu::new(l, v, opts.quantum, max_skid);
     let blocks = (0..l.nblocks())
@@ -1255,7 +1282,8 @@ fn phi_e(l: &Layout, e: &[f64]) -> f64 {
 /// Levenberg–Marquardt on the full non-linear `phi` (the CPIs, edge probabilities, call
 /// shares and `tau` all move with `v`): the Jacobian of `E^` by forward differences (step
 /// [`FlowOptions::jacobian_step`] of the variable, or of its block's count for an unused
-/// edge), then a damped NNLS step `min ||E^(v) + J (w - v) - y||^2 + lambda ||D (w - v)||^2`
+/// edge) and Broyden's rank-one update after each accepted step (a fresh one when a step
+/// with an updated Jacobian fails), then a damped NNLS step `min ||E^(v) + J (w - v) - y||^2 + lambda ||D (w - v)||^2`
 /// with conservation and eq. 3 (Marquardt's scaling `D^2 = diag(J^T J)`); `lambda` is
 /// divided by 3 after a step that lowers `phi` and multiplied by 4 (at most 8 times) after
 /// one that does not. Returns the new `v`, its `phi`, the iterations run and whether it
@@ -1269,65 +1297,26 @@ fn levenberg_marquardt(
     max_iterations: usize,
 ) -> (Vec<f64>, f64, usize, bool) {
     let n = l.nvars;
+    let ns = l.nsites();
     let mut e0 = emulate_at(l, &v, skid, opts);
     let mut phi = phi_e(l, &e0);
     let mut lambda = 1e-3;
     let mut it = 0;
     let mut converged = false;
-    let box_vars: std::collections::HashSet<usize> = l.box_var.iter().copied().collect();
-
+    // Jacobian columns (sites x vars); forward differences when fresh, then Broyden
+    // rank-one updates after accepted steps; recomputed when a step with an updated
+    // Jacobian fails.
+    let mut jac: Option<Vec<Vec<f64>>> = None;
+    let mut fresh = false;
     while it < max_iterations {
         it += 1;
-        let x = l.counts(&v);
-        let mut block_of_var = vec![usize::MAX; n];
-        for gb in 0..l.nblocks() {
-            for var in l.var0[gb]..l.var0[gb + 1] {
-                block_of_var[var] = gb;
-            }
+        let scale = l.counts(&v).iter().cloned().fold(0.0, f64::max).max(1.0);
+        if jac.is_none() || (opts.jacobian_refresh > 0 && (it - 1) % opts.jacobian_refresh == 0) {
+            jac = Some(fd_jacobian(l, skid, opts, &v, &e0));
+            fresh = true;
         }
-        let scale = x.iter().cloned().fold(0.0, f64::max).max(1.0);
-        // Jacobian columns (sites x vars), stored by column.
-        let mut jcols: Vec<Vec<f64>> = Vec::with_capacity(n);
-        let land0 = landing(l, &v, skid, opts);
-        for j in 0..n {
-            if box_vars.contains(&j) {
-                // E^ is linear in Y_X with column L_X (tau does not depend on Y_X).
-                let xi = l.box_var.iter().position(|&b| b == j).unwrap_or(0);
-                let mut col = vec![0.0; l.nsites()];
-                for &(s, w) in &land0.boxes[xi] {
-                    col[s as usize] += w;
-                }
-                jcols.push(col);
-                continue;
-            }
-            // Cold variables (their block runs less than 1e-5 of the hottest block and has
-            // no samples) keep a zero column: they cannot move the fit.
-            let gbj = block_of_var[j];
-            let ext_cold = gbj == usize::MAX && v[j] < 1e-5 * scale;
-            let block_cold = gbj != usize::MAX
-                && x[gbj] < 1e-5 * scale
-                && l.e[l.istart[gbj]..l.istart[gbj + 1]]
-                    .iter()
-                    .all(|e| *e == 0.0);
-            if ext_cold || block_cold {
-                jcols.push(vec![0.0; l.nsites()]);
-                continue;
-            }
-            let base = if v[j] > 0.0 {
-                v[j]
-            } else if block_of_var[j] != usize::MAX && x[block_of_var[j]] > 0.0 {
-                x[block_of_var[j]]
-            } else {
-                1e-3 * scale
-            };
-            let hstep = (opts.jacobian_step * base).max(1e-9 * scale);
-            let mut vp = v.clone();
-            vp[j] += hstep;
-            let ep = emulate_at(l, &vp, skid, opts);
-            jcols.push(ep.iter().zip(&e0).map(|(a, b)| (a - b) / hstep).collect());
-        }
+        let jcols = jac.as_ref().map_or(&[][..], |j| j.as_slice());
         // Rows: J w ~ y - E^(v) + J v.
-        let ns = l.nsites();
         let mut a = vec![vec![0.0; n]; ns];
         for (j, col) in jcols.iter().enumerate() {
             for s in 0..ns {
@@ -1341,36 +1330,118 @@ fn levenberg_marquardt(
             .iter()
             .map(|c| c.iter().map(|x| x * x).sum::<f64>().max(1e-12))
             .collect();
-        let mut accepted = false;
+        let mut accepted = None;
         for _trial in 0..8 {
             let w = fit_rows(l, &a, &t, cons, opts, Some((lambda, &d, &v)), Some(&v));
             let ew = emulate_at(l, &w, skid, opts);
             let phw = phi_e(l, &ew);
             if phw < phi {
-                let moved = w
-                    .iter()
-                    .zip(&v)
-                    .map(|(p, q)| (p - q).abs())
-                    .fold(0.0, f64::max);
-                let rel = (phi - phw) / phi.max(f64::MIN_POSITIVE);
-                v = w;
-                e0 = ew;
-                phi = phw;
+                accepted = Some((w, ew, phw));
                 lambda = (lambda / 3.0).max(1e-9);
-                accepted = true;
-                if moved <= opts.tolerance * scale || rel < 1e-6 {
-                    converged = true;
-                }
                 break;
             }
             lambda *= 4.0;
         }
-        if !accepted || converged {
-            converged = true;
-            break;
+        match accepted {
+            Some((w, ew, phw)) => {
+                let step: Vec<f64> = w.iter().zip(&v).map(|(p, q)| p - q).collect();
+                let moved = step.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+                let rel = (phi - phw) / phi.max(f64::MIN_POSITIVE);
+                // Broyden: J += (dE - J step) step^T / |step|^2.
+                let nrm: f64 = step.iter().map(|x| x * x).sum();
+                if let (Some(jc), true) = (jac.as_mut(), nrm > 0.0) {
+                    let mut js = vec![0.0; ns];
+                    for (j, col) in jc.iter().enumerate() {
+                        if step[j] != 0.0 {
+                            for s in 0..ns {
+                                js[s] += col[s] * step[j];
+                            }
+                        }
+                    }
+                    let u: Vec<f64> = (0..ns).map(|s| (ew[s] - e0[s] - js[s]) / nrm).collect();
+                    for (j, col) in jc.iter_mut().enumerate() {
+                        if step[j] != 0.0 {
+                            for s in 0..ns {
+                                col[s] += u[s] * step[j];
+                            }
+                        }
+                    }
+                }
+                v = w;
+                e0 = ew;
+                phi = phw;
+                fresh = false;
+                if moved <= opts.tolerance * scale || rel < 1e-6 {
+                    converged = true;
+                    break;
+                }
+            }
+            None if !fresh => {
+                // The updated Jacobian may be stale: retry with a fresh one.
+                jac = None;
+                lambda = 1e-3;
+            }
+            None => {
+                converged = true;
+                break;
+            }
         }
     }
     (v, phi, it, converged)
+}
+
+/// Forward-difference Jacobian of `E^` at `v` (columns per variable); see
+/// [`levenberg_marquardt`].
+fn fd_jacobian(l: &Layout, skid: f64, opts: &FlowOptions, v: &[f64], e0: &[f64]) -> Vec<Vec<f64>> {
+    let n = l.nvars;
+    let ns = l.nsites();
+    let x = l.counts(v);
+    let mut block_of_var = vec![usize::MAX; n];
+    for gb in 0..l.nblocks() {
+        for var in l.var0[gb]..l.var0[gb + 1] {
+            block_of_var[var] = gb;
+        }
+    }
+    let scale = x.iter().cloned().fold(0.0, f64::max).max(1.0);
+    let land0 = landing(l, v, skid, opts);
+    let mut jcols: Vec<Vec<f64>> = Vec::with_capacity(n);
+    for j in 0..n {
+        if let Some(xi) = l.box_var.iter().position(|&b| b == j) {
+            // E^ is linear in Y_X with column L_X (tau does not depend on Y_X).
+            let mut col = vec![0.0; ns];
+            for &(s, w) in &land0.boxes[xi] {
+                col[s as usize] += w;
+            }
+            jcols.push(col);
+            continue;
+        }
+        // Cold variables (their block runs less than 1e-5 of the hottest block and has no
+        // samples) keep a zero column: they cannot move the fit.
+        let gbj = block_of_var[j];
+        let ext_cold = gbj == usize::MAX && v[j] < 1e-5 * scale;
+        let block_cold = gbj != usize::MAX
+            && x[gbj] < 1e-5 * scale
+            && l.e[l.istart[gbj]..l.istart[gbj + 1]]
+                .iter()
+                .all(|e| *e == 0.0);
+        if ext_cold || block_cold {
+            jcols.push(vec![0.0; ns]);
+            continue;
+        }
+        let base = if v[j] > 0.0 {
+            v[j]
+        } else if gbj != usize::MAX && x[gbj] > 0.0 {
+            x[gbj]
+        } else {
+            1e-3 * scale
+        };
+        let hstep = (opts.jacobian_step * base).max(1e-9 * scale);
+        let mut vp = v.to_vec();
+        vp[j] += hstep;
+        let ep = emulate_at(l, &vp, skid, opts);
+        jcols.push(ep.iter().zip(e0).map(|(a, b)| (a - b) / hstep).collect());
+    }
+    jcols
 }
 
 /// Flows fitted to given counts (identity landing against `y = counts`), conservation and
@@ -1687,7 +1758,7 @@ fn staged(
         let mut sp = skid * opts.smoothing_start;
         while sp > last * 1.5 {
             spreads.push(sp);
-            sp *= 0.5;
+            sp *= opts.smoothing_step;
         }
     }
     spreads.push(last);

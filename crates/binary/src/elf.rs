@@ -436,7 +436,10 @@ impl Binary {
         raw.sort_by(|a, b| (a.0, a.3, &a.2).cmp(&(b.0, b.3, &b.2)));
         let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
         let mut by_name = HashMap::new();
+        // Every symbol name with its address: aliases at one address share a function.
+        let mut all_names: Vec<(String, u64)> = Vec::with_capacity(raw.len());
         for (addr, size, name, _) in raw {
+            all_names.push((name.clone(), addr));
             let idx = match functions.last_mut() {
                 Some(last) if last.start.0 == addr => {
                     if last.size == 0 {
@@ -472,6 +475,29 @@ impl Binary {
             for (i, f) in functions.iter().enumerate() {
                 by_name.entry(f.raw_name.clone()).or_insert(i);
                 by_name.entry(f.name.clone()).or_insert(i);
+            }
+        }
+        // Aliases (kept through the rebuild above), and dynamic symbols also under their
+        // name without the version (`printf@@GLIBC_2.2.5` as `printf`, as a PLT stub or a
+        // relocation names it).
+        for (name, addr) in &all_names {
+            if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
+                by_name.entry(name.clone()).or_insert(i);
+                by_name.entry(demangle(name)).or_insert(i);
+            }
+        }
+        // The default version (`@@`) first: that is what a new link binds to.
+        for default in [true, false] {
+            for (name, addr) in &all_names {
+                let Some((base, ver)) = name.split_once('@') else {
+                    continue;
+                };
+                if base.is_empty() || ver.starts_with('@') != default {
+                    continue;
+                }
+                if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
+                    by_name.entry(base.to_string()).or_insert(i);
+                }
             }
         }
         // Size-0 symbols run to the next function or the end of their section.
@@ -587,7 +613,9 @@ impl Binary {
         best
     }
 
-    /// The function with this raw (mangled) or demangled name.
+    /// The function with this raw (mangled) or demangled name — also under an alias at the
+    /// same address, and a dynamic symbol under its name without the version
+    /// (`printf@@GLIBC_2.2.5` as `printf`, as `printf@plt` calls it).
     pub fn function_by_name(&self, name: &str) -> Option<&Function> {
         self.by_name.get(name).map(|&i| &self.functions[i])
     }

@@ -1045,3 +1045,45 @@ fn calls_to_noreturn_functions_end_their_block() {
         assert_eq!(cfg.successors(b).count(), 0, "no successor after {a:#x}");
     }
 }
+
+/// Aliases and versioned dynamic symbols are found by name: a PLT stub `printf@plt` names
+/// `printf`, which libc exports as an alias of `_IO_printf`; `exp@plt` names `exp`, which
+/// libm exports as `exp@@GLIBC_2.29` (next to the old `exp@GLIBC_2.2.5`). Oracle:
+/// `readelf --dyn-syms` on the same files.
+#[test]
+fn versioned_and_alias_names() {
+    let dynsym_addr = |lib: &std::path::Path, sym: &str| -> Option<u64> {
+        let out = std::process::Command::new("readelf")
+            .args(["--dyn-syms", "-W"])
+            .arg(lib)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find(|l| l.split_whitespace().nth(7) == Some(sym))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+    };
+    for (lib, name, versioned) in [
+        (
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "printf",
+            "printf@@GLIBC_2.2.5",
+        ),
+        ("/lib/x86_64-linux-gnu/libm.so.6", "exp", "exp@@GLIBC_2.29"),
+    ] {
+        let lib = std::path::Path::new(lib);
+        let Some(want) = dynsym_addr(lib, versioned) else {
+            eprintln!(
+                "SKIP: versioned_and_alias_names: no {versioned} in {} (or no readelf)",
+                lib.display()
+            );
+            continue;
+        };
+        let bin = proftrust_binary::Binary::open(lib).unwrap();
+        let f = bin
+            .function_by_name(name)
+            .unwrap_or_else(|| panic!("{name} by its plain name in {}", lib.display()));
+        assert_eq!(f.start.0, want, "{name} in {}", lib.display());
+    }
+}

@@ -82,6 +82,12 @@ fn main() {
     let mut base = FlowOptions::default();
     base.instruction_sites = isites;
     base.lm_iterations = lm;
+    if let Some(g) = std::env::var("GS").ok().and_then(|x| x.parse().ok()) {
+        base.global_sweeps = g;
+    }
+    if let Some(g) = std::env::var("IPC").ok().and_then(|x| x.parse().ok()) {
+        base.max_ipc = g;
+    }
     base.max_iterations = std::env::var("ALT")
         .ok()
         .and_then(|x| x.parse().ok())
@@ -103,6 +109,32 @@ fn main() {
         "phi: raw fit {:.4e}, at truth {:.4e}, solved {:.4e} ({} it, {:.2} s, conv {}), from truth {:.4e} ({} it)",
         raw.phi, at_truth.phi, sol.phi, sol.iterations, dt, sol.converged, from_truth.phi, from_truth.iterations
     );
+    {
+        let y: f64 = pg
+            .graph
+            .functions
+            .iter()
+            .flat_map(|f| f.blocks.iter().flat_map(|b| b.sampled_instructions.iter()))
+            .sum::<f64>()
+            + pg.graph
+                .boxes
+                .iter()
+                .map(|b| b.sampled_instructions)
+                .sum::<f64>();
+        let c: f64 = sol
+            .block_counts
+            .iter()
+            .enumerate()
+            .map(|(k, bc)| {
+                bc.iter()
+                    .zip(&pg.functions[k].blocks)
+                    .map(|(x, b)| x * b.len() as f64)
+                    .sum::<f64>()
+            })
+            .sum::<f64>()
+            + sol.box_counts.iter().sum::<f64>();
+        println!("total observed {y:.0}, corrected {c:.0}");
+    }
     println!(
         "{:<24} {:>6} {:>4} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "function", "block", "n", "truth", "raw-fit", "solved", "from-truth", "sampledE"

@@ -79,6 +79,12 @@ pub enum Callee {
     Box(usize),
     /// Code outside the model; a call to it takes no time in the emulation.
     Unknown,
+    /// An indirect call (through a function pointer, a virtual call): in the emulation it
+    /// enters one of the functions called from outside the model (those with an unknown
+    /// count of external calls `s_g`), with probability `s_g / sum s`; walks that return
+    /// from such a function continue after the indirect call sites, in proportion to their
+    /// counts.
+    Indirect,
 }
 
 /// A successor of a block (one flow unknown each).
@@ -299,6 +305,8 @@ struct Layout {
     /// Upper bound `U_X` of `Y_X` per box.
     box_bounds: Vec<f64>,
     nvars: usize,
+    /// Indirect call sites (global block, instruction).
+    indirect_sites: Vec<(usize, usize)>,
     /// Callers per function / per box.
     fn_callers: Vec<Vec<CallerRef>>,
     box_callers: Vec<Vec<CallerRef>>,
@@ -421,11 +429,13 @@ impl Layout {
         var0.push(nvars);
         let mut fn_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); nf];
         let mut box_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); g.boxes.len()];
+        let mut indirect_sites = Vec::new();
         for gb in 0..nb {
             for &(k, cl) in &calls[gb] {
                 match cl {
                     Callee::Function(h) => fn_callers[h].push(CallerRef::Call { gb, k }),
                     Callee::Box(x) => box_callers[x].push(CallerRef::Call { gb, k }),
+                    Callee::Indirect => indirect_sites.push((gb, k)),
                     Callee::Unknown => {}
                 }
             }
@@ -509,6 +519,7 @@ impl Layout {
             bounds,
             box_bounds,
             nvars,
+            indirect_sites,
             fn_callers,
             box_callers,
             box_e,
@@ -664,6 +675,10 @@ struct Emu<'l> {
     fn_share: Vec<Vec<(CallerRef, f64)>>,
     box_share: Vec<Vec<(CallerRef, f64)>>,
     tau: Vec<f64>,
+    /// Targets of indirect calls (functions with external calls) and their probabilities.
+    ind_targets: Vec<(usize, f64)>,
+    /// Indirect call sites (global block, instruction) and their shares of the calls.
+    ind_sites: Vec<(usize, usize, f64)>,
     /// Quanta of the memo tables (remaining skid `0..rmax`).
     rmax: usize,
     /// Walk memo, indexed `(istart[gb] + gb + j) * rmax + rq`.
@@ -737,6 +752,27 @@ impl<'l> Emu<'l> {
                 }
             })
             .collect();
+        let ext_total: f64 = l.ext_var.iter().flatten().map(|&k| v[k].max(0.0)).sum();
+        let ind_targets = if ext_total > 0.0 {
+            l.ext_var
+                .iter()
+                .enumerate()
+                .filter_map(|(f, e)| e.map(|k| (f, v[k].max(0.0) / ext_total)))
+                .filter(|(_, p)| *p > 0.0)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let site_total: f64 = l.indirect_sites.iter().map(|&(gb, _)| x[gb].max(0.0)).sum();
+        let ind_sites = if site_total > 0.0 {
+            l.indirect_sites
+                .iter()
+                .map(|&(gb, k)| (gb, k, x[gb].max(0.0) / site_total))
+                .filter(|s| s.2 > 0.0)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Emu {
             l,
             quantum,
@@ -745,6 +781,8 @@ impl<'l> Emu<'l> {
             fn_share,
             box_share,
             tau,
+            ind_targets,
+            ind_sites,
             rmax: (max_skid / quantum).ceil() as usize + 2,
             memo: Vec::new(),
             up_fn_memo: Vec::new(),
@@ -861,7 +899,23 @@ impl<'l> Emu<'l> {
                     self.walk(gb, k + 1, left - self.tau[x])
                 }
             }
-            Callee::Unknown => self.walk(gb, k + 1, left),
+            Callee::Indirect if !self.ind_targets.is_empty() => {
+                let (mut land, mut exits) = self.scratch();
+                let targets = std::mem::take(&mut self.ind_targets);
+                for &(h, ph) in &targets {
+                    let o = self.enter(h, left);
+                    self.add_land(&mut land, o.land, ph);
+                    for idx in o.exits.range() {
+                        let (rq, p) = self.exit_arena[idx];
+                        let c = self.walk_q(gb, k + 1, rq);
+                        self.add_land(&mut land, c.land, ph * p);
+                        self.add_exits(&mut exits, c.exits, ph * p);
+                    }
+                }
+                self.ind_targets = targets;
+                self.finish(land, exits)
+            }
+            Callee::Unknown | Callee::Indirect => self.walk(gb, k + 1, left),
         }
     }
 
@@ -912,7 +966,7 @@ impl<'l> Emu<'l> {
                         exits.push((self.q(left - self.tau[x]), p));
                     }
                 }
-                Successor::TailCall(Callee::Unknown) | Successor::Leave => {}
+                Successor::TailCall(Callee::Unknown | Callee::Indirect) | Successor::Leave => {}
             }
         }
         self.finish(land, exits)
@@ -977,7 +1031,21 @@ impl<'l> Emu<'l> {
                     let u = self.up_fn(g, rq);
                     self.add_land(&mut land, u, p);
                 }
-                CallerRef::Ext { .. } => {}
+                CallerRef::Ext { .. } => {
+                    // Back to an indirect call site, if the model has any (else lost).
+                    let sites = std::mem::take(&mut self.ind_sites);
+                    for &(gb, k, q) in &sites {
+                        let c = self.walk_q(gb, k + 1, rq);
+                        self.add_land(&mut land, c.land, p * q);
+                        let g = self.l.func_of[gb];
+                        for idx in c.exits.range() {
+                            let (rq2, p2) = self.exit_arena[idx];
+                            let u = self.up_fn(g, rq2);
+                            self.add_land(&mut land, u, p * q * p2);
+                        }
+                    }
+                    self.ind_sites = sites;
+                }
             }
         }
         self.finish(land, exits).land
@@ -1176,6 +1244,7 @@ fn fit_rows(
     l: &Layout,
     a: &[Vec<f64>],
     t: &[f64],
+    total: f64,
     cons: &[Vec<(usize, f64)>],
     opts: &FlowOptions,
     damping: Option<(f64, &[f64], &[f64])>,
@@ -1186,7 +1255,6 @@ fn fit_rows(
     let mean_size = l.e.len() as f64 / nb.max(1) as f64;
     let wc = opts.conservation_weight * mean_size;
     let wt = opts.total_weight;
-    let total: f64 = l.y.iter().sum();
     let (mut g, mut h) = gram(a.iter().map(|r| r.as_slice()).zip(t.iter().copied()), n);
     // Conservation rows (sparse).
     for r in cons {
@@ -1266,7 +1334,7 @@ fn fit(
     warm: Option<&[f64]>,
 ) -> Vec<f64> {
     let a = site_matrix(l, land);
-    fit_rows(l, &a, &l.y, cons, opts, None, warm)
+    fit_rows(l, &a, &l.y, l.y.iter().sum(), cons, opts, None, warm)
 }
 
 /// `E^(v)` with the emulation at `v`.
@@ -1332,7 +1400,17 @@ fn levenberg_marquardt(
             .collect();
         let mut accepted = None;
         for _trial in 0..8 {
-            let w = fit_rows(l, &a, &t, cons, opts, Some((lambda, &d, &v)), Some(&v));
+            let total = l.y.iter().sum();
+            let w = fit_rows(
+                l,
+                &a,
+                &t,
+                total,
+                cons,
+                opts,
+                Some((lambda, &d, &v)),
+                Some(&v),
+            );
             let ew = emulate_at(l, &w, skid, opts);
             let phw = phi_e(l, &ew);
             if phw < phi {
@@ -1495,7 +1573,9 @@ fn start_flows_weighted(
                 }
                 t[s] *= w[s];
             }
-            fit_rows(l, &a, &t, cons, opts, None, None)
+            // eq. 3 keeps the observed total: a direction moves counts, not the total.
+            let total = y_obs.iter().sum();
+            fit_rows(l, &a, &t, total, cons, opts, None, None)
         }
     };
     l.y = y_obs;

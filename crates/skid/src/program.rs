@@ -534,15 +534,9 @@ fn box_module(
         .filter(|i| !modelled.contains(i) && with_samples.contains(i))
         .collect();
     cands.sort();
-    // Dynamic symbols carry their version (`exp@@GLIBC_2.29`); the stub's name does not.
-    let versioned = format!("{sym_name}@");
     cands.into_iter().find(|&i| {
-        sym.binary(i).is_some_and(|b| {
-            b.function_by_name(sym_name).is_some()
-                || b.functions()
-                    .iter()
-                    .any(|f| f.raw_name.starts_with(&versioned))
-        })
+        sym.binary(i)
+            .is_some_and(|b| b.function_by_name(sym_name).is_some())
     })
 }
 
@@ -761,7 +755,7 @@ pub fn program_graph(
                                 .map_or(Callee::Unknown, |t| callee_at(m, md.bin, t));
                             calls.push((j, cl));
                         }
-                        Flow::IndirectCall => calls.push((j, Callee::Unknown)),
+                        Flow::IndirectCall => calls.push((j, Callee::Indirect)),
                         _ => {}
                     }
                 }

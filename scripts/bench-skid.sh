@@ -97,3 +97,39 @@ PY
     done
   done
 done
+# 3. Solvers compared on the same runs (COMPARE=1): flow, lsq + mixed, lsq + per-loop,
+#    Gibbs + per-loop (Algorithm 1 as printed), Gibbs + mixed, at the COMPARE_CASES
+#    configurations (default "30:200 60:300"), on the samples written above.
+if [ "${COMPARE:-0}" = 1 ]; then
+  echo
+  echo "solver comparison (function eps / instruction eps, corrected; correct time in s)"
+  printf '%-7s %3s %4s %8s %-24s %-24s %-24s %-24s %-24s\n' workload S heavy raw flow lsq+mixed lsq+per-loop gibbs+per-loop gibbs+mixed
+  for w in $workloads; do
+    for c in ${COMPARE_CASES:-30:200 60:300}; do
+      s="${c%%:*}"
+      h="${c##*:}"
+      base="$tmp/$w.s$s.h$h"
+      [ -s "$base.samples" ] || continue
+      line=""
+      raw=""
+      for sv in flow:mixed lsq:mixed lsq:per-loop gibbs:per-loop gibbs:mixed; do
+        t0=$(date +%s.%N)
+        "$pt" -q correct --skid "$s" --samples "$base.samples" --binary "$tmp/bin/$w" \
+          --truth "$base.exact" --solver "${sv%%:*}" --emulation "${sv##*:}" --json \
+          >"$base.cmp.json"
+        t1=$(date +%s.%N)
+        cell=$(python3 - "$base.cmp.json" "$t0" "$t1" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+dt = float(sys.argv[3]) - float(sys.argv[2])
+print(f"{m['epsilon_function_raw']:.4f}/{m['epsilon_instruction_raw']:.4f} "
+      f"{m['epsilon_function_corrected']:.4f}/{m['epsilon_instruction_corrected']:.4f}/{dt:.1f}s")
+PY
+)
+        raw="${cell%% *}"
+        line="$line $(printf '%-24s' "${cell#* }")"
+      done
+      printf '%-7s %3s %4s %8s%s\n' "$w" "$s" "$h" "$raw" "$line"
+    done
+  done
+fi

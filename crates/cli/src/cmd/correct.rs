@@ -55,9 +55,13 @@ pub struct Args {
     /// Native sample file of the cycles event.
     #[arg(long, requires = "instructions")]
     cycles: Option<PathBuf>,
-    /// Skid in cycles (measure it with `calibrate`).
+    /// Skid in cycles (measure it with `calibrate`); the mean when it varies.
     #[arg(long)]
     skid: f64,
+    /// Width in cycles of the skid's spread around --skid (flow solver: the emulation
+    /// averages over a uniform spread of this width; the default 1 suits a constant skid).
+    #[arg(long, default_value_t = 1.0)]
+    skid_spread: f64,
     /// The profiled binary.
     #[arg(long)]
     binary: PathBuf,
@@ -143,6 +147,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if !(a.skid.is_finite() && a.skid >= 0.0) {
         bail!("--skid must be a number of cycles >= 0");
     }
+    if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
+        bail!("--skid-spread must be a number of cycles >= 0");
+    }
     let profile = match (&a.samples, &a.instructions, &a.cycles) {
         (Some(p), _, _) => SampledProfile::from_sample_set(&read_samples(p)?)
             .with_context(|| format!("{}", p.display()))?,
@@ -207,6 +214,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.hot_share = a.hot_share;
     opts.max_simple_loops = a.max_simple_loops;
     opts.max_blocks = a.max_blocks;
+    opts.flow.skid_spread = a.skid_spread;
     opts.seed = a.seed;
     let pb = util::progress(None, "correcting");
     let cor = correct_profile(&profile, &sym, &opts)

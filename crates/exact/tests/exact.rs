@@ -4,7 +4,8 @@
 //! block trace. Tests needing qemu-x86_64, valgrind, gcc or objdump skip loudly.
 
 use proftrust_exact::{
-    count_callgrind, count_qemu, trace_qemu, CallgrindOptions, ExactError, QemuOptions,
+    count_callgrind, count_qemu, counts_may_be_low, guest_threads, trace_qemu, CallgrindOptions,
+    ExactError, QemuOptions,
 };
 use proftrust_model::{
     BlockVisitor, ExactProfile, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
@@ -209,6 +210,8 @@ fn qemu_counted_loop_is_exact() {
     );
     // kernel(n), kernel(n+1), kernel(n+2): 3n+3 body runs, 3n taken back-edges.
     assert_loop_counts(&p, &bin, 3 * n + 3, Some(3 * n));
+    assert_eq!(guest_threads(&p), Some(1), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p));
     // The body total equals (instructions in the loop per objdump) x trip count.
     let m = main_module(&p, &bin);
     let (body, _, _) = kernel_loop(&bin);
@@ -442,6 +445,10 @@ fn qemu_fault_endings_keep_the_profile() {
         let edges = (*mode != "segv").then_some(n - 1);
         assert_loop_counts(&p, &bin, n, edges);
         assert_nothing_left(&bin);
+        // One guest thread (a forked child's is not counted), also when the run died
+        // without a snapshot (the count lives in the shared counter file).
+        assert_eq!(guest_threads(&p), Some(1), "{mode}: {}", p.backend_detail);
+        assert!(!counts_may_be_low(&p), "{mode}");
         if *mode == "exec" {
             assert!(p.backend_detail.contains("execve"), "{}", p.backend_detail);
         }
@@ -458,6 +465,18 @@ fn qemu_threads_are_counted_exactly() {
     assert_eq!(p.outcome, Some(RunOutcome::Exited { code: 0 }));
     // Main thread once + 4 workers: 5n body runs, 5(n-1) back-edges.
     assert_loop_counts(&p, &bin, 5 * n, Some(5 * (n - 1)));
+    // The profile says how many guest threads ran; with edges (per-vcpu callback counts)
+    // the counts are exact.
+    assert_eq!(guest_threads(&p), Some(5), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p), "{}", p.backend_detail);
+    // Inline-only counting (not atomic under API v1) says its counts may be low.
+    let o = QemuOptions {
+        edges: false,
+        ..quiet_qemu()
+    };
+    let q = count_qemu(&cmd(&bin, &["threads", &n.to_string()]), &o).unwrap();
+    assert_eq!(guest_threads(&q), Some(5), "{}", q.backend_detail);
+    assert!(counts_may_be_low(&q), "{}", q.backend_detail);
     let mut t = TraceCounter::default();
     trace_qemu(&cmd(&bin, &["threads", "3000"]), &quiet_qemu(), &mut t).unwrap();
     assert!(t.tids.len() >= 5, "threads seen in the trace: {:?}", t.tids);

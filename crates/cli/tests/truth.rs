@@ -176,3 +176,73 @@ fn truth_records_failures_and_rejects_bad_commands() {
         .unwrap();
     assert_eq!(st.status.code(), Some(2));
 }
+
+fn read_json(file: &Path) -> serde_json::Value {
+    let r = proftrust()
+        .arg("read")
+        .arg(file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    serde_json::from_slice(&r.stdout).unwrap()
+}
+
+/// A fatal signal, a timeout and threads: the file is written, the ending recorded, and the
+/// thread count (with the `--no-edges` caveat) stated.
+#[test]
+fn truth_writes_the_ending_and_the_threads() {
+    if !need(
+        "truth_writes_the_ending_and_the_threads",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "faults");
+    let cases: &[(&[&str], &[&str], serde_json::Value)] = &[
+        (
+            &[],
+            &["segv", "100"],
+            serde_json::json!({"kind": "signaled", "signal": 11, "name": "SIGSEGV"}),
+        ),
+        (
+            &["--timeout", "1"],
+            &["spin", "100"],
+            serde_json::json!({"kind": "timed_out", "millis": 1000}),
+        ),
+        (
+            &["--no-edges"],
+            &["threads", "1000"],
+            serde_json::json!({"kind": "exited", "code": 0}),
+        ),
+    ];
+    for (k, (opts, args, outcome)) in cases.iter().enumerate() {
+        let out = dir.path().join(format!("f{k}.ptexact"));
+        let st = proftrust()
+            .arg("truth")
+            .args(*opts)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(&bin)
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(st.status.success(), "{args:?}: {err}");
+        let v = read_json(&out);
+        assert_eq!(v["outcome"], *outcome, "{args:?}");
+        let detail = v["backend_detail"].as_str().unwrap();
+        let threads = if args[0] == "threads" { 5 } else { 1 };
+        assert!(
+            detail.contains(&format!("guest threads: {threads}")),
+            "{args:?}: {detail}"
+        );
+        assert_eq!(
+            err.contains("may be slightly low"),
+            args[0] == "threads",
+            "{args:?}: {err}"
+        );
+    }
+}

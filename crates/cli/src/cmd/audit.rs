@@ -391,7 +391,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
         ));
     }
     if !cmp.static_blocks {
-        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes and edges)".into());
+        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
@@ -800,16 +800,31 @@ fn count_exact(
         },
     );
     let mut e = if use_qemu {
-        let o = proftrust_exact::QemuOptions {
+        // The audit needs instruction counts only: inline counters (no per-block callback)
+        // run at the speed of bare QEMU. They are exact for one guest thread; with several,
+        // API v1's non-atomic inline adds can lose increments, so count again with the
+        // per-vcpu callback counts.
+        let mut o = proftrust_exact::QemuOptions {
             timeout,
             show_output: false,
+            edges: false,
             ..Default::default()
         };
         versions.insert(
             "qemu-x86_64".into(),
             tool_version("qemu-x86_64", &["--version"]),
         );
-        proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
+        if proftrust_exact::counts_may_be_low(&e) {
+            o.edges = true;
+            let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
+            note = Some(format!(
+                "the program ran {threads} threads: counted again with per-thread counters (inline counters can lose increments across threads)"
+            ));
+            proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        } else {
+            e
+        }
     } else {
         let o = proftrust_exact::CallgrindOptions {
             timeout,

@@ -48,17 +48,49 @@ pub struct LbrComparison {
     pub top10_overlap: f64,
 }
 
+/// LBR paths with the time of every complete path instance ([`lbr_timed_paths`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LbrTimedPaths {
+    /// Occurrences per path, as [`lbr_paths`] counts them.
+    pub paths: LbrPaths,
+    /// Every complete path instance whose fall-through ranges all carry a cycle count,
+    /// with its time: the sum of those counts (cycles), in stack order.
+    pub timed: Vec<(PathKey, u64)>,
+    /// Complete path instances left out because an entry of their span had no cycle count
+    /// (recorded without cycles, or a CPU that does not report them).
+    pub untimed: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Walk {
     f: FuncIdx,
     blocks: Vec<BlockId>,
     after_backedge: bool,
+    /// Sum of the cycle counts of the fall-through ranges walked (exclusive of callees).
+    cycles: u64,
+    /// A range without a cycle count was walked.
+    untimed: bool,
+}
+
+impl Walk {
+    fn new(f: FuncIdx, start: BlockId, after_backedge: bool) -> Walk {
+        Walk {
+            f,
+            blocks: vec![start],
+            after_backedge,
+            cycles: 0,
+            untimed: false,
+        }
+    }
 }
 
 struct Ctx<'a> {
     cfgs: &'a ProgramCfgs,
     main: Option<ModuleIdx>,
     out: LbrPaths,
+    /// `Some` when instance times are collected.
+    timed: Option<Vec<(PathKey, u64)>>,
+    untimed: u64,
 }
 
 impl Ctx<'_> {
@@ -75,7 +107,17 @@ impl Ctx<'_> {
             return;
         };
         match n.path_id(&w.blocks, w.after_backedge, end_backedge_to) {
-            Some(id) => *self.out.paths.entry(PathKey { func: w.f, id }).or_insert(0) += 1,
+            Some(id) => {
+                let key = PathKey { func: w.f, id };
+                *self.out.paths.entry(key).or_insert(0) += 1;
+                if let Some(t) = self.timed.as_mut() {
+                    if w.untimed {
+                        self.untimed += 1;
+                    } else {
+                        t.push((key, w.cycles));
+                    }
+                }
+            }
             None => self.out.broken += 1,
         }
     }
@@ -126,6 +168,12 @@ impl Ctx<'_> {
                     self.out.ranges += 1;
                 }
                 self.fall_through(&mut walk, b.from);
+                // Entry `b`'s cycle count is the time since the previous entry: the range
+                // just walked, plus the branch itself.
+                if let Some(w) = walk.as_mut() {
+                    w.cycles += u64::from(b.cycles);
+                    w.untimed |= b.cycles == 0;
+                }
             }
             let ff = self.lookup(b.from);
             let ft = self.lookup(b.to);
@@ -144,11 +192,7 @@ impl Ctx<'_> {
                             let w = w.clone();
                             self.record(&w, Some(tb));
                         }
-                        walk = Some(Walk {
-                            f,
-                            blocks: vec![tb],
-                            after_backedge: true,
-                        });
+                        walk = Some(Walk::new(f, tb, true));
                     } else if to_start && last_ok && n.real_val(cur, tb).is_some() {
                         if let Some(w) = walk.as_mut() {
                             w.blocks.push(tb);
@@ -158,11 +202,7 @@ impl Ctx<'_> {
                         if let Some(w) = walk.take() {
                             suspended.push((w, cur, b.from.svma));
                         }
-                        walk = Some(Walk {
-                            f,
-                            blocks: vec![tb],
-                            after_backedge: false,
-                        });
+                        walk = Some(Walk::new(f, tb, false));
                     } else if let Some(pos) = suspended
                         .iter()
                         .rposition(|(w, blk, at)| w.f == f && *blk == tb && b.to.svma > *at)
@@ -221,11 +261,7 @@ impl Ctx<'_> {
     }
 
     fn enter(&self, g: FuncIdx, tb: BlockId, to: Location) -> Option<Walk> {
-        (tb.0 == 0 && self.cfgs.cfg(g).entry == to.svma).then(|| Walk {
-            f: g,
-            blocks: vec![tb],
-            after_backedge: false,
-        })
+        (tb.0 == 0 && self.cfgs.cfg(g).entry == to.svma).then(|| Walk::new(g, tb, false))
     }
 
     fn leave(&mut self, walk: &mut Option<Walk>, cur: BlockId) {
@@ -239,11 +275,28 @@ impl Ctx<'_> {
 
 /// Reconstructs complete paths of the functions in `cfgs` from the branch stacks of `set`.
 pub fn lbr_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrPaths {
+    walk_samples(set, cfgs, false).paths
+}
+
+/// Like [`lbr_paths`], and also the time of every complete path instance: Intel's LBR
+/// cycle count of an entry is the time since the previous entry, i.e. of the fall-through
+/// range that ends with the entry's branch, so a path's time is the sum over the entries
+/// whose ranges it is made of. Ranges walked inside callees belong to the callees' paths,
+/// so times are exclusive of callees, as in the exact profile. Each stack is a window of
+/// its own: a path instance held by two overlapping stacks (a sampling period shorter than
+/// the stack's span) is timed twice.
+pub fn lbr_timed_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrTimedPaths {
+    walk_samples(set, cfgs, true)
+}
+
+fn walk_samples(set: &SampleSet, cfgs: &ProgramCfgs, timed: bool) -> LbrTimedPaths {
     let main = set.modules.find_same_binary(cfgs.module());
     let mut cx = Ctx {
         cfgs,
         main,
         out: LbrPaths::default(),
+        timed: timed.then(Vec::new),
+        untimed: 0,
     };
     for s in &set.samples {
         if s.branches.is_empty() {
@@ -252,7 +305,11 @@ pub fn lbr_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrPaths {
         cx.out.samples += 1;
         cx.one_sample(&s.branches);
     }
-    cx.out
+    LbrTimedPaths {
+        paths: cx.out,
+        timed: cx.timed.unwrap_or_default(),
+        untimed: cx.untimed,
+    }
 }
 
 /// Compares LBR path occurrences with exact path counts.

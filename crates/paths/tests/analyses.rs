@@ -6,8 +6,9 @@ use proftrust_model::{
     ModuleTable, Sample, SampleSet, Svma,
 };
 use proftrust_paths::{
-    classify_hot, compare_cct, hot_paths_covering, lbr_paths, sampled_cct, FuncIdx, FunctionMap,
-    HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile, ProgramCfgs,
+    classify_hot, compare_cct, hot_paths_covering, lbr_paths, lbr_timed_paths, sampled_cct,
+    FuncIdx, FunctionMap, HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile,
+    ProgramCfgs,
 };
 use std::collections::BTreeMap;
 
@@ -166,10 +167,9 @@ fn edge(f: u32, t: Option<u32>, kind: EdgeKind) -> CfgEdge {
 }
 
 /// The loop function of the profiler tests; one branch stack holding main->f, f's first
-/// iteration (calling g), the backedge, the exit branch and the return. Expected: f's
-/// paths "entry b0 b1 b2 ->backedge" and "b1 b3 return" once each, g's only path once.
-#[test]
-fn lbr_stack_reconstructs_paths() {
+/// iteration (calling g), the backedge, the exit branch and the return, with these cycle
+/// counts per entry (chronological).
+fn lbr_fixture(cycles: [u32; 6]) -> (ProgramCfgs, SampleSet) {
     let f = Cfg {
         function: "f".into(),
         entry: Svma(0x1000),
@@ -213,20 +213,20 @@ fn lbr_stack_reconstructs_paths() {
         has_unknown_indirect: false,
     };
     let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![f, g, main]);
-    let br = |from: u64, to: u64| Branch {
+    let br = |from: u64, to: u64, cycles: u32| Branch {
         from: Location::new(ModuleIdx(0), from),
         to: Location::new(ModuleIdx(0), to),
         mispredicted: false,
         predicted_known: false,
-        cycles: 0,
+        cycles,
     };
     let mut chrono = vec![
-        br(0x3000, 0x1000),
-        br(0x1010, 0x2000),
-        br(0x2004, 0x1014),
-        br(0x1014, 0x1008),
-        br(0x100c, 0x1018),
-        br(0x1018, 0x3004),
+        br(0x3000, 0x1000, cycles[0]),
+        br(0x1010, 0x2000, cycles[1]),
+        br(0x2004, 0x1014, cycles[2]),
+        br(0x1014, 0x1008, cycles[3]),
+        br(0x100c, 0x1018, cycles[4]),
+        br(0x1018, 0x3004, cycles[5]),
     ];
     chrono.reverse(); // most recent first
     let mut modules = ModuleTable::default();
@@ -238,6 +238,14 @@ fn lbr_stack_reconstructs_paths() {
         samples: vec![s],
         ..Default::default()
     };
+    (cfgs, set)
+}
+
+/// Expected: f's paths "entry b0 b1 b2 ->backedge" and "b1 b3 return" once each, g's only
+/// path once.
+#[test]
+fn lbr_stack_reconstructs_paths() {
+    let (cfgs, set) = lbr_fixture([0; 6]);
     let l = lbr_paths(&set, &cfgs);
     let fi = cfgs.find("f").unwrap();
     let nf = cfgs.numbering(fi).unwrap();
@@ -254,4 +262,43 @@ fn lbr_stack_reconstructs_paths() {
     assert_eq!(l.paths, want);
     assert_eq!(l.samples, 1);
     assert_eq!(l.broken, 0);
+}
+
+/// Times from the cycle counts (hand-derived): entry k's count is the range that ends with
+/// its branch. f's first path spans the ranges ending at the call to g (7) and at the
+/// backedge (2): 9, g's range (3) is g's own; the exit path spans the ranges ending at the
+/// exit branch (5) and at the return (1): 6. The first entry's 100 cycles precede f.
+/// Instances come in completion order: g, f's first path, f's exit path. With one count
+/// missing, the paths through it are left out and counted.
+#[test]
+fn lbr_stack_times_paths() {
+    let (cfgs, set) = lbr_fixture([100, 7, 3, 2, 5, 1]);
+    let l = lbr_timed_paths(&set, &cfgs);
+    let fi = cfgs.find("f").unwrap();
+    let gi = cfgs.find("g").unwrap();
+    let nf = cfgs.numbering(fi).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let p1 = nf.path_id(&b(&[0, 1, 2]), false, Some(BlockId(1))).unwrap();
+    let p3 = nf.path_id(&b(&[1, 3]), true, None).unwrap();
+    assert_eq!(
+        l.timed,
+        vec![
+            (PathKey { func: gi, id: 0 }, 3),
+            (PathKey { func: fi, id: p1 }, 9),
+            (PathKey { func: fi, id: p3 }, 6),
+        ]
+    );
+    assert_eq!(l.untimed, 0);
+    assert_eq!(l.paths.paths.len(), 3);
+    // The count of the backedge entry missing: f's first path is untimed.
+    let (cfgs, set) = lbr_fixture([100, 7, 3, 0, 5, 1]);
+    let l = lbr_timed_paths(&set, &cfgs);
+    assert_eq!(
+        l.timed,
+        vec![
+            (PathKey { func: gi, id: 0 }, 3),
+            (PathKey { func: fi, id: p3 }, 6),
+        ]
+    );
+    assert_eq!(l.untimed, 1);
 }

@@ -39,7 +39,7 @@ pub use analysis::{
 };
 pub use bias::{estimate_bias, BiasEstimate};
 pub use lbr::{lbr_timings, LbrSourceStats};
-pub use probe::probe_timings;
+pub use probe::{probe_timings, timed_coverage};
 pub use signature::{BranchHistory, PathSignature};
 pub use signatures::SignatureMap;
 pub use stability::{compare_runs, StabilityComparison};

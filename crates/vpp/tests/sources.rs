@@ -272,7 +272,7 @@ fn probe_source_signatures_scale_and_bias() {
     let (t, bias) = probe_timings(&f);
     assert_eq!(t.unit, TimeUnit::TscTicks);
     assert_eq!(t.executions_per_sample, 80.0);
-    assert_eq!(t.program_time, Some(1_000_000));
+    assert_eq!(t.program_time, None);
     assert_eq!(
         t.get(&sig("0x11d9-10")).unwrap().iter().collect::<Vec<_>>(),
         vec![(130, 2), (530, 1)]
@@ -282,8 +282,8 @@ fn probe_source_signatures_scale_and_bias() {
     let b = bias.unwrap();
     assert_eq!((b.median, b.samples), (30, 100));
     assert!(b.consistent);
-    // Bias subtracted: basetime 100, NV (790 - 90) - 3 x 100 = 400 ticks, each sample
-    // standing for 80 executions: 400 x 80 / 1e6.
+    // Bias subtracted: basetime 100, NV (790 - 90) - 3 x 100 = 400 ticks, a share of the
+    // timed time (700 + 40 = 740; the factor 80 cancels): 400 / 740.
     let a = analyze(
         &t,
         &AnalysisOptions {
@@ -293,5 +293,8 @@ fn probe_source_signatures_scale_and_bias() {
     );
     let p = &a.paths[0];
     assert_eq!((p.basetime, p.total_time, p.net_variation), (100, 700, 400));
-    assert!((p.share_of_time - 0.032).abs() < 1e-12);
+    assert!((p.share_of_time - 400.0 / 740.0).abs() < 1e-12);
+    // Extrapolated, the timed paths take 740 x 80 of the run's 1e6 ticks.
+    let c = proftrust_vpp::timed_coverage(&f, a.timed_time, a.executions_per_sample).unwrap();
+    assert!((c - 0.0592).abs() < 1e-12);
 }

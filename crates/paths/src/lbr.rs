@@ -5,7 +5,8 @@
 //! `b_i.from`: a *fall-through range*. Mapping each range onto static blocks and each taken
 //! branch onto a CFG edge reconstructs a stretch of the block sequence; cutting it at
 //! path boundaries (function entry, backedge, return) yields complete Ball-Larus paths,
-//! each counted once per sample that holds it. Calls inside a path are skipped: the walk is
+//! each counted once per sample that holds it. A backedge can be a fall-through (a loop
+//! whose header follows its latch in memory): the range then crosses the boundary. Calls inside a path are skipped: the walk is
 //! suspended on a branch that leaves the function from the middle of a block and resumed
 //! when a branch lands back in that block after the call.
 //!
@@ -148,6 +149,19 @@ impl Ctx<'_> {
             match next {
                 Some(nb) if n.real_val(cur, nb).is_some() && guard > 0 => {
                     wk.blocks.push(nb);
+                    guard -= 1;
+                }
+                Some(nb)
+                    if guard > 0 && n.is_backedge(cur, nb) && n.loop_start_val(nb).is_some() =>
+                {
+                    // A backedge taken by falling through (no LBR entry): the path ends
+                    // here and the next one starts at the header. This range's cycle count
+                    // covers the end of one and the start of the other, so neither is timed.
+                    let mut done = wk.clone();
+                    done.untimed = true;
+                    self.record(&done, Some(nb));
+                    *wk = Walk::new(wk.f, nb, true);
+                    wk.untimed = true;
                     guard -= 1;
                 }
                 _ => {

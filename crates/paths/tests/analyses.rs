@@ -302,3 +302,81 @@ fn lbr_stack_times_paths() {
     );
     assert_eq!(l.untimed, 1);
 }
+
+/// A loop whose backedge is a fall-through (the latch b1 lies just before the header b2, as
+/// gcc lays out `while` loops): entry b0 jumps to the header b2, whose `jne` goes back to b1;
+/// b1 either exits (`je` to b3) or falls through into b2. Branch stack: call, jmp b0->b2,
+/// jne b2->b1, [b1 falls through to b2], jne b2->b1, je b1->b3, ret. Paths: entry b0 b2 b1
+/// ->backedge, then b2 b1 b3 return; the range 0x5004..0x5010 crosses the backedge, so both
+/// are counted and neither is timed.
+#[test]
+fn lbr_fall_through_backedge_cuts_paths() {
+    let lk = Cfg {
+        function: "lk".into(),
+        entry: Svma(0x5000),
+        blocks: vec![
+            block(0, &[0x5000]),
+            block(1, &[0x5004, 0x5008]),
+            block(2, &[0x500c, 0x5010]),
+            block(3, &[0x5014]),
+        ],
+        edges: vec![
+            edge(0, Some(2), EdgeKind::Unconditional),
+            edge(1, Some(3), EdgeKind::Taken),
+            edge(1, Some(2), EdgeKind::FallThrough),
+            edge(2, Some(1), EdgeKind::Taken),
+            edge(2, Some(3), EdgeKind::FallThrough),
+            edge(3, None, EdgeKind::Return),
+        ],
+        loops: vec![Loop {
+            id: LoopId(0),
+            header: BlockId(2),
+            blocks: vec![BlockId(1), BlockId(2)],
+            latches: vec![BlockId(1)],
+            parent: None,
+            depth: 1,
+        }],
+        has_unknown_indirect: false,
+    };
+    let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![lk]);
+    let br = |from: u64, to: u64| Branch {
+        from: Location::new(ModuleIdx(0), from),
+        to: Location::new(ModuleIdx(0), to),
+        mispredicted: false,
+        predicted_known: false,
+        cycles: 5,
+    };
+    let mut chrono = vec![
+        br(0x9000, 0x5000),
+        br(0x5000, 0x500c),
+        br(0x5010, 0x5004),
+        br(0x5010, 0x5004),
+        br(0x5008, 0x5014),
+        br(0x5014, 0x9004),
+    ];
+    chrono.reverse();
+    let mut modules = ModuleTable::default();
+    modules.intern(Module::new("/t/prog"));
+    let mut s = sample(0x9008, &[]);
+    s.branches = chrono;
+    let set = SampleSet {
+        modules,
+        samples: vec![s],
+        ..Default::default()
+    };
+    let l = lbr_timed_paths(&set, &cfgs);
+    let f = cfgs.find("lk").unwrap();
+    let n = cfgs.numbering(f).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let pa = n.path_id(&b(&[0, 2, 1]), false, Some(BlockId(2))).unwrap();
+    let pb = n.path_id(&b(&[2, 1, 3]), true, None).unwrap();
+    let want: BTreeMap<PathKey, u64> = [
+        (PathKey { func: f, id: pa }, 1),
+        (PathKey { func: f, id: pb }, 1),
+    ]
+    .into();
+    assert_eq!(l.paths.paths, want);
+    assert_eq!(l.paths.broken, 0);
+    assert!(l.timed.is_empty());
+    assert_eq!(l.untimed, 2);
+}

@@ -399,6 +399,7 @@ fn on_path_reports_each_instance_in_order() {
             module: Some(ModuleIdx(0)),
             instructions: &v,
             end,
+            mem: &[],
         }));
     }
     let (prof, _) = p.finish();

@@ -9,6 +9,11 @@
 //! the cycles of its own instructions, **exclusive of the callees** it calls (their paths
 //! are timed on their own, as the profiler's metrics are; seed 003 §3).
 //!
+//! Timing: [`VpmuTimer`] is the virtual PMU's `InstrTimer` (proftrust-sim): the static
+//! class cost of each instruction plus, with a cache configured and a trace that carries
+//! data accesses (`QemuOptions::trace_memory`), the latency of each access in a simulated
+//! L1D + LLC. That is what makes one path's executions differ: the same loads hit or miss.
+//!
 //! Sampling: every completed path is a dispatch check of a [`Bursty`] counter (seed 004
 //! §4.1); only the instances it picks are timed. The default times every instance (a
 //! simulation has no probe overhead to save); `n_check > 0` reproduces the paper's
@@ -21,6 +26,7 @@ use proftrust_paths::{
     CostModel, InstrCost, PathKey, PathMetrics, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_probe::{Bursty, BurstyOptions};
+use proftrust_sim::vpmu::{CacheConfig, CacheStats, CycleModel, InstrTimer, InstrTiming};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -40,6 +46,43 @@ impl<F: FnMut(Svma) -> u64> BlockTimer for F {
         out.extend(b.instructions.iter().map(|&a| InstrCost {
             cycles: self(a),
             mem_events: 0,
+        }));
+    }
+}
+
+/// The virtual PMU's timer as a [`BlockTimer`]; an instruction's memory events are its
+/// accesses that missed the last-level cache.
+#[derive(Debug, Clone)]
+pub struct VpmuTimer {
+    timer: InstrTimer,
+    scratch: Vec<InstrTiming>,
+}
+
+impl VpmuTimer {
+    /// A timer with the static model and, optionally, a cache (check the geometry with
+    /// [`CacheConfig::check`] first).
+    pub fn new(model: CycleModel, cache: Option<CacheConfig>) -> VpmuTimer {
+        VpmuTimer {
+            timer: InstrTimer::new(model, cache),
+            scratch: Vec::new(),
+        }
+    }
+    /// Totals of the cache simulation (`None` without a cache).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.timer.cache_stats()
+    }
+}
+
+impl BlockTimer for VpmuTimer {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.timer.module(idx, module);
+    }
+    fn time_block(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        self.timer.time_block(b, &mut self.scratch);
+        out.clear();
+        out.extend(self.scratch.iter().map(|t| InstrCost {
+            cycles: u64::from(t.cycles),
+            mem_events: u64::from(t.llc_misses),
         }));
     }
 }
@@ -157,6 +200,11 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
             scratch: Vec::new(),
             cfgs,
         }
+    }
+
+    /// The timer (for its statistics).
+    pub fn timer(&self) -> &T {
+        &self.timer
     }
 
     /// Ends the run: signatures for the timed paths and the totals.

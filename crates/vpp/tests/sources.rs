@@ -135,6 +135,7 @@ fn run_trace(opts: TraceSourceOptions) -> proftrust_vpp::TraceTimings {
             module: Some(ModuleIdx(0)),
             instructions: &v2,
             end,
+            mem: &[],
         }));
     }
     v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
@@ -297,4 +298,85 @@ fn probe_source_signatures_scale_and_bias() {
     // Extrapolated, the timed paths take 740 x 80 of the run's 1e6 ticks.
     let c = proftrust_vpp::timed_coverage(&f, a.timed_time, a.executions_per_sample).unwrap();
     assert!((c - 0.0592).abs() < 1e-12);
+}
+
+/// The virtual PMU's timer with a one-line L1D (64 B, 1 way) and a two-line LLC (128 B,
+/// 2 ways): latencies L1 4, LLC 40, memory 200 on top of 1 cycle per instruction (no cost
+/// table). The load at 0x1008 (b1) reads 0x10000, 0x10000, 0x20000, then 0x10000 on its
+/// four visits: memory, L1 hit, memory (evicting 0x10000 from L1 only), LLC hit.
+/// Hand-derived: P1 = 6 + 200, P2 = 4 + 4 and 4 + 200 (NV 196), P3 = 3 + 40; one LLC miss
+/// per P1, one for the two P2s.
+#[test]
+fn vpmu_timer_adds_cache_latency_per_execution() {
+    use proftrust_model::MemAccess;
+    use proftrust_sim::vpmu::{CacheConfig, CycleModel};
+    use TraceEnd::{Call, Other, Return};
+    let cfgs = program();
+    let mut cache = CacheConfig::default();
+    cache.line_size = 64;
+    cache.l1_size = 64;
+    cache.l1_ways = 1;
+    cache.llc_size = 128;
+    cache.llc_ways = 2;
+    cache.check().unwrap();
+    let timer = proftrust_vpp::VpmuTimer::new(CycleModel::default(), Some(cache));
+    let mut v = TracePathTimer::new(&cfgs, timer, TraceSourceOptions::default());
+    let m = Module::new("/t/prog");
+    v.visit(&TraceEvent::Module {
+        idx: ModuleIdx(0),
+        module: &m,
+    });
+    let ld = |insn: u16, addr: u64| {
+        vec![MemAccess {
+            insn,
+            addr,
+            size: 8,
+            store: false,
+        }]
+    };
+    let none = Vec::new;
+    let trace: Vec<(&[u64], TraceEnd, Vec<MemAccess>)> = vec![
+        (&[0x3000], Call, none()),
+        (&[0x1000, 0x1004, 0x1008, 0x100c], Other, ld(2, 0x10000)),
+        (&[0x1010], Call, none()),
+        (&[0x2000, 0x2004], Return, none()),
+        (&[0x1014], Other, none()),
+        (&[0x1008, 0x100c], Other, ld(0, 0x10000)),
+        (&[0x1010], Call, none()),
+        (&[0x2000, 0x2004], Return, none()),
+        (&[0x1014], Other, none()),
+        (&[0x1008, 0x100c], Other, ld(0, 0x20000)),
+        (&[0x1010], Call, none()),
+        (&[0x2000, 0x2004], Return, none()),
+        (&[0x1014], Other, none()),
+        (&[0x1008, 0x100c], Other, ld(0, 0x10000)),
+        (&[0x1018], Return, none()),
+        (&[0x3004], Return, none()),
+        (&[0x3000], Other, none()),
+    ];
+    for (ins, end, mem) in &trace {
+        let v2: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
+        v.visit(&TraceEvent::Block(TraceBlock {
+            tid: 1,
+            module: Some(ModuleIdx(0)),
+            instructions: &v2,
+            end: *end,
+            mem,
+        }));
+    }
+    v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
+    let st = v.timer().cache_stats().unwrap();
+    assert_eq!((st.accesses, st.l1_misses, st.llc_misses), (4, 3, 2));
+    let r = v.finish();
+    let t = &r.timings;
+    let times = |s: &str| -> Vec<(u64, u64)> { t.get(&sig(s)).unwrap().iter().collect() };
+    assert_eq!(times("0x1000-0"), vec![(206, 1)]);
+    assert_eq!(times("0x1008-0"), vec![(8, 1), (204, 1)]);
+    assert_eq!(times("0x1008-1"), vec![(43, 1)]);
+    assert_eq!(r.exact[&sig("0x1000-0")].mem_events, 1);
+    assert_eq!(r.exact[&sig("0x1008-0")].mem_events, 1);
+    assert_eq!(r.exact[&sig("0x1008-1")].mem_events, 0);
+    let a = analyze(t, &AnalysisOptions::default());
+    assert_eq!(a.paths[0].signature, sig("0x1008-0"));
+    assert_eq!(a.paths[0].net_variation, 196);
 }

@@ -23,16 +23,16 @@ use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
 use proftrust_formats::{FunctionSymbol, ObjectSymbols, SymbolSource};
-use proftrust_model::{Module, ModuleIdx, RunOutcome, SampleSet, TraceBlock};
-use proftrust_paths::{InstrCost, PathMetrics};
+use proftrust_model::{RunOutcome, SampleSet};
+use proftrust_paths::PathMetrics;
 use proftrust_probe::BurstyOptions;
 use proftrust_report::{render_line_plot, LinePlot, Series};
-use proftrust_sim::vpmu::{ClassCycles, CostTable, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
 use proftrust_vpp::{
     analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
     top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,
     Ranking, StabilityComparison, TimeBase, TopKDifference, TracePathTimer, TraceSourceOptions,
-    VppAnalysis,
+    VpmuTimer, VppAnalysis,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -214,36 +214,6 @@ struct Measured {
     warnings: Vec<String>,
 }
 
-/// Static per-instruction costs of the program's code (the class table), 1 cycle
-/// elsewhere.
-struct StaticTimer {
-    table: CostTable,
-    main: Option<ModuleIdx>,
-}
-
-impl proftrust_vpp::BlockTimer for StaticTimer {
-    fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        if self.main.is_none() && module.file_name() == self.table.module_file_name {
-            self.main = Some(idx);
-        }
-    }
-    fn time_block(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        out.clear();
-        let mine = b.module.is_some() && b.module == self.main;
-        out.extend(b.instructions.iter().map(|a| InstrCost {
-            cycles: if mine {
-                self.table
-                    .costs
-                    .get(&a.0)
-                    .map_or(1, |c| u64::from(c.cycles))
-            } else {
-                1
-            },
-            mem_events: 0,
-        }));
-    }
-}
-
 fn timeout(a: &Args) -> Result<Option<Duration>> {
     match a.timeout {
         Some(s) if !(s > 0.0 && s.is_finite()) => {
@@ -292,34 +262,55 @@ fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<String>) -> Resu
     }
 }
 
-/// The class cost table of the program (memory costs left to the cache when it is on).
-fn class_table(p: &Program, cache: bool) -> Result<CostTable> {
+/// The static model: class costs of the program's code (memory costs left to the cache
+/// when it is on, as `proftrust vpmu --cpi-model cache-sim` does).
+fn class_model(p: &Program, cache: bool) -> Result<CycleModel> {
     let mut classes = ClassCycles::default();
     if cache {
         classes.load = 0;
         classes.store = 0;
     }
-    crate::cmd::vpmu::program_costs(&p.path, &classes)
+    let mut model = CycleModel::default();
+    model
+        .tables
+        .push(crate::cmd::vpmu::program_costs(&p.path, &classes)?);
+    Ok(model)
+}
+
+/// The simulated caches from the flags (`None` with --no-cache).
+fn cache_config(a: &Args) -> Result<Option<CacheConfig>> {
+    if a.no_cache {
+        return Ok(None);
+    }
+    let mut c = CacheConfig::default();
+    c.l1_size = a.l1_kib.saturating_mul(1024);
+    c.llc_size = a.llc_kib.saturating_mul(1024);
+    c.llc_latency = a.llc_latency;
+    c.memory_latency = a.memory_latency;
+    c.check()
+        .context("--l1-kib / --llc-kib: the cache geometry is not usable")?;
+    Ok(Some(c))
 }
 
 fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
     let opts = TraceSourceOptions {
         bursty: bursty(a, 0)?,
     };
-    let cache = !a.no_cache;
-    let table = class_table(p, cache)?;
-    let timer = StaticTimer { table, main: None };
+    let cache = cache_config(a)?;
+    let timer = VpmuTimer::new(class_model(p, cache.is_some())?, cache.clone());
     let mut v = TracePathTimer::new(&p.cfgs, timer, opts);
     let qo = QemuOptions {
         cpu: a.cpu.clone(),
         timeout: timeout(a)?,
         show_output: !a.json,
+        trace_memory: cache.is_some(),
         ..QemuOptions::default()
     };
     let pb = util::progress(None, "tracing under QEMU (virtual PMU)");
     let outcome = trace_qemu(&command(&p.path, args), &qo, &mut v)
         .context("tracing the program under QEMU")?;
     pb.finish_and_clear();
+    let cs = v.timer().cache_stats();
     let r = v.finish();
     let mut warnings = Vec::new();
     check_outcome(&outcome, "the program", &mut warnings)?;
@@ -335,7 +326,12 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
         "total_cycles": r.profile.total_cycles,
         "total_instructions": r.profile.total_instructions,
         "signature_collisions": r.collisions,
-        "cache": if cache { serde_json::json!({"note": "cache model pending"}) } else { serde_json::Value::Null },
+        "cache": cs.map(|c| serde_json::json!({
+            "accesses": c.accesses,
+            "loads": c.loads,
+            "l1_misses": c.l1_misses,
+            "llc_misses": c.llc_misses,
+        })),
     });
     Ok(Measured {
         timings: r.timings,
@@ -438,9 +434,8 @@ fn measure_lbr(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
             if a.lbr_period == 0 {
                 bail!("--lbr-period 0: give a period >= 1");
             }
-            let cache = !a.no_cache;
-            let mut model = CycleModel::default();
-            model.tables.push(class_table(p, cache)?);
+            let cache = cache_config(a)?;
+            let model = class_model(p, cache.is_some())?;
             let mut o = VpmuOptions::default();
             o.instruction_period = a.lbr_period;
             o.events = VpmuEvents {
@@ -450,11 +445,13 @@ fn measure_lbr(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
             o.lbr = true;
             o.exact = false;
             o.seed = a.seed;
+            o.cache = cache.clone();
             let mut v = Vpmu::new(o, model).context("cannot set up the virtual PMU")?;
             let qo = QemuOptions {
                 cpu: a.cpu.clone(),
                 timeout: timeout(a)?,
                 show_output: !a.json,
+                trace_memory: cache.is_some(),
                 ..QemuOptions::default()
             };
             let pb = util::progress(None, "tracing under QEMU (virtual LBR)");

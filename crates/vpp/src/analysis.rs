@@ -35,6 +35,10 @@ pub struct AnalysisOptions {
     pub min_samples: u64,
     /// Instrumentation bias subtracted from every time (saturating at 0). Default 0.
     pub bias: u64,
+    /// Samples taking longer than this (before the bias is subtracted) are left out and
+    /// counted ([`VppAnalysis::excluded`]): a timed path that was preempted or interrupted
+    /// measures the operating system, not the path. Default `None`: all kept (the paper).
+    pub max_time: Option<u64>,
 }
 
 impl Default for AnalysisOptions {
@@ -42,6 +46,7 @@ impl Default for AnalysisOptions {
         AnalysisOptions {
             min_samples: 2,
             bias: 0,
+            max_time: None,
         }
     }
 }
@@ -104,23 +109,35 @@ pub struct VppAnalysis {
     pub bias: u64,
     /// Minimum samples per analysed path.
     pub min_samples: u64,
+    /// Samples left out for exceeding [`AnalysisOptions::max_time`].
+    pub excluded: u64,
 }
 
 fn clamp64(x: u128) -> u64 {
     x.min(u128::from(u64::MAX)) as u64
 }
 
-/// Variation of one path's times (bias subtracted, saturating).
-pub fn path_variation(s: &PathSignature, p: &PathTimes, bias: u64) -> PathVariation {
+/// Variation of one path's times (bias subtracted, saturating; times above `max_time`
+/// left out).
+pub fn path_variation(
+    s: &PathSignature,
+    p: &PathTimes,
+    bias: u64,
+    max_time: Option<u64>,
+) -> PathVariation {
     let mut total: u128 = 0;
     let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let mut count = 0u64;
     for (t, n) in p.iter() {
+        if max_time.is_some_and(|m| t > m) {
+            continue;
+        }
         let t = t.saturating_sub(bias);
         total += u128::from(t) * u128::from(n);
         lo = lo.min(t);
         hi = hi.max(t);
+        count += n;
     }
-    let count = p.count();
     if count == 0 {
         lo = 0;
     }
@@ -147,10 +164,15 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
     let mut others = Vec::new();
     let mut timed: u128 = 0;
     let mut samples = 0u64;
+    let mut excluded = 0u64;
     for (s, p) in t.iter() {
-        let v = path_variation(s, p, o.bias);
+        let v = path_variation(s, p, o.bias, o.max_time);
         timed += u128::from(v.total_time);
         samples += v.count;
+        excluded += p.count() - v.count;
+        if v.count == 0 {
+            continue;
+        }
         if v.count >= o.min_samples.max(1) {
             paths.push(v);
         } else {
@@ -199,6 +221,7 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
         executions_per_sample: eps,
         bias: o.bias,
         min_samples: o.min_samples.max(1),
+        excluded,
     }
 }
 
@@ -456,10 +479,22 @@ mod tests {
             &t,
             &AnalysisOptions {
                 min_samples: 1,
-                bias: 0,
+                ..AnalysisOptions::default()
             },
         );
         assert_eq!((a1.paths.len(), a1.others.len()), (4, 0));
+        // max_time 50 leaves out A's 100: A = 10, 10, 40 -> NV 30; C, B unchanged.
+        let a2 = analyze(
+            &t,
+            &AnalysisOptions {
+                max_time: Some(50),
+                ..AnalysisOptions::default()
+            },
+        );
+        assert_eq!(a2.excluded, 1);
+        assert_eq!(a2.paths[0].signature, sig(0x100, 1, 1));
+        assert_eq!((a2.paths[0].count, a2.paths[0].net_variation), (3, 30));
+        assert_eq!(a2.samples, 1006);
     }
 
     /// A constant bias shifts basetime and total but not the net variation (seed 004 §4.2:
@@ -473,8 +508,8 @@ mod tests {
         let a = analyze(
             &t,
             &AnalysisOptions {
-                min_samples: 2,
                 bias: 40,
+                ..AnalysisOptions::default()
             },
         );
         let p = &a.paths[0];
@@ -486,8 +521,8 @@ mod tests {
         let a = analyze(
             &t,
             &AnalysisOptions {
-                min_samples: 2,
                 bias: 60,
+                ..AnalysisOptions::default()
             },
         );
         assert_eq!((a.paths[0].basetime, a.paths[0].net_variation), (0, 30));

@@ -79,6 +79,10 @@ pub struct Args {
     /// Paths need at least this many timed samples (seed 004 §5.1: two).
     #[arg(long, default_value_t = 2)]
     min_samples: u64,
+    /// Leave out timed samples longer than this (in the source's unit, before the bias is
+    /// subtracted): a path preempted while timed measures the scheduler, not the path.
+    #[arg(long, value_name = "T")]
+    max_time: Option<u64>,
     /// Bursty tracing nCheck: path boundaries passed between timed bursts (0 = time every
     /// path). Default: 0 for vpmu, 10000 for probe (seed 004 §4.1).
     #[arg(long, value_name = "N")]
@@ -651,6 +655,7 @@ struct JsonConfig {
     n_check: Option<u64>,
     n_instr: u64,
     randomize: bool,
+    max_time: Option<u64>,
     bias_subtracted: u64,
     cache: Option<JsonCache>,
     lbr_file: Option<String>,
@@ -707,6 +712,7 @@ struct JsonReport {
     config: JsonConfig,
     outcome: Option<RunOutcome>,
     samples: u64,
+    excluded_samples: u64,
     distinct_paths: usize,
     analysed_paths: usize,
     net_variation: u64,
@@ -757,6 +763,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     if a.source != SourceArg::Probe && (a.load.is_some() || a.compare_load.is_some()) {
         bail!("--load and --compare-load need --source probe: the virtual PMU and recorded LBR files do not see the machine's load");
+    }
+    if let Some(n) = a.load.or(a.compare_load) {
+        if n == 0 || n > MAX_LOAD_THREADS {
+            bail!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
+        }
     }
     if a.load.is_some() && a.compare_load.is_some() {
         bail!("give either --load N (one run under load) or --compare-load N (a light and a heavy run)");
@@ -812,6 +823,7 @@ pub fn run(a: Args) -> Result<()> {
     let m = measure(&ref_args, main_load)?;
     let opts_for = |m: &Measured| AnalysisOptions {
         min_samples: a.min_samples,
+        max_time: a.max_time,
         bias: if a.no_bias {
             0
         } else {
@@ -964,6 +976,7 @@ pub fn run(a: Args) -> Result<()> {
         },
         n_instr: a.n_instr,
         randomize: a.randomize,
+        max_time: a.max_time,
         bias_subtracted: bias_used,
         cache: (a.source != SourceArg::Probe && a.lbr_file.is_none() && !a.no_cache).then_some(
             JsonCache {
@@ -987,6 +1000,7 @@ pub fn run(a: Args) -> Result<()> {
             config,
             outcome: m.outcome.clone(),
             samples: an.samples,
+            excluded_samples: an.excluded,
             distinct_paths: m.timings.len(),
             analysed_paths: an.paths.len(),
             net_variation: an.net_variation,
@@ -1024,6 +1038,14 @@ pub fn run(a: Args) -> Result<()> {
         an.paths.len(),
         an.min_samples
     )?;
+    if an.excluded > 0 {
+        writeln!(
+            w,
+            "{} samples longer than --max-time {} left out",
+            an.excluded,
+            a.max_time.unwrap_or(0)
+        )?;
+    }
     if let Some(b) = &m.bias {
         writeln!(
             w,

@@ -12,7 +12,7 @@
  * data to be accessed in the next iteration of the loop, or two iterations in advance ...
  * insert an if clause before the prefetch ... to avoid prefetching beyond the bounds").
  *
- *   gcc -O2 -g -fno-omit-frame-pointer -I crates/probe/include -o vpp workloads/vpp.c
+ *   gcc -O2 -g -fno-omit-frame-pointer -o vpp workloads/vpp.c
  *   add -DPT_DISABLE to compile the probes out
  *
  * Arguments: [SCALE] [TABLE_MB] [SEED]. SCALE (default 100, about 0.5 s natively) scales
@@ -24,7 +24,8 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "proftrust_probe.h"
+/* Relative to this file, so a plain `gcc workloads/vpp.c` finds it. */
+#include "../crates/probe/include/proftrust_probe.h"
 
 #ifndef VPP_DISTANCE
 #define VPP_DISTANCE 16

@@ -29,9 +29,11 @@
  * Settings (environment, read at start-up): PROFTRUST_PROBE_NCHECK (default 10000; 0 = time
  * every path), PROFTRUST_PROBE_NINSTR (1), PROFTRUST_PROBE_RANDOMIZE (0), PROFTRUST_PROBE_SEED
  * (0), PROFTRUST_PROBE_CAPACITY (1048576 timed paths), PROFTRUST_PROBE_CALIBRATE (10000),
- * PROFTRUST_PROBE_OUT (proftrust-probe.PID.txt). The file (format in docs/vpp.md) is written
- * at exit() through a temporary file renamed into place; a program killed by a signal or
- * ending with _exit() writes none.
+ * PROFTRUST_PROBE_OUT (the output file). The probes record only when PROFTRUST_PROBE_OUT is
+ * set (`proftrust vpp --source probe` sets it); otherwise they stay in the clean code for
+ * good and write nothing. The file (format in docs/vpp.md) is written at exit() through a
+ * temporary file renamed into place; a program killed by a signal or ending with _exit()
+ * writes none.
  *
  * Limits: one recording thread (the one that ran the constructors, normally the main
  * thread); other threads pay one decrement per boundary and are counted as `foreign`. A
@@ -341,10 +343,11 @@ __attribute__((constructor)) static void pt_init(void) {
     pt_state.seed = pt_state.rng = pt_env("PROFTRUST_PROBE_SEED", 0);
     pt_state.capacity = pt_env("PROFTRUST_PROBE_CAPACITY", 1u << 20);
     pt_state.calibration = pt_env("PROFTRUST_PROBE_CALIBRATE", 10000);
-    if (out && *out)
-        snprintf(pt_state.out, sizeof pt_state.out, "%s", out);
-    else
-        snprintf(pt_state.out, sizeof pt_state.out, "proftrust-probe.%ld.txt", (long)getpid());
+    if (!out || !*out) {
+        pt_fast.countdown = UINT64_MAX; /* not asked to record */
+        return;
+    }
+    snprintf(pt_state.out, sizeof pt_state.out, "%s", out);
     pt_state.samples = (pt_sample *)calloc(pt_state.capacity ? pt_state.capacity : 1,
                                            sizeof(pt_sample));
     pt_state.calib = (uint64_t *)calloc(pt_state.calibration ? pt_state.calibration : 1,

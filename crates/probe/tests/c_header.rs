@@ -209,6 +209,17 @@ fn c_header_disabled_and_second_unit() {
     if let Ok(o) = nm {
         assert!(!String::from_utf8_lossy(&o.stdout).contains("pt_slow"));
     }
+    // Without PROFTRUST_PROBE_OUT the probes stay idle and write nothing.
+    let exe_on = compile(dir.path(), "on", &["probe_loop.c"], &[]);
+    let quiet = tempfile::tempdir().unwrap();
+    let o = Command::new(&exe_on)
+        .arg("1000")
+        .current_dir(quiet.path())
+        .env_remove("PROFTRUST_PROBE_OUT")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(std::fs::read_dir(quiet.path()).unwrap().count(), 0);
     // Two translation units: one copy records, the other says it is off.
     let exe = compile(dir.path(), "two", &["probe_loop.c", "probe_two_tu.c"], &[]);
     let (f, err) = run(&exe, dir.path(), 1000, &[("PROFTRUST_PROBE_NCHECK", "0")]);

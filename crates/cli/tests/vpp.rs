@@ -519,3 +519,105 @@ fn bad_input_is_refused_clearly() {
         "give 1 to 64",
     );
 }
+
+/// Branch stacks recorded to a file by `proftrust vpmu --lbr` and the same stacks as
+/// `perf script` brstack text (`proftrust read --script`). The text's brstack entries name
+/// no module (module-relative addresses, as the reader takes addresses below 4 GiB), so
+/// entries inside libc cannot be placed and walks through them are lost; the program's own
+/// loops are read identically: the top path agrees exactly, every path of the text is a
+/// path of the sample file, seen no more often.
+#[test]
+fn lbr_file_sample_and_perf_script_text_agree() {
+    let t = "lbr_file_sample_and_perf_script_text_agree";
+    if !need(t, &["gcc", "qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build(dir.path(), "vpp", false);
+    let e = exe.to_str().unwrap();
+    let samples = dir.path().join("s.samples");
+    let o = proftrust(
+        &[
+            "vpmu",
+            "--lbr",
+            "--cpi-model",
+            "cache-sim",
+            "--period",
+            "997",
+            "-o",
+            samples.to_str().unwrap(),
+        ],
+        &[e, "1", "2"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .args(["read", "--script"])
+        .arg(&samples)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = dir.path().join("s.txt");
+    std::fs::write(&text, &o.stdout).unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("/-/-/"));
+    let key = |v: &Value| -> Vec<(String, u64, u64, u64)> {
+        v["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["signature"].as_str().unwrap().to_string(),
+                    p["count"].as_u64().unwrap(),
+                    p["basetime"].as_u64().unwrap(),
+                    p["total_time"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let a = json(
+        &[
+            "vpp",
+            "--source",
+            "lbr",
+            "--json",
+            "--lbr-file",
+            samples.to_str().unwrap(),
+        ],
+        &[e],
+    );
+    let b = json(
+        &[
+            "vpp",
+            "--source",
+            "lbr",
+            "--json",
+            "--lbr-file",
+            text.to_str().unwrap(),
+        ],
+        &[e],
+    );
+    check_paths(&a);
+    check_paths(&b);
+    let (ka, kb) = (key(&a), key(&b));
+    assert_eq!(ka[0], kb[0]);
+    for x in &kb {
+        let y = ka
+            .iter()
+            .find(|y| y.0 == x.0)
+            .unwrap_or_else(|| panic!("{x:?} not in the sample file's paths"));
+        assert!(x.1 <= y.1 && x.2 >= y.2, "{x:?} vs {y:?}");
+    }
+    let timed = |v: &Value| v["source_stats"]["lbr"]["timed"].as_u64().unwrap();
+    assert!(
+        timed(&b) * 10 >= timed(&a) * 9,
+        "{} vs {}",
+        timed(&b),
+        timed(&a)
+    );
+    assert!(a["source_stats"]["lbr"]["timed"].as_u64().unwrap() > 1000);
+    assert!(a["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["function"] == "lookup"));
+}

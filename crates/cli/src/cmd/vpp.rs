@@ -636,7 +636,7 @@ struct JsonPath {
     #[serde(skip_serializing_if = "Option::is_none")]
     executions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    l1_misses_per_execution: Option<f64>,
+    llc_misses_per_execution: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -913,7 +913,7 @@ pub fn run(a: Args) -> Result<()> {
                     .map(|x| x.blocks.iter().map(|b| format!("{:#x}", b.0)).collect())
                     .unwrap_or_default(),
                 executions: exact.map(|e| e.count),
-                l1_misses_per_execution: exact
+                llc_misses_per_execution: exact
                     .filter(|e| e.count > 0)
                     .map(|e| e.mem_events as f64 / e.count as f64),
             }

@@ -12,7 +12,7 @@
 //!   writes itself).
 //! * [`Bursty`] — the dispatch check's nCheck / nInstr counters (seed 004 §4.1), shared
 //!   with the analysis (the virtual PMU source samples paths with it).
-//! * [`format`] — the versioned probe file both write and `proftrust vpp --source probe`
+//! * [`format`](mod@format) — the versioned probe file both write and `proftrust vpp --source probe`
 //!   reads.
 //!
 //! Design constraints: the only `unsafe` is in `sys.rs` (TSC reads, `cpuid`, the load bias

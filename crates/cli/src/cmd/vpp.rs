@@ -836,6 +836,12 @@ pub fn run(a: Args) -> Result<()> {
         .map(|p| p.warnings.clone())
         .unwrap_or_default();
     warnings.extend(m.warnings.iter().cloned());
+    if !an.paths.is_empty() && an.net_variation == 0 {
+        warnings.push(
+            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, seed 004 §1)"
+                .to_string(),
+        );
+    }
     if an.paths.is_empty() {
         warnings.push(format!(
             "no path has {} or more timed samples: nothing to rank (run longer, or lower --n-check)",

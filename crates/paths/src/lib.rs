@@ -16,7 +16,10 @@
 //! * [`gprof_comparison`] — the gprof problem, measured per context.
 //! * [`sampled_cct`] / [`compare_cct`] — the calling contexts a call-chain sampler sees, with
 //!   Wilson intervals, against the exact CCT.
-//! * [`lbr_paths`] — path frequency estimates from LBR branch stacks.
+//! * [`lbr_paths`] — path frequency estimates from LBR branch stacks; [`lbr_timed_paths`]
+//!   also times every path instance from the stacks' cycle counts.
+//! * [`Profiler::on_path`] — every completed path instance with its own metrics, as it
+//!   completes (variational path profiling needs per-instance times).
 //! * [`Cct::write_folded`] — flame-graph folded stacks.
 //!
 //! Design constraints: no I/O except writers over `Write`; addresses are module-relative
@@ -38,7 +41,7 @@ pub use funcs::{FuncIdx, FunctionMap, ProgramCfgs};
 pub use hot::{
     classify_hot, hot_paths_covering, HotClass, HotMetric, HotOptions, HotReport, ProcSummary,
 };
-pub use lbr::{compare_lbr, lbr_paths, LbrComparison, LbrPaths};
+pub use lbr::{compare_lbr, lbr_paths, lbr_timed_paths, LbrComparison, LbrPaths, LbrTimedPaths};
 pub use numbering::{DagEdge, DagEdgeKind, DagNode, PathNumbering, RegeneratedPath};
 pub use profile::{
     CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile, Profiler,

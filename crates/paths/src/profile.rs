@@ -195,9 +195,15 @@ struct Thread {
 /// Longest x86-64 instruction: a return lands within this many bytes after its call.
 const MAX_INSN: u64 = 15;
 
+/// Called for every completed path instance: thread id, path, metrics of that one
+/// instance (`count` = 1).
+type PathObserver<'a> = Box<dyn FnMut(u32, PathKey, &PathMetrics) + 'a>;
+
 /// Builds the exact path profile and CCT from a block trace (a [`BlockVisitor`]).
 pub struct Profiler<'a, C: CostModel = FlatCpi> {
     cfgs: &'a ProgramCfgs,
+    observer: Option<PathObserver<'a>>,
+    cur_tid: u32,
     opts: ProfilerOptions,
     cost: C,
     threads: HashMap<u32, Thread>,
@@ -241,6 +247,8 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             .collect();
         Profiler {
             cfgs,
+            observer: None,
+            cur_tid: 0,
             opts,
             cost,
             threads: HashMap::new(),
@@ -253,6 +261,15 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             cct: Cct::new(),
             outcome: None,
         }
+    }
+
+    /// Calls `f(tid, path, metrics)` for every path instance as it completes, in trace
+    /// order, with the metrics of that one instance (`count` = 1, instructions and cost
+    /// exclusive of callees, as in the profile). Variational path profiling (seed 004) needs
+    /// the time of each instance, not only the sums the profile keeps.
+    pub fn on_path(mut self, f: impl FnMut(u32, PathKey, &PathMetrics) + 'a) -> Self {
+        self.observer = Some(Box::new(f));
+        self
     }
 
     /// How the run ended, once [`BlockVisitor::end`] was seen.
@@ -326,6 +343,9 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     fn complete(&mut self, f: FuncIdx, id: u128, m: PathMetrics) {
         let mut m = m;
         m.count = 1;
+        if let Some(obs) = self.observer.as_mut() {
+            obs(self.cur_tid, PathKey { func: f, id }, &m);
+        }
         self.profile.functions[f.0 as usize].path_instructions += m.instructions;
         self.profile
             .paths
@@ -602,6 +622,7 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
         let lookup = |a: Svma| if in_main { self.cfgs.lookup(a) } else { None };
         let first_loc = self.loc(b.module, first);
         let first_in = lookup(first);
+        self.cur_tid = b.tid;
         let mut th = self.threads.remove(&b.tid).unwrap_or_default();
         self.transfer(&mut th, first_loc, first_in);
         let Some(mut fr) = th.stack.pop() else {

@@ -6,8 +6,9 @@ use proftrust_model::{
     ModuleTable, Sample, SampleSet, Svma,
 };
 use proftrust_paths::{
-    classify_hot, compare_cct, hot_paths_covering, lbr_paths, sampled_cct, FuncIdx, FunctionMap,
-    HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile, ProgramCfgs,
+    classify_hot, compare_cct, hot_paths_covering, lbr_paths, lbr_timed_paths, sampled_cct,
+    FuncIdx, FunctionMap, HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile,
+    ProgramCfgs,
 };
 use std::collections::BTreeMap;
 
@@ -166,10 +167,9 @@ fn edge(f: u32, t: Option<u32>, kind: EdgeKind) -> CfgEdge {
 }
 
 /// The loop function of the profiler tests; one branch stack holding main->f, f's first
-/// iteration (calling g), the backedge, the exit branch and the return. Expected: f's
-/// paths "entry b0 b1 b2 ->backedge" and "b1 b3 return" once each, g's only path once.
-#[test]
-fn lbr_stack_reconstructs_paths() {
+/// iteration (calling g), the backedge, the exit branch and the return, with these cycle
+/// counts per entry (chronological).
+fn lbr_fixture(cycles: [u32; 6]) -> (ProgramCfgs, SampleSet) {
     let f = Cfg {
         function: "f".into(),
         entry: Svma(0x1000),
@@ -213,20 +213,20 @@ fn lbr_stack_reconstructs_paths() {
         has_unknown_indirect: false,
     };
     let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![f, g, main]);
-    let br = |from: u64, to: u64| Branch {
+    let br = |from: u64, to: u64, cycles: u32| Branch {
         from: Location::new(ModuleIdx(0), from),
         to: Location::new(ModuleIdx(0), to),
         mispredicted: false,
         predicted_known: false,
-        cycles: 0,
+        cycles,
     };
     let mut chrono = vec![
-        br(0x3000, 0x1000),
-        br(0x1010, 0x2000),
-        br(0x2004, 0x1014),
-        br(0x1014, 0x1008),
-        br(0x100c, 0x1018),
-        br(0x1018, 0x3004),
+        br(0x3000, 0x1000, cycles[0]),
+        br(0x1010, 0x2000, cycles[1]),
+        br(0x2004, 0x1014, cycles[2]),
+        br(0x1014, 0x1008, cycles[3]),
+        br(0x100c, 0x1018, cycles[4]),
+        br(0x1018, 0x3004, cycles[5]),
     ];
     chrono.reverse(); // most recent first
     let mut modules = ModuleTable::default();
@@ -238,6 +238,14 @@ fn lbr_stack_reconstructs_paths() {
         samples: vec![s],
         ..Default::default()
     };
+    (cfgs, set)
+}
+
+/// Expected: f's paths "entry b0 b1 b2 ->backedge" and "b1 b3 return" once each, g's only
+/// path once.
+#[test]
+fn lbr_stack_reconstructs_paths() {
+    let (cfgs, set) = lbr_fixture([0; 6]);
     let l = lbr_paths(&set, &cfgs);
     let fi = cfgs.find("f").unwrap();
     let nf = cfgs.numbering(fi).unwrap();
@@ -254,4 +262,121 @@ fn lbr_stack_reconstructs_paths() {
     assert_eq!(l.paths, want);
     assert_eq!(l.samples, 1);
     assert_eq!(l.broken, 0);
+}
+
+/// Times from the cycle counts (hand-derived): entry k's count is the range that ends with
+/// its branch. f's first path spans the ranges ending at the call to g (7) and at the
+/// backedge (2): 9, g's range (3) is g's own; the exit path spans the ranges ending at the
+/// exit branch (5) and at the return (1): 6. The first entry's 100 cycles precede f.
+/// Instances come in completion order: g, f's first path, f's exit path. With one count
+/// missing, the paths through it are left out and counted.
+#[test]
+fn lbr_stack_times_paths() {
+    let (cfgs, set) = lbr_fixture([100, 7, 3, 2, 5, 1]);
+    let l = lbr_timed_paths(&set, &cfgs);
+    let fi = cfgs.find("f").unwrap();
+    let gi = cfgs.find("g").unwrap();
+    let nf = cfgs.numbering(fi).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let p1 = nf.path_id(&b(&[0, 1, 2]), false, Some(BlockId(1))).unwrap();
+    let p3 = nf.path_id(&b(&[1, 3]), true, None).unwrap();
+    assert_eq!(
+        l.timed,
+        vec![
+            (PathKey { func: gi, id: 0 }, 3),
+            (PathKey { func: fi, id: p1 }, 9),
+            (PathKey { func: fi, id: p3 }, 6),
+        ]
+    );
+    assert_eq!(l.untimed, 0);
+    assert_eq!(l.paths.paths.len(), 3);
+    // The count of the backedge entry missing: f's first path is untimed.
+    let (cfgs, set) = lbr_fixture([100, 7, 3, 0, 5, 1]);
+    let l = lbr_timed_paths(&set, &cfgs);
+    assert_eq!(
+        l.timed,
+        vec![
+            (PathKey { func: gi, id: 0 }, 3),
+            (PathKey { func: fi, id: p3 }, 6),
+        ]
+    );
+    assert_eq!(l.untimed, 1);
+}
+
+/// A loop whose backedge is a fall-through (the latch b1 lies just before the header b2, as
+/// gcc lays out `while` loops): entry b0 jumps to the header b2, whose `jne` goes back to b1;
+/// b1 either exits (`je` to b3) or falls through into b2. Branch stack: call, jmp b0->b2,
+/// jne b2->b1, [b1 falls through to b2], jne b2->b1, je b1->b3, ret. Paths: entry b0 b2 b1
+/// ->backedge, then b2 b1 b3 return; the range 0x5004..0x5010 crosses the backedge, so both
+/// are counted and neither is timed.
+#[test]
+fn lbr_fall_through_backedge_cuts_paths() {
+    let lk = Cfg {
+        function: "lk".into(),
+        entry: Svma(0x5000),
+        blocks: vec![
+            block(0, &[0x5000]),
+            block(1, &[0x5004, 0x5008]),
+            block(2, &[0x500c, 0x5010]),
+            block(3, &[0x5014]),
+        ],
+        edges: vec![
+            edge(0, Some(2), EdgeKind::Unconditional),
+            edge(1, Some(3), EdgeKind::Taken),
+            edge(1, Some(2), EdgeKind::FallThrough),
+            edge(2, Some(1), EdgeKind::Taken),
+            edge(2, Some(3), EdgeKind::FallThrough),
+            edge(3, None, EdgeKind::Return),
+        ],
+        loops: vec![Loop {
+            id: LoopId(0),
+            header: BlockId(2),
+            blocks: vec![BlockId(1), BlockId(2)],
+            latches: vec![BlockId(1)],
+            parent: None,
+            depth: 1,
+        }],
+        has_unknown_indirect: false,
+    };
+    let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![lk]);
+    let br = |from: u64, to: u64| Branch {
+        from: Location::new(ModuleIdx(0), from),
+        to: Location::new(ModuleIdx(0), to),
+        mispredicted: false,
+        predicted_known: false,
+        cycles: 5,
+    };
+    let mut chrono = vec![
+        br(0x9000, 0x5000),
+        br(0x5000, 0x500c),
+        br(0x5010, 0x5004),
+        br(0x5010, 0x5004),
+        br(0x5008, 0x5014),
+        br(0x5014, 0x9004),
+    ];
+    chrono.reverse();
+    let mut modules = ModuleTable::default();
+    modules.intern(Module::new("/t/prog"));
+    let mut s = sample(0x9008, &[]);
+    s.branches = chrono;
+    let set = SampleSet {
+        modules,
+        samples: vec![s],
+        ..Default::default()
+    };
+    let l = lbr_timed_paths(&set, &cfgs);
+    let f = cfgs.find("lk").unwrap();
+    let n = cfgs.numbering(f).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let pa = n.path_id(&b(&[0, 2, 1]), false, Some(BlockId(2))).unwrap();
+    let pb = n.path_id(&b(&[2, 1, 3]), true, None).unwrap();
+    let want: BTreeMap<PathKey, u64> = [
+        (PathKey { func: f, id: pa }, 1),
+        (PathKey { func: f, id: pb }, 1),
+    ]
+    .into();
+    assert_eq!(l.paths.paths, want);
+    assert_eq!(l.paths.broken, 0);
+    assert!(l.timed.is_empty());
+    assert_eq!(l.untimed, 2);
 }

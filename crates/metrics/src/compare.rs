@@ -624,7 +624,14 @@ mod tests {
             });
         }
         e.normalize();
-        let c = compare(&s, &e, std::slice::from_ref(&prog), &Fake, &CompareOptions::default()).unwrap();
+        let c = compare(
+            &s,
+            &e,
+            std::slice::from_ref(&prog),
+            &Fake,
+            &CompareOptions::default(),
+        )
+        .unwrap();
         assert_eq!(c.kendall_tau, Some(1.0));
         assert_eq!((c.top5_overlap, c.top10_overlap), (Some(1.0), Some(1.0)));
         // With every function ranked: 4 items, n0 = 6 pairs; start1/start2 tie in samples

@@ -18,7 +18,7 @@
 //! `total_time`, `net_variation`, `share_of_time`; top level `seed` and `config`; more
 //! fields are documented in docs/vpp.md.
 
-use crate::cmd::paths::{load_program, source_of, Program};
+use crate::cmd::paths::{load_program, Program};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
@@ -808,7 +808,7 @@ pub fn run(a: Args) -> Result<()> {
         }
     };
     util::note(format!(
-        "vpp: source {:?}, seed {}, nCheck {}, nInstr {}{}",
+        "vpp: source {}, seed {}, nCheck {}, nInstr {}{}",
         a.source,
         a.seed,
         a.n_check.unwrap_or(if a.source == SourceArg::Probe {
@@ -893,7 +893,7 @@ pub fn run(a: Args) -> Result<()> {
             let source = match &program {
                 Some(p) => sources
                     .entry(v.signature.entry.0)
-                    .or_insert_with(|| source_of(&p.binary, v.signature.entry))
+                    .or_insert_with(|| line_in_function(&p.binary, v.signature.entry))
                     .clone(),
                 None => info
                     .map(|x| x.function.rsplit('/').next().unwrap_or("").to_string())
@@ -1035,7 +1035,7 @@ pub fn run(a: Args) -> Result<()> {
     let unit = an.unit.name();
     writeln!(
         w,
-        "variational paths of {} (source {:?}, seed {}): {} timed samples of {} paths, {} with >= {} samples",
+        "variational paths of {} (source {}, seed {}): {} timed samples of {} paths, {} with >= {} samples",
         a.program.first().map_or("?", |s| s.as_str()),
         a.source,
         a.seed,
@@ -1165,4 +1165,30 @@ pub fn run(a: Args) -> Result<()> {
         writeln!(w, "\ndelta histograms: {}", svg.display())?;
     }
     Ok(())
+}
+
+/// `file:line` of a path's entry in its own function: the outermost inline frame, whose line
+/// is the call site of the inlined chain (a probe or helper inlined at the path's entry would
+/// otherwise name its own header line).
+fn line_in_function(b: &proftrust_binary::Binary, a: proftrust_model::Svma) -> String {
+    match b.frames(a).last() {
+        Some(f) => format!(
+            "{}:{}",
+            f.file
+                .as_deref()
+                .map_or("?", |p| p.rsplit('/').next().unwrap_or(p)),
+            f.line.map_or("?".to_string(), |l| l.to_string())
+        ),
+        None => "?".to_string(),
+    }
+}
+
+impl std::fmt::Display for SourceArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceArg::Vpmu => "vpmu",
+            SourceArg::Lbr => "lbr",
+            SourceArg::Probe => "probe",
+        })
+    }
 }

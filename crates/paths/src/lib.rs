@@ -14,8 +14,9 @@
 //! * [`classify_hot`], [`hot_paths_covering`] — hot, dense and sparse paths and procedures
 //!   (seed 003 §6).
 //! * [`gprof_comparison`] — the gprof problem, measured per context.
-//! * [`sampled_cct`] / [`compare_cct`] — the calling contexts a call-chain sampler sees, with
-//!   Wilson intervals, against the exact CCT.
+//! * [`sampled_cct`] / [`sampled_cct_with`] / [`compare_cct`] — the calling contexts a
+//!   call-chain sampler sees (with callers a frame-pointer chain misses restored from the
+//!   code, [`CodeOracle`]), with Wilson intervals, against the exact CCT.
 //! * [`lbr_paths`] — path frequency estimates from LBR branch stacks.
 //! * [`Cct::write_folded`] — flame-graph folded stacks.
 //!
@@ -44,7 +45,10 @@ pub use profile::{
     CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile, Profiler,
     ProfilerOptions,
 };
-pub use sampled::{compare_cct, sampled_cct, ContextShare, SampledCct, SampledComparison};
+pub use sampled::{
+    compare_cct, sampled_cct, sampled_cct_with, CodeOracle, ContextShare, NoCode, SampledCct,
+    SampledComparison,
+};
 
 /// Why a paths analysis could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -43,9 +43,10 @@ pub struct Args {
     /// Stop the program after this many seconds (the trace up to then is kept).
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
-    /// A branch-stack sample file of the same program (`proftrust record -b`, or perf.data
-    /// from `perf record -b`): reconstruct paths from its LBR stacks and compare them with
-    /// the exact path profile.
+    /// A branch-stack sample file of the same program (`proftrust record -b`, `proftrust
+    /// vpmu --lbr`, perf.data from `perf record -b`, or `perf script -F
+    /// ip,sym,symoff,dso,brstack` text): reconstruct paths from its LBR stacks and compare
+    /// them with the exact path profile.
     #[arg(long, value_name = "FILE")]
     lbr: Option<PathBuf>,
     /// The program and its arguments.
@@ -151,6 +152,9 @@ struct JsonPath {
     starts_after_backedge: bool,
     ends_with_backedge_to: Option<String>,
     source: Vec<String>,
+    /// With `--lbr`: occurrences of the path in the branch stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lbr_count: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -211,6 +215,7 @@ fn path_rows(
     prof: &PathProfile,
     only: Option<FuncIdx>,
     limit: usize,
+    lbr: Option<&LbrPaths>,
 ) -> Vec<JsonPath> {
     let mut rows: Vec<_> = prof
         .paths
@@ -253,6 +258,7 @@ fn path_rows(
                     .ends_with_backedge_to
                     .map(|h| format!("{:#x}", cfg.block(h).start.0)),
                 source,
+                lbr_count: lbr.map(|l| l.paths.get(k).copied().unwrap_or(0)),
             })
         })
         .collect()
@@ -282,7 +288,7 @@ pub fn run(a: Args) -> Result<()> {
     // Read the LBR file first: a bad file fails before the (slow) trace.
     let lbr: Option<LbrPaths> = match &a.lbr {
         Some(f) => {
-            let set = crate::cmd::cct::read_sample_file(f)?;
+            let set = crate::cmd::cct::read_sample_file(f, std::slice::from_ref(&p.path))?;
             if !set.samples.iter().any(|s| !s.branches.is_empty()) {
                 bail!(
                     "{}: no sample has a branch stack; record with `proftrust record -b` or `perf record -b` (needs a PMU with LBR)",
@@ -315,7 +321,13 @@ pub fn run(a: Args) -> Result<()> {
             p.path.display()
         ));
     }
-    let rows = path_rows(&p, &profile, only, if a.json { usize::MAX } else { a.top });
+    let rows = path_rows(
+        &p,
+        &profile,
+        only,
+        if a.json { usize::MAX } else { a.top },
+        lbr.as_ref(),
+    );
     let executed = profile
         .paths
         .keys()

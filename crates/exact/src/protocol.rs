@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 1; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 2; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,12 +11,20 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+const HEADER_LEN: usize = 15;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
 const TAG_TRACE: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_END: u8 = 5;
+const TAG_TRACE_MEM: u8 = 6;
+/// TRACEMEM word flag: a data access (else a block id).
+pub const MEM_FLAG: u32 = 1 << 31;
+/// TRACEMEM access word: a store.
+pub const MEM_STORE: u32 = 1 << 30;
+/// Most words a trace chunk may hold (the plugin flushes far earlier).
+const MAX_CHUNK_WORDS: usize = 1 << 24;
 const NO_MODULE: u32 = u32::MAX;
 
 /// Why the plugin wrote a snapshot.
@@ -79,6 +87,16 @@ pub enum Record {
         /// Block ids in order.
         ids: Vec<u32>,
     },
+    /// Executed block ids and data accesses of one thread (memory tracing): each word is a
+    /// block id, or an access word (bit 31 set: [`MEM_FLAG`], [`MEM_STORE`], log2 size in
+    /// bits 16..20, instruction index in bits 0..16) followed by the address's low and high
+    /// words.
+    TraceMem {
+        /// Thread id.
+        tid: u32,
+        /// Words in execution order.
+        words: Vec<u32>,
+    },
     /// Counts.
     Snapshot(Snapshot),
     /// Clean end.
@@ -93,12 +111,14 @@ pub struct Decoder<R> {
     pub mode: u8,
     /// Header: edges enabled.
     pub edges: bool,
+    /// Header: data accesses traced.
+    pub mem: bool,
 }
 
 impl<R: Read> Decoder<R> {
     /// Reads the header. `Ok(None)` when the stream is empty (the plugin never started).
     pub fn new(mut r: R) -> Result<Option<Decoder<R>>, ExactError> {
-        let mut head = [0u8; 14];
+        let mut head = [0u8; HEADER_LEN];
         let mut got = 0;
         while got < head.len() {
             match r.read(&mut head[got..]) {
@@ -128,9 +148,10 @@ impl<R: Read> Decoder<R> {
         }
         Ok(Some(Decoder {
             r,
-            off: 14,
+            off: HEADER_LEN as u64,
             mode: head[8],
             edges: head[9] != 0,
+            mem: head[10] != 0,
         }))
     }
 
@@ -215,23 +236,27 @@ impl<R: Read> Decoder<R> {
                     addrs,
                 }
             }
-            TAG_TRACE => {
+            TAG_TRACE | TAG_TRACE_MEM => {
                 let w = "trace record";
                 let tid = self.u32(w)?;
                 let n = self.u32(w)? as usize;
-                if n > (1 << 24) {
+                if n > MAX_CHUNK_WORDS {
                     return Err(ExactError::Protocol {
                         offset: at,
-                        what: format!("trace chunk of {n} blocks is implausible"),
+                        what: format!("trace chunk of {n} words is implausible"),
                     });
                 }
                 let mut raw = vec![0u8; n * 4];
                 self.fill(&mut raw, w)?;
-                let ids = raw
+                let words = raw
                     .chunks_exact(4)
                     .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect();
-                Record::Trace { tid, ids }
+                if tag[0] == TAG_TRACE {
+                    Record::Trace { tid, ids: words }
+                } else {
+                    Record::TraceMem { tid, words }
+                }
             }
             TAG_SNAPSHOT => {
                 let w = "snapshot record";
@@ -436,7 +461,7 @@ mod tests {
         let mut v = Vec::new();
         v.extend_from_slice(MAGIC);
         v.extend_from_slice(&VERSION.to_le_bytes());
-        v.extend_from_slice(&[0, 1]);
+        v.extend_from_slice(&[0, 1, 0]);
         v.extend_from_slice(&42u32.to_le_bytes());
         // Two unmapped blocks: 0 = [0x10, 0x12] ending in a call, 1 = [0x20] ending in ret.
         for (id, end, addrs) in [(0u32, 1u8, vec![0x10u64, 0x12]), (1, 2, vec![0x20])] {
@@ -503,7 +528,12 @@ mod tests {
     fn truncated_and_foreign_streams_are_errors() {
         let bytes = stream();
         assert!(Decoder::new(&b""[..]).unwrap().is_none());
-        assert!(Decoder::new(&b"PTQX\x01\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        assert!(Decoder::new(&b"PTQX\x02\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        // Version 1 (no memory flag in the header) is refused with a rebuild hint.
+        let e = Decoder::new(&b"PTQP\x01\0\0\0\0\0\0\0\0\0\0"[..])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("rebuild"), "{e}");
         let cut = &bytes[..bytes.len() - 20];
         let mut d = Decoder::new(cut).unwrap().unwrap();
         let mut err = false;

@@ -1,9 +1,10 @@
 //! Running a program under `qemu-x86_64` with the proftrust plugin.
 
-use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason};
+use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_STORE};
 use crate::run::{self, Ended};
 use crate::{sys, ExactError};
-use proftrust_model::{BlockVisitor, ExactProfile, RunOutcome, TraceBlock};
+use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -47,6 +48,10 @@ pub struct QemuOptions {
     /// Where the program's stdout/stderr go. Default `true`: inherited from proftrust;
     /// `false`: discarded.
     pub show_output: bool,
+    /// [`trace_qemu`] only: also trace every data access (guest virtual address, size,
+    /// load/store) into [`TraceBlock::mem`]. Costs a helper call per access. Default
+    /// `false` (`mem` is then empty). [`count_qemu`] ignores it.
+    pub trace_memory: bool,
 }
 
 impl Default for QemuOptions {
@@ -59,6 +64,7 @@ impl Default for QemuOptions {
             edges: true,
             qemu: None,
             show_output: true,
+            trace_memory: false,
         }
     }
 }
@@ -169,14 +175,16 @@ fn run_qemu(
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
+    let mem = trace && o.trace_memory;
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
         if trace { "trace" } else { "count" },
         if edges { "on" } else { "off" },
+        if mem { "on" } else { "off" },
     ));
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
@@ -193,7 +201,7 @@ fn run_qemu(
     drop(ctl_rd);
     let pid = child.id();
     let sup = run::supervise(child, o.timeout, Some(std::fs::File::from(ctl_wr)));
-    let decoded = decode(rd, trace, visitor);
+    let decoded = decode(rd, trace, mem, visitor);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
     }
@@ -224,21 +232,115 @@ fn run_qemu(
 
 type Decoded = (Resolver, Option<Snapshot>, bool, bool);
 
+/// Hands block `id` of thread `tid` with its accesses to `v`.
+fn emit(
+    v: &mut dyn BlockVisitor,
+    resolver: &Resolver,
+    tid: u32,
+    id: u32,
+    mem: &[MemAccess],
+) -> Result<(), ExactError> {
+    let Some(Some(b)) = resolver.blocks.get(id as usize) else {
+        return Err(ExactError::Protocol {
+            offset: 0,
+            what: format!("trace names undefined block {id}"),
+        });
+    };
+    if let Some(a) = mem.last() {
+        // `insn` never decreases, so the last access has the largest index.
+        if a.insn as usize >= b.insns.len() {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: format!(
+                    "data access of instruction {} in block {id} of {} instructions",
+                    a.insn,
+                    b.insns.len()
+                ),
+            });
+        }
+    }
+    v.block(&TraceBlock {
+        tid,
+        module: b.module,
+        instructions: &b.insns,
+        end: b.end,
+        mem,
+    });
+    Ok(())
+}
+
+/// Per thread, the block whose accesses may continue in the thread's next TRACEMEM chunk.
+type PendingBlocks = HashMap<u32, (u32, Vec<MemAccess>)>;
+const NO_BLOCK: u32 = u32::MAX;
+
+/// Decodes one TRACEMEM chunk of thread `tid`; a block is handed over once the next block
+/// id of its thread arrives (or at the end of the stream, see [`decode`]).
+fn trace_mem_chunk(
+    v: &mut dyn BlockVisitor,
+    resolver: &Resolver,
+    pending: &mut PendingBlocks,
+    tid: u32,
+    words: &[u32],
+) -> Result<(), ExactError> {
+    let (mut cur, mut mem) = pending.remove(&tid).unwrap_or((NO_BLOCK, Vec::new()));
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i];
+        if w & MEM_FLAG == 0 {
+            if cur != NO_BLOCK {
+                emit(v, resolver, tid, cur, &mem)?;
+            }
+            mem.clear();
+            cur = w;
+            i += 1;
+            continue;
+        }
+        let (Some(&lo), Some(&hi)) = (words.get(i + 1), words.get(i + 2)) else {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: "data access cut short at the end of a trace chunk".into(),
+            });
+        };
+        let shift = (w >> 16) & 0x1f;
+        if shift > 7 {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: format!("data access of 2^{shift} bytes"),
+            });
+        }
+        // An access before any block of this thread can only come from two threads sharing
+        // a plugin vcpu slot (more than 1024 at once); it is dropped.
+        if cur != NO_BLOCK {
+            mem.push(MemAccess {
+                insn: (w & 0xffff) as u16,
+                addr: lo as u64 | (hi as u64) << 32,
+                size: (1u32 << shift).min(255) as u8,
+                store: w & MEM_STORE != 0,
+            });
+        }
+        i += 3;
+    }
+    pending.insert(tid, (cur, mem));
+    Ok(())
+}
+
 fn decode(
     rd: std::fs::File,
     trace: bool,
+    mem: bool,
     mut visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
     let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
         return Ok((resolver, None, false, false));
     };
-    if (d.mode == 1) != trace {
+    if (d.mode == 1) != trace || d.mem != mem {
         return Err(ExactError::Protocol {
             offset: 8,
             what: "plugin mode differs from the one asked".into(),
         });
     }
+    let mut pending = PendingBlocks::new();
     let edges = d.edges;
     let mut snapshot = None;
     let mut clean = false;
@@ -264,22 +366,27 @@ fn decode(
                     continue;
                 };
                 for id in ids {
-                    let Some(Some(b)) = resolver.blocks.get(id as usize) else {
-                        return Err(ExactError::Protocol {
-                            offset: 0,
-                            what: format!("trace names undefined block {id}"),
-                        });
-                    };
-                    v.block(&TraceBlock {
-                        tid,
-                        module: b.module,
-                        instructions: &b.insns,
-                        end: b.end,
-                    });
+                    emit(v, &resolver, tid, id, &[])?;
                 }
+            }
+            Record::TraceMem { tid, words } => {
+                let Some(v) = visitor.as_deref_mut() else {
+                    continue;
+                };
+                trace_mem_chunk(v, &resolver, &mut pending, tid, &words)?;
             }
             Record::Snapshot(s) => snapshot = Some(s),
             Record::End => clean = true,
+        }
+    }
+    // The last block of each thread (its accesses are complete now), in thread-id order.
+    if let Some(v) = visitor {
+        let mut last: Vec<_> = pending.into_iter().collect();
+        last.sort_by_key(|(tid, _)| *tid);
+        for (tid, (id, mem)) in last {
+            if id != NO_BLOCK {
+                emit(v, &resolver, tid, id, &mem)?;
+            }
         }
     }
     Ok((resolver, snapshot, clean, edges))
@@ -374,7 +481,10 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
 /// Runs `cmd` under QEMU streaming every executed block to `v`: a module event before the
 /// first block that lies in it, then the blocks of each thread in execution order, then
 /// `end`. Blocks of different threads interleave in chunks (per-thread order is exact;
-/// the global order across threads is not). Returns how the program ended.
+/// the global order across threads is not). With [`QemuOptions::trace_memory`] each block
+/// carries its data accesses ([`TraceBlock::mem`]); a thread's block is then handed over when
+/// its next block starts, so blocks of different threads may interleave differently from
+/// the run without memory. Returns how the program ended.
 pub fn trace_qemu(
     cmd: &[OsString],
     o: &QemuOptions,

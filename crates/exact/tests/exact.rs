@@ -37,12 +37,18 @@ fn need(test: &str, tools: &[&str]) -> bool {
 
 /// Compiles `tests/c/<name>.c` with `gcc -O2 -g` into `dir`.
 fn compile(dir: &Path, name: &str) -> PathBuf {
+    compile_with(dir, name, &[])
+}
+
+/// Compiles `tests/c/<name>.c` with `gcc -O2 -g` and `extra` flags into `dir`.
+fn compile_with(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-pthread"])
+        .args(extra)
         .arg(&src)
         .arg("-o")
         .arg(&out)
@@ -455,6 +461,33 @@ fn qemu_threads_are_counted_exactly() {
     let mut t = TraceCounter::default();
     trace_qemu(&cmd(&bin, &["threads", "3000"]), &quiet_qemu(), &mut t).unwrap();
     assert!(t.tids.len() >= 5, "threads seen in the trace: {:?}", t.tids);
+    // With data accesses (per-vcpu buffers, blocks reassembled per thread): same threads,
+    // same per-instruction counts in the main binary.
+    let mut r = MemRecorder {
+        name: bin.file_name().unwrap().to_str().unwrap().into(),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    trace_qemu(&cmd(&bin, &["threads", "3000"]), &o, &mut r).unwrap();
+    assert!(!r.bad_index && !r.out_of_order);
+    assert!(r.accesses > 0);
+    assert_eq!(r.counter.tids.len(), t.tids.len());
+    let main_of = |c: &TraceCounter| -> HashMap<u64, u64> {
+        let m = c
+            .modules
+            .iter()
+            .find(|(_, m)| m.file_name() == r.name)
+            .map(|(i, _)| *i);
+        c.counts
+            .iter()
+            .filter(|((mi, _), _)| *mi == m)
+            .map(|((_, s), n)| (s.0, *n))
+            .collect()
+    };
+    assert_eq!(main_of(&r.counter), main_of(&t));
 }
 
 #[test]
@@ -502,4 +535,256 @@ fn bad_commands_are_clear_errors() {
     )
     .unwrap_err();
     assert!(matches!(e, ExactError::PluginMissing { .. }), "{e}");
+}
+
+/// Address of the data symbol `sym` in `bin` (`nm`): with `-no-pie` it is the guest virtual
+/// address QEMU runs it at.
+fn nm_symbol(bin: &Path, sym: &str) -> u64 {
+    let out = Command::new("nm").arg(bin).output().expect("run nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == sym).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("nm shows no {sym} in {}", bin.display()))
+}
+
+/// `memwalk`'s `buf` array: 1 MiB.
+const BUF_BYTES: u64 = 1 << 20;
+
+/// Everything a traced run of `memwalk` shows about its data accesses.
+#[derive(Default)]
+struct MemRecorder {
+    counter: TraceCounter,
+    main: Option<ModuleIdx>,
+    name: String,
+    buf: u64,
+    /// Accesses to `buf`: (address, size, store, instruction svma).
+    in_buf: Vec<(u64, u8, bool, u64)>,
+    /// Accesses outside `buf` by main-module instructions: instruction svma -> count.
+    elsewhere: HashMap<u64, u64>,
+    accesses: u64,
+    /// Some block carried an access whose instruction index was out of its block.
+    bad_index: bool,
+    /// Accesses were not in non-decreasing instruction order within a block.
+    out_of_order: bool,
+}
+
+impl BlockVisitor for MemRecorder {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        if module.file_name() == self.name {
+            self.main = Some(idx);
+        }
+        self.counter.module(idx, module);
+    }
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        self.counter.block(b);
+        self.accesses += b.mem.len() as u64;
+        if b.mem.windows(2).any(|w| w[0].insn > w[1].insn) {
+            self.out_of_order = true;
+        }
+        for a in b.mem {
+            let Some(&svma) = b.instructions.get(a.insn as usize) else {
+                self.bad_index = true;
+                continue;
+            };
+            if (self.buf..self.buf + BUF_BYTES).contains(&a.addr) {
+                self.in_buf.push((a.addr, a.size, a.store, svma.0));
+            } else if b.module.is_some() && b.module == self.main {
+                *self.elsewhere.entry(svma.0).or_insert(0) += 1;
+            }
+        }
+    }
+    fn end(&mut self, o: &RunOutcome) {
+        self.counter.end(o);
+    }
+}
+
+fn memwalk(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !need(test, &["qemu-x86_64", "gcc", "objdump", "nm"]) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile_with(dir.path(), "memwalk", &["-no-pie"]);
+    Some((dir, bin))
+}
+
+/// Oracle: the C source. `fill` stores 8 bytes at `buf + 64 i` for i < lines, in order;
+/// `walk` then loads the same addresses `passes` times, in order; nothing else touches `buf`.
+/// Outside `buf`, the only accesses by the two functions are their `ret`s (one stack load
+/// per call, per objdump). The trace with memory also sums to counting mode's counts.
+#[test]
+fn memory_trace_matches_the_source() {
+    let Some((_dir, bin)) = memwalk("memory_trace_matches_the_source") else {
+        return;
+    };
+    let (bytes, passes) = (8192u64, 3u64);
+    let lines = bytes / 64;
+    let c = cmd(&bin, &[&bytes.to_string(), &passes.to_string()]);
+    let mut r = MemRecorder {
+        name: bin.file_name().unwrap().to_str().unwrap().into(),
+        buf: nm_symbol(&bin, "buf"),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    let outcome = trace_qemu(&c, &o, &mut r).unwrap();
+    assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+    assert!(!r.bad_index && !r.out_of_order);
+    let fill: Vec<(u64, String)> = objdump_function(&bin, "fill");
+    let walk: Vec<(u64, String)> = objdump_function(&bin, "walk");
+    let fill_addrs: Vec<u64> = fill.iter().map(|x| x.0).collect();
+    let walk_addrs: Vec<u64> = walk.iter().map(|x| x.0).collect();
+    let mut want = Vec::new();
+    for i in 0..lines {
+        want.push((r.buf + 64 * i, 8u8, true));
+    }
+    for _ in 0..passes {
+        for i in 0..lines {
+            want.push((r.buf + 64 * i, 8u8, false));
+        }
+    }
+    let got: Vec<(u64, u8, bool)> = r.in_buf.iter().map(|&(a, s, st, _)| (a, s, st)).collect();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "accesses to buf differ from the source's");
+    for &(_, _, store, svma) in &r.in_buf {
+        let f = if store { &fill_addrs } else { &walk_addrs };
+        assert!(f.contains(&svma), "access to buf by {svma:#x}");
+    }
+    for f in [&fill, &walk] {
+        let rets: Vec<u64> = f
+            .iter()
+            .filter(|(_, t)| t.starts_with("ret"))
+            .map(|x| x.0)
+            .collect();
+        let mut other: Vec<(u64, u64)> = f
+            .iter()
+            .filter_map(|(a, _)| r.elsewhere.get(a).map(|&n| (*a, n)))
+            .collect();
+        other.sort();
+        // One call each: exactly one return, whose stack load is the only other access.
+        assert_eq!(other.len(), 1, "{other:x?}");
+        assert!(rets.contains(&other[0].0) && other[0].1 == 1, "{other:x?}");
+    }
+    // Stack, loader and libc accesses exist too.
+    assert!(r.accesses > r.in_buf.len() as u64 + 1000, "{}", r.accesses);
+    // The same run counted: per-instruction sums from the memory trace are exact.
+    let p = count_qemu(&c, &quiet_qemu()).unwrap();
+    let tm = r.main.expect("main module announced");
+    let from_trace: HashMap<u64, u64> = r
+        .counter
+        .counts
+        .iter()
+        .filter(|((m, _), _)| *m == Some(tm))
+        .map(|((_, s), c)| (s.0, *c))
+        .collect();
+    assert_eq!(from_trace, main_counts(&p, &bin));
+    // Without trace_memory no block carries accesses.
+    let mut plain = MemRecorder {
+        name: r.name.clone(),
+        buf: r.buf,
+        ..Default::default()
+    };
+    trace_qemu(&c, &quiet_qemu(), &mut plain).unwrap();
+    assert_eq!(plain.accesses, 0);
+    assert_eq!(plain.counter.counts, r.counter.counts);
+}
+
+/// Cache misses per function under a small configured cache (64-byte lines; L1D 4 KiB
+/// 4-way = 16 sets; LLC 64 KiB 8-way = 128 sets), derived by hand from the source's pattern
+/// (one access per line, in address order) and LRU:
+/// * fill's stores touch each line for the first time: `lines` L1 and LLC misses;
+/// * walk, 32 lines (2 per L1 set, fits): every load hits;
+/// * walk, 256 lines (16 per L1 set > 4 ways: LRU evicts each line before its reuse; 2 per
+///   LLC set, fits): every load misses L1, none the LLC;
+/// * walk, 2048 lines (16 per LLC set > 8 ways): every load misses both.
+///
+/// The `ret` of each function (a stack load) is left out of the sums.
+#[test]
+fn cache_model_misses_match_hand_derivation() {
+    use proftrust_sim::vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
+    let Some((_dir, bin)) = memwalk("cache_model_misses_match_hand_derivation") else {
+        return;
+    };
+    struct Timed {
+        timer: InstrTimer,
+        main: Option<ModuleIdx>,
+        name: String,
+        fill: Vec<u64>,
+        walk: Vec<u64>,
+        out: Vec<InstrTiming>,
+        /// (fill L1, fill LLC, walk L1, walk LLC) misses.
+        misses: [u64; 4],
+    }
+    impl BlockVisitor for Timed {
+        fn module(&mut self, idx: ModuleIdx, module: &Module) {
+            self.timer.module(idx, module);
+            if module.file_name() == self.name {
+                self.main = Some(idx);
+            }
+        }
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            self.timer.time_block(b, &mut self.out);
+            assert_eq!(self.out.len(), b.instructions.len());
+            if b.module.is_none() || b.module != self.main {
+                return;
+            }
+            for (s, t) in b.instructions.iter().zip(&self.out) {
+                let k = if self.fill.contains(&s.0) {
+                    0
+                } else if self.walk.contains(&s.0) {
+                    2
+                } else {
+                    continue;
+                };
+                self.misses[k] += t.l1_misses as u64;
+                self.misses[k + 1] += t.llc_misses as u64;
+            }
+        }
+    }
+    let mut cfg = CacheConfig::default();
+    cfg.line_size = 64;
+    cfg.l1_size = 4096;
+    cfg.l1_ways = 4;
+    cfg.llc_size = 65536;
+    cfg.llc_ways = 8;
+    let not_ret = |f: &str| -> Vec<u64> {
+        objdump_function(&bin, f)
+            .into_iter()
+            .filter(|(_, t)| !t.starts_with("ret"))
+            .map(|x| x.0)
+            .collect()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    for (lines, passes, walk_l1, walk_llc) in [
+        (32u64, 4u64, 0u64, 0u64),
+        (256, 3, 256 * 3, 0),
+        (2048, 2, 2048 * 2, 2048 * 2),
+    ] {
+        let mut t = Timed {
+            timer: InstrTimer::new(CycleModel::flat(1), Some(cfg.clone())),
+            main: None,
+            name: bin.file_name().unwrap().to_str().unwrap().into(),
+            fill: not_ret("fill"),
+            walk: not_ret("walk"),
+            out: Vec::new(),
+            misses: [0; 4],
+        };
+        let c = cmd(&bin, &[&(lines * 64).to_string(), &passes.to_string()]);
+        let outcome = trace_qemu(&c, &o, &mut t).unwrap();
+        assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+        assert_eq!(
+            t.misses,
+            [lines, lines, walk_l1, walk_llc],
+            "{lines} lines x {passes} passes: (fill L1, fill LLC, walk L1, walk LLC)"
+        );
+        let st = t.timer.cache_stats().unwrap();
+        assert!(st.accesses > lines * (passes + 1), "{st:?}");
+    }
 }

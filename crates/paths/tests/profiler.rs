@@ -98,6 +98,7 @@ fn run(
             module: Some(ModuleIdx(*module)),
             instructions: &v,
             end: *end,
+            mem: &[],
         }));
     }
     p.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));

@@ -19,6 +19,10 @@
 //!   offsets, end kind) when QEMU translates a block, then each vcpu appends executed block ids
 //!   to its own buffer, flushed as (tid, ids) chunks. Nothing keeps the trace: the buffers are
 //!   16 Ki entries and the stream goes to a pipe the analyzer reads while the guest runs.
+//!   With `mem=on` every instruction also gets a memory callback
+//!   (`qemu_plugin_register_vcpu_mem_cb`, loads and stores), which appends each executed
+//!   access (guest virtual address, size, load/store, instruction index) to the same per-vcpu
+//!   buffer after its block's id, so the stream keeps execution order per thread.
 //! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
@@ -63,6 +67,9 @@ const NO_BLOCK: u32 = u32::MAX;
 const NSLOTS: usize = 1024;
 /// Trace buffer entries per vcpu before a flush.
 const TRACE_CHUNK: usize = 16 * 1024;
+/// With memory tracing, a flush happens at the next block start after `TRACE_CHUNK` words;
+/// this bounds a buffer whose block makes very many accesses.
+const TRACE_MEM_CAP: usize = 4 * TRACE_CHUNK;
 /// Counters per allocation chunk (chunks never move, so inline pointers stay valid).
 const COUNTER_CHUNK: usize = 4096;
 /// Output buffer size before a write.
@@ -70,6 +77,7 @@ const OUT_FLUSH: usize = 256 * 1024;
 
 static MODE: AtomicU8 = AtomicU8::new(MODE_COUNT);
 static EDGES: AtomicBool = AtomicBool::new(true);
+static MEM: AtomicBool = AtomicBool::new(false);
 static IN_CHILD: AtomicBool = AtomicBool::new(false);
 static MAPS_DIRTY: AtomicBool = AtomicBool::new(true);
 static VCPUS_SEEN: AtomicU32 = AtomicU32::new(0);
@@ -273,7 +281,11 @@ fn flush_trace(s: &mut Vcpu) {
         return;
     }
     let mut rec = Vec::with_capacity(9 + 4 * s.trace.len());
-    rec.u8(wire::TAG_TRACE);
+    rec.u8(if MEM.load(Relaxed) {
+        wire::TAG_TRACE_MEM
+    } else {
+        wire::TAG_TRACE
+    });
     rec.u32(s.tid);
     rec.u32(s.trace.len() as u32);
     for &id in &s.trace {
@@ -307,6 +319,14 @@ extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
         s.prev = NO_BLOCK;
     }
     if MODE.load(Relaxed) == MODE_TRACE {
+        if MEM.load(Relaxed) {
+            // Flush before the id, so a chunk normally holds whole blocks (id + accesses).
+            if s.trace.len() >= TRACE_CHUNK {
+                flush_trace(&mut s);
+            }
+            s.trace.push(id);
+            return;
+        }
         s.trace.push(id);
         if s.trace.len() >= TRACE_CHUNK {
             flush_trace(&mut s);
@@ -337,6 +357,29 @@ extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
             add_edge(&mut s.edges, prev, last, pending);
         }
         s.succ[p] = (id, 1);
+    }
+}
+
+/// A data access of instruction `udata` (its index in the block) of the current block.
+extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    // SAFETY: plain accessors of the meminfo value QEMU passed to this callback.
+    let (shift, store) = unsafe {
+        (
+            ffi::qemu_plugin_mem_size_shift(info),
+            ffi::qemu_plugin_mem_is_store(info),
+        )
+    };
+    let mut s = lock(&VCPUS[vcpu as usize % NSLOTS]);
+    s.trace.extend_from_slice(&[
+        wire::mem_word(udata as usize as u16, shift, store),
+        vaddr as u32,
+        (vaddr >> 32) as u32,
+    ]);
+    if s.trace.len() >= TRACE_MEM_CAP {
+        flush_trace(&mut s);
     }
 }
 
@@ -400,8 +443,10 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
+    let mem = MODE.load(Relaxed) == MODE_TRACE && MEM.load(Relaxed);
     // SAFETY: `tb` is valid for the duration of this callback (QEMU's contract); the data
-    // pointer of each instruction is valid for `size` bytes.
+    // pointer of each instruction is valid for `size` bytes; registering a memory callback
+    // on one of its instructions is allowed during translation.
     let (vaddr, insns, bytes, end) = unsafe {
         let n = ffi::qemu_plugin_tb_n_insns(tb);
         if n == 0 {
@@ -412,6 +457,16 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
         let mut last: &[u8] = &[];
         for i in 0..n {
             let insn = ffi::qemu_plugin_tb_get_insn(tb, i);
+            if mem {
+                // Called after each load or store of this instruction, in execution order.
+                ffi::qemu_plugin_register_vcpu_mem_cb(
+                    insn,
+                    on_mem,
+                    ffi::CB_NO_REGS,
+                    ffi::MEM_RW,
+                    i as *mut c_void,
+                );
+            }
             let size = ffi::qemu_plugin_insn_size(insn);
             let data = ffi::qemu_plugin_insn_data(insn) as *const u8;
             let d: &[u8] = if data.is_null() {
@@ -561,6 +616,15 @@ struct Args {
     ctl: Option<String>,
     mode: u8,
     edges: bool,
+    mem: bool,
+}
+
+fn on_off(k: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{k}={v}: expected on or off")),
+    }
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -570,6 +634,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         ctl: None,
         mode: MODE_COUNT,
         edges: true,
+        mem: false,
     };
     for arg in args {
         let (k, v) = arg
@@ -586,16 +651,11 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                     _ => return Err(format!("mode={v}: expected count or trace")),
                 }
             }
-            "edges" => {
-                a.edges = match v {
-                    "on" | "true" | "yes" => true,
-                    "off" | "false" | "no" => false,
-                    _ => return Err(format!("edges={v}: expected on or off")),
-                }
-            }
+            "edges" => a.edges = on_off(k, v)?,
+            "mem" => a.mem = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges)"
+                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges, mem)"
                 ))
             }
         }
@@ -706,8 +766,13 @@ pub unsafe extern "C" fn qemu_plugin_install(
             return -1;
         }
     };
+    if a.mem && a.mode != MODE_TRACE {
+        eprintln!("proftrust-qemu-plugin: mem=on needs mode=trace");
+        return -1;
+    }
     MODE.store(a.mode, Relaxed);
     EDGES.store(a.edges, Relaxed);
+    MEM.store(a.mem, Relaxed);
     let mut g = Global {
         shared,
         shared_cap,
@@ -726,6 +791,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     head.u32(wire::VERSION);
     head.u8(a.mode);
     head.u8(a.edges as u8);
+    head.u8(a.mem as u8);
     head.u32(std::process::id());
     g.put(&head);
     *lock(&GLOBAL) = Some(g);
@@ -760,6 +826,10 @@ mod tests {
         assert_eq!(a.out.as_deref(), Some("fd:5"));
         assert_eq!(a.mode, MODE_TRACE);
         assert!(!a.edges);
+        assert!(!a.mem);
+        assert!(parse_args(&["mem=on".into()]).unwrap().mem);
+        assert!(parse_args(&["mem=maybe".into()]).is_err());
+        assert_eq!(wire::mem_word(3, 2, true), 0xC002_0003);
         assert!(parse_args(&["mode=fast".into()]).is_err());
         assert!(parse_args(&["bogus".into()]).is_err());
         assert!(parse_args(&["x=1".into()]).is_err());

@@ -662,3 +662,81 @@ fn lbr_paths_from_vpmu_stacks_and_perf_script_brstack() {
     assert!(by_count[0].1 > 0);
     assert_eq!(counts(&script), a, "perf script brstack vs native stacks");
 }
+
+/// Hardware metrics per path (seed 003 §3) from the virtual PMU's cache simulation, against
+/// the misses hand-derived in mempaths.c: step's load path misses L1D on every one of its
+/// 16384 loads and the LLC on the first 8192 (first touches); its arithmetic path misses
+/// nothing. Seed 003 §6: the load path is the one hot path and it is dense. `--cpi-model
+/// flat` gives the same paths and counts with no misses and no classes.
+#[test]
+fn paths_carry_simulated_cache_misses_and_seed_003_classes() {
+    let t = "paths_carry_simulated_cache_misses_and_seed_003_classes";
+    if !need(t, &["gcc", "qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "mempaths");
+    let v = proftrust_json(&["paths", "--json"], &bin);
+    assert!(v["cycle_model"].as_str().unwrap().starts_with("cache-sim"));
+    let step: Vec<&Value> = v["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["function"] == "step")
+        .collect();
+    assert_eq!(step.len(), 2);
+    let load = step
+        .iter()
+        .find(|p| p["l1_misses"].as_u64().unwrap() > 0)
+        .expect("the load path");
+    let arith = step
+        .iter()
+        .find(|p| p["l1_misses"] == 0)
+        .expect("the arithmetic path");
+    assert_eq!(load["count"], 16384);
+    assert_eq!(arith["count"], 16384);
+    assert_eq!(load["l1_misses"], 16384);
+    assert_eq!(load["llc_misses"], 8192);
+    assert_eq!(arith["llc_misses"], 0);
+    // The misses' latencies alone (CacheConfig defaults: memory 200, LLC 40 cycles).
+    let cyc = load["cycles"].as_u64().unwrap();
+    assert!(cyc >= 8192 * 200 + 8192 * 40, "load path cycles {cyc}");
+    assert!(arith["cycles"].as_u64().unwrap() < 10 * 16384);
+    assert_eq!(load["class"], "dense");
+    assert_eq!(arith["class"], "cold");
+    let hot = &v["hot"];
+    let row = |class: &str| {
+        hot["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["class"] == class)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("hot")["num"], 1);
+    assert_eq!(row("dense")["num"], 1);
+    assert_eq!(row("sparse")["num"], 0);
+    assert!(row("dense")["miss_share"].as_f64().unwrap() > 0.99);
+    let procs = hot["hot_procedures"].as_array().unwrap();
+    assert_eq!(procs.len(), 1);
+    assert_eq!(procs[0]["function"], "step");
+    assert_eq!(procs[0]["paths_executed"], 2);
+    // The cache totals cover at least the path misses.
+    assert!(v["cache"]["l1_misses"].as_u64().unwrap() >= 16384);
+    let flat = proftrust_json(&["paths", "--json", "--cpi-model", "flat"], &bin);
+    assert!(flat["hot"].is_null());
+    let fs: Vec<(u64, u64)> = flat["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["function"] == "step")
+        .map(|p| {
+            (
+                p["count"].as_u64().unwrap(),
+                p["l1_misses"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(fs, vec![(16384, 0), (16384, 0)]);
+}

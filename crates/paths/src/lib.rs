@@ -9,8 +9,9 @@
 //! * [`PathNumbering`] — Ball-Larus numbering of one [`Cfg`](proftrust_model::Cfg) (seed 003
 //!   §2): backedges replaced by pseudo-edges, `NumPaths`, edge values, path regeneration.
 //! * [`Profiler`] — a [`BlockVisitor`](proftrust_model::BlockVisitor) over the exact block
-//!   trace that builds the exact [`PathProfile`] (frequency, instructions, cycles and memory
-//!   events per path, seed 003 §3) and the exact [`Cct`] (seed 003 §4) in one pass.
+//!   trace that builds the exact [`PathProfile`] (frequency, instructions, cycles, L1 and LLC
+//!   misses per path from a [`CostModel`], seed 003 §3) and the exact [`Cct`] (seed 003 §4)
+//!   in one pass.
 //! * [`classify_hot`], [`hot_paths_covering`] — hot, dense and sparse paths and procedures
 //!   (seed 003 §6).
 //! * [`gprof_comparison`] — the gprof problem, measured per context.
@@ -42,8 +43,8 @@ pub use hot::{
 pub use lbr::{compare_lbr, lbr_paths, LbrComparison, LbrPaths};
 pub use numbering::{DagEdge, DagEdgeKind, DagNode, PathNumbering, RegeneratedPath};
 pub use profile::{
-    CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile, Profiler,
-    ProfilerOptions,
+    CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile,
+    PerInstruction, Profiler, ProfilerOptions,
 };
 pub use sampled::{
     compare_cct, sampled_cct, sampled_cct_with, CodeOracle, ContextShare, NoCode, SampledCct,

@@ -6,8 +6,9 @@
 //! `r += Val(e)` on each edge, on a backedge `t→h` `count[r + Val(t→EXIT)]++` and
 //! `r = Val(ENTRY→h)`, on return `count[r + Val(b→EXIT)]++`.
 //!
-//! Metrics per path (seed 003 §3): instructions, and cycles and memory events from a
-//! [`CostModel`], accumulated while the activation is current. Seed 003 §3 saves the
+//! Metrics per path (seed 003 §3): instructions, and cycles and L1 / last-level data-cache
+//! misses from a [`CostModel`] (the virtual PMU's cycle model and cache simulation),
+//! accumulated while the activation is current. Seed 003 §3 saves the
 //! hardware counter at procedure entry and restores it at exit so that a caller's path does
 //! not include its callees' events; here, likewise, a path's metrics are *exclusive* of the
 //! calls made on it.
@@ -31,18 +32,25 @@ use std::collections::{BTreeMap, HashMap};
 pub struct InstrCost {
     /// Cycles.
     pub cycles: u64,
-    /// Memory-latency events (cache misses) it caused.
-    pub mem_events: u64,
+    /// Its data accesses that missed the L1 data cache (seed 003's data-cache misses).
+    pub l1_misses: u64,
+    /// Its data accesses that missed the last-level cache (went to memory).
+    pub llc_misses: u64,
 }
 
-/// A per-instruction cycle model (the virtual PMU's, or [`FlatCpi`]).
+/// A per-instruction timing model of a traced run: the virtual PMU's cycle model and cache
+/// simulation (`proftrust_sim::vpmu::InstrTimer`, adapted in the CLI), [`FlatCpi`], or a
+/// per-address table ([`PerInstruction`]).
 pub trait CostModel {
-    /// Cost of executing the instruction at `at` in `module` (`None`: unknown module).
-    fn cost(&mut self, module: Option<ModuleIdx>, at: Svma) -> InstrCost;
+    /// A module of the trace became known (from [`BlockVisitor::module`]).
+    fn module(&mut self, _idx: ModuleIdx, _module: &Module) {}
+    /// Cost of each instruction of `b`, in execution order (`out` is cleared first). The
+    /// block's data accesses ([`TraceBlock::mem`]) are what a cache model times.
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>);
 }
 
-/// A flat model: every instruction costs `cycles_per_instruction` cycles and no memory
-/// events (used until a real model is plugged in).
+/// A flat model: every instruction costs `cycles_per_instruction` cycles and misses no
+/// cache (the default when no timing model is wanted).
 #[derive(Debug, Clone, Copy)]
 pub struct FlatCpi {
     /// Cycles per instruction. Default 1.
@@ -58,19 +66,26 @@ impl Default for FlatCpi {
 }
 
 impl CostModel for FlatCpi {
-    fn cost(&mut self, _m: Option<ModuleIdx>, _a: Svma) -> InstrCost {
-        InstrCost {
-            cycles: self.cycles_per_instruction,
-            mem_events: 0,
-        }
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        out.clear();
+        out.resize(
+            b.instructions.len(),
+            InstrCost {
+                cycles: self.cycles_per_instruction,
+                ..Default::default()
+            },
+        );
     }
 }
 
-/// Any `FnMut(Svma) -> (cycles, mem_events)` is a cost model (the module is ignored).
-impl<F: FnMut(Svma) -> (u64, u64)> CostModel for F {
-    fn cost(&mut self, _m: Option<ModuleIdx>, at: Svma) -> InstrCost {
-        let (cycles, mem_events) = self(at);
-        InstrCost { cycles, mem_events }
+/// A model from a per-instruction function of the module and address (e.g. a latency
+/// table); data accesses are ignored.
+pub struct PerInstruction<F>(pub F);
+
+impl<F: FnMut(Option<ModuleIdx>, Svma) -> InstrCost> CostModel for PerInstruction<F> {
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        out.clear();
+        out.extend(b.instructions.iter().map(|&a| (self.0)(b.module, a)));
     }
 }
 
@@ -108,18 +123,29 @@ pub struct PathMetrics {
     pub count: u64,
     /// Instructions executed on it (exclusive of callees).
     pub instructions: u64,
-    /// Modelled cycles.
+    /// Modelled cycles (exclusive of callees).
     pub cycles: u64,
-    /// Modelled memory-latency events.
-    pub mem_events: u64,
+    /// Modelled L1 data-cache misses (exclusive of callees).
+    pub l1_misses: u64,
+    /// Modelled last-level cache misses (exclusive of callees).
+    pub llc_misses: u64,
 }
 
 impl PathMetrics {
-    fn add(&mut self, o: &PathMetrics) {
+    /// Adds `o` to `self`, field by field.
+    pub fn add(&mut self, o: &PathMetrics) {
         self.count += o.count;
         self.instructions += o.instructions;
         self.cycles += o.cycles;
-        self.mem_events += o.mem_events;
+        self.l1_misses += o.l1_misses;
+        self.llc_misses += o.llc_misses;
+    }
+
+    fn charge(&mut self, c: &InstrCost) {
+        self.instructions += 1;
+        self.cycles += c.cycles;
+        self.l1_misses += c.l1_misses;
+        self.llc_misses += c.llc_misses;
     }
 }
 
@@ -158,8 +184,10 @@ pub struct PathProfile {
     pub total_instructions: u64,
     /// All modelled cycles.
     pub total_cycles: u64,
-    /// All modelled memory events.
-    pub total_mem_events: u64,
+    /// All modelled L1 data-cache misses.
+    pub total_l1_misses: u64,
+    /// All modelled last-level cache misses.
+    pub total_llc_misses: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -206,6 +234,7 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     profile: PathProfile,
     cct: Cct,
     outcome: Option<RunOutcome>,
+    costs: Vec<InstrCost>,
 }
 
 impl<'a> Profiler<'a, FlatCpi> {
@@ -252,7 +281,13 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             },
             cct: Cct::new(),
             outcome: None,
+            costs: Vec::new(),
         }
+    }
+
+    /// The cost model (e.g. to read its cache statistics after the run).
+    pub fn cost_model(&self) -> &C {
+        &self.cost
     }
 
     /// How the run ended, once [`BlockVisitor::end`] was seen.
@@ -557,11 +592,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
         };
         match &mut fr.path {
-            PathState::Active { m, .. } => {
-                m.instructions += 1;
-                m.cycles += c.cycles;
-                m.mem_events += c.mem_events;
-            }
+            PathState::Active { m, .. } => m.charge(&c),
             PathState::Lost { instr, .. } => *instr += 1,
             _ => {}
         }
@@ -587,6 +618,7 @@ enum Drop {
 
 impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.cost.module(idx, module);
         let mine = self.cct.modules.intern(module.clone());
         self.module_map.insert(idx, mine);
         if self.main.is_none() && module.same_binary(self.cfgs.module()) {
@@ -608,17 +640,18 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
             self.threads.insert(b.tid, th);
             return;
         };
-        let (mut ins, mut cyc, mut mem) = (0u64, 0u64, 0u64);
+        let mut node = PathMetrics::default();
+        self.cost.block_costs(b, &mut self.costs);
+        if self.costs.len() != b.instructions.len() {
+            // A model that did not time every instruction: the rest cost nothing.
+            self.costs
+                .resize(b.instructions.len(), InstrCost::default());
+        }
         // Fast path: instructions strictly inside the block of the previous instruction.
         let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
-        for &a in b.instructions {
-            let c = self.cost.cost(b.module, a);
-            ins += 1;
-            cyc += c.cycles;
-            mem += c.mem_events;
-            self.profile.total_instructions += 1;
-            self.profile.total_cycles += c.cycles;
-            self.profile.total_mem_events += c.mem_events;
+        for (i, &a) in b.instructions.iter().enumerate() {
+            let c = self.costs[i];
+            node.charge(&c);
             if !in_main || matches!(fr.path, PathState::None) {
                 continue;
             }
@@ -627,11 +660,7 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
                 // transition, only the metrics of the path in progress grow.
                 Some((s, e, f, _)) if a.0 > s && a.0 < e && Some(f) == fr.func => {
                     match &mut fr.path {
-                        PathState::Active { m, .. } => {
-                            m.instructions += 1;
-                            m.cycles += c.cycles;
-                            m.mem_events += c.mem_events;
-                        }
+                        PathState::Active { m, .. } => m.charge(&c),
                         PathState::Lost { instr, .. } => *instr += 1,
                         _ => {}
                     }
@@ -657,11 +686,16 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
                 }
             }
         }
+        self.profile.total_instructions += node.instructions;
+        self.profile.total_cycles += node.cycles;
+        self.profile.total_l1_misses += node.l1_misses;
+        self.profile.total_llc_misses += node.llc_misses;
         if self.opts.cct {
             let n = self.cct.node_mut(fr.node);
-            n.instructions += ins;
-            n.cycles += cyc;
-            n.mem_events += mem;
+            n.instructions += node.instructions;
+            n.cycles += node.cycles;
+            n.l1_misses += node.l1_misses;
+            n.llc_misses += node.llc_misses;
         }
         th.stack.push(fr);
         let last = *b.instructions.last().expect("non-empty");

@@ -163,12 +163,13 @@ fn frameless_samples_get_their_caller_back() {
     assert_eq!(fixed.total, 6);
 }
 
-fn pm(instructions: u64, mem_events: u64) -> PathMetrics {
+fn pm(instructions: u64, l1_misses: u64) -> PathMetrics {
     PathMetrics {
         count: 1,
         instructions,
         cycles: instructions,
-        mem_events,
+        l1_misses,
+        llc_misses: 0,
     }
 }
 
@@ -206,7 +207,7 @@ fn hot_dense_sparse_hand_computed() {
     assert_eq!(r.procedures[1].class, HotClass::Dense);
     assert_eq!(r.procedures[1].paths_executed, 2);
     // Covering half the misses (57.5): A (50) then D (40).
-    let c = hot_paths_covering(&p, HotMetric::MemEvents, 0.5);
+    let c = hot_paths_covering(&p, HotMetric::L1Misses, 0.5);
     assert_eq!(
         c.iter().map(|x| x.0).collect::<Vec<_>>(),
         vec![key(0, 0), key(1, 1)]

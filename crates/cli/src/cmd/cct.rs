@@ -8,7 +8,7 @@
 //! `epsilon_sampled` when samples were given; plus `avg_degree`, `call_sites`, `backedges`,
 //! `gprof_epsilon`, `contexts` and `sampled`.
 
-use crate::cmd::paths::{load_program, qemu_options};
+use crate::cmd::paths::{load_program, qemu_options, timing_model, TimingArg};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
@@ -30,9 +30,18 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Write the exact CCT as collapsed stacks (flame-graph folded format, exclusive
-    /// instructions) to FILE.
+    /// `--folded-metric`) to FILE.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
+    /// Weight of the folded stacks: instructions, or cycles / l1-misses / llc-misses of the
+    /// timing model.
+    #[arg(long, value_enum, default_value_t = FoldedMetric::Instructions)]
+    folded_metric: FoldedMetric,
+    /// Timing model of the metrics per context (seed 003 §4): `cache-sim` (default) adds
+    /// cycles and L1D / LLC misses from a cache simulation over the traced data addresses,
+    /// `class` cycles by instruction class, `flat` one cycle per instruction (fastest).
+    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
+    cpi_model: TimingArg,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -61,6 +70,19 @@ pub struct Args {
     program: Vec<String>,
 }
 
+/// Weight of the folded export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FoldedMetric {
+    /// Exclusive instructions.
+    Instructions,
+    /// Exclusive modelled cycles.
+    Cycles,
+    /// Exclusive modelled L1D misses.
+    L1Misses,
+    /// Exclusive modelled last-level cache misses.
+    LlcMisses,
+}
+
 #[derive(Serialize)]
 struct JsonContext {
     stack: Vec<String>,
@@ -78,6 +100,9 @@ struct JsonRecord {
     depth: u32,
     calls: u64,
     instructions: u64,
+    cycles: u64,
+    l1_misses: u64,
+    llc_misses: u64,
 }
 
 #[derive(Serialize)]
@@ -91,7 +116,11 @@ struct JsonBackedge {
 struct JsonReport {
     program: Vec<String>,
     outcome: Option<RunOutcome>,
+    cycle_model: String,
     total_instructions: u64,
+    total_cycles: u64,
+    total_l1_misses: u64,
+    total_llc_misses: u64,
     nodes: usize,
     avg_degree: f64,
     height: u32,
@@ -323,17 +352,20 @@ pub fn run(a: Args) -> Result<()> {
         .as_deref()
         .map(|f| read_samples(f, std::slice::from_ref(&p.path)))
         .transpose()?;
-    let opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    let (timing, trace_memory, cycle_model) = timing_model(&p.path, a.cpi_model)?;
+    let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    opts.trace_memory = trace_memory;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
         .chain(a.program[1..].iter().map(OsString::from))
         .collect();
     let pb = util::progress(None, "tracing under QEMU");
-    let mut prof = Profiler::new(
+    let mut prof = Profiler::with_cost_model(
         &p.cfgs,
         ProfilerOptions {
             paths: false,
             cct: true,
         },
+        timing,
     );
     let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
     pb.finish_and_clear();
@@ -386,7 +418,15 @@ pub fn run(a: Args) -> Result<()> {
         None => (None, None),
     };
     if let Some(f) = &a.folded {
-        util::write_atomically(f, |w| Ok(cct.write_folded(&names, w)?))?;
+        let metric = a.folded_metric;
+        util::write_atomically(f, |w| {
+            Ok(cct.write_folded_by(&names, w, |n| match metric {
+                FoldedMetric::Instructions => n.instructions,
+                FoldedMetric::Cycles => n.cycles,
+                FoldedMetric::L1Misses => n.l1_misses,
+                FoldedMetric::LlcMisses => n.llc_misses,
+            })?)
+        })?;
     }
     let contexts: Vec<JsonContext> = gprof
         .contexts
@@ -404,7 +444,11 @@ pub fn run(a: Args) -> Result<()> {
         let rep = JsonReport {
             program: a.program.clone(),
             outcome: Some(outcome),
+            cycle_model,
             total_instructions: total,
+            total_cycles: cct.nodes().iter().map(|n| n.cycles).sum(),
+            total_l1_misses: cct.nodes().iter().map(|n| n.l1_misses).sum(),
+            total_llc_misses: cct.nodes().iter().map(|n| n.llc_misses).sum(),
             nodes: stats.nodes,
             avg_degree: stats.avg_degree,
             height: stats.height,
@@ -433,6 +477,9 @@ pub fn run(a: Args) -> Result<()> {
                     depth: n.depth,
                     calls: n.calls,
                     instructions: n.instructions,
+                    cycles: n.cycles,
+                    l1_misses: n.l1_misses,
+                    llc_misses: n.llc_misses,
                 })
                 .collect(),
             recursion_backedges: cct
@@ -482,18 +529,23 @@ pub fn run(a: Args) -> Result<()> {
         "gprof's equal-cost-per-call assumption misplaces {:.2}% of the instructions across contexts",
         gprof.epsilon * 100.0
     )?;
+    writeln!(w, "timing: {cycle_model}")?;
+    let cyc = cct.context_metric(&names, None, |n| n.cycles);
+    let l1 = cct.context_metric(&names, None, |n| n.l1_misses);
     writeln!(
         w,
-        "\n{:>12} {:>7} {:>12}  context",
-        "instructions", "share", "gprof"
+        "\n{:>12} {:>7} {:>12} {:>12} {:>9}  context",
+        "instructions", "share", "gprof", "cycles", "L1D miss"
     )?;
     for c in contexts.iter().take(a.top) {
         writeln!(
             w,
-            "{:>12} {:>6.2}% {:>12.0}  {}",
+            "{:>12} {:>6.2}% {:>12.0} {:>12} {:>9}  {}",
             c.instructions,
             c.share * 100.0,
             c.gprof,
+            cyc.get(&c.stack).copied().unwrap_or(0),
+            l1.get(&c.stack).copied().unwrap_or(0),
             c.stack.join(";")
         )?;
     }

@@ -212,13 +212,13 @@ fn hot_dense_sparse_hand_computed() {
         c.iter().map(|x| x.0).collect::<Vec<_>>(),
         vec![key(0, 0), key(1, 1)]
     );
-    // Flat model: no memory events, a clear error.
+    // Flat model: no misses, a clear error.
     let mut flat = PathProfile::default();
     flat.paths.insert(key(0, 0), pm(10, 0));
     assert!(classify_hot(&flat, &HotOptions::default())
         .unwrap_err()
         .to_string()
-        .contains("cycle model"));
+        .contains("cache simulation"));
 }
 
 fn block(id: u32, ins: &[u64]) -> BasicBlock {

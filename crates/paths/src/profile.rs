@@ -229,8 +229,12 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     opts: ProfilerOptions,
     cost: C,
     threads: HashMap<u32, Thread>,
+    /// The thread of the previous block, kept out of `threads` (blocks come in long runs
+    /// of one thread).
+    cur: Option<(u32, Thread)>,
     main: Option<ModuleIdx>,
-    module_map: HashMap<ModuleIdx, ModuleIdx>,
+    /// Trace module index -> index in the CCT's module table.
+    module_map: Vec<Option<ModuleIdx>>,
     profile: PathProfile,
     cct: Cct,
     outcome: Option<RunOutcome>,
@@ -273,8 +277,9 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             opts,
             cost,
             threads: HashMap::new(),
+            cur: None,
             main: None,
-            module_map: HashMap::new(),
+            module_map: Vec::new(),
             profile: PathProfile {
                 functions,
                 ..Default::default()
@@ -297,7 +302,11 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     /// Closes open activations (counted as unfinished) and returns the results.
     pub fn finish(mut self) -> (PathProfile, Cct) {
-        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        if let Some((t, th)) = self.cur.take() {
+            self.threads.insert(t, th);
+        }
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
         for t in tids {
             let frames = std::mem::take(&mut self.threads.get_mut(&t).expect("tid").stack);
             for fr in frames {
@@ -316,7 +325,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     fn loc(&self, module: Option<ModuleIdx>, a: Svma) -> Location {
         Location {
-            module: module.and_then(|m| self.module_map.get(&m).copied()),
+            module: module.and_then(|m| self.module_map.get(m.0 as usize).copied().flatten()),
             svma: a,
         }
     }
@@ -353,7 +362,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     fn in_main(&self, l: Location) -> bool {
         match (l.module, self.main) {
-            (Some(m), Some(mm)) => self.module_map.get(&mm) == Some(&m),
+            (Some(m), Some(mm)) => self.module_map.get(mm.0 as usize) == Some(&Some(m)),
             _ => false,
         }
     }
@@ -445,6 +454,17 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                             th.stack.push(nf);
                         }
                     }
+                }
+            }
+            Some((TraceEnd::Other, site)) if site.module != first.module && first_in.is_none() => {
+                // A jump from one module into another outside the main binary's functions:
+                // no function jumps within itself across modules, so this is a tail call
+                // (the dynamic linker's resolver jumping to the resolved function, a PLT
+                // stub of a library). The callee replaces the frame under the same parent.
+                if th.stack.last().is_some_and(|f| f.func.is_none()) {
+                    self.replace_top(th, first, true);
+                } else {
+                    self.resync(th, first, first_in);
                 }
             }
             _ => self.resync(th, first, first_in),
@@ -609,6 +629,19 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     }
 }
 
+/// Adds the costs of instructions that cause no block transition to the path in progress.
+fn charge_run(path: &mut PathState, costs: &[InstrCost]) {
+    match path {
+        PathState::Active { m, .. } => {
+            for c in costs {
+                m.charge(c);
+            }
+        }
+        PathState::Lost { instr, .. } => *instr += costs.len() as u64,
+        _ => {}
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Drop {
     Lost,
@@ -620,7 +653,11 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
         self.cost.module(idx, module);
         let mine = self.cct.modules.intern(module.clone());
-        self.module_map.insert(idx, mine);
+        let i = idx.0 as usize;
+        if self.module_map.len() <= i {
+            self.module_map.resize(i + 1, None);
+        }
+        self.module_map[i] = Some(mine);
         if self.main.is_none() && module.same_binary(self.cfgs.module()) {
             self.main = Some(idx);
         }
@@ -634,56 +671,77 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
         let lookup = |a: Svma| if in_main { self.cfgs.lookup(a) } else { None };
         let first_loc = self.loc(b.module, first);
         let first_in = lookup(first);
-        let mut th = self.threads.remove(&b.tid).unwrap_or_default();
+        let mut th = match self.cur.take() {
+            Some((t, th)) if t == b.tid => th,
+            other => {
+                if let Some((t, th)) = other {
+                    self.threads.insert(t, th);
+                }
+                self.threads.remove(&b.tid).unwrap_or_default()
+            }
+        };
         self.transfer(&mut th, first_loc, first_in);
         let Some(mut fr) = th.stack.pop() else {
-            self.threads.insert(b.tid, th);
+            self.cur = Some((b.tid, th));
             return;
         };
         let mut node = PathMetrics::default();
         self.cost.block_costs(b, &mut self.costs);
-        if self.costs.len() != b.instructions.len() {
+        let n = b.instructions.len();
+        if self.costs.len() != n {
             // A model that did not time every instruction: the rest cost nothing.
-            self.costs
-                .resize(b.instructions.len(), InstrCost::default());
+            self.costs.resize(n, InstrCost::default());
         }
-        // Fast path: instructions strictly inside the block of the previous instruction.
-        let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
-        for (i, &a) in b.instructions.iter().enumerate() {
-            let c = self.costs[i];
-            node.charge(&c);
-            if !in_main || matches!(fr.path, PathState::None) {
-                continue;
-            }
-            let hit = match cur_range {
-                // Inside the current static block, after its first instruction: no
-                // transition, only the metrics of the path in progress grow.
-                Some((s, e, f, _)) if a.0 > s && a.0 < e && Some(f) == fr.func => {
-                    match &mut fr.path {
-                        PathState::Active { m, .. } => m.charge(&c),
-                        PathState::Lost { instr, .. } => *instr += 1,
-                        _ => {}
+        for c in &self.costs {
+            node.charge(c);
+        }
+        if in_main && !matches!(fr.path, PathState::None) {
+            // Runs of instructions strictly inside one static block (after its first
+            // instruction) cause no transition: the first instruction of a run goes through
+            // the path state machine, the rest only add their costs.
+            let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
+            let mut i = 0;
+            while i < n {
+                let a = b.instructions[i];
+                let (hit, inside) = match cur_range {
+                    Some((s, e, f, bb)) if a.0 > s && a.0 < e => (Some((f, bb)), true),
+                    _ => {
+                        let r = if i == 0 {
+                            first_in
+                        } else {
+                            self.cfgs.lookup(a)
+                        };
+                        cur_range = r.map(|(f, bb)| {
+                            let blk = self.cfgs.cfg(f).block(bb);
+                            (blk.start.0, blk.end.0, f, bb)
+                        });
+                        (r, false)
                     }
-                    continue;
-                }
-                Some((s, e, f, bb)) if a.0 > s && a.0 < e => Some((f, bb)),
-                _ => {
-                    let r = self.cfgs.lookup(a);
-                    cur_range = r.map(|(f, bb)| {
-                        let blk = self.cfgs.cfg(f).block(bb);
-                        (blk.start.0, blk.end.0, f, bb)
-                    });
-                    r
-                }
-            };
-            match hit {
-                Some((f, bb)) if Some(f) == fr.func => self.step_path(&mut fr, f, bb, a, c),
-                _ => {
-                    if let Some(f) = fr.func {
-                        let s = &mut self.profile.functions[f.0 as usize];
-                        s.lost_instructions += 1;
+                };
+                let mut j = i + 1;
+                if let Some((s, e, _, _)) = cur_range {
+                    while j < n && b.instructions[j].0 > s && b.instructions[j].0 < e {
+                        j += 1;
                     }
                 }
+                match hit {
+                    Some((f, bb)) if Some(f) == fr.func => {
+                        let c = self.costs[i];
+                        if inside {
+                            charge_run(&mut fr.path, std::slice::from_ref(&c));
+                        } else {
+                            self.step_path(&mut fr, f, bb, a, c);
+                        }
+                        charge_run(&mut fr.path, &self.costs[i + 1..j]);
+                    }
+                    _ => {
+                        if let Some(f) = fr.func {
+                            let s = &mut self.profile.functions[f.0 as usize];
+                            s.lost_instructions += (j - i) as u64;
+                        }
+                    }
+                }
+                i = j;
             }
         }
         self.profile.total_instructions += node.instructions;
@@ -700,7 +758,7 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
         th.stack.push(fr);
         let last = *b.instructions.last().expect("non-empty");
         th.pending = Some((b.end, self.loc(b.module, last)));
-        self.threads.insert(b.tid, th);
+        self.cur = Some((b.tid, th));
     }
 
     fn end(&mut self, outcome: &RunOutcome) {

@@ -740,3 +740,82 @@ fn paths_carry_simulated_cache_misses_and_seed_003_classes() {
         .collect();
     assert_eq!(fs, vec![(16384, 0), (16384, 0)]);
 }
+
+/// On the bundled workloads (scale 1): for every function of the program whose instructions
+/// all lie on complete paths, the executions of each static block summed from its path
+/// profile (regenerated block sequences x counts) equal count_qemu's exact execution count of
+/// the block's first instruction (QEMU inline counters, independent of the block trace).
+#[test]
+fn path_counts_match_exact_block_counts_on_bundled_workloads() {
+    let t = "path_counts_match_exact_block_counts_on_bundled_workloads";
+    if !need(t, &["gcc", "qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut functions_checked = 0;
+    for w in ["mcf", "hmmer"] {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../workloads")
+            .join(format!("{w}.c"));
+        let bin = dir.path().join(w);
+        let st = Command::new("gcc")
+            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .arg("-lm")
+            .status()
+            .unwrap();
+        assert!(st.success(), "gcc {w}");
+        let b = proftrust_binary::Binary::open(&bin).unwrap();
+        let cfgs: Vec<_> = b.functions().iter().filter_map(|f| b.cfg(f).ok()).collect();
+        let module = proftrust_model::Module {
+            path: bin.to_string_lossy().into_owned(),
+            build_id: b.build_id().cloned(),
+            load_bias: 0,
+        };
+        let program = proftrust_paths::ProgramCfgs::new(module, cfgs);
+        let cmd = vec![OsString::from(&bin), OsString::from("1")];
+        let opts = QemuOptions {
+            show_output: false,
+            ..Default::default()
+        };
+        let mut prof = Profiler::new(
+            &program,
+            ProfilerOptions {
+                paths: true,
+                cct: false,
+            },
+        );
+        trace_qemu(&cmd, &opts, &mut prof).unwrap();
+        let (pp, _) = prof.finish();
+        let mut exact = count_qemu(&cmd, &opts).unwrap();
+        exact.normalize();
+        let m = exact.modules.find_by_file_name(w).expect("program module");
+        let mut per_block: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+        for (k, pm) in &pp.paths {
+            let r = program.numbering(k.func).unwrap().regenerate(k.id).unwrap();
+            for bl in r.blocks {
+                *per_block.entry((k.func.0, bl.0)).or_insert(0) += pm.count;
+            }
+        }
+        for (f, cfg) in program.iter() {
+            let st = &pp.functions[f.0 as usize];
+            if st.activations == 0 || st.lost_instructions > 0 || st.num_paths.is_none() {
+                continue;
+            }
+            for bl in &cfg.blocks {
+                let want = exact.count_at(Location {
+                    module: Some(m),
+                    svma: bl.start,
+                });
+                let got = per_block.get(&(f.0, bl.id.0)).copied().unwrap_or(0);
+                assert_eq!(got, want, "{w}: {} block {:#x}", cfg.function, bl.start.0);
+            }
+            functions_checked += 1;
+        }
+    }
+    assert!(
+        functions_checked >= 10,
+        "only {functions_checked} functions"
+    );
+}

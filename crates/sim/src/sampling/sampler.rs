@@ -362,7 +362,6 @@ pub fn repeat(
         samples: 0,
         reps,
     };
-    let widen = super::noise_inflation(opts.unit_noise_sigma);
     let mut p = Profile::default();
     let table = match opts.jitter {
         IntervalJitter::None | IntervalJitter::UniformUpTo(0) => StartTable::new(tl, opts.interval),
@@ -381,8 +380,7 @@ pub fn repeat(
             if actual.get(i).is_some_and(|&a| lo <= a && a <= hi) {
                 res.covered[i] += 1;
             }
-            let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0 * widen);
-            let (wlo, whi) = ((mid - half).max(0.0), (mid + half).min(1.0));
+            let (wlo, whi) = super::widen_interval((lo, hi), opts.unit_noise_sigma);
             if actual.get(i).is_some_and(|&a| wlo <= a && a <= whi) {
                 res.covered_widened[i] += 1;
             }

@@ -819,3 +819,74 @@ fn path_counts_match_exact_block_counts_on_bundled_workloads() {
         "only {functions_checked} functions"
     );
 }
+
+/// C++ exceptions under QEMU (exceptions.cc, counts hand-derived in its comments): the
+/// unwinding does not corrupt the tree (one main, thrower's recursion folded, no unexplained
+/// transfer) and the paths cut by the throw are counted as unwound, in the hot and in the
+/// cold part of thrower.
+#[test]
+fn cct_and_paths_survive_cxx_exceptions_and_cold_parts() {
+    let t = "cct_and_paths_survive_cxx_exceptions_and_cold_parts";
+    if !need(t, &["g++", "qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../paths/tests/c/exceptions.cc");
+    let bin = dir.path().join("exceptions");
+    let st = Command::new("g++")
+        .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "g++ failed");
+    let v = proftrust_json(&["cct", "--json", "--cpi-model", "flat"], &bin);
+    assert_eq!(v["unexplained_transfers"], 0);
+    assert!(
+        v["unwound_frames"].as_u64().unwrap() >= 15,
+        "{}",
+        v["unwound_frames"]
+    );
+    let main = records_named(&v, "main");
+    assert_eq!(main.len(), 1, "one record of main");
+    let main_id = main[0]["id"].as_u64().unwrap();
+    let thrower = records_named(&v, "thrower(int)");
+    assert_eq!(thrower.len(), 1);
+    assert_eq!(thrower[0]["parent"], main_id);
+    assert_eq!(thrower[0]["calls"], 3);
+    let tid = thrower[0]["id"].as_u64().unwrap();
+    let back: u64 = v["recursion_backedges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["from"] == tid && b["to"] == tid)
+        .map(|b| b["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(back, 12);
+    let leaf = records_named(&v, "leaf(int)");
+    assert_eq!(leaf.len(), 1);
+    assert_eq!(
+        (leaf[0]["parent"].as_u64(), leaf[0]["calls"].as_u64()),
+        (Some(main_id), Some(3))
+    );
+    let p = proftrust_json(&["paths", "--json", "--cpi-model", "flat"], &bin);
+    let f = |name: &str| {
+        p["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .cloned()
+    };
+    let hot = f("thrower(int)").expect("thrower in functions");
+    assert_eq!(hot["activations"], 15);
+    match f("thrower(int) [clone .cold]") {
+        // GCC split the throw into the cold part (GCC 12 at -O2 does).
+        Some(cold) => {
+            assert_eq!(hot["unwound"], 12);
+            assert_eq!(cold["activations"], 3);
+            assert_eq!(cold["unwound"], 3);
+        }
+        None => assert_eq!(hot["unwound"], 15),
+    }
+}

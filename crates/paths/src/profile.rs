@@ -481,18 +481,33 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         };
         match (first_in, top.func) {
             (Some((f, _)), tf) if tf != Some(f) => {
+                let cfgs = self.cfgs;
+                let family = |g: Option<FuncIdx>| g.is_some_and(|g| cfgs.same_function(g, f));
+                if family(tf) {
+                    // A jump between the hot and cold parts of one function (GCC's
+                    // `f.cold`): the same activation and record continue in the other part.
+                    if let Some(fr) = th.stack.last_mut() {
+                        self.switch_fragment(fr, f, first);
+                    }
+                    return;
+                }
                 let lower = th.stack[..th.stack.len() - 1]
                     .iter()
-                    .rposition(|fr| fr.func == Some(f));
+                    .rposition(|fr| family(fr.func));
                 if let (Some(k), false) = (lower, at_entry(self)) {
                     while th.stack.len() > k + 1 {
                         let fr = th.stack.pop().expect("non-empty");
                         self.cct.unwound_frames += 1;
                         self.drop_path(&fr, Drop::Unwound);
                     }
-                    // Resume: the target activation's path continues from the landing block.
                     if let Some(fr) = th.stack.last_mut() {
-                        if let PathState::Active { cur, m, .. } = fr.path {
+                        if fr.func != Some(f) {
+                            // A landing pad in the other part of the function (exceptions
+                            // usually land in `f.cold`).
+                            self.switch_fragment(fr, f, first);
+                        } else if let PathState::Active { cur, m, .. } = fr.path {
+                            // Resume: the target activation's path continues from the
+                            // landing block.
                             if let Some(ff) = fr.func {
                                 let s = &mut self.profile.functions[ff.0 as usize];
                                 s.lost_transfers += 1;
@@ -517,6 +532,24 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         }
     }
 
+    /// Moves an activation from one part of a function to another (hot/cold split): the
+    /// path in progress ends as if it left the function (the jump is an exit edge of its
+    /// CFG), and the new part's path starts at its entry, or waits for a backedge when the
+    /// jump lands elsewhere in it.
+    fn switch_fragment(&mut self, fr: &mut Frame, f: FuncIdx, first: Location) {
+        self.leave(fr);
+        fr.func = Some(f);
+        self.profile.functions[f.0 as usize].activations += 1;
+        fr.path = match self.numbering(f) {
+            Some(_) if self.cfgs.cfg(f).entry == first.svma => PathState::Fresh,
+            Some(_) => PathState::Lost {
+                cur: None,
+                instr: 0,
+            },
+            None => PathState::None,
+        };
+    }
+
     fn replace_top(&mut self, th: &mut Thread, first: Location, at_entry: bool) {
         let Some(top) = th.stack.pop() else { return };
         if at_entry {
@@ -529,12 +562,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
             self.drop_path(&top, Drop::Lost);
         }
-        let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node).max(Cct::ROOT);
-        let parent = if self.opts.cct {
-            self.cct.node(top.node).parent.unwrap_or(parent)
-        } else {
-            parent
-        };
+        // The callee's context is its caller's record (the frame below), at the same site;
+        // with recursion folded this is the caller activation's record, not the tree parent
+        // of the replaced record.
+        let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node);
         let mut fr = self.new_frame(parent, top.site, first);
         if !at_entry {
             if let PathState::Fresh = fr.path {

@@ -63,10 +63,10 @@ for src in "${srcs[@]}"; do
     'BEGIN{printf "%-9s %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %9.1f %9.1f\n", w, n, p, pf, c, cf, p/n, pf/n, c/n, cf/n}'
 done
 echo
-echo "throughput over the block trace (one run each):"
+echo "throughput over the block trace (best of REPS=$REPS runs each):"
 for src in "${srcs[@]}"; do
   name=$(basename "$src" .c)
   read -r -a a <<<"$(args_for "$src")"
   echo "== $name ${a[*]}"
-  "$TT" "$tmp/$name" "${a[@]}" 2>/dev/null
+  REPS="$REPS" "$TT" "$tmp/$name" "${a[@]}" 2>/dev/null
 done

@@ -213,12 +213,15 @@ impl proftrust_formats::SymbolSource for DiskSymbols<'_> {
     }
 }
 
+/// Executable sections of one binary: (address, bytes).
+type TextSections = Vec<(u64, Vec<u8>)>;
+
 /// The program's code as [`CodeOracle`] needs it: direct call targets and frame-pointer
 /// prologues, read from the binaries the symbolizer found for the sample set's modules.
 struct BinaryCode<'a> {
     sym: &'a Symbolizer,
-    /// Executable sections (address, bytes) per module, loaded on first use.
-    text: RefCell<HashMap<ModuleIdx, Option<Vec<(u64, Vec<u8>)>>>>,
+    /// Executable sections per module, loaded on first use (`None`: no binary).
+    text: RefCell<HashMap<ModuleIdx, Option<TextSections>>>,
 }
 
 impl<'a> BinaryCode<'a> {
@@ -229,7 +232,7 @@ impl<'a> BinaryCode<'a> {
         }
     }
 
-    fn load(&self, m: ModuleIdx) -> Option<Vec<(u64, Vec<u8>)>> {
+    fn load(&self, m: ModuleIdx) -> Option<TextSections> {
         use object::{Object, ObjectSection, SectionKind};
         let b = self.sym.binary(m)?;
         let data = std::fs::read(b.path()).ok()?;

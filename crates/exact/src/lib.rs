@@ -27,5 +27,8 @@ mod sys;
 
 pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;
-pub use qemu::{count_qemu, find_plugin, trace_qemu, QemuOptions, DEFAULT_CPU, PLUGIN_FILE};
+pub use qemu::{
+    count_qemu, counts_may_be_low, find_plugin, guest_threads, trace_qemu, QemuOptions,
+    DEFAULT_CPU, PLUGIN_FILE,
+};
 pub use run::signal_name;

@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 2; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 3; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER_LEN: usize = 15;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -45,8 +45,12 @@ pub enum SnapshotReason {
 pub struct Snapshot {
     /// Why it was written.
     pub reason: SnapshotReason,
-    /// Vcpu slots (guest threads) that ran blocks.
+    /// One more than the highest vcpu index that ran a block (threads alive at once, at
+    /// most; 0 without a block callback).
     pub vcpus: u32,
+    /// Guest threads started, the main thread included (QEMU's vcpu init hook: each guest
+    /// thread is a vcpu in user mode).
+    pub threads: u32,
     /// Inline counter per block id.
     pub inline: Vec<u64>,
     /// Per-vcpu callback count per block id (empty when edges are off).
@@ -246,12 +250,13 @@ impl<R: Read> Decoder<R> {
                         what: format!("trace chunk of {n} words is implausible"),
                     });
                 }
-                let mut raw = vec![0u8; n * 4];
-                self.fill(&mut raw, w)?;
-                let words = raw
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
+                let mut words = vec![0u32; n];
+                self.fill(crate::sys::u32_bytes_mut(&mut words), w)?;
+                if cfg!(target_endian = "big") {
+                    for x in &mut words {
+                        *x = u32::from_le(*x);
+                    }
+                }
                 if tag[0] == TAG_TRACE {
                     Record::Trace { tid, ids: words }
                 } else {
@@ -267,6 +272,7 @@ impl<R: Read> Decoder<R> {
                     _ => SnapshotReason::Stop,
                 };
                 let vcpus = self.u32(w)?;
+                let threads = self.u32(w)?;
                 let n = self.u32(w)? as usize;
                 let inline = self.u64s(n, w)?;
                 let m = self.u32(w)? as usize;
@@ -282,6 +288,7 @@ impl<R: Read> Decoder<R> {
                 Record::Snapshot(Snapshot {
                     reason,
                     vcpus,
+                    threads,
                     inline,
                     callback,
                     edges,
@@ -478,6 +485,7 @@ mod tests {
         v.push(TAG_SNAPSHOT);
         v.push(0);
         v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&1u32.to_le_bytes());
         v.extend_from_slice(&2u32.to_le_bytes());
         v.extend_from_slice(&3u64.to_le_bytes());
         v.extend_from_slice(&3u64.to_le_bytes());
@@ -528,9 +536,9 @@ mod tests {
     fn truncated_and_foreign_streams_are_errors() {
         let bytes = stream();
         assert!(Decoder::new(&b""[..]).unwrap().is_none());
-        assert!(Decoder::new(&b"PTQX\x02\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
-        // Version 1 (no memory flag in the header) is refused with a rebuild hint.
-        let e = Decoder::new(&b"PTQP\x01\0\0\0\0\0\0\0\0\0\0"[..])
+        assert!(Decoder::new(&b"PTQX\x03\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        // An older version is refused with a rebuild hint.
+        let e = Decoder::new(&b"PTQP\x02\0\0\0\0\0\0\0\0\0\0"[..])
             .err()
             .unwrap();
         assert!(e.to_string().contains("rebuild"), "{e}");

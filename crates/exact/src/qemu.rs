@@ -15,8 +15,15 @@ use std::time::Duration;
 pub const PLUGIN_FILE: &str = "libproftrust_qemu_plugin.so";
 
 /// Blocks whose inline counters live in the shared counter file (128 MiB of address space,
-/// sparse); later blocks use plugin-private counters that do not survive a fatal signal.
+/// sparse); later blocks use plugin-private counters that do not survive a fatal signal. One
+/// more `u64` after them holds the number of guest threads started.
 const SHARED_COUNTERS: u64 = 1 << 24;
+
+/// The phrase of `backend_detail` that records the guest threads (see [`guest_threads`]).
+const THREADS_PHRASE: &str = "guest threads: ";
+/// The phrase of `backend_detail` saying counts came from non-atomic inline counters with
+/// several threads (see [`counts_may_be_low`]).
+const LOW_PHRASE: &str = "counts may be slightly low";
 
 /// QEMU's CPU model for x86-64 user mode when `-cpu` is not given (QEMU 7.2: `max`, all
 /// features TCG can emulate).
@@ -171,7 +178,7 @@ fn run_qemu(
         )));
     }
     let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
-    let shm = sys::memfd(SHARED_COUNTERS * 8)
+    let shm = sys::memfd((SHARED_COUNTERS + 1) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
@@ -414,9 +421,14 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             r.shm
                 .read_exact_at(&mut raw, 0)
                 .map_err(|e| ExactError::io("reading the shared counters", e))?;
+            let mut threads = [0u8; 8];
+            r.shm
+                .read_exact_at(&mut threads, SHARED_COUNTERS * 8)
+                .map_err(|e| ExactError::io("reading the shared counters", e))?;
             Snapshot {
                 reason: SnapshotReason::Exit,
                 vcpus: 0,
+                threads: u64::from_le_bytes(threads).min(u32::MAX as u64) as u32,
                 inline: raw
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
@@ -435,7 +447,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             })
         }
     };
-    let counts = if r.edges && !snap.callback.is_empty() {
+    let from_callback = r.edges && !snap.callback.is_empty();
+    let counts = if from_callback {
         &snap.callback
     } else {
         &snap.inline
@@ -445,7 +458,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     if died {
         detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");
     }
-    if r.edges && snap.vcpus <= 1 && !snap.callback.is_empty() {
+    detail.push_str(&format!("; {THREADS_PHRASE}{}", snap.threads));
+    if from_callback && snap.threads <= 1 {
         let n = snap.inline.len().max(snap.callback.len());
         let same = (0..n).all(|i| {
             snap.inline.get(i).copied().unwrap_or(0) == snap.callback.get(i).copied().unwrap_or(0)
@@ -454,10 +468,11 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             detail.push_str("; WARNING inline and callback block counts differ");
         }
     }
-    if !r.edges && snap.vcpus > 1 {
+    if !from_callback && snap.threads > 1 {
         detail.push_str(&format!(
-            "; {} threads counted with non-atomic inline counters (edges off): counts may be slightly low",
-            snap.vcpus
+            "; {} threads counted with non-atomic inline counters ({}): {LOW_PHRASE} where threads ran the same code at once",
+            snap.threads,
+            if r.edges { "the run ended without a snapshot" } else { "edges off" },
         ));
     }
     match snap.reason {
@@ -493,4 +508,50 @@ pub fn trace_qemu(
     let r = run_qemu(cmd, o, true, Some(&mut *v))?;
     v.end(&r.outcome);
     Ok(r.outcome)
+}
+
+/// How many guest threads a QEMU count saw (the main thread included), as recorded in the
+/// profile's `backend_detail` by [`count_qemu`]. `None` for other backends and for files
+/// written before proftrust recorded it.
+pub fn guest_threads(p: &ExactProfile) -> Option<u32> {
+    if p.backend != "qemu" {
+        return None;
+    }
+    let at = p.backend_detail.find(THREADS_PHRASE)? + THREADS_PHRASE.len();
+    let digits: String = p.backend_detail[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Whether a QEMU count's instruction counts may have lost increments: they came from QEMU
+/// plugin API v1 inline counters (not atomic) while several guest threads ran, i.e. a
+/// multi-threaded run counted with `edges: false` (`--no-edges`) or one that died without a
+/// snapshot. Single-threaded runs, and runs with edges (per-vcpu callback counts), are exact.
+/// A caller that used `edges: false` for speed can rerun with edges when this is true.
+pub fn counts_may_be_low(p: &ExactProfile) -> bool {
+    p.backend == "qemu" && p.backend_detail.contains(LOW_PHRASE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_are_read_back_from_the_detail() {
+        let mut p = ExactProfile {
+            backend: "qemu".into(),
+            backend_detail: format!("qemu-x86_64 version 7.2; -cpu max; {THREADS_PHRASE}12; 12 threads counted with non-atomic inline counters (edges off): {LOW_PHRASE} where threads ran the same code at once"),
+            ..Default::default()
+        };
+        assert_eq!(guest_threads(&p), Some(12));
+        assert!(counts_may_be_low(&p));
+        p.backend_detail = "qemu-x86_64 version 7.2; -cpu max".into();
+        assert_eq!(guest_threads(&p), None);
+        assert!(!counts_may_be_low(&p));
+        p.backend = "callgrind".into();
+        p.backend_detail = format!("{THREADS_PHRASE}3");
+        assert_eq!(guest_threads(&p), None);
+    }
 }

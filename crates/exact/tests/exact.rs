@@ -4,7 +4,8 @@
 //! block trace. Tests needing qemu-x86_64, valgrind, gcc or objdump skip loudly.
 
 use proftrust_exact::{
-    count_callgrind, count_qemu, trace_qemu, CallgrindOptions, ExactError, QemuOptions,
+    count_callgrind, count_qemu, counts_may_be_low, guest_threads, trace_qemu, CallgrindOptions,
+    ExactError, QemuOptions,
 };
 use proftrust_model::{
     BlockVisitor, ExactProfile, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
@@ -209,6 +210,8 @@ fn qemu_counted_loop_is_exact() {
     );
     // kernel(n), kernel(n+1), kernel(n+2): 3n+3 body runs, 3n taken back-edges.
     assert_loop_counts(&p, &bin, 3 * n + 3, Some(3 * n));
+    assert_eq!(guest_threads(&p), Some(1), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p));
     // The body total equals (instructions in the loop per objdump) x trip count.
     let m = main_module(&p, &bin);
     let (body, _, _) = kernel_loop(&bin);
@@ -389,20 +392,61 @@ fn faults(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     Some((dir, bin))
 }
 
-/// No process of the run is left: no process's command line names `bin` (QEMU's does, and so
-/// do its forked children), and no child of this test process is a zombie running it.
-fn assert_nothing_left(bin: &Path) {
+/// Pids of processes whose command line contains `bin` (QEMU's does, and so do its forked
+/// children).
+fn processes_naming(bin: &Path) -> Vec<u32> {
     let needle = bin.as_os_str().as_encoded_bytes();
+    let mut v = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
             continue;
         };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        assert!(
-            !cmdline.windows(needle.len()).any(|w| w == needle),
-            "still running: {} {stat}",
-            String::from_utf8_lossy(&cmdline)
-        );
+        if cmdline.windows(needle.len()).any(|w| w == needle) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// Zombie children of this test process: (pid, comm) from `/proc/*/stat` (state `Z`, parent
+/// = us). A zombie has an empty command line, so [`processes_naming`] cannot see it.
+fn zombie_children() -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may contain spaces, so split after the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        if rest.len() >= 2 && rest[0] == "Z" && rest[1] == me.to_string() {
+            let pid = stat[..open].trim().parse().unwrap_or(0);
+            v.push((pid, stat[open + 1..close].to_string()));
+        }
+    }
+    v
+}
+
+/// No process of the run is left: none names `bin` on its command line, and no child of
+/// this test process is a zombie. Other tests run concurrently in this process, so a zombie
+/// must still be one half a second later to count (a runner reaps its child at once).
+fn assert_nothing_left(bin: &Path) {
+    let left = processes_naming(bin);
+    assert!(left.is_empty(), "still running: {left:?}");
+    let z = zombie_children();
+    if !z.is_empty() {
+        std::thread::sleep(Duration::from_millis(500));
+        let still: Vec<_> = zombie_children()
+            .into_iter()
+            .filter(|x| z.contains(x))
+            .collect();
+        assert!(still.is_empty(), "zombie children: {still:?}");
     }
 }
 
@@ -442,6 +486,10 @@ fn qemu_fault_endings_keep_the_profile() {
         let edges = (*mode != "segv").then_some(n - 1);
         assert_loop_counts(&p, &bin, n, edges);
         assert_nothing_left(&bin);
+        // One guest thread (a forked child's is not counted), also when the run died
+        // without a snapshot (the count lives in the shared counter file).
+        assert_eq!(guest_threads(&p), Some(1), "{mode}: {}", p.backend_detail);
+        assert!(!counts_may_be_low(&p), "{mode}");
         if *mode == "exec" {
             assert!(p.backend_detail.contains("execve"), "{}", p.backend_detail);
         }
@@ -458,6 +506,19 @@ fn qemu_threads_are_counted_exactly() {
     assert_eq!(p.outcome, Some(RunOutcome::Exited { code: 0 }));
     // Main thread once + 4 workers: 5n body runs, 5(n-1) back-edges.
     assert_loop_counts(&p, &bin, 5 * n, Some(5 * (n - 1)));
+    // The profile says how many guest threads ran; with edges (per-vcpu callback counts)
+    // the counts are exact.
+    assert_eq!(guest_threads(&p), Some(5), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p), "{}", p.backend_detail);
+    // Inline-only counting (not atomic under API v1) says its counts may be low.
+    let o = QemuOptions {
+        edges: false,
+        ..quiet_qemu()
+    };
+    let q = count_qemu(&cmd(&bin, &["threads", &n.to_string()]), &o).unwrap();
+    assert_eq!(guest_threads(&q), Some(5), "{}", q.backend_detail);
+    assert!(counts_may_be_low(&q), "{}", q.backend_detail);
+    assert_nothing_left(&bin);
     let mut t = TraceCounter::default();
     trace_qemu(&cmd(&bin, &["threads", "3000"]), &quiet_qemu(), &mut t).unwrap();
     assert!(t.tids.len() >= 5, "threads seen in the trace: {:?}", t.tids);
@@ -508,6 +569,63 @@ fn qemu_timeout_stops_and_keeps_counts() {
         "{}",
         p.backend_detail
     );
+    assert_nothing_left(&bin);
+}
+
+/// An outside SIGKILL to QEMU (nothing can run in the plugin): the profile still comes back,
+/// from the shared inline counters, with the signal recorded and nothing left running.
+#[test]
+fn qemu_killed_from_outside_keeps_counts() {
+    let Some((_dir, bin)) = faults("qemu_killed_from_outside_keeps_counts") else {
+        return;
+    };
+    let b = bin.clone();
+    let killer = std::thread::spawn(move || {
+        // Wait until QEMU has used 0.3 s of CPU (start-up and kernel(1000) take far less;
+        // then it spins), so the kill lands in the endless loop, then SIGKILL that pid.
+        for _ in 0..1000 {
+            if let Some(&pid) = processes_naming(&b).first() {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let f: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(vec![], |(_, r)| r.split_whitespace().collect());
+                // Fields after the comm: state ppid ... utime is the 12th, stime the 13th.
+                let ticks: u64 = f
+                    .get(11..13)
+                    .map_or(0, |t| t.iter().map(|x| x.parse::<u64>().unwrap_or(0)).sum());
+                if ticks >= 30 {
+                    let st = Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status()
+                        .expect("run kill");
+                    return st.success();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    let o = QemuOptions {
+        timeout: Some(Duration::from_secs(30)),
+        ..quiet_qemu()
+    };
+    let p = count_qemu(&cmd(&bin, &["spin", "1000"]), &o).unwrap();
+    assert!(killer.join().unwrap(), "the test could not kill QEMU");
+    assert_eq!(
+        p.outcome,
+        Some(RunOutcome::Signaled {
+            signal: 9,
+            name: "SIGKILL".into()
+        })
+    );
+    assert_loop_counts(&p, &bin, 1000, None);
+    assert!(p.edges.is_empty());
+    assert!(
+        p.backend_detail.contains("without QEMU's exit hook"),
+        "{}",
+        p.backend_detail
+    );
+    assert_eq!(guest_threads(&p), Some(1), "{}", p.backend_detail);
     assert_nothing_left(&bin);
 }
 

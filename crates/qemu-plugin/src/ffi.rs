@@ -78,6 +78,7 @@ extern "C" {
     );
     pub fn qemu_plugin_mem_size_shift(info: MemInfo) -> c_uint;
     pub fn qemu_plugin_mem_is_store(info: MemInfo) -> bool;
+    pub fn qemu_plugin_register_vcpu_init_cb(id: PluginId, cb: VcpuSimpleCb);
     pub fn qemu_plugin_register_vcpu_exit_cb(id: PluginId, cb: VcpuSimpleCb);
     pub fn qemu_plugin_register_vcpu_syscall_cb(id: PluginId, cb: SyscallCb);
     pub fn qemu_plugin_register_atexit_cb(id: PluginId, cb: UdataCb, udata: *mut c_void);

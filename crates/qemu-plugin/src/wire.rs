@@ -1,4 +1,4 @@
-//! The stream this plugin writes (version 2, little-endian). The analyzer in
+//! The stream this plugin writes (version 3, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
@@ -7,7 +7,7 @@
 //! BLOCK    u8:2 u32:id u32:module(MAX none) u64:vaddr u8:end u16:n u64[n]
 //!               (file offsets of the n instructions, or guest addresses when module is MAX)
 //! TRACE    u8:3 u32:tid u32:n u32[n]                         block ids in execution order
-//! SNAPSHOT u8:4 u8:reason(0 exit, 1 exec, 2 kill, 3 stop) u32:vcpus
+//! SNAPSHOT u8:4 u8:reason(0 exit, 1 exec, 2 kill, 3 stop) u32:vcpus u32:threads
 //!               u32:n u64[n]                                  inline counter per block id
 //!               u32:m u64[m]                                  callback count per block id
 //!               u32:e (u32 from, u32 to, u64 count)[e]        block->block edges
@@ -26,7 +26,7 @@
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.

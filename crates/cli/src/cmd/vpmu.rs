@@ -56,6 +56,12 @@ pub struct Args {
     /// CPI of the flat model (and of instructions outside the program's code).
     #[arg(long, default_value_t = 1)]
     cpi: u32,
+    /// Cache geometry and latencies under `--cpi-model cache-sim`, as comma-separated
+    /// `key=value`: `l1=SIZE:WAYS:LATENCY`, `llc=SIZE:WAYS:LATENCY`, `mem=CYCLES`,
+    /// `line=BYTES`, `store=CYCLES` (SIZE in bytes, or with a K/M suffix). Unnamed keys keep
+    /// their defaults: `l1=32K:8:4,llc=8M:16:40,mem=200,line=64,store=1`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
     /// Cycles of a heavy load under `--cpi-model cache`.
     #[arg(long, default_value_t = 200)]
     heavy_load: u32,
@@ -77,6 +83,54 @@ pub struct Args {
     /// Program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
+}
+
+/// `--cache-config` (see its help) on top of the defaults.
+fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
+    let mut c = CacheConfig::default();
+    let size = |x: &str| -> anyhow::Result<u32> {
+        let (num, mul) = match x.char_indices().last() {
+            Some((i, 'K' | 'k')) => (&x[..i], 1024),
+            Some((i, 'M' | 'm')) => (&x[..i], 1024 * 1024),
+            _ => (x, 1),
+        };
+        num.parse::<u32>()
+            .ok()
+            .and_then(|n| n.checked_mul(mul))
+            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a size"))
+    };
+    let num = |x: &str| -> anyhow::Result<u32> {
+        x.parse::<u32>()
+            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a number"))
+    };
+    for part in spec.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("--cache-config {spec:?}: {part:?} is not key=value"))?;
+        match k {
+            "l1" | "llc" => {
+                let f: Vec<&str> = v.split(':').collect();
+                let [sz, ways, lat] = f[..] else {
+                    bail!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
+                };
+                let (sz, ways, lat) = (size(sz)?, num(ways)?, num(lat)?);
+                if k == "l1" {
+                    (c.l1_size, c.l1_ways, c.l1_latency) = (sz, ways, lat);
+                } else {
+                    (c.llc_size, c.llc_ways, c.llc_latency) = (sz, ways, lat);
+                }
+            }
+            "mem" => c.memory_latency = num(v)?,
+            "line" => c.line_size = num(v)?,
+            "store" => c.store_latency = num(v)?,
+            _ => bail!(
+                "--cache-config {spec:?}: unknown key {k:?} (known: l1, llc, mem, line, store)"
+            ),
+        }
+    }
+    c.check()
+        .with_context(|| format!("--cache-config {spec:?}"))?;
+    Ok(c)
 }
 
 fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
@@ -196,7 +250,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.lbr = a.lbr;
     opts.exact = a.exact.is_some();
     let cache_sim = a.cpi_model == CpiModelArg::CacheSim;
-    opts.cache = cache_sim.then(CacheConfig::default);
+    if a.cache_config.is_some() && !cache_sim {
+        bail!("--cache-config applies to --cpi-model cache-sim only");
+    }
+    opts.cache = match (&a.cache_config, cache_sim) {
+        (Some(spec), _) => Some(parse_cache(spec)?),
+        (None, true) => Some(CacheConfig::default()),
+        (None, false) => None,
+    };
     let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
     let qo = proftrust_exact::QemuOptions {
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
@@ -245,4 +306,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_config_specs() {
+        let c = parse_cache("l1=4K:4:3,llc=64K:8:30,mem=250,store=2").unwrap();
+        assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
+        assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
+        assert_eq!(
+            (c.memory_latency, c.store_latency, c.line_size),
+            (250, 2, 64)
+        );
+        assert_eq!(parse_cache("").unwrap(), CacheConfig::default());
+        assert_eq!(parse_cache("llc=8M:16:40").unwrap().llc_size, 8 << 20);
+        for bad in [
+            "l1=4K:4",
+            "l1=4X:4:3",
+            "size=3",
+            "line=48",
+            "l1=100:4:3",
+            "mem",
+        ] {
+            assert!(parse_cache(bad).is_err(), "{bad}");
+        }
+    }
 }

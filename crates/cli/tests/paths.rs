@@ -427,7 +427,19 @@ fn sampled_cct_of_a_record_g_run_repairs_frameless_leaves() {
     ) {
         return;
     }
-    let v = proftrust_json_args(&["cct", "--json", "--samples", f], &bin, &["5"]);
+    let folded = dir.path().join("sampled.folded");
+    let v = proftrust_json_args(
+        &[
+            "cct",
+            "--json",
+            "--samples",
+            f,
+            "--sampled-folded",
+            folded.to_str().unwrap(),
+        ],
+        &bin,
+        &["5"],
+    );
     let s = &v["sampled"];
     let n: u64 = s["contexts"]
         .as_array()
@@ -480,6 +492,25 @@ fn sampled_cct_of_a_record_g_run_repairs_frameless_leaves() {
     assert!(
         spurious * 50 < n,
         "{spurious} samples in contexts that do not exist"
+    );
+    // The sampled folded export holds every sample once, the repaired contexts included.
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let mut in_file = 0u64;
+    let mut heavy_work = 0u64;
+    for l in text.lines() {
+        let (st, c) = l.rsplit_once(' ').expect("`stack count` lines");
+        let c: u64 = c.parse().unwrap();
+        in_file += c;
+        if st.ends_with(";main;heavy;work") {
+            heavy_work += c;
+        }
+    }
+    assert!(in_file >= n, "folded {in_file} samples, {n} within main");
+    assert_eq!(
+        heavy_work,
+        context(&s["contexts"], &["main", "heavy", "work"])["samples"]
+            .as_u64()
+            .unwrap()
     );
 }
 

@@ -20,7 +20,7 @@ use proftrust_paths::{
     Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_sim::vpmu::{
-    CacheConfig, CacheStats, ClassCycles, CycleModel, InstrTimer, InstrTiming,
+    CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -96,32 +96,81 @@ enum MissArg {
     Llc,
 }
 
-/// The virtual PMU's per-instruction timing ([`InstrTimer`]) as the path profiler's
-/// [`CostModel`].
+/// The virtual PMU's per-instruction timing as the path profiler's [`CostModel`]: the static
+/// cycles of the class table (the program's instructions; 1 cycle elsewhere) plus, with a
+/// cache, the latency of each data access from [`InstrTimer`] (run with a zero static model,
+/// so it contributes the cache part only). Equal to `InstrTimer` with the class table, but
+/// the static cycles are looked up once per distinct trace block, not per executed
+/// instruction.
 pub(crate) struct TimerCost {
-    timer: InstrTimer,
+    /// Cache simulation (static model all zero); `None` without a cache.
+    timer: Option<InstrTimer>,
+    /// Static cycles of the program's instructions by SVMA.
+    table: CostTable,
+    /// Cycles of an instruction the table does not name.
+    default_cycles: u32,
+    /// Per trace module index: whether it is the program (the table's module).
+    is_program: Vec<bool>,
+    /// Static cycles per trace block: (module, first SVMA, length) -> cycles.
+    blocks: HashMap<(u32, u64, usize), Box<[u32]>>,
     buf: Vec<InstrTiming>,
 }
 
 impl CostModel for TimerCost {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        self.timer.module(idx, module);
+        if let Some(t) = self.timer.as_mut() {
+            t.module(idx, module);
+        }
+        let i = idx.0 as usize;
+        if self.is_program.len() <= i {
+            self.is_program.resize(i + 1, false);
+        }
+        self.is_program[i] = module.file_name() == self.table.module_file_name;
     }
+
     fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        self.timer.time_block(b, &mut self.buf);
         out.clear();
-        out.extend(self.buf.iter().map(|t| InstrCost {
-            cycles: u64::from(t.cycles),
-            l1_misses: u64::from(t.l1_misses),
-            llc_misses: u64::from(t.llc_misses),
+        let Some(&first) = b.instructions.first() else {
+            return;
+        };
+        let m = b.module.map_or(u32::MAX, |m| m.0);
+        let prog = b
+            .module
+            .and_then(|m| self.is_program.get(m.0 as usize).copied())
+            .unwrap_or(false);
+        let (table, default) = (&self.table, self.default_cycles);
+        let stat = self
+            .blocks
+            .entry((m, first.0, b.instructions.len()))
+            .or_insert_with(|| {
+                b.instructions
+                    .iter()
+                    .map(|a| match prog {
+                        true => table.costs.get(&a.0).map_or(default, |c| c.cycles),
+                        false => default,
+                    })
+                    .collect()
+            });
+        out.extend(stat.iter().map(|&c| InstrCost {
+            cycles: u64::from(c),
+            l1_misses: 0,
+            llc_misses: 0,
         }));
+        if let Some(t) = self.timer.as_mut() {
+            t.time_block(b, &mut self.buf);
+            for (o, x) in out.iter_mut().zip(&self.buf) {
+                o.cycles += u64::from(x.cycles);
+                o.l1_misses = u64::from(x.l1_misses);
+                o.llc_misses = u64::from(x.llc_misses);
+            }
+        }
     }
 }
 
 impl TimerCost {
     /// Cache totals (`None` without a cache).
     pub(crate) fn cache_stats(&self) -> Option<CacheStats> {
-        self.timer.cache_stats()
+        self.timer.as_ref().and_then(InstrTimer::cache_stats)
     }
 }
 
@@ -129,27 +178,25 @@ impl TimerCost {
 /// description for the output.
 pub(crate) fn timing_model(program: &Path, arg: TimingArg) -> Result<(TimerCost, bool, String)> {
     let mut classes = ClassCycles::default();
-    let (model, cache, what) = match arg {
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (table, cache, what) = match arg {
         TimingArg::Flat => (
-            CycleModel::flat(1),
+            CostTable::new(name),
             None,
             "flat: 1 cycle per instruction, no cache".to_string(),
         ),
-        TimingArg::Class => {
-            let mut m = CycleModel::flat(1);
-            m.tables.push(program_costs(program, &classes)?);
-            (
-                m,
-                None,
-                "class: cycles by instruction class (loads 4, stores 1), no cache".to_string(),
-            )
-        }
+        TimingArg::Class => (
+            program_costs(program, &classes)?,
+            None,
+            "class: cycles by instruction class (loads 4, stores 1), no cache".to_string(),
+        ),
         TimingArg::CacheSim => {
             // The cache supplies every memory latency.
             classes.load = 0;
             classes.store = 0;
-            let mut m = CycleModel::flat(1);
-            m.tables.push(program_costs(program, &classes)?);
             let c = CacheConfig::default();
             let what = format!(
                 "cache-sim: class cycles plus simulated caches (L1D {} KiB {}-way, LLC {} MiB {}-way, {}-byte lines; load latency {}/{}/{} cycles)",
@@ -162,13 +209,17 @@ pub(crate) fn timing_model(program: &Path, arg: TimingArg) -> Result<(TimerCost,
                 c.llc_latency,
                 c.memory_latency
             );
-            (m, Some(c), what)
+            (program_costs(program, &classes)?, Some(c), what)
         }
     };
     let trace_memory = cache.is_some();
     Ok((
         TimerCost {
-            timer: InstrTimer::new(model, cache),
+            timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
+            table,
+            default_cycles: 1,
+            is_program: Vec::new(),
+            blocks: HashMap::new(),
             buf: Vec::new(),
         },
         trace_memory,

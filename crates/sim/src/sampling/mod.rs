@@ -19,7 +19,9 @@ pub use model::{
     frac, noise_inflation, piecewise_binomial, rate, sample_moments, timeline_moments,
     widen_interval, ShareMoments,
 };
-pub use presets::{is_unbiased, render_text, run_preset, Preset, PresetOptions, PresetReport, Row};
+pub use presets::{
+    is_unbiased, render_text, run_preset, Preset, PresetOptions, PresetReport, Row, DEFAULT_SWEEP_R,
+};
 pub use sampler::{
     mean_sd, profile_from_table, profile_once, repeat, run_capture_moments, IntervalJitter,
     Profile, Repeated, SamplerOptions, Start, StartTable,

@@ -7,8 +7,8 @@ use proftrust_model::{
 };
 use proftrust_paths::{
     classify_hot, compare_cct, hot_paths_covering, lbr_paths, lbr_timed_paths, sampled_cct,
-    FuncIdx, FunctionMap, HotClass, HotMetric, HotOptions, PathKey, PathMetrics, PathProfile,
-    ProgramCfgs,
+    sampled_cct_with, CodeOracle, FuncIdx, FunctionMap, HotClass, HotMetric, HotOptions, PathKey,
+    PathMetrics, PathProfile, ProgramCfgs,
 };
 use std::collections::BTreeMap;
 
@@ -87,17 +87,89 @@ fn sampled_contexts_against_exact() {
         String::from_utf8(folded).unwrap(),
         "main 1\nmain;f 5\nmain;f;g 6\n"
     );
-    // Anchored at f: main alone and main;k fall outside.
+    // Anchored at f: main alone (1 sample; 5 + 5 instructions with main;k) falls outside and
+    // is left out; within f: sampled f 5/11, f;g 6/11; exact f 40/90, f;g 50/90:
+    // epsilon = 1/2 (|5/11 - 4/9| + |6/11 - 5/9|) = 1/99.
     let c = compare_cct(&sc, &exact, Some("f")).unwrap();
-    assert_eq!(c.exact_contexts, 3);
+    assert_eq!((c.exact_contexts, c.sampled_contexts), (2, 2));
+    assert!((c.epsilon - 1.0 / 99.0).abs() < 1e-12, "{}", c.epsilon);
+    assert!((c.outside_anchor_sampled - 1.0 / 12.0).abs() < 1e-12);
+    assert!((c.outside_anchor_exact - 0.1).abs() < 1e-12);
+    assert_eq!(c.contexts[0].stack, k(&["f", "g"]));
+    assert!((c.contexts[0].share - 6.0 / 11.0).abs() < 1e-12);
 }
 
-fn pm(instructions: u64, mem_events: u64) -> PathMetrics {
+/// Code of the hand-built program: g (0x3000..) is a leaf without a frame; f has a frame
+/// past 0x2004 (its prologue is 0x2000..0x2004) until its `ret` at 0x20f0; main calls f
+/// directly at 0x100c (return address 0x1011) and through a pointer at 0x1040 (return
+/// address 0x1042); f calls g directly at 0x200c (return 0x2011).
+struct Code;
+
+impl CodeOracle for Code {
+    fn direct_call_target(&self, _: &ModuleTable, ret: Location) -> Option<Location> {
+        match ret.svma.0 {
+            0x1011 => Some(Location::new(ModuleIdx(0), 0x2000)),
+            0x2011 => Some(Location::new(ModuleIdx(0), 0x3000)),
+            _ => None,
+        }
+    }
+    fn frame_established(&self, _: &ModuleTable, at: Location) -> Option<bool> {
+        let a = at.svma.0;
+        Some(match a {
+            0x2000..0x2100 => a >= 0x2004 && a != 0x20f0,
+            0x3000..0x3100 => false,
+            _ => true,
+        })
+    }
+}
+
+/// A frame-pointer chain misses the caller of a frameless sample: g sampled with chain
+/// [0x1011] (main's call to f; f's own call to g left no frame to read) is main;g without
+/// repair and main;f;g with it. A sample with a full chain, or where the function's frame is
+/// established, is left alone; a frameless sample whose first return address follows an
+/// indirect or unknown call cannot be repaired and is counted.
+#[test]
+fn frameless_samples_get_their_caller_back() {
+    let mut modules = ModuleTable::default();
+    modules.intern(Module::new("/x/prog"));
+    let samples = vec![
+        sample(0x3004, &[0x1011]),
+        sample(0x3008, &[0x1011]),
+        sample(0x3008, &[0x2011, 0x1011]),
+        sample(0x2002, &[0x9999]),
+        sample(0x2050, &[0x1011]),
+        sample(0x3004, &[0x1042]),
+    ];
+    let set = SampleSet {
+        modules,
+        samples,
+        ..Default::default()
+    };
+    let n = names();
+    let plain = sampled_cct(&set, &n, None);
+    assert_eq!(plain.contexts.get(&k(&["main", "g"])), Some(&3));
+    assert_eq!(plain.repaired, 0);
+    let fixed = sampled_cct_with(&set, &n, None, &Code);
+    // 0x3004/0x3008 with [0x1011]: the call at 0x1011 targets f, not g: main;f;g (2).
+    // 0x3008 with [0x2011, 0x1011]: the call at 0x2011 targets g itself: main;f;g (1).
+    // 0x2002 with [0x9999]: frameless, unknown call: unrepaired, context 0x9999's name;f.
+    // 0x2050 with [0x1011]: f's frame is established: main;f.
+    // 0x3004 with [0x1042]: frameless after an indirect call: unrepaired, main;g.
+    assert_eq!(fixed.contexts.get(&k(&["main", "f", "g"])), Some(&3));
+    assert_eq!(fixed.contexts.get(&k(&["main", "f"])), Some(&1));
+    assert_eq!(fixed.contexts.get(&k(&["main", "g"])), Some(&1));
+    assert_eq!(fixed.repaired, 2);
+    assert_eq!(fixed.unrepaired, 2);
+    assert_eq!(fixed.total, 6);
+}
+
+fn pm(instructions: u64, l1_misses: u64) -> PathMetrics {
     PathMetrics {
         count: 1,
         instructions,
         cycles: instructions,
-        mem_events,
+        l1_misses,
+        llc_misses: 0,
     }
 }
 
@@ -135,18 +207,18 @@ fn hot_dense_sparse_hand_computed() {
     assert_eq!(r.procedures[1].class, HotClass::Dense);
     assert_eq!(r.procedures[1].paths_executed, 2);
     // Covering half the misses (57.5): A (50) then D (40).
-    let c = hot_paths_covering(&p, HotMetric::MemEvents, 0.5);
+    let c = hot_paths_covering(&p, HotMetric::L1Misses, 0.5);
     assert_eq!(
         c.iter().map(|x| x.0).collect::<Vec<_>>(),
         vec![key(0, 0), key(1, 1)]
     );
-    // Flat model: no memory events, a clear error.
+    // Flat model: no misses, a clear error.
     let mut flat = PathProfile::default();
     flat.paths.insert(key(0, 0), pm(10, 0));
     assert!(classify_hot(&flat, &HotOptions::default())
         .unwrap_err()
         .to_string()
-        .contains("cycle model"));
+        .contains("cache simulation"));
 }
 
 fn block(id: u32, ins: &[u64]) -> BasicBlock {

@@ -145,7 +145,8 @@ fn loop_paths_calls_and_contexts() {
         count,
         instructions,
         cycles: instructions,
-        mem_events: 0,
+        l1_misses: 0,
+        llc_misses: 0,
     };
     assert_eq!(get(p1), Some(pm(1, 6)));
     assert_eq!(get(p2), Some(pm(1, 4)));

@@ -45,13 +45,13 @@ impl<F: FnMut(Svma) -> u64> BlockTimer for F {
         out.clear();
         out.extend(b.instructions.iter().map(|&a| InstrCost {
             cycles: self(a),
-            mem_events: 0,
+            ..InstrCost::default()
         }));
     }
 }
 
-/// The virtual PMU's timer as a [`BlockTimer`]; an instruction's memory events are its
-/// accesses that missed the last-level cache.
+/// The virtual PMU's timer as a [`BlockTimer`], with each instruction's L1D and last-level
+/// misses.
 #[derive(Debug, Clone)]
 pub struct VpmuTimer {
     timer: InstrTimer,
@@ -82,7 +82,8 @@ impl BlockTimer for VpmuTimer {
         out.clear();
         out.extend(self.scratch.iter().map(|t| InstrCost {
             cycles: u64::from(t.cycles),
-            mem_events: u64::from(t.llc_misses),
+            l1_misses: u64::from(t.l1_misses),
+            llc_misses: u64::from(t.llc_misses),
         }));
     }
 }
@@ -105,22 +106,16 @@ impl Default for TraceSourceOptions {
     }
 }
 
-/// Costs computed for the current block, handed to the profiler one instruction at a time.
-#[derive(Debug, Default)]
-struct Queue {
-    costs: Vec<InstrCost>,
-    next: usize,
-}
-
+/// A [`BlockTimer`] as the path profiler's cost model.
 #[derive(Debug, Clone)]
-struct Queued(Rc<RefCell<Queue>>);
+struct Timed<T>(T);
 
-impl CostModel for Queued {
-    fn cost(&mut self, _m: Option<ModuleIdx>, _a: Svma) -> InstrCost {
-        let mut q = self.0.borrow_mut();
-        let c = q.costs.get(q.next).copied().unwrap_or_default();
-        q.next += 1;
-        c
+impl<T: BlockTimer> CostModel for Timed<T> {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.0.module(idx, module);
+    }
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        self.0.time_block(b, out);
     }
 }
 
@@ -134,11 +129,8 @@ struct Collected {
 
 /// Times Ball-Larus path instances of a traced run (a [`BlockVisitor`]).
 pub struct TracePathTimer<'a, T: BlockTimer> {
-    profiler: Profiler<'a, Queued>,
-    timer: T,
-    queue: Rc<RefCell<Queue>>,
+    profiler: Profiler<'a, Timed<T>>,
     collected: Rc<RefCell<Collected>>,
-    scratch: Vec<InstrCost>,
     cfgs: &'a ProgramCfgs,
 }
 
@@ -165,7 +157,6 @@ pub struct TraceTimings {
 impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
     /// A timer for the paths of `cfgs` (the program's main executable).
     pub fn new(cfgs: &'a ProgramCfgs, timer: T, opts: TraceSourceOptions) -> Self {
-        let queue = Rc::new(RefCell::new(Queue::default()));
         let mut bursty = Bursty::new(opts.bursty);
         // The run's start is the boundary where the first path starts.
         bursty.boundary();
@@ -182,7 +173,7 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
                 paths: true,
                 cct: false,
             },
-            Queued(Rc::clone(&queue)),
+            Timed(timer),
         )
         .on_path(move |_tid, key, m| {
             let mut c = col.borrow_mut();
@@ -194,17 +185,14 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
         });
         TracePathTimer {
             profiler,
-            timer,
-            queue,
             collected,
-            scratch: Vec::new(),
             cfgs,
         }
     }
 
     /// The timer (for its statistics).
     pub fn timer(&self) -> &T {
-        &self.timer
+        &self.profiler.cost_model().0
     }
 
     /// Ends the run: signatures for the timed paths and the totals.
@@ -245,7 +233,8 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
                 e.count += m.count;
                 e.instructions += m.instructions;
                 e.cycles += m.cycles;
-                e.mem_events += m.mem_events;
+                e.l1_misses += m.l1_misses;
+                e.llc_misses += m.llc_misses;
             }
         }
         TraceTimings {
@@ -262,20 +251,11 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
 
 impl<T: BlockTimer> BlockVisitor for TracePathTimer<'_, T> {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        self.timer.module(idx, module);
         self.profiler.module(idx, module);
     }
 
     fn block(&mut self, b: &TraceBlock<'_>) {
-        self.timer.time_block(b, &mut self.scratch);
-        {
-            let mut q = self.queue.borrow_mut();
-            std::mem::swap(&mut q.costs, &mut self.scratch);
-            q.next = 0;
-        }
         self.profiler.block(b);
-        let mut q = self.queue.borrow_mut();
-        std::mem::swap(&mut q.costs, &mut self.scratch);
     }
 
     fn end(&mut self, outcome: &RunOutcome) {

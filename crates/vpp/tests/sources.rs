@@ -373,9 +373,9 @@ fn vpmu_timer_adds_cache_latency_per_execution() {
     assert_eq!(times("0x1000-0"), vec![(206, 1)]);
     assert_eq!(times("0x1008-0"), vec![(8, 1), (204, 1)]);
     assert_eq!(times("0x1008-1"), vec![(43, 1)]);
-    assert_eq!(r.exact[&sig("0x1000-0")].mem_events, 1);
-    assert_eq!(r.exact[&sig("0x1008-0")].mem_events, 1);
-    assert_eq!(r.exact[&sig("0x1008-1")].mem_events, 0);
+    assert_eq!(r.exact[&sig("0x1000-0")].llc_misses, 1);
+    assert_eq!(r.exact[&sig("0x1008-0")].llc_misses, 1);
+    assert_eq!(r.exact[&sig("0x1008-1")].llc_misses, 0);
     let a = analyze(t, &AnalysisOptions::default());
     assert_eq!(a.paths[0].signature, sig("0x1008-0"));
     assert_eq!(a.paths[0].net_variation, 196);

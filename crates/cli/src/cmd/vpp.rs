@@ -921,7 +921,7 @@ pub fn run(a: Args) -> Result<()> {
                 executions: exact.map(|e| e.count),
                 llc_misses_per_execution: exact
                     .filter(|e| e.count > 0)
-                    .map(|e| e.mem_events as f64 / e.count as f64),
+                    .map(|e| e.llc_misses as f64 / e.count as f64),
             }
         })
         .collect();

@@ -143,6 +143,9 @@ struct QemuRun {
     detail: String,
     edges: bool,
     pid: u32,
+    /// The plugin wrote its header (it writes it when QEMU installs it, before the guest
+    /// runs): false means QEMU never loaded it.
+    started: bool,
 }
 
 fn run_qemu(
@@ -216,7 +219,7 @@ fn run_qemu(
         .join()
         .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
         .map_err(|e| ExactError::io("waiting for qemu", e))?;
-    let (resolver, snapshot, clean_end, mode_edges) = decoded?;
+    let (resolver, snapshot, clean_end, mode_edges, started) = decoded?;
     let outcome = run::outcome(&ended);
     let detail = format!(
         "{}; -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
@@ -234,10 +237,12 @@ fn run_qemu(
         detail,
         edges: mode_edges,
         pid,
+        started,
     })
 }
 
-type Decoded = (Resolver, Option<Snapshot>, bool, bool);
+/// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header.
+type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool);
 
 /// Hands block `id` of thread `tid` with its accesses to `v`.
 fn emit(
@@ -339,7 +344,7 @@ fn decode(
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
     let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
-        return Ok((resolver, None, false, false));
+        return Ok((resolver, None, false, false, false));
     };
     if (d.mode == 1) != trace || d.mem != mem {
         return Err(ExactError::Protocol {
@@ -396,7 +401,7 @@ fn decode(
             }
         }
     }
-    Ok((resolver, snapshot, clean, edges))
+    Ok((resolver, snapshot, clean, edges, true))
 }
 
 /// Runs `cmd` under QEMU with the plugin and returns exact counts for every module (main
@@ -506,6 +511,15 @@ pub fn trace_qemu(
     v: &mut dyn BlockVisitor,
 ) -> Result<RunOutcome, ExactError> {
     let r = run_qemu(cmd, o, true, Some(&mut *v))?;
+    if !r.started {
+        return Err(ExactError::NoCounts {
+            backend: "qemu".into(),
+            detail: format!(
+                "pid {} ended {:?} before the plugin wrote anything: QEMU did not load the plugin (run with -v to see QEMU's message; a plugin from another build is refused: rebuild with `cargo build --release`)",
+                r.pid, r.outcome
+            ),
+        });
+    }
     v.end(&r.outcome);
     Ok(r.outcome)
 }

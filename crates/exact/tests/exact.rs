@@ -906,3 +906,32 @@ fn cache_model_misses_match_hand_derivation() {
         assert!(st.accesses > lines * (passes + 1), "{st:?}");
     }
 }
+
+/// A plugin QEMU cannot load (a file that is no shared object): QEMU exits before the guest
+/// runs, and both counting and tracing say so instead of returning an empty profile.
+#[test]
+fn a_plugin_qemu_cannot_load_is_an_error() {
+    if !need("a_plugin_qemu_cannot_load_is_an_error", &["qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("libbogus.so");
+    std::fs::write(&bogus, "not a shared object").unwrap();
+    let o = QemuOptions {
+        plugin: Some(bogus),
+        ..quiet_qemu()
+    };
+    let e = count_qemu(&["/bin/true".into()], &o).unwrap_err();
+    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    struct Blocks(u64);
+    impl BlockVisitor for Blocks {
+        fn block(&mut self, _b: &TraceBlock<'_>) {
+            self.0 += 1;
+        }
+    }
+    let mut v = Blocks(0);
+    let e = trace_qemu(&["/bin/true".into()], &o, &mut v).unwrap_err();
+    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    assert!(e.to_string().contains("did not load the plugin"), "{e}");
+    assert_eq!(v.0, 0);
+}

@@ -858,6 +858,8 @@ pub unsafe extern "C" fn qemu_plugin_install(
     head.u8(a.mem as u8);
     head.u32(std::process::id());
     g.put(&head);
+    // Written at once: a stream without a header then means QEMU never installed us.
+    g.flush();
     *lock(&GLOBAL) = Some(g);
     if let Some(ctl) = a.ctl.as_deref() {
         match open_out(ctl) {

@@ -42,6 +42,12 @@ pub struct Args {
     /// `class` cycles by instruction class, `flat` one cycle per instruction (fastest).
     #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
     cpi_model: TimingArg,
+    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
+    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
+    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
+    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -355,7 +361,8 @@ pub fn run(a: Args) -> Result<()> {
         .as_deref()
         .map(|f| read_samples(f, std::slice::from_ref(&p.path)))
         .transpose()?;
-    let (timing, trace_memory, cycle_model) = timing_model(&p.path, a.cpi_model)?;
+    let (timing, trace_memory, cycle_model) =
+        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
     let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
     opts.trace_memory = trace_memory;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())

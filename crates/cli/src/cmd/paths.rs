@@ -63,6 +63,12 @@ pub struct Args {
     /// no misses).
     #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
     cpi_model: TimingArg,
+    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
+    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
+    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
+    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
     /// Hot paths and procedures incur at least this share of the program's misses (seed 003
     /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
     #[arg(long, default_value_t = 0.01, value_name = "SHARE")]
@@ -176,7 +182,16 @@ impl TimerCost {
 
 /// The timing model for `program`, whether the trace must carry data addresses, and a
 /// description for the output.
-pub(crate) fn timing_model(program: &Path, arg: TimingArg) -> Result<(TimerCost, bool, String)> {
+pub(crate) fn timing_model(
+    program: &Path,
+    arg: TimingArg,
+    cache_config: Option<&str>,
+) -> Result<(TimerCost, bool, String)> {
+    if cache_config.is_some() && arg != TimingArg::CacheSim {
+        anyhow::bail!(
+            "--cache-config describes the simulated caches: it needs --cpi-model cache-sim"
+        );
+    }
     let mut classes = ClassCycles::default();
     let name = program
         .file_name()
@@ -197,7 +212,10 @@ pub(crate) fn timing_model(program: &Path, arg: TimingArg) -> Result<(TimerCost,
             // The cache supplies every memory latency.
             classes.load = 0;
             classes.store = 0;
-            let c = CacheConfig::default();
+            let c = match cache_config {
+                Some(spec) => crate::cmd::vpmu::parse_cache(spec)?,
+                None => CacheConfig::default(),
+            };
             let what = format!(
                 "cache-sim: class cycles plus simulated caches (L1D {} KiB {}-way, LLC {} MiB {}-way, {}-byte lines; load latency {}/{}/{} cycles)",
                 c.l1_size / 1024,
@@ -613,7 +631,8 @@ pub fn run(a: Args) -> Result<()> {
     if !(a.hot_share > 0.0 && a.hot_share <= 1.0) {
         bail!("--hot-share {}: must be in (0, 1]", a.hot_share);
     }
-    let (timing, trace_memory, cycle_model) = timing_model(&p.path, a.cpi_model)?;
+    let (timing, trace_memory, cycle_model) =
+        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
     let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
     opts.trace_memory = trace_memory;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())

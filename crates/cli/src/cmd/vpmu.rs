@@ -86,7 +86,7 @@ pub struct Args {
 }
 
 /// `--cache-config` (see its help) on top of the defaults.
-fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
+pub(crate) fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
     let mut c = CacheConfig::default();
     let size = |x: &str| -> anyhow::Result<u32> {
         let (num, mul) = match x.char_indices().last() {

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Path profiling and CCT building benchmark (issue 7). Per workload:
 #   * native wall time;
-#   * `proftrust paths --json` and `proftrust cct --json` wall time, and their ratio to native;
+#   * `proftrust paths --json` and `proftrust cct --json` wall time with the default timing
+#     (cache simulation over traced data addresses) and with `--cpi-model flat`, and their
+#     ratio to native;
 #   * throughput over the block trace (blocks/s, instructions/s) of: the bare QEMU trace, the
-#     path profiler, the CCT builder, both (crates/paths/examples/paths-throughput.rs), and
-#     the analysis overhead as a multiple of the bare trace.
+#     path profiler, the CCT builder, both, the bare trace with data addresses, and paths+CCT
+#     with the cache simulation (crates/paths/examples/paths-throughput.rs), each as a
+#     multiple of the bare trace.
 #
 #   bash scripts/bench-paths.sh                 # workloads/*.c if present, else the test programs
 #   REPS=1 bash scripts/bench-paths.sh prog.c   # given C sources (built with gcc -O2 -g)
@@ -45,23 +48,25 @@ best() {
   echo "$b"
 }
 
-echo "workload scale: $SCALE (REPS=$REPS)"
-printf "%-10s %9s %9s %9s %8s %8s\n" workload native_s paths_s cct_s paths/nat cct/nat
+echo "workload scale: $SCALE (REPS=$REPS, best of REPS; $(nproc) cores)"
+printf "%-9s %8s %8s %8s %8s %8s %9s %9s %9s %9s\n" workload native_s paths_s paths_fl cct_s cct_fl paths/nat pfl/nat cct/nat cfl/nat
 for src in "${srcs[@]}"; do
   name=$(basename "$src" .c)
   gcc -O2 -g -fno-omit-frame-pointer -o "$tmp/$name" "$src" -lm
   read -r -a a <<<"$(args_for "$src")"
   n=$(best "$tmp/$name" "${a[@]}")
   p=$(best "$PT" -q paths --json -- "$tmp/$name" "${a[@]}")
+  pf=$(best "$PT" -q paths --json --cpi-model flat -- "$tmp/$name" "${a[@]}")
   c=$(best "$PT" -q cct --json -- "$tmp/$name" "${a[@]}")
-  awk -v w="$name" -v n="$n" -v p="$p" -v c="$c" \
-    'BEGIN{printf "%-10s %9.3f %9.3f %9.3f %8.1f %8.1f\n", w, n, p, c, p/n, c/n}'
+  cf=$(best "$PT" -q cct --json --cpi-model flat -- "$tmp/$name" "${a[@]}")
+  awk -v w="$name" -v n="$n" -v p="$p" -v pf="$pf" -v c="$c" -v cf="$cf" \
+    'BEGIN{printf "%-9s %8.3f %8.3f %8.3f %8.3f %8.3f %9.1f %9.1f %9.1f %9.1f\n", w, n, p, pf, c, cf, p/n, pf/n, c/n, cf/n}'
 done
 echo
-echo "throughput over the block trace (one run each):"
+echo "throughput over the block trace (best of REPS=$REPS runs each):"
 for src in "${srcs[@]}"; do
   name=$(basename "$src" .c)
   read -r -a a <<<"$(args_for "$src")"
   echo "== $name ${a[*]}"
-  "$TT" "$tmp/$name" "${a[@]}" 2>/dev/null
+  REPS="$REPS" "$TT" "$tmp/$name" "${a[@]}" 2>/dev/null
 done

@@ -51,6 +51,8 @@ enum Command {
     Cct(cmd::cct::Args),
     /// Exact per-instruction counts of a program (QEMU plugin or callgrind) into an exact file.
     Truth(cmd::truth::Args),
+    /// Variational path profiling (seed 004): paths ranked by net variation in their timing.
+    Vpp(cmd::vpp::Args),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -68,6 +70,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Paths(a) => cmd::paths::run(a),
         Command::Cct(a) => cmd::cct::run(a),
         Command::Truth(a) => cmd::truth::run(a),
+        Command::Vpp(a) => cmd::vpp::run(a),
     }
 }
 

@@ -60,8 +60,11 @@ pub fn write_atomically(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // 0666 before the umask, like any file a command creates (tempfile's default is 0600).
+    use std::os::unix::fs::PermissionsExt;
     let mut tmp = tempfile::Builder::new()
         .prefix(".proftrust-")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)
         .with_context(|| format!("cannot create a file in {}", dir.display()))?;
     {

@@ -30,6 +30,8 @@ fn simulate_sampling_json_contract_for_every_preset() {
         ("table5", 15),
         ("table6", 15),
         ("aliasing", 6),
+        ("fragmentation", 4),
+        ("sweep", 16),
     ] {
         let v = json(&[
             "simulate", "sampling", "--preset", preset, "--reps", "40", "--seed", "7", "--json",
@@ -286,4 +288,107 @@ fn analyze_granularity_of_a_real_perf_record() {
             .unwrap()
     };
     assert!(run("a") > run("b"), "a {} b {}", run("a"), run("b"));
+}
+
+/// `proftrust record` with two events (cpu-clock as the base, task-clock as the second):
+/// both are clocks of the same task, so the second event's rate per base interval is ~1 ns
+/// per ns in every interval (physical oracle) and its squared coefficient of variation is far
+/// below the sigma^2 = 0.25..4 of the paper's noise experiments.
+#[test]
+fn analyze_granularity_of_a_two_event_proftrust_record() {
+    let t = "analyze_granularity_of_a_two_event_proftrust_record";
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("spin.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         static volatile unsigned long sink;\n\
+         __attribute__((noinline)) static void spin(long n) { for (long i = 0; i < n; i++) sink += i; }\n\
+         int main(int argc, char **argv) { long n = argc > 1 ? atol(argv[1]) : 60000000;\n\
+           spin(n); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("spin");
+    match Command::new("gcc")
+        .args(["-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            eprintln!("SKIP: {t}: gcc unavailable");
+            return;
+        }
+    }
+    let file = dir.path().join("two.ptsamp");
+    let rec = proftrust(&[
+        "record",
+        "-e",
+        "cpu-clock",
+        "-e",
+        "task-clock",
+        "-c",
+        "250000",
+        "--seed",
+        "3",
+        "-o",
+        file.to_str().unwrap(),
+        "--",
+        exe.to_str().unwrap(),
+    ]);
+    if !rec.status.success() {
+        eprintln!(
+            "SKIP: {t}: proftrust record failed (perf_event_open not allowed here?): {}",
+            String::from_utf8_lossy(&rec.stderr).trim()
+        );
+        return;
+    }
+    let v = json(&["analyze", "granularity", file.to_str().unwrap(), "--json"]);
+    let f = &v["function"];
+    assert_eq!(f["base_event"], "cpu-clock");
+    let sec = &f["second"];
+    assert_eq!(sec["event"], "task-clock");
+    let spin = sec["per_key"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == "spin")
+        .unwrap_or_else(|| panic!("spin in {sec}"));
+    assert!(spin["intervals"].as_u64().unwrap() > 10, "{spin}");
+    let rate = spin["mean_rate"].as_f64().unwrap();
+    assert!(
+        (0.8..1.2).contains(&rate),
+        "task-clock ns per cpu-clock ns: {rate}"
+    );
+    let cv2 = spin["cv2"].as_f64().unwrap();
+    assert!(cv2 < 0.25, "cv2 {cv2}");
+    // Most base samples are in spin, in long runs of consecutive samples (R >> 1).
+    let g = f["per_key"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == "spin")
+        .unwrap();
+    assert!(g["r_mean"].as_f64().unwrap() > 5.0, "{g}");
+}
+
+#[test]
+fn simulate_sweep_any_r_and_argument_errors() {
+    let v = json(&[
+        "simulate", "sampling", "--preset", "sweep", "--r", "0.42,2.5", "--util", "0.3", "--reps",
+        "50", "--seed", "2", "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["granularity"], 42.0);
+    assert_eq!(rows[1]["r"], 2.5);
+    // eq. 6 at R = 0.42: 0.42 * 0.58.
+    assert!((rows[0]["run_var_model"].as_f64().unwrap() - 0.42 * 0.58).abs() < 1e-12);
+    assert_eq!(rows[0]["target_share"], 0.3);
+    let out = proftrust(&["simulate", "sampling", "--preset", "table2", "--r", "1.5"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = proftrust(&["simulate", "sampling", "--preset", "sweep", "--r", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("R = 0"));
 }

@@ -176,3 +176,156 @@ fn truth_records_failures_and_rejects_bad_commands() {
         .unwrap();
     assert_eq!(st.status.code(), Some(2));
 }
+
+fn read_json(file: &Path) -> serde_json::Value {
+    let r = proftrust()
+        .arg("read")
+        .arg(file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    serde_json::from_slice(&r.stdout).unwrap()
+}
+
+/// A fatal signal, a timeout and threads: the file is written, the ending recorded, and the
+/// thread count (with the `--no-edges` caveat) stated.
+#[test]
+fn truth_writes_the_ending_and_the_threads() {
+    if !need(
+        "truth_writes_the_ending_and_the_threads",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "faults");
+    let cases: &[(&[&str], &[&str], serde_json::Value)] = &[
+        (
+            &[],
+            &["segv", "100"],
+            serde_json::json!({"kind": "signaled", "signal": 11, "name": "SIGSEGV"}),
+        ),
+        (
+            &["--timeout", "1"],
+            &["spin", "100"],
+            serde_json::json!({"kind": "timed_out", "millis": 1000}),
+        ),
+        (
+            &["--no-edges"],
+            &["threads", "1000"],
+            serde_json::json!({"kind": "exited", "code": 0}),
+        ),
+    ];
+    for (k, (opts, args, outcome)) in cases.iter().enumerate() {
+        let out = dir.path().join(format!("f{k}.ptexact"));
+        let st = proftrust()
+            .arg("truth")
+            .args(*opts)
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(&bin)
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(st.status.success(), "{args:?}: {err}");
+        let v = read_json(&out);
+        assert_eq!(v["outcome"], *outcome, "{args:?}");
+        let detail = v["backend_detail"].as_str().unwrap();
+        let threads = if args[0] == "threads" { 5 } else { 1 };
+        assert!(
+            detail.contains(&format!("guest threads: {threads}")),
+            "{args:?}: {detail}"
+        );
+        assert_eq!(
+            err.contains("may be slightly low"),
+            args[0] == "threads",
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `proftrust vpmu --cpi-model cache-sim`: the exact file it writes carries per-instruction
+/// L1D and LLC misses. Oracle: `memwalk.c`'s pattern (one 8-byte access per 64-byte line, in
+/// order; `fill` stores once, `walk` loads twice) under the default cache (32 KiB 8-way L1D
+/// = 512 lines, 64 sets; 8 MiB LLC): 2048 lines are 32 per L1 set > 8 ways, so every access
+/// misses L1 (LRU); they fit the LLC, so only the first touch (fill) goes to memory. The
+/// instructions are found with `objdump -d`: the only store in `fill`, the only load in
+/// `walk`'s inner loop.
+#[test]
+fn vpmu_cache_sim_writes_misses_per_instruction() {
+    if !need(
+        "vpmu_cache_sim_writes_misses_per_instruction",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "memwalk");
+    let samples = dir.path().join("s.ptsamples");
+    let exact = dir.path().join("e.ptexact");
+    let st = proftrust()
+        .args(["vpmu", "--cpi-model", "cache-sim", "--period", "1009", "-o"])
+        .arg(&samples)
+        .arg("--exact")
+        .arg(&exact)
+        .arg("--")
+        .arg(&bin)
+        .args(["131072", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(st.status.success(), "{err}");
+    assert!(err.contains("cache simulation"), "{err}");
+    let e = proftrust_formats::native::read_exact(&std::fs::read(&exact).unwrap()).unwrap();
+    assert_eq!(e.extra_cost_names, ["cycles", "l1d_misses", "llc_misses"]);
+    // The memory instruction of a function per objdump: `mov %REG,(%REG)` (store) in fill,
+    // `mov (%REG),%REG` (load) in walk.
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mem_insn = |func: &str, store: bool| -> u64 {
+        let body = text.split(&format!("<{func}>:\n")).nth(1).unwrap();
+        let hits: Vec<u64> = body
+            .lines()
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| {
+                let (a, r) = l.split_once(':')?;
+                let r = r.trim();
+                let ops = r.strip_prefix("mov")?.trim_start();
+                let is = if store {
+                    ops.ends_with(')') && !ops.starts_with('(')
+                } else {
+                    ops.starts_with('(')
+                };
+                is.then(|| u64::from_str_radix(a.trim(), 16).ok())?
+            })
+            .collect();
+        assert_eq!(hits.len(), 1, "{func}: {hits:x?}");
+        hits[0]
+    };
+    let (st_at, ld_at) = (mem_insn("fill", true), mem_insn("walk", false));
+    let main = e.modules.find_by_file_name("memwalk").expect("main module");
+    let costs = |svma: u64| -> Vec<u64> {
+        let k = e
+            .instructions
+            .iter()
+            .position(|i| i.loc.module == Some(main) && i.loc.svma.0 == svma)
+            .expect("instruction counted");
+        e.extra_costs[k].clone()
+    };
+    let lines = 131072 / 64;
+    assert_eq!(costs(st_at)[1..], [lines, lines]);
+    assert_eq!(costs(ld_at)[1..], [2 * lines, 0]);
+    // Each of walk's loads misses L1 and hits the LLC: 40 cycles, plus its static cost.
+    let ld = costs(ld_at)[0];
+    assert!(
+        ld >= 2 * lines * 40 && ld <= 2 * lines * 45,
+        "walk's load: {ld} cycles"
+    );
+}

@@ -10,6 +10,8 @@
 //!   the whole trace.
 //! * [`count_callgrind`] runs valgrind's callgrind and imports its per-instruction counts.
 //! * [`find_plugin`] finds the plugin next to the running executable.
+//! * [`run_native`] runs a program natively under the same supervision (for programs that
+//!   measure themselves, such as `proftrust-probe` users).
 //!
 //! Every runner records how the program ended ([`RunOutcome`](proftrust_model::RunOutcome)),
 //! stops it at a timeout (SIGTERM, then SIGKILL to its process group), reaps it and kills
@@ -20,6 +22,7 @@
 mod callgrind;
 mod elf;
 mod error;
+mod native;
 pub mod protocol;
 mod qemu;
 mod run;
@@ -27,5 +30,9 @@ mod sys;
 
 pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;
-pub use qemu::{count_qemu, find_plugin, trace_qemu, QemuOptions, DEFAULT_CPU, PLUGIN_FILE};
+pub use native::{run_native, NativeOptions};
+pub use qemu::{
+    count_qemu, counts_may_be_low, find_plugin, guest_threads, trace_qemu, QemuOptions,
+    DEFAULT_CPU, PLUGIN_FILE,
+};
 pub use run::signal_name;

@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 1; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 3; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,12 +11,20 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 1;
+const VERSION: u32 = 3;
+const HEADER_LEN: usize = 15;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
 const TAG_TRACE: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_END: u8 = 5;
+const TAG_TRACE_MEM: u8 = 6;
+/// TRACEMEM word flag: a data access (else a block id).
+pub const MEM_FLAG: u32 = 1 << 31;
+/// TRACEMEM access word: a store.
+pub const MEM_STORE: u32 = 1 << 30;
+/// Most words a trace chunk may hold (the plugin flushes far earlier).
+const MAX_CHUNK_WORDS: usize = 1 << 24;
 const NO_MODULE: u32 = u32::MAX;
 
 /// Why the plugin wrote a snapshot.
@@ -37,8 +45,12 @@ pub enum SnapshotReason {
 pub struct Snapshot {
     /// Why it was written.
     pub reason: SnapshotReason,
-    /// Vcpu slots (guest threads) that ran blocks.
+    /// One more than the highest vcpu index that ran a block (threads alive at once, at
+    /// most; 0 without a block callback).
     pub vcpus: u32,
+    /// Guest threads started, the main thread included (QEMU's vcpu init hook: each guest
+    /// thread is a vcpu in user mode).
+    pub threads: u32,
     /// Inline counter per block id.
     pub inline: Vec<u64>,
     /// Per-vcpu callback count per block id (empty when edges are off).
@@ -79,6 +91,16 @@ pub enum Record {
         /// Block ids in order.
         ids: Vec<u32>,
     },
+    /// Executed block ids and data accesses of one thread (memory tracing): each word is a
+    /// block id, or an access word (bit 31 set: [`MEM_FLAG`], [`MEM_STORE`], log2 size in
+    /// bits 16..20, instruction index in bits 0..16) followed by the address's low and high
+    /// words.
+    TraceMem {
+        /// Thread id.
+        tid: u32,
+        /// Words in execution order.
+        words: Vec<u32>,
+    },
     /// Counts.
     Snapshot(Snapshot),
     /// Clean end.
@@ -93,12 +115,14 @@ pub struct Decoder<R> {
     pub mode: u8,
     /// Header: edges enabled.
     pub edges: bool,
+    /// Header: data accesses traced.
+    pub mem: bool,
 }
 
 impl<R: Read> Decoder<R> {
     /// Reads the header. `Ok(None)` when the stream is empty (the plugin never started).
     pub fn new(mut r: R) -> Result<Option<Decoder<R>>, ExactError> {
-        let mut head = [0u8; 14];
+        let mut head = [0u8; HEADER_LEN];
         let mut got = 0;
         while got < head.len() {
             match r.read(&mut head[got..]) {
@@ -128,9 +152,10 @@ impl<R: Read> Decoder<R> {
         }
         Ok(Some(Decoder {
             r,
-            off: 14,
+            off: HEADER_LEN as u64,
             mode: head[8],
             edges: head[9] != 0,
+            mem: head[10] != 0,
         }))
     }
 
@@ -215,23 +240,28 @@ impl<R: Read> Decoder<R> {
                     addrs,
                 }
             }
-            TAG_TRACE => {
+            TAG_TRACE | TAG_TRACE_MEM => {
                 let w = "trace record";
                 let tid = self.u32(w)?;
                 let n = self.u32(w)? as usize;
-                if n > (1 << 24) {
+                if n > MAX_CHUNK_WORDS {
                     return Err(ExactError::Protocol {
                         offset: at,
-                        what: format!("trace chunk of {n} blocks is implausible"),
+                        what: format!("trace chunk of {n} words is implausible"),
                     });
                 }
-                let mut raw = vec![0u8; n * 4];
-                self.fill(&mut raw, w)?;
-                let ids = raw
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                Record::Trace { tid, ids }
+                let mut words = vec![0u32; n];
+                self.fill(crate::sys::u32_bytes_mut(&mut words), w)?;
+                if cfg!(target_endian = "big") {
+                    for x in &mut words {
+                        *x = u32::from_le(*x);
+                    }
+                }
+                if tag[0] == TAG_TRACE {
+                    Record::Trace { tid, ids: words }
+                } else {
+                    Record::TraceMem { tid, words }
+                }
             }
             TAG_SNAPSHOT => {
                 let w = "snapshot record";
@@ -242,6 +272,7 @@ impl<R: Read> Decoder<R> {
                     _ => SnapshotReason::Stop,
                 };
                 let vcpus = self.u32(w)?;
+                let threads = self.u32(w)?;
                 let n = self.u32(w)? as usize;
                 let inline = self.u64s(n, w)?;
                 let m = self.u32(w)? as usize;
@@ -257,6 +288,7 @@ impl<R: Read> Decoder<R> {
                 Record::Snapshot(Snapshot {
                     reason,
                     vcpus,
+                    threads,
                     inline,
                     callback,
                     edges,
@@ -436,7 +468,7 @@ mod tests {
         let mut v = Vec::new();
         v.extend_from_slice(MAGIC);
         v.extend_from_slice(&VERSION.to_le_bytes());
-        v.extend_from_slice(&[0, 1]);
+        v.extend_from_slice(&[0, 1, 0]);
         v.extend_from_slice(&42u32.to_le_bytes());
         // Two unmapped blocks: 0 = [0x10, 0x12] ending in a call, 1 = [0x20] ending in ret.
         for (id, end, addrs) in [(0u32, 1u8, vec![0x10u64, 0x12]), (1, 2, vec![0x20])] {
@@ -452,6 +484,7 @@ mod tests {
         }
         v.push(TAG_SNAPSHOT);
         v.push(0);
+        v.extend_from_slice(&1u32.to_le_bytes());
         v.extend_from_slice(&1u32.to_le_bytes());
         v.extend_from_slice(&2u32.to_le_bytes());
         v.extend_from_slice(&3u64.to_le_bytes());
@@ -503,7 +536,12 @@ mod tests {
     fn truncated_and_foreign_streams_are_errors() {
         let bytes = stream();
         assert!(Decoder::new(&b""[..]).unwrap().is_none());
-        assert!(Decoder::new(&b"PTQX\x01\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        assert!(Decoder::new(&b"PTQX\x03\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        // An older version is refused with a rebuild hint.
+        let e = Decoder::new(&b"PTQP\x02\0\0\0\0\0\0\0\0\0\0"[..])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("rebuild"), "{e}");
         let cut = &bytes[..bytes.len() - 20];
         let mut d = Decoder::new(cut).unwrap().unwrap();
         let mut err = false;

@@ -1,9 +1,10 @@
 //! Running a program under `qemu-x86_64` with the proftrust plugin.
 
-use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason};
+use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_STORE};
 use crate::run::{self, Ended};
 use crate::{sys, ExactError};
-use proftrust_model::{BlockVisitor, ExactProfile, RunOutcome, TraceBlock};
+use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -14,8 +15,15 @@ use std::time::Duration;
 pub const PLUGIN_FILE: &str = "libproftrust_qemu_plugin.so";
 
 /// Blocks whose inline counters live in the shared counter file (128 MiB of address space,
-/// sparse); later blocks use plugin-private counters that do not survive a fatal signal.
+/// sparse); later blocks use plugin-private counters that do not survive a fatal signal. One
+/// more `u64` after them holds the number of guest threads started.
 const SHARED_COUNTERS: u64 = 1 << 24;
+
+/// The phrase of `backend_detail` that records the guest threads (see [`guest_threads`]).
+const THREADS_PHRASE: &str = "guest threads: ";
+/// The phrase of `backend_detail` saying counts came from non-atomic inline counters with
+/// several threads (see [`counts_may_be_low`]).
+const LOW_PHRASE: &str = "counts may be slightly low";
 
 /// QEMU's CPU model for x86-64 user mode when `-cpu` is not given (QEMU 7.2: `max`, all
 /// features TCG can emulate).
@@ -47,6 +55,10 @@ pub struct QemuOptions {
     /// Where the program's stdout/stderr go. Default `true`: inherited from proftrust;
     /// `false`: discarded.
     pub show_output: bool,
+    /// [`trace_qemu`] only: also trace every data access (guest virtual address, size,
+    /// load/store) into [`TraceBlock::mem`]. Costs a helper call per access. Default
+    /// `false` (`mem` is then empty). [`count_qemu`] ignores it.
+    pub trace_memory: bool,
 }
 
 impl Default for QemuOptions {
@@ -59,6 +71,7 @@ impl Default for QemuOptions {
             edges: true,
             qemu: None,
             show_output: true,
+            trace_memory: false,
         }
     }
 }
@@ -130,6 +143,9 @@ struct QemuRun {
     detail: String,
     edges: bool,
     pid: u32,
+    /// The plugin wrote its header (it writes it when QEMU installs it, before the guest
+    /// runs): false means QEMU never loaded it.
+    started: bool,
 }
 
 fn run_qemu(
@@ -165,18 +181,20 @@ fn run_qemu(
         )));
     }
     let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
-    let shm = sys::memfd(SHARED_COUNTERS * 8)
+    let shm = sys::memfd((SHARED_COUNTERS + 1) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
+    let mem = trace && o.trace_memory;
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
         if trace { "trace" } else { "count" },
         if edges { "on" } else { "off" },
+        if mem { "on" } else { "off" },
     ));
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
@@ -193,7 +211,7 @@ fn run_qemu(
     drop(ctl_rd);
     let pid = child.id();
     let sup = run::supervise(child, o.timeout, Some(std::fs::File::from(ctl_wr)));
-    let decoded = decode(rd, trace, visitor);
+    let decoded = decode(rd, trace, mem, visitor);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
     }
@@ -201,7 +219,7 @@ fn run_qemu(
         .join()
         .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
         .map_err(|e| ExactError::io("waiting for qemu", e))?;
-    let (resolver, snapshot, clean_end, mode_edges) = decoded?;
+    let (resolver, snapshot, clean_end, mode_edges, started) = decoded?;
     let outcome = run::outcome(&ended);
     let detail = format!(
         "{}; -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
@@ -219,26 +237,122 @@ fn run_qemu(
         detail,
         edges: mode_edges,
         pid,
+        started,
     })
 }
 
-type Decoded = (Resolver, Option<Snapshot>, bool, bool);
+/// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header.
+type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool);
+
+/// Hands block `id` of thread `tid` with its accesses to `v`.
+fn emit(
+    v: &mut dyn BlockVisitor,
+    resolver: &Resolver,
+    tid: u32,
+    id: u32,
+    mem: &[MemAccess],
+) -> Result<(), ExactError> {
+    let Some(Some(b)) = resolver.blocks.get(id as usize) else {
+        return Err(ExactError::Protocol {
+            offset: 0,
+            what: format!("trace names undefined block {id}"),
+        });
+    };
+    if let Some(a) = mem.last() {
+        // `insn` never decreases, so the last access has the largest index.
+        if a.insn as usize >= b.insns.len() {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: format!(
+                    "data access of instruction {} in block {id} of {} instructions",
+                    a.insn,
+                    b.insns.len()
+                ),
+            });
+        }
+    }
+    v.block(&TraceBlock {
+        tid,
+        module: b.module,
+        instructions: &b.insns,
+        end: b.end,
+        mem,
+    });
+    Ok(())
+}
+
+/// Per thread, the block whose accesses may continue in the thread's next TRACEMEM chunk.
+type PendingBlocks = HashMap<u32, (u32, Vec<MemAccess>)>;
+const NO_BLOCK: u32 = u32::MAX;
+
+/// Decodes one TRACEMEM chunk of thread `tid`; a block is handed over once the next block
+/// id of its thread arrives (or at the end of the stream, see [`decode`]).
+fn trace_mem_chunk(
+    v: &mut dyn BlockVisitor,
+    resolver: &Resolver,
+    pending: &mut PendingBlocks,
+    tid: u32,
+    words: &[u32],
+) -> Result<(), ExactError> {
+    let (mut cur, mut mem) = pending.remove(&tid).unwrap_or((NO_BLOCK, Vec::new()));
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i];
+        if w & MEM_FLAG == 0 {
+            if cur != NO_BLOCK {
+                emit(v, resolver, tid, cur, &mem)?;
+            }
+            mem.clear();
+            cur = w;
+            i += 1;
+            continue;
+        }
+        let (Some(&lo), Some(&hi)) = (words.get(i + 1), words.get(i + 2)) else {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: "data access cut short at the end of a trace chunk".into(),
+            });
+        };
+        let shift = (w >> 16) & 0x1f;
+        if shift > 7 {
+            return Err(ExactError::Protocol {
+                offset: 0,
+                what: format!("data access of 2^{shift} bytes"),
+            });
+        }
+        // An access before any block of this thread can only come from two threads sharing
+        // a plugin vcpu slot (more than 1024 at once); it is dropped.
+        if cur != NO_BLOCK {
+            mem.push(MemAccess {
+                insn: (w & 0xffff) as u16,
+                addr: lo as u64 | (hi as u64) << 32,
+                size: (1u32 << shift).min(255) as u8,
+                store: w & MEM_STORE != 0,
+            });
+        }
+        i += 3;
+    }
+    pending.insert(tid, (cur, mem));
+    Ok(())
+}
 
 fn decode(
     rd: std::fs::File,
     trace: bool,
+    mem: bool,
     mut visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
     let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
-        return Ok((resolver, None, false, false));
+        return Ok((resolver, None, false, false, false));
     };
-    if (d.mode == 1) != trace {
+    if (d.mode == 1) != trace || d.mem != mem {
         return Err(ExactError::Protocol {
             offset: 8,
             what: "plugin mode differs from the one asked".into(),
         });
     }
+    let mut pending = PendingBlocks::new();
     let edges = d.edges;
     let mut snapshot = None;
     let mut clean = false;
@@ -264,25 +378,30 @@ fn decode(
                     continue;
                 };
                 for id in ids {
-                    let Some(Some(b)) = resolver.blocks.get(id as usize) else {
-                        return Err(ExactError::Protocol {
-                            offset: 0,
-                            what: format!("trace names undefined block {id}"),
-                        });
-                    };
-                    v.block(&TraceBlock {
-                        tid,
-                        module: b.module,
-                        instructions: &b.insns,
-                        end: b.end,
-                    });
+                    emit(v, &resolver, tid, id, &[])?;
                 }
+            }
+            Record::TraceMem { tid, words } => {
+                let Some(v) = visitor.as_deref_mut() else {
+                    continue;
+                };
+                trace_mem_chunk(v, &resolver, &mut pending, tid, &words)?;
             }
             Record::Snapshot(s) => snapshot = Some(s),
             Record::End => clean = true,
         }
     }
-    Ok((resolver, snapshot, clean, edges))
+    // The last block of each thread (its accesses are complete now), in thread-id order.
+    if let Some(v) = visitor {
+        let mut last: Vec<_> = pending.into_iter().collect();
+        last.sort_by_key(|(tid, _)| *tid);
+        for (tid, (id, mem)) in last {
+            if id != NO_BLOCK {
+                emit(v, &resolver, tid, id, &mem)?;
+            }
+        }
+    }
+    Ok((resolver, snapshot, clean, edges, true))
 }
 
 /// Runs `cmd` under QEMU with the plugin and returns exact counts for every module (main
@@ -307,9 +426,14 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             r.shm
                 .read_exact_at(&mut raw, 0)
                 .map_err(|e| ExactError::io("reading the shared counters", e))?;
+            let mut threads = [0u8; 8];
+            r.shm
+                .read_exact_at(&mut threads, SHARED_COUNTERS * 8)
+                .map_err(|e| ExactError::io("reading the shared counters", e))?;
             Snapshot {
                 reason: SnapshotReason::Exit,
                 vcpus: 0,
+                threads: u64::from_le_bytes(threads).min(u32::MAX as u64) as u32,
                 inline: raw
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
@@ -328,7 +452,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             })
         }
     };
-    let counts = if r.edges && !snap.callback.is_empty() {
+    let from_callback = r.edges && !snap.callback.is_empty();
+    let counts = if from_callback {
         &snap.callback
     } else {
         &snap.inline
@@ -338,7 +463,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     if died {
         detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");
     }
-    if r.edges && snap.vcpus <= 1 && !snap.callback.is_empty() {
+    detail.push_str(&format!("; {THREADS_PHRASE}{}", snap.threads));
+    if from_callback && snap.threads <= 1 {
         let n = snap.inline.len().max(snap.callback.len());
         let same = (0..n).all(|i| {
             snap.inline.get(i).copied().unwrap_or(0) == snap.callback.get(i).copied().unwrap_or(0)
@@ -347,10 +473,11 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             detail.push_str("; WARNING inline and callback block counts differ");
         }
     }
-    if !r.edges && snap.vcpus > 1 {
+    if !from_callback && snap.threads > 1 {
         detail.push_str(&format!(
-            "; {} threads counted with non-atomic inline counters (edges off): counts may be slightly low",
-            snap.vcpus
+            "; {} threads counted with non-atomic inline counters ({}): {LOW_PHRASE} where threads ran the same code at once",
+            snap.threads,
+            if r.edges { "the run ended without a snapshot" } else { "edges off" },
         ));
     }
     match snap.reason {
@@ -374,13 +501,71 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
 /// Runs `cmd` under QEMU streaming every executed block to `v`: a module event before the
 /// first block that lies in it, then the blocks of each thread in execution order, then
 /// `end`. Blocks of different threads interleave in chunks (per-thread order is exact;
-/// the global order across threads is not). Returns how the program ended.
+/// the global order across threads is not). With [`QemuOptions::trace_memory`] each block
+/// carries its data accesses ([`TraceBlock::mem`]); a thread's block is then handed over when
+/// its next block starts, so blocks of different threads may interleave differently from
+/// the run without memory. Returns how the program ended.
 pub fn trace_qemu(
     cmd: &[OsString],
     o: &QemuOptions,
     v: &mut dyn BlockVisitor,
 ) -> Result<RunOutcome, ExactError> {
     let r = run_qemu(cmd, o, true, Some(&mut *v))?;
+    if !r.started {
+        return Err(ExactError::NoCounts {
+            backend: "qemu".into(),
+            detail: format!(
+                "pid {} ended {:?} before the plugin wrote anything: QEMU did not load the plugin (run with -v to see QEMU's message; a plugin from another build is refused: rebuild with `cargo build --release`)",
+                r.pid, r.outcome
+            ),
+        });
+    }
     v.end(&r.outcome);
     Ok(r.outcome)
+}
+
+/// How many guest threads a QEMU count saw (the main thread included), as recorded in the
+/// profile's `backend_detail` by [`count_qemu`]. `None` for other backends and for files
+/// written before proftrust recorded it.
+pub fn guest_threads(p: &ExactProfile) -> Option<u32> {
+    if p.backend != "qemu" {
+        return None;
+    }
+    let at = p.backend_detail.find(THREADS_PHRASE)? + THREADS_PHRASE.len();
+    let digits: String = p.backend_detail[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Whether a QEMU count's instruction counts may have lost increments: they came from QEMU
+/// plugin API v1 inline counters (not atomic) while several guest threads ran, i.e. a
+/// multi-threaded run counted with `edges: false` (`--no-edges`) or one that died without a
+/// snapshot. Single-threaded runs, and runs with edges (per-vcpu callback counts), are exact.
+/// A caller that used `edges: false` for speed can rerun with edges when this is true.
+pub fn counts_may_be_low(p: &ExactProfile) -> bool {
+    p.backend == "qemu" && p.backend_detail.contains(LOW_PHRASE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_are_read_back_from_the_detail() {
+        let mut p = ExactProfile {
+            backend: "qemu".into(),
+            backend_detail: format!("qemu-x86_64 version 7.2; -cpu max; {THREADS_PHRASE}12; 12 threads counted with non-atomic inline counters (edges off): {LOW_PHRASE} where threads ran the same code at once"),
+            ..Default::default()
+        };
+        assert_eq!(guest_threads(&p), Some(12));
+        assert!(counts_may_be_low(&p));
+        p.backend_detail = "qemu-x86_64 version 7.2; -cpu max".into();
+        assert_eq!(guest_threads(&p), None);
+        assert!(!counts_may_be_low(&p));
+        p.backend = "callgrind".into();
+        p.backend_detail = format!("{THREADS_PHRASE}3");
+        assert_eq!(guest_threads(&p), None);
+    }
 }

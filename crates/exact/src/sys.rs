@@ -1,5 +1,5 @@
 //! Every `unsafe` block and raw syscall of this crate: the pipe to the plugin, clearing
-//! close-on-exec in the child, process-group signals.
+//! close-on-exec in the child, process-group signals, the byte view of decoded words.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -66,4 +66,12 @@ pub fn kill_group(pgid: u32, sig: libc::c_int) {
     unsafe {
         libc::kill(-(pgid as libc::pid_t), sig);
     }
+}
+
+/// The bytes of a `u32` slice, writable (to read little-endian words straight into it).
+pub fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
+    // SAFETY: the pointer and length cover exactly the slice's `4 * len` bytes, borrowed
+    // mutably for the returned lifetime; `u8` has alignment 1 and every byte pattern is a
+    // valid `u32`, so writes through the byte view cannot create an invalid value.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, 4 * v.len()) }
 }

@@ -4,7 +4,8 @@
 //! block trace. Tests needing qemu-x86_64, valgrind, gcc or objdump skip loudly.
 
 use proftrust_exact::{
-    count_callgrind, count_qemu, trace_qemu, CallgrindOptions, ExactError, QemuOptions,
+    count_callgrind, count_qemu, counts_may_be_low, guest_threads, trace_qemu, CallgrindOptions,
+    ExactError, QemuOptions,
 };
 use proftrust_model::{
     BlockVisitor, ExactProfile, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
@@ -37,12 +38,18 @@ fn need(test: &str, tools: &[&str]) -> bool {
 
 /// Compiles `tests/c/<name>.c` with `gcc -O2 -g` into `dir`.
 fn compile(dir: &Path, name: &str) -> PathBuf {
+    compile_with(dir, name, &[])
+}
+
+/// Compiles `tests/c/<name>.c` with `gcc -O2 -g` and `extra` flags into `dir`.
+fn compile_with(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-pthread"])
+        .args(extra)
         .arg(&src)
         .arg("-o")
         .arg(&out)
@@ -203,6 +210,8 @@ fn qemu_counted_loop_is_exact() {
     );
     // kernel(n), kernel(n+1), kernel(n+2): 3n+3 body runs, 3n taken back-edges.
     assert_loop_counts(&p, &bin, 3 * n + 3, Some(3 * n));
+    assert_eq!(guest_threads(&p), Some(1), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p));
     // The body total equals (instructions in the loop per objdump) x trip count.
     let m = main_module(&p, &bin);
     let (body, _, _) = kernel_loop(&bin);
@@ -383,20 +392,61 @@ fn faults(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     Some((dir, bin))
 }
 
-/// No process of the run is left: no process's command line names `bin` (QEMU's does, and so
-/// do its forked children), and no child of this test process is a zombie running it.
-fn assert_nothing_left(bin: &Path) {
+/// Pids of processes whose command line contains `bin` (QEMU's does, and so do its forked
+/// children).
+fn processes_naming(bin: &Path) -> Vec<u32> {
     let needle = bin.as_os_str().as_encoded_bytes();
+    let mut v = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
             continue;
         };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        assert!(
-            !cmdline.windows(needle.len()).any(|w| w == needle),
-            "still running: {} {stat}",
-            String::from_utf8_lossy(&cmdline)
-        );
+        if cmdline.windows(needle.len()).any(|w| w == needle) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// Zombie children of this test process: (pid, comm) from `/proc/*/stat` (state `Z`, parent
+/// = us). A zombie has an empty command line, so [`processes_naming`] cannot see it.
+fn zombie_children() -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...; comm may contain spaces, so split after the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        if rest.len() >= 2 && rest[0] == "Z" && rest[1] == me.to_string() {
+            let pid = stat[..open].trim().parse().unwrap_or(0);
+            v.push((pid, stat[open + 1..close].to_string()));
+        }
+    }
+    v
+}
+
+/// No process of the run is left: none names `bin` on its command line, and no child of
+/// this test process is a zombie. Other tests run concurrently in this process, so a zombie
+/// must still be one half a second later to count (a runner reaps its child at once).
+fn assert_nothing_left(bin: &Path) {
+    let left = processes_naming(bin);
+    assert!(left.is_empty(), "still running: {left:?}");
+    let z = zombie_children();
+    if !z.is_empty() {
+        std::thread::sleep(Duration::from_millis(500));
+        let still: Vec<_> = zombie_children()
+            .into_iter()
+            .filter(|x| z.contains(x))
+            .collect();
+        assert!(still.is_empty(), "zombie children: {still:?}");
     }
 }
 
@@ -436,6 +486,10 @@ fn qemu_fault_endings_keep_the_profile() {
         let edges = (*mode != "segv").then_some(n - 1);
         assert_loop_counts(&p, &bin, n, edges);
         assert_nothing_left(&bin);
+        // One guest thread (a forked child's is not counted), also when the run died
+        // without a snapshot (the count lives in the shared counter file).
+        assert_eq!(guest_threads(&p), Some(1), "{mode}: {}", p.backend_detail);
+        assert!(!counts_may_be_low(&p), "{mode}");
         if *mode == "exec" {
             assert!(p.backend_detail.contains("execve"), "{}", p.backend_detail);
         }
@@ -452,9 +506,49 @@ fn qemu_threads_are_counted_exactly() {
     assert_eq!(p.outcome, Some(RunOutcome::Exited { code: 0 }));
     // Main thread once + 4 workers: 5n body runs, 5(n-1) back-edges.
     assert_loop_counts(&p, &bin, 5 * n, Some(5 * (n - 1)));
+    // The profile says how many guest threads ran; with edges (per-vcpu callback counts)
+    // the counts are exact.
+    assert_eq!(guest_threads(&p), Some(5), "{}", p.backend_detail);
+    assert!(!counts_may_be_low(&p), "{}", p.backend_detail);
+    // Inline-only counting (not atomic under API v1) says its counts may be low.
+    let o = QemuOptions {
+        edges: false,
+        ..quiet_qemu()
+    };
+    let q = count_qemu(&cmd(&bin, &["threads", &n.to_string()]), &o).unwrap();
+    assert_eq!(guest_threads(&q), Some(5), "{}", q.backend_detail);
+    assert!(counts_may_be_low(&q), "{}", q.backend_detail);
+    assert_nothing_left(&bin);
     let mut t = TraceCounter::default();
     trace_qemu(&cmd(&bin, &["threads", "3000"]), &quiet_qemu(), &mut t).unwrap();
     assert!(t.tids.len() >= 5, "threads seen in the trace: {:?}", t.tids);
+    // With data accesses (per-vcpu buffers, blocks reassembled per thread): same threads,
+    // same per-instruction counts in the main binary.
+    let mut r = MemRecorder {
+        name: bin.file_name().unwrap().to_str().unwrap().into(),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    trace_qemu(&cmd(&bin, &["threads", "3000"]), &o, &mut r).unwrap();
+    assert!(!r.bad_index && !r.out_of_order);
+    assert!(r.accesses > 0);
+    assert_eq!(r.counter.tids.len(), t.tids.len());
+    let main_of = |c: &TraceCounter| -> HashMap<u64, u64> {
+        let m = c
+            .modules
+            .iter()
+            .find(|(_, m)| m.file_name() == r.name)
+            .map(|(i, _)| *i);
+        c.counts
+            .iter()
+            .filter(|((mi, _), _)| *mi == m)
+            .map(|((_, s), n)| (s.0, *n))
+            .collect()
+    };
+    assert_eq!(main_of(&r.counter), main_of(&t));
 }
 
 #[test]
@@ -475,6 +569,63 @@ fn qemu_timeout_stops_and_keeps_counts() {
         "{}",
         p.backend_detail
     );
+    assert_nothing_left(&bin);
+}
+
+/// An outside SIGKILL to QEMU (nothing can run in the plugin): the profile still comes back,
+/// from the shared inline counters, with the signal recorded and nothing left running.
+#[test]
+fn qemu_killed_from_outside_keeps_counts() {
+    let Some((_dir, bin)) = faults("qemu_killed_from_outside_keeps_counts") else {
+        return;
+    };
+    let b = bin.clone();
+    let killer = std::thread::spawn(move || {
+        // Wait until QEMU has used 0.3 s of CPU (start-up and kernel(1000) take far less;
+        // then it spins), so the kill lands in the endless loop, then SIGKILL that pid.
+        for _ in 0..1000 {
+            if let Some(&pid) = processes_naming(&b).first() {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let f: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(vec![], |(_, r)| r.split_whitespace().collect());
+                // Fields after the comm: state ppid ... utime is the 12th, stime the 13th.
+                let ticks: u64 = f
+                    .get(11..13)
+                    .map_or(0, |t| t.iter().map(|x| x.parse::<u64>().unwrap_or(0)).sum());
+                if ticks >= 30 {
+                    let st = Command::new("kill")
+                        .args(["-KILL", &pid.to_string()])
+                        .status()
+                        .expect("run kill");
+                    return st.success();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    });
+    let o = QemuOptions {
+        timeout: Some(Duration::from_secs(30)),
+        ..quiet_qemu()
+    };
+    let p = count_qemu(&cmd(&bin, &["spin", "1000"]), &o).unwrap();
+    assert!(killer.join().unwrap(), "the test could not kill QEMU");
+    assert_eq!(
+        p.outcome,
+        Some(RunOutcome::Signaled {
+            signal: 9,
+            name: "SIGKILL".into()
+        })
+    );
+    assert_loop_counts(&p, &bin, 1000, None);
+    assert!(p.edges.is_empty());
+    assert!(
+        p.backend_detail.contains("without QEMU's exit hook"),
+        "{}",
+        p.backend_detail
+    );
+    assert_eq!(guest_threads(&p), Some(1), "{}", p.backend_detail);
     assert_nothing_left(&bin);
 }
 
@@ -502,4 +653,285 @@ fn bad_commands_are_clear_errors() {
     )
     .unwrap_err();
     assert!(matches!(e, ExactError::PluginMissing { .. }), "{e}");
+}
+
+/// Address of the data symbol `sym` in `bin` (`nm`): with `-no-pie` it is the guest virtual
+/// address QEMU runs it at.
+fn nm_symbol(bin: &Path, sym: &str) -> u64 {
+    let out = Command::new("nm").arg(bin).output().expect("run nm");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[2] == sym).then(|| u64::from_str_radix(f[0], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("nm shows no {sym} in {}", bin.display()))
+}
+
+/// `memwalk`'s `buf` array: 1 MiB.
+const BUF_BYTES: u64 = 1 << 20;
+
+/// Everything a traced run of `memwalk` shows about its data accesses.
+#[derive(Default)]
+struct MemRecorder {
+    counter: TraceCounter,
+    main: Option<ModuleIdx>,
+    name: String,
+    buf: u64,
+    /// Accesses to `buf`: (address, size, store, instruction svma).
+    in_buf: Vec<(u64, u8, bool, u64)>,
+    /// Accesses outside `buf` by main-module instructions: instruction svma -> count.
+    elsewhere: HashMap<u64, u64>,
+    accesses: u64,
+    /// Some block carried an access whose instruction index was out of its block.
+    bad_index: bool,
+    /// Accesses were not in non-decreasing instruction order within a block.
+    out_of_order: bool,
+}
+
+impl BlockVisitor for MemRecorder {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        if module.file_name() == self.name {
+            self.main = Some(idx);
+        }
+        self.counter.module(idx, module);
+    }
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        self.counter.block(b);
+        self.accesses += b.mem.len() as u64;
+        if b.mem.windows(2).any(|w| w[0].insn > w[1].insn) {
+            self.out_of_order = true;
+        }
+        for a in b.mem {
+            let Some(&svma) = b.instructions.get(a.insn as usize) else {
+                self.bad_index = true;
+                continue;
+            };
+            if (self.buf..self.buf + BUF_BYTES).contains(&a.addr) {
+                self.in_buf.push((a.addr, a.size, a.store, svma.0));
+            } else if b.module.is_some() && b.module == self.main {
+                *self.elsewhere.entry(svma.0).or_insert(0) += 1;
+            }
+        }
+    }
+    fn end(&mut self, o: &RunOutcome) {
+        self.counter.end(o);
+    }
+}
+
+fn memwalk(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    if !need(test, &["qemu-x86_64", "gcc", "objdump", "nm"]) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile_with(dir.path(), "memwalk", &["-no-pie"]);
+    Some((dir, bin))
+}
+
+/// Oracle: the C source. `fill` stores 8 bytes at `buf + 64 i` for i < lines, in order;
+/// `walk` then loads the same addresses `passes` times, in order; nothing else touches `buf`.
+/// Outside `buf`, the only accesses by the two functions are their `ret`s (one stack load
+/// per call, per objdump). The trace with memory also sums to counting mode's counts.
+#[test]
+fn memory_trace_matches_the_source() {
+    let Some((_dir, bin)) = memwalk("memory_trace_matches_the_source") else {
+        return;
+    };
+    let (bytes, passes) = (8192u64, 3u64);
+    let lines = bytes / 64;
+    let c = cmd(&bin, &[&bytes.to_string(), &passes.to_string()]);
+    let mut r = MemRecorder {
+        name: bin.file_name().unwrap().to_str().unwrap().into(),
+        buf: nm_symbol(&bin, "buf"),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    let outcome = trace_qemu(&c, &o, &mut r).unwrap();
+    assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+    assert!(!r.bad_index && !r.out_of_order);
+    let fill: Vec<(u64, String)> = objdump_function(&bin, "fill");
+    let walk: Vec<(u64, String)> = objdump_function(&bin, "walk");
+    let fill_addrs: Vec<u64> = fill.iter().map(|x| x.0).collect();
+    let walk_addrs: Vec<u64> = walk.iter().map(|x| x.0).collect();
+    let mut want = Vec::new();
+    for i in 0..lines {
+        want.push((r.buf + 64 * i, 8u8, true));
+    }
+    for _ in 0..passes {
+        for i in 0..lines {
+            want.push((r.buf + 64 * i, 8u8, false));
+        }
+    }
+    let got: Vec<(u64, u8, bool)> = r.in_buf.iter().map(|&(a, s, st, _)| (a, s, st)).collect();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "accesses to buf differ from the source's");
+    for &(_, _, store, svma) in &r.in_buf {
+        let f = if store { &fill_addrs } else { &walk_addrs };
+        assert!(f.contains(&svma), "access to buf by {svma:#x}");
+    }
+    for f in [&fill, &walk] {
+        let rets: Vec<u64> = f
+            .iter()
+            .filter(|(_, t)| t.starts_with("ret"))
+            .map(|x| x.0)
+            .collect();
+        let mut other: Vec<(u64, u64)> = f
+            .iter()
+            .filter_map(|(a, _)| r.elsewhere.get(a).map(|&n| (*a, n)))
+            .collect();
+        other.sort();
+        // One call each: exactly one return, whose stack load is the only other access.
+        assert_eq!(other.len(), 1, "{other:x?}");
+        assert!(rets.contains(&other[0].0) && other[0].1 == 1, "{other:x?}");
+    }
+    // Stack, loader and libc accesses exist too.
+    assert!(r.accesses > r.in_buf.len() as u64 + 1000, "{}", r.accesses);
+    // The same run counted: per-instruction sums from the memory trace are exact.
+    let p = count_qemu(&c, &quiet_qemu()).unwrap();
+    let tm = r.main.expect("main module announced");
+    let from_trace: HashMap<u64, u64> = r
+        .counter
+        .counts
+        .iter()
+        .filter(|((m, _), _)| *m == Some(tm))
+        .map(|((_, s), c)| (s.0, *c))
+        .collect();
+    assert_eq!(from_trace, main_counts(&p, &bin));
+    // Without trace_memory no block carries accesses.
+    let mut plain = MemRecorder {
+        name: r.name.clone(),
+        buf: r.buf,
+        ..Default::default()
+    };
+    trace_qemu(&c, &quiet_qemu(), &mut plain).unwrap();
+    assert_eq!(plain.accesses, 0);
+    assert_eq!(plain.counter.counts, r.counter.counts);
+}
+
+/// Cache misses per function under a small configured cache (64-byte lines; L1D 4 KiB
+/// 4-way = 16 sets; LLC 64 KiB 8-way = 128 sets), derived by hand from the source's pattern
+/// (one access per line, in address order) and LRU:
+/// * fill's stores touch each line for the first time: `lines` L1 and LLC misses;
+/// * walk, 32 lines (2 per L1 set, fits): every load hits;
+/// * walk, 256 lines (16 per L1 set > 4 ways: LRU evicts each line before its reuse; 2 per
+///   LLC set, fits): every load misses L1, none the LLC;
+/// * walk, 2048 lines (16 per LLC set > 8 ways): every load misses both.
+///
+/// The `ret` of each function (a stack load) is left out of the sums.
+#[test]
+fn cache_model_misses_match_hand_derivation() {
+    use proftrust_sim::vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
+    let Some((_dir, bin)) = memwalk("cache_model_misses_match_hand_derivation") else {
+        return;
+    };
+    struct Timed {
+        timer: InstrTimer,
+        main: Option<ModuleIdx>,
+        name: String,
+        fill: Vec<u64>,
+        walk: Vec<u64>,
+        out: Vec<InstrTiming>,
+        /// (fill L1, fill LLC, walk L1, walk LLC) misses.
+        misses: [u64; 4],
+    }
+    impl BlockVisitor for Timed {
+        fn module(&mut self, idx: ModuleIdx, module: &Module) {
+            self.timer.module(idx, module);
+            if module.file_name() == self.name {
+                self.main = Some(idx);
+            }
+        }
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            self.timer.time_block(b, &mut self.out);
+            assert_eq!(self.out.len(), b.instructions.len());
+            if b.module.is_none() || b.module != self.main {
+                return;
+            }
+            for (s, t) in b.instructions.iter().zip(&self.out) {
+                let k = if self.fill.contains(&s.0) {
+                    0
+                } else if self.walk.contains(&s.0) {
+                    2
+                } else {
+                    continue;
+                };
+                self.misses[k] += t.l1_misses as u64;
+                self.misses[k + 1] += t.llc_misses as u64;
+            }
+        }
+    }
+    let mut cfg = CacheConfig::default();
+    cfg.line_size = 64;
+    cfg.l1_size = 4096;
+    cfg.l1_ways = 4;
+    cfg.llc_size = 65536;
+    cfg.llc_ways = 8;
+    let not_ret = |f: &str| -> Vec<u64> {
+        objdump_function(&bin, f)
+            .into_iter()
+            .filter(|(_, t)| !t.starts_with("ret"))
+            .map(|x| x.0)
+            .collect()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        ..quiet_qemu()
+    };
+    for (lines, passes, walk_l1, walk_llc) in [
+        (32u64, 4u64, 0u64, 0u64),
+        (256, 3, 256 * 3, 0),
+        (2048, 2, 2048 * 2, 2048 * 2),
+    ] {
+        let mut t = Timed {
+            timer: InstrTimer::new(CycleModel::flat(1), Some(cfg.clone())),
+            main: None,
+            name: bin.file_name().unwrap().to_str().unwrap().into(),
+            fill: not_ret("fill"),
+            walk: not_ret("walk"),
+            out: Vec::new(),
+            misses: [0; 4],
+        };
+        let c = cmd(&bin, &[&(lines * 64).to_string(), &passes.to_string()]);
+        let outcome = trace_qemu(&c, &o, &mut t).unwrap();
+        assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+        assert_eq!(
+            t.misses,
+            [lines, lines, walk_l1, walk_llc],
+            "{lines} lines x {passes} passes: (fill L1, fill LLC, walk L1, walk LLC)"
+        );
+        let st = t.timer.cache_stats().unwrap();
+        assert!(st.accesses > lines * (passes + 1), "{st:?}");
+    }
+}
+
+/// A plugin QEMU cannot load (a file that is no shared object): QEMU exits before the guest
+/// runs, and both counting and tracing say so instead of returning an empty profile.
+#[test]
+fn a_plugin_qemu_cannot_load_is_an_error() {
+    if !need("a_plugin_qemu_cannot_load_is_an_error", &["qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("libbogus.so");
+    std::fs::write(&bogus, "not a shared object").unwrap();
+    let o = QemuOptions {
+        plugin: Some(bogus),
+        ..quiet_qemu()
+    };
+    let e = count_qemu(&["/bin/true".into()], &o).unwrap_err();
+    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    struct Blocks(u64);
+    impl BlockVisitor for Blocks {
+        fn block(&mut self, _b: &TraceBlock<'_>) {
+            self.0 += 1;
+        }
+    }
+    let mut v = Blocks(0);
+    let e = trace_qemu(&["/bin/true".into()], &o, &mut v).unwrap_err();
+    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    assert!(e.to_string().contains("did not load the plugin"), "{e}");
+    assert_eq!(v.0, 0);
 }

@@ -67,6 +67,12 @@ pub struct CompareOptions {
     /// Exact share above which a function counts for [`Comparison::coverage`]. Default is
     /// `0.01` (1%, as issue 4 defines coverage).
     pub coverage_threshold: f64,
+    /// Exact share from which a function without samples takes part in the rank metrics
+    /// (Kendall tau-b, top-k overlap); functions with samples always do. Default is `0.01`
+    /// (the coverage threshold). Without it, the dozens of start-up functions a program runs
+    /// a few hundred instructions in (zero samples, tied) dominate tau-b and top-k, and a
+    /// profile that ranks every function that matters correctly scores 0.5.
+    pub rank_threshold: f64,
 }
 
 impl Default for CompareOptions {
@@ -76,6 +82,7 @@ impl Default for CompareOptions {
             truth_weight: TruthWeight::Instructions,
             z: Z_95,
             coverage_threshold: 0.01,
+            rank_threshold: 0.01,
         }
     }
 }
@@ -212,7 +219,9 @@ type BlockKey = (usize, u64, bool);
 ///   *dynamic blocks* derived from the exact profile: a new block starts at the first executed
 ///   instruction of a function, at an edge target, after an edge source, and where the count
 ///   changes. A sampled address that never executed is its own block.
-/// * Kendall tau-b, top-5/10 overlap and coverage over the functions, samples against weight.
+/// * Kendall tau-b and top-5/10 overlap over the functions that have samples or at least
+///   [`CompareOptions::rank_threshold`] of the exact weight; coverage over all functions;
+///   samples against weight.
 ///
 /// Errors: another build of a binary on either side ([`Error::BuildIdMismatch`]), a binary
 /// absent from a side ([`Error::BinaryNotInProfile`]), no sample or no execution in scope,
@@ -387,12 +396,22 @@ pub fn compare(
     let names: Vec<&str> = per_f.keys().copied().collect();
     let s_vec: Vec<u64> = per_f.values().map(|v| v.0).collect();
     let w_vec: Vec<u64> = per_f.values().map(|v| v.2).collect();
+    // Rank metrics over the functions that matter: sampled, or at least `rank_threshold` of
+    // the exact weight.
+    let w_total: u64 = w_vec.iter().sum();
+    let ranked: Vec<usize> = (0..s_vec.len())
+        .filter(|&i| {
+            s_vec[i] > 0 || (w_total > 0 && w_vec[i] as f64 / w_total as f64 >= opts.rank_threshold)
+        })
+        .collect();
+    let rs: Vec<u64> = ranked.iter().map(|&i| s_vec[i]).collect();
+    let rw: Vec<u64> = ranked.iter().map(|&i| w_vec[i]).collect();
     let kendall_tau = kendall_tau_b(
-        &s_vec.iter().map(|&x| x as f64).collect::<Vec<_>>(),
-        &w_vec.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        &rs.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        &rw.iter().map(|&x| x as f64).collect::<Vec<_>>(),
     )?;
-    let top5_overlap = top_k_overlap(&s_vec, &w_vec, 5)?;
-    let top10_overlap = top_k_overlap(&s_vec, &w_vec, 10)?;
+    let top5_overlap = top_k_overlap(&rs, &rw, 5)?;
+    let top10_overlap = top_k_overlap(&rs, &rw, 10)?;
     let coverage = function_coverage(&s_vec, &w_vec, opts.coverage_threshold)?;
     let mut functions: Vec<FunctionComparison> = names
         .iter()
@@ -471,6 +490,8 @@ mod tests {
             match a.0 {
                 0x100..=0x10f => Some("f".into()),
                 0x200..=0x20f => Some("g".into()),
+                0x300..=0x30f => Some("start1".into()),
+                0x310..=0x31f => Some("start2".into()),
                 _ => None,
             }
         }
@@ -587,6 +608,42 @@ mod tests {
         let (name, rows) = c.hottest.unwrap();
         assert_eq!(name, "f");
         assert_eq!(rows, vec![(0x100, 4, 30), (0x104, 2, 30), (0x108, 0, 10)]);
+    }
+
+    #[test]
+    fn rank_metrics_skip_unsampled_functions_under_the_threshold() {
+        // f gets 200 more executions (at 0x10c) and two start-up functions run 1 and 2
+        // instructions with no samples: shares 1/303 and 2/303, under 1%. f (6 samples,
+        // 270) and g (4, 30) rank the same on both sides.
+        let (s, mut e, prog) = fixture(Some(BuildId(vec![1, 2, 3])));
+        let ei = ModuleIdx(0);
+        for (a, c) in [(0x10c, 200), (0x300, 1), (0x310, 2)] {
+            e.instructions.push(InstrCount {
+                loc: Location::new(ei, a),
+                count: c,
+            });
+        }
+        e.normalize();
+        let c = compare(
+            &s,
+            &e,
+            std::slice::from_ref(&prog),
+            &Fake,
+            &CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(c.kendall_tau, Some(1.0));
+        assert_eq!((c.top5_overlap, c.top10_overlap), (Some(1.0), Some(1.0)));
+        // With every function ranked: 4 items, n0 = 6 pairs; start1/start2 tie in samples
+        // (tx = 1, ty = 0), the other 5 pairs are concordant: tau = 5 / sqrt(5 * 6).
+        // Top-5: k' = min(5, max(2 sampled, 4 executed)) = 4, A = {f, g}, B = all 4 -> 2/4.
+        let all = CompareOptions {
+            rank_threshold: 0.0,
+            ..CompareOptions::default()
+        };
+        let c = compare(&s, &e, &[prog], &Fake, &all).unwrap();
+        assert!((c.kendall_tau.unwrap() - 5.0 / 30f64.sqrt()).abs() < 1e-12);
+        assert_eq!(c.top5_overlap, Some(0.5));
     }
 
     #[test]

@@ -27,5 +27,5 @@ pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
-pub use trace::{BlockVisitor, TraceBlock, TraceEnd, TraceEvent};
+pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};

@@ -22,6 +22,24 @@ pub enum TraceEnd {
     Syscall,
 }
 
+/// One data access of a traced instruction (guest virtual address; QEMU reports no access
+/// for software prefetches, which it executes as no-ops).
+///
+/// QEMU 7.2 reports what its x86 front end emits as memory operations: a 16-byte SSE load or
+/// store arrives as two 8-byte accesses, `rep movs` as one access pair per iteration (each
+/// iteration is its own block execution), `push`/`pop`/`call`/`ret` as stack accesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemAccess {
+    /// Index of the instruction in `TraceBlock::instructions`.
+    pub insn: u16,
+    /// Guest virtual address.
+    pub addr: u64,
+    /// Bytes accessed.
+    pub size: u8,
+    /// Store (true) or load (false).
+    pub store: bool,
+}
+
 /// One executed block.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceBlock<'a> {
@@ -33,6 +51,11 @@ pub struct TraceBlock<'a> {
     pub instructions: &'a [Svma],
     /// How its last instruction transfers control.
     pub end: TraceEnd,
+    /// Its data accesses in execution order (so `insn` never decreases); empty unless the
+    /// trace was asked to carry memory accesses (`QemuOptions::trace_memory` in
+    /// `proftrust-exact`). A block left early by a fault carries only the accesses that
+    /// happened.
+    pub mem: &'a [MemAccess],
 }
 
 /// Something that happened in a traced run, in order.
@@ -96,6 +119,7 @@ mod tests {
             module: Some(ModuleIdx(0)),
             instructions: &ins,
             end: TraceEnd::Other,
+            mem: &[],
         }));
         c.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
         assert_eq!((c.0, c.1), (1, 2));

@@ -41,8 +41,10 @@ pub struct CctNode {
     pub instructions: u64,
     /// Modelled cycles while current.
     pub cycles: u64,
-    /// Modelled memory-latency events while current.
-    pub mem_events: u64,
+    /// Modelled L1 data-cache misses while current.
+    pub l1_misses: u64,
+    /// Modelled last-level cache misses while current.
+    pub llc_misses: u64,
     /// Tree children.
     pub children: Vec<NodeId>,
 }
@@ -111,7 +113,8 @@ impl Cct {
                 calls: 1,
                 instructions: 0,
                 cycles: 0,
-                mem_events: 0,
+                l1_misses: 0,
+                llc_misses: 0,
                 children: Vec::new(),
             }],
             slots: HashMap::new(),
@@ -170,7 +173,8 @@ impl Cct {
             calls: 1,
             instructions: 0,
             cycles: 0,
-            mem_events: 0,
+            l1_misses: 0,
+            llc_misses: 0,
             children: Vec::new(),
         });
         self.nodes[cur.0 as usize].children.push(id);
@@ -268,13 +272,25 @@ impl Cct {
         names: &FunctionMap,
         anchor: Option<&str>,
     ) -> BTreeMap<Vec<String>, u64> {
+        self.context_metric(names, anchor, |n| n.instructions)
+    }
+
+    /// Like [`Cct::context_instructions`] for any exclusive metric of a record (cycles,
+    /// misses: seed 003 §4's metrics per calling context).
+    pub fn context_metric(
+        &self,
+        names: &FunctionMap,
+        anchor: Option<&str>,
+        metric: impl Fn(&CctNode) -> u64,
+    ) -> BTreeMap<Vec<String>, u64> {
         let mut m = BTreeMap::new();
         for n in &self.nodes {
-            if n.instructions == 0 || n.id == Cct::ROOT {
+            let v = metric(n);
+            if v == 0 || n.id == Cct::ROOT {
                 continue;
             }
             let st = anchor_stack(self.stack_names(n.id, names), anchor);
-            *m.entry(st).or_insert(0) += n.instructions;
+            *m.entry(st).or_insert(0) += v;
         }
         m
     }
@@ -282,7 +298,17 @@ impl Cct {
     /// Writes the tree as collapsed stacks (`a;b;c N`, the flame-graph "folded" format), one
     /// line per context with non-zero exclusive instructions, sorted.
     pub fn write_folded(&self, names: &FunctionMap, w: &mut impl Write) -> std::io::Result<()> {
-        for (st, n) in self.context_instructions(names, None) {
+        self.write_folded_by(names, w, |n| n.instructions)
+    }
+
+    /// [`Cct::write_folded`] weighted by any exclusive metric of a record.
+    pub fn write_folded_by(
+        &self,
+        names: &FunctionMap,
+        w: &mut impl Write,
+        metric: impl Fn(&CctNode) -> u64,
+    ) -> std::io::Result<()> {
+        for (st, n) in self.context_metric(names, None, metric) {
             writeln!(w, "{} {}", st.join(";"), n)?;
         }
         Ok(())

@@ -21,6 +21,24 @@ pub struct ProgramCfgs {
     /// (start, end, function, block) of every block, sorted by start.
     index: Vec<(u64, u64, u32, u32)>,
     entries: HashMap<u64, u32>,
+    /// Per function, the function it is a part of (GCC's hot/cold split: `f.cold`,
+    /// `f(int) [clone .cold]`), itself otherwise.
+    family: Vec<u32>,
+}
+
+/// The function a hot/cold fragment belongs to: `f.cold`, `f.cold.N`, `f [clone .cold]` and
+/// `f [clone .cold.N]` are parts of `f`.
+fn cold_parent(name: &str) -> Option<&str> {
+    let digits = |s: &str| {
+        s.is_empty()
+            || (s.starts_with('.') && s[1..].bytes().all(|b| b.is_ascii_digit()) && s.len() > 1)
+    };
+    if let Some(base) = name.strip_suffix(']') {
+        let (base, clone) = base.rsplit_once(" [clone .cold")?;
+        return digits(clone).then_some(base);
+    }
+    let (base, rest) = name.rsplit_once(".cold")?;
+    digits(rest).then_some(base)
 }
 
 impl ProgramCfgs {
@@ -37,13 +55,32 @@ impl ProgramCfgs {
             }
         }
         index.sort_unstable();
+        let mut by_name: HashMap<&str, u32> = HashMap::new();
+        for (f, c) in cfgs.iter().enumerate() {
+            by_name.entry(c.function.as_str()).or_insert(f as u32);
+        }
+        let family = cfgs
+            .iter()
+            .enumerate()
+            .map(|(f, c)| {
+                cold_parent(&c.function)
+                    .and_then(|b| by_name.get(b).copied())
+                    .unwrap_or(f as u32)
+            })
+            .collect();
         ProgramCfgs {
             module,
             cfgs,
             numberings,
             index,
             entries,
+            family,
         }
+    }
+    /// Whether `a` and `b` are parts of one function (the same function, or a hot part and
+    /// its `.cold` part).
+    pub fn same_function(&self, a: FuncIdx, b: FuncIdx) -> bool {
+        self.family[a.0 as usize] == self.family[b.0 as usize]
     }
     /// The module the CFGs belong to.
     pub fn module(&self) -> &Module {
@@ -170,5 +207,26 @@ impl FunctionMap {
             },
             None => format!("{:#x}", loc.svma.0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cold_parent;
+
+    #[test]
+    fn cold_fragments_name_their_function() {
+        assert_eq!(cold_parent("main.cold"), Some("main"));
+        assert_eq!(cold_parent("main.cold.3"), Some("main"));
+        assert_eq!(
+            cold_parent("thrower(int) [clone .cold]"),
+            Some("thrower(int)")
+        );
+        assert_eq!(cold_parent("f [clone .cold.1]"), Some("f"));
+        assert_eq!(cold_parent("main"), None);
+        assert_eq!(cold_parent("scold"), None);
+        assert_eq!(cold_parent("f.coldx"), None);
+        assert_eq!(cold_parent("f.cold."), None);
+        assert_eq!(cold_parent("g [clone .constprop.0]"), None);
     }
 }

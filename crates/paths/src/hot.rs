@@ -25,8 +25,11 @@ pub enum HotMetric {
     Instructions,
     /// Modelled cycles.
     Cycles,
-    /// Modelled memory-latency events (the paper's data-cache misses).
-    MemEvents,
+    /// Modelled L1 data-cache misses (the paper's data-cache misses: UltraSPARC's D-cache is
+    /// its first level).
+    L1Misses,
+    /// Modelled last-level cache misses.
+    LlcMisses,
 }
 
 impl HotMetric {
@@ -36,7 +39,8 @@ impl HotMetric {
             HotMetric::Count => m.count,
             HotMetric::Instructions => m.instructions,
             HotMetric::Cycles => m.cycles,
-            HotMetric::MemEvents => m.mem_events,
+            HotMetric::L1Misses => m.l1_misses,
+            HotMetric::LlcMisses => m.llc_misses,
         }
     }
 }
@@ -48,7 +52,7 @@ pub struct HotOptions {
     /// `metric`. Default 0.01.
     pub hot_share: f64,
     /// The event counted against instructions for the miss ratio. Default
-    /// [`HotMetric::MemEvents`].
+    /// [`HotMetric::L1Misses`].
     pub metric: HotMetric,
     /// Dense when `ratio >= dense_factor × program ratio`. Default 1.0.
     pub dense_factor: f64,
@@ -58,7 +62,7 @@ impl Default for HotOptions {
     fn default() -> Self {
         HotOptions {
             hot_share: 0.01,
-            metric: HotMetric::MemEvents,
+            metric: HotMetric::L1Misses,
             dense_factor: 1.0,
         }
     }
@@ -138,7 +142,7 @@ pub fn classify_hot(p: &PathProfile, opts: &HotOptions) -> Result<HotReport, Err
         return Err(Error::Empty {
             what: "hot path classification",
             why: format!(
-                "no {:?} on complete paths (with the flat CPI model there are no memory events: plug in a cycle model)",
+                "no {:?} on complete paths (the flat CPI model has no cache misses: use a cache simulation)",
                 opts.metric
             ),
         });
@@ -159,10 +163,7 @@ pub fn classify_hot(p: &PathProfile, opts: &HotOptions) -> Result<HotReport, Err
     for (k, m) in &p.paths {
         let e = procs.entry(k.func).or_default();
         e.0 += 1;
-        e.1.count += m.count;
-        e.1.instructions += m.instructions;
-        e.1.cycles += m.cycles;
-        e.1.mem_events += m.mem_events;
+        e.1.add(m);
     }
     let mut procedures: Vec<ProcSummary> = procs
         .into_iter()

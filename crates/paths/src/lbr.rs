@@ -5,7 +5,8 @@
 //! `b_i.from`: a *fall-through range*. Mapping each range onto static blocks and each taken
 //! branch onto a CFG edge reconstructs a stretch of the block sequence; cutting it at
 //! path boundaries (function entry, backedge, return) yields complete Ball-Larus paths,
-//! each counted once per sample that holds it. Calls inside a path are skipped: the walk is
+//! each counted once per sample that holds it. A backedge can be a fall-through (a loop
+//! whose header follows its latch in memory): the range then crosses the boundary. Calls inside a path are skipped: the walk is
 //! suspended on a branch that leaves the function from the middle of a block and resumed
 //! when a branch lands back in that block after the call.
 //!
@@ -48,17 +49,49 @@ pub struct LbrComparison {
     pub top10_overlap: f64,
 }
 
+/// LBR paths with the time of every complete path instance ([`lbr_timed_paths`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LbrTimedPaths {
+    /// Occurrences per path, as [`lbr_paths`] counts them.
+    pub paths: LbrPaths,
+    /// Every complete path instance whose fall-through ranges all carry a cycle count,
+    /// with its time: the sum of those counts (cycles), in stack order.
+    pub timed: Vec<(PathKey, u64)>,
+    /// Complete path instances left out because an entry of their span had no cycle count
+    /// (recorded without cycles, or a CPU that does not report them).
+    pub untimed: u64,
+}
+
 #[derive(Debug, Clone)]
 struct Walk {
     f: FuncIdx,
     blocks: Vec<BlockId>,
     after_backedge: bool,
+    /// Sum of the cycle counts of the fall-through ranges walked (exclusive of callees).
+    cycles: u64,
+    /// A range without a cycle count was walked.
+    untimed: bool,
+}
+
+impl Walk {
+    fn new(f: FuncIdx, start: BlockId, after_backedge: bool) -> Walk {
+        Walk {
+            f,
+            blocks: vec![start],
+            after_backedge,
+            cycles: 0,
+            untimed: false,
+        }
+    }
 }
 
 struct Ctx<'a> {
     cfgs: &'a ProgramCfgs,
     main: Option<ModuleIdx>,
     out: LbrPaths,
+    /// `Some` when instance times are collected.
+    timed: Option<Vec<(PathKey, u64)>>,
+    untimed: u64,
 }
 
 impl Ctx<'_> {
@@ -75,7 +108,17 @@ impl Ctx<'_> {
             return;
         };
         match n.path_id(&w.blocks, w.after_backedge, end_backedge_to) {
-            Some(id) => *self.out.paths.entry(PathKey { func: w.f, id }).or_insert(0) += 1,
+            Some(id) => {
+                let key = PathKey { func: w.f, id };
+                *self.out.paths.entry(key).or_insert(0) += 1;
+                if let Some(t) = self.timed.as_mut() {
+                    if w.untimed {
+                        self.untimed += 1;
+                    } else {
+                        t.push((key, w.cycles));
+                    }
+                }
+            }
             None => self.out.broken += 1,
         }
     }
@@ -108,6 +151,19 @@ impl Ctx<'_> {
                     wk.blocks.push(nb);
                     guard -= 1;
                 }
+                Some(nb)
+                    if guard > 0 && n.is_backedge(cur, nb) && n.loop_start_val(nb).is_some() =>
+                {
+                    // A backedge taken by falling through (no LBR entry): the path ends
+                    // here and the next one starts at the header. This range's cycle count
+                    // covers the end of one and the start of the other, so neither is timed.
+                    let mut done = wk.clone();
+                    done.untimed = true;
+                    self.record(&done, Some(nb));
+                    *wk = Walk::new(wk.f, nb, true);
+                    wk.untimed = true;
+                    guard -= 1;
+                }
                 _ => {
                     *w = None;
                     self.out.broken += 1;
@@ -126,6 +182,12 @@ impl Ctx<'_> {
                     self.out.ranges += 1;
                 }
                 self.fall_through(&mut walk, b.from);
+                // Entry `b`'s cycle count is the time since the previous entry: the range
+                // just walked, plus the branch itself.
+                if let Some(w) = walk.as_mut() {
+                    w.cycles += u64::from(b.cycles);
+                    w.untimed |= b.cycles == 0;
+                }
             }
             let ff = self.lookup(b.from);
             let ft = self.lookup(b.to);
@@ -144,11 +206,7 @@ impl Ctx<'_> {
                             let w = w.clone();
                             self.record(&w, Some(tb));
                         }
-                        walk = Some(Walk {
-                            f,
-                            blocks: vec![tb],
-                            after_backedge: true,
-                        });
+                        walk = Some(Walk::new(f, tb, true));
                     } else if to_start && last_ok && n.real_val(cur, tb).is_some() {
                         if let Some(w) = walk.as_mut() {
                             w.blocks.push(tb);
@@ -158,11 +216,7 @@ impl Ctx<'_> {
                         if let Some(w) = walk.take() {
                             suspended.push((w, cur, b.from.svma));
                         }
-                        walk = Some(Walk {
-                            f,
-                            blocks: vec![tb],
-                            after_backedge: false,
-                        });
+                        walk = Some(Walk::new(f, tb, false));
                     } else if let Some(pos) = suspended
                         .iter()
                         .rposition(|(w, blk, at)| w.f == f && *blk == tb && b.to.svma > *at)
@@ -221,11 +275,7 @@ impl Ctx<'_> {
     }
 
     fn enter(&self, g: FuncIdx, tb: BlockId, to: Location) -> Option<Walk> {
-        (tb.0 == 0 && self.cfgs.cfg(g).entry == to.svma).then(|| Walk {
-            f: g,
-            blocks: vec![tb],
-            after_backedge: false,
-        })
+        (tb.0 == 0 && self.cfgs.cfg(g).entry == to.svma).then(|| Walk::new(g, tb, false))
     }
 
     fn leave(&mut self, walk: &mut Option<Walk>, cur: BlockId) {
@@ -239,11 +289,28 @@ impl Ctx<'_> {
 
 /// Reconstructs complete paths of the functions in `cfgs` from the branch stacks of `set`.
 pub fn lbr_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrPaths {
+    walk_samples(set, cfgs, false).paths
+}
+
+/// Like [`lbr_paths`], and also the time of every complete path instance: Intel's LBR
+/// cycle count of an entry is the time since the previous entry, i.e. of the fall-through
+/// range that ends with the entry's branch, so a path's time is the sum over the entries
+/// whose ranges it is made of. Ranges walked inside callees belong to the callees' paths,
+/// so times are exclusive of callees, as in the exact profile. Each stack is a window of
+/// its own: a path instance held by two overlapping stacks (a sampling period shorter than
+/// the stack's span) is timed twice.
+pub fn lbr_timed_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrTimedPaths {
+    walk_samples(set, cfgs, true)
+}
+
+fn walk_samples(set: &SampleSet, cfgs: &ProgramCfgs, timed: bool) -> LbrTimedPaths {
     let main = set.modules.find_same_binary(cfgs.module());
     let mut cx = Ctx {
         cfgs,
         main,
         out: LbrPaths::default(),
+        timed: timed.then(Vec::new),
+        untimed: 0,
     };
     for s in &set.samples {
         if s.branches.is_empty() {
@@ -252,7 +319,11 @@ pub fn lbr_paths(set: &SampleSet, cfgs: &ProgramCfgs) -> LbrPaths {
         cx.out.samples += 1;
         cx.one_sample(&s.branches);
     }
-    cx.out
+    LbrTimedPaths {
+        paths: cx.out,
+        timed: cx.timed.unwrap_or_default(),
+        untimed: cx.untimed,
+    }
 }
 
 /// Compares LBR path occurrences with exact path counts.

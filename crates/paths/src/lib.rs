@@ -9,14 +9,19 @@
 //! * [`PathNumbering`] — Ball-Larus numbering of one [`Cfg`](proftrust_model::Cfg) (seed 003
 //!   §2): backedges replaced by pseudo-edges, `NumPaths`, edge values, path regeneration.
 //! * [`Profiler`] — a [`BlockVisitor`](proftrust_model::BlockVisitor) over the exact block
-//!   trace that builds the exact [`PathProfile`] (frequency, instructions, cycles and memory
-//!   events per path, seed 003 §3) and the exact [`Cct`] (seed 003 §4) in one pass.
+//!   trace that builds the exact [`PathProfile`] (frequency, instructions, cycles, L1 and LLC
+//!   misses per path from a [`CostModel`], seed 003 §3) and the exact [`Cct`] (seed 003 §4)
+//!   in one pass.
 //! * [`classify_hot`], [`hot_paths_covering`] — hot, dense and sparse paths and procedures
 //!   (seed 003 §6).
 //! * [`gprof_comparison`] — the gprof problem, measured per context.
-//! * [`sampled_cct`] / [`compare_cct`] — the calling contexts a call-chain sampler sees, with
-//!   Wilson intervals, against the exact CCT.
-//! * [`lbr_paths`] — path frequency estimates from LBR branch stacks.
+//! * [`sampled_cct`] / [`sampled_cct_with`] / [`compare_cct`] — the calling contexts a
+//!   call-chain sampler sees (with callers a frame-pointer chain misses restored from the
+//!   code, [`CodeOracle`]), with Wilson intervals, against the exact CCT.
+//! * [`lbr_paths`] — path frequency estimates from LBR branch stacks; [`lbr_timed_paths`]
+//!   also times every path instance from the stacks' cycle counts.
+//! * [`Profiler::on_path`] — every completed path instance with its own metrics, as it
+//!   completes (variational path profiling needs per-instance times).
 //! * [`Cct::write_folded`] — flame-graph folded stacks.
 //!
 //! Design constraints: no I/O except writers over `Write`; addresses are module-relative
@@ -38,13 +43,16 @@ pub use funcs::{FuncIdx, FunctionMap, ProgramCfgs};
 pub use hot::{
     classify_hot, hot_paths_covering, HotClass, HotMetric, HotOptions, HotReport, ProcSummary,
 };
-pub use lbr::{compare_lbr, lbr_paths, LbrComparison, LbrPaths};
+pub use lbr::{compare_lbr, lbr_paths, lbr_timed_paths, LbrComparison, LbrPaths, LbrTimedPaths};
 pub use numbering::{DagEdge, DagEdgeKind, DagNode, PathNumbering, RegeneratedPath};
 pub use profile::{
-    CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile, Profiler,
-    ProfilerOptions,
+    CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile,
+    PerInstruction, Profiler, ProfilerOptions,
 };
-pub use sampled::{compare_cct, sampled_cct, ContextShare, SampledCct, SampledComparison};
+pub use sampled::{
+    compare_cct, sampled_cct, sampled_cct_with, CodeOracle, ContextShare, NoCode, SampledCct,
+    SampledComparison,
+};
 
 /// Why a paths analysis could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

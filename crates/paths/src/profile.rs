@@ -6,8 +6,9 @@
 //! `r += Val(e)` on each edge, on a backedge `t→h` `count[r + Val(t→EXIT)]++` and
 //! `r = Val(ENTRY→h)`, on return `count[r + Val(b→EXIT)]++`.
 //!
-//! Metrics per path (seed 003 §3): instructions, and cycles and memory events from a
-//! [`CostModel`], accumulated while the activation is current. Seed 003 §3 saves the
+//! Metrics per path (seed 003 §3): instructions, and cycles and L1 / last-level data-cache
+//! misses from a [`CostModel`] (the virtual PMU's cycle model and cache simulation),
+//! accumulated while the activation is current. Seed 003 §3 saves the
 //! hardware counter at procedure entry and restores it at exit so that a caller's path does
 //! not include its callees' events; here, likewise, a path's metrics are *exclusive* of the
 //! calls made on it.
@@ -31,18 +32,25 @@ use std::collections::{BTreeMap, HashMap};
 pub struct InstrCost {
     /// Cycles.
     pub cycles: u64,
-    /// Memory-latency events (cache misses) it caused.
-    pub mem_events: u64,
+    /// Its data accesses that missed the L1 data cache (seed 003's data-cache misses).
+    pub l1_misses: u64,
+    /// Its data accesses that missed the last-level cache (went to memory).
+    pub llc_misses: u64,
 }
 
-/// A per-instruction cycle model (the virtual PMU's, or [`FlatCpi`]).
+/// A per-instruction timing model of a traced run: the virtual PMU's cycle model and cache
+/// simulation (`proftrust_sim::vpmu::InstrTimer`, adapted in the CLI), [`FlatCpi`], or a
+/// per-address table ([`PerInstruction`]).
 pub trait CostModel {
-    /// Cost of executing the instruction at `at` in `module` (`None`: unknown module).
-    fn cost(&mut self, module: Option<ModuleIdx>, at: Svma) -> InstrCost;
+    /// A module of the trace became known (from [`BlockVisitor::module`]).
+    fn module(&mut self, _idx: ModuleIdx, _module: &Module) {}
+    /// Cost of each instruction of `b`, in execution order (`out` is cleared first). The
+    /// block's data accesses ([`TraceBlock::mem`]) are what a cache model times.
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>);
 }
 
-/// A flat model: every instruction costs `cycles_per_instruction` cycles and no memory
-/// events (used until a real model is plugged in).
+/// A flat model: every instruction costs `cycles_per_instruction` cycles and misses no
+/// cache (the default when no timing model is wanted).
 #[derive(Debug, Clone, Copy)]
 pub struct FlatCpi {
     /// Cycles per instruction. Default 1.
@@ -58,19 +66,26 @@ impl Default for FlatCpi {
 }
 
 impl CostModel for FlatCpi {
-    fn cost(&mut self, _m: Option<ModuleIdx>, _a: Svma) -> InstrCost {
-        InstrCost {
-            cycles: self.cycles_per_instruction,
-            mem_events: 0,
-        }
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        out.clear();
+        out.resize(
+            b.instructions.len(),
+            InstrCost {
+                cycles: self.cycles_per_instruction,
+                ..Default::default()
+            },
+        );
     }
 }
 
-/// Any `FnMut(Svma) -> (cycles, mem_events)` is a cost model (the module is ignored).
-impl<F: FnMut(Svma) -> (u64, u64)> CostModel for F {
-    fn cost(&mut self, _m: Option<ModuleIdx>, at: Svma) -> InstrCost {
-        let (cycles, mem_events) = self(at);
-        InstrCost { cycles, mem_events }
+/// A model from a per-instruction function of the module and address (e.g. a latency
+/// table); data accesses are ignored.
+pub struct PerInstruction<F>(pub F);
+
+impl<F: FnMut(Option<ModuleIdx>, Svma) -> InstrCost> CostModel for PerInstruction<F> {
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        out.clear();
+        out.extend(b.instructions.iter().map(|&a| (self.0)(b.module, a)));
     }
 }
 
@@ -108,18 +123,29 @@ pub struct PathMetrics {
     pub count: u64,
     /// Instructions executed on it (exclusive of callees).
     pub instructions: u64,
-    /// Modelled cycles.
+    /// Modelled cycles (exclusive of callees).
     pub cycles: u64,
-    /// Modelled memory-latency events.
-    pub mem_events: u64,
+    /// Modelled L1 data-cache misses (exclusive of callees).
+    pub l1_misses: u64,
+    /// Modelled last-level cache misses (exclusive of callees).
+    pub llc_misses: u64,
 }
 
 impl PathMetrics {
-    fn add(&mut self, o: &PathMetrics) {
+    /// Adds `o` to `self`, field by field.
+    pub fn add(&mut self, o: &PathMetrics) {
         self.count += o.count;
         self.instructions += o.instructions;
         self.cycles += o.cycles;
-        self.mem_events += o.mem_events;
+        self.l1_misses += o.l1_misses;
+        self.llc_misses += o.llc_misses;
+    }
+
+    fn charge(&mut self, c: &InstrCost) {
+        self.instructions += 1;
+        self.cycles += c.cycles;
+        self.l1_misses += c.l1_misses;
+        self.llc_misses += c.llc_misses;
     }
 }
 
@@ -158,8 +184,10 @@ pub struct PathProfile {
     pub total_instructions: u64,
     /// All modelled cycles.
     pub total_cycles: u64,
-    /// All modelled memory events.
-    pub total_mem_events: u64,
+    /// All modelled L1 data-cache misses.
+    pub total_l1_misses: u64,
+    /// All modelled last-level cache misses.
+    pub total_llc_misses: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -195,17 +223,28 @@ struct Thread {
 /// Longest x86-64 instruction: a return lands within this many bytes after its call.
 const MAX_INSN: u64 = 15;
 
+/// Called for every completed path instance: thread id, path, metrics of that one
+/// instance (`count` = 1).
+type PathObserver<'a> = Box<dyn FnMut(u32, PathKey, &PathMetrics) + 'a>;
+
 /// Builds the exact path profile and CCT from a block trace (a [`BlockVisitor`]).
 pub struct Profiler<'a, C: CostModel = FlatCpi> {
     cfgs: &'a ProgramCfgs,
+    observer: Option<PathObserver<'a>>,
+    cur_tid: u32,
     opts: ProfilerOptions,
     cost: C,
     threads: HashMap<u32, Thread>,
+    /// The thread of the previous block, kept out of `threads` (blocks come in long runs
+    /// of one thread).
+    cur: Option<(u32, Thread)>,
     main: Option<ModuleIdx>,
-    module_map: HashMap<ModuleIdx, ModuleIdx>,
+    /// Trace module index -> index in the CCT's module table.
+    module_map: Vec<Option<ModuleIdx>>,
     profile: PathProfile,
     cct: Cct,
     outcome: Option<RunOutcome>,
+    costs: Vec<InstrCost>,
 }
 
 impl<'a> Profiler<'a, FlatCpi> {
@@ -241,18 +280,36 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             .collect();
         Profiler {
             cfgs,
+            observer: None,
+            cur_tid: 0,
             opts,
             cost,
             threads: HashMap::new(),
+            cur: None,
             main: None,
-            module_map: HashMap::new(),
+            module_map: Vec::new(),
             profile: PathProfile {
                 functions,
                 ..Default::default()
             },
             cct: Cct::new(),
             outcome: None,
+            costs: Vec::new(),
         }
+    }
+
+    /// Calls `f(tid, path, metrics)` for every path instance as it completes, in trace
+    /// order, with the metrics of that one instance (`count` = 1, instructions and cost
+    /// exclusive of callees, as in the profile). Variational path profiling (seed 004) needs
+    /// the time of each instance, not only the sums the profile keeps.
+    pub fn on_path(mut self, f: impl FnMut(u32, PathKey, &PathMetrics) + 'a) -> Self {
+        self.observer = Some(Box::new(f));
+        self
+    }
+
+    /// The cost model (e.g. to read its cache statistics after the run).
+    pub fn cost_model(&self) -> &C {
+        &self.cost
     }
 
     /// How the run ended, once [`BlockVisitor::end`] was seen.
@@ -262,7 +319,11 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     /// Closes open activations (counted as unfinished) and returns the results.
     pub fn finish(mut self) -> (PathProfile, Cct) {
-        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        if let Some((t, th)) = self.cur.take() {
+            self.threads.insert(t, th);
+        }
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
         for t in tids {
             let frames = std::mem::take(&mut self.threads.get_mut(&t).expect("tid").stack);
             for fr in frames {
@@ -281,7 +342,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     fn loc(&self, module: Option<ModuleIdx>, a: Svma) -> Location {
         Location {
-            module: module.and_then(|m| self.module_map.get(&m).copied()),
+            module: module.and_then(|m| self.module_map.get(m.0 as usize).copied().flatten()),
             svma: a,
         }
     }
@@ -318,7 +379,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     fn in_main(&self, l: Location) -> bool {
         match (l.module, self.main) {
-            (Some(m), Some(mm)) => self.module_map.get(&mm) == Some(&m),
+            (Some(m), Some(mm)) => self.module_map.get(mm.0 as usize) == Some(&Some(m)),
             _ => false,
         }
     }
@@ -326,6 +387,9 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     fn complete(&mut self, f: FuncIdx, id: u128, m: PathMetrics) {
         let mut m = m;
         m.count = 1;
+        if let Some(obs) = self.observer.as_mut() {
+            obs(self.cur_tid, PathKey { func: f, id }, &m);
+        }
         self.profile.functions[f.0 as usize].path_instructions += m.instructions;
         self.profile
             .paths
@@ -412,6 +476,17 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                     }
                 }
             }
+            Some((TraceEnd::Other, site)) if site.module != first.module && first_in.is_none() => {
+                // A jump from one module into another outside the main binary's functions:
+                // no function jumps within itself across modules, so this is a tail call
+                // (the dynamic linker's resolver jumping to the resolved function, a PLT
+                // stub of a library). The callee replaces the frame under the same parent.
+                if th.stack.last().is_some_and(|f| f.func.is_none()) {
+                    self.replace_top(th, first, true);
+                } else {
+                    self.resync(th, first, first_in);
+                }
+            }
             _ => self.resync(th, first, first_in),
         }
     }
@@ -426,18 +501,33 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         };
         match (first_in, top.func) {
             (Some((f, _)), tf) if tf != Some(f) => {
+                let cfgs = self.cfgs;
+                let family = |g: Option<FuncIdx>| g.is_some_and(|g| cfgs.same_function(g, f));
+                if family(tf) {
+                    // A jump between the hot and cold parts of one function (GCC's
+                    // `f.cold`): the same activation and record continue in the other part.
+                    if let Some(fr) = th.stack.last_mut() {
+                        self.switch_fragment(fr, f, first);
+                    }
+                    return;
+                }
                 let lower = th.stack[..th.stack.len() - 1]
                     .iter()
-                    .rposition(|fr| fr.func == Some(f));
+                    .rposition(|fr| family(fr.func));
                 if let (Some(k), false) = (lower, at_entry(self)) {
                     while th.stack.len() > k + 1 {
                         let fr = th.stack.pop().expect("non-empty");
                         self.cct.unwound_frames += 1;
                         self.drop_path(&fr, Drop::Unwound);
                     }
-                    // Resume: the target activation's path continues from the landing block.
                     if let Some(fr) = th.stack.last_mut() {
-                        if let PathState::Active { cur, m, .. } = fr.path {
+                        if fr.func != Some(f) {
+                            // A landing pad in the other part of the function (exceptions
+                            // usually land in `f.cold`).
+                            self.switch_fragment(fr, f, first);
+                        } else if let PathState::Active { cur, m, .. } = fr.path {
+                            // Resume: the target activation's path continues from the
+                            // landing block.
                             if let Some(ff) = fr.func {
                                 let s = &mut self.profile.functions[ff.0 as usize];
                                 s.lost_transfers += 1;
@@ -462,6 +552,24 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         }
     }
 
+    /// Moves an activation from one part of a function to another (hot/cold split): the
+    /// path in progress ends as if it left the function (the jump is an exit edge of its
+    /// CFG), and the new part's path starts at its entry, or waits for a backedge when the
+    /// jump lands elsewhere in it.
+    fn switch_fragment(&mut self, fr: &mut Frame, f: FuncIdx, first: Location) {
+        self.leave(fr);
+        fr.func = Some(f);
+        self.profile.functions[f.0 as usize].activations += 1;
+        fr.path = match self.numbering(f) {
+            Some(_) if self.cfgs.cfg(f).entry == first.svma => PathState::Fresh,
+            Some(_) => PathState::Lost {
+                cur: None,
+                instr: 0,
+            },
+            None => PathState::None,
+        };
+    }
+
     fn replace_top(&mut self, th: &mut Thread, first: Location, at_entry: bool) {
         let Some(top) = th.stack.pop() else { return };
         if at_entry {
@@ -474,12 +582,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
             self.drop_path(&top, Drop::Lost);
         }
-        let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node).max(Cct::ROOT);
-        let parent = if self.opts.cct {
-            self.cct.node(top.node).parent.unwrap_or(parent)
-        } else {
-            parent
-        };
+        // The callee's context is its caller's record (the frame below), at the same site;
+        // with recursion folded this is the caller activation's record, not the tree parent
+        // of the replaced record.
+        let parent = th.stack.last().map_or(Cct::ROOT, |f| f.node);
         let mut fr = self.new_frame(parent, top.site, first);
         if !at_entry {
             if let PathState::Fresh = fr.path {
@@ -557,11 +663,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
         };
         match &mut fr.path {
-            PathState::Active { m, .. } => {
-                m.instructions += 1;
-                m.cycles += c.cycles;
-                m.mem_events += c.mem_events;
-            }
+            PathState::Active { m, .. } => m.charge(&c),
             PathState::Lost { instr, .. } => *instr += 1,
             _ => {}
         }
@@ -578,6 +680,19 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     }
 }
 
+/// Adds the costs of instructions that cause no block transition to the path in progress.
+fn charge_run(path: &mut PathState, costs: &[InstrCost]) {
+    match path {
+        PathState::Active { m, .. } => {
+            for c in costs {
+                m.charge(c);
+            }
+        }
+        PathState::Lost { instr, .. } => *instr += costs.len() as u64,
+        _ => {}
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Drop {
     Lost,
@@ -587,8 +702,13 @@ enum Drop {
 
 impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.cost.module(idx, module);
         let mine = self.cct.modules.intern(module.clone());
-        self.module_map.insert(idx, mine);
+        let i = idx.0 as usize;
+        if self.module_map.len() <= i {
+            self.module_map.resize(i + 1, None);
+        }
+        self.module_map[i] = Some(mine);
         if self.main.is_none() && module.same_binary(self.cfgs.module()) {
             self.main = Some(idx);
         }
@@ -602,71 +722,95 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
         let lookup = |a: Svma| if in_main { self.cfgs.lookup(a) } else { None };
         let first_loc = self.loc(b.module, first);
         let first_in = lookup(first);
-        let mut th = self.threads.remove(&b.tid).unwrap_or_default();
+        self.cur_tid = b.tid;
+        let mut th = match self.cur.take() {
+            Some((t, th)) if t == b.tid => th,
+            other => {
+                if let Some((t, th)) = other {
+                    self.threads.insert(t, th);
+                }
+                self.threads.remove(&b.tid).unwrap_or_default()
+            }
+        };
         self.transfer(&mut th, first_loc, first_in);
         let Some(mut fr) = th.stack.pop() else {
-            self.threads.insert(b.tid, th);
+            self.cur = Some((b.tid, th));
             return;
         };
-        let (mut ins, mut cyc, mut mem) = (0u64, 0u64, 0u64);
-        // Fast path: instructions strictly inside the block of the previous instruction.
-        let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
-        for &a in b.instructions {
-            let c = self.cost.cost(b.module, a);
-            ins += 1;
-            cyc += c.cycles;
-            mem += c.mem_events;
-            self.profile.total_instructions += 1;
-            self.profile.total_cycles += c.cycles;
-            self.profile.total_mem_events += c.mem_events;
-            if !in_main || matches!(fr.path, PathState::None) {
-                continue;
-            }
-            let hit = match cur_range {
-                // Inside the current static block, after its first instruction: no
-                // transition, only the metrics of the path in progress grow.
-                Some((s, e, f, _)) if a.0 > s && a.0 < e && Some(f) == fr.func => {
-                    match &mut fr.path {
-                        PathState::Active { m, .. } => {
-                            m.instructions += 1;
-                            m.cycles += c.cycles;
-                            m.mem_events += c.mem_events;
+        let mut node = PathMetrics::default();
+        self.cost.block_costs(b, &mut self.costs);
+        let n = b.instructions.len();
+        if self.costs.len() != n {
+            // A model that did not time every instruction: the rest cost nothing.
+            self.costs.resize(n, InstrCost::default());
+        }
+        for c in &self.costs {
+            node.charge(c);
+        }
+        if in_main && !matches!(fr.path, PathState::None) {
+            // Runs of instructions strictly inside one static block (after its first
+            // instruction) cause no transition: the first instruction of a run goes through
+            // the path state machine, the rest only add their costs.
+            let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
+            let mut i = 0;
+            while i < n {
+                let a = b.instructions[i];
+                let (hit, inside) = match cur_range {
+                    Some((s, e, f, bb)) if a.0 > s && a.0 < e => (Some((f, bb)), true),
+                    _ => {
+                        let r = if i == 0 {
+                            first_in
+                        } else {
+                            self.cfgs.lookup(a)
+                        };
+                        cur_range = r.map(|(f, bb)| {
+                            let blk = self.cfgs.cfg(f).block(bb);
+                            (blk.start.0, blk.end.0, f, bb)
+                        });
+                        (r, false)
+                    }
+                };
+                let mut j = i + 1;
+                if let Some((s, e, _, _)) = cur_range {
+                    while j < n && b.instructions[j].0 > s && b.instructions[j].0 < e {
+                        j += 1;
+                    }
+                }
+                match hit {
+                    Some((f, bb)) if Some(f) == fr.func => {
+                        let c = self.costs[i];
+                        if inside {
+                            charge_run(&mut fr.path, std::slice::from_ref(&c));
+                        } else {
+                            self.step_path(&mut fr, f, bb, a, c);
                         }
-                        PathState::Lost { instr, .. } => *instr += 1,
-                        _ => {}
+                        charge_run(&mut fr.path, &self.costs[i + 1..j]);
                     }
-                    continue;
-                }
-                Some((s, e, f, bb)) if a.0 > s && a.0 < e => Some((f, bb)),
-                _ => {
-                    let r = self.cfgs.lookup(a);
-                    cur_range = r.map(|(f, bb)| {
-                        let blk = self.cfgs.cfg(f).block(bb);
-                        (blk.start.0, blk.end.0, f, bb)
-                    });
-                    r
-                }
-            };
-            match hit {
-                Some((f, bb)) if Some(f) == fr.func => self.step_path(&mut fr, f, bb, a, c),
-                _ => {
-                    if let Some(f) = fr.func {
-                        let s = &mut self.profile.functions[f.0 as usize];
-                        s.lost_instructions += 1;
+                    _ => {
+                        if let Some(f) = fr.func {
+                            let s = &mut self.profile.functions[f.0 as usize];
+                            s.lost_instructions += (j - i) as u64;
+                        }
                     }
                 }
+                i = j;
             }
         }
+        self.profile.total_instructions += node.instructions;
+        self.profile.total_cycles += node.cycles;
+        self.profile.total_l1_misses += node.l1_misses;
+        self.profile.total_llc_misses += node.llc_misses;
         if self.opts.cct {
             let n = self.cct.node_mut(fr.node);
-            n.instructions += ins;
-            n.cycles += cyc;
-            n.mem_events += mem;
+            n.instructions += node.instructions;
+            n.cycles += node.cycles;
+            n.l1_misses += node.l1_misses;
+            n.llc_misses += node.llc_misses;
         }
         th.stack.push(fr);
         let last = *b.instructions.last().expect("non-empty");
         th.pending = Some((b.end, self.loc(b.module, last)));
-        self.threads.insert(b.tid, th);
+        self.cur = Some((b.tid, th));
     }
 
     fn end(&mut self, outcome: &RunOutcome) {

@@ -98,6 +98,7 @@ fn run(
             module: Some(ModuleIdx(*module)),
             instructions: &v,
             end: *end,
+            mem: &[],
         }));
     }
     p.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
@@ -144,7 +145,8 @@ fn loop_paths_calls_and_contexts() {
         count,
         instructions,
         cycles: instructions,
-        mem_events: 0,
+        l1_misses: 0,
+        llc_misses: 0,
     };
     assert_eq!(get(p1), Some(pm(1, 6)));
     assert_eq!(get(p2), Some(pm(1, 4)));
@@ -345,4 +347,75 @@ fn gprof_problem_hand_computed() {
     assert!((ca.gprof - 32.5).abs() < 1e-9);
     let cb = g.contexts.iter().find(|c| c.exact == 30).expect("b->c");
     assert!((cb.gprof - 97.5).abs() < 1e-9);
+}
+
+/// `on_path` sees every path instance as it completes, with that instance's own metrics,
+/// in trace order (hand-derived from the trace of `loop_paths_calls_and_contexts`): g,
+/// f's P1 (6 instructions), g, P2 (4), P3 (3), then the second activation's P4 (5), then
+/// main (3) when it returns to code the trace never saw call it.
+#[test]
+fn on_path_reports_each_instance_in_order() {
+    let cfgs = program();
+    let f = cfgs.find("f").unwrap();
+    let g = cfgs.find("g").unwrap();
+    let main = cfgs.find("main").unwrap();
+    let nf = cfgs.numbering(f).unwrap();
+    let b = |v: &[u32]| v.iter().map(|&x| BlockId(x)).collect::<Vec<_>>();
+    let p1 = nf.path_id(&b(&[0, 1, 2]), false, Some(BlockId(1))).unwrap();
+    let p2 = nf.path_id(&b(&[1, 2]), true, Some(BlockId(1))).unwrap();
+    let p3 = nf.path_id(&b(&[1, 3]), true, None).unwrap();
+    let p4 = nf.path_id(&b(&[0, 1, 3]), false, None).unwrap();
+    let seen = std::cell::RefCell::new(Vec::new());
+    let mut p = Profiler::new(&cfgs, ProfilerOptions::default()).on_path(|tid, k, m| {
+        assert_eq!(m.count, 1);
+        seen.borrow_mut().push((tid, k, m.instructions));
+    });
+    let m = Module::new("/t/prog");
+    p.visit(&TraceEvent::Module {
+        idx: ModuleIdx(0),
+        module: &m,
+    });
+    let trace: Vec<(&[u64], TraceEnd)> = vec![
+        (&[0x3000], Call),
+        (&[0x1000, 0x1004, 0x1008, 0x100c, 0x1010], Call),
+        (&[0x2000, 0x2004], Return),
+        (&[0x1014], Other),
+        (&[0x1008, 0x100c], Other),
+        (&[0x1010], Call),
+        (&[0x2000, 0x2004], Return),
+        (&[0x1014], Other),
+        (&[0x1008, 0x100c], Other),
+        (&[0x1018], Return),
+        (&[0x3004], Call),
+        (&[0x1000, 0x1004, 0x1008], Other),
+        (&[0x100c], Other),
+        (&[0x1018], Return),
+        (&[0x3008], Return),
+        (&[0x3000], Other),
+    ];
+    for (ins, end) in trace {
+        let v: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
+        p.visit(&TraceEvent::Block(TraceBlock {
+            tid: 9,
+            module: Some(ModuleIdx(0)),
+            instructions: &v,
+            end,
+            mem: &[],
+        }));
+    }
+    let (prof, _) = p.finish();
+    let k = |func, id| PathKey { func, id };
+    assert_eq!(
+        seen.into_inner(),
+        vec![
+            (9, k(g, 0), 2),
+            (9, k(f, p1), 6),
+            (9, k(g, 0), 2),
+            (9, k(f, p2), 4),
+            (9, k(f, p3), 3),
+            (9, k(f, p4), 5),
+            (9, k(main, 0), 3),
+        ]
+    );
+    assert_eq!(prof.paths.values().map(|m| m.count).sum::<u64>(), 7);
 }

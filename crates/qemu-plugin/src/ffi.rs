@@ -24,6 +24,14 @@ pub const CB_NO_REGS: c_int = 0;
 /// `enum qemu_plugin_op`: `QEMU_PLUGIN_INLINE_ADD_U64`.
 pub const INLINE_ADD_U64: c_int = 0;
 
+/// `enum qemu_plugin_mem_rw`: `QEMU_PLUGIN_MEM_RW` (loads and stores).
+pub const MEM_RW: c_int = 3;
+/// `qemu_plugin_meminfo_t`: opaque access description (size, sign, endianness, store).
+pub type MemInfo = u32;
+
+/// `qemu_plugin_vcpu_mem_cb_t`.
+pub type VcpuMemCb =
+    extern "C" fn(vcpu_index: c_uint, info: MemInfo, vaddr: u64, udata: *mut c_void);
 /// `qemu_plugin_vcpu_tb_trans_cb_t`.
 pub type TbTransCb = extern "C" fn(id: PluginId, tb: *mut Tb);
 /// `qemu_plugin_vcpu_udata_cb_t`.
@@ -61,6 +69,16 @@ extern "C" {
         ptr: *mut c_void,
         imm: u64,
     );
+    pub fn qemu_plugin_register_vcpu_mem_cb(
+        insn: *mut Insn,
+        cb: VcpuMemCb,
+        flags: c_int,
+        rw: c_int,
+        udata: *mut c_void,
+    );
+    pub fn qemu_plugin_mem_size_shift(info: MemInfo) -> c_uint;
+    pub fn qemu_plugin_mem_is_store(info: MemInfo) -> bool;
+    pub fn qemu_plugin_register_vcpu_init_cb(id: PluginId, cb: VcpuSimpleCb);
     pub fn qemu_plugin_register_vcpu_exit_cb(id: PluginId, cb: VcpuSimpleCb);
     pub fn qemu_plugin_register_vcpu_syscall_cb(id: PluginId, cb: SyscallCb);
     pub fn qemu_plugin_register_atexit_cb(id: PluginId, cb: UdataCb, udata: *mut c_void);

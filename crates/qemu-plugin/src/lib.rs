@@ -19,6 +19,10 @@
 //!   offsets, end kind) when QEMU translates a block, then each vcpu appends executed block ids
 //!   to its own buffer, flushed as (tid, ids) chunks. Nothing keeps the trace: the buffers are
 //!   16 Ki entries and the stream goes to a pipe the analyzer reads while the guest runs.
+//!   With `mem=on` every instruction also gets a memory callback
+//!   (`qemu_plugin_register_vcpu_mem_cb`, loads and stores), which appends each executed
+//!   access (guest virtual address, size, load/store, instruction index) to the same per-vcpu
+//!   buffer after its block's id, so the stream keeps execution order per thread.
 //! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
@@ -37,6 +41,7 @@
 pub mod classify;
 mod ffi;
 pub mod maps;
+mod vcpu;
 pub mod wire;
 
 use maps::Mapping;
@@ -47,8 +52,10 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::os::fd::FromRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8};
+use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Mutex, MutexGuard};
+use vcpu::{bump, Entry, Slot, NO_BLOCK, WAYS};
 use wire::Put;
 
 /// The plugin API version this plugin was written against (QEMU checks it at load).
@@ -58,11 +65,13 @@ pub static qemu_plugin_version: c_int = 1;
 
 const MODE_COUNT: u8 = 0;
 const MODE_TRACE: u8 = 1;
-const NO_BLOCK: u32 = u32::MAX;
-/// Vcpu slots; a vcpu index beyond this shares a slot (still race-free, edges then mix).
-const NSLOTS: usize = 1024;
 /// Trace buffer entries per vcpu before a flush.
 const TRACE_CHUNK: usize = 16 * 1024;
+/// With memory tracing, a flush happens at the next block start after `TRACE_CHUNK` words;
+/// this bounds a buffer whose block makes very many accesses.
+const TRACE_MEM_CAP: usize = 4 * TRACE_CHUNK;
+/// Words of a per-vcpu trace buffer (a flush happens before it fills).
+const TRACE_BUF_WORDS: usize = TRACE_MEM_CAP + 64;
 /// Counters per allocation chunk (chunks never move, so inline pointers stay valid).
 const COUNTER_CHUNK: usize = 4096;
 /// Output buffer size before a write.
@@ -70,9 +79,16 @@ const OUT_FLUSH: usize = 256 * 1024;
 
 static MODE: AtomicU8 = AtomicU8::new(MODE_COUNT);
 static EDGES: AtomicBool = AtomicBool::new(true);
+static MEM: AtomicBool = AtomicBool::new(false);
 static IN_CHILD: AtomicBool = AtomicBool::new(false);
 static MAPS_DIRTY: AtomicBool = AtomicBool::new(true);
+/// One more than the highest vcpu index that ran a block.
 static VCPUS_SEEN: AtomicU32 = AtomicU32::new(0);
+/// Guest threads started (vcpu init hook; the main thread included).
+static THREADS: AtomicU32 = AtomicU32::new(0);
+/// The last `u64` of the shared counter file: a copy of `THREADS` that survives a fatal
+/// signal (null without `shm=`).
+static THREADS_SHARED: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Multiplicative hasher for the small integer keys of the edge maps.
 #[derive(Default)]
@@ -90,7 +106,7 @@ impl Hasher for Mix {
         self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
-type EdgeMap = HashMap<u64, u64, BuildHasherDefault<Mix>>;
+pub(crate) type EdgeMap = HashMap<u64, u64, BuildHasherDefault<Mix>>;
 
 struct Global {
     /// Inline counters shared with the analyzer (`shm=fd:N`): they survive a fatal signal.
@@ -112,31 +128,6 @@ struct Global {
 unsafe impl Send for Global {}
 
 static GLOBAL: Mutex<Option<Global>> = Mutex::new(None);
-
-struct Vcpu {
-    tid: u32,
-    prev: u32,
-    counts: Vec<u64>,
-    /// Per previous block: (last successor, executions not yet moved to `edges`).
-    succ: Vec<(u32, u64)>,
-    edges: Option<EdgeMap>,
-    trace: Vec<u32>,
-}
-
-impl Vcpu {
-    const fn new() -> Vcpu {
-        Vcpu {
-            tid: 0,
-            prev: NO_BLOCK,
-            counts: Vec::new(),
-            succ: Vec::new(),
-            edges: None,
-            trace: Vec::new(),
-        }
-    }
-}
-
-static VCPUS: [Mutex<Vcpu>; NSLOTS] = [const { Mutex::new(Vcpu::new()) }; NSLOTS];
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -268,21 +259,30 @@ impl Global {
     }
 }
 
-fn flush_trace(s: &mut Vcpu) {
-    if s.trace.is_empty() {
-        return;
+/// Writes the trace words of `s` not yet written as one TRACE (or TRACEMEM) record. The
+/// owner (the vcpu's own thread) empties the buffer; another thread (a snapshot while the
+/// vcpu runs) only marks the words written.
+fn flush_trace(s: &Slot, owner: bool) {
+    let Some(t) = s.trace_if_any() else { return };
+    let _g = lock(&s.shared);
+    let (from, to) = t.unsent();
+    if to > from {
+        if let Some(g) = lock(&GLOBAL).as_mut() {
+            g.buf.reserve(9 + 4 * (to - from));
+            g.buf.u8(if MEM.load(Relaxed) {
+                wire::TAG_TRACE_MEM
+            } else {
+                wire::TAG_TRACE
+            });
+            g.buf.u32(s.tid.load(Relaxed));
+            g.buf.u32((to - from) as u32);
+            t.append_le(from, to, &mut g.buf);
+            if g.buf.len() >= OUT_FLUSH {
+                g.flush();
+            }
+        }
     }
-    let mut rec = Vec::with_capacity(9 + 4 * s.trace.len());
-    rec.u8(wire::TAG_TRACE);
-    rec.u32(s.tid);
-    rec.u32(s.trace.len() as u32);
-    for &id in &s.trace {
-        rec.u32(id);
-    }
-    s.trace.clear();
-    if let Some(g) = lock(&GLOBAL).as_mut() {
-        g.put(&rec);
-    }
+    t.mark_sent(owner, to);
 }
 
 fn add_edge(map: &mut Option<EdgeMap>, from: u32, to: u32, n: u64) {
@@ -291,77 +291,157 @@ fn add_edge(map: &mut Option<EdgeMap>, from: u32, to: u32, n: u64) {
         .or_insert(0) += n;
 }
 
-extern "C" fn on_block(vcpu: c_uint, udata: *mut c_void) {
+/// First block of a guest thread on this vcpu (`prev` is [`NO_BLOCK`] until then, and again
+/// after `on_vcpu_exit`).
+#[cold]
+fn thread_start(s: &Slot, vcpu: c_uint) {
+    if vcpu >= VCPUS_SEEN.load(Relaxed) {
+        VCPUS_SEEN.fetch_max(vcpu + 1, Relaxed);
+    }
+    // SAFETY: gettid has no preconditions.
+    s.tid.store(unsafe { libc::gettid() } as u32, Relaxed);
+}
+
+/// Block `prev` was followed by `id`, which none of its cache ways holds: take the way with
+/// the fewest pending executions (a free one if any). A way still holding counts moves them
+/// to the edge map first, under the lock, so a concurrent snapshot sees them in one place
+/// or the other, never both or neither.
+#[cold]
+#[inline(never)]
+fn successor_missed(s: &Slot, prev: u32, p: &Entry, id: u32) {
+    let (k, pending) = (0..WAYS)
+        .map(|k| (k, p.pending[k].load(Relaxed)))
+        .min_by_key(|&(_, n)| n)
+        .unwrap_or((0, 0));
+    if pending == 0 {
+        p.succ[k].store(id, Relaxed);
+        p.pending[k].store(1, Release);
+        return;
+    }
+    let mut g = lock(&s.shared);
+    add_edge(&mut g.edges, prev, p.succ[k].load(Relaxed), pending);
+    p.succ[k].store(id, Relaxed);
+    p.pending[k].store(1, Release);
+}
+
+/// Count mode with edges: one call per executed block, on the vcpu's own thread. No lock on
+/// the common path (see [`vcpu`]): the block's count and the previous block's cached
+/// successor are updated with plain loads and stores.
+extern "C" fn on_block_count(vcpu: c_uint, udata: *mut c_void) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
     let id = udata as usize as u32;
-    if vcpu >= VCPUS_SEEN.load(Relaxed) {
-        VCPUS_SEEN.fetch_max(vcpu + 1, Relaxed);
+    let s = vcpu::slot(vcpu);
+    let prev = s.prev.load(Relaxed);
+    s.prev.store(id, Relaxed);
+    if prev == NO_BLOCK {
+        thread_start(s, vcpu);
     }
-    let mut s = lock(&VCPUS[vcpu as usize % NSLOTS]);
-    if s.tid == 0 {
-        // First block of a guest thread on this vcpu slot (on_vcpu_exit clears `tid`).
-        // SAFETY: gettid has no preconditions.
-        s.tid = unsafe { libc::gettid() } as u32;
-        s.prev = NO_BLOCK;
+    if let Some(e) = s.entry(id) {
+        bump(&e.count);
     }
-    if MODE.load(Relaxed) == MODE_TRACE {
-        s.trace.push(id);
-        if s.trace.len() >= TRACE_CHUNK {
-            flush_trace(&mut s);
-        }
-        return;
-    }
-    let i = id as usize;
-    if s.counts.len() <= i {
-        let n = (i + 1).next_power_of_two();
-        s.counts.resize(n, 0);
-    }
-    s.counts[i] += 1;
-    let prev = s.prev;
-    s.prev = id;
     if prev == NO_BLOCK {
         return;
     }
-    let p = prev as usize;
-    if s.succ.len() <= p {
-        let n = (p + 1).next_power_of_two();
-        s.succ.resize(n, (NO_BLOCK, 0));
-    }
-    let (last, pending) = s.succ[p];
-    if last == id {
-        s.succ[p].1 += 1;
-    } else {
-        if pending > 0 {
-            add_edge(&mut s.edges, prev, last, pending);
+    let Some(p) = s.entry(prev) else { return };
+    for k in 0..WAYS {
+        if p.succ[k].load(Relaxed) == id {
+            bump(&p.pending[k]);
+            return;
         }
-        s.succ[p] = (id, 1);
+    }
+    successor_missed(s, prev, p, id);
+}
+
+/// Trace mode: appends the block id to the vcpu's buffer.
+extern "C" fn on_block_trace(vcpu: c_uint, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let id = udata as usize as u32;
+    let s = vcpu::slot(vcpu);
+    if s.prev.load(Relaxed) == NO_BLOCK {
+        thread_start(s, vcpu);
+    }
+    s.prev.store(id, Relaxed);
+    let t = s.trace(TRACE_BUF_WORDS);
+    if MEM.load(Relaxed) {
+        // Flush before the id, so a chunk normally holds whole blocks (id + accesses).
+        if t.len() >= TRACE_CHUNK {
+            flush_trace(s, true);
+        }
+        t.push(&[id]);
+        return;
+    }
+    if !t.push(&[id]) {
+        flush_trace(s, true);
+        t.push(&[id]);
+    }
+    if t.len() >= TRACE_CHUNK {
+        flush_trace(s, true);
+    }
+}
+
+/// A data access of instruction `udata` (its index in the block) of the current block.
+extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    // SAFETY: plain accessors of the meminfo value QEMU passed to this callback.
+    let (shift, store) = unsafe {
+        (
+            ffi::qemu_plugin_mem_size_shift(info),
+            ffi::qemu_plugin_mem_is_store(info),
+        )
+    };
+    let s = vcpu::slot(vcpu);
+    let t = s.trace(TRACE_BUF_WORDS);
+    let w = [
+        wire::mem_word(udata as usize as u16, shift, store),
+        vaddr as u32,
+        (vaddr >> 32) as u32,
+    ];
+    if !t.push(&w) {
+        flush_trace(s, true);
+        t.push(&w);
+    }
+    if t.len() >= TRACE_MEM_CAP {
+        flush_trace(s, true);
     }
 }
 
 /// Writes a cumulative snapshot of all counts (and flushes every trace buffer first).
 fn snapshot(reason: u8) {
-    let seen = (VCPUS_SEEN.load(Relaxed) as usize).min(NSLOTS);
+    let seen = (VCPUS_SEEN.load(Relaxed) as usize).min(vcpu::MAX_VCPUS);
     let mut counts: Vec<u64> = Vec::new();
     let mut edges: EdgeMap = EdgeMap::default();
-    for slot in &VCPUS[..seen] {
-        let mut s = lock(slot);
-        flush_trace(&mut s);
-        if counts.len() < s.counts.len() {
-            counts.resize(s.counts.len(), 0);
-        }
-        for (a, b) in counts.iter_mut().zip(&s.counts) {
-            *a += b;
-        }
-        if let Some(m) = &s.edges {
+    for v in 0..seen {
+        let Some(s) = vcpu::existing(v) else { continue };
+        flush_trace(s, false);
+        // Under the lock the edge map and the successor caches are consistent; counts of a
+        // vcpu still running are read as they are at this moment.
+        let g = lock(&s.shared);
+        s.for_each_entry(|id, e| {
+            let c = e.count.load(Relaxed);
+            if c > 0 {
+                let i = id as usize;
+                if counts.len() <= i {
+                    counts.resize(i + 1, 0);
+                }
+                counts[i] += c;
+            }
+            for k in 0..WAYS {
+                let n = e.pending[k].load(Acquire);
+                if n > 0 {
+                    let to = e.succ[k].load(Relaxed);
+                    *edges.entry(((id as u64) << 32) | to as u64).or_insert(0) += n;
+                }
+            }
+        });
+        if let Some(m) = &g.edges {
             for (k, v) in m {
                 *edges.entry(*k).or_insert(0) += v;
-            }
-        }
-        for (from, &(to, n)) in s.succ.iter().enumerate() {
-            if n > 0 {
-                *edges.entry(((from as u64) << 32) | to as u64).or_insert(0) += n;
             }
         }
     }
@@ -373,6 +453,7 @@ fn snapshot(reason: u8) {
     rec.u8(wire::TAG_SNAPSHOT);
     rec.u8(reason);
     rec.u32(seen as u32);
+    rec.u32(THREADS.load(Relaxed));
     rec.u32(inline.len() as u32);
     for c in &inline {
         rec.u64(*c);
@@ -400,8 +481,10 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
+    let mem = MODE.load(Relaxed) == MODE_TRACE && MEM.load(Relaxed);
     // SAFETY: `tb` is valid for the duration of this callback (QEMU's contract); the data
-    // pointer of each instruction is valid for `size` bytes.
+    // pointer of each instruction is valid for `size` bytes; registering a memory callback
+    // on one of its instructions is allowed during translation.
     let (vaddr, insns, bytes, end) = unsafe {
         let n = ffi::qemu_plugin_tb_n_insns(tb);
         if n == 0 {
@@ -412,6 +495,16 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
         let mut last: &[u8] = &[];
         for i in 0..n {
             let insn = ffi::qemu_plugin_tb_get_insn(tb, i);
+            if mem {
+                // Called after each load or store of this instruction, in execution order.
+                ffi::qemu_plugin_register_vcpu_mem_cb(
+                    insn,
+                    on_mem,
+                    ffi::CB_NO_REGS,
+                    ffi::MEM_RW,
+                    i as *mut c_void,
+                );
+            }
             let size = ffi::qemu_plugin_insn_size(insn);
             let data = ffi::qemu_plugin_insn_data(insn) as *const u8;
             let d: &[u8] = if data.is_null() {
@@ -457,9 +550,14 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
             1,
         );
         if MODE.load(Relaxed) == MODE_TRACE || EDGES.load(Relaxed) {
+            let cb: ffi::VcpuUdataCb = if MODE.load(Relaxed) == MODE_TRACE {
+                on_block_trace
+            } else {
+                on_block_count
+            };
             ffi::qemu_plugin_register_vcpu_tb_exec_cb(
                 tb,
-                on_block,
+                cb,
                 ffi::CB_NO_REGS,
                 id as usize as *mut c_void,
             );
@@ -471,10 +569,26 @@ extern "C" fn on_vcpu_exit(_id: ffi::PluginId, vcpu: c_uint) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
-    let mut s = lock(&VCPUS[vcpu as usize % NSLOTS]);
-    flush_trace(&mut s);
-    s.prev = NO_BLOCK;
-    s.tid = 0;
+    let Some(s) = vcpu::existing(vcpu as usize % vcpu::MAX_VCPUS) else {
+        return;
+    };
+    flush_trace(s, true);
+    s.prev.store(NO_BLOCK, Relaxed);
+    s.tid.store(0, Relaxed);
+}
+
+extern "C" fn on_vcpu_init(_id: ffi::PluginId, _vcpu: c_uint) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    THREADS.fetch_add(1, Relaxed);
+    let p = THREADS_SHARED.load(Relaxed);
+    if !p.is_null() {
+        // SAFETY: `p` is the last u64 of the shared mapping: 8-aligned (the mapping is
+        // page-aligned), mapped for the life of the process and only accessed atomically
+        // here; the analyzer reads it after the process is gone.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(p) }.fetch_add(1, Relaxed);
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -561,6 +675,15 @@ struct Args {
     ctl: Option<String>,
     mode: u8,
     edges: bool,
+    mem: bool,
+}
+
+fn on_off(k: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{k}={v}: expected on or off")),
+    }
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -570,6 +693,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         ctl: None,
         mode: MODE_COUNT,
         edges: true,
+        mem: false,
     };
     for arg in args {
         let (k, v) = arg
@@ -586,16 +710,11 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                     _ => return Err(format!("mode={v}: expected count or trace")),
                 }
             }
-            "edges" => {
-                a.edges = match v {
-                    "on" | "true" | "yes" => true,
-                    "off" | "false" | "no" => false,
-                    _ => return Err(format!("edges={v}: expected on or off")),
-                }
-            }
+            "edges" => a.edges = on_off(k, v)?,
+            "mem" => a.mem = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges)"
+                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges, mem)"
                 ))
             }
         }
@@ -700,14 +819,24 @@ pub unsafe extern "C" fn qemu_plugin_install(
     };
     let (shared, shared_cap) = match a.shm.as_deref().map(map_shared) {
         None => (std::ptr::null_mut(), 0),
-        Some(Ok(x)) => x,
+        Some(Ok((p, cap))) => {
+            // Layout: inline counters, then one u64 for the thread count.
+            // SAFETY: `cap >= 1` u64s are mapped at `p` (map_shared refuses less).
+            THREADS_SHARED.store(unsafe { p.add(cap - 1) }, Relaxed);
+            (p, cap - 1)
+        }
         Some(Err(e)) => {
             eprintln!("proftrust-qemu-plugin: {e}");
             return -1;
         }
     };
+    if a.mem && a.mode != MODE_TRACE {
+        eprintln!("proftrust-qemu-plugin: mem=on needs mode=trace");
+        return -1;
+    }
     MODE.store(a.mode, Relaxed);
     EDGES.store(a.edges, Relaxed);
+    MEM.store(a.mem, Relaxed);
     let mut g = Global {
         shared,
         shared_cap,
@@ -726,8 +855,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
     head.u32(wire::VERSION);
     head.u8(a.mode);
     head.u8(a.edges as u8);
+    head.u8(a.mem as u8);
     head.u32(std::process::id());
     g.put(&head);
+    // Written at once: a stream without a header then means QEMU never installed us.
+    g.flush();
     *lock(&GLOBAL) = Some(g);
     if let Some(ctl) = a.ctl.as_deref() {
         match open_out(ctl) {
@@ -743,6 +875,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     unsafe {
         libc::pthread_atfork(None, None, Some(in_fork_child));
         ffi::qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+        ffi::qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
         ffi::qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
         ffi::qemu_plugin_register_vcpu_syscall_cb(id, on_syscall);
         ffi::qemu_plugin_register_atexit_cb(id, on_exit, std::ptr::null_mut());
@@ -760,6 +893,10 @@ mod tests {
         assert_eq!(a.out.as_deref(), Some("fd:5"));
         assert_eq!(a.mode, MODE_TRACE);
         assert!(!a.edges);
+        assert!(!a.mem);
+        assert!(parse_args(&["mem=on".into()]).unwrap().mem);
+        assert!(parse_args(&["mem=maybe".into()]).is_err());
+        assert_eq!(wire::mem_word(3, 2, true), 0xC002_0003);
         assert!(parse_args(&["mode=fast".into()]).is_err());
         assert!(parse_args(&["bogus".into()]).is_err());
         assert!(parse_args(&["x=1".into()]).is_err());

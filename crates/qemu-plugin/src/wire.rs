@@ -1,24 +1,32 @@
-//! The stream this plugin writes (version 1, little-endian). The analyzer in
+//! The stream this plugin writes (version 3, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
-//! header   "PTQP" u32:version u8:mode(0 count, 1 trace) u8:edges(0/1) u32:pid
+//! header   "PTQP" u32:version u8:mode(0 count, 1 trace) u8:edges(0/1) u8:mem(0/1) u32:pid
 //! MODULE   u8:1 u32:id u64:base u16:len path[len]          base = host address of file offset 0
 //! BLOCK    u8:2 u32:id u32:module(MAX none) u64:vaddr u8:end u16:n u64[n]
 //!               (file offsets of the n instructions, or guest addresses when module is MAX)
 //! TRACE    u8:3 u32:tid u32:n u32[n]                         block ids in execution order
-//! SNAPSHOT u8:4 u8:reason(0 exit, 1 exec, 2 kill, 3 stop) u32:vcpus
+//! SNAPSHOT u8:4 u8:reason(0 exit, 1 exec, 2 kill, 3 stop) u32:vcpus u32:threads
 //!               u32:n u64[n]                                  inline counter per block id
 //!               u32:m u64[m]                                  callback count per block id
 //!               u32:e (u32 from, u32 to, u64 count)[e]        block->block edges
 //! END      u8:5                                                after the exit snapshot
+//! TRACEMEM u8:6 u32:tid u32:n u32[n]                         (mem=on) words, see below
 //! ```
 //! Snapshots are cumulative; the last one wins.
+//!
+//! A TRACEMEM chunk replaces TRACE when memory tracing is on. Its words are, in execution
+//! order, a block id (bit 31 clear) or a data access of the current block: a word with bit
+//! 31 set, bit 30 = store, bits 16..20 = log2(size), bits 0..16 = index of the instruction in
+//! the block, followed by two words, the low and high halves of the guest virtual address.
+//! A block's accesses follow its id; a chunk may end between them (the next chunk of the
+//! same thread continues the block).
 
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 3;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.
@@ -29,6 +37,23 @@ pub const TAG_TRACE: u8 = 3;
 pub const TAG_SNAPSHOT: u8 = 4;
 /// Record tag: end of stream.
 pub const TAG_END: u8 = 5;
+/// Record tag: trace chunk with data accesses.
+pub const TAG_TRACE_MEM: u8 = 6;
+/// TRACEMEM word flag: a data access (else a block id).
+pub const MEM_FLAG: u32 = 1 << 31;
+/// TRACEMEM access word: the access is a store.
+pub const MEM_STORE: u32 = 1 << 30;
+/// TRACEMEM access word: shift of the log2(size) field.
+pub const MEM_SHIFT_POS: u32 = 16;
+
+/// The TRACEMEM word describing one access (followed by the address words).
+pub fn mem_word(insn: u16, size_shift: u32, store: bool) -> u32 {
+    MEM_FLAG
+        | if store { MEM_STORE } else { 0 }
+        | ((size_shift & 0x1f) << MEM_SHIFT_POS)
+        | insn as u32
+}
+
 /// Module id meaning "no module".
 pub const NO_MODULE: u32 = u32::MAX;
 

@@ -11,11 +11,15 @@
 //!   the per-instruction picture of the hottest function after seed 001 Fig. 1, metrics
 //!   against the sampling period for sweeps).
 //!
+//! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
+//!   histograms of `proftrust vpp`).
+//!
 //! Writers take `std::io::Write` or return `String`; the crate opens no files.
 #![warn(missing_docs)]
 
 mod html;
 mod model;
+mod plot;
 mod svg;
 mod text;
 
@@ -23,6 +27,7 @@ pub use html::{escape_html, render_html};
 pub use model::{
     AuditConfig, AuditReport, FunctionRow, InstructionPicture, InstructionRow, Metrics, SweepPoint,
 };
+pub use plot::{render_line_plot, LinePlot, Series};
 pub use text::{render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

@@ -55,6 +55,10 @@ pub struct AuditConfig {
     pub command: Vec<String>,
     /// Versions of the external tools involved (`perf`, `valgrind`, `qemu-x86_64`).
     pub tool_versions: BTreeMap<String, String>,
+    /// Exact share from which a function without samples takes part in the rank metrics
+    /// (Kendall tau-b, top-k overlap); sampled functions always do.
+    #[serde(default)]
+    pub rank_threshold: f64,
 }
 
 /// The accuracy metrics. `None` (JSON `null`) when a metric is undefined for this input,

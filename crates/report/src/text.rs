@@ -142,9 +142,10 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "truth:        {} instructions ({}) from {}",
-        m.instructions, c.truth_backend, c.truth_source
+        "truth:        {} instructions from {}",
+        m.instructions, c.truth_source
     );
+    let _ = writeln!(out, "backend:      {}", c.truth_backend);
     let _ = writeln!(out, "truth weight: {}", c.truth_weight);
     if let Some(f) = &c.truth_weight_formula {
         let _ = writeln!(out, "              {f}");

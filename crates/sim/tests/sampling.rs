@@ -13,6 +13,7 @@ fn run(p: Preset, reps: u64, seed: u64, threads: usize) -> PresetReport {
             reps,
             seed,
             threads,
+            ..Default::default()
         },
     )
     .expect("preset runs")
@@ -240,5 +241,128 @@ fn random_granularities_stay_unbiased() {
             "task {k}: sd {sd} model {}",
             model[k].sd
         );
+    }
+}
+
+/// The analytic model beside the simulation for any R: per run of R intervals, eq. 5's mean R
+/// and eq. 6's variance MOD(R,1)(1-MOD(R,1)), recomputed here, against the samples real runs
+/// of the generated timelines received.
+#[test]
+fn sweep_matches_the_per_run_model_for_any_r() {
+    let r_values = vec![0.07, 0.33, 0.5, 0.99, 1.0, 1.01, 1.75, 3.0, 6.4, 12.5];
+    let rep = run_preset(
+        Preset::Sweep,
+        &PresetOptions {
+            reps: 200,
+            seed: 31,
+            threads: 2,
+            r_values: r_values.clone(),
+            sweep_util: 0.4,
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.rows.len(), r_values.len());
+    for (r, want_r) in rep.rows.iter().zip(&r_values) {
+        assert!((r.r - want_r).abs() < 1e-12, "{r:?}");
+        assert_eq!(r.granularity, (want_r * 100.0).round());
+        let m = want_r - want_r.floor();
+        let (e, v) = (r.run_mean_sim.unwrap(), r.run_var_sim.unwrap());
+        assert!((e - want_r).abs() < 0.02, "R={want_r}: E/run {e}");
+        assert!((v - m * (1.0 - m)).abs() < 0.02, "R={want_r}: V/run {v}");
+        let tol = 4.0 * r.profiled_sd / (200f64).sqrt() + 1.0 / r.samples_mean + 1e-9;
+        assert!((r.profiled_mean - r.actual_mean).abs() <= tol, "{r:?}");
+    }
+    let bad = run_preset(
+        Preset::Sweep,
+        &PresetOptions {
+            r_values: vec![-1.0],
+            ..Default::default()
+        },
+    );
+    assert!(bad.unwrap_err().to_string().contains("R = -1"));
+}
+
+/// Oracle independent of the run representation: the timeline expanded into one task id per
+/// resource unit, sampled at t0 + i*T for every t0 (jitter-free) and at t0 + sum of jittered
+/// intervals (with jitter, drawing the same random numbers in the same order as the sampler:
+/// start, then one jitter per sample).
+#[test]
+fn sampler_equals_a_per_unit_simulation() {
+    use proftrust_sim::sampling::{
+        profile_once, IntervalJitter, Profile, RunIndex, SamplerOptions, StartTable,
+    };
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
+    let tl = Scenario::paper_mix(60_013).generate(&mut rng).unwrap();
+    let mut units: Vec<u32> = Vec::with_capacity(tl.len() as usize);
+    for (task, a, b) in tl.runs() {
+        units.extend(std::iter::repeat_n(task, (b - a) as usize));
+    }
+    assert_eq!(units.len(), 60_013);
+    let k = tl.task_names.len();
+    let table = StartTable::new(&tl, 100).unwrap();
+    for t0 in 0..100u64 {
+        let mut want = vec![0u64; k];
+        for u in (t0 as usize..units.len()).step_by(100) {
+            want[units[u] as usize] += 1;
+        }
+        assert_eq!(table.counts(t0), &want[..], "t0 {t0}");
+    }
+    let idx = RunIndex::new(&tl, 100);
+    let opts = SamplerOptions {
+        jitter: IntervalJitter::UniformUpTo(12),
+        ..Default::default()
+    };
+    let mut p = Profile::default();
+    for seed in 0..20 {
+        let mut a = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut b = a.clone();
+        profile_once(&tl, &idx, &opts, &mut a, &mut p);
+        let mut want = vec![0u64; k];
+        let mut t = b.gen_range(0..100u64) as usize;
+        while t < units.len() {
+            want[units[t] as usize] += 1;
+            t += 100 + b.gen_range(0..=12u64) as usize;
+        }
+        assert_eq!(p.counts, want, "seed {seed}");
+    }
+}
+
+/// What audit's error bars rest on: with a fixed period the mix undercovers (idle and task 1
+/// fall below 95%), seed 001's randomised period restores 95% coverage, and for unit noise
+/// (a non-base event) widening the half-width by sqrt(1 + sigma^2) restores it.
+#[test]
+fn randomised_period_and_noise_widening_restore_coverage() {
+    let rep = run(Preset::Coverage, 1000, 1, 2);
+    let jittered: Vec<&Row> = rep
+        .rows
+        .iter()
+        .filter(|r| r.setting == "mix, T+U(0,T/8)")
+        .collect();
+    assert_eq!(jittered.len(), 5);
+    for r in &jittered {
+        assert!(r.wilson_coverage >= 0.95, "{r:?}");
+    }
+    let fixed: Vec<&Row> = rep.rows.iter().filter(|r| r.table == "Table 4").collect();
+    assert!(fixed.iter().any(|r| r.wilson_coverage < 0.95), "{fixed:?}");
+    let noisy: Vec<&Row> = rep
+        .rows
+        .iter()
+        .filter(|r| r.setting == "mix N(0,1), T+U(0,T/8)")
+        .collect();
+    assert_eq!(noisy.len(), 5);
+    for r in &noisy {
+        assert!(r.widened_coverage >= 0.95, "{r:?}");
+        assert!(r.widened_coverage >= r.wilson_coverage);
+    }
+    assert!(noisy.iter().any(|r| r.wilson_coverage < 0.95));
+    for r in rep
+        .rows
+        .iter()
+        .filter(|r| r.table != "Table 5" && r.table != "Table 6")
+    {
+        if !r.setting.contains("N(0,") {
+            assert_eq!(r.widened_coverage, r.wilson_coverage, "{r:?}");
+        }
     }
 }

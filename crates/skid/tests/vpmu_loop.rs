@@ -90,6 +90,7 @@ fn blk(ins: &[Svma]) -> TraceBlock<'_> {
         module: Some(ModuleIdx(0)),
         instructions: ins,
         end: TraceEnd::Other,
+        mem: &[],
     }
 }
 

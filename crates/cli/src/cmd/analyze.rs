@@ -124,7 +124,13 @@ fn granularity(a: GranArgs) -> anyhow::Result<()> {
     };
     let module = analyze(&set, "module", module_of, &opts)
         .with_context(|| format!("cannot analyse {}", a.file.display()))?;
-    let function = analyze(&set, "function", |s| sym.function_name(s.ip), &opts)
+    // Code without a function symbol (the kernel without kallsyms, stripped libraries) is one
+    // key per module, `[module]`: per-address keys would cut its runs into one-sample pieces.
+    let function_of = |s: &proftrust_model::Sample| match sym.function(s.ip) {
+        Some(f) => f.name.clone(),
+        None => format!("[{}]", module_of(s)),
+    };
+    let function = analyze(&set, "function", function_of, &opts)
         .with_context(|| format!("cannot analyse {}", a.file.display()))?;
     if let Some(dir) = &a.svg_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

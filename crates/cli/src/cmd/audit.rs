@@ -49,8 +49,8 @@ pub struct AuditArgs {
     /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
     #[arg(long, default_value = "cpu-clock")]
     event: String,
-    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20.
-    /// Default: the recorder's default for the event.
+    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
+    /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
     #[arg(long, value_parser = parse_period)]
     period: Option<u64>,
     /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
@@ -78,6 +78,10 @@ pub struct AuditArgs {
     /// Functions shown in the table.
     #[arg(long, default_value_t = 15)]
     top: usize,
+    /// Exact share from which a function without samples enters Kendall tau-b and the top-k
+    /// overlaps (sampled functions always do); 0 ranks every executed function.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
+    rank_threshold: f64,
     /// Stop the program (each run) after this many seconds.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -141,6 +145,9 @@ enum WeightArg {
     /// Cycle estimate from callgrind's cache and branch simulation.
     CyclesEstimate,
 }
+
+/// Default period of clock events in `audit`: 100 003 ns (a prime, ~10 kHz).
+const AUDIT_CLOCK_PERIOD_NS: u64 = 100_003;
 
 /// `65536`, `64K`, `16M` (binary multiples, as seed 001 writes its periods).
 fn parse_period(s: &str) -> Result<u64, String> {
@@ -373,6 +380,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
     let mut opts = CompareOptions::default();
     opts.event = event_idx;
     opts.truth_weight = weight;
+    opts.rank_threshold = args.rank_threshold;
     let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
         .context("cannot compare the samples with the truth")?;
     if cmp.samples_elsewhere > 0 {
@@ -383,7 +391,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
         ));
     }
     if !cmp.static_blocks {
-        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes and edges)".into());
+        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
@@ -458,6 +466,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
             build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
             command,
             tool_versions,
+            rank_threshold: args.rank_threshold,
         },
         metrics: metrics_of(&cmp),
         functions: rows_of(&cmp),
@@ -725,8 +734,10 @@ fn record_once(
     let ev = proftrust_record::EventSpec::parse(&args.event)
         .with_context(|| format!("bad --event {:?}", args.event))?;
     let mut o = proftrust_record::RecordOptions::default();
+    // A clock event at the recorder's 1 kHz gives a 0.5 s program ~500 samples: Wilson
+    // intervals of several percent. The audit samples at ~10 kHz unless told otherwise.
+    o.period = period.or_else(|| ev.kind.is_time_based().then_some(AUDIT_CLOCK_PERIOD_NS));
     o.events = vec![ev];
-    o.period = period;
     o.randomize = randomize;
     o.seed = Some(args.seed);
     o.timeout = args.timeout.map(std::time::Duration::from_secs_f64);
@@ -789,16 +800,31 @@ fn count_exact(
         },
     );
     let mut e = if use_qemu {
-        let o = proftrust_exact::QemuOptions {
+        // The audit needs instruction counts only: inline counters (no per-block callback)
+        // run at the speed of bare QEMU. They are exact for one guest thread; with several,
+        // API v1's non-atomic inline adds can lose increments, so count again with the
+        // per-vcpu callback counts.
+        let mut o = proftrust_exact::QemuOptions {
             timeout,
             show_output: false,
+            edges: false,
             ..Default::default()
         };
         versions.insert(
             "qemu-x86_64".into(),
             tool_version("qemu-x86_64", &["--version"]),
         );
-        proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
+        if proftrust_exact::counts_may_be_low(&e) {
+            o.edges = true;
+            let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
+            note = Some(format!(
+                "the program ran {threads} threads: counted again with per-thread counters (inline counters can lose increments across threads)"
+            ));
+            proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        } else {
+            e
+        }
     } else {
         let o = proftrust_exact::CallgrindOptions {
             timeout,

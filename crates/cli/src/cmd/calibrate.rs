@@ -102,6 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             module: Some(ModuleIdx(0)),
             instructions: &addrs,
             end: TraceEnd::Other,
+            mem: &[],
         });
     }
     v.end(&RunOutcome::Exited { code: 0 });

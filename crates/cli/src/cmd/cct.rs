@@ -8,18 +8,20 @@
 //! `epsilon_sampled` when samples were given; plus `avg_degree`, `call_sites`, `backedges`,
 //! `gprof_epsilon`, `contexts` and `sampled`.
 
-use crate::cmd::paths::{load_program, qemu_options};
+use crate::cmd::paths::{load_program, qemu_options, timing_model, TimingArg};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
 use proftrust_exact::trace_qemu;
 use proftrust_formats::Format;
-use proftrust_model::{ModuleTable, RunOutcome, SampleSet};
+use proftrust_model::{Location, ModuleIdx, ModuleTable, RunOutcome, SampleSet, Svma};
 use proftrust_paths::{
-    compare_cct, gprof_comparison, sampled_cct, FunctionMap, Profiler, ProfilerOptions,
-    SampledComparison,
+    compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, Profiler,
+    ProfilerOptions, SampledComparison,
 };
 use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,14 +30,29 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Write the exact CCT as collapsed stacks (flame-graph folded format, exclusive
-    /// instructions) to FILE.
+    /// `--folded-metric`) to FILE.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
+    /// Weight of the folded stacks: instructions, or cycles / l1-misses / llc-misses of the
+    /// timing model.
+    #[arg(long, value_enum, default_value_t = FoldedMetric::Instructions)]
+    folded_metric: FoldedMetric,
+    /// Timing model of the metrics per context (seed 003 §4): `cache-sim` (default) adds
+    /// cycles and L1D / LLC misses from a cache simulation over the traced data addresses,
+    /// `class` cycles by instruction class, `flat` one cycle per instruction (fastest).
+    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
+    cpi_model: TimingArg,
+    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
+    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
+    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
+    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// A call-chain sample file of the same program (proftrust `record -g`, or perf.data
-    /// from `perf record -g`) to compare with the exact CCT.
+    /// A call-chain sample file of the same program (proftrust `record -g`, perf.data from
+    /// `perf record -g`, or `perf script` text of one) to compare with the exact CCT.
     #[arg(long, value_name = "FILE")]
     samples: Option<PathBuf>,
     /// Write the sampled contexts as collapsed stacks (samples) to FILE (needs --samples).
@@ -59,6 +76,19 @@ pub struct Args {
     program: Vec<String>,
 }
 
+/// Weight of the folded export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FoldedMetric {
+    /// Exclusive instructions.
+    Instructions,
+    /// Exclusive modelled cycles.
+    Cycles,
+    /// Exclusive modelled L1D misses.
+    L1Misses,
+    /// Exclusive modelled last-level cache misses.
+    LlcMisses,
+}
+
 #[derive(Serialize)]
 struct JsonContext {
     stack: Vec<String>,
@@ -76,6 +106,9 @@ struct JsonRecord {
     depth: u32,
     calls: u64,
     instructions: u64,
+    cycles: u64,
+    l1_misses: u64,
+    llc_misses: u64,
 }
 
 #[derive(Serialize)]
@@ -89,7 +122,11 @@ struct JsonBackedge {
 struct JsonReport {
     program: Vec<String>,
     outcome: Option<RunOutcome>,
+    cycle_model: String,
     total_instructions: u64,
+    total_cycles: u64,
+    total_l1_misses: u64,
+    total_llc_misses: u64,
     nodes: usize,
     avg_degree: f64,
     height: u32,
@@ -110,6 +147,13 @@ struct JsonReport {
     epsilon_sampled: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sampled: Option<SampledComparison>,
+    /// Samples whose missing caller (no frame at the sampled address) was restored from the
+    /// direct call at their first return address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampled_frames_repaired: Option<u64>,
+    /// Samples whose missing caller could not be restored (indirect call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sampled_frames_unrepaired: Option<u64>,
     warnings: Vec<String>,
 }
 
@@ -131,20 +175,165 @@ fn add_names(
     warnings.extend(sym.warnings());
 }
 
-/// Reads a sample file: proftrust's own or perf.data.
-pub(crate) fn read_sample_file(path: &Path) -> Result<SampleSet> {
+/// Function symbols of the objects a `perf script` text names, from their ELF files: the
+/// program's binaries given on the command line first (matched by file name), else the path
+/// the text names. Used to turn `sym+off` into module-relative addresses and to learn load
+/// biases (for branch-stack entries, which perf prints without a symbol).
+struct DiskSymbols<'a> {
+    extra: &'a [PathBuf],
+}
+
+impl proftrust_formats::SymbolSource for DiskSymbols<'_> {
+    fn symbols(&self, path: &str) -> Option<proftrust_formats::ObjectSymbols> {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let file = self
+            .extra
+            .iter()
+            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name))
+            .cloned()
+            .or_else(|| {
+                let p = PathBuf::from(path);
+                (path.starts_with('/') && p.is_file()).then_some(p)
+            })?;
+        let b = proftrust_binary::Binary::open(&file).ok()?;
+        let mut functions = Vec::new();
+        for f in b.functions() {
+            functions.push(proftrust_formats::FunctionSymbol {
+                name: f.raw_name.clone(),
+                start: f.start.0,
+                size: f.size,
+            });
+            if f.name != f.raw_name {
+                // perf script prints demangled names by default.
+                functions.push(proftrust_formats::FunctionSymbol {
+                    name: f.name.clone(),
+                    start: f.start.0,
+                    size: f.size,
+                });
+            }
+        }
+        Some(proftrust_formats::ObjectSymbols {
+            build_id: b.build_id().cloned(),
+            functions,
+        })
+    }
+}
+
+/// Executable sections of one binary: (address, bytes).
+type TextSections = Vec<(u64, Vec<u8>)>;
+
+/// The program's code as [`CodeOracle`] needs it: direct call targets and frame-pointer
+/// prologues, read from the binaries the symbolizer found for the sample set's modules.
+struct BinaryCode<'a> {
+    sym: &'a Symbolizer,
+    /// Executable sections per module, loaded on first use (`None`: no binary).
+    text: RefCell<HashMap<ModuleIdx, Option<TextSections>>>,
+}
+
+impl<'a> BinaryCode<'a> {
+    fn new(sym: &'a Symbolizer) -> Self {
+        BinaryCode {
+            sym,
+            text: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn load(&self, m: ModuleIdx) -> Option<TextSections> {
+        use object::{Object, ObjectSection, SectionKind};
+        let b = self.sym.binary(m)?;
+        let data = std::fs::read(b.path()).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        Some(
+            file.sections()
+                .filter(|s| s.kind() == SectionKind::Text)
+                .filter_map(|s| Some((s.address(), s.data().ok()?.to_vec())))
+                .collect(),
+        )
+    }
+
+    /// `len` bytes at `svma` in module `m` (within one section).
+    fn bytes(&self, m: ModuleIdx, svma: u64, len: usize) -> Option<Vec<u8>> {
+        let mut cache = self.text.borrow_mut();
+        let secs = cache.entry(m).or_insert_with(|| self.load(m)).as_ref()?;
+        secs.iter().find_map(|(a, d)| {
+            let off = usize::try_from(svma.checked_sub(*a)?).ok()?;
+            d.get(off..off.checked_add(len)?).map(<[u8]>::to_vec)
+        })
+    }
+}
+
+impl CodeOracle for BinaryCode<'_> {
+    /// `call rel32` is `E8` and four bytes of displacement, ending at the return address
+    /// (a `bnd`/`notrack` prefix comes before the `E8`).
+    fn direct_call_target(&self, _: &ModuleTable, ret: Location) -> Option<Location> {
+        let m = ret.module?;
+        let b = self.bytes(m, ret.svma.0.checked_sub(5)?, 5)?;
+        if b[0] != 0xe8 {
+            return None;
+        }
+        let rel = i32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+        Some(Location {
+            module: Some(m),
+            svma: Svma(ret.svma.0.wrapping_add_signed(i64::from(rel))),
+        })
+    }
+
+    /// A frame is established between the end of `[endbr64] push %rbp; mov %rsp,%rbp` at the
+    /// function's entry and its `ret`; a function without that prologue (a leaf GCC left
+    /// frameless, code built with -fomit-frame-pointer) never has one.
+    fn frame_established(&self, _: &ModuleTable, at: Location) -> Option<bool> {
+        let m = at.module?;
+        let f = self.sym.binary(m)?.function_at(at.svma)?;
+        let entry = f.start.0;
+        let head = self.bytes(m, entry, 8)?;
+        let k = if head.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
+            4
+        } else {
+            0
+        };
+        if head[k..].starts_with(&[0x55, 0x48, 0x89, 0xe5]) {
+            let body = at.svma.0 >= entry + k as u64 + 4;
+            let ret = self.bytes(m, at.svma.0, 1)? == [0xc3];
+            Some(body && !ret)
+        } else {
+            Some(false)
+        }
+    }
+}
+
+/// Reads a sample file: proftrust's own, perf.data, or `perf script` text (e.g. `perf script
+/// -F comm,tid,time,event,ip,sym,symoff,dso,brstack` for LBR stacks, or `perf script -g` for
+/// call chains). `binaries` are the program's files, used to resolve `sym+off` of a text.
+pub(crate) fn read_sample_file(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
     let bytes =
         std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
     let s = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)?,
+        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        Some(Format::PerfScript) => {
+            let text = std::str::from_utf8(&bytes)
+                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
+            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
+            let (s, notes) = proftrust_formats::read_perf_script(
+                text,
+                &DiskSymbols { extra: binaries },
+                &segs,
+            )
+            .with_context(|| format!("cannot read {}", path.display()))?;
+            for w in notes.warnings {
+                util::note(format!("{}: {w}", path.display()));
+            }
+            s
+        }
         Some(other) => bail!(
-            "{} is a {} file, not samples (expected a proftrust sample file or perf.data)",
+            "{} is a {} file, not samples (expected a proftrust sample file, perf.data or `perf script` output)",
             path.display(),
             other.name()
         ),
         None => bail!(
-            "{}: unknown sample format (expected a proftrust sample file or perf.data)",
+            "{}: unknown sample format (expected a proftrust sample file, perf.data or `perf script` output)",
             path.display()
         ),
     };
@@ -152,8 +341,8 @@ pub(crate) fn read_sample_file(path: &Path) -> Result<SampleSet> {
 }
 
 /// Reads a sample file that must hold call chains.
-fn read_samples(path: &Path) -> Result<SampleSet> {
-    let s = read_sample_file(path)?;
+fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
+    let s = read_sample_file(path, binaries)?;
     if !s.samples.iter().any(|x| !x.callchain.is_empty()) {
         bail!(
             "{}: no sample has a call chain; record with call graphs (`proftrust record -g` or `perf record -g`)",
@@ -167,18 +356,26 @@ fn read_samples(path: &Path) -> Result<SampleSet> {
 pub fn run(a: Args) -> Result<()> {
     let p = load_program(&a.program[0])?;
     // Read the samples first: a bad file fails before the (slow) trace.
-    let samples = a.samples.as_deref().map(read_samples).transpose()?;
-    let opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    let samples = a
+        .samples
+        .as_deref()
+        .map(|f| read_samples(f, std::slice::from_ref(&p.path)))
+        .transpose()?;
+    let (timing, trace_memory, cycle_model) =
+        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
+    let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    opts.trace_memory = trace_memory;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
         .chain(a.program[1..].iter().map(OsString::from))
         .collect();
     let pb = util::progress(None, "tracing under QEMU");
-    let mut prof = Profiler::new(
+    let mut prof = Profiler::with_cost_model(
         &p.cfgs,
         ProfilerOptions {
             paths: false,
             cct: true,
         },
+        timing,
     );
     let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
     pb.finish_and_clear();
@@ -206,17 +403,40 @@ pub fn run(a: Args) -> Result<()> {
     let anchor = (!a.anchor.is_empty()).then_some(a.anchor.as_str());
     let sampled = match &samples {
         Some(s) => {
-            let sc = sampled_cct(s, &names, None);
+            let sym = Symbolizer::new(&s.modules, std::slice::from_ref(&p.path));
+            let sc = sampled_cct_with(s, &names, None, &BinaryCode::new(&sym));
+            if sc.repaired > 0 || sc.unrepaired > 0 {
+                util::note(format!(
+                    "{} sample(s) fell where their function had no frame (frameless leaf, prologue or epilogue): caller restored from the direct call at the first return address for {}, not restorable for {} (indirect call, or code without frame pointers)",
+                    sc.repaired + sc.unrepaired,
+                    sc.repaired,
+                    sc.unrepaired
+                ));
+            }
             if let Some(f) = &a.sampled_folded {
                 util::write_atomically(f, |w| Ok(sc.write_folded(w)?))?;
             }
             let exact = cct.context_instructions(&names, None);
-            Some(compare_cct(&sc, &exact, anchor).context("comparing sampled and exact contexts")?)
+            let c =
+                compare_cct(&sc, &exact, anchor).context("comparing sampled and exact contexts")?;
+            Some((c, sc.repaired, sc.unrepaired))
         }
         None => None,
     };
+    let (sampled, repaired) = match sampled {
+        Some((c, r, u)) => (Some(c), Some((r, u))),
+        None => (None, None),
+    };
     if let Some(f) = &a.folded {
-        util::write_atomically(f, |w| Ok(cct.write_folded(&names, w)?))?;
+        let metric = a.folded_metric;
+        util::write_atomically(f, |w| {
+            Ok(cct.write_folded_by(&names, w, |n| match metric {
+                FoldedMetric::Instructions => n.instructions,
+                FoldedMetric::Cycles => n.cycles,
+                FoldedMetric::L1Misses => n.l1_misses,
+                FoldedMetric::LlcMisses => n.llc_misses,
+            })?)
+        })?;
     }
     let contexts: Vec<JsonContext> = gprof
         .contexts
@@ -234,7 +454,11 @@ pub fn run(a: Args) -> Result<()> {
         let rep = JsonReport {
             program: a.program.clone(),
             outcome: Some(outcome),
+            cycle_model,
             total_instructions: total,
+            total_cycles: cct.nodes().iter().map(|n| n.cycles).sum(),
+            total_l1_misses: cct.nodes().iter().map(|n| n.l1_misses).sum(),
+            total_llc_misses: cct.nodes().iter().map(|n| n.llc_misses).sum(),
             nodes: stats.nodes,
             avg_degree: stats.avg_degree,
             height: stats.height,
@@ -263,6 +487,9 @@ pub fn run(a: Args) -> Result<()> {
                     depth: n.depth,
                     calls: n.calls,
                     instructions: n.instructions,
+                    cycles: n.cycles,
+                    l1_misses: n.l1_misses,
+                    llc_misses: n.llc_misses,
                 })
                 .collect(),
             recursion_backedges: cct
@@ -276,6 +503,8 @@ pub fn run(a: Args) -> Result<()> {
                 .collect(),
             epsilon_sampled: sampled.as_ref().map(|s| s.epsilon),
             sampled,
+            sampled_frames_repaired: repaired.map(|x| x.0),
+            sampled_frames_unrepaired: repaired.map(|x| x.1),
             warnings,
         };
         serde_json::to_writer_pretty(&mut w, &rep)?;
@@ -310,18 +539,23 @@ pub fn run(a: Args) -> Result<()> {
         "gprof's equal-cost-per-call assumption misplaces {:.2}% of the instructions across contexts",
         gprof.epsilon * 100.0
     )?;
+    writeln!(w, "timing: {cycle_model}")?;
+    let cyc = cct.context_metric(&names, None, |n| n.cycles);
+    let l1 = cct.context_metric(&names, None, |n| n.l1_misses);
     writeln!(
         w,
-        "\n{:>12} {:>7} {:>12}  context",
-        "instructions", "share", "gprof"
+        "\n{:>12} {:>7} {:>12} {:>12} {:>9}  context",
+        "instructions", "share", "gprof", "cycles", "L1D miss"
     )?;
     for c in contexts.iter().take(a.top) {
         writeln!(
             w,
-            "{:>12} {:>6.2}% {:>12.0}  {}",
+            "{:>12} {:>6.2}% {:>12.0} {:>12} {:>9}  {}",
             c.instructions,
             c.share * 100.0,
             c.gprof,
+            cyc.get(&c.stack).copied().unwrap_or(0),
+            l1.get(&c.stack).copied().unwrap_or(0),
             c.stack.join(";")
         )?;
     }
@@ -337,6 +571,16 @@ pub fn run(a: Args) -> Result<()> {
             s.spurious,
             s.within_ci
         )?;
+        if anchor.is_some() {
+            writeln!(
+                w,
+                "outside {}: {:.2}% of the samples, {:.2}% of the exact instructions (left out; shares are within {})",
+                a.anchor,
+                s.outside_anchor_sampled * 100.0,
+                s.outside_anchor_exact * 100.0,
+                a.anchor
+            )?;
+        }
         writeln!(
             w,
             "{:>8} {:>7} {:>17} {:>7}  context",

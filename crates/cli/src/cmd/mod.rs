@@ -11,3 +11,4 @@ pub mod record;
 pub mod simulate;
 pub mod truth;
 pub mod vpmu;
+pub mod vpp;

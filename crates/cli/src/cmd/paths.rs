@@ -3,23 +3,30 @@
 //!
 //! JSON contract (kept stable): top level `paths`, each with `function`, `id`, `blocks`
 //! (block start addresses, hex strings), `count`, `instructions`; plus `cycles`,
-//! `mem_events`, `source` (file:line per block), and top-level `functions` (per-function
-//! bookkeeping: NumPaths, degradation, lost instructions) and `total_instructions`.
+//! `l1_misses`, `llc_misses` (seed 003 §3, from the virtual PMU's timing model and cache
+//! simulation), `class` (seed 003 §6), `source` (file:line per block), `lbr_count` with
+//! `--lbr`, and top-level `functions` (per-function bookkeeping: NumPaths, degradation, lost
+//! instructions), `hot` (seed 003 Tables 2 and 3), `cache`, and the totals.
 
+use crate::cmd::vpmu::program_costs;
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Binary;
 use proftrust_exact::{trace_qemu, QemuOptions};
-use proftrust_model::{Module, RunOutcome, Svma};
+use proftrust_model::{Module, ModuleIdx, RunOutcome, Svma, TraceBlock};
 use proftrust_paths::{
-    compare_lbr, hot_paths_covering, lbr_paths, FuncIdx, HotMetric, LbrComparison, LbrPaths,
-    PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
+    classify_hot, compare_lbr, hot_paths_covering, lbr_paths, CostModel, FuncIdx, HotClass,
+    HotMetric, HotOptions, HotReport, InstrCost, LbrComparison, LbrPaths, PathKey, PathProfile,
+    Profiler, ProfilerOptions, ProgramCfgs,
+};
+use proftrust_sim::vpmu::{
+    CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
 };
 use serde::Serialize;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Arguments of `proftrust paths`.
@@ -43,14 +50,199 @@ pub struct Args {
     /// Stop the program after this many seconds (the trace up to then is kept).
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
-    /// A branch-stack sample file of the same program (`proftrust record -b`, or perf.data
-    /// from `perf record -b`): reconstruct paths from its LBR stacks and compare them with
-    /// the exact path profile.
+    /// A branch-stack sample file of the same program (`proftrust record -b`, `proftrust
+    /// vpmu --lbr`, perf.data from `perf record -b`, or `perf script -F
+    /// ip,sym,symoff,dso,brstack` text): reconstruct paths from its LBR stacks and compare
+    /// them with the exact path profile.
     #[arg(long, value_name = "FILE")]
     lbr: Option<PathBuf>,
+    /// Timing model of the hardware metrics per path (seed 003 §3): `cache-sim` (default)
+    /// traces data addresses and simulates an L1D and a last-level cache (the virtual PMU's
+    /// `InstrTimer`; cycles by instruction class plus each access's latency), `class` gives
+    /// cycles by instruction class without caches, `flat` one cycle per instruction (fastest;
+    /// no misses).
+    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
+    cpi_model: TimingArg,
+    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
+    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
+    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
+    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
+    /// Hot paths and procedures incur at least this share of the program's misses (seed 003
+    /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE")]
+    hot_share: f64,
+    /// Which misses rank hot paths: `l1` (the paper's data-cache misses) or `llc`.
+    #[arg(long, value_enum, default_value_t = MissArg::L1)]
+    misses: MissArg,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
+}
+
+/// Timing model of `paths` and `cct`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TimingArg {
+    /// One cycle per instruction, no cache.
+    Flat,
+    /// Cycles by instruction class (iced-x86 decoding of the program), no cache.
+    Class,
+    /// Class cycles without memory costs plus a simulated L1D and last-level cache over the
+    /// traced data addresses.
+    CacheSim,
+}
+
+/// Which misses rank hot paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MissArg {
+    /// L1 data-cache misses.
+    L1,
+    /// Last-level cache misses.
+    Llc,
+}
+
+/// The virtual PMU's per-instruction timing as the path profiler's [`CostModel`]: the static
+/// cycles of the class table (the program's instructions; 1 cycle elsewhere) plus, with a
+/// cache, the latency of each data access from [`InstrTimer`] (run with a zero static model,
+/// so it contributes the cache part only). Equal to `InstrTimer` with the class table, but
+/// the static cycles are looked up once per distinct trace block, not per executed
+/// instruction.
+pub(crate) struct TimerCost {
+    /// Cache simulation (static model all zero); `None` without a cache.
+    timer: Option<InstrTimer>,
+    /// Static cycles of the program's instructions by SVMA.
+    table: CostTable,
+    /// Cycles of an instruction the table does not name.
+    default_cycles: u32,
+    /// Per trace module index: whether it is the program (the table's module).
+    is_program: Vec<bool>,
+    /// Static cycles per trace block: (module, first SVMA, length) -> cycles.
+    blocks: HashMap<(u32, u64, usize), Box<[u32]>>,
+    buf: Vec<InstrTiming>,
+}
+
+impl CostModel for TimerCost {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        if let Some(t) = self.timer.as_mut() {
+            t.module(idx, module);
+        }
+        let i = idx.0 as usize;
+        if self.is_program.len() <= i {
+            self.is_program.resize(i + 1, false);
+        }
+        self.is_program[i] = module.file_name() == self.table.module_file_name;
+    }
+
+    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
+        out.clear();
+        let Some(&first) = b.instructions.first() else {
+            return;
+        };
+        let m = b.module.map_or(u32::MAX, |m| m.0);
+        let prog = b
+            .module
+            .and_then(|m| self.is_program.get(m.0 as usize).copied())
+            .unwrap_or(false);
+        let (table, default) = (&self.table, self.default_cycles);
+        let stat = self
+            .blocks
+            .entry((m, first.0, b.instructions.len()))
+            .or_insert_with(|| {
+                b.instructions
+                    .iter()
+                    .map(|a| match prog {
+                        true => table.costs.get(&a.0).map_or(default, |c| c.cycles),
+                        false => default,
+                    })
+                    .collect()
+            });
+        out.extend(stat.iter().map(|&c| InstrCost {
+            cycles: u64::from(c),
+            l1_misses: 0,
+            llc_misses: 0,
+        }));
+        if let Some(t) = self.timer.as_mut() {
+            t.time_block(b, &mut self.buf);
+            for (o, x) in out.iter_mut().zip(&self.buf) {
+                o.cycles += u64::from(x.cycles);
+                o.l1_misses = u64::from(x.l1_misses);
+                o.llc_misses = u64::from(x.llc_misses);
+            }
+        }
+    }
+}
+
+impl TimerCost {
+    /// Cache totals (`None` without a cache).
+    pub(crate) fn cache_stats(&self) -> Option<CacheStats> {
+        self.timer.as_ref().and_then(InstrTimer::cache_stats)
+    }
+}
+
+/// The timing model for `program`, whether the trace must carry data addresses, and a
+/// description for the output.
+pub(crate) fn timing_model(
+    program: &Path,
+    arg: TimingArg,
+    cache_config: Option<&str>,
+) -> Result<(TimerCost, bool, String)> {
+    if cache_config.is_some() && arg != TimingArg::CacheSim {
+        anyhow::bail!(
+            "--cache-config describes the simulated caches: it needs --cpi-model cache-sim"
+        );
+    }
+    let mut classes = ClassCycles::default();
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (table, cache, what) = match arg {
+        TimingArg::Flat => (
+            CostTable::new(name),
+            None,
+            "flat: 1 cycle per instruction, no cache".to_string(),
+        ),
+        TimingArg::Class => (
+            program_costs(program, &classes)?,
+            None,
+            "class: cycles by instruction class (loads 4, stores 1), no cache".to_string(),
+        ),
+        TimingArg::CacheSim => {
+            // The cache supplies every memory latency.
+            classes.load = 0;
+            classes.store = 0;
+            let c = match cache_config {
+                Some(spec) => crate::cmd::vpmu::parse_cache(spec)?,
+                None => CacheConfig::default(),
+            };
+            let what = format!(
+                "cache-sim: class cycles plus simulated caches (L1D {} KiB {}-way, LLC {} MiB {}-way, {}-byte lines; load latency {}/{}/{} cycles)",
+                c.l1_size / 1024,
+                c.l1_ways,
+                c.llc_size / (1024 * 1024),
+                c.llc_ways,
+                c.line_size,
+                c.l1_latency,
+                c.llc_latency,
+                c.memory_latency
+            );
+            (program_costs(program, &classes)?, Some(c), what)
+        }
+    };
+    let trace_memory = cache.is_some();
+    Ok((
+        TimerCost {
+            timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
+            table,
+            default_cycles: 1,
+            is_program: Vec::new(),
+            blocks: HashMap::new(),
+            buf: Vec::new(),
+        },
+        trace_memory,
+        what,
+    ))
 }
 
 /// The program's binary, its functions' CFGs (numbered), and warnings.
@@ -147,10 +339,19 @@ struct JsonPath {
     count: u64,
     instructions: u64,
     cycles: u64,
-    mem_events: u64,
+    l1_misses: u64,
+    llc_misses: u64,
+    /// Seed 003 §6 class by the chosen misses: `hot` paths incur at least `--hot-share` of
+    /// them, `dense` ones (hot, miss ratio >= the program's) or `sparse` (below); `cold`
+    /// otherwise; absent without misses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    class: Option<&'static str>,
     starts_after_backedge: bool,
     ends_with_backedge_to: Option<String>,
     source: Vec<String>,
+    /// With `--lbr`: occurrences of the path in the branch stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lbr_count: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -172,13 +373,142 @@ struct JsonReport {
     program: Vec<String>,
     binary: String,
     outcome: Option<RunOutcome>,
-    cycle_model: &'static str,
+    cycle_model: String,
     total_instructions: u64,
+    total_cycles: u64,
+    total_l1_misses: u64,
+    total_llc_misses: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache: Option<JsonCache>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hot: Option<JsonHot>,
     paths: Vec<JsonPath>,
     functions: Vec<JsonFunction>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lbr: Option<JsonLbr>,
     warnings: Vec<String>,
+}
+
+/// One row of seed 003's Table 2 (paths) or Table 3 (procedures).
+#[derive(Serialize)]
+struct JsonClassRow {
+    class: &'static str,
+    /// Paths (procedures) in the class.
+    num: usize,
+    /// Their share of the instructions on complete paths.
+    instruction_share: f64,
+    /// Their share of the misses on complete paths.
+    miss_share: f64,
+    /// Procedures only: distinct paths executed per procedure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paths_per_procedure: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonHotProcedure {
+    function: String,
+    class: &'static str,
+    paths_executed: usize,
+    instructions: u64,
+    misses: u64,
+    miss_ratio: f64,
+}
+
+/// Seed 003 §6: hot/cold, dense/sparse paths and procedures by miss ratio.
+#[derive(Serialize)]
+struct JsonHot {
+    misses: &'static str,
+    hot_share: f64,
+    /// Misses per instruction over all complete paths.
+    program_miss_ratio: f64,
+    paths: Vec<JsonClassRow>,
+    procedures: Vec<JsonClassRow>,
+    hot_procedures: Vec<JsonHotProcedure>,
+}
+
+#[derive(Serialize)]
+struct JsonCache {
+    accesses: u64,
+    loads: u64,
+    l1_misses: u64,
+    llc_misses: u64,
+}
+
+fn class_name(c: HotClass) -> &'static str {
+    match c {
+        HotClass::Cold => "cold",
+        HotClass::Dense => "dense",
+        HotClass::Sparse => "sparse",
+    }
+}
+
+/// Seed 003 Tables 2 and 3 from a classification.
+fn hot_tables(h: &HotReport, o: &HotOptions, cfgs: &ProgramCfgs, misses: &'static str) -> JsonHot {
+    let ins: u64 = h.paths.iter().map(|p| p.1.instructions).sum();
+    let mis: u64 = h.paths.iter().map(|p| o.metric.of(&p.1)).sum();
+    let share = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let groups: [(&'static str, &[HotClass]); 4] = [
+        ("hot", &[HotClass::Dense, HotClass::Sparse]),
+        ("cold", &[HotClass::Cold]),
+        ("dense", &[HotClass::Dense]),
+        ("sparse", &[HotClass::Sparse]),
+    ];
+    let paths = groups
+        .iter()
+        .map(|(name, cl)| {
+            let sel: Vec<_> = h.paths.iter().filter(|p| cl.contains(&p.2)).collect();
+            JsonClassRow {
+                class: name,
+                num: sel.len(),
+                instruction_share: share(sel.iter().map(|p| p.1.instructions).sum(), ins),
+                miss_share: share(sel.iter().map(|p| o.metric.of(&p.1)).sum(), mis),
+                paths_per_procedure: None,
+            }
+        })
+        .collect();
+    let procedures = groups
+        .iter()
+        .map(|(name, cl)| {
+            let sel: Vec<_> = h
+                .procedures
+                .iter()
+                .filter(|p| cl.contains(&p.class))
+                .collect();
+            let n = sel.len();
+            JsonClassRow {
+                class: name,
+                num: n,
+                instruction_share: share(sel.iter().map(|p| p.metrics.instructions).sum(), ins),
+                miss_share: share(sel.iter().map(|p| o.metric.of(&p.metrics)).sum(), mis),
+                paths_per_procedure: Some(if n == 0 {
+                    0.0
+                } else {
+                    sel.iter().map(|p| p.paths_executed).sum::<usize>() as f64 / n as f64
+                }),
+            }
+        })
+        .collect();
+    let hot_procedures = h
+        .procedures
+        .iter()
+        .filter(|p| p.class != HotClass::Cold)
+        .map(|p| JsonHotProcedure {
+            function: cfgs.cfg(p.func).function.clone(),
+            class: class_name(p.class),
+            paths_executed: p.paths_executed,
+            instructions: p.metrics.instructions,
+            misses: o.metric.of(&p.metrics),
+            miss_ratio: share(o.metric.of(&p.metrics), p.metrics.instructions),
+        })
+        .collect();
+    JsonHot {
+        misses,
+        hot_share: o.hot_share,
+        program_miss_ratio: h.program_ratio,
+        paths,
+        procedures,
+        hot_procedures,
+    }
 }
 
 #[derive(Serialize)]
@@ -211,6 +541,8 @@ fn path_rows(
     prof: &PathProfile,
     only: Option<FuncIdx>,
     limit: usize,
+    lbr: Option<&LbrPaths>,
+    classes: Option<&HashMap<PathKey, &'static str>>,
 ) -> Vec<JsonPath> {
     let mut rows: Vec<_> = prof
         .paths
@@ -247,12 +579,15 @@ fn path_rows(
                 count: m.count,
                 instructions: m.instructions,
                 cycles: m.cycles,
-                mem_events: m.mem_events,
+                l1_misses: m.l1_misses,
+                llc_misses: m.llc_misses,
+                class: classes.and_then(|c| c.get(k).copied()),
                 starts_after_backedge: r.starts_after_backedge,
                 ends_with_backedge_to: r
                     .ends_with_backedge_to
                     .map(|h| format!("{:#x}", cfg.block(h).start.0)),
                 source,
+                lbr_count: lbr.map(|l| l.paths.get(k).copied().unwrap_or(0)),
             })
         })
         .collect()
@@ -282,7 +617,7 @@ pub fn run(a: Args) -> Result<()> {
     // Read the LBR file first: a bad file fails before the (slow) trace.
     let lbr: Option<LbrPaths> = match &a.lbr {
         Some(f) => {
-            let set = crate::cmd::cct::read_sample_file(f)?;
+            let set = crate::cmd::cct::read_sample_file(f, std::slice::from_ref(&p.path))?;
             if !set.samples.iter().any(|s| !s.branches.is_empty()) {
                 bail!(
                     "{}: no sample has a branch stack; record with `proftrust record -b` or `perf record -b` (needs a PMU with LBR)",
@@ -293,21 +628,45 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => None,
     };
-    let opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    if !(a.hot_share > 0.0 && a.hot_share <= 1.0) {
+        bail!("--hot-share {}: must be in (0, 1]", a.hot_share);
+    }
+    let (timing, trace_memory, cycle_model) =
+        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
+    let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
+    opts.trace_memory = trace_memory;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
         .chain(a.program[1..].iter().map(OsString::from))
         .collect();
     let pb = util::progress(None, "tracing under QEMU");
-    let mut prof = Profiler::new(
+    let mut prof = Profiler::with_cost_model(
         &p.cfgs,
         ProfilerOptions {
             paths: true,
             cct: false,
         },
+        timing,
     );
     let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
     pb.finish_and_clear();
+    let cache = prof.cost_model().cache_stats();
     let (profile, _) = prof.finish();
+    let hot_opts = HotOptions {
+        hot_share: a.hot_share,
+        metric: match a.misses {
+            MissArg::L1 => HotMetric::L1Misses,
+            MissArg::Llc => HotMetric::LlcMisses,
+        },
+        ..Default::default()
+    };
+    // Seed 003 §6 needs misses; without a cache there are none and no classes.
+    let hot: Option<HotReport> = classify_hot(&profile, &hot_opts).ok();
+    let hot_classes: Option<HashMap<PathKey, &'static str>> = hot.as_ref().map(|h| {
+        h.paths
+            .iter()
+            .map(|(k, _, c)| (*k, class_name(*c)))
+            .collect()
+    });
     let mut warnings = p.warnings.clone();
     if profile.paths.is_empty() {
         warnings.push(format!(
@@ -315,7 +674,14 @@ pub fn run(a: Args) -> Result<()> {
             p.path.display()
         ));
     }
-    let rows = path_rows(&p, &profile, only, if a.json { usize::MAX } else { a.top });
+    let rows = path_rows(
+        &p,
+        &profile,
+        only,
+        if a.json { usize::MAX } else { a.top },
+        lbr.as_ref(),
+        hot_classes.as_ref(),
+    );
     let executed = profile
         .paths
         .keys()
@@ -362,6 +728,13 @@ pub fn run(a: Args) -> Result<()> {
             path_instructions: f.path_instructions,
         })
         .collect();
+    let misses_name = match a.misses {
+        MissArg::L1 => "L1D misses",
+        MissArg::Llc => "LLC misses",
+    };
+    let hot_json = hot
+        .as_ref()
+        .map(|h| hot_tables(h, &hot_opts, &p.cfgs, misses_name));
     let out = std::io::stdout();
     let mut w = out.lock();
     if a.json {
@@ -369,8 +742,18 @@ pub fn run(a: Args) -> Result<()> {
             program: a.program.clone(),
             binary: p.path.display().to_string(),
             outcome: Some(outcome),
-            cycle_model: "flat (1 cycle per instruction)",
+            cycle_model,
             total_instructions: profile.total_instructions,
+            total_cycles: profile.total_cycles,
+            total_l1_misses: profile.total_l1_misses,
+            total_llc_misses: profile.total_llc_misses,
+            cache: cache.map(|c| JsonCache {
+                accesses: c.accesses,
+                loads: c.loads,
+                l1_misses: c.l1_misses,
+                llc_misses: c.llc_misses,
+            }),
+            hot: hot_json,
             paths: rows,
             functions,
             lbr,
@@ -398,19 +781,39 @@ pub fn run(a: Args) -> Result<()> {
         cover.len(),
         a.cover * 100.0
     )?;
+    writeln!(w, "timing: {cycle_model}")?;
+    if let Some(c) = &cache {
+        writeln!(
+            w,
+            "cache simulation: {} data accesses ({} loads), {} L1D misses, {} LLC misses",
+            c.accesses, c.loads, c.l1_misses, c.llc_misses
+        )?;
+    }
     writeln!(
         w,
-        "\n{:>10} {:>12} {:>7}  {:<24} {:>6}  blocks (source)",
-        "count", "instructions", "share", "function", "id"
+        "\n{:>10} {:>12} {:>7} {:>12} {:>9} {:>8} {:>6}  {:<24} {:>6}  blocks (source)",
+        "count",
+        "instructions",
+        "share",
+        "cycles",
+        "L1D miss",
+        "LLC miss",
+        "class",
+        "function",
+        "id"
     )?;
     for r in &rows {
         let src: Vec<&str> = r.source.iter().map(String::as_str).collect();
         writeln!(
             w,
-            "{:>10} {:>12} {:>6.2}%  {:<24} {:>6}  {}{}{} ({})",
+            "{:>10} {:>12} {:>6.2}% {:>12} {:>9} {:>8} {:>6}  {:<24} {:>6}  {}{}{} ({})",
             r.count,
             r.instructions,
             100.0 * r.instructions as f64 / on_paths.max(1) as f64,
+            r.cycles,
+            r.l1_misses,
+            r.llc_misses,
+            r.class.unwrap_or("-"),
             r.function,
             r.id,
             if r.starts_after_backedge { "↺ " } else { "" },
@@ -422,6 +825,52 @@ pub fn run(a: Args) -> Result<()> {
             },
             src.join(" ")
         )?;
+    }
+    match &hot_json {
+        Some(h) => {
+            writeln!(
+                w,
+                "\nseed 003 §6 by {}: hot = at least {:.1}% of them; dense = hot with a miss ratio >= the program's ({:.3e} per instruction), sparse = below",
+                h.misses,
+                h.hot_share * 100.0,
+                h.program_miss_ratio
+            )?;
+            writeln!(
+                w,
+                "{:<8} {:>7} {:>8} {:>8}   {:>10} {:>10} {:>8}",
+                "", "paths", "inst", "misses", "procedures", "paths/proc", "misses"
+            )?;
+            for (pr, pc) in h.paths.iter().zip(&h.procedures) {
+                writeln!(
+                    w,
+                    "{:<8} {:>7} {:>7.1}% {:>7.1}%   {:>10} {:>10.1} {:>7.1}%",
+                    pr.class,
+                    pr.num,
+                    pr.instruction_share * 100.0,
+                    pr.miss_share * 100.0,
+                    pc.num,
+                    pc.paths_per_procedure.unwrap_or(0.0),
+                    pc.miss_share * 100.0
+                )?;
+            }
+            for hp in h.hot_procedures.iter().take(a.top) {
+                writeln!(
+                    w,
+                    "  {:<6} {:<30} {:>4} paths {:>12} instructions {:>10} misses ({:.4}/instruction)",
+                    hp.class,
+                    hp.function,
+                    hp.paths_executed,
+                    hp.instructions,
+                    hp.misses,
+                    hp.miss_ratio
+                )?;
+            }
+        }
+        None => writeln!(
+            w,
+            "\nno {} on complete paths: no hot/dense/sparse classification (seed 003 §6 needs `--cpi-model cache-sim`)",
+            misses_name
+        )?,
     }
     if let Some(l) = &lbr {
         match (&l.comparison, &l.error) {

@@ -41,6 +41,8 @@ enum PresetArg {
     All,
     /// Coverage of the 95% Wilson interval over every grid above.
     Coverage,
+    /// The analytic model (eqs. 1-9) beside the simulation for any R (`--r`, `--util`).
+    Sweep,
 }
 
 impl From<PresetArg> for Preset {
@@ -55,6 +57,7 @@ impl From<PresetArg> for Preset {
             PresetArg::Fragmentation => Preset::Fragmentation,
             PresetArg::All => Preset::All,
             PresetArg::Coverage => Preset::Coverage,
+            PresetArg::Sweep => Preset::Sweep,
         }
     }
 }
@@ -73,6 +76,14 @@ struct SamplingArgs {
     /// Worker threads (0 = all cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// `--preset sweep`: R = granularity / interval values, comma-separated (T = 100, so R
+    /// has a resolution of 0.01). Default: 0.1,0.25,0.3,0.5,0.75,0.9,1,1.25,1.5,2,2.8,3.3,
+    /// 4.5,5,7.7,10.
+    #[arg(long = "r", value_delimiter = ',', value_name = "R,...")]
+    r_values: Vec<f64>,
+    /// `--preset sweep`: utilisation of the task (the rest is idle time).
+    #[arg(long, default_value_t = 0.5)]
+    util: f64,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -98,11 +109,19 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     let seed = a.seed.unwrap_or_else(clock_seed);
     util::note(format_args!("seed {seed}"));
     let preset: Preset = a.preset.into();
-    let opts = PresetOptions {
+    if !matches!(a.preset, PresetArg::Sweep) && !a.r_values.is_empty() {
+        anyhow::bail!("--r sets the R values of --preset sweep; the other presets have the paper's fixed grids");
+    }
+    let mut opts = PresetOptions {
         reps: a.reps,
         seed,
         threads: a.threads,
+        sweep_util: a.util,
+        ..Default::default()
     };
+    if !a.r_values.is_empty() {
+        opts.r_values = a.r_values.clone();
+    }
     let pb = util::progress(None, &format!("simulating {}", preset.name()));
     let rep = run_preset(preset, &opts).context("simulation failed")?;
     pb.finish_and_clear();

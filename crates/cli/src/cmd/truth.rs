@@ -125,6 +125,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if util::verbosity() >= 2 {
         util::note(format_args!("{}: {}", p.backend, p.backend_detail));
     }
+    if proftrust_exact::counts_may_be_low(&p) {
+        util::note(format_args!(
+            "{} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (QEMU plugin API v1; without --no-edges, per-thread callback counts are exact)",
+            proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
+        ));
+    }
     match &p.outcome {
         Some(RunOutcome::Exited { code: 0 }) | None => {}
         Some(RunOutcome::Exited { code }) => {

@@ -5,7 +5,8 @@
 use crate::util;
 use anyhow::{bail, Context};
 use proftrust_sim::vpmu::{
-    class_costs, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents, VpmuOptions,
+    class_costs, CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents,
+    VpmuOptions,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -18,9 +19,14 @@ pub enum CpiModelArg {
     /// Cycles by instruction class (iced-x86 decoding of the program's code).
     Class,
     /// The class table plus heavy loads: dependent loads (address register produced by a
-    /// load: pointer chasing, indirect indexing) take `--heavy-load` cycles (the trace has no
-    /// data addresses, so this rule stands in for cache misses).
+    /// load: pointer chasing, indirect indexing) take `--heavy-load` cycles (a per-address
+    /// rule standing in for cache misses; see `cache-sim` for a simulation).
     Cache,
+    /// The class table without memory costs, plus a simulated L1D + last-level cache on the
+    /// program's real data accesses (traced by QEMU): each load costs the latency of the
+    /// level that holds its line (defaults: 32 KiB 8-way L1D 4 cycles, 8 MiB 16-way LLC 40
+    /// cycles, memory 200 cycles, 64-byte lines; stores 1 cycle). Slower to trace.
+    CacheSim,
 }
 
 /// Arguments of `proftrust vpmu`.
@@ -50,6 +56,12 @@ pub struct Args {
     /// CPI of the flat model (and of instructions outside the program's code).
     #[arg(long, default_value_t = 1)]
     cpi: u32,
+    /// Cache geometry and latencies under `--cpi-model cache-sim`, as comma-separated
+    /// `key=value`: `l1=SIZE:WAYS:LATENCY`, `llc=SIZE:WAYS:LATENCY`, `mem=CYCLES`,
+    /// `line=BYTES`, `store=CYCLES` (SIZE in bytes, or with a K/M suffix). Unnamed keys keep
+    /// their defaults: `l1=32K:8:4,llc=8M:16:40,mem=200,line=64,store=1`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
     /// Cycles of a heavy load under `--cpi-model cache`.
     #[arg(long, default_value_t = 200)]
     heavy_load: u32,
@@ -71,6 +83,54 @@ pub struct Args {
     /// Program and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
+}
+
+/// `--cache-config` (see its help) on top of the defaults.
+pub(crate) fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
+    let mut c = CacheConfig::default();
+    let size = |x: &str| -> anyhow::Result<u32> {
+        let (num, mul) = match x.char_indices().last() {
+            Some((i, 'K' | 'k')) => (&x[..i], 1024),
+            Some((i, 'M' | 'm')) => (&x[..i], 1024 * 1024),
+            _ => (x, 1),
+        };
+        num.parse::<u32>()
+            .ok()
+            .and_then(|n| n.checked_mul(mul))
+            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a size"))
+    };
+    let num = |x: &str| -> anyhow::Result<u32> {
+        x.parse::<u32>()
+            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a number"))
+    };
+    for part in spec.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("--cache-config {spec:?}: {part:?} is not key=value"))?;
+        match k {
+            "l1" | "llc" => {
+                let f: Vec<&str> = v.split(':').collect();
+                let [sz, ways, lat] = f[..] else {
+                    bail!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
+                };
+                let (sz, ways, lat) = (size(sz)?, num(ways)?, num(lat)?);
+                if k == "l1" {
+                    (c.l1_size, c.l1_ways, c.l1_latency) = (sz, ways, lat);
+                } else {
+                    (c.llc_size, c.llc_ways, c.llc_latency) = (sz, ways, lat);
+                }
+            }
+            "mem" => c.memory_latency = num(v)?,
+            "line" => c.line_size = num(v)?,
+            "store" => c.store_latency = num(v)?,
+            _ => bail!(
+                "--cache-config {spec:?}: unknown key {k:?} (known: l1, llc, mem, line, store)"
+            ),
+        }
+    }
+    c.check()
+        .with_context(|| format!("--cache-config {spec:?}"))?;
+    Ok(c)
 }
 
 fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
@@ -153,6 +213,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             CostTable::new(name)
         }
         CpiModelArg::Class | CpiModelArg::Cache => program_costs(&prog, &classes)?,
+        CpiModelArg::CacheSim => {
+            // The cache supplies every memory latency.
+            classes.load = 0;
+            classes.store = 0;
+            program_costs(&prog, &classes)?
+        }
     };
     if a.cpi_model == CpiModelArg::Flat {
         for c in table.costs.values_mut() {
@@ -183,9 +249,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     opts.lbr = a.lbr;
     opts.exact = a.exact.is_some();
+    let cache_sim = a.cpi_model == CpiModelArg::CacheSim;
+    if a.cache_config.is_some() && !cache_sim {
+        bail!("--cache-config applies to --cpi-model cache-sim only");
+    }
+    opts.cache = match (&a.cache_config, cache_sim) {
+        (Some(spec), _) => Some(parse_cache(spec)?),
+        (None, true) => Some(CacheConfig::default()),
+        (None, false) => None,
+    };
     let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
     let qo = proftrust_exact::QemuOptions {
         timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+        trace_memory: cache_sim,
         ..proftrust_exact::QemuOptions::default()
     };
     util::note(format!(
@@ -199,6 +275,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let outcome = proftrust_exact::trace_qemu(&a.command, &qo, &mut v)
         .context("cannot trace the program under QEMU")?;
     pb.finish_and_clear();
+    if let Some(c) = v.cache_stats() {
+        util::note(format!(
+            "cache simulation: {} data accesses ({} loads), {} L1D misses, {} LLC misses",
+            c.accesses, c.loads, c.l1_misses, c.llc_misses
+        ));
+    }
     let (mut set, exact) = v.finish();
     set.command = a
         .command
@@ -224,4 +306,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_config_specs() {
+        let c = parse_cache("l1=4K:4:3,llc=64K:8:30,mem=250,store=2").unwrap();
+        assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
+        assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
+        assert_eq!(
+            (c.memory_latency, c.store_latency, c.line_size),
+            (250, 2, 64)
+        );
+        assert_eq!(parse_cache("").unwrap(), CacheConfig::default());
+        assert_eq!(parse_cache("llc=8M:16:40").unwrap().llc_size, 8 << 20);
+        for bad in [
+            "l1=4K:4",
+            "l1=4X:4:3",
+            "size=3",
+            "line=48",
+            "l1=100:4:3",
+            "mem",
+        ] {
+            assert!(parse_cache(bad).is_err(), "{bad}");
+        }
+    }
 }

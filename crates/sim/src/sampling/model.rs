@@ -43,6 +43,18 @@ pub fn noise_inflation(sigma: f64) -> f64 {
     (1.0 + sigma * sigma).sqrt()
 }
 
+/// A share's confidence interval `(lo, hi)` widened about its centre by
+/// [`noise_inflation`]`(sigma)`, clamped to `[0, 1]`: the interval `audit` should print for a
+/// share of a non-base event whose count per sampling interval has coefficient of variation
+/// `sigma` (seed 002 eq. 10; `sigma^2` is the `cv2` that `proftrust analyze granularity`
+/// measures). The coverage this restores is measured by the `coverage` preset
+/// ([`Row::widened_coverage`](super::Row::widened_coverage)).
+pub fn widen_interval(ci: (f64, f64), sigma: f64) -> (f64, f64) {
+    let (lo, hi) = ci;
+    let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0 * noise_inflation(sigma));
+    ((mid - half).max(0.0), (mid + half).min(1.0))
+}
+
 /// Model moments of one task's profiled share.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ShareMoments {
@@ -107,6 +119,12 @@ mod tests {
         assert!((sample_moments(1.5, 1).1 - 0.25).abs() < 1e-12);
         assert!((sample_moments(1.5, 100).1 - 0.0025).abs() < 1e-12);
         assert!((noise_inflation(2.0) - 5f64.sqrt()).abs() < 1e-12);
+        // (0.4, 0.6) widened by sqrt(1 + 1) about 0.5; clamped at the ends.
+        let (lo, hi) = widen_interval((0.4, 0.6), 1.0);
+        assert!((lo - (0.5 - 0.1 * 2f64.sqrt())).abs() < 1e-12);
+        assert!((hi - (0.5 + 0.1 * 2f64.sqrt())).abs() < 1e-12);
+        assert_eq!(widen_interval((0.0, 0.2), 3.0).0, 0.0);
+        assert_eq!(widen_interval((0.4, 0.6), 0.0), (0.4, 0.6));
     }
 
     #[test]

@@ -47,13 +47,18 @@ pub enum Preset {
     Fragmentation,
     /// Tables 2-6 in one run (the benchmark).
     All,
-    /// Wilson 95% coverage over Tables 2-6, aliasing and fragmentation.
+    /// Wilson 95% coverage over Tables 2-6, aliasing and fragmentation, plus the mix with a
+    /// randomised period.
     Coverage,
+    /// The analytic model beside the simulation for any `R`: one task at
+    /// [`PresetOptions::sweep_util`] with granularity `R * T` for every `R` of
+    /// [`PresetOptions::r_values`].
+    Sweep,
 }
 
 impl Preset {
     /// Every preset, in display order.
-    pub const ALL: [Preset; 9] = [
+    pub const ALL: [Preset; 10] = [
         Preset::Table2,
         Preset::Table3,
         Preset::Table4,
@@ -63,6 +68,7 @@ impl Preset {
         Preset::Fragmentation,
         Preset::All,
         Preset::Coverage,
+        Preset::Sweep,
     ];
 
     /// The name used on the command line and in JSON.
@@ -77,6 +83,7 @@ impl Preset {
             Preset::Fragmentation => "fragmentation",
             Preset::All => "all",
             Preset::Coverage => "coverage",
+            Preset::Sweep => "sweep",
         }
     }
 
@@ -106,7 +113,21 @@ pub struct PresetOptions {
     pub seed: u64,
     /// Worker threads; 0 = available parallelism. Default 0.
     pub threads: usize,
+    /// `R = granularity / interval` values of the `sweep` preset; each becomes a task of
+    /// granularity `round(R * 100)` units (so `R` has a resolution of 0.01). Default
+    /// [`DEFAULT_SWEEP_R`].
+    pub r_values: Vec<f64>,
+    /// Utilisation of the task in the `sweep` preset (the rest is idle time of granularity
+    /// 1). Default 0.5.
+    pub sweep_util: f64,
 }
+
+/// `R` values of the `sweep` preset by default: below, at and above 1, integer and not,
+/// with fractional parts from 0.1 to 0.9 (so `MOD(R,1)(1-MOD(R,1))` takes values from 0 to
+/// its maximum 0.25).
+pub const DEFAULT_SWEEP_R: [f64; 16] = [
+    0.1, 0.25, 0.3, 0.5, 0.75, 0.9, 1.0, 1.25, 1.5, 2.0, 2.8, 3.3, 4.5, 5.0, 7.7, 10.0,
+];
 
 impl Default for PresetOptions {
     fn default() -> Self {
@@ -114,6 +135,8 @@ impl Default for PresetOptions {
             reps: 1000,
             seed: 0x5eed_0002,
             threads: 0,
+            r_values: DEFAULT_SWEEP_R.to_vec(),
+            sweep_util: 0.5,
         }
     }
 }
@@ -139,6 +162,11 @@ pub struct Row {
     pub profiled_mean: f64,
     /// Standard deviation of the profiled share over the repetitions.
     pub profiled_sd: f64,
+    /// Smallest profiled share over the repetitions (the paper's Fig. 11 gives the range
+    /// 0.7869-0.8092 for granularity 30 at 80%).
+    pub profiled_min: f64,
+    /// Largest profiled share over the repetitions.
+    pub profiled_max: f64,
     /// Model expectation of the profiled share (eqs. 5, 7).
     pub model_mean: f64,
     /// Model standard deviation (eqs. 6, 9 summed over runs, plus eq. 10 noise).
@@ -146,6 +174,10 @@ pub struct Row {
     /// Model variance of the samples one run of exactly `granularity` units receives,
     /// `MOD(R,1)(1-MOD(R,1))` (eq. 6); `None` for random granularities.
     pub run_var_model: Option<f64>,
+    /// Mean number of samples one run of exactly `granularity` units receives, measured on
+    /// the timeline (10 random starts); eq. 5 predicts `R`. `None` when not applicable
+    /// (random granularity, jitter, fixed start).
+    pub run_mean_sim: Option<f64>,
     /// The same variance measured on the timeline (10 random starts); `None` when not
     /// applicable (random granularity, jitter, fixed start).
     pub run_var_sim: Option<f64>,
@@ -153,6 +185,11 @@ pub struct Row {
     pub samples_mean: f64,
     /// Share of repetitions whose 95% Wilson interval contained `actual_mean`.
     pub wilson_coverage: f64,
+    /// The same with the interval's half-widths widened by
+    /// [`noise_inflation`](super::noise_inflation)`(sigma)` of the cell's unit noise (equal
+    /// to `wilson_coverage` without noise): the correction `audit` should apply to shares of
+    /// a non-base event.
+    pub widened_coverage: f64,
 }
 
 /// A preset's result.
@@ -272,7 +309,7 @@ fn mix_cell(table: &'static str, setting: String, units: u64, sigma: f64) -> Cel
     }
 }
 
-fn cells(p: Preset) -> Vec<Cell> {
+fn cells(p: Preset, o: &PresetOptions) -> Vec<Cell> {
     let jitter = IntervalJitter::UniformUpTo(INTERVAL / 8);
     match p {
         Preset::Table2 => single_cells("Table 2", &[0.8]),
@@ -365,19 +402,41 @@ fn cells(p: Preset) -> Vec<Cell> {
                 ),
             ]
         }
-        Preset::All => [
-            Preset::Table2,
-            Preset::Table3,
-            Preset::Table4,
-            Preset::Table5,
-            Preset::Table6,
-        ]
-        .iter()
-        .flat_map(|&q| cells(q))
-        .collect(),
-        Preset::Coverage => [Preset::All, Preset::Aliasing, Preset::Fragmentation]
+        // `all` and `coverage` run the cells of their sub-presets (see `subs`); coverage
+        // adds the mix with a randomised period, without and with unit noise: what the
+        // remedy audit recommends does to coverage.
+        Preset::All => Vec::new(),
+        Preset::Coverage => {
+            let mut v = vec![mix_cell(
+                "randomised period",
+                "mix, T+U(0,T/8)".into(),
+                UNITS,
+                0.0,
+            )];
+            v[0].opts.jitter = jitter;
+            let mut n = mix_cell(
+                "randomised period",
+                "mix N(0,1), T+U(0,T/8)".into(),
+                UNITS,
+                1.0,
+            );
+            n.opts.jitter = jitter;
+            v.push(n);
+            v
+        }
+        Preset::Sweep => o
+            .r_values
             .iter()
-            .flat_map(|&q| cells(q))
+            .map(|&r| {
+                let g = ((r * INTERVAL as f64).round() as u64).max(1);
+                Cell {
+                    table: "sweep",
+                    setting: format!("util {:.0}%", o.sweep_util * 100.0),
+                    source: Source::Random(Scenario::single(UNITS, o.sweep_util, g)),
+                    opts: SamplerOptions::default(),
+                    report: vec![(0, g as f64, true, o.sweep_util)],
+                }
+            })
             .collect(),
     }
 }
@@ -427,6 +486,30 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
     } else {
         o.threads
     };
+    if p == Preset::Sweep {
+        if o.r_values.is_empty() {
+            return Err(SimError::InvalidSampler {
+                what: "no R values for the sweep".into(),
+                fix: "give at least one R (e.g. --r 0.3,1.5,2.8)",
+            });
+        }
+        if let Some(r) = o
+            .r_values
+            .iter()
+            .find(|r| !(r.is_finite() && **r > 0.0 && **r <= 1000.0))
+        {
+            return Err(SimError::InvalidSampler {
+                what: format!("R = {r}"),
+                fix: "use R values in (0, 1000]",
+            });
+        }
+        if !(o.sweep_util > 0.0 && o.sweep_util < 1.0) {
+            return Err(SimError::InvalidSampler {
+                what: format!("sweep utilisation {}", o.sweep_util),
+                fix: "use a utilisation in (0, 1)",
+            });
+        }
+    }
     // Cell ids are stable per sub-preset so that `all` reproduces each table's numbers.
     let subs: Vec<Preset> = match p {
         Preset::All => vec![
@@ -444,12 +527,13 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
             Preset::Table6,
             Preset::Aliasing,
             Preset::Fragmentation,
+            Preset::Coverage,
         ],
         q => vec![q],
     };
     let mut all_cells: Vec<(u64, Cell)> = Vec::new();
     for q in subs {
-        for (i, c) in cells(q).into_iter().enumerate() {
+        for (i, c) in cells(q, o).into_iter().enumerate() {
             all_cells.push(((q.code() << 16 | i as u64) << 8, c));
         }
     }
@@ -506,7 +590,8 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
             let (pm, psd) = rep.mean_sd(task, k);
             let r = rate(g, c.opts.interval as f64);
             let simple = c.opts.jitter == IntervalJitter::None && c.opts.start == Start::Random;
-            let run_var_sim = (constant && simple)
+            // Samples per run of exactly `g` units, pooled over 10 random starts (eqs. 5-6).
+            let run_sim = (constant && simple)
                 .then(|| {
                     let mut rng = stream_rng(o.seed, id + 255);
                     let (mut n, mut s, mut s2) = (0u64, 0.0, 0.0);
@@ -520,10 +605,11 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
                     }
                     (n > 0).then(|| {
                         let mean = s / n as f64;
-                        s2 / n as f64 - mean * mean
+                        (mean, s2 / n as f64 - mean * mean)
                     })
                 })
                 .flatten();
+            let (pmin, pmax) = rep.min_max(task, k);
             let target = if target > 0.0 {
                 target
             } else {
@@ -539,12 +625,16 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
                 actual_mean: actuals[ci][task],
                 profiled_mean: pm,
                 profiled_sd: psd,
+                profiled_min: pmin,
+                profiled_max: pmax,
                 model_mean: model[task].mean,
                 model_sd: model[task].sd,
                 run_var_model: constant.then(|| piecewise_binomial(r).1),
-                run_var_sim,
+                run_mean_sim: run_sim.map(|x| x.0),
+                run_var_sim: run_sim.map(|x| x.1),
                 samples_mean: rep.samples as f64 / rep.reps.max(1) as f64,
                 wilson_coverage: rep.covered[task] as f64 / rep.reps.max(1) as f64,
+                widened_coverage: rep.covered_widened[task] as f64 / rep.reps.max(1) as f64,
             });
         }
     }
@@ -608,12 +698,32 @@ fn findings(p: Preset, rows: &[Row], reps: u64) -> Vec<String> {
             ));
         }
     }
+    // Aliasing and fragmentation are the cases where runs are not captured independently of
+    // the start; their per-run moments are reported in their own rows, not in this summary.
+    let per_run: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|r| r.table != "aliasing" && r.table != "fragmentation")
+        .filter_map(|r| {
+            let (e, v) = piecewise_binomial(r.r);
+            Some(((r.run_mean_sim? - e).abs(), (r.run_var_sim? - v).abs()))
+        })
+        .collect();
+    if !per_run.is_empty() {
+        v.push(format!(
+            "per-run model (eqs. 5-6) on {} rows: max |E sim - R| = {:.4}, max |V sim - MOD(R,1)(1-MOD(R,1))| = {:.4}",
+            per_run.len(),
+            per_run.iter().map(|x| x.0).fold(0.0, f64::max),
+            per_run.iter().map(|x| x.1).fold(0.0, f64::max)
+        ));
+    }
     let low: Vec<&Row> = rows.iter().filter(|r| r.wilson_coverage < 0.95).collect();
     if matches!(p, Preset::Coverage | Preset::All) || !low.is_empty() {
+        let low_w = rows.iter().filter(|r| r.widened_coverage < 0.95).count();
         v.push(format!(
-            "Wilson 95% coverage below 0.95 in {} of {} rows",
+            "Wilson 95% coverage below 0.95 in {} of {} rows ({} with the half-width widened by sqrt(1+sigma^2) for unit noise)",
             low.len(),
-            rows.len()
+            rows.len(),
+            low_w
         ));
     }
     v
@@ -657,6 +767,7 @@ pub fn render_text(rep: &PresetReport) -> String {
             "Table 3" => render_side_by_side(&mut s, &t, &rows),
             "Table 4" => render_mix(&mut s, &t, &rows),
             "Table 5" | "Table 6" => render_noise(&mut s, &t, &rows),
+            "sweep" => render_sweep(&mut s, &rows),
             _ => render_generic(&mut s, &t, &rows),
         }
     }
@@ -679,7 +790,7 @@ fn render_single(s: &mut String, t: &str, rows: &[&Row]) {
         let _ = writeln!(s, "{t}: different running granularity, {set} (T = 100)");
         let _ = writeln!(
             s,
-            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6}",
+            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6} {:>15}",
             "granularity",
             "R",
             "running",
@@ -689,17 +800,18 @@ fn render_single(s: &mut String, t: &str, rows: &[&Row]) {
             "model SD",
             "V/run",
             "V/run",
-            "Wilson"
+            "Wilson",
+            "profiled"
         );
         let _ = writeln!(
             s,
-            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6}",
-            "", "", "mean", "mean", "", "eq.5,7", "eq.6,9", "eq.6", "sim", "cover"
+            "{:>11} {:>4} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8} {:>8} {:>6} {:>15}",
+            "", "", "mean", "mean", "", "eq.5,7", "eq.6,9", "eq.6", "sim", "cover", "min..max"
         );
         for r in rows.iter().filter(|r| r.setting == set) {
             let _ = writeln!(
                 s,
-                "{:>11} {:>4.1} {:>9.4} {:>9.4} {:>9} | {:>9.4} {:>9} {:>8} {:>8} {:>6.3}",
+                "{:>11} {:>4.1} {:>9.4} {:>9.4} {:>9} | {:>9.4} {:>9} {:>8} {:>8} {:>6.3} {:>15}",
                 r.granularity,
                 r.r,
                 r.actual_mean,
@@ -709,7 +821,8 @@ fn render_single(s: &mut String, t: &str, rows: &[&Row]) {
                 sci(r.model_sd),
                 opt(r.run_var_model),
                 opt(r.run_var_sim),
-                r.wilson_coverage
+                r.wilson_coverage,
+                format!("{:.4}..{:.4}", r.profiled_min, r.profiled_max)
             );
         }
     }
@@ -885,12 +998,12 @@ fn render_generic(s: &mut String, t: &str, rows: &[&Row]) {
 fn render_coverage(s: &mut String, t: &str, rows: &[&Row]) {
     let _ = writeln!(
         s,
-        "{t}: coverage of the 95% Wilson interval of the profiled share"
+        "{t}: coverage of the 95% Wilson interval of the profiled share (widened: half-width x sqrt(1+sigma^2))"
     );
     let _ = writeln!(
         s,
-        "{:<44} {:>10} {:>9} {:>9} {:>9} {:>8}",
-        "setting", "task", "SD", "binom SD", "SD/binom", "coverage"
+        "{:<46} {:>10} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "granularity / setting", "task", "SD", "binom SD", "SD/binom", "coverage", "widened"
     );
     for r in rows {
         let binom = (r.actual_mean * (1.0 - r.actual_mean) / r.samples_mean.max(1.0)).sqrt();
@@ -906,12 +1019,61 @@ fn render_coverage(s: &mut String, t: &str, rows: &[&Row]) {
         };
         let _ = writeln!(
             s,
-            "{:<44} {:>10} {:>9} {:>9} {:>9.2} {:>8.3}{flag}",
-            format!("{} {}", r.granularity, r.setting),
+            "{:<46} {:>10} {:>9} {:>9} {:>9.2} {:>8.3} {:>8.3}{flag}",
+            format!("{:.1} {}", r.granularity, r.setting),
             r.task,
             sci(r.profiled_sd),
             sci(binom),
             ratio,
+            r.wilson_coverage,
+            r.widened_coverage
+        );
+    }
+}
+
+fn render_sweep(s: &mut String, rows: &[&Row]) {
+    let set = rows.first().map_or("", |r| r.setting.as_str());
+    let _ = writeln!(
+        s,
+        "sweep: the analytic model (eqs. 1-9) beside the simulation, one task at {set}, T = 100"
+    );
+    let _ = writeln!(
+        s,
+        "{:>5} {:>11} {:>8} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+        "R",
+        "granularity",
+        "running",
+        "profiled",
+        "SD",
+        "model SD",
+        "E/run",
+        "E/run",
+        "V/run",
+        "V/run",
+        "V n=1e4",
+        "Wilson"
+    );
+    let _ = writeln!(
+        s,
+        "{:>5} {:>11} {:>8} {:>9} {:>9} {:>9} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>6}",
+        "eq.1", "", "mean", "mean", "", "eq.6,9", "eq.5", "sim", "eq.6", "sim", "eq.9", "cover"
+    );
+    for r in rows {
+        let (e5, v6) = piecewise_binomial(r.r);
+        let _ = writeln!(
+            s,
+            "{:>5.2} {:>11} {:>8.4} {:>9.4} {:>9} {:>9} | {:>7.3} {:>7} {:>7.4} {:>7} {:>9} {:>6.3}",
+            r.r,
+            r.granularity,
+            r.actual_mean,
+            r.profiled_mean,
+            sci(r.profiled_sd),
+            sci(r.model_sd),
+            e5,
+            r.run_mean_sim.map_or_else(|| "-".into(), |v| format!("{v:.3}")),
+            v6,
+            opt(r.run_var_sim),
+            sci(super::model::sample_moments(r.r, 10_000).1),
             r.wilson_coverage
         );
     }

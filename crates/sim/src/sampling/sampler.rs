@@ -268,6 +268,10 @@ pub struct Repeated {
     pub shares: Vec<f64>,
     /// Repetitions whose 95% Wilson interval contained the actual share, per task.
     pub covered: Vec<u64>,
+    /// The same with the interval's half-widths multiplied by
+    /// [`noise_inflation`](super::noise_inflation)`(sigma)` (equal to `covered` when
+    /// `sigma = 0`).
+    pub covered_widened: Vec<u64>,
     /// Samples over all repetitions.
     pub samples: u64,
     /// Number of repetitions.
@@ -279,8 +283,12 @@ impl Repeated {
     pub fn extend(&mut self, o: Repeated) {
         if self.covered.is_empty() {
             self.covered = o.covered;
+            self.covered_widened = o.covered_widened;
         } else {
             for (a, b) in self.covered.iter_mut().zip(o.covered) {
+                *a += b;
+            }
+            for (a, b) in self.covered_widened.iter_mut().zip(o.covered_widened) {
                 *a += b;
             }
         }
@@ -293,6 +301,19 @@ impl Repeated {
     pub fn mean_sd(&self, k: usize, tasks: usize) -> (f64, f64) {
         let vals = self.shares.iter().skip(k).step_by(tasks.max(1));
         mean_sd(vals.copied())
+    }
+
+    /// Smallest and largest profiled share of task `k` (0, 0 without repetitions).
+    pub fn min_max(&self, k: usize, tasks: usize) -> (f64, f64) {
+        let vals = self.shares.iter().skip(k).step_by(tasks.max(1));
+        let (lo, hi) = vals.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        });
+        if lo.is_finite() {
+            (lo, hi)
+        } else {
+            (0.0, 0.0)
+        }
     }
 }
 
@@ -321,7 +342,10 @@ pub fn mean_sd(vals: impl Iterator<Item = f64>) -> (f64, f64) {
 ///
 /// The Wilson interval is taken on `round(share * n)` of `n` samples: with unit noise the
 /// share is a ratio of noisy event sums, and this is the interval `audit` would print from the
-/// share and the number of samples.
+/// share and the number of samples. `covered_widened` counts the same interval widened about
+/// its centre by `noise_inflation(sigma)` (seed 002 eq. 10: unit noise multiplies the
+/// variance of a share by `1 + sigma^2` to first order; see
+/// [`timeline_moments`](super::timeline_moments)).
 pub fn repeat(
     tl: &Timeline,
     idx: &RunIndex,
@@ -334,6 +358,7 @@ pub fn repeat(
     let mut res = Repeated {
         shares: Vec::with_capacity(reps as usize * k),
         covered: vec![0; k],
+        covered_widened: vec![0; k],
         samples: 0,
         reps,
     };
@@ -354,6 +379,10 @@ pub fn repeat(
             let (lo, hi) = wilson_interval(succ, p.samples, Z_95);
             if actual.get(i).is_some_and(|&a| lo <= a && a <= hi) {
                 res.covered[i] += 1;
+            }
+            let (wlo, whi) = super::widen_interval((lo, hi), opts.unit_noise_sigma);
+            if actual.get(i).is_some_and(|&a| wlo <= a && a <= whi) {
+                res.covered_widened[i] += 1;
             }
         }
         res.shares.extend(sh);

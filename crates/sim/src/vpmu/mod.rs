@@ -2,7 +2,9 @@
 //! the samples a hardware PMU with counter skid would (seed 000 §1).
 //!
 //! Per thread it keeps two counters, retired instructions and cycles. Instruction `I_k`
-//! occupies the cycles `(t_{k-1}, t_k]`, `t_k - t_{k-1} = c_k` from the [`CycleModel`].
+//! occupies the cycles `(t_{k-1}, t_k]`, `t_k - t_{k-1} = c_k` from the [`CycleModel`], plus,
+//! with [`VpmuOptions::cache`] and a trace carrying data accesses, the latency of its accesses
+//! in a simulated L1D + LLC ([`InstrTimer`], model in [`timer`](InstrTimer)).
 //!
 //! * **Instruction event**: the counter overflows when the `T`-th instruction `I_m` retires
 //!   (at `t_m`). The sample is attributed to the first later instruction `I_{m'}` with
@@ -26,11 +28,14 @@
 //! Output ([`Vpmu::finish`]): a [`SampleSet`] with events `instructions` and `cycles` (kinds
 //! [`EventKind::Instructions`] / [`EventKind::Cycles`], name suffixed `:vpmu`); sample times are
 //! the cycle counter read as nanoseconds of a 1 GHz clock; and the exact per-instruction
-//! counts with their modelled cycles as an [`ExactProfile`] (extra cost `cycles`).
+//! counts with their modelled cycles as an [`ExactProfile`] (extra cost `cycles`, and with a
+//! cache `l1d_misses` and `llc_misses`).
 
 mod cycles;
+mod timer;
 
 pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, InstrCost};
+pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
 use crate::SimError;
 use proftrust_model::{
@@ -116,6 +121,10 @@ pub struct VpmuOptions {
     pub lbr: bool,
     /// Collect exact per-instruction counts and cycles. Default true.
     pub exact: bool,
+    /// Simulate L1D and LLC on the trace's data accesses (the trace must carry them:
+    /// `QemuOptions::trace_memory`); each access adds its latency to its instruction's
+    /// cycles. Default `None`: static costs only.
+    pub cache: Option<CacheConfig>,
 }
 
 impl Default for VpmuOptions {
@@ -133,6 +142,7 @@ impl Default for VpmuOptions {
             },
             lbr: false,
             exact: true,
+            cache: None,
         }
     }
 }
@@ -142,10 +152,11 @@ pub const LBR_DEPTH: usize = 32;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    cycles: u32,
     len: u8,
     count: u64,
     total_cycles: u64,
+    l1_misses: u64,
+    llc_misses: u64,
 }
 
 #[derive(Debug)]
@@ -173,6 +184,8 @@ struct Thread {
 pub struct Vpmu {
     opts: VpmuOptions,
     model: CycleModel,
+    timer: InstrTimer,
+    timing: Vec<InstrTiming>,
     rng: ChaCha8Rng,
     modules: ModuleTable,
     /// Trace module index -> our index.
@@ -205,6 +218,9 @@ impl Vpmu {
                 fix: "enable the instruction event, the cycle event, or both",
             });
         }
+        if let Some(c) = &opts.cache {
+            c.check()?;
+        }
         for d in [Some(opts.skid), opts.cycle_skid].into_iter().flatten() {
             let bad = match d {
                 SkidDist::Uniform { lo, hi } => lo > hi,
@@ -229,6 +245,8 @@ impl Vpmu {
         let ev_cycles = next(opts.events.cycles);
         Ok(Vpmu {
             rng: ChaCha8Rng::seed_from_u64(opts.seed),
+            timer: InstrTimer::new(model.clone(), opts.cache.clone()),
+            timing: Vec::new(),
             opts,
             model,
             modules: ModuleTable::default(),
@@ -266,10 +284,8 @@ impl Vpmu {
                 len: 0,
             });
         let s = Slot {
-            cycles: cost.cycles,
             len: cost.len,
-            count: 0,
-            total_cycles: 0,
+            ..Slot::default()
         };
         self.slots.insert(loc, s);
         s
@@ -313,9 +329,16 @@ impl Vpmu {
         });
     }
 
-    fn step(&mut self, th: &mut Thread, tid: u32, loc: Location, end_of_block: Option<TraceEnd>) {
+    fn step(
+        &mut self,
+        th: &mut Thread,
+        tid: u32,
+        loc: Location,
+        timing: InstrTiming,
+        end_of_block: Option<TraceEnd>,
+    ) {
         let slot = self.slot(loc);
-        let c = slot.cycles as u64;
+        let c = timing.cycles as u64;
         // Taken branch into this instruction?
         if self.opts.lbr {
             if let Some((from, len, was_end, how)) = th.prev {
@@ -357,6 +380,8 @@ impl Vpmu {
             if let Some(s) = self.slots.get_mut(&loc) {
                 s.count += 1;
                 s.total_cycles += c;
+                s.l1_misses += timing.l1_misses as u64;
+                s.llc_misses += timing.llc_misses as u64;
             }
         }
         // Samples whose skid expires by this instruction's retirement land on it.
@@ -428,6 +453,11 @@ impl Vpmu {
         self.samples.len()
     }
 
+    /// Totals of the cache simulation so far (`None` without [`VpmuOptions::cache`]).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.timer.cache_stats()
+    }
+
     /// Ends the replay: the sample set (pending samples of a thread that ended are dropped,
     /// as a PMI after exit would be) and, when [`VpmuOptions::exact`], the exact profile.
     pub fn finish(self) -> (SampleSet, Option<ExactProfile>) {
@@ -455,6 +485,7 @@ impl Vpmu {
                 config: cfg(self.opts.cycle_period),
             });
         }
+        let cache = self.timer.has_cache();
         let exact = self.opts.exact.then(|| {
             let mut v: Vec<(Location, Slot)> = self
                 .slots
@@ -472,8 +503,21 @@ impl Vpmu {
                         count: s.count,
                     })
                     .collect(),
-                extra_costs: v.iter().map(|(_, s)| vec![s.total_cycles]).collect(),
-                extra_cost_names: vec!["cycles".into()],
+                extra_costs: v
+                    .iter()
+                    .map(|(_, s)| {
+                        if cache {
+                            vec![s.total_cycles, s.l1_misses, s.llc_misses]
+                        } else {
+                            vec![s.total_cycles]
+                        }
+                    })
+                    .collect(),
+                extra_cost_names: if cache {
+                    vec!["cycles".into(), "l1d_misses".into(), "llc_misses".into()]
+                } else {
+                    vec!["cycles".into()]
+                },
                 backend: "vpmu".into(),
                 backend_detail: "virtual PMU replay of an exact block trace".into(),
                 outcome: self.outcome.clone(),
@@ -496,6 +540,7 @@ impl Vpmu {
 
 impl proftrust_model::BlockVisitor for Vpmu {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        self.timer.module(idx, module);
         let ours = self.modules.intern(module.clone());
         self.module_map.insert(idx, ours);
         if let Some(t) = self
@@ -518,13 +563,16 @@ impl proftrust_model::BlockVisitor for Vpmu {
             None => self.new_thread(),
         };
         let n = b.instructions.len();
-        for (k, &Svma(a)) in b.instructions.iter().enumerate() {
+        let mut timing = std::mem::take(&mut self.timing);
+        self.timer.time_block(b, &mut timing);
+        for (k, (&Svma(a), &t)) in b.instructions.iter().zip(&timing).enumerate() {
             let loc = Location {
                 module,
                 svma: Svma(a),
             };
-            self.step(&mut th, b.tid, loc, (k + 1 == n).then_some(b.end));
+            self.step(&mut th, b.tid, loc, t, (k + 1 == n).then_some(b.end));
         }
+        self.timing = timing;
         self.threads.insert(b.tid, th);
     }
 
@@ -564,6 +612,7 @@ mod tests {
                 module: Some(ModuleIdx(7)),
                 instructions: &ins,
                 end: TraceEnd::Other,
+                mem: &[],
             }));
         }
         v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
@@ -664,6 +713,64 @@ mod tests {
         for b in &last.branches {
             assert_eq!((b.from.svma.0, b.to.svma.0, b.cycles), (0x104, 0x100, 5));
         }
+    }
+
+    /// With a cache, access latencies add to the static cost and the exact profile carries
+    /// the misses: one 1-cycle instruction loading line 0 then line 64 (tiny L1 of one line)
+    /// alternately misses L1 every time and memory only the first two times.
+    #[test]
+    fn cache_latency_reaches_cycles_and_exact_costs() {
+        let cache = CacheConfig {
+            l1_size: 64,
+            l1_ways: 1,
+            llc_size: 128,
+            llc_ways: 2,
+            ..CacheConfig::default()
+        };
+        let opts = VpmuOptions {
+            cache: Some(cache),
+            events: VpmuEvents {
+                instructions: true,
+                cycles: false,
+            },
+            ..VpmuOptions::default()
+        };
+        let mut v = Vpmu::new(opts, CycleModel::flat(1)).unwrap();
+        let m = Module::new("/t/x");
+        v.module(ModuleIdx(0), &m);
+        let ins = [Svma(0x100)];
+        for k in 0..4u64 {
+            let mem = [proftrust_model::MemAccess {
+                insn: 0,
+                addr: 64 * (k % 2),
+                size: 8,
+                store: false,
+            }];
+            v.block(&TraceBlock {
+                tid: 1,
+                module: Some(ModuleIdx(0)),
+                instructions: &ins,
+                end: TraceEnd::Other,
+                mem: &mem,
+            });
+        }
+        let st = v.cache_stats().unwrap();
+        assert_eq!((st.accesses, st.l1_misses, st.llc_misses), (4, 4, 2));
+        let (_, e) = v.finish();
+        let e = e.unwrap();
+        assert_eq!(
+            e.extra_cost_names,
+            vec!["cycles", "l1d_misses", "llc_misses"]
+        );
+        assert_eq!(e.extra_costs, vec![vec![4 + 2 * 200 + 2 * 40, 4, 2]]);
+        let bad = VpmuOptions {
+            cache: Some(CacheConfig {
+                line_size: 60,
+                ..CacheConfig::default()
+            }),
+            ..VpmuOptions::default()
+        };
+        assert!(Vpmu::new(bad, CycleModel::flat(1)).is_err());
     }
 
     #[test]

@@ -1,0 +1,1194 @@
+//! `proftrust vpp [--source vpmu|lbr|probe] [--top N] [--json] ... -- PROGRAM ARGS`:
+//! variational path profiling (seed 004).
+//!
+//! Times acyclic paths, ranks them by net variation (total time − executions × fastest
+//! time), and checks how stable the ranking is. Sources:
+//!
+//! * `vpmu` (default): the program runs under QEMU with its data accesses traced; the
+//!   virtual PMU's timer (class costs + simulated L1D/LLC) times every instruction and the
+//!   Ball-Larus path profiler cuts the run into paths (proftrust-vpp `TracePathTimer`);
+//! * `lbr`: branch stacks with cycle counts — a perf.data (`perf record -b`), `perf script
+//!   -F ...,brstack` text or proftrust sample file (`--lbr-file`), or, without a file, the
+//!   virtual PMU's LBR stacks of a traced run;
+//! * `probe`: the program, built with `proftrust_probe.h` (or the Rust crate), runs natively
+//!   and times its own paths with the TSC and bursty tracing (`--probe-file` reads an
+//!   existing file instead).
+//!
+//! JSON contract (kept stable): `paths`, each with `signature`, `count`, `basetime`,
+//! `total_time`, `net_variation`, `share_of_time`; top level `seed` and `config`; more
+//! fields are documented in docs/vpp.md.
+
+use crate::cmd::paths::{load_program, Program};
+use crate::util;
+use anyhow::{bail, Context, Result};
+use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
+use proftrust_formats::{FunctionSymbol, ObjectSymbols, SymbolSource};
+use proftrust_model::{RunOutcome, SampleSet};
+use proftrust_paths::PathMetrics;
+use proftrust_probe::BurstyOptions;
+use proftrust_report::{render_line_plot, LinePlot, Series};
+use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpp::{
+    analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
+    top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,
+    Ranking, StabilityComparison, TimeBase, TopKDifference, TracePathTimer, TraceSourceOptions,
+    VpmuTimer, VppAnalysis,
+};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where path timings come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceArg {
+    /// The exact block trace under QEMU, timed by the virtual PMU (cache simulation).
+    Vpmu,
+    /// LBR branch stacks with cycle counts (--lbr-file, or the virtual PMU's).
+    Lbr,
+    /// The program's own probes (proftrust_probe.h), run natively.
+    Probe,
+}
+
+/// Arguments of `proftrust vpp`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the path timings come from.
+    #[arg(long, value_enum, default_value_t = SourceArg::Vpmu)]
+    source: SourceArg,
+    /// Paths listed (and used for the stability and hot-path comparisons).
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write the delta histograms of the top paths (seed 004 Figs. 2 and 6) as SVG.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Paths in the delta histograms.
+    #[arg(long, default_value_t = 5)]
+    histogram_paths: usize,
+    /// Bins of the delta histograms.
+    #[arg(long, default_value_t = 40)]
+    bins: usize,
+    /// Paths need at least this many timed samples (seed 004 §5.1: two).
+    #[arg(long, default_value_t = 2)]
+    min_samples: u64,
+    /// Leave out timed samples longer than this (in the source's unit, before the bias is
+    /// subtracted): a path preempted while timed measures the scheduler, not the path.
+    #[arg(long, value_name = "T")]
+    max_time: Option<u64>,
+    /// Bursty tracing nCheck: path boundaries passed between timed bursts (0 = time every
+    /// path). Default: 0 for vpmu, 10000 for probe (seed 004 §4.1).
+    #[arg(long, value_name = "N")]
+    n_check: Option<u64>,
+    /// Bursty tracing nInstr: paths timed per burst (seed 004 §4.2: 1).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    n_instr: u64,
+    /// Jitter every nCheck reset by U(0, nCheck/8) (against aliasing).
+    #[arg(long)]
+    randomize: bool,
+    /// Seed of the jitter (printed and stored in the JSON).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// vpmu/lbr: QEMU CPU model.
+    #[arg(long)]
+    cpu: Option<String>,
+    /// Stop the program after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    /// vpmu: no cache simulation (static class costs: every execution of a path then takes
+    /// the same time and nothing varies; for comparison).
+    #[arg(long)]
+    no_cache: bool,
+    /// vpmu: simulated L1D size in KiB (8-way, 64-byte lines).
+    #[arg(long, default_value_t = 32)]
+    l1_kib: u32,
+    /// vpmu: simulated last-level cache size in KiB (16-way).
+    #[arg(long, default_value_t = 8192)]
+    llc_kib: u32,
+    /// vpmu: cycles of a load that hits the LLC.
+    #[arg(long, default_value_t = 40)]
+    llc_latency: u32,
+    /// vpmu: cycles of a load that goes to memory.
+    #[arg(long, default_value_t = 200)]
+    memory_latency: u32,
+    /// lbr: a perf.data (`perf record -b`), `perf script -F ...,brstack` text or proftrust
+    /// sample file of the same program; without it the virtual PMU's LBR stacks are used.
+    #[arg(long, value_name = "FILE")]
+    lbr_file: Option<PathBuf>,
+    /// lbr without a file: instructions between the virtual PMU's samples (each with a
+    /// 32-entry stack).
+    #[arg(long, default_value_t = 1009)]
+    lbr_period: u64,
+    /// probe: read this probe file instead of running the program.
+    #[arg(long, value_name = "FILE")]
+    probe_file: Option<PathBuf>,
+    /// probe: do not subtract the instrumentation bias (seed 004 §4.2).
+    #[arg(long)]
+    no_bias: bool,
+    /// probe: run the program under N busy background threads (heavy system load).
+    #[arg(long, value_name = "N")]
+    load: Option<usize>,
+    /// probe: run twice, without and with N busy background threads, and compare the top
+    /// paths (seed 004 §5.3.1, Fig. 4).
+    #[arg(long, value_name = "N")]
+    compare_load: Option<usize>,
+    /// Also run with these arguments as the training input (whitespace-separated) and
+    /// compare self- and cross-trained top paths on the main run (seed 004 §5.3.2, Fig. 5).
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    train: Option<String>,
+    /// The program and its arguments (the reference input).
+    #[arg(last = true, value_name = "PROGRAM ARGS")]
+    program: Vec<String>,
+}
+
+/// Most background threads `--load` starts.
+const MAX_LOAD_THREADS: usize = 64;
+/// Bytes each background thread streams through.
+const LOAD_BYTES: usize = 32 << 20;
+
+/// N threads streaming through their own 32 MiB buffers until dropped (CPU and cache
+/// pressure). They are proftrust's threads, so they cannot outlive it; dropping the guard
+/// (also on an error) stops and joins them.
+struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BackgroundLoad {
+    fn start(n: usize) -> Result<BackgroundLoad> {
+        if n == 0 || n > MAX_LOAD_THREADS {
+            bail!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut g = BackgroundLoad {
+            stop: Arc::clone(&stop),
+            threads: Vec::new(),
+        };
+        for k in 0..n {
+            let stop = Arc::clone(&stop);
+            let h = std::thread::Builder::new()
+                .name(format!("proftrust-load-{k}"))
+                .spawn(move || {
+                    let mut buf = vec![k as u64; LOAD_BYTES / 8];
+                    while !stop.load(Ordering::Relaxed) {
+                        for chunk in buf.chunks_mut(4096) {
+                            for x in chunk.iter_mut() {
+                                *x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                            }
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                        }
+                    }
+                    std::hint::black_box(&buf);
+                })
+                .context("cannot start a background load thread")?;
+            g.threads.push(h);
+        }
+        Ok(g)
+    }
+}
+
+impl Drop for BackgroundLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One measured run.
+struct Measured {
+    timings: PathTimings,
+    bias: Option<BiasEstimate>,
+    outcome: Option<RunOutcome>,
+    /// Exact totals per path (trace source): all executions, memory events.
+    exact: HashMap<PathSignature, PathMetrics>,
+    stats: serde_json::Value,
+    /// The whole run's time in the timings' unit, when known.
+    run_time: Option<u64>,
+    warnings: Vec<String>,
+}
+
+fn timeout(a: &Args) -> Result<Option<Duration>> {
+    match a.timeout {
+        Some(s) if !(s > 0.0 && s.is_finite()) => {
+            bail!("--timeout {s}: must be a positive number of seconds")
+        }
+        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+        None => Ok(None),
+    }
+}
+
+fn bursty(a: &Args, default_check: u64) -> Result<BurstyOptions> {
+    if a.n_instr == 0 {
+        bail!("--n-instr 0: at least one path is timed per burst");
+    }
+    Ok(BurstyOptions {
+        n_check: a.n_check.unwrap_or(default_check),
+        n_instr: a.n_instr,
+        randomize: a.randomize,
+        seed: a.seed,
+    })
+}
+
+fn command(p: &Path, args: &[String]) -> Vec<OsString> {
+    std::iter::once(p.as_os_str().to_owned())
+        .chain(args.iter().map(OsString::from))
+        .collect()
+}
+
+fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<String>) -> Result<()> {
+    match o {
+        RunOutcome::Exited { code: 0 } => Ok(()),
+        RunOutcome::Exited { code } => {
+            warnings.push(format!("{what} exited with status {code}"));
+            Ok(())
+        }
+        RunOutcome::TimedOut { millis } => {
+            warnings.push(format!(
+                "{what} was stopped after {millis} ms (--timeout); paths up to then are kept"
+            ));
+            Ok(())
+        }
+        other => {
+            warnings.push(format!("{what} ended abnormally: {other:?}"));
+            Ok(())
+        }
+    }
+}
+
+/// The static model: class costs of the program's code (memory costs left to the cache
+/// when it is on, as `proftrust vpmu --cpi-model cache-sim` does).
+fn class_model(p: &Program, cache: bool) -> Result<CycleModel> {
+    let mut classes = ClassCycles::default();
+    if cache {
+        classes.load = 0;
+        classes.store = 0;
+    }
+    let mut model = CycleModel::default();
+    model
+        .tables
+        .push(crate::cmd::vpmu::program_costs(&p.path, &classes)?);
+    Ok(model)
+}
+
+/// The simulated caches from the flags (`None` with --no-cache).
+fn cache_config(a: &Args) -> Result<Option<CacheConfig>> {
+    if a.no_cache {
+        return Ok(None);
+    }
+    let mut c = CacheConfig::default();
+    c.l1_size = a.l1_kib.saturating_mul(1024);
+    c.llc_size = a.llc_kib.saturating_mul(1024);
+    c.llc_latency = a.llc_latency;
+    c.memory_latency = a.memory_latency;
+    c.check()
+        .context("--l1-kib / --llc-kib: the cache geometry is not usable")?;
+    Ok(Some(c))
+}
+
+fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
+    let opts = TraceSourceOptions {
+        bursty: bursty(a, 0)?,
+    };
+    let cache = cache_config(a)?;
+    let timer = VpmuTimer::new(class_model(p, cache.is_some())?, cache.clone());
+    let mut v = TracePathTimer::new(&p.cfgs, timer, opts);
+    let qo = QemuOptions {
+        cpu: a.cpu.clone(),
+        timeout: timeout(a)?,
+        show_output: !a.json,
+        trace_memory: cache.is_some(),
+        ..QemuOptions::default()
+    };
+    let pb = util::progress(None, "tracing under QEMU (virtual PMU)");
+    let outcome = trace_qemu(&command(&p.path, args), &qo, &mut v)
+        .context("tracing the program under QEMU")?;
+    pb.finish_and_clear();
+    let cs = v.timer().cache_stats();
+    let r = v.finish();
+    let mut warnings = Vec::new();
+    check_outcome(&outcome, "the program", &mut warnings)?;
+    if r.collisions > 0 {
+        warnings.push(format!(
+            "{} distinct path(s) shared a signature with another and were merged",
+            r.collisions
+        ));
+    }
+    let stats = serde_json::json!({
+        "completed_paths": r.completed,
+        "timed_paths": r.timed,
+        "total_cycles": r.profile.total_cycles,
+        "total_instructions": r.profile.total_instructions,
+        "signature_collisions": r.collisions,
+        "cache": cs.map(|c| serde_json::json!({
+            "accesses": c.accesses,
+            "loads": c.loads,
+            "l1_misses": c.l1_misses,
+            "llc_misses": c.llc_misses,
+        })),
+    });
+    Ok(Measured {
+        timings: r.timings,
+        bias: None,
+        outcome: Some(outcome),
+        exact: r.exact,
+        stats,
+        run_time: Some(r.profile.total_cycles),
+        warnings,
+    })
+}
+
+/// Symbols of the program for `perf script` `sym+off` resolution.
+struct ProgramSymbols {
+    name: String,
+    syms: ObjectSymbols,
+}
+
+impl SymbolSource for ProgramSymbols {
+    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        (name == self.name).then(|| self.syms.clone())
+    }
+}
+
+fn read_lbr_file(f: &Path, p: &Program) -> Result<SampleSet> {
+    use proftrust_formats::Format;
+    let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
+    let set = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
+        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
+            .with_context(|| f.display().to_string())?,
+        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, f)
+            .with_context(|| f.display().to_string())?,
+        Some(Format::PerfScript) => {
+            let text = std::str::from_utf8(&bytes)
+                .with_context(|| format!("{}: perf script text is not UTF-8", f.display()))?;
+            let syms = ProgramSymbols {
+                name: p
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                syms: ObjectSymbols {
+                    build_id: p.binary.build_id().cloned(),
+                    functions: p
+                        .binary
+                        .functions()
+                        .iter()
+                        .map(|x| FunctionSymbol {
+                            name: x.name.clone(),
+                            start: x.start.0,
+                            size: x.size,
+                        })
+                        .collect(),
+                },
+            };
+            proftrust_formats::read_perf_script(
+                text,
+                &syms,
+                &proftrust_formats::segments::ElfSegmentsFromDisk::default(),
+            )
+            .with_context(|| f.display().to_string())?
+            .0
+        }
+        Some(other) => bail!(
+            "{} is a {} file, not branch-stack samples (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
+            f.display(),
+            other.name()
+        ),
+        None => bail!(
+            "{}: unknown format (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
+            f.display()
+        ),
+    };
+    if !set.samples.iter().any(|s| !s.branches.is_empty()) {
+        bail!(
+            "{}: no sample has a branch stack; record with `perf record -b` (needs a PMU with LBR) or `proftrust vpmu --lbr`",
+            f.display()
+        );
+    }
+    if !set
+        .samples
+        .iter()
+        .flat_map(|s| s.branches.iter())
+        .any(|b| b.cycles > 0)
+    {
+        bail!(
+            "{}: the branch stacks carry no cycle counts, so paths cannot be timed (Intel LBR reports them from Skylake on; `perf script -F brstack` prints them last)",
+            f.display()
+        );
+    }
+    Ok(set)
+}
+
+fn measure_lbr(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
+    let mut warnings = Vec::new();
+    let (set, outcome, extra) = match &a.lbr_file {
+        Some(f) => (read_lbr_file(f, p)?, None, serde_json::Value::Null),
+        None => {
+            if a.lbr_period == 0 {
+                bail!("--lbr-period 0: give a period >= 1");
+            }
+            let cache = cache_config(a)?;
+            let model = class_model(p, cache.is_some())?;
+            let mut o = VpmuOptions::default();
+            o.instruction_period = a.lbr_period;
+            o.events = VpmuEvents {
+                instructions: true,
+                cycles: false,
+            };
+            o.lbr = true;
+            o.exact = false;
+            o.seed = a.seed;
+            o.cache = cache.clone();
+            let mut v = Vpmu::new(o, model).context("cannot set up the virtual PMU")?;
+            let qo = QemuOptions {
+                cpu: a.cpu.clone(),
+                timeout: timeout(a)?,
+                show_output: !a.json,
+                trace_memory: cache.is_some(),
+                ..QemuOptions::default()
+            };
+            let pb = util::progress(None, "tracing under QEMU (virtual LBR)");
+            let outcome = trace_qemu(&command(&p.path, args), &qo, &mut v)
+                .context("tracing the program under QEMU")?;
+            pb.finish_and_clear();
+            check_outcome(&outcome, "the program", &mut warnings)?;
+            let (set, _) = v.finish();
+            (
+                set,
+                Some(outcome),
+                serde_json::json!({"virtual_lbr_period": a.lbr_period}),
+            )
+        }
+    };
+    let (timings, st) = lbr_timings(&set, &p.cfgs);
+    if st.timed == 0 {
+        warnings.push(format!(
+            "no complete path of {} was found in the {} branch stacks ({} walks broken); is it the same program?",
+            p.path.display(),
+            st.stacks,
+            st.broken
+        ));
+    }
+    if st.collisions > 0 {
+        warnings.push(format!(
+            "{} distinct path(s) shared a signature with another and were merged",
+            st.collisions
+        ));
+    }
+    let stats = serde_json::json!({"lbr": st, "source": extra});
+    Ok(Measured {
+        timings,
+        bias: None,
+        outcome,
+        exact: HashMap::new(),
+        stats,
+        run_time: None,
+        warnings,
+    })
+}
+
+fn read_probe(f: &Path) -> Result<proftrust_probe::ProbeFile> {
+    let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
+    proftrust_probe::format::read(&bytes).with_context(|| f.display().to_string())
+}
+
+fn measure_probe(a: &Args, args: &[String], load: Option<usize>) -> Result<Measured> {
+    let mut warnings = Vec::new();
+    let (file, outcome) = match (&a.probe_file, load) {
+        (Some(f), None) => (read_probe(f)?, None),
+        (Some(_), Some(_)) => bail!(
+            "--probe-file reads a finished run; --load and --compare-load need to run the program"
+        ),
+        (None, _) => {
+            let prog = a
+                .program
+                .first()
+                .context("--source probe needs the program after `--` (or --probe-file FILE)")?;
+            let path = crate::cmd::paths::resolve(prog)?;
+            let b = bursty(a, 10_000)?;
+            let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+            let out = dir.path().join("probe.txt");
+            let env: Vec<(OsString, OsString)> = [
+                ("PROFTRUST_PROBE_OUT", out.as_os_str().to_owned()),
+                ("PROFTRUST_PROBE_NCHECK", b.n_check.to_string().into()),
+                ("PROFTRUST_PROBE_NINSTR", b.n_instr.to_string().into()),
+                (
+                    "PROFTRUST_PROBE_RANDOMIZE",
+                    u8::from(b.randomize).to_string().into(),
+                ),
+                ("PROFTRUST_PROBE_SEED", b.seed.to_string().into()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (OsString::from(k), v))
+            .collect();
+            let o = NativeOptions {
+                timeout: timeout(a)?,
+                env,
+                show_output: !a.json,
+            };
+            let pb = util::progress(
+                None,
+                &match load {
+                    Some(n) => format!("running natively under a load of {n} threads"),
+                    None => "running natively".to_string(),
+                },
+            );
+            let guard = load.map(BackgroundLoad::start).transpose()?;
+            let outcome = run_native(&command(&path, args), &o);
+            drop(guard);
+            pb.finish_and_clear();
+            let outcome = outcome.context("running the program")?;
+            if !out.exists() {
+                let why = match &outcome {
+                    RunOutcome::Exited { .. } => format!(
+                        "{} wrote no probe file: build it with crates/probe/include/proftrust_probe.h and PT_BOUNDARY() at its path boundaries (not with -DPT_DISABLE), or use the Rust crate proftrust-probe",
+                        path.display()
+                    ),
+                    other => format!(
+                        "{} ended ({other:?}) before writing its probe file (the file is written at exit())",
+                        path.display()
+                    ),
+                };
+                bail!(why);
+            }
+            check_outcome(&outcome, "the program", &mut warnings)?;
+            (read_probe(&out)?, Some(outcome))
+        }
+    };
+    if file.samples.is_empty() {
+        warnings.push(format!(
+            "the probes timed no path ({} boundaries passed; lower --n-check below that)",
+            file.boundaries
+        ));
+    }
+    if file.dropped > 0 {
+        warnings.push(format!(
+            "{} timed paths did not fit the probe buffer (PROFTRUST_PROBE_CAPACITY) and were dropped",
+            file.dropped
+        ));
+    }
+    if file.foreign > 0 {
+        warnings.push(format!(
+            "{} other thread(s) passed probes; only the main thread's paths are timed",
+            file.foreign
+        ));
+    }
+    let (timings, bias) = probe_timings(&file);
+    if let Some(b) = &bias {
+        if !b.consistent {
+            warnings.push(format!(
+                "the instrumentation bias is not consistent ({:.0}% of the calibration within ±{} ticks of {}): timings are noisy",
+                b.within * 100.0,
+                b.tolerance,
+                b.median
+            ));
+        }
+    }
+    let stats = serde_json::json!({
+        "boundaries": file.boundaries,
+        "timed_paths": file.samples.len(),
+        "dropped": file.dropped,
+        "foreign_threads": file.foreign,
+        "program_ticks": file.program_ticks,
+        "tsc_per_ns": file.tsc_per_ns,
+        "n_check": file.n_check,
+        "n_instr": file.n_instr,
+        "randomize": file.randomize,
+        "seed": file.seed,
+        "exe": file.exe,
+    });
+    Ok(Measured {
+        timings,
+        bias,
+        outcome,
+        exact: HashMap::new(),
+        stats,
+        run_time: (file.program_ticks > 0).then_some(file.program_ticks),
+        warnings,
+    })
+}
+
+#[derive(Serialize)]
+struct JsonPath {
+    rank: usize,
+    signature: PathSignature,
+    count: u64,
+    basetime: u64,
+    total_time: u64,
+    net_variation: u64,
+    share_of_time: f64,
+    max_time: u64,
+    mean_time: f64,
+    function: String,
+    source: String,
+    blocks: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    executions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llc_misses_per_execution: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonCache {
+    l1_kib: u32,
+    llc_kib: u32,
+    llc_latency: u32,
+    memory_latency: u32,
+}
+
+#[derive(Serialize)]
+struct JsonConfig {
+    source: SourceArg,
+    top: usize,
+    min_samples: u64,
+    n_check: Option<u64>,
+    n_instr: u64,
+    randomize: bool,
+    max_time: Option<u64>,
+    bias_subtracted: u64,
+    cache: Option<JsonCache>,
+    lbr_file: Option<String>,
+    probe_file: Option<String>,
+    load_threads: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct JsonRanking {
+    ranking: Ranking,
+    k: usize,
+    not_in_other: usize,
+    vpp: Vec<PathSignature>,
+    other: Vec<PathSignature>,
+}
+
+impl From<TopKDifference> for JsonRanking {
+    fn from(d: TopKDifference) -> Self {
+        JsonRanking {
+            ranking: d.ranking,
+            k: d.k,
+            not_in_other: d.not_in_other,
+            vpp: d.vpp,
+            other: d.other,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RunSummary {
+    args: Vec<String>,
+    samples: u64,
+    net_variation_share: f64,
+    top_share: f64,
+    top: Vec<PathSignature>,
+    outcome: Option<RunOutcome>,
+    program_time: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct JsonStability {
+    kind: &'static str,
+    /// Run a (light load / training input) and run b (heavy load / the main run).
+    a: RunSummary,
+    b: RunSummary,
+    comparison: StabilityComparison,
+}
+
+#[derive(Serialize)]
+struct JsonReport {
+    program: Vec<String>,
+    seed: u64,
+    unit: &'static str,
+    config: JsonConfig,
+    outcome: Option<RunOutcome>,
+    samples: u64,
+    excluded_samples: u64,
+    distinct_paths: usize,
+    analysed_paths: usize,
+    net_variation: u64,
+    net_variation_share: f64,
+    top_share: f64,
+    time_base: TimeBase,
+    time_base_value: f64,
+    executions_per_sample: f64,
+    /// The run's time in the unit, when known.
+    run_time: Option<u64>,
+    /// Timed paths' time extrapolated to every execution, as a share of `run_time`.
+    timed_coverage: Option<f64>,
+    paths: Vec<JsonPath>,
+    rankings: Vec<JsonRanking>,
+    bias: Option<BiasEstimate>,
+    stability: Vec<JsonStability>,
+    histograms: Vec<DeltaHistogram>,
+    source_stats: serde_json::Value,
+    warnings: Vec<String>,
+}
+
+fn summary(args: &[String], m: &Measured, an: &VppAnalysis, k: usize) -> RunSummary {
+    RunSummary {
+        args: args.to_vec(),
+        samples: an.samples,
+        net_variation_share: an.total_share(),
+        top_share: an.top_share(k),
+        top: ranked(an, Ranking::NetVariation, k),
+        outcome: m.outcome.clone(),
+        program_time: m.timings.program_time,
+    }
+}
+
+/// Runs `proftrust vpp`.
+pub fn run(a: Args) -> Result<()> {
+    if a.top == 0 {
+        bail!("--top 0: give at least 1");
+    }
+    let needs_program = match a.source {
+        SourceArg::Vpmu | SourceArg::Lbr => true,
+        SourceArg::Probe => a.probe_file.is_none(),
+    };
+    if needs_program && a.program.is_empty() {
+        bail!(
+            "give the program after `--` (proftrust vpp --source {:?} -- PROGRAM ARGS)",
+            a.source
+        );
+    }
+    if a.source != SourceArg::Probe && (a.load.is_some() || a.compare_load.is_some()) {
+        bail!("--load and --compare-load need --source probe: the virtual PMU and recorded LBR files do not see the machine's load");
+    }
+    if let Some(n) = a.load.or(a.compare_load) {
+        if n == 0 || n > MAX_LOAD_THREADS {
+            bail!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
+        }
+    }
+    if a.load.is_some() && a.compare_load.is_some() {
+        bail!("give either --load N (one run under load) or --compare-load N (a light and a heavy run)");
+    }
+    if a.train.is_some() && (a.lbr_file.is_some() || a.probe_file.is_some()) {
+        bail!("--train runs the program with the training input; it cannot be used with --lbr-file or --probe-file");
+    }
+    if a.source != SourceArg::Lbr && a.lbr_file.is_some() {
+        bail!("--lbr-file needs --source lbr");
+    }
+    if a.source != SourceArg::Probe && a.probe_file.is_some() {
+        bail!("--probe-file needs --source probe");
+    }
+    // Fail on a bad output path before the (slow) run.
+    if let Some(svg) = &a.svg {
+        let dir = match svg.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            bail!(
+                "--svg {}: no such directory {}",
+                svg.display(),
+                dir.display()
+            );
+        }
+    }
+    let program: Option<Program> = match a.source {
+        SourceArg::Vpmu | SourceArg::Lbr => Some(load_program(&a.program[0])?),
+        SourceArg::Probe => None,
+    };
+    let ref_args: Vec<String> = a.program.iter().skip(1).cloned().collect();
+    let measure = |args: &[String], load: Option<usize>| -> Result<Measured> {
+        match (a.source, &program) {
+            (SourceArg::Vpmu, Some(p)) => measure_vpmu(&a, p, args),
+            (SourceArg::Lbr, Some(p)) => measure_lbr(&a, p, args),
+            _ => measure_probe(&a, args, load),
+        }
+    };
+    util::note(format!(
+        "vpp: source {}, seed {}, nCheck {}, nInstr {}{}",
+        a.source,
+        a.seed,
+        a.n_check.unwrap_or(if a.source == SourceArg::Probe {
+            10_000
+        } else {
+            0
+        }),
+        a.n_instr,
+        if a.randomize { " (jittered)" } else { "" }
+    ));
+    let main_load = a.load;
+    let m = measure(&ref_args, main_load)?;
+    let opts_for = |m: &Measured| AnalysisOptions {
+        min_samples: a.min_samples,
+        max_time: a.max_time,
+        bias: if a.no_bias {
+            0
+        } else {
+            m.bias.as_ref().map_or(0, |b| b.median)
+        },
+    };
+    let an = analyze(&m.timings, &opts_for(&m));
+    let mut warnings: Vec<String> = program
+        .as_ref()
+        .map(|p| p.warnings.clone())
+        .unwrap_or_default();
+    warnings.extend(m.warnings.iter().cloned());
+    if !an.paths.is_empty() && an.net_variation == 0 {
+        warnings.push(
+            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, seed 004 §1)"
+                .to_string(),
+        );
+    }
+    if an.paths.is_empty() {
+        warnings.push(format!(
+            "no path has {} or more timed samples: nothing to rank (run longer, or lower --n-check)",
+            a.min_samples
+        ));
+    }
+    let k = a.top;
+    let mut stability = Vec::new();
+    if let Some(n) = a.compare_load {
+        let heavy = measure(&ref_args, Some(n))?;
+        let hv = analyze(&heavy.timings, &opts_for(&heavy));
+        warnings.extend(
+            heavy
+                .warnings
+                .iter()
+                .map(|w| format!("heavy-load run: {w}")),
+        );
+        stability.push(JsonStability {
+            kind: "load",
+            comparison: compare_runs(&an, &hv, k),
+            a: summary(&ref_args, &m, &an, k),
+            b: summary(&ref_args, &heavy, &hv, k),
+        });
+    }
+    if let Some(t) = &a.train {
+        let targs: Vec<String> = t.split_whitespace().map(String::from).collect();
+        let tm = measure(&targs, main_load)?;
+        let ta = analyze(&tm.timings, &opts_for(&tm));
+        warnings.extend(tm.warnings.iter().map(|w| format!("training run: {w}")));
+        stability.push(JsonStability {
+            kind: "input",
+            comparison: compare_runs(&ta, &an, k),
+            a: summary(&targs, &tm, &ta, k),
+            b: summary(&ref_args, &m, &an, k),
+        });
+    }
+    let histograms = top_delta_histograms(&m.timings, &an, a.histogram_paths, a.bins);
+    let rankings: Vec<JsonRanking> = [Ranking::Frequency, Ranking::TotalTime]
+        .into_iter()
+        .map(|r| top_k_difference(&an, r, k).into())
+        .collect();
+    let mut sources: HashMap<u64, String> = HashMap::new();
+    let rows: Vec<JsonPath> = an
+        .top(if a.json { usize::MAX } else { k })
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let info = m.timings.info.get(&v.signature);
+            let source = match &program {
+                Some(p) => sources
+                    .entry(v.signature.entry.0)
+                    .or_insert_with(|| line_in_function(&p.binary, v.signature.entry))
+                    .clone(),
+                None => info
+                    .map(|x| x.function.rsplit('/').next().unwrap_or("").to_string())
+                    .unwrap_or_default(),
+            };
+            let exact = m.exact.get(&v.signature);
+            JsonPath {
+                rank: i + 1,
+                signature: v.signature.clone(),
+                count: v.count,
+                basetime: v.basetime,
+                total_time: v.total_time,
+                net_variation: v.net_variation,
+                share_of_time: v.share_of_time,
+                max_time: v.max_time,
+                mean_time: v.mean_time,
+                function: match (&program, info) {
+                    (Some(_), Some(x)) => x.function.clone(),
+                    _ => String::new(),
+                },
+                source,
+                blocks: info
+                    .map(|x| x.blocks.iter().map(|b| format!("{:#x}", b.0)).collect())
+                    .unwrap_or_default(),
+                executions: exact.map(|e| e.count),
+                llc_misses_per_execution: exact
+                    .filter(|e| e.count > 0)
+                    .map(|e| e.llc_misses as f64 / e.count as f64),
+            }
+        })
+        .collect();
+    if let Some(svg) = &a.svg {
+        let plot = LinePlot {
+            title: format!(
+                "Delta from basetime of the top {} paths by net variation ({})",
+                histograms.len(),
+                a.program
+                    .first()
+                    .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
+                    .unwrap_or_default()
+            ),
+            x_label: format!("time above the path's basetime ({})", an.unit.name()),
+            y_label: "share of the path's samples".into(),
+            series: histograms
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let n: u64 = h.counts.iter().sum::<u64>() + h.overflow;
+                    Series {
+                        label: format!(
+                            "#{} {} {}",
+                            i + 1,
+                            h.signature,
+                            rows.get(i).map_or("", |r| r.source.as_str())
+                        ),
+                        points: h
+                            .counts
+                            .iter()
+                            .enumerate()
+                            .map(|(j, c)| {
+                                ((j as u64 * h.bin_width) as f64, *c as f64 / n.max(1) as f64)
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+        };
+        util::write_atomically(svg, |w| {
+            w.write_all(render_line_plot(&plot).as_bytes())
+                .with_context(|| format!("cannot write {}", svg.display()))
+        })?;
+    }
+    let bias_used = opts_for(&m).bias;
+    let coverage = m
+        .run_time
+        .filter(|&t| t > 0)
+        .map(|t| an.timed_time as f64 * an.executions_per_sample / t as f64);
+    let config = JsonConfig {
+        source: a.source,
+        top: k,
+        min_samples: a.min_samples,
+        n_check: match a.source {
+            SourceArg::Probe => m.stats.get("n_check").and_then(|x| x.as_u64()),
+            SourceArg::Vpmu => Some(a.n_check.unwrap_or(0)),
+            SourceArg::Lbr => None,
+        },
+        n_instr: a.n_instr,
+        randomize: a.randomize,
+        max_time: a.max_time,
+        bias_subtracted: bias_used,
+        cache: (a.source != SourceArg::Probe && a.lbr_file.is_none() && !a.no_cache).then_some(
+            JsonCache {
+                l1_kib: a.l1_kib,
+                llc_kib: a.llc_kib,
+                llc_latency: a.llc_latency,
+                memory_latency: a.memory_latency,
+            },
+        ),
+        lbr_file: a.lbr_file.as_ref().map(|p| p.display().to_string()),
+        probe_file: a.probe_file.as_ref().map(|p| p.display().to_string()),
+        load_threads: a.load,
+    };
+    let out = std::io::stdout();
+    let mut w = out.lock();
+    if a.json {
+        let rep = JsonReport {
+            program: a.program.clone(),
+            seed: a.seed,
+            unit: an.unit.name(),
+            config,
+            outcome: m.outcome.clone(),
+            samples: an.samples,
+            excluded_samples: an.excluded,
+            distinct_paths: m.timings.len(),
+            analysed_paths: an.paths.len(),
+            net_variation: an.net_variation,
+            net_variation_share: an.total_share(),
+            top_share: an.top_share(k),
+            time_base: an.time_base_kind,
+            time_base_value: an.time_base,
+            executions_per_sample: an.executions_per_sample,
+            run_time: m.run_time,
+            timed_coverage: coverage,
+            paths: rows,
+            rankings,
+            bias: m.bias.clone(),
+            stability,
+            histograms,
+            source_stats: m.stats.clone(),
+            warnings,
+        };
+        serde_json::to_writer_pretty(&mut w, &rep)?;
+        writeln!(w)?;
+        return Ok(());
+    }
+    for x in &warnings {
+        util::note(format!("warning: {x}"));
+    }
+    let unit = an.unit.name();
+    writeln!(
+        w,
+        "variational paths of {} (source {}, seed {}): {} timed samples of {} paths, {} with >= {} samples",
+        a.program.first().map_or("?", |s| s.as_str()),
+        a.source,
+        a.seed,
+        an.samples,
+        m.timings.len(),
+        an.paths.len(),
+        an.min_samples
+    )?;
+    if an.excluded > 0 {
+        writeln!(
+            w,
+            "{} samples longer than --max-time {} left out",
+            an.excluded,
+            a.max_time.unwrap_or(0)
+        )?;
+    }
+    if let Some(b) = &m.bias {
+        writeln!(
+            w,
+            "instrumentation bias: median {} {unit} of {} empty paths (p10 {}, p90 {}; {:.0}% within ±{}: {}){}",
+            b.median,
+            b.samples,
+            b.p10,
+            b.p90,
+            b.within * 100.0,
+            b.tolerance,
+            if b.consistent { "consistent" } else { "NOT consistent" },
+            if bias_used > 0 { ", subtracted" } else { ", not subtracted" }
+        )?;
+    }
+    writeln!(
+        w,
+        "net variation: {:.2}% of the {} in all paths, {:.2}% in the top {k} (each sample ~{:.1} executions)",
+        an.total_share() * 100.0,
+        match an.time_base_kind {
+            TimeBase::Program => "run's time",
+            TimeBase::TimedPaths => "timed paths' time",
+        },
+        an.top_share(k) * 100.0,
+        an.executions_per_sample
+    )?;
+    if let (Some(c), Some(rt)) = (coverage, m.run_time) {
+        writeln!(
+            w,
+            "timed paths, extrapolated to every execution: {:.1}% of the run's {rt} {unit}{}",
+            c * 100.0,
+            if c > 1.05 {
+                " (timing slows the timed paths: serialised TSC reads expose their memory latency)"
+            } else {
+                ""
+            }
+        )?;
+    }
+    let mut t = proftrust_report::Table::new([
+        "rank",
+        "signature",
+        "where",
+        "count",
+        "basetime",
+        "mean",
+        "total",
+        "net var",
+        "share",
+    ])
+    .left_align(&[1, 2]);
+    for r in &rows {
+        let place = if r.function.is_empty() {
+            r.source.clone()
+        } else {
+            format!("{} {}", r.function, r.source)
+        };
+        t.row(
+            [
+                r.rank.to_string(),
+                r.signature.to_string(),
+                place,
+                r.count.to_string(),
+                r.basetime.to_string(),
+                format!("{:.1}", r.mean_time),
+                r.total_time.to_string(),
+                r.net_variation.to_string(),
+                format!("{:.2}%", r.share_of_time * 100.0),
+            ],
+            false,
+        );
+    }
+    writeln!(w, "\n{}", t.render(false))?;
+    for r in &rankings {
+        writeln!(
+            w,
+            "{} of the top {} by net variation are not in the top {} by {} (seed 004 Fig. 11)",
+            r.not_in_other,
+            r.vpp.len(),
+            r.k,
+            match r.ranking {
+                Ranking::Frequency => "frequency",
+                _ => "total time",
+            }
+        )?;
+    }
+    for s in &stability {
+        let c = &s.comparison;
+        match s.kind {
+            "load" => writeln!(
+                w,
+                "\nsystem load (Fig. 4): light top-{k} {:.2}%, light NV of heavy's top-{k} {:.2}%, heavy top-{k} {:.2}%, heavy NV of light's top-{k} {:.2}%; {} of {} top paths shared",
+                c.a_top_in_a * 100.0,
+                c.b_top_in_a * 100.0,
+                c.b_top_in_b * 100.0,
+                c.a_top_in_b * 100.0,
+                c.overlap,
+                c.possible_overlap
+            )?,
+            _ => writeln!(
+                w,
+                "\ninputs (Fig. 5): all paths {:.2}%, self-trained top-{k} {:.2}%, cross-trained (train {:?}) top-{k} {:.2}%; {} of {} top paths shared",
+                c.all_in_b * 100.0,
+                c.b_top_in_b * 100.0,
+                s.a.args,
+                c.a_top_in_b * 100.0,
+                c.overlap,
+                c.possible_overlap
+            )?,
+        }
+    }
+    if let Some(svg) = &a.svg {
+        writeln!(w, "\ndelta histograms: {}", svg.display())?;
+    }
+    Ok(())
+}
+
+/// `file:line` of a path's entry in its own function: the outermost inline frame, whose line
+/// is the call site of the inlined chain (a probe or helper inlined at the path's entry would
+/// otherwise name its own header line).
+fn line_in_function(b: &proftrust_binary::Binary, a: proftrust_model::Svma) -> String {
+    match b.frames(a).last() {
+        Some(f) => format!(
+            "{}:{}",
+            f.file
+                .as_deref()
+                .map_or("?", |p| p.rsplit('/').next().unwrap_or(p)),
+            f.line.map_or("?".to_string(), |l| l.to_string())
+        ),
+        None => "?".to_string(),
+    }
+}
+
+impl std::fmt::Display for SourceArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceArg::Vpmu => "vpmu",
+            SourceArg::Lbr => "lbr",
+            SourceArg::Probe => "probe",
+        })
+    }
+}

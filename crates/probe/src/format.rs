@@ -1,0 +1,459 @@
+//! The probe file: what a probed program writes at exit (documented in `docs/vpp.md`).
+//!
+//! Line-based text, version 1, written by the Rust runtime and by the C header alike:
+//!
+//! ```text
+//! proftrust-probe 1
+//! pid 4242
+//! exe /path/to/program
+//! load_bias 0x555555554000
+//! tsc_per_ns 2.592
+//! n_check 10000
+//! n_instr 1
+//! randomize 1
+//! seed 0
+//! boundaries 52000000
+//! program_ticks 1300000000
+//! dropped 0
+//! foreign 0
+//! site 0x11d9 vpp.c:88
+//! c 32 9120
+//! c 34 880
+//! s 0x11d9 2 10 311
+//! end 1 2
+//! ```
+//!
+//! * Header keys (any order, each once): `pid`, `exe` (the rest of the line), `load_bias`
+//!   (hex, subtracted from runtime addresses), `tsc_per_ns` (TSC ticks per nanosecond,
+//!   measured over the run against `CLOCK_MONOTONIC`), `n_check` / `n_instr` / `randomize` /
+//!   `seed` (bursty tracing, [`crate::BurstyOptions`]), `boundaries` (dispatch checks
+//!   executed by the recording thread), `program_ticks` (TSC ticks from the runtime's start
+//!   to the write), `dropped` (timed paths lost to a full buffer), `foreign` (boundaries
+//!   passed in threads other than the recording thread, not timed).
+//! * `site ADDR FILE:LINE`: a probe site (module-relative address, hex) and where it is in
+//!   the source.
+//! * `c TICKS COUNT`: calibration histogram: how often an *empty* path measured `TICKS`
+//!   (the instrumentation bias, seed 004 §4.2).
+//! * `s ENTRY NBITS BITS TICKS`: one timed path: its entry (module-relative address of the
+//!   probe site where it started, hex), the number of branch outcomes recorded on it, the
+//!   outcomes as `0`/`1` characters in execution order (`-` when there are none; at most 64
+//!   characters — longer histories keep their first 64 and the true count), its duration in
+//!   TSC ticks.
+//! * `end NSAMPLES NCALIB`: the number of `s` lines and `c` lines; a file without it, or
+//!   whose counts disagree, was cut short and is refused.
+
+use std::io::Write;
+
+/// Magic first line.
+pub const MAGIC: &str = "proftrust-probe";
+/// Current version.
+pub const VERSION: u32 = 1;
+/// Most branch outcomes stored per path.
+pub const MAX_BITS: u32 = 64;
+
+/// One timed path instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProbeSample {
+    /// Module-relative address of the probe site where the path started.
+    pub entry: u64,
+    /// Branch outcomes recorded on the path (may exceed [`MAX_BITS`]).
+    pub nbits: u32,
+    /// The first `min(nbits, 64)` outcomes, the first in bit 0; 1 = taken / true.
+    pub bits: u64,
+    /// Duration in TSC ticks (instrumentation bias included).
+    pub ticks: u64,
+}
+
+/// Everything a probed run wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeFile {
+    /// Format version.
+    pub version: u32,
+    /// Process id of the run.
+    pub pid: u32,
+    /// Executable path.
+    pub exe: String,
+    /// Load bias of the executable (runtime address − SVMA).
+    pub load_bias: u64,
+    /// TSC ticks per nanosecond (0 when unknown).
+    pub tsc_per_ns: f64,
+    /// Bursty tracing nCheckThresh (0 = every path timed).
+    pub n_check: u64,
+    /// Bursty tracing nInstrThresh.
+    pub n_instr: u64,
+    /// Jittered nCheck resets.
+    pub randomize: bool,
+    /// Seed of the jitter.
+    pub seed: u64,
+    /// Dispatch checks passed by the recording thread.
+    pub boundaries: u64,
+    /// TSC ticks from the runtime's start to the write.
+    pub program_ticks: u64,
+    /// Timed paths lost to a full buffer.
+    pub dropped: u64,
+    /// Boundaries passed in other threads (not timed).
+    pub foreign: u64,
+    /// Probe sites: address and `file:line`.
+    pub sites: Vec<(u64, String)>,
+    /// Calibration histogram: (ticks of an empty path, occurrences), sorted by ticks.
+    pub calibration: Vec<(u64, u64)>,
+    /// Timed paths, in the order they were taken.
+    pub samples: Vec<ProbeSample>,
+}
+
+impl Default for ProbeFile {
+    fn default() -> Self {
+        ProbeFile {
+            version: VERSION,
+            pid: 0,
+            exe: String::new(),
+            load_bias: 0,
+            tsc_per_ns: 0.0,
+            n_check: 0,
+            n_instr: 1,
+            randomize: false,
+            seed: 0,
+            boundaries: 0,
+            program_ticks: 0,
+            dropped: 0,
+            foreign: 0,
+            sites: Vec::new(),
+            calibration: Vec::new(),
+            samples: Vec::new(),
+        }
+    }
+}
+
+/// Why a probe file cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// Not a probe file.
+    #[error("not a proftrust probe file (first line {first:?}; expected `proftrust-probe 1`)")]
+    NotProbeFile {
+        /// The first line, shortened.
+        first: String,
+    },
+    /// A version this reader does not know.
+    #[error("probe file version {0} is not supported (this proftrust reads version 1); use the header of the same proftrust release")]
+    Version(u32),
+    /// A malformed line.
+    #[error("line {line}: {what}")]
+    Bad {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// No `end` line or counts that disagree: the program died while writing.
+    #[error("the probe file is cut short ({0}); the program was probably killed while writing it, run it again")]
+    Truncated(String),
+    /// Writing failed.
+    #[error("cannot write the probe file: {0}")]
+    Io(#[from] std::io::Error),
+    /// A runtime setting from the environment is not valid.
+    #[error("{var}={value:?}: {why}")]
+    Setting {
+        /// The environment variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// `0`/`1` characters of the first `min(nbits, 64)` outcomes, `-` for none.
+pub fn bits_string(bits: u64, nbits: u32) -> String {
+    let n = nbits.min(MAX_BITS);
+    if n == 0 {
+        return "-".into();
+    }
+    (0..n)
+        .map(|i| if bits >> i & 1 == 1 { '1' } else { '0' })
+        .collect()
+}
+
+/// Writes `f` in the text format.
+pub fn write(w: &mut dyn Write, f: &ProbeFile) -> Result<(), ProbeError> {
+    writeln!(w, "{MAGIC} {}", f.version)?;
+    writeln!(w, "pid {}", f.pid)?;
+    writeln!(w, "exe {}", f.exe.replace('\n', " "))?;
+    writeln!(w, "load_bias {:#x}", f.load_bias)?;
+    writeln!(w, "tsc_per_ns {}", f.tsc_per_ns)?;
+    writeln!(w, "n_check {}", f.n_check)?;
+    writeln!(w, "n_instr {}", f.n_instr)?;
+    writeln!(w, "randomize {}", u8::from(f.randomize))?;
+    writeln!(w, "seed {}", f.seed)?;
+    writeln!(w, "boundaries {}", f.boundaries)?;
+    writeln!(w, "program_ticks {}", f.program_ticks)?;
+    writeln!(w, "dropped {}", f.dropped)?;
+    writeln!(w, "foreign {}", f.foreign)?;
+    for (a, name) in &f.sites {
+        writeln!(w, "site {a:#x} {}", name.replace('\n', " "))?;
+    }
+    for (t, n) in &f.calibration {
+        writeln!(w, "c {t} {n}")?;
+    }
+    for s in &f.samples {
+        writeln!(
+            w,
+            "s {:#x} {} {} {}",
+            s.entry,
+            s.nbits,
+            bits_string(s.bits, s.nbits),
+            s.ticks
+        )?;
+    }
+    writeln!(w, "end {} {}", f.samples.len(), f.calibration.len())?;
+    Ok(())
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x").unwrap_or(s), 16).ok()
+}
+
+/// Reads a probe file.
+pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
+    let text = std::str::from_utf8(data).map_err(|e| ProbeError::Bad {
+        line: 1 + data[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        what: "not UTF-8 text".into(),
+    })?;
+    let mut lines = text.lines().enumerate();
+    let first = lines.next().map(|(_, l)| l).unwrap_or("");
+    let version = match first.split_once(' ') {
+        Some((MAGIC, v)) => v
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| ProbeError::NotProbeFile {
+                first: first.chars().take(40).collect(),
+            })?,
+        _ => {
+            return Err(ProbeError::NotProbeFile {
+                first: first.chars().take(40).collect(),
+            })
+        }
+    };
+    if version != VERSION {
+        return Err(ProbeError::Version(version));
+    }
+    let mut f = ProbeFile {
+        version,
+        ..ProbeFile::default()
+    };
+    let mut end: Option<(usize, usize)> = None;
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, line) in lines {
+        let ln = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if end.is_some() {
+            return Err(ProbeError::Bad {
+                line: ln,
+                what: "text after the `end` line".into(),
+            });
+        }
+        let bad = |what: &str| ProbeError::Bad {
+            line: ln,
+            what: format!("{what}: {:?}", line.chars().take(80).collect::<String>()),
+        };
+        let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let num = |s: &str| {
+            s.trim()
+                .parse::<u64>()
+                .map_err(|_| bad("expected a number"))
+        };
+        if !matches!(key, "site" | "c" | "s" | "end") {
+            if seen.contains(&key) {
+                return Err(bad("header key given twice"));
+            }
+            seen.push(key);
+        }
+        match key {
+            "pid" => f.pid = num(rest)?.try_into().map_err(|_| bad("pid out of range"))?,
+            "exe" => f.exe = rest.to_string(),
+            "load_bias" => f.load_bias = hex(rest.trim()).ok_or_else(|| bad("expected hex"))?,
+            "tsc_per_ns" => {
+                f.tsc_per_ns = rest
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| bad("expected a non-negative number"))?
+            }
+            "n_check" => f.n_check = num(rest)?,
+            "n_instr" => f.n_instr = num(rest)?,
+            "randomize" => f.randomize = num(rest)? != 0,
+            "seed" => f.seed = num(rest)?,
+            "boundaries" => f.boundaries = num(rest)?,
+            "program_ticks" => f.program_ticks = num(rest)?,
+            "dropped" => f.dropped = num(rest)?,
+            "foreign" => f.foreign = num(rest)?,
+            "site" => {
+                let (a, name) = rest.split_once(' ').unwrap_or((rest, ""));
+                let a = hex(a).ok_or_else(|| bad("expected a hex site address"))?;
+                f.sites.push((a, name.to_string()));
+            }
+            "c" => {
+                let mut it = rest.split_whitespace();
+                let (Some(t), Some(n), None) = (it.next(), it.next(), it.next()) else {
+                    return Err(bad("expected `c TICKS COUNT`"));
+                };
+                f.calibration.push((num(t)?, num(n)?));
+            }
+            "s" => {
+                let mut it = rest.split_whitespace();
+                let (Some(e), Some(nb), Some(bits), Some(t), None) =
+                    (it.next(), it.next(), it.next(), it.next(), it.next())
+                else {
+                    return Err(bad("expected `s ENTRY NBITS BITS TICKS`"));
+                };
+                let entry = hex(e).ok_or_else(|| bad("expected a hex entry address"))?;
+                let nbits: u32 = nb.parse().map_err(|_| bad("expected a bit count"))?;
+                let want = nbits.min(MAX_BITS) as usize;
+                let mut b = 0u64;
+                if nbits == 0 {
+                    if bits != "-" {
+                        return Err(bad("no branch bits expected (`-`)"));
+                    }
+                } else {
+                    if bits.len() != want {
+                        return Err(bad("branch bits do not match their count"));
+                    }
+                    for (k, ch) in bits.bytes().enumerate() {
+                        match ch {
+                            b'1' => b |= 1 << k,
+                            b'0' => {}
+                            _ => return Err(bad("branch bits must be 0 or 1")),
+                        }
+                    }
+                }
+                f.samples.push(ProbeSample {
+                    entry,
+                    nbits,
+                    bits: b,
+                    ticks: num(t)?,
+                });
+            }
+            "end" => {
+                let mut it = rest.split_whitespace();
+                let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+                    return Err(bad("expected `end NSAMPLES NCALIB`"));
+                };
+                end = Some((num(a)? as usize, num(b)? as usize));
+            }
+            _ => return Err(bad("unknown key")),
+        }
+    }
+    match end {
+        None => Err(ProbeError::Truncated("no `end` line".into())),
+        Some((s, c)) if s != f.samples.len() || c != f.calibration.len() => {
+            Err(ProbeError::Truncated(format!(
+                "`end` says {s} samples and {c} calibration lines, the file has {} and {}",
+                f.samples.len(),
+                f.calibration.len()
+            )))
+        }
+        Some(_) => {
+            f.calibration.sort_unstable();
+            Ok(f)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> ProbeFile {
+        ProbeFile {
+            pid: 4242,
+            exe: "/tmp/x y/prog".into(),
+            load_bias: 0x5555_5555_4000,
+            tsc_per_ns: 2.5,
+            n_check: 100,
+            n_instr: 2,
+            randomize: true,
+            seed: 7,
+            boundaries: 1234,
+            program_ticks: 99_999,
+            dropped: 3,
+            foreign: 5,
+            sites: vec![(0x11d9, "vpp.c:88".into()), (0x1200, "vpp.c:97".into())],
+            calibration: vec![(30, 10), (32, 900)],
+            samples: vec![
+                ProbeSample {
+                    entry: 0x11d9,
+                    nbits: 2,
+                    bits: 0b01,
+                    ticks: 311,
+                },
+                ProbeSample {
+                    entry: 0x1200,
+                    nbits: 0,
+                    bits: 0,
+                    ticks: 40,
+                },
+                ProbeSample {
+                    entry: 0x11d9,
+                    nbits: 70,
+                    bits: u64::MAX,
+                    ticks: 5000,
+                },
+            ],
+            ..ProbeFile::default()
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let f = example();
+        let mut out = Vec::new();
+        write(&mut out, &f).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(text.starts_with("proftrust-probe 1\npid 4242\nexe /tmp/x y/prog\n"));
+        assert!(text.contains("\ns 0x11d9 2 10 311\n"), "{text}");
+        assert!(text.contains("\ns 0x1200 0 - 40\n"));
+        assert!(text.ends_with("end 3 2\n"));
+        assert_eq!(read(&out).unwrap(), f);
+    }
+
+    #[test]
+    fn damaged_files_are_refused() {
+        let mut out = Vec::new();
+        write(&mut out, &example()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        // Cut short: no end line.
+        let cut = &text[..text.find("end").unwrap()];
+        assert!(matches!(
+            read(cut.as_bytes()),
+            Err(ProbeError::Truncated(_))
+        ));
+        // A sample line lost before the end line.
+        let lost = text.replace("s 0x1200 0 - 40\n", "");
+        assert!(matches!(
+            read(lost.as_bytes()),
+            Err(ProbeError::Truncated(_))
+        ));
+        let e = read(text.replace("2 10 311", "3 10 311").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("do not match"), "{e}");
+        let e = read(text.replace("2 10 311", "2 12 311").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("0 or 1"), "{e}");
+        assert!(matches!(
+            read(b"hello\n"),
+            Err(ProbeError::NotProbeFile { .. })
+        ));
+        assert!(matches!(
+            read(b"proftrust-probe 9\n"),
+            Err(ProbeError::Version(9))
+        ));
+        let e = read(text.replace("seed 7", "seed 7\nseed 8").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        assert!(read(&[0xff, 0xfe]).is_err());
+        assert!(read(b"").is_err());
+    }
+}

@@ -95,6 +95,7 @@ fn run(
             module: Some(ModuleIdx(m)),
             instructions: ins,
             end,
+            mem: &[],
         }
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);

@@ -15,6 +15,8 @@
 # Environment: SKIDS (default "10 30 60"), HEAVIES (default "100 200 300"), WORKLOADS
 #   (default all five), PERIOD (default 1009), SEED (default 1), SOLVER (flow|lsq|gibbs, default
 #   flow), EMULATION (mixed|per-loop, default mixed; per-loop solvers), CORRECT_ARGS (extra `correct` flags),
+#   CPI_MODEL (cache: dependent loads cost the heavy load, default; cache-sim: the simulated
+#   L1D + LLC on the traced data accesses, memory latency = the heavy load),
 #   SKIP_LOOP_BENCH=1 (skip part 1), KEEP=DIR (keep samples, exact files and JSON in DIR;
 #   with REUSE=1, runs whose sample and exact files are already in DIR skip `vpmu`).
 set -euo pipefail
@@ -28,6 +30,7 @@ period="${PERIOD:-1009}"
 seed="${SEED:-1}"
 solver="${SOLVER:-flow}"
 emulation="${EMULATION:-mixed}"
+cpi_model="${CPI_MODEL:-cache}"
 cd "$root"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (2-core VM; times are wall clock)"
 if [ "${SKIP_LOOP_BENCH:-0}" != 1 ]; then
@@ -45,16 +48,22 @@ fi
 if [ "${REUSE:-0}" != 1 ] || [ ! -d "$tmp/bin" ]; then
   bash workloads/build.sh "$tmp/bin" >/dev/null
 fi
-echo "scale $scale, period $period, seed $seed, solver $solver, emulation $emulation"
+echo "scale $scale, period $period, seed $seed, solver $solver, emulation $emulation, cpi model $cpi_model"
 printf '%-7s %3s %4s %6s %6s %8s %8s %8s %8s %8s %8s  %-5s %s\n' workload S heavy vpmu_s corr_s \
   epsf_raw epsf_cor epsi_raw epsi_cor ipc_raw ipc_cor goal "worst IPC function"
 for w in $workloads; do
   for h in $heavies; do
     for s in $skids; do
       base="$tmp/$w.s$s.h$h"
+      [ "$cpi_model" = cache ] || base="$tmp/$w.$cpi_model.s$s.h$h"
+      if [ "$cpi_model" = cache-sim ]; then
+        model=(--cpi-model cache-sim --cache-config "mem=$h")
+      else
+        model=(--cpi-model cache --heavy-load "$h")
+      fi
       t0=$(date +%s.%N)
       if [ "${REUSE:-0}" != 1 ] || [ ! -s "$base.samples" ] || [ ! -s "$base.exact" ]; then
-        "$pt" -q vpmu --skid "$s" --period "$period" --cpi-model cache --heavy-load "$h" \
+        "$pt" -q vpmu --skid "$s" --period "$period" "${model[@]}" \
           --seed "$seed" -o "$base.samples" --exact "$base.exact" -- "$tmp/bin/$w" "$scale" \
           >/dev/null
       fi
@@ -109,6 +118,7 @@ if [ "${COMPARE:-0}" = 1 ]; then
       s="${c%%:*}"
       h="${c##*:}"
       base="$tmp/$w.s$s.h$h"
+      [ "$cpi_model" = cache ] || base="$tmp/$w.$cpi_model.s$s.h$h"
       [ -s "$base.samples" ] || continue
       line=""
       raw=""

@@ -145,6 +145,19 @@ pub enum Method {
     },
 }
 
+/// How the corrected count of a black box is spread over its instructions (the model has
+/// no CFG for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BoxSpread {
+    /// Evenly over its sampled instructions: right for code that runs straight through (a
+    /// library routine such as `exp`). Default.
+    #[default]
+    Uniform,
+    /// In proportion to cycle samples (instruction samples without any): right when its
+    /// CPIs are uniform, weighted toward slow instructions otherwise.
+    Cycles,
+}
+
 /// Options of [`correct_profile`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -165,6 +178,9 @@ pub struct ProgramOptions {
     pub max_blocks: usize,
     /// Flow solver options.
     pub flow: FlowOptions,
+    /// Flow: how a black box's corrected count is spread over its instructions. Default
+    /// [`BoxSpread::Uniform`].
+    pub box_spread: BoxSpread,
     /// Loops: a loop with less than this share of its module's instruction samples is left
     /// alone. Default 0.01.
     pub hot_share: f64,
@@ -183,6 +199,7 @@ impl Default for ProgramOptions {
             min_function_share: 0.0,
             max_blocks: 3000,
             flow: FlowOptions::default(),
+            box_spread: BoxSpread::Uniform,
             hot_share: 0.01,
             max_simple_loops: 64,
             seed: 0,
@@ -867,32 +884,29 @@ fn correct_flow(
     }
     for (bi, (m, bx)) in pg.box_modules.iter().zip(&graph.boxes).enumerate() {
         let y = sol.box_counts[bi];
-        // Within a black box nothing is known about the path: distribute its corrected
-        // count in proportion to cycle samples (exact when its CPIs are uniform), or to the
-        // raw instruction samples when it has no cycle samples.
-        let by_cycles = bx.sampled_cycles > 0.0;
-        let (src, tot) = if by_cycles {
-            (&p.cycles, bx.sampled_cycles)
-        } else {
-            (&p.instructions, bx.sampled_instructions)
+        // Within a black box nothing is known about the path (module doc of `flow`):
+        // spread its corrected count over its sampled instructions (see `BoxSpread`).
+        let mut keys: Vec<Location> = p
+            .instructions
+            .iter()
+            .chain(p.cycles.iter())
+            .filter(|(l, v)| l.module == Some(*m) && **v > 0.0)
+            .map(|(l, _)| *l)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        keys.sort();
+        let (src, tot): (Option<&HashMap<Location, f64>>, f64) = match opts.box_spread {
+            BoxSpread::Uniform => (None, keys.len() as f64),
+            BoxSpread::Cycles if bx.sampled_cycles > 0.0 => (Some(&p.cycles), bx.sampled_cycles),
+            BoxSpread::Cycles => (Some(&p.instructions), bx.sampled_instructions),
         };
         if tot <= 0.0 {
             continue;
         }
-        let keys: Vec<Location> = p
-            .instructions
-            .keys()
-            .chain(p.cycles.keys())
-            .filter(|l| l.module == Some(*m))
-            .copied()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
         for l in keys {
-            let s = src.get(&l).copied().unwrap_or(0.0);
-            if s > 0.0 || out.corrected.contains_key(&l) {
-                out.corrected.insert(l, y * s / tot);
-            }
+            let w = src.map_or(1.0, |m| m.get(&l).copied().unwrap_or(0.0));
+            out.corrected.insert(l, y * w / tot);
         }
     }
     out.flow = Some(FlowReport {

@@ -17,7 +17,7 @@ use proftrust_binary::Symbolizer;
 use proftrust_model::{ExactProfile, Location, ModuleIdx, SampleSet};
 use proftrust_skid::correct::{Emulation, Solver};
 use proftrust_skid::program::{
-    correct_profile, function_name, Method, ProgramOptions, SampledProfile,
+    correct_profile, function_name, BoxSpread, Method, ProgramOptions, SampledProfile,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -41,6 +41,15 @@ pub enum EmulationArg {
     PerLoop,
     /// Simple loops interleaved with probabilities F_l / sum F (skid may cross iterations).
     Mixed,
+}
+
+/// How a black box's corrected count is spread over its instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BoxSpreadArg {
+    /// Evenly over its sampled instructions (code that runs straight through).
+    Uniform,
+    /// In proportion to its cycle samples (uniform CPIs).
+    Cycles,
 }
 
 /// Arguments of `proftrust correct`.
@@ -88,6 +97,10 @@ pub struct Args {
     /// Flow solver: at most this many basic blocks are modelled (hottest functions first).
     #[arg(long, default_value_t = 3000)]
     max_blocks: usize,
+    /// Flow solver: how the corrected count of a shared library reached through PLT stubs
+    /// (a black box: no CFG) is spread over its instructions.
+    #[arg(long, value_enum, default_value_t = BoxSpreadArg::Uniform)]
+    box_spread: BoxSpreadArg,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -215,6 +228,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     opts.max_simple_loops = a.max_simple_loops;
     opts.max_blocks = a.max_blocks;
     opts.flow.skid_spread = a.skid_spread;
+    opts.box_spread = match a.box_spread {
+        BoxSpreadArg::Uniform => BoxSpread::Uniform,
+        BoxSpreadArg::Cycles => BoxSpread::Cycles,
+    };
     opts.seed = a.seed;
     let pb = util::progress(None, "correcting");
     let cor = correct_profile(&profile, &sym, &opts)

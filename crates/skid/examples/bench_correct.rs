@@ -104,7 +104,7 @@ fn main() {
     // return; entered once from outside.
     let start = |b: usize| -> usize { sizes[..b].iter().sum() };
     let mut blocks = Vec::new();
-    for b in 0..10 {
+    for (b, &size) in sizes.iter().enumerate() {
         let successors = match b {
             0 => vec![Successor::Block(1), Successor::Block(2)],
             9 => vec![Successor::Block(0), Successor::Return],
@@ -117,7 +117,7 @@ fn main() {
                 }
             }
         };
-        let r = start(b)..start(b) + sizes[b];
+        let r = start(b)..start(b) + size;
         blocks.push(FlowBlock {
             sampled_instructions: p.sampled_instructions[r.clone()].to_vec(),
             sampled_cycles: p.sampled_cycles[r].to_vec(),

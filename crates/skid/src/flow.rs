@@ -59,12 +59,24 @@
 //!
 //! # Solver
 //!
-//! For fixed CPIs and edge probabilities, `E^(f)` is linear in `(f, Y)`; with conservation
-//! and eq. 3 as heavily weighted rows, `phi` is then a non-negative least-squares problem
-//! ([`crate::nnls`]). [`solve_flow`] alternates "CPIs, edge probabilities, call shares and
-//! `tau` from `f`" and "NNLS for `f`" (warm-started), halving steps that raise `phi`, until
-//! `f` is stable — the structure of [`crate::correct::solve_lsq`], on the whole program. It
-//! starts from the raw fit (the flow closest to the uncorrected block counts).
+//! `phi` over the flows is a golf course: the landing of a sample jumps when a block's time
+//! crosses a cycle boundary, so the well around the truth is a few percent wide and the
+//! rest is a rugged plateau with local minima (the linear alternation of
+//! [`crate::correct::solve_lsq`] — "CPIs and edge probabilities from `f`, NNLS for `f`" —
+//! stops at self-consistent wrong fits here; it is available, off by default). What
+//! [`solve_flow`] does:
+//!
+//! 1. **Graduated smoothing.** The emulation averages over a uniform spread of skids. A
+//!    wide spread makes `phi` smooth with its minimum near the truth; stages use spreads
+//!    `S * smoothing_start`, halved each stage down to [`FlowOptions::skid_spread`], each
+//!    from the previous stage's solution.
+//! 2. **Levenberg–Marquardt** on the non-linear `phi` in each stage: forward-difference
+//!    Jacobian, damped NNLS step ([`crate::nnls`]) with conservation, eq. 3 and the IPC
+//!    bounds as weighted rows (`levenberg_marquardt` in the source).
+//! 3. **Global search** at the widest stage (our stand-in for the exploration of Algorithm
+//!    1's Gibbs sampler) and a fine one at the sharpest (`global_search` in the source).
+//! 4. Two candidates (with and without the search) through all stages; every stage's
+//!    solution is scored by `phi` at the base spread and the lowest wins.
 
 use crate::nnls::{gram, nnls_gram};
 use crate::SkidError;
@@ -125,7 +137,7 @@ pub struct FlowFunction {
     /// Functions without any caller in the model get one regardless.
     pub external_callers: bool,
     /// Natural loops, each as the indices of its blocks (directions of the global search,
-    /// [`FlowOptions::global_search`]). May be empty.
+    /// [`FlowOptions::global_sweeps`]). May be empty.
     #[serde(default)]
     pub loops: Vec<Vec<usize>>,
 }
@@ -613,6 +625,9 @@ impl Layout {
     }
 }
 
+/// (site or quantum, mass) pairs.
+type Pairs = Vec<(u32, f64)>;
+
 /// A range of an arena of (index, mass) pairs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
@@ -688,7 +703,7 @@ struct Emu<'l> {
     land_arena: Vec<(u32, f64)>,
     exit_arena: Vec<(u32, f64)>,
     /// Scratch buffers for the recursion.
-    pool: Vec<(Vec<(u32, f64)>, Vec<(u32, f64)>)>,
+    pool: Vec<(Pairs, Pairs)>,
 }
 
 impl<'l> Emu<'l> {
@@ -696,21 +711,22 @@ impl<'l> Emu<'l> {
         let x = l.counts(v);
         let nb = l.nblocks();
         let mut cpi = vec![1.0; l.e.len()];
-        for gb in 0..nb {
+        for (gb, &xb) in x.iter().enumerate() {
             // Eq. 5; a block with no cycle samples (or not executed under `f`) gets CPI 1:
             // nothing is known about it, and it is cold.
-            if x[gb] > 0.0 && l.c_block[gb] > 0.0 {
-                for i in l.istart[gb]..l.istart[gb + 1] {
-                    cpi[i] = l.c[i] / x[gb];
+            if xb > 0.0 && l.c_block[gb] > 0.0 {
+                let r = l.istart[gb]..l.istart[gb + 1];
+                for (c, ci) in cpi[r.clone()].iter_mut().zip(&l.c[r]) {
+                    *c = ci / xb;
                 }
             }
         }
         let mut prob = vec![0.0; l.nvars];
-        for gb in 0..nb {
+        for (gb, &xb) in x.iter().enumerate().take(nb) {
             let (a, b) = (l.var0[gb], l.var0[gb + 1]);
-            if x[gb] > 0.0 {
-                for k in a..b {
-                    prob[k] = v[k].max(0.0) / x[gb];
+            if xb > 0.0 {
+                for (p, vk) in prob[a..b].iter_mut().zip(&v[a..b]) {
+                    *p = vk.max(0.0) / xb;
                 }
             } else {
                 // Unexecuted block: spread evenly (a walk only gets here under other flows).
@@ -801,7 +817,7 @@ impl<'l> Emu<'l> {
         self.l.box_site(x)
     }
 
-    fn scratch(&mut self) -> (Vec<(u32, f64)>, Vec<(u32, f64)>) {
+    fn scratch(&mut self) -> (Pairs, Pairs) {
         let (mut a, mut b) = self.pool.pop().unwrap_or_default();
         a.clear();
         b.clear();
@@ -1053,7 +1069,7 @@ impl<'l> Emu<'l> {
 
     /// Everything after an overflow at instruction `m` of `gb` with skid `s`: the walk, and
     /// the continuation of returns at the callers.
-    fn from_overflow(&mut self, gb: usize, m: usize, s: f64, w: f64, land: &mut Vec<(u32, f64)>) {
+    fn after_overflow(&mut self, gb: usize, m: usize, s: f64, w: f64, land: &mut Vec<(u32, f64)>) {
         let l = self.l;
         let f = l.func_of[gb];
         let o = match l.calls[gb].iter().find(|(kk, _)| *kk == m) {
@@ -1095,7 +1111,7 @@ impl<'l> Emu<'l> {
                 if s <= 0.0 {
                     land.push((self.l.site_of(gb, m), w));
                 } else {
-                    self.from_overflow(gb, m, s, w, &mut land);
+                    self.after_overflow(gb, m, s, w, &mut land);
                 }
             }
             compact(&mut land);
@@ -1224,8 +1240,8 @@ fn site_matrix(l: &Layout, land: &Landing) -> Vec<Vec<f64>> {
     let mut a = vec![vec![0.0; n]; l.nsites()];
     for gb in 0..l.nblocks() {
         for &(s, w) in &land.blocks[gb] {
-            for v in l.var0[gb]..l.var0[gb + 1] {
-                a[s as usize][v] += w;
+            for x in &mut a[s as usize][l.var0[gb]..l.var0[gb + 1]] {
+                *x += w;
             }
         }
     }
@@ -1237,19 +1253,26 @@ fn site_matrix(l: &Layout, land: &Landing) -> Vec<Vec<f64>> {
     a
 }
 
+/// Site rows `A w ~ t` and the eq. 3 total of a fit.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    a: &'a [Vec<f64>],
+    t: &'a [f64],
+    total: f64,
+}
+
 /// NNLS `min ||A w - t||^2 + lambda sum_j d_j (w_j - v_j)^2 + conservation + eq. 3` over
 /// `w >= 0` (conservation and eq. 3 as heavily weighted rows; the damping term only when
 /// `damping` is given as `(lambda, d, v)`).
 fn fit_rows(
     l: &Layout,
-    a: &[Vec<f64>],
-    t: &[f64],
-    total: f64,
+    rows: Rows<'_>,
     cons: &[Vec<(usize, f64)>],
     opts: &FlowOptions,
     damping: Option<(f64, &[f64], &[f64])>,
     warm: Option<&[f64]>,
 ) -> Vec<f64> {
+    let Rows { a, t, total } = rows;
     let n = l.nvars;
     let nb = l.nblocks();
     let mean_size = l.e.len() as f64 / nb.max(1) as f64;
@@ -1267,8 +1290,8 @@ fn fit_rows(
     // Eq. 3 row.
     let mut tot = vec![0.0; n];
     for gb in 0..nb {
-        for v in l.var0[gb]..l.var0[gb + 1] {
-            tot[v] = l.size(gb) as f64;
+        for t in &mut tot[l.var0[gb]..l.var0[gb + 1]] {
+            *t = l.size(gb) as f64;
         }
     }
     for &v in &l.box_var {
@@ -1334,7 +1357,12 @@ fn fit(
     warm: Option<&[f64]>,
 ) -> Vec<f64> {
     let a = site_matrix(l, land);
-    fit_rows(l, &a, &l.y, l.y.iter().sum(), cons, opts, None, warm)
+    let rows = Rows {
+        a: &a,
+        t: &l.y,
+        total: l.y.iter().sum(),
+    };
+    fit_rows(l, rows, cons, opts, None, warm)
 }
 
 /// `E^(v)` with the emulation at `v`.
@@ -1400,17 +1428,12 @@ fn levenberg_marquardt(
             .collect();
         let mut accepted = None;
         for _trial in 0..8 {
-            let total = l.y.iter().sum();
-            let w = fit_rows(
-                l,
-                &a,
-                &t,
-                total,
-                cons,
-                opts,
-                Some((lambda, &d, &v)),
-                Some(&v),
-            );
+            let rows = Rows {
+                a: &a,
+                t: &t,
+                total: l.y.iter().sum(),
+            };
+            let w = fit_rows(l, rows, cons, opts, Some((lambda, &d, &v)), Some(&v));
             let ew = emulate_at(l, &w, skid, opts);
             let phw = phi_e(l, &ew);
             if phw < phi {
@@ -1476,8 +1499,8 @@ fn fd_jacobian(l: &Layout, skid: f64, opts: &FlowOptions, v: &[f64], e0: &[f64])
     let x = l.counts(v);
     let mut block_of_var = vec![usize::MAX; n];
     for gb in 0..l.nblocks() {
-        for var in l.var0[gb]..l.var0[gb + 1] {
-            block_of_var[var] = gb;
+        for b in &mut block_of_var[l.var0[gb]..l.var0[gb + 1]] {
+            *b = gb;
         }
     }
     let scale = x.iter().cloned().fold(0.0, f64::max).max(1.0);
@@ -1574,8 +1597,12 @@ fn start_flows_weighted(
                 t[s] *= w[s];
             }
             // eq. 3 keeps the observed total: a direction moves counts, not the total.
-            let total = y_obs.iter().sum();
-            fit_rows(l, &a, &t, total, cons, opts, None, None)
+            let rows = Rows {
+                a: &a,
+                t: &t,
+                total: y_obs.iter().sum(),
+            };
+            fit_rows(l, rows, cons, opts, None, None)
         }
     };
     l.y = y_obs;
@@ -2300,14 +2327,16 @@ mod tests {
             boxes: vec![],
             cycle_period: 1.0,
         };
-        let mut o = FlowOptions::default();
-        o.instruction_sites = true;
+        let o = FlowOptions {
+            instruction_sites: true,
+            ..FlowOptions::default()
+        };
         // (skid, compare per instruction). Per block, S = 45 has an alias here: every
         // sample of the head lands on the heavy load, and the tail half as often and twice
         // as slow explains the two non-zero block totals (inner, tail) exactly as well; so
         // only skids where the data pin the counts.
         for (skid, per_instruction) in [(30.0, false), (60.0, false)] {
-            let e = emulate_flow(&g, skid, &o, &[flows.clone()], &[1.0], &[]).unwrap();
+            let e = emulate_flow(&g, skid, &o, std::slice::from_ref(&flows), &[1.0], &[]).unwrap();
             let mut k = 0;
             for b in &mut g.functions[0].blocks {
                 for x in &mut b.sampled_instructions {

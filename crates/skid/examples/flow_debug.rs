@@ -1,6 +1,11 @@
 //! Diagnostics of the flow solver on one profile: `cargo run --release -p proftrust-skid
-//! --example flow_debug -- SAMPLES EXACT BINARY SKID`. Prints `phi` and the block counts
-//! of the raw fit, of the solution, and of the solve started at the exact counts.
+//! --example flow_debug -- SAMPLES EXACT BINARY SKID` (a `vpmu` sample file, its `--exact`
+//! file, the program). Prints `phi` at the raw fit, at the exact counts, at the solution and
+//! at a solve started from the exact counts; the totals; the block counts of each; `phi`
+//! along the segment solution -> truth. Environment knobs (diagnostics only): `SITES=1`
+//! (observed vs emulated per site at the truth), `ISITES=1` (per-instruction sites),
+//! `SCAN=f,b1,b2,..` (`phi` while scaling those blocks of function `f`), `SPREAD`, `SMOOTH`,
+//! `LM`, `ALT`, `GS`, `IPC` (the `FlowOptions` of the same names).
 
 use proftrust_binary::Symbolizer;
 use proftrust_model::Location;

@@ -921,3 +921,60 @@ fn correct_flow(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proftrust_model::{EventDesc, Module, Sample, SamplingConfig};
+
+    fn set(kinds: &[EventKind]) -> SampleSet {
+        let mut s = SampleSet::default();
+        let m = s.modules.intern(Module::new("/x/prog"));
+        for (k, kind) in kinds.iter().enumerate() {
+            s.events.push(EventDesc {
+                name: format!("{kind:?}"),
+                kind: *kind,
+                config: SamplingConfig::default(),
+            });
+            for (a, period) in [(0x10u64, 100u64), (0x14, 100), (0x10, 50)] {
+                s.samples.push(Sample {
+                    event: k as u16,
+                    pid: 1,
+                    tid: 1,
+                    time: 0,
+                    cpu: 0,
+                    period: period * (k as u64 + 1),
+                    ip: Location::new(m, a),
+                    callchain: Vec::new(),
+                    branches: Vec::new(),
+                });
+            }
+        }
+        s
+    }
+
+    /// Estimates are sums of periods per location; the mean cycle period is kept.
+    #[test]
+    fn sampled_profile_sums_periods() {
+        let p =
+            SampledProfile::from_sample_set(&set(&[EventKind::Instructions, EventKind::Cycles]))
+                .unwrap();
+        let m = p.modules.find_by_file_name("prog").unwrap();
+        assert_eq!(p.instructions[&Location::new(m, 0x10)], 150.0);
+        assert_eq!(p.instructions[&Location::new(m, 0x14)], 100.0);
+        assert_eq!(p.cycles[&Location::new(m, 0x10)], 300.0);
+        // Cycle periods 200, 200, 100.
+        assert!((p.cycle_period - 500.0 / 3.0).abs() < 1e-9);
+        assert_eq!(p.total_instructions(), 250.0);
+    }
+
+    /// A profile without a cycles event cannot be corrected: the error says what is missing
+    /// and how to get it.
+    #[test]
+    fn profile_without_cycles_is_a_clear_error() {
+        let e = SampledProfile::from_sample_set(&set(&[EventKind::Instructions])).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("no cycles event"), "{msg}");
+        assert!(msg.contains("instructions,cycles"), "{msg}");
+    }
+}

@@ -605,3 +605,85 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(h.contains("id=\"plot-sweep\"") && h.contains("id=\"plot-sweep-od\""));
 }
+
+/// `--correct-skid` on virtual-PMU samples of omnet (skid 30 cycles, dependent loads of 200
+/// cycles): the raw instruction samples put a large share on the wrong inlined function and
+/// instruction; the corrected profile, compared with the same exact counts (QEMU's, written
+/// by the virtual PMU), meets the goals (function and inline epsilon at most 1.6%,
+/// instruction epsilon at most 5%). cpu-clock samples cannot be corrected: a clear refusal.
+#[test]
+fn correct_skid_beside_raw_on_virtual_pmu_samples() {
+    let name = "correct_skid_beside_raw_on_virtual_pmu_samples";
+    let Some(f) = fixture() else {
+        return skip(name, "gcc not installed");
+    };
+    if !have("qemu-x86_64", "--version") {
+        return skip(name, "qemu-user not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (samples, exact) = (dir.path().join("s"), dir.path().join("e"));
+    let omnet = f.bin_dir.join("omnet");
+    let o = Command::new(BIN)
+        .args(["-q", "vpmu", "--skid", "30", "--period", "1009"])
+        .args([
+            "--cpi-model",
+            "cache",
+            "--heavy-load",
+            "200",
+            "--seed",
+            "1",
+            "-o",
+        ])
+        .arg(&samples)
+        .arg("--exact")
+        .arg(&exact)
+        .arg("--")
+        .arg(&omnet)
+        .arg("1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = audit(&[
+        os("--samples"),
+        samples.as_os_str(),
+        os("--truth"),
+        exact.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--correct-skid"),
+        os("30"),
+        os("--json"),
+    ]);
+    let j = json_of(&o);
+    assert_eq!(j["config"]["event"], "instructions:vpmu");
+    let raw = &j["metrics"];
+    let cor = &j["corrected"]["metrics"];
+    let v = |m: &Value, k: &str| m[k].as_f64().unwrap();
+    assert!(v(raw, "epsilon_inline") > 0.05, "{raw}");
+    assert!(v(raw, "epsilon_instruction") > 0.1, "{raw}");
+    assert!(v(cor, "epsilon_function") <= 0.016, "{cor}");
+    assert!(v(cor, "epsilon_inline") <= 0.016, "{cor}");
+    assert!(v(cor, "epsilon_instruction") <= 0.05, "{cor}");
+    let shares: f64 = j["corrected"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["corrected_share"].as_f64().unwrap())
+        .sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+
+    let Some(pd) = &f.perf_data else {
+        return skip(name, "perf record unavailable for the refusal case");
+    };
+    let o = audit(&[
+        os("--samples"),
+        pd.as_os_str(),
+        os("--truth"),
+        exact.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--correct-skid"),
+        os("30"),
+    ]);
+    assert_refused(&o, "needs instruction and cycle samples");
+}

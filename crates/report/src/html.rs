@@ -105,28 +105,46 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     for w in &r.warnings {
         let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
     }
-    h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n");
-    for (k, v) in [
+    let cm = r.corrected.as_ref().map(|c| &c.metrics);
+    match &r.corrected {
+        Some(c) => {
+            let _ = writeln!(
+                h,
+                "<h2>Metrics</h2><p>Corrected: the samples after undoing a skid of {} cycles ({} solver, seed 000), compared with the same truth.</p><table><tr><th>metric</th><th>value</th><th>corrected</th></tr>",
+                c.skid,
+                escape_html(&c.method)
+            );
+        }
+        None => h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n"),
+    }
+    type Get = fn(&crate::model::Metrics) -> Option<f64>;
+    let rows: [(&str, Get); 11] = [
         (
             "ε function (share of samples in the wrong function, seed 000)",
-            m.epsilon_function,
+            |m| m.epsilon_function,
         ),
-        ("ε innermost inlined function", m.epsilon_inline),
-        ("ε basic block", m.epsilon_block),
-        ("ε instruction", m.epsilon_instruction),
-        ("NRMSE_SR (seed 001)", m.nrmse_sr),
-        ("SC sample coverage (seed 001)", m.sc),
-        ("OD order deviation (seed 001)", m.od),
-        ("Kendall tau-b of function ranks", m.kendall_tau),
-        ("top-5 overlap", m.top5_overlap),
-        ("top-10 overlap", m.top10_overlap),
-        ("function coverage (>1% exact with a sample)", m.coverage),
-    ] {
+        ("ε innermost inlined function", |m| m.epsilon_inline),
+        ("ε basic block", |m| m.epsilon_block),
+        ("ε instruction", |m| m.epsilon_instruction),
+        ("NRMSE_SR (seed 001)", |m| m.nrmse_sr),
+        ("SC sample coverage (seed 001)", |m| m.sc),
+        ("OD order deviation (seed 001)", |m| m.od),
+        ("Kendall tau-b of function ranks", |m| m.kendall_tau),
+        ("top-5 overlap", |m| m.top5_overlap),
+        ("top-10 overlap", |m| m.top10_overlap),
+        ("function coverage (>1% exact with a sample)", |m| {
+            m.coverage
+        }),
+    ];
+    for (k, get) in rows {
+        let corrected = cm
+            .map(|c| format!("<td class=\"n\">{}</td>", opt(get(c))))
+            .unwrap_or_default();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td class=\"n\">{}</td></tr>",
+            "<tr><td>{}</td><td class=\"n\">{}</td>{corrected}</tr>",
             escape_html(k),
-            opt(v)
+            opt(get(m)),
         );
     }
     h.push_str("</table>\n");
@@ -138,11 +156,35 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         .cloned()
         .collect();
     h.push_str(&svg::function_shares(&visible, 25));
-    h.push_str("<table><tr><th>function</th><th>samples</th><th>sampled</th><th>95% CI</th><th>exact instructions</th><th>exact share</th><th>diff</th></tr>\n");
+    let _ = writeln!(
+        h,
+        "<table><tr><th>function</th><th>samples</th><th>sampled</th><th>95% CI</th><th>exact instructions</th><th>exact share</th><th>diff</th>{}</tr>",
+        if r.corrected.is_some() {
+            "<th>corrected</th><th>diff</th>"
+        } else {
+            ""
+        }
+    );
     for f in visible.iter().take(50) {
+        let corrected = r
+            .corrected
+            .as_ref()
+            .map(|c| {
+                let cs = c
+                    .functions
+                    .iter()
+                    .find(|x| x.name == f.name)
+                    .map_or(0.0, |x| x.corrected_share);
+                format!(
+                    "<td class=\"n\">{}</td><td class=\"n\">{}</td>",
+                    pct(cs),
+                    crate::text::signed_pct(cs - f.exact_share)
+                )
+            })
+            .unwrap_or_default();
         let _ = writeln!(
             h,
-            "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td></tr>",
+            "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td>{corrected}</tr>",
             if f.outside_ci { " class=\"out\"" } else { "" },
             escape_html(&f.name),
             f.samples,

@@ -25,7 +25,8 @@ mod text;
 
 pub use html::{escape_html, render_html};
 pub use model::{
-    AuditConfig, AuditReport, FunctionRow, InstructionPicture, InstructionRow, Metrics, SweepPoint,
+    AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
+    InstructionRow, Metrics, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
 pub use text::{render_sweep_text, render_text, Table};

@@ -21,6 +21,35 @@ pub struct AuditReport {
     /// Warnings the reader must see (weighting caveats, lost samples, unattributed samples).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The same comparison after undoing skid (`--correct-skid`, seed 000), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<CorrectedSide>,
+}
+
+/// The skid-corrected profile compared with the same truth: the metrics and per-function
+/// shares the raw ones sit beside.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorrectedSide {
+    /// Skid assumed, in cycles.
+    pub skid: f64,
+    /// Solver (`flow`: whole-program flow correction; see `proftrust correct`).
+    pub method: String,
+    /// Metrics of the corrected profile against the truth (intervals do not apply: the
+    /// corrected counts are estimates, not binomial samples).
+    pub metrics: Metrics,
+    /// Per function: the corrected share (same order and names as the raw rows).
+    pub functions: Vec<CorrectedFunction>,
+}
+
+/// One function of the corrected profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorrectedFunction {
+    /// Function name, as in the raw rows.
+    pub name: String,
+    /// Corrected instruction estimate.
+    pub corrected_instructions: f64,
+    /// Corrected share of the audited binaries' instructions.
+    pub corrected_share: f64,
 }
 
 /// Configuration of an audit.

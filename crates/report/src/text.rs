@@ -1,6 +1,6 @@
 //! Aligned terminal tables.
 
-use crate::model::AuditReport;
+use crate::model::{AuditReport, Metrics};
 use std::fmt::Write as _;
 
 /// A table of text cells, rendered with aligned columns. The first column is left-aligned,
@@ -155,70 +155,99 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         let _ = writeln!(out, "warning:      {w}");
     }
     let _ = writeln!(out);
-    let mut t = Table::new(["metric", "value", "meaning"]).left_align(&[2]);
-    let rows: [(&str, Option<f64>, &str); 11] = [
+    let cm = r.corrected.as_ref().map(|c| &c.metrics);
+    let mut t = match cm {
+        Some(_) => Table::new(["metric", "value", "corrected", "meaning"]).left_align(&[3]),
+        None => Table::new(["metric", "value", "meaning"]).left_align(&[2]),
+    };
+    type Get = fn(&Metrics) -> Option<f64>;
+    let rows: [(&str, Get, &str); 11] = [
         (
             "epsilon (function)",
-            m.epsilon_function,
+            |m| m.epsilon_function,
             "share of samples in the wrong function",
         ),
         (
             "epsilon (inline)",
-            m.epsilon_inline,
+            |m| m.epsilon_inline,
             "same, innermost inlined function",
         ),
-        ("epsilon (block)", m.epsilon_block, "same, basic block"),
+        ("epsilon (block)", |m| m.epsilon_block, "same, basic block"),
         (
             "epsilon (instruction)",
-            m.epsilon_instruction,
+            |m| m.epsilon_instruction,
             "same, instruction address",
         ),
         (
             "NRMSE_SR",
-            m.nrmse_sr,
+            |m| m.nrmse_sr,
             "weighted error of IP shares (seed 001)",
         ),
-        ("SC", m.sc, "share of executions at sampled IPs"),
-        ("OD", m.od, "order deviation of sampled IPs"),
+        ("SC", |m| m.sc, "share of executions at sampled IPs"),
+        ("OD", |m| m.od, "order deviation of sampled IPs"),
         (
             "Kendall tau-b",
-            m.kendall_tau,
+            |m| m.kendall_tau,
             "function rank agreement (1 = same)",
         ),
         (
             "top-5 overlap",
-            m.top5_overlap,
+            |m| m.top5_overlap,
             "hottest 5 functions in common",
         ),
         (
             "top-10 overlap",
-            m.top10_overlap,
+            |m| m.top10_overlap,
             "hottest 10 functions in common",
         ),
-        ("coverage", m.coverage, "functions >1% exact with a sample"),
+        (
+            "coverage",
+            |m| m.coverage,
+            "functions >1% exact with a sample",
+        ),
     ];
-    for (name, v, meaning) in rows {
-        t.row([name.to_string(), opt(v, 4), meaning.to_string()], false);
+    for (name, get, meaning) in rows {
+        let mut cells = vec![name.to_string(), opt(get(m), 4)];
+        if let Some(c) = cm {
+            cells.push(opt(get(c), 4));
+        }
+        cells.push(meaning.to_string());
+        t.row(cells, false);
     }
     out.push_str(&t.render(color));
     let _ = writeln!(out);
-    let mut t = Table::new([
+    let corrected_share = |name: &str| -> Option<f64> {
+        let c = r.corrected.as_ref()?;
+        Some(
+            c.functions
+                .iter()
+                .find(|f| f.name == name)
+                .map_or(0.0, |f| f.corrected_share),
+        )
+    };
+    let mut headers = vec![
         "function", "samples", "sampled", "95% CI", "exact", "diff", "",
-    ]);
+    ];
+    if r.corrected.is_some() {
+        headers.extend(["corrected", "diff"]);
+    }
+    let mut t = Table::new(headers);
     let visible: Vec<_> = r.functions.iter().filter(|f| f.is_visible()).collect();
     for f in visible.iter().take(top) {
-        t.row(
-            [
-                f.name.clone(),
-                f.samples.to_string(),
-                pct(f.sampled_share),
-                format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
-                pct(f.exact_share),
-                signed_pct(f.difference),
-                if f.outside_ci { "!" } else { "" }.to_string(),
-            ],
-            f.outside_ci,
-        );
+        let mut cells = vec![
+            f.name.clone(),
+            f.samples.to_string(),
+            pct(f.sampled_share),
+            format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
+            pct(f.exact_share),
+            signed_pct(f.difference),
+            if f.outside_ci { "!" } else { "" }.to_string(),
+        ];
+        if let Some(cs) = corrected_share(&f.name) {
+            cells.push(pct(cs));
+            cells.push(signed_pct(cs - f.exact_share));
+        }
+        t.row(cells, f.outside_ci);
     }
     out.push_str(&t.render(color));
     let shown = visible.len().min(top);

@@ -16,9 +16,10 @@ use clap::{Args, ValueEnum};
 use proftrust_binary::Binary;
 use proftrust_formats::Format;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
-use proftrust_model::{ExactProfile, Module, PeriodMode, SampleSet, Svma};
+use proftrust_model::{EventKind, ExactProfile, Module, PeriodMode, Sample, SampleSet, Svma};
 use proftrust_report::{
-    AuditConfig, AuditReport, FunctionRow, InstructionPicture, InstructionRow, Metrics, SweepPoint,
+    AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
+    InstructionRow, Metrics, SweepPoint,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -82,6 +83,16 @@ pub struct AuditArgs {
     /// overlaps (sampled functions always do); 0 ranks every executed function.
     #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
     rank_threshold: f64,
+    /// Which event of the samples to compare, by name (`instructions:vpmu`, `cycles`). Default:
+    /// the instructions event when there is one, else the first.
+    #[arg(long, value_name = "NAME")]
+    sample_event: Option<String>,
+    /// Also undo a skid of this many cycles (seed 000, whole-program flow solver, as
+    /// `proftrust correct`) and show the corrected profile beside the raw one. Needs
+    /// instruction and cycle samples of one run: a `proftrust vpmu` file, or perf.data from
+    /// `perf record -e instructions,cycles`.
+    #[arg(long, value_name = "CYCLES")]
+    correct_skid: Option<f64>,
     /// Stop the program (each run) after this many seconds.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -352,11 +363,32 @@ pub fn run(args: AuditArgs) -> Result<()> {
         bins: &bins,
         cfgs: Default::default(),
     };
-    let event_idx = 0u16;
-    let event = samples.events.first();
+    let event_idx = match &args.sample_event {
+        Some(name) => samples
+            .events
+            .iter()
+            .position(|e| &e.name == name)
+            .with_context(|| {
+                format!(
+                    "--sample-event {name:?}: the samples hold {}",
+                    samples
+                        .events
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+        None => samples
+            .events
+            .iter()
+            .position(|e| e.kind == EventKind::Instructions)
+            .unwrap_or(0),
+    } as u16;
+    let event = samples.events.get(event_idx as usize);
     if samples.events.len() > 1 {
         warnings.push(format!(
-            "the samples hold {} events; comparing the first ({})",
+            "the samples hold {} events; comparing {} (--sample-event picks another)",
             samples.events.len(),
             event.map(|e| e.name.as_str()).unwrap_or("?")
         ));
@@ -393,6 +425,17 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if !cmp.static_blocks {
         warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
+
+    let corrected = match args.correct_skid {
+        Some(skid) => Some(corrected_side(
+            &samples,
+            &bin_paths,
+            skid,
+            args.seed,
+            (&exact, &scope, &attr, &opts),
+        )?),
+        None => None,
+    };
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
     let mut sweep = Vec::new();
@@ -473,6 +516,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
         hottest: picture_of(&cmp),
         sweep,
         warnings,
+        corrected,
     };
 
     if let Some(h) = &args.html {
@@ -492,6 +536,109 @@ pub fn run(args: AuditArgs) -> Result<()> {
         out.write_all(proftrust_report::render_text(&report, color, args.top).as_bytes())?;
     }
     Ok(())
+}
+
+/// The truth side of a comparison: exact profile, scope, attribution, options.
+type TruthSide<'a> = (
+    &'a ExactProfile,
+    &'a [Module],
+    &'a BinaryAttribution<'a>,
+    &'a CompareOptions,
+);
+
+/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
+/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
+/// estimates enter the comparison as a sample set of the instruction event with
+/// `round(count / period)` samples per address, so every metric is computed the same way
+/// as for the raw samples.
+fn corrected_side(
+    samples: &SampleSet,
+    binaries: &[PathBuf],
+    skid: f64,
+    seed: u64,
+    (exact, scope, attr, opts): TruthSide<'_>,
+) -> Result<CorrectedSide> {
+    use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
+    let prof = SampledProfile::from_sample_set(samples).context(
+        "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
+    )?;
+    let sym = proftrust_binary::Symbolizer::new(&prof.modules, binaries);
+    // Model the audited binaries only (as `proftrust correct --binary`).
+    let modelled: Vec<_> = prof
+        .modules
+        .iter()
+        .filter(|(i, _)| {
+            sym.binary(*i)
+                .is_some_and(|b| binaries.iter().any(|p| b.path() == p.as_path()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if modelled.is_empty() {
+        bail!("--correct-skid: no module of the samples is an audited binary (matched by build-id, else file name)");
+    }
+    let mut o = ProgramOptions::default();
+    o.skid = skid;
+    o.seed = seed;
+    o.modules = Some(modelled);
+    let pb = util::progress(None, "correcting skid");
+    let cor = correct_profile(&prof, &sym, &o).context("skid correction failed")?;
+    pb.finish_and_clear();
+    let ev = samples
+        .events
+        .iter()
+        .position(|e| e.kind == EventKind::Instructions)
+        .context("no instructions event")?;
+    let period = samples
+        .samples
+        .iter()
+        .find(|s| s.event as usize == ev)
+        .map_or(1, |s| s.period.max(1));
+    let mut set = SampleSet {
+        modules: samples.modules.clone(),
+        events: vec![samples.events[ev].clone()],
+        ..SampleSet::default()
+    };
+    let mut locs: Vec<_> = cor.corrected.iter().collect();
+    locs.sort_by_key(|(l, _)| **l);
+    for (&loc, &count) in locs {
+        let n = (count / period as f64).round() as u64;
+        for _ in 0..n {
+            set.samples.push(Sample {
+                event: 0,
+                pid: 0,
+                tid: 0,
+                time: 0,
+                cpu: 0,
+                period,
+                ip: loc,
+                callchain: Vec::new(),
+                branches: Vec::new(),
+            });
+        }
+    }
+    let mut opts = opts.clone();
+    opts.event = 0;
+    let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
+        .context("cannot compare the corrected profile with the truth")?;
+    let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
+    Ok(CorrectedSide {
+        skid,
+        method: format!("{:?}", cor.method).to_lowercase(),
+        metrics: metrics_of(&c),
+        functions: c
+            .functions
+            .iter()
+            .map(|f| CorrectedFunction {
+                name: f.name.clone(),
+                corrected_instructions: f.samples as f64 * period as f64,
+                corrected_share: if total > 0.0 {
+                    f.samples as f64 / total
+                } else {
+                    0.0
+                },
+            })
+            .collect(),
+    })
 }
 
 fn metrics_of(c: &Comparison) -> Metrics {

@@ -36,15 +36,15 @@ use std::rc::Rc;
 /// Values at or above this in a call chain are context markers (`PERF_CONTEXT_MAX` = -4095).
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 /// `PERF_RECORD_LOST_SAMPLES`.
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+pub(crate) const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 /// `PERF_RECORD_MMAP2`.
-const PERF_RECORD_MMAP2: u32 = 10;
+pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Lowest kernel address on x86-64.
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+pub(crate) const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 /// `PROT_EXEC` in `MMAP2` protections.
-const PROT_EXEC: u32 = 4;
+pub(crate) const PROT_EXEC: u32 = 4;
 
 /// Options of [`read_perf_data_with`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,49 +61,84 @@ impl Default for PerfDataOptions {
 }
 
 #[derive(Debug, Clone)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    pgoff: u64,
-    path: String,
-    build_id: Option<BuildId>,
-    module: Option<ModuleIdx>,
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) pgoff: u64,
+    pub(crate) path: String,
+    pub(crate) build_id: Option<BuildId>,
+    pub(crate) module: Option<ModuleIdx>,
     /// Load segments of the object, once looked up (`Some(None)`: not readable).
-    segs: Option<Option<Rc<[LoadSegment]>>>,
+    pub(crate) segs: Option<Option<Rc<[LoadSegment]>>>,
 }
 
-struct Mapper<'s> {
-    by_pid: HashMap<i32, Vec<Mapping>>,
-    modules: ModuleTable,
-    build_ids: HashMap<String, BuildId>,
-    segments: &'s dyn SegmentSource,
-    seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
-    kernel: Option<ModuleIdx>,
-    notes: ReadNotes,
-    unreadable: std::collections::HashSet<String>,
+impl Mapping {
+    /// An executable mapping not yet resolved to a module.
+    pub(crate) fn new(
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        build_id: Option<BuildId>,
+    ) -> Mapping {
+        Mapping {
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path,
+            build_id,
+            module: None,
+            segs: None,
+        }
+    }
 }
 
-impl Mapper<'_> {
-    fn add(&mut self, pid: i32, m: Mapping) {
-        let v = self.by_pid.entry(pid).or_default();
-        v.retain(|x| x.end <= m.start || x.start >= m.end);
-        let i = v.partition_point(|x| x.start < m.start);
-        v.insert(i, m);
+/// Adds `m` to one process's mappings (sorted by start, disjoint): mappings it overlaps are
+/// replaced, as a new `mmap` over an old range replaces it in the kernel.
+pub(crate) fn add_mapping(v: &mut Vec<Mapping>, m: Mapping) {
+    v.retain(|x| x.end <= m.start || x.start >= m.end);
+    let i = v.partition_point(|x| x.start < m.start);
+    v.insert(i, m);
+}
+
+/// What turns runtime addresses into module-relative locations: the module table being
+/// built, the build-ids of the file, the objects' load segments (cached per path).
+pub(crate) struct MapCtx<'s> {
+    pub(crate) modules: ModuleTable,
+    pub(crate) build_ids: HashMap<String, BuildId>,
+    pub(crate) segments: &'s dyn SegmentSource,
+    pub(crate) seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
+    pub(crate) kernel: Option<ModuleIdx>,
+    pub(crate) notes: ReadNotes,
+    pub(crate) unreadable: std::collections::HashSet<String>,
+}
+
+impl<'s> MapCtx<'s> {
+    pub(crate) fn new(
+        build_ids: HashMap<String, BuildId>,
+        segments: &'s dyn SegmentSource,
+    ) -> Self {
+        MapCtx {
+            modules: ModuleTable::default(),
+            build_ids,
+            segments,
+            seg_cache: HashMap::new(),
+            kernel: None,
+            notes: ReadNotes::default(),
+            unreadable: Default::default(),
+        }
     }
 
-    fn kernel(&mut self) -> ModuleIdx {
+    /// The `[kernel.kallsyms]` module (interned on first use).
+    pub(crate) fn kernel(&mut self) -> ModuleIdx {
         *self
             .kernel
             .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
     }
 
-    fn locate(&mut self, pid: i32, ip: u64) -> Location {
-        if ip >= KERNEL_START {
-            return Location::new(self.kernel(), ip);
-        }
-        let Some(v) = self.by_pid.get_mut(&pid) else {
-            return Location::unmapped(ip);
-        };
+    /// The location of user-space `ip` in a process whose executable mappings are `v`
+    /// (sorted by start, disjoint); unmapped when no mapping holds it.
+    pub(crate) fn locate_in(&mut self, v: &mut [Mapping], ip: u64) -> Location {
         let i = v.partition_point(|x| x.start <= ip);
         let Some(m) = i.checked_sub(1).and_then(|i| v.get_mut(i)) else {
             return Location::unmapped(ip);
@@ -161,7 +196,28 @@ impl Mapper<'_> {
     }
 }
 
-fn perf_err(path: &Path, e: impl std::fmt::Display) -> FormatError {
+struct Mapper<'s> {
+    by_pid: HashMap<i32, Vec<Mapping>>,
+    ctx: MapCtx<'s>,
+}
+
+impl Mapper<'_> {
+    fn add(&mut self, pid: i32, m: Mapping) {
+        add_mapping(self.by_pid.entry(pid).or_default(), m);
+    }
+
+    fn locate(&mut self, pid: i32, ip: u64) -> Location {
+        if ip >= KERNEL_START {
+            return Location::new(self.ctx.kernel(), ip);
+        }
+        let Some(v) = self.by_pid.get_mut(&pid) else {
+            return Location::unmapped(ip);
+        };
+        self.ctx.locate_in(v, ip)
+    }
+}
+
+pub(crate) fn perf_err(path: &Path, e: impl std::fmt::Display) -> FormatError {
     FormatError::PerfData {
         path: path.to_path_buf(),
         detail: e.to_string(),
@@ -299,13 +355,27 @@ pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet,
     read_perf_data_with(bytes, path_for_errors, &PerfDataOptions::default(), &segs).map(|x| x.0)
 }
 
-/// Reads a perf.data file; `segments` supplies the objects' load segments.
-pub fn read_perf_data_with(
-    bytes: &[u8],
+/// What the header of a perf.data file says, beyond its attributes.
+pub(crate) struct FileInfo {
+    /// One per attribute, in the file's order.
+    pub(crate) events: Vec<EventDesc>,
+    /// Build-ids of the `HEADER_BUILD_ID` feature, by path.
+    pub(crate) build_ids: HashMap<String, BuildId>,
+    /// The recorded command line.
+    pub(crate) command: Vec<String>,
+    /// Pipe mode (no header sections, metadata in the stream).
+    pub(crate) pipe: bool,
+}
+
+/// `linux-perf-data`'s reader over a byte slice.
+pub(crate) type SliceReader<'b> = PerfFileReader<Cursor<&'b [u8]>>;
+
+/// Checks a perf.data file's header (size, magic, sections, feature counts, architecture,
+/// byte order) and opens it with `linux-perf-data`.
+pub(crate) fn open_perf_data<'b>(
+    bytes: &'b [u8],
     path: &Path,
-    opts: &PerfDataOptions,
-    segments: &dyn SegmentSource,
-) -> Result<(SampleSet, ReadNotes), FormatError> {
+) -> Result<(SliceReader<'b>, FileInfo), FormatError> {
     if bytes.is_empty() {
         return Err(FormatError::Empty {
             what: "perf.data file",
@@ -325,17 +395,15 @@ pub fn read_perf_data_with(
         });
     }
     let header_size = u64::from_le_bytes(bytes[8..16].try_into().expect("16 bytes checked"));
-    let reader = if header_size == 16 {
+    let pipe = header_size == 16;
+    let reader = if pipe {
         check_pipe(bytes)?;
         PerfFileReader::parse_pipe(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
     } else {
         check_file_header(bytes, path)?;
         PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
     };
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = reader;
+    let perf_file = &reader.perf_file;
     if let Ok(Some(arch)) = perf_file.arch() {
         if arch != "x86_64" {
             return Err(FormatError::WrongArchitecture {
@@ -372,15 +440,38 @@ pub fn read_perf_data_with(
         .flatten()
         .map(|v| v.iter().map(|s| s.to_string()).collect())
         .unwrap_or_default();
+    Ok((
+        reader,
+        FileInfo {
+            events,
+            build_ids,
+            command,
+            pipe,
+        },
+    ))
+}
+
+/// Reads a perf.data file; `segments` supplies the objects' load segments.
+pub fn read_perf_data_with(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    let (reader, info) = open_perf_data(bytes, path)?;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = reader;
+    let FileInfo {
+        events,
+        build_ids,
+        command,
+        ..
+    } = info;
     let mut mapper = Mapper {
         by_pid: HashMap::new(),
-        modules: ModuleTable::default(),
-        build_ids,
-        segments,
-        seg_cache: HashMap::new(),
-        kernel: None,
-        notes: ReadNotes::default(),
-        unreadable: Default::default(),
+        ctx: MapCtx::new(build_ids, segments),
     };
     // A sample record is at least 40 bytes with the usual fields: reserve once.
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
@@ -487,15 +578,13 @@ pub fn read_perf_data_with(
             EventRecord::Mmap(m) if m.is_executable && !matches!(m.cpu_mode, CpuMode::Kernel) => {
                 mapper.add(
                     m.pid,
-                    Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        build_id: None,
-                        module: None,
-                        segs: None,
-                    },
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        None,
+                    ),
                 );
             }
             EventRecord::Mmap2(m)
@@ -511,15 +600,13 @@ pub fn read_perf_data_with(
                 };
                 mapper.add(
                     m.pid,
-                    Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
                         build_id,
-                        module: None,
-                        segs: None,
-                    },
+                    ),
                 );
             }
             EventRecord::Fork(f) if f.pid != f.ppid => {
@@ -534,10 +621,10 @@ pub fn read_perf_data_with(
             _ => {}
         }
     }
-    let notes = std::mem::take(&mut mapper.notes);
+    let notes = std::mem::take(&mut mapper.ctx.notes);
     Ok((
         SampleSet {
-            modules: mapper.modules,
+            modules: mapper.ctx.modules,
             events,
             samples,
             lost: lost.max(lost_samples),

@@ -388,6 +388,7 @@ impl Binary {
         }
 
         let mut debug = DebugInfo::none();
+        let mut debug_bytes: Option<Vec<u8>> = None;
         if has_dwarf {
             debug = DebugInfo::embedded(data.clone());
         } else if opts.separate_debug {
@@ -397,7 +398,10 @@ impl Binary {
                 .flatten()
                 .map(|(n, crc)| (String::from_utf8_lossy(n).into_owned(), crc));
             match find_separate_debug_file(path, build_id.as_ref(), link, &opts.debug_dirs) {
-                Some(p) => debug = DebugInfo::separate(p),
+                Some((p, bytes)) => {
+                    debug = DebugInfo::separate(p);
+                    debug_bytes = Some(bytes);
+                }
                 None => warnings.push(format!(
                     "no debug info in {}: inline frames and source lines are unavailable; install the -dbg/-dbgsym package or build with -g",
                     path.display()
@@ -416,11 +420,9 @@ impl Binary {
         let mut raw: Vec<(u64, u64, String, u8)> = Vec::new();
         collect_functions(&mut file.symbols(), &mut raw);
         if raw.is_empty() {
-            if let Some(dp) = debug.separate_path() {
-                if let Ok(dd) = std::fs::read(dp) {
-                    if let Ok(df) = object::File::parse(&*dd) {
-                        collect_functions(&mut df.symbols(), &mut raw);
-                    }
+            if let Some(dd) = &debug_bytes {
+                if let Ok(df) = object::File::parse(&**dd) {
+                    collect_functions(&mut df.symbols(), &mut raw);
                 }
             }
         }
@@ -442,11 +444,20 @@ impl Binary {
                     if last.size == 0 {
                         last.size = size;
                     }
+                    // An alias: findable by its own names too.
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled).or_insert(functions.len() - 1);
+                    }
                     functions.len() - 1
                 }
                 _ => {
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled.clone()).or_insert(functions.len());
+                    }
                     functions.push(Function {
-                        name: demangle(&name),
+                        name: demangled,
                         raw_name: name.clone(),
                         start: Svma(addr),
                         size,
@@ -454,8 +465,7 @@ impl Binary {
                     functions.len() - 1
                 }
             };
-            by_name.entry(name.clone()).or_insert(idx);
-            by_name.entry(demangle(&name)).or_insert(idx);
+            by_name.entry(name).or_insert(idx);
         }
         // PLT stubs only where no symbol is.
         let mut extra: Vec<Function> = plt
@@ -466,12 +476,19 @@ impl Binary {
             })
             .collect();
         if !extra.is_empty() {
+            // Stubs go between the symbols: move every name (aliases included) to its
+            // function's new index (starts are distinct), then add the stubs' names.
+            let old_starts: Vec<Svma> = functions.iter().map(|f| f.start).collect();
+            let stub_names: Vec<(String, Svma)> =
+                extra.iter().map(|f| (f.name.clone(), f.start)).collect();
             functions.append(&mut extra);
             functions.sort_by_key(|f| f.start);
-            by_name.clear();
-            for (i, f) in functions.iter().enumerate() {
-                by_name.entry(f.raw_name.clone()).or_insert(i);
-                by_name.entry(f.name.clone()).or_insert(i);
+            let index_of = |a: Svma| functions.partition_point(|f| f.start < a);
+            for v in by_name.values_mut() {
+                *v = index_of(old_starts[*v]);
+            }
+            for (name, start) in stub_names {
+                by_name.entry(name).or_insert_with(|| index_of(start));
             }
         }
         // Size-0 symbols run to the next function or the end of their section.
@@ -650,7 +667,10 @@ fn collect_functions(
     raw: &mut Vec<(u64, u64, String, u8)>,
 ) {
     for s in syms {
-        if s.kind() != SymbolKind::Text || !s.is_definition() || s.address() == 0 {
+        // Defined code symbols: STT_FUNC and STT_GNU_IFUNC (whose address is the resolver,
+        // named like the function it resolves, as `nm`'s `i` and perf show it; object's
+        // `is_definition` leaves IFUNC out) in a real section.
+        if s.kind() != SymbolKind::Text || s.section_index().is_none() || s.address() == 0 {
             continue;
         }
         let Ok(name) = s.name() else { continue };

@@ -178,6 +178,37 @@ fn functions_match_nm_and_function_at_finds_them() {
 }
 
 #[test]
+fn ifunc_symbols_are_functions_as_nm_lists_them() {
+    let t = "ifunc_symbols_are_functions_as_nm_lists_them";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "ifunc", &["ifunc.c"], &[]);
+    // nm: `0000000000001190 i twice` (and the local resolver at the same address).
+    let ifuncs: Vec<(String, u64)> = run("nm", &["--defined-only", p(&exe)])
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            (t.len() == 3 && t[1] == "i")
+                .then(|| Some((t[2].to_string(), u64::from_str_radix(t[0], 16).ok()?)))
+                .flatten()
+        })
+        .collect();
+    assert_eq!(ifuncs.len(), 1, "{ifuncs:?}");
+    let (name, addr) = &ifuncs[0];
+    assert_eq!(name, "twice");
+    let bin = Binary::open(&exe).unwrap();
+    assert_eq!(bin.function_by_name("twice").unwrap().start.0, *addr);
+    // The global IFUNC wins over the local resolver at the same address, as in perf.
+    assert_eq!(bin.function_at(Svma(*addr)).unwrap().name, "twice");
+    assert_eq!(
+        bin.function_by_name("resolve_twice").unwrap().start.0,
+        *addr
+    );
+}
+
+#[test]
 fn inline_frames_match_addr2line() {
     let t = "inline_frames_match_addr2line";
     if !tools(t, &["gcc", "addr2line", "objdump"]) {

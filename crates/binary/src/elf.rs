@@ -435,7 +435,8 @@ impl Binary {
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
         let plt = plt_stubs(&sections, &data, &got_names);
 
-        raw.sort_by(|a, b| (a.0, a.3, &a.2).cmp(&(b.0, b.3, &b.2)));
+        // Stable: symbol-table order breaks the remaining ties.
+        raw.sort_by_key(alias_order);
         let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
         let mut by_name = HashMap::new();
         for (addr, size, name, _) in raw {
@@ -660,8 +661,8 @@ impl Binary {
     }
 }
 
-/// Defined code symbols as `(address, size, name, alias rank)`; among aliases at one
-/// address the lowest rank wins: global, weak, local.
+/// Defined code symbols as `(address, size, name, binding rank)` in symbol-table order;
+/// ranks: global 0, local 1, weak 2 (see [`alias_order`]).
 fn collect_functions(
     syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>,
     raw: &mut Vec<(u64, u64, String, u8)>,
@@ -677,15 +678,32 @@ fn collect_functions(
         if name.is_empty() {
             continue;
         }
-        let rank = if s.is_global() && !s.is_weak() {
-            0
-        } else if s.is_weak() {
-            1
-        } else {
+        let rank = if s.is_weak() {
             2
+        } else if s.is_global() {
+            0
+        } else {
+            1
         };
         raw.push((s.address(), s.size(), name.to_string(), rank));
     }
+}
+
+/// Sort key of a raw symbol: by address, and among aliases at one address the one perf
+/// names a sample with first (perf's `choose_best_symbol`, tools/perf/util/symbol.c): a
+/// sized symbol before a size-0 one, non-weak before weak, global before local, fewer
+/// leading underscores (`printf` before `_IO_printf`), the longer name
+/// (`__x86_cacheinfo_ifunc` before `__x86_cacheinfo`); then the symbol-table order (the
+/// sort is stable), as perf keeps the first.
+fn alias_order(s: &(u64, u64, String, u8)) -> (u64, bool, u8, usize, std::cmp::Reverse<usize>) {
+    let underscores = s.2.bytes().take_while(|&b| b == b'_').count();
+    (
+        s.0,
+        s.1 == 0,
+        s.3,
+        underscores,
+        std::cmp::Reverse(s.2.len()),
+    )
 }
 
 /// `name@plt` stubs: every `jmp *slot(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose slot

@@ -209,6 +209,33 @@ fn ifunc_symbols_are_functions_as_nm_lists_them() {
 }
 
 #[test]
+fn aliases_are_named_as_perf_names_them() {
+    let t = "aliases_are_named_as_perf_names_them";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "aliases", &["aliases.c"], &[]);
+    let nm = nm_functions(&exe);
+    let bin = Binary::open(&exe).unwrap();
+    // base, __base (global), base_local_longer (local), base_weak_and_longest (weak) at one
+    // address: perf's choose_best_symbol drops the weak one, then the local one, then the
+    // one with more leading underscores -> `base`.
+    let a = nm["base"];
+    assert_eq!(nm["__base"], a);
+    assert_eq!(nm["base_local_longer"], a);
+    assert_eq!(bin.function_at(Svma(a)).unwrap().name, "base");
+    // g2 and g2_longer, both local: the longer name.
+    let g = nm["g2"];
+    assert_eq!(nm["g2_longer"], g);
+    assert_eq!(bin.function_at(Svma(g)).unwrap().name, "g2_longer");
+    // Every alias stays findable by name.
+    for n in ["__base", "base_local_longer", "base_weak_and_longest", "g2"] {
+        assert!(bin.function_by_name(n).is_some(), "{n}");
+    }
+}
+
+#[test]
 fn inline_frames_match_addr2line() {
     let t = "inline_frames_match_addr2line";
     if !tools(t, &["gcc", "addr2line", "objdump"]) {

@@ -131,8 +131,35 @@ fn failures_of_the_program_are_recorded() {
         read(&out).outcome,
         Some(RunOutcome::TimedOut { millis: 300 })
     );
-    let pid = std::fs::read_to_string(&pidfile).unwrap();
-    assert!(!Path::new(&format!("/proc/{}", pid.trim())).exists());
+    // The program and the child it forked (pids written by the program) are gone.
+    for pid in std::fs::read_to_string(&pidfile).unwrap().lines() {
+        assert!(
+            !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "process {pid} is still there"
+        );
+    }
+
+    // killed by SIGKILL
+    let r = proftrust(&["record", "-o", o, "--", b, "kill9"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("SIGKILL"));
+    assert_eq!(
+        read(&out).outcome,
+        Some(RunOutcome::Signaled {
+            signal: 9,
+            name: "SIGKILL".into()
+        })
+    );
+
+    // not executable: written with status 126, then an error
+    let r = proftrust(&["record", "-o", o, "--", dir.path().to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("could not be started"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(read(&out).outcome, Some(RunOutcome::Exited { code: 126 }));
 }
 
 #[test]

@@ -910,3 +910,44 @@ fn finish(
         stats,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 001 §4 as read in `docs/record.md`: `T + U{0..=T/8}`, seeded. With T = 800 the
+    /// added value takes the 101 values 0..=100: every one appears (both ends included), the
+    /// counts pass a chi-square test of uniformity (100 degrees of freedom, critical value
+    /// 149.45 at p = 0.001), the same seed repeats the sequence and another seed does not.
+    #[test]
+    fn period_randomizer_is_uniform_inclusive_and_seeded() {
+        let t = 800u64;
+        let mut r = PeriodRandomizer::new(t, 42);
+        assert_eq!(r.max_added(), 100);
+        let n = 101_000usize;
+        let mut counts = [0u64; 101];
+        let mut first = Vec::new();
+        for i in 0..n {
+            let p = r.next_period();
+            assert!((t..=t + t / 8).contains(&p), "{p}");
+            counts[(p - t) as usize] += 1;
+            if i < 64 {
+                first.push(p);
+            }
+        }
+        assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+        let e = n as f64 / 101.0;
+        let chi2: f64 = counts.iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
+        assert!(chi2 < 149.45, "chi-square {chi2:.1}");
+        let again: Vec<u64> = {
+            let mut r = PeriodRandomizer::new(t, 42);
+            (0..64).map(|_| r.next_period()).collect()
+        };
+        assert_eq!(again, first);
+        let other: Vec<u64> = {
+            let mut r = PeriodRandomizer::new(t, 43);
+            (0..64).map(|_| r.next_period()).collect()
+        };
+        assert_ne!(other, first);
+    }
+}

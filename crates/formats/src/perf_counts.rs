@@ -36,7 +36,7 @@
 use crate::error::FormatError;
 use crate::perf_data::{
     add_mapping, open_perf_data, FileInfo, MapCtx, Mapping, KERNEL_START, MISC_MMAP_BUILD_ID,
-    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2, PROT_EXEC,
+    PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2, PROT_EXEC,
 };
 use crate::segments::SegmentSource;
 use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
@@ -574,6 +574,8 @@ fn stream(
                 continue;
             }
             R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
+            // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
+            PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
             R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {}
             R_LOST => {
                 lost += u64_at(body, 8)?;

@@ -388,7 +388,16 @@ pub(crate) fn open_perf_data<'b>(
             expected: "the 16-byte file header".into(),
         });
     }
-    if !bytes.starts_with(b"PERFILE2") && !bytes.starts_with(b"2ELIFREP") {
+    if bytes.starts_with(b"2ELIFREP") {
+        // Refused before parsing: the header checks below read little-endian fields (a
+        // big-endian header made linux-perf-data overflow; found by the perf_data fuzz
+        // target).
+        return Err(FormatError::WrongArchitecture {
+            path: path.to_path_buf(),
+            arch: "a big-endian machine".into(),
+        });
+    }
+    if !bytes.starts_with(b"PERFILE2") {
         return Err(FormatError::NotThisFormat {
             what: "perf.data file",
             detail: format!("{}: the magic is not PERFILE2", path.display()),
@@ -459,6 +468,9 @@ pub fn read_perf_data_with(
     segments: &dyn SegmentSource,
 ) -> Result<(SampleSet, ReadNotes), FormatError> {
     let (reader, info) = open_perf_data(bytes, path)?;
+    if !info.pipe {
+        check_round_records(bytes)?;
+    }
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -633,6 +645,45 @@ pub fn read_perf_data_with(
         },
         notes,
     ))
+}
+
+/// `PERF_RECORD_FINISHED_ROUND`: a header-only record (8 bytes).
+pub(crate) const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+
+/// Walks the record headers of a file-mode data section: a `FINISHED_ROUND` record must be
+/// header-only. `linux-perf-data` does not skip the body of a longer one and would read
+/// that body as the next records (so one corrupt size field shifts every record after it;
+/// found by the perf_counts fuzz target, whose streaming reader follows the sizes).
+/// Impossible sizes are left to the crate, which reports them.
+fn check_round_records(b: &[u8]) -> Result<(), FormatError> {
+    let rd =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?)) };
+    let (Some(off), Some(size)) = (rd(40), rd(48)) else {
+        return Ok(());
+    };
+    let (Ok(off), Ok(size)) = (usize::try_from(off), usize::try_from(size)) else {
+        return Ok(());
+    };
+    let Some(data) = off.checked_add(size).and_then(|end| b.get(off..end)) else {
+        return Ok(());
+    };
+    let mut p = 0usize;
+    while let Some(h) = data.get(p..p + 8) {
+        let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let len = usize::from(u16::from_le_bytes([h[6], h[7]]));
+        if ty == PERF_RECORD_FINISHED_ROUND && len != 8 {
+            return Err(FormatError::Corrupt {
+                what: "perf.data file",
+                offset: (off + p) as u64,
+                detail: format!("a FINISHED_ROUND record of {len} bytes (it has no body: 8)"),
+            });
+        }
+        if len < 8 {
+            break;
+        }
+        p += len;
+    }
+    Ok(())
 }
 
 /// Checks the file-mode header's sections lie inside the file before the crate reads them.

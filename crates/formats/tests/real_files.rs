@@ -619,4 +619,19 @@ fn fuzz_findings_are_errors() {
     let b = std::fs::read(&p).unwrap();
     let e = read_perf_data(&b, &p).unwrap_err();
     assert!(e.to_string().contains("attribute size 102"), "{e}");
+    // A big-endian magic: the header was checked as little-endian and linux-perf-data
+    // overflowed adding the data section's offset and size (a panic in debug builds).
+    let p = dir.join("fuzz-big-endian-header.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [read_perf_data(&b, &p).unwrap_err(), count(&b, &p).unwrap_err()] {
+        assert!(matches!(e, FormatError::WrongArchitecture { .. }), "{e}");
+        assert!(e.to_string().contains("big-endian"), "{e}");
+    }
+    // A FINISHED_ROUND record of 40 bytes: linux-perf-data read its body as the next
+    // records (4 samples), the streaming counter skipped it (3): both now call it corrupt.
+    let p = dir.join("fuzz-finished-round-body.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [read_perf_data(&b, &p).unwrap_err(), count(&b, &p).unwrap_err()] {
+        assert!(e.to_string().contains("FINISHED_ROUND record of 40 bytes"), "{e}");
+    }
 }

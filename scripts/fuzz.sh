@@ -82,7 +82,7 @@ for t in "${targets[@]}"; do
         runs="stopped by a finding after ${n:-?} runs (log: $log)"
     fi
     found=$(($(findings) - before))
-    if [ "$found" -gt 0 ] || grep -q "SUMMARY:" "$tmp/$t.log"; then status=1; fi
+    if [ "$found" -gt 0 ] || grep -q "SUMMARY:" "$log"; then status=1; fi
     summary+=("$(printf '%-12s %s, %d new finding(s)' "$t" "$runs" "$found")")
 done
 echo "fuzz.sh: summary (${secs} s per target)"

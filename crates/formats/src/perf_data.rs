@@ -37,6 +37,8 @@ use std::rc::Rc;
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 /// `PERF_RECORD_LOST_SAMPLES`.
 pub(crate) const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+/// `PERF_RECORD_SAMPLE`.
+const PERF_RECORD_SAMPLE: u32 = 9;
 /// `PERF_RECORD_MMAP2`.
 pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
@@ -266,12 +268,13 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
     }
 }
 
-/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
-/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
-fn branch_stack(
-    data: &RawData<'_>,
+/// Offset of the `PERF_SAMPLE_CALLCHAIN` count (or, without a call chain, of the field that
+/// would follow it) in a raw `SAMPLE` body: fields in the kernel's order (see
+/// `perf_event_open(2)`), `READ` with and without `GROUP`. `None` when the body is too short.
+fn callchain_offset(
+    b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-) -> Option<Vec<(u64, u64, u64)>> {
+) -> Option<usize> {
     let sf = info.sample_format.bits();
     const IDENTIFIER: u64 = 1 << 16;
     const IP: u64 = 1 << 0;
@@ -279,37 +282,14 @@ fn branch_stack(
     const TIME: u64 = 1 << 2;
     const ADDR: u64 = 1 << 3;
     const READ: u64 = 1 << 4;
-    const CALLCHAIN: u64 = 1 << 5;
     const ID: u64 = 1 << 6;
     const CPU: u64 = 1 << 7;
     const PERIOD: u64 = 1 << 8;
     const STREAM_ID: u64 = 1 << 9;
-    const RAW: u64 = 1 << 10;
-    const BRANCH_STACK: u64 = 1 << 11;
-    const HW_INDEX: u64 = 1 << 17;
-    if sf & BRANCH_STACK == 0 {
-        return None;
-    }
-    let b = data.as_slice();
     let mut p = 0usize;
-    let rd = |p: &mut usize| -> Option<u64> {
-        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
-        *p += 8;
-        Some(v)
-    };
-    for (bit, words) in [
-        (IDENTIFIER, 1),
-        (IP, 1),
-        (TID, 1),
-        (TIME, 1),
-        (ADDR, 1),
-        (ID, 1),
-        (STREAM_ID, 1),
-        (CPU, 1),
-        (PERIOD, 1),
-    ] {
+    for bit in [IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD] {
         if sf & bit != 0 {
-            p = p.checked_add(8 * words)?;
+            p = p.checked_add(8)?;
         }
     }
     if sf & READ != 0 {
@@ -317,7 +297,8 @@ fn branch_stack(
         let n_opt = |m: u64| u64::from(rf & m != 0);
         if rf & 8 != 0 {
             // GROUP: nr, [enabled], [running], nr × (value, [id], [lost]).
-            let nr = rd(&mut p)?;
+            let nr = u64::from_le_bytes(b.get(p..p + 8)?.try_into().ok()?);
+            p += 8;
             let per = 1 + n_opt(4) + n_opt(16);
             let skip = (n_opt(1) + n_opt(2)).checked_add(nr.checked_mul(per)?)?;
             p = p.checked_add(usize::try_from(skip.checked_mul(8)?).ok()?)?;
@@ -326,6 +307,60 @@ fn branch_stack(
             p = p.checked_add(8 * words as usize)?;
         }
     }
+    (p <= b.len()).then_some(p)
+}
+
+/// A `SAMPLE` body whose call-chain count does not fit the record: `linux-perf-event-reader`
+/// multiplies the count by 8 unchecked (an overflow panic in debug builds, a wrapped length
+/// and a misread record otherwise; found by the perf_counts fuzz target).
+fn check_callchain(
+    b: &[u8],
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Result<(), String> {
+    const CALLCHAIN: u64 = 1 << 5;
+    if info.sample_format.bits() & CALLCHAIN == 0 {
+        return Ok(());
+    }
+    let Some(p) = callchain_offset(b, info) else {
+        return Err("a SAMPLE record ends before its call chain".into());
+    };
+    let Some(nr) = b
+        .get(p..p + 8)
+        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")))
+    else {
+        return Err("a SAMPLE record ends before its call chain".into());
+    };
+    let room = (b.len() - p - 8) as u64 / 8;
+    if nr > room {
+        return Err(format!(
+            "a SAMPLE record's call chain of {nr} entries does not fit its {} bytes",
+            b.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
+/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
+fn branch_stack(
+    data: &RawData<'_>,
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Option<Vec<(u64, u64, u64)>> {
+    let sf = info.sample_format.bits();
+    const CALLCHAIN: u64 = 1 << 5;
+    const RAW: u64 = 1 << 10;
+    const BRANCH_STACK: u64 = 1 << 11;
+    const HW_INDEX: u64 = 1 << 17;
+    if sf & BRANCH_STACK == 0 {
+        return None;
+    }
+    let b = data.as_slice();
+    let rd = |p: &mut usize| -> Option<u64> {
+        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
+        *p += 8;
+        Some(v)
+    };
+    let mut p = callchain_offset(&b, info)?;
     if sf & CALLCHAIN != 0 {
         let nr = rd(&mut p)?;
         p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
@@ -514,6 +549,10 @@ pub fn read_perf_data_with(
                     "an MMAP2 record states a build-id longer than 20 bytes (file corrupt)",
                 ));
             }
+        }
+        if record.record_type.0 == PERF_RECORD_SAMPLE {
+            check_callchain(&record.data.as_slice(), &record.parse_info)
+                .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
         }
         let parsed = match record.parse() {
             Ok(p) => p,

@@ -623,7 +623,10 @@ fn fuzz_findings_are_errors() {
     // overflowed adding the data section's offset and size (a panic in debug builds).
     let p = dir.join("fuzz-big-endian-header.data");
     let b = std::fs::read(&p).unwrap();
-    for e in [read_perf_data(&b, &p).unwrap_err(), count(&b, &p).unwrap_err()] {
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
         assert!(matches!(e, FormatError::WrongArchitecture { .. }), "{e}");
         assert!(e.to_string().contains("big-endian"), "{e}");
     }
@@ -631,7 +634,22 @@ fn fuzz_findings_are_errors() {
     // records (4 samples), the streaming counter skipped it (3): both now call it corrupt.
     let p = dir.join("fuzz-finished-round-body.data");
     let b = std::fs::read(&p).unwrap();
-    for e in [read_perf_data(&b, &p).unwrap_err(), count(&b, &p).unwrap_err()] {
-        assert!(e.to_string().contains("FINISHED_ROUND record of 40 bytes"), "{e}");
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("FINISHED_ROUND record of 40 bytes"),
+            "{e}"
+        );
     }
+    // A SAMPLE whose call-chain count times 8 overflows: linux-perf-event-reader multiplied
+    // unchecked (a panic in debug builds, a misread record otherwise). The streaming
+    // counter never reads call chains; the full reader now refuses the record.
+    let p = dir.join("fuzz-callchain-count-overflow.data");
+    let b = std::fs::read(&p).unwrap();
+    let e = read_perf_data(&b, &p).unwrap_err();
+    assert!(e.to_string().contains("call chain of"), "{e}");
+    assert!(e.to_string().contains("does not fit"), "{e}");
+    let _ = count(&b, &p);
 }

@@ -504,7 +504,7 @@ pub fn read_perf_data_with(
 ) -> Result<(SampleSet, ReadNotes), FormatError> {
     let (reader, info) = open_perf_data(bytes, path)?;
     if !info.pipe {
-        check_round_records(bytes)?;
+        check_data_section(bytes)?;
     }
     let PerfFileReader {
         mut perf_file,
@@ -689,12 +689,8 @@ pub fn read_perf_data_with(
 /// `PERF_RECORD_FINISHED_ROUND`: a header-only record (8 bytes).
 pub(crate) const PERF_RECORD_FINISHED_ROUND: u32 = 68;
 
-/// Walks the record headers of a file-mode data section: a `FINISHED_ROUND` record must be
-/// header-only. `linux-perf-data` does not skip the body of a longer one and would read
-/// that body as the next records (so one corrupt size field shifts every record after it;
-/// found by the perf_counts fuzz target, whose streaming reader follows the sizes).
-/// Impossible sizes are left to the crate, which reports them.
-fn check_round_records(b: &[u8]) -> Result<(), FormatError> {
+/// Walks the record headers of a file-mode data section (see [`check_records`]).
+fn check_data_section(b: &[u8]) -> Result<(), FormatError> {
     let rd =
         |o: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?)) };
     let (Some(off), Some(size)) = (rd(40), rd(48)) else {
@@ -703,24 +699,69 @@ fn check_round_records(b: &[u8]) -> Result<(), FormatError> {
     let (Ok(off), Ok(size)) = (usize::try_from(off), usize::try_from(size)) else {
         return Ok(());
     };
-    let Some(data) = off.checked_add(size).and_then(|end| b.get(off..end)) else {
-        return Ok(());
-    };
-    let mut p = 0usize;
-    while let Some(h) = data.get(p..p + 8) {
-        let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let len = usize::from(u16::from_le_bytes([h[6], h[7]]));
-        if ty == PERF_RECORD_FINISHED_ROUND && len != 8 {
-            return Err(FormatError::Corrupt {
-                what: "perf.data file",
-                offset: (off + p) as u64,
-                detail: format!("a FINISHED_ROUND record of {len} bytes (it has no body: 8)"),
-            });
-        }
-        if len < 8 {
+    match off.checked_add(size) {
+        Some(end) if end <= b.len() => check_records(b, off, end, false),
+        _ => Ok(()),
+    }
+}
+
+/// Walks the records of `b[start..end]` by their headers and refuses what
+/// `linux-perf-data` would mishandle (both found by the fuzz targets):
+/// * a `FINISHED_ROUND` record with a body: the crate does not skip it and reads it as the
+///   next records, so one corrupt size field shifts every record after it;
+/// * an `AUXTRACE` record announcing more trace data than the rest holds: the crate
+///   allocates the announced size (up to 2^64 bytes) before reading it.
+///
+/// In pipe mode the `HEADER_FEATURE` records are checked too (see [`check_feature`]).
+/// Like the crate, a record that starts before `end` is read whole even when it runs past
+/// `end` (into the bytes that follow in the file). Impossible record sizes end the walk; the
+/// crate reports them.
+fn check_records(b: &[u8], start: usize, end: usize, pipe: bool) -> Result<(), FormatError> {
+    const PERF_RECORD_AUXTRACE: u32 = 71;
+    const PERF_RECORD_HEADER_FEATURE: u32 = 80;
+    let mut p = start;
+    while p < end && p + 8 <= b.len() {
+        let ty = u32::from_le_bytes(b[p..p + 4].try_into().expect("4 bytes"));
+        let size = usize::from(u16::from_le_bytes(
+            b[p + 6..p + 8].try_into().expect("2 bytes"),
+        ));
+        if size < 8 || p + size > b.len() {
             break;
         }
-        p += len;
+        let body = &b[p + 8..p + size];
+        match ty {
+            PERF_RECORD_FINISHED_ROUND if size != 8 => {
+                return Err(FormatError::Corrupt {
+                    what: "perf.data file",
+                    offset: p as u64,
+                    detail: format!("a FINISHED_ROUND record of {size} bytes (it has no body: 8)"),
+                });
+            }
+            PERF_RECORD_AUXTRACE => {
+                let Some(aux) = body.get(..8) else { break };
+                let aux = u64::from_le_bytes(aux.try_into().expect("8 bytes"));
+                let after = p + size;
+                let left = b.len() - after;
+                if aux > left as u64 {
+                    return Err(FormatError::Truncated {
+                        what: "perf.data file",
+                        offset: after as u64,
+                        expected: format!(
+                            "{aux} bytes of AUX trace data announced by the AUXTRACE record at byte {p}, {left} left"
+                        ),
+                    });
+                }
+                p = after + aux as usize;
+                continue;
+            }
+            PERF_RECORD_HEADER_FEATURE if pipe && size >= 16 => {
+                let feat = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+                // The crate keeps the low 32 bits, so do the same.
+                check_feature(feat as u32, &body[8..], (p + 16) as u64)?;
+            }
+            _ => {}
+        }
+        p += size;
     }
     Ok(())
 }
@@ -940,24 +981,8 @@ fn check_attr_entries(
     Ok(())
 }
 
-/// Pipe mode: validates the `HEADER_FEATURE` records the crate parses eagerly.
+/// Pipe mode: the records after the 16-byte header (see [`check_records`]), before the
+/// crate parses the `HEADER_FEATURE` records eagerly.
 fn check_pipe(b: &[u8]) -> Result<(), FormatError> {
-    const PERF_RECORD_HEADER_FEATURE: u32 = 80;
-    let mut p = 16usize;
-    while p + 8 <= b.len() {
-        let ty = u32::from_le_bytes(b[p..p + 4].try_into().expect("4 bytes"));
-        let size = usize::from(u16::from_le_bytes(
-            b[p + 6..p + 8].try_into().expect("2 bytes"),
-        ));
-        if size < 8 || p + size > b.len() {
-            break;
-        }
-        if ty == PERF_RECORD_HEADER_FEATURE && size >= 16 {
-            let feat = u64::from_le_bytes(b[p + 8..p + 16].try_into().expect("8 bytes"));
-            // The crate keeps the low 32 bits, so do the same.
-            check_feature(feat as u32, &b[p + 16..p + size], (p + 16) as u64)?;
-        }
-        p += size;
-    }
-    Ok(())
+    check_records(b, 16, b.len(), true)
 }

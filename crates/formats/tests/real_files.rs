@@ -652,4 +652,14 @@ fn fuzz_findings_are_errors() {
     assert!(e.to_string().contains("call chain of"), "{e}");
     assert!(e.to_string().contains("does not fit"), "{e}");
     let _ = count(&b, &p);
+    // An AUXTRACE record announcing 2^56 bytes of trace data: linux-perf-data allocated
+    // them (an abort). Refused by both readers as truncated.
+    let p = dir.join("fuzz-auxtrace-size.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
+        assert!(e.to_string().contains("bytes of AUX trace data"), "{e}");
+    }
 }

@@ -148,7 +148,10 @@ impl<'s> MapCtx<'s> {
         if ip >= m.end {
             return Location::unmapped(ip);
         }
-        let off = ip - m.start + m.pgoff;
+        // A corrupt page offset can push the file offset past 2^64 (a fuzz finding).
+        let Some(off) = (ip - m.start).checked_add(m.pgoff) else {
+            return Location::unmapped(ip);
+        };
         if m.segs.is_none() {
             let path = &m.path;
             let segments = self.segments;

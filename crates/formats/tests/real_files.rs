@@ -662,4 +662,16 @@ fn fuzz_findings_are_errors() {
     ] {
         assert!(e.to_string().contains("bytes of AUX trace data"), "{e}");
     }
+    // An MMAP2 whose page offset makes `ip - start + pgoff` pass 2^64 (an overflow panic in
+    // debug builds, a wrapped SVMA in a module otherwise): that third sample is unmapped, at
+    // its runtime address, in both readers.
+    let p = dir.join("fuzz-pgoff-overflow.data");
+    let b = std::fs::read(&p).unwrap();
+    let s = read_perf_data(&b, &p).unwrap();
+    assert_eq!(s.samples.len(), 3);
+    assert_eq!(s.samples[2].ip.module, None);
+    assert_eq!(s.samples[2].ip.svma.0, 1_153_015_363_183_936_304);
+    let c = count(&b, &p).unwrap();
+    assert!(c.streamed);
+    assert_eq!(normalized(&c), normalized(&SampleCounts::from_samples(&s)));
 }

@@ -417,19 +417,19 @@ impl Binary {
         // Function symbols: .symtab, else the .symtab of the separate debug file (Debian's
         // -dbgsym files keep it), else .dynsym.
         let mut has_symtab = false;
-        let mut raw: Vec<(u64, u64, String, u8)> = Vec::new();
-        collect_functions(&mut file.symbols(), &mut raw);
+        let mut raw: Vec<RawSymbol> = Vec::new();
+        collect_functions(&file, false, &mut raw);
         if raw.is_empty() {
             if let Some(dd) = &debug_bytes {
                 if let Ok(df) = object::File::parse(&**dd) {
-                    collect_functions(&mut df.symbols(), &mut raw);
+                    collect_functions(&df, false, &mut raw);
                 }
             }
         }
         if !raw.is_empty() {
             has_symtab = true;
         } else {
-            collect_functions(&mut file.dynamic_symbols(), &mut raw);
+            collect_functions(&file, true, &mut raw);
         }
 
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
@@ -439,7 +439,7 @@ impl Binary {
         raw.sort_by_key(alias_order);
         let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
         let mut by_name = HashMap::new();
-        for (addr, size, name, _) in raw {
+        for (addr, size, name, _, _) in raw {
             let idx = match functions.last_mut() {
                 Some(last) if last.start.0 == addr => {
                     if last.size == 0 {
@@ -661,19 +661,56 @@ impl Binary {
     }
 }
 
-/// Defined code symbols as `(address, size, name, binding rank)` in symbol-table order;
-/// ranks: global 0, local 1, weak 2 (see [`alias_order`]).
-fn collect_functions(
-    syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>,
-    raw: &mut Vec<(u64, u64, String, u8)>,
-) {
+/// A code symbol as read: `(address, size, name, binding rank, label)`; ranks: global 0,
+/// local 1, weak 2 (see [`alias_order`]); `label`: an `STT_NOTYPE` symbol.
+type RawSymbol = (u64, u64, String, u8, bool);
+
+/// Defined code symbols of `file` in symbol-table order (`dynamic`: `.dynsym`, else
+/// `.symtab`), as perf takes them (tools/perf/util/symbol-elf.c): `STT_FUNC` and
+/// `STT_GNU_IFUNC` (whose address is the resolver, named like the function it resolves,
+/// as nm's `i`; object's `is_definition` leaves IFUNC out) in a real section, plus
+/// **labels**: named `STT_NOTYPE` symbols in an executable section whose visibility is
+/// not hidden or internal (ld.so's `_start`, `_dl_start_user`; perf's `elf_sym__is_label`).
+fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSymbol>) {
+    use object::{ObjectSection, SectionFlags, SymbolFlags};
+    const SHF_EXECINSTR: u64 = 4;
+    const STV_INTERNAL: u8 = 1;
+    const STV_HIDDEN: u8 = 2;
+    let exec = |i: object::SectionIndex| {
+        file.section_by_index(i).is_ok_and(|sec| {
+            matches!(sec.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0)
+        })
+    };
+    let syms = if dynamic {
+        file.dynamic_symbols()
+    } else {
+        file.symbols()
+    };
     for s in syms {
-        // Defined code symbols: STT_FUNC and STT_GNU_IFUNC (whose address is the resolver,
-        // named like the function it resolves, as `nm`'s `i` and perf show it; object's
-        // `is_definition` leaves IFUNC out) in a real section.
-        if s.kind() != SymbolKind::Text || s.section_index().is_none() || s.address() == 0 {
+        let Some(section) = s.section_index() else {
+            continue;
+        };
+        if s.address() == 0 {
             continue;
         }
+        let label = match s.kind() {
+            SymbolKind::Text => false,
+            SymbolKind::Unknown => {
+                let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
+                    continue;
+                };
+                let visibility = st_other & 3;
+                if st_info & 0xf != 0 // not STT_NOTYPE
+                    || visibility == STV_HIDDEN
+                    || visibility == STV_INTERNAL
+                    || !exec(section)
+                {
+                    continue;
+                }
+                true
+            }
+            _ => continue,
+        };
         let Ok(name) = s.name() else { continue };
         if name.is_empty() {
             continue;
@@ -685,21 +722,22 @@ fn collect_functions(
         } else {
             1
         };
-        raw.push((s.address(), s.size(), name.to_string(), rank));
+        raw.push((s.address(), s.size(), name.to_string(), rank, label));
     }
 }
 
 /// Sort key of a raw symbol: by address, and among aliases at one address the one perf
 /// names a sample with first (perf's `choose_best_symbol`, tools/perf/util/symbol.c): a
-/// sized symbol before a size-0 one, non-weak before weak, global before local, fewer
+/// sized symbol before a size-0 one, a typed one before a label, non-weak before weak, global before local, fewer
 /// leading underscores (`printf` before `_IO_printf`), the longer name
 /// (`__x86_cacheinfo_ifunc` before `__x86_cacheinfo`); then the symbol-table order (the
 /// sort is stable), as perf keeps the first.
-fn alias_order(s: &(u64, u64, String, u8)) -> (u64, bool, u8, usize, std::cmp::Reverse<usize>) {
+fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<usize>) {
     let underscores = s.2.bytes().take_while(|&b| b == b'_').count();
     (
         s.0,
         s.1 == 0,
+        s.4,
         s.3,
         underscores,
         std::cmp::Reverse(s.2.len()),

@@ -236,6 +236,30 @@ fn aliases_are_named_as_perf_names_them() {
 }
 
 #[test]
+fn text_labels_are_functions_unless_hidden() {
+    let t = "text_labels_are_functions_unless_hidden";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "labels", &["labels.c"], &[]);
+    let nm = nm_functions(&exe); // T/t: all three .text labels
+    let bin = Binary::open(&exe).unwrap();
+    let (entry, after, hidden) = (nm["entry_label"], nm["after_label"], nm["hidden_label"]);
+    // Size-0 labels run to the next symbol (as perf's symbols__fixup_end).
+    let f = bin.function_at(Svma(entry)).unwrap();
+    assert_eq!(
+        (f.name.as_str(), f.start.0, f.size),
+        ("entry_label", entry, after - entry)
+    );
+    // The hidden label is not a symbol perf uses: its byte belongs to after_label.
+    assert!(bin.function_by_name("hidden_label").is_none());
+    assert_eq!(bin.function_at(Svma(hidden)).unwrap().name, "after_label");
+    // A label in .data is no code.
+    assert!(bin.function_by_name("data_label").is_none());
+}
+
+#[test]
 fn inline_frames_match_addr2line() {
     let t = "inline_frames_match_addr2line";
     if !tools(t, &["gcc", "addr2line", "objdump"]) {

@@ -160,13 +160,14 @@ fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
 /// 2. the `.gnu_debuglink` name in the binary's directory, in its `.debug/` subdirectory,
 ///    and under `ROOT/<binary's directory>/` (CRC-32 must match).
 ///
-/// A candidate is used only when it holds `.debug_info`.
+/// A candidate is used only when it holds `.debug_info`. Returns the path and the bytes
+/// read (the caller takes the symbol table from them when the binary is stripped).
 pub(crate) fn find_separate_debug_file(
     path: &Path,
     build_id: Option<&BuildId>,
     debuglink: Option<(String, u32)>,
     debug_dirs: &[PathBuf],
-) -> Option<PathBuf> {
+) -> Option<(PathBuf, Vec<u8>)> {
     if let Some(b) = build_id.filter(|b| b.0.len() >= 2) {
         let hex = b.to_hex();
         for root in debug_dirs {
@@ -177,7 +178,7 @@ pub(crate) fn find_separate_debug_file(
             if let Ok(d) = std::fs::read(&p) {
                 let id_ok = build_id_of(&d).is_none_or(|x| x == b.0);
                 if id_ok && has_debug_info(&d) {
-                    return Some(p);
+                    return Some((p, d));
                 }
             }
         }
@@ -202,7 +203,7 @@ pub(crate) fn find_separate_debug_file(
         }
         if let Ok(d) = std::fs::read(&c) {
             if crate::crc::crc32(&d) == crc && has_debug_info(&d) {
-                return Some(c);
+                return Some((c, d));
             }
         }
     }

@@ -388,6 +388,7 @@ impl Binary {
         }
 
         let mut debug = DebugInfo::none();
+        let mut debug_bytes: Option<Vec<u8>> = None;
         if has_dwarf {
             debug = DebugInfo::embedded(data.clone());
         } else if opts.separate_debug {
@@ -397,7 +398,10 @@ impl Binary {
                 .flatten()
                 .map(|(n, crc)| (String::from_utf8_lossy(n).into_owned(), crc));
             match find_separate_debug_file(path, build_id.as_ref(), link, &opts.debug_dirs) {
-                Some(p) => debug = DebugInfo::separate(p),
+                Some((p, bytes)) => {
+                    debug = DebugInfo::separate(p);
+                    debug_bytes = Some(bytes);
+                }
                 None => warnings.push(format!(
                     "no debug info in {}: inline frames and source lines are unavailable; install the -dbg/-dbgsym package or build with -g",
                     path.display()
@@ -413,43 +417,51 @@ impl Binary {
         // Function symbols: .symtab, else the .symtab of the separate debug file (Debian's
         // -dbgsym files keep it), else .dynsym.
         let mut has_symtab = false;
-        let mut raw: Vec<(u64, u64, String, u8)> = Vec::new();
-        collect_functions(&mut file.symbols(), &mut raw);
+        let mut raw: Vec<RawSymbol> = Vec::new();
+        collect_functions(&file, false, &mut raw);
         if raw.is_empty() {
-            if let Some(dp) = debug.separate_path() {
-                if let Ok(dd) = std::fs::read(dp) {
-                    if let Ok(df) = object::File::parse(&*dd) {
-                        collect_functions(&mut df.symbols(), &mut raw);
-                    }
+            if let Some(dd) = &debug_bytes {
+                if let Ok(df) = object::File::parse(&**dd) {
+                    collect_functions(&df, false, &mut raw);
                 }
             }
         }
         if !raw.is_empty() {
             has_symtab = true;
         } else {
-            collect_functions(&mut file.dynamic_symbols(), &mut raw);
+            collect_functions(&file, true, &mut raw);
         }
 
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
         let plt = plt_stubs(&sections, &data, &got_names);
 
-        raw.sort_by(|a, b| (a.0, a.3, &a.2).cmp(&(b.0, b.3, &b.2)));
+        // Stable: symbol-table order breaks the remaining ties.
+        raw.sort_by_key(alias_order);
         let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
         let mut by_name = HashMap::new();
         // Every symbol name with its address: aliases at one address share a function.
         let mut all_names: Vec<(String, u64)> = Vec::with_capacity(raw.len());
-        for (addr, size, name, _) in raw {
+        for (addr, size, name, _, _) in raw {
             all_names.push((name.clone(), addr));
             let idx = match functions.last_mut() {
                 Some(last) if last.start.0 == addr => {
                     if last.size == 0 {
                         last.size = size;
                     }
+                    // An alias: findable by its own names too.
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled).or_insert(functions.len() - 1);
+                    }
                     functions.len() - 1
                 }
                 _ => {
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled.clone()).or_insert(functions.len());
+                    }
                     functions.push(Function {
-                        name: demangle(&name),
+                        name: demangled,
                         raw_name: name.clone(),
                         start: Svma(addr),
                         size,
@@ -457,8 +469,7 @@ impl Binary {
                     functions.len() - 1
                 }
             };
-            by_name.entry(name.clone()).or_insert(idx);
-            by_name.entry(demangle(&name)).or_insert(idx);
+            by_name.entry(name).or_insert(idx);
         }
         // PLT stubs only where no symbol is.
         let mut extra: Vec<Function> = plt
@@ -469,12 +480,19 @@ impl Binary {
             })
             .collect();
         if !extra.is_empty() {
+            // Stubs go between the symbols: move every name (aliases included) to its
+            // function's new index (starts are distinct), then add the stubs' names.
+            let old_starts: Vec<Svma> = functions.iter().map(|f| f.start).collect();
+            let stub_names: Vec<(String, Svma)> =
+                extra.iter().map(|f| (f.name.clone(), f.start)).collect();
             functions.append(&mut extra);
             functions.sort_by_key(|f| f.start);
-            by_name.clear();
-            for (i, f) in functions.iter().enumerate() {
-                by_name.entry(f.raw_name.clone()).or_insert(i);
-                by_name.entry(f.name.clone()).or_insert(i);
+            let index_of = |a: Svma| functions.partition_point(|f| f.start < a);
+            for v in by_name.values_mut() {
+                *v = index_of(old_starts[*v]);
+            }
+            for (name, start) in stub_names {
+                by_name.entry(name).or_insert_with(|| index_of(start));
             }
         }
         // Aliases (kept through the rebuild above), and dynamic symbols also under their
@@ -671,29 +689,87 @@ impl Binary {
     }
 }
 
-/// Defined code symbols as `(address, size, name, alias rank)`; among aliases at one
-/// address the lowest rank wins: global, weak, local.
-fn collect_functions(
-    syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>,
-    raw: &mut Vec<(u64, u64, String, u8)>,
-) {
+/// A code symbol as read: `(address, size, name, binding rank, label)`; ranks: global 0,
+/// local 1, weak 2 (see [`alias_order`]); `label`: an `STT_NOTYPE` symbol.
+type RawSymbol = (u64, u64, String, u8, bool);
+
+/// Defined code symbols of `file` in symbol-table order (`dynamic`: `.dynsym`, else
+/// `.symtab`), as perf takes them (tools/perf/util/symbol-elf.c): `STT_FUNC` and
+/// `STT_GNU_IFUNC` (whose address is the resolver, named like the function it resolves,
+/// as nm's `i`; object's `is_definition` leaves IFUNC out) in a real section, plus
+/// **labels**: named `STT_NOTYPE` symbols in an executable section whose visibility is
+/// not hidden or internal (ld.so's `_start`, `_dl_start_user`; perf's `elf_sym__is_label`).
+fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSymbol>) {
+    use object::{ObjectSection, SectionFlags, SymbolFlags};
+    const SHF_EXECINSTR: u64 = 4;
+    const STV_INTERNAL: u8 = 1;
+    const STV_HIDDEN: u8 = 2;
+    let exec = |i: object::SectionIndex| {
+        file.section_by_index(i).is_ok_and(|sec| {
+            matches!(sec.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0)
+        })
+    };
+    let syms = if dynamic {
+        file.dynamic_symbols()
+    } else {
+        file.symbols()
+    };
     for s in syms {
-        if s.kind() != SymbolKind::Text || !s.is_definition() || s.address() == 0 {
+        let Some(section) = s.section_index() else {
+            continue;
+        };
+        if s.address() == 0 {
             continue;
         }
+        let label = match s.kind() {
+            SymbolKind::Text => false,
+            SymbolKind::Unknown => {
+                let SymbolFlags::Elf { st_info, st_other } = s.flags() else {
+                    continue;
+                };
+                let visibility = st_other & 3;
+                if st_info & 0xf != 0 // not STT_NOTYPE
+                    || visibility == STV_HIDDEN
+                    || visibility == STV_INTERNAL
+                    || !exec(section)
+                {
+                    continue;
+                }
+                true
+            }
+            _ => continue,
+        };
         let Ok(name) = s.name() else { continue };
         if name.is_empty() {
             continue;
         }
-        let rank = if s.is_global() && !s.is_weak() {
-            0
-        } else if s.is_weak() {
-            1
-        } else {
+        let rank = if s.is_weak() {
             2
+        } else if s.is_global() {
+            0
+        } else {
+            1
         };
-        raw.push((s.address(), s.size(), name.to_string(), rank));
+        raw.push((s.address(), s.size(), name.to_string(), rank, label));
     }
+}
+
+/// Sort key of a raw symbol: by address, and among aliases at one address the one perf
+/// names a sample with first (perf's `choose_best_symbol`, tools/perf/util/symbol.c): a
+/// sized symbol before a size-0 one, a typed one before a label, non-weak before weak, global before local, fewer
+/// leading underscores (`printf` before `_IO_printf`), the longer name
+/// (`__x86_cacheinfo_ifunc` before `__x86_cacheinfo`); then the symbol-table order (the
+/// sort is stable), as perf keeps the first.
+fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<usize>) {
+    let underscores = s.2.bytes().take_while(|&b| b == b'_').count();
+    (
+        s.0,
+        s.1 == 0,
+        s.4,
+        s.3,
+        underscores,
+        std::cmp::Reverse(s.2.len()),
+    )
 }
 
 /// `name@plt` stubs: every `jmp *slot(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose slot

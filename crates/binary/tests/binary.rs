@@ -178,6 +178,88 @@ fn functions_match_nm_and_function_at_finds_them() {
 }
 
 #[test]
+fn ifunc_symbols_are_functions_as_nm_lists_them() {
+    let t = "ifunc_symbols_are_functions_as_nm_lists_them";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "ifunc", &["ifunc.c"], &[]);
+    // nm: `0000000000001190 i twice` (and the local resolver at the same address).
+    let ifuncs: Vec<(String, u64)> = run("nm", &["--defined-only", p(&exe)])
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            (t.len() == 3 && t[1] == "i")
+                .then(|| Some((t[2].to_string(), u64::from_str_radix(t[0], 16).ok()?)))
+                .flatten()
+        })
+        .collect();
+    assert_eq!(ifuncs.len(), 1, "{ifuncs:?}");
+    let (name, addr) = &ifuncs[0];
+    assert_eq!(name, "twice");
+    let bin = Binary::open(&exe).unwrap();
+    assert_eq!(bin.function_by_name("twice").unwrap().start.0, *addr);
+    // The global IFUNC wins over the local resolver at the same address, as in perf.
+    assert_eq!(bin.function_at(Svma(*addr)).unwrap().name, "twice");
+    assert_eq!(
+        bin.function_by_name("resolve_twice").unwrap().start.0,
+        *addr
+    );
+}
+
+#[test]
+fn aliases_are_named_as_perf_names_them() {
+    let t = "aliases_are_named_as_perf_names_them";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "aliases", &["aliases.c"], &[]);
+    let nm = nm_functions(&exe);
+    let bin = Binary::open(&exe).unwrap();
+    // base, __base (global), base_local_longer (local), base_weak_and_longest (weak) at one
+    // address: perf's choose_best_symbol drops the weak one, then the local one, then the
+    // one with more leading underscores -> `base`.
+    let a = nm["base"];
+    assert_eq!(nm["__base"], a);
+    assert_eq!(nm["base_local_longer"], a);
+    assert_eq!(bin.function_at(Svma(a)).unwrap().name, "base");
+    // g2 and g2_longer, both local: the longer name.
+    let g = nm["g2"];
+    assert_eq!(nm["g2_longer"], g);
+    assert_eq!(bin.function_at(Svma(g)).unwrap().name, "g2_longer");
+    // Every alias stays findable by name.
+    for n in ["__base", "base_local_longer", "base_weak_and_longest", "g2"] {
+        assert!(bin.function_by_name(n).is_some(), "{n}");
+    }
+}
+
+#[test]
+fn text_labels_are_functions_unless_hidden() {
+    let t = "text_labels_are_functions_unless_hidden";
+    if !tools(t, &["gcc", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "labels", &["labels.c"], &[]);
+    let nm = nm_functions(&exe); // T/t: all three .text labels
+    let bin = Binary::open(&exe).unwrap();
+    let (entry, after, hidden) = (nm["entry_label"], nm["after_label"], nm["hidden_label"]);
+    // Size-0 labels run to the next symbol (as perf's symbols__fixup_end).
+    let f = bin.function_at(Svma(entry)).unwrap();
+    assert_eq!(
+        (f.name.as_str(), f.start.0, f.size),
+        ("entry_label", entry, after - entry)
+    );
+    // The hidden label is not a symbol perf uses: its byte belongs to after_label.
+    assert!(bin.function_by_name("hidden_label").is_none());
+    assert_eq!(bin.function_at(Svma(hidden)).unwrap().name, "after_label");
+    // A label in .data is no code.
+    assert!(bin.function_by_name("data_label").is_none());
+}
+
+#[test]
 fn inline_frames_match_addr2line() {
     let t = "inline_frames_match_addr2line";
     if !tools(t, &["gcc", "addr2line", "objdump"]) {

@@ -1,7 +1,7 @@
 //! `proftrust record` end to end: the file is written (and read back with the native reader)
 //! whatever happens to the program; errors exit with status 2 and say what to do.
 
-use proftrust_model::RunOutcome;
+use proftrust_model::{PeriodMode, RunOutcome};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,7 +12,7 @@ fn proftrust(args: &[&str]) -> Output {
         .expect("run proftrust")
 }
 
-/// Compiles `crates/record/tests/c/<name>.c` into `dir` (gcc -O2 -g).
+/// Compiles `crates/record/tests/c/<name>.c` into `dir` (gcc -O2 -g, frame pointers).
 fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
     let ok = Command::new("gcc")
         .arg("--version")
@@ -28,7 +28,14 @@ fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
         .join(format!("{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
-        .args(["-O2", "-g", "-pthread", "-o"])
+        .args([
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-mno-omit-leaf-frame-pointer",
+            "-pthread",
+            "-o",
+        ])
         .arg(&out)
         .arg(&src)
         .status()
@@ -74,6 +81,57 @@ fn records_a_program_with_seed_and_outcome() {
     assert_eq!(set.events[0].config.randomize_max, Some(100_003 / 8));
     assert!(set.samples.len() >= 50, "{} samples", set.samples.len());
     assert!(set.modules.find_by_file_name("work").is_some());
+}
+
+/// The rest of the CLI contract: `-e EVENT`, `-F FREQ`, `-g`; the file reads back through
+/// `proftrust read --json` as format `samples` with the event's samples and the symbols.
+#[test]
+fn event_frequency_and_call_graph_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("event_frequency_and_call_graph", "chain", dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("c.ptsamp");
+    let o = out.to_str().unwrap();
+    let r = proftrust(&[
+        "record",
+        "-e",
+        "task-clock",
+        "-F",
+        "2000",
+        "-g",
+        "-o",
+        o,
+        "--",
+        bin.to_str().unwrap(),
+        "20",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let set = read(&out);
+    assert_eq!(set.events.len(), 1);
+    assert_eq!(set.events[0].name, "task-clock");
+    assert_eq!(set.events[0].config.period, PeriodMode::Frequency(2000));
+    assert!(set.events[0].config.callchain);
+    assert!(set.samples.len() >= 50, "{}", set.samples.len());
+    let with_chain = set
+        .samples
+        .iter()
+        .filter(|s| !s.callchain.is_empty())
+        .count();
+    assert!(with_chain * 10 >= set.samples.len() * 9, "{with_chain}");
+
+    let r = proftrust(&["read", o, "--json"]);
+    assert!(r.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["format"], "samples");
+    assert_eq!(v["events"][0]["name"], "task-clock");
+    assert_eq!(v["events"][0]["samples"], set.samples.len() as u64);
+    assert_eq!(v["lost"], set.lost);
+    assert_eq!(v["symbols"][0]["name"], "inner");
+    assert!(v["symbols"][0]["module"]
+        .as_str()
+        .unwrap()
+        .ends_with("/chain"));
 }
 
 #[test]
@@ -131,8 +189,35 @@ fn failures_of_the_program_are_recorded() {
         read(&out).outcome,
         Some(RunOutcome::TimedOut { millis: 300 })
     );
-    let pid = std::fs::read_to_string(&pidfile).unwrap();
-    assert!(!Path::new(&format!("/proc/{}", pid.trim())).exists());
+    // The program and the child it forked (pids written by the program) are gone.
+    for pid in std::fs::read_to_string(&pidfile).unwrap().lines() {
+        assert!(
+            !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "process {pid} is still there"
+        );
+    }
+
+    // killed by SIGKILL
+    let r = proftrust(&["record", "-o", o, "--", b, "kill9"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("SIGKILL"));
+    assert_eq!(
+        read(&out).outcome,
+        Some(RunOutcome::Signaled {
+            signal: 9,
+            name: "SIGKILL".into()
+        })
+    );
+
+    // not executable: written with status 126, then an error
+    let r = proftrust(&["record", "-o", o, "--", dir.path().to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("could not be started"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(read(&out).outcome, Some(RunOutcome::Exited { code: 126 }));
 }
 
 #[test]

@@ -7,6 +7,10 @@
 //!   (`PTEXACT1`); compact little-endian records behind a JSON header.
 //! * [`read_perf_data`] / [`read_perf_data_with`] — perf.data (file and pipe mode, zstd
 //!   records) with mmap-based module-relative addresses, call chains, branch stacks.
+//! * [`count_perf_data`] — sample counts per (event, module-relative address) of a
+//!   perf.data file by a lean streaming pass (no sorting, no per-sample allocation): what a
+//!   per-symbol table needs. [`SampleCounts::from_samples`] gives the same from any
+//!   [`proftrust_model::SampleSet`].
 //! * [`read_perf_script`] / [`write_perf_script`] — `perf script` text in and out.
 //! * [`callgrind`] — callgrind out files, per-function totals, conversion to an
 //!   `ExactProfile` with inferred load biases ([`SymbolSource`]).
@@ -24,11 +28,13 @@
 pub mod callgrind;
 mod error;
 pub mod native;
+mod perf_counts;
 mod perf_data;
 mod perf_script;
 pub mod segments;
 
 pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
+pub use perf_counts::{count_perf_data, LocationCount, SampleCounts};
 pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
 pub use perf_script::{read_perf_script, write_perf_script};
 

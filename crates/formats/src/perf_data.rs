@@ -36,15 +36,17 @@ use std::rc::Rc;
 /// Values at or above this in a call chain are context markers (`PERF_CONTEXT_MAX` = -4095).
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 /// `PERF_RECORD_LOST_SAMPLES`.
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+pub(crate) const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+/// `PERF_RECORD_SAMPLE`.
+const PERF_RECORD_SAMPLE: u32 = 9;
 /// `PERF_RECORD_MMAP2`.
-const PERF_RECORD_MMAP2: u32 = 10;
+pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Lowest kernel address on x86-64.
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+pub(crate) const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 /// `PROT_EXEC` in `MMAP2` protections.
-const PROT_EXEC: u32 = 4;
+pub(crate) const PROT_EXEC: u32 = 4;
 
 /// Options of [`read_perf_data_with`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,49 +63,84 @@ impl Default for PerfDataOptions {
 }
 
 #[derive(Debug, Clone)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    pgoff: u64,
-    path: String,
-    build_id: Option<BuildId>,
-    module: Option<ModuleIdx>,
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) pgoff: u64,
+    pub(crate) path: String,
+    pub(crate) build_id: Option<BuildId>,
+    pub(crate) module: Option<ModuleIdx>,
     /// Load segments of the object, once looked up (`Some(None)`: not readable).
-    segs: Option<Option<Rc<[LoadSegment]>>>,
+    pub(crate) segs: Option<Option<Rc<[LoadSegment]>>>,
 }
 
-struct Mapper<'s> {
-    by_pid: HashMap<i32, Vec<Mapping>>,
-    modules: ModuleTable,
-    build_ids: HashMap<String, BuildId>,
-    segments: &'s dyn SegmentSource,
-    seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
-    kernel: Option<ModuleIdx>,
-    notes: ReadNotes,
-    unreadable: std::collections::HashSet<String>,
+impl Mapping {
+    /// An executable mapping not yet resolved to a module.
+    pub(crate) fn new(
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        build_id: Option<BuildId>,
+    ) -> Mapping {
+        Mapping {
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path,
+            build_id,
+            module: None,
+            segs: None,
+        }
+    }
 }
 
-impl Mapper<'_> {
-    fn add(&mut self, pid: i32, m: Mapping) {
-        let v = self.by_pid.entry(pid).or_default();
-        v.retain(|x| x.end <= m.start || x.start >= m.end);
-        let i = v.partition_point(|x| x.start < m.start);
-        v.insert(i, m);
+/// Adds `m` to one process's mappings (sorted by start, disjoint): mappings it overlaps are
+/// replaced, as a new `mmap` over an old range replaces it in the kernel.
+pub(crate) fn add_mapping(v: &mut Vec<Mapping>, m: Mapping) {
+    v.retain(|x| x.end <= m.start || x.start >= m.end);
+    let i = v.partition_point(|x| x.start < m.start);
+    v.insert(i, m);
+}
+
+/// What turns runtime addresses into module-relative locations: the module table being
+/// built, the build-ids of the file, the objects' load segments (cached per path).
+pub(crate) struct MapCtx<'s> {
+    pub(crate) modules: ModuleTable,
+    pub(crate) build_ids: HashMap<String, BuildId>,
+    pub(crate) segments: &'s dyn SegmentSource,
+    pub(crate) seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
+    pub(crate) kernel: Option<ModuleIdx>,
+    pub(crate) notes: ReadNotes,
+    pub(crate) unreadable: std::collections::HashSet<String>,
+}
+
+impl<'s> MapCtx<'s> {
+    pub(crate) fn new(
+        build_ids: HashMap<String, BuildId>,
+        segments: &'s dyn SegmentSource,
+    ) -> Self {
+        MapCtx {
+            modules: ModuleTable::default(),
+            build_ids,
+            segments,
+            seg_cache: HashMap::new(),
+            kernel: None,
+            notes: ReadNotes::default(),
+            unreadable: Default::default(),
+        }
     }
 
-    fn kernel(&mut self) -> ModuleIdx {
+    /// The `[kernel.kallsyms]` module (interned on first use).
+    pub(crate) fn kernel(&mut self) -> ModuleIdx {
         *self
             .kernel
             .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
     }
 
-    fn locate(&mut self, pid: i32, ip: u64) -> Location {
-        if ip >= KERNEL_START {
-            return Location::new(self.kernel(), ip);
-        }
-        let Some(v) = self.by_pid.get_mut(&pid) else {
-            return Location::unmapped(ip);
-        };
+    /// The location of user-space `ip` in a process whose executable mappings are `v`
+    /// (sorted by start, disjoint); unmapped when no mapping holds it.
+    pub(crate) fn locate_in(&mut self, v: &mut [Mapping], ip: u64) -> Location {
         let i = v.partition_point(|x| x.start <= ip);
         let Some(m) = i.checked_sub(1).and_then(|i| v.get_mut(i)) else {
             return Location::unmapped(ip);
@@ -111,7 +148,10 @@ impl Mapper<'_> {
         if ip >= m.end {
             return Location::unmapped(ip);
         }
-        let off = ip - m.start + m.pgoff;
+        // A corrupt page offset can push the file offset past 2^64 (a fuzz finding).
+        let Some(off) = (ip - m.start).checked_add(m.pgoff) else {
+            return Location::unmapped(ip);
+        };
         if m.segs.is_none() {
             let path = &m.path;
             let segments = self.segments;
@@ -161,7 +201,28 @@ impl Mapper<'_> {
     }
 }
 
-fn perf_err(path: &Path, e: impl std::fmt::Display) -> FormatError {
+struct Mapper<'s> {
+    by_pid: HashMap<i32, Vec<Mapping>>,
+    ctx: MapCtx<'s>,
+}
+
+impl Mapper<'_> {
+    fn add(&mut self, pid: i32, m: Mapping) {
+        add_mapping(self.by_pid.entry(pid).or_default(), m);
+    }
+
+    fn locate(&mut self, pid: i32, ip: u64) -> Location {
+        if ip >= KERNEL_START {
+            return Location::new(self.ctx.kernel(), ip);
+        }
+        let Some(v) = self.by_pid.get_mut(&pid) else {
+            return Location::unmapped(ip);
+        };
+        self.ctx.locate_in(v, ip)
+    }
+}
+
+pub(crate) fn perf_err(path: &Path, e: impl std::fmt::Display) -> FormatError {
     FormatError::PerfData {
         path: path.to_path_buf(),
         detail: e.to_string(),
@@ -210,12 +271,13 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
     }
 }
 
-/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
-/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
-fn branch_stack(
-    data: &RawData<'_>,
+/// Offset of the `PERF_SAMPLE_CALLCHAIN` count (or, without a call chain, of the field that
+/// would follow it) in a raw `SAMPLE` body: fields in the kernel's order (see
+/// `perf_event_open(2)`), `READ` with and without `GROUP`. `None` when the body is too short.
+fn callchain_offset(
+    b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-) -> Option<Vec<(u64, u64, u64)>> {
+) -> Option<usize> {
     let sf = info.sample_format.bits();
     const IDENTIFIER: u64 = 1 << 16;
     const IP: u64 = 1 << 0;
@@ -223,37 +285,14 @@ fn branch_stack(
     const TIME: u64 = 1 << 2;
     const ADDR: u64 = 1 << 3;
     const READ: u64 = 1 << 4;
-    const CALLCHAIN: u64 = 1 << 5;
     const ID: u64 = 1 << 6;
     const CPU: u64 = 1 << 7;
     const PERIOD: u64 = 1 << 8;
     const STREAM_ID: u64 = 1 << 9;
-    const RAW: u64 = 1 << 10;
-    const BRANCH_STACK: u64 = 1 << 11;
-    const HW_INDEX: u64 = 1 << 17;
-    if sf & BRANCH_STACK == 0 {
-        return None;
-    }
-    let b = data.as_slice();
     let mut p = 0usize;
-    let rd = |p: &mut usize| -> Option<u64> {
-        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
-        *p += 8;
-        Some(v)
-    };
-    for (bit, words) in [
-        (IDENTIFIER, 1),
-        (IP, 1),
-        (TID, 1),
-        (TIME, 1),
-        (ADDR, 1),
-        (ID, 1),
-        (STREAM_ID, 1),
-        (CPU, 1),
-        (PERIOD, 1),
-    ] {
+    for bit in [IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD] {
         if sf & bit != 0 {
-            p = p.checked_add(8 * words)?;
+            p = p.checked_add(8)?;
         }
     }
     if sf & READ != 0 {
@@ -261,7 +300,8 @@ fn branch_stack(
         let n_opt = |m: u64| u64::from(rf & m != 0);
         if rf & 8 != 0 {
             // GROUP: nr, [enabled], [running], nr × (value, [id], [lost]).
-            let nr = rd(&mut p)?;
+            let nr = u64::from_le_bytes(b.get(p..p + 8)?.try_into().ok()?);
+            p += 8;
             let per = 1 + n_opt(4) + n_opt(16);
             let skip = (n_opt(1) + n_opt(2)).checked_add(nr.checked_mul(per)?)?;
             p = p.checked_add(usize::try_from(skip.checked_mul(8)?).ok()?)?;
@@ -270,6 +310,60 @@ fn branch_stack(
             p = p.checked_add(8 * words as usize)?;
         }
     }
+    (p <= b.len()).then_some(p)
+}
+
+/// A `SAMPLE` body whose call-chain count does not fit the record: `linux-perf-event-reader`
+/// multiplies the count by 8 unchecked (an overflow panic in debug builds, a wrapped length
+/// and a misread record otherwise; found by the perf_counts fuzz target).
+fn check_callchain(
+    b: &[u8],
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Result<(), String> {
+    const CALLCHAIN: u64 = 1 << 5;
+    if info.sample_format.bits() & CALLCHAIN == 0 {
+        return Ok(());
+    }
+    let Some(p) = callchain_offset(b, info) else {
+        return Err("a SAMPLE record ends before its call chain".into());
+    };
+    let Some(nr) = b
+        .get(p..p + 8)
+        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")))
+    else {
+        return Err("a SAMPLE record ends before its call chain".into());
+    };
+    let room = (b.len() - p - 8) as u64 / 8;
+    if nr > room {
+        return Err(format!(
+            "a SAMPLE record's call chain of {nr} entries does not fit its {} bytes",
+            b.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
+/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
+fn branch_stack(
+    data: &RawData<'_>,
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Option<Vec<(u64, u64, u64)>> {
+    let sf = info.sample_format.bits();
+    const CALLCHAIN: u64 = 1 << 5;
+    const RAW: u64 = 1 << 10;
+    const BRANCH_STACK: u64 = 1 << 11;
+    const HW_INDEX: u64 = 1 << 17;
+    if sf & BRANCH_STACK == 0 {
+        return None;
+    }
+    let b = data.as_slice();
+    let rd = |p: &mut usize| -> Option<u64> {
+        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
+        *p += 8;
+        Some(v)
+    };
+    let mut p = callchain_offset(&b, info)?;
     if sf & CALLCHAIN != 0 {
         let nr = rd(&mut p)?;
         p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
@@ -299,13 +393,27 @@ pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet,
     read_perf_data_with(bytes, path_for_errors, &PerfDataOptions::default(), &segs).map(|x| x.0)
 }
 
-/// Reads a perf.data file; `segments` supplies the objects' load segments.
-pub fn read_perf_data_with(
-    bytes: &[u8],
+/// What the header of a perf.data file says, beyond its attributes.
+pub(crate) struct FileInfo {
+    /// One per attribute, in the file's order.
+    pub(crate) events: Vec<EventDesc>,
+    /// Build-ids of the `HEADER_BUILD_ID` feature, by path.
+    pub(crate) build_ids: HashMap<String, BuildId>,
+    /// The recorded command line.
+    pub(crate) command: Vec<String>,
+    /// Pipe mode (no header sections, metadata in the stream).
+    pub(crate) pipe: bool,
+}
+
+/// `linux-perf-data`'s reader over a byte slice.
+pub(crate) type SliceReader<'b> = PerfFileReader<Cursor<&'b [u8]>>;
+
+/// Checks a perf.data file's header (size, magic, sections, feature counts, architecture,
+/// byte order) and opens it with `linux-perf-data`.
+pub(crate) fn open_perf_data<'b>(
+    bytes: &'b [u8],
     path: &Path,
-    opts: &PerfDataOptions,
-    segments: &dyn SegmentSource,
-) -> Result<(SampleSet, ReadNotes), FormatError> {
+) -> Result<(SliceReader<'b>, FileInfo), FormatError> {
     if bytes.is_empty() {
         return Err(FormatError::Empty {
             what: "perf.data file",
@@ -318,24 +426,31 @@ pub fn read_perf_data_with(
             expected: "the 16-byte file header".into(),
         });
     }
-    if !bytes.starts_with(b"PERFILE2") && !bytes.starts_with(b"2ELIFREP") {
+    if bytes.starts_with(b"2ELIFREP") {
+        // Refused before parsing: the header checks below read little-endian fields (a
+        // big-endian header made linux-perf-data overflow; found by the perf_data fuzz
+        // target).
+        return Err(FormatError::WrongArchitecture {
+            path: path.to_path_buf(),
+            arch: "a big-endian machine".into(),
+        });
+    }
+    if !bytes.starts_with(b"PERFILE2") {
         return Err(FormatError::NotThisFormat {
             what: "perf.data file",
             detail: format!("{}: the magic is not PERFILE2", path.display()),
         });
     }
     let header_size = u64::from_le_bytes(bytes[8..16].try_into().expect("16 bytes checked"));
-    let reader = if header_size == 16 {
+    let pipe = header_size == 16;
+    let reader = if pipe {
         check_pipe(bytes)?;
         PerfFileReader::parse_pipe(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
     } else {
         check_file_header(bytes, path)?;
         PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
     };
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = reader;
+    let perf_file = &reader.perf_file;
     if let Ok(Some(arch)) = perf_file.arch() {
         if arch != "x86_64" {
             return Err(FormatError::WrongArchitecture {
@@ -372,15 +487,41 @@ pub fn read_perf_data_with(
         .flatten()
         .map(|v| v.iter().map(|s| s.to_string()).collect())
         .unwrap_or_default();
+    Ok((
+        reader,
+        FileInfo {
+            events,
+            build_ids,
+            command,
+            pipe,
+        },
+    ))
+}
+
+/// Reads a perf.data file; `segments` supplies the objects' load segments.
+pub fn read_perf_data_with(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    let (reader, info) = open_perf_data(bytes, path)?;
+    if !info.pipe {
+        check_data_section(bytes)?;
+    }
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = reader;
+    let FileInfo {
+        events,
+        build_ids,
+        command,
+        ..
+    } = info;
     let mut mapper = Mapper {
         by_pid: HashMap::new(),
-        modules: ModuleTable::default(),
-        build_ids,
-        segments,
-        seg_cache: HashMap::new(),
-        kernel: None,
-        notes: ReadNotes::default(),
-        unreadable: Default::default(),
+        ctx: MapCtx::new(build_ids, segments),
     };
     // A sample record is at least 40 bytes with the usual fields: reserve once.
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
@@ -411,6 +552,10 @@ pub fn read_perf_data_with(
                     "an MMAP2 record states a build-id longer than 20 bytes (file corrupt)",
                 ));
             }
+        }
+        if record.record_type.0 == PERF_RECORD_SAMPLE {
+            check_callchain(&record.data.as_slice(), &record.parse_info)
+                .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
         }
         let parsed = match record.parse() {
             Ok(p) => p,
@@ -487,15 +632,13 @@ pub fn read_perf_data_with(
             EventRecord::Mmap(m) if m.is_executable && !matches!(m.cpu_mode, CpuMode::Kernel) => {
                 mapper.add(
                     m.pid,
-                    Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        build_id: None,
-                        module: None,
-                        segs: None,
-                    },
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        None,
+                    ),
                 );
             }
             EventRecord::Mmap2(m)
@@ -511,15 +654,13 @@ pub fn read_perf_data_with(
                 };
                 mapper.add(
                     m.pid,
-                    Mapping {
-                        start: m.address,
-                        end: m.address.saturating_add(m.length),
-                        pgoff: m.page_offset,
-                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
                         build_id,
-                        module: None,
-                        segs: None,
-                    },
+                    ),
                 );
             }
             EventRecord::Fork(f) if f.pid != f.ppid => {
@@ -534,10 +675,10 @@ pub fn read_perf_data_with(
             _ => {}
         }
     }
-    let notes = std::mem::take(&mut mapper.notes);
+    let notes = std::mem::take(&mut mapper.ctx.notes);
     Ok((
         SampleSet {
-            modules: mapper.modules,
+            modules: mapper.ctx.modules,
             events,
             samples,
             lost: lost.max(lost_samples),
@@ -546,6 +687,86 @@ pub fn read_perf_data_with(
         },
         notes,
     ))
+}
+
+/// `PERF_RECORD_FINISHED_ROUND`: a header-only record (8 bytes).
+pub(crate) const PERF_RECORD_FINISHED_ROUND: u32 = 68;
+
+/// Walks the record headers of a file-mode data section (see [`check_records`]).
+fn check_data_section(b: &[u8]) -> Result<(), FormatError> {
+    let rd =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?)) };
+    let (Some(off), Some(size)) = (rd(40), rd(48)) else {
+        return Ok(());
+    };
+    let (Ok(off), Ok(size)) = (usize::try_from(off), usize::try_from(size)) else {
+        return Ok(());
+    };
+    match off.checked_add(size) {
+        Some(end) if end <= b.len() => check_records(b, off, end, false),
+        _ => Ok(()),
+    }
+}
+
+/// Walks the records of `b[start..end]` by their headers and refuses what
+/// `linux-perf-data` would mishandle (both found by the fuzz targets):
+/// * a `FINISHED_ROUND` record with a body: the crate does not skip it and reads it as the
+///   next records, so one corrupt size field shifts every record after it;
+/// * an `AUXTRACE` record announcing more trace data than the rest holds: the crate
+///   allocates the announced size (up to 2^64 bytes) before reading it.
+///
+/// In pipe mode the `HEADER_FEATURE` records are checked too (see [`check_feature`]).
+/// Like the crate, a record that starts before `end` is read whole even when it runs past
+/// `end` (into the bytes that follow in the file). Impossible record sizes end the walk; the
+/// crate reports them.
+fn check_records(b: &[u8], start: usize, end: usize, pipe: bool) -> Result<(), FormatError> {
+    const PERF_RECORD_AUXTRACE: u32 = 71;
+    const PERF_RECORD_HEADER_FEATURE: u32 = 80;
+    let mut p = start;
+    while p < end && p + 8 <= b.len() {
+        let ty = u32::from_le_bytes(b[p..p + 4].try_into().expect("4 bytes"));
+        let size = usize::from(u16::from_le_bytes(
+            b[p + 6..p + 8].try_into().expect("2 bytes"),
+        ));
+        if size < 8 || p + size > b.len() {
+            break;
+        }
+        let body = &b[p + 8..p + size];
+        match ty {
+            PERF_RECORD_FINISHED_ROUND if size != 8 => {
+                return Err(FormatError::Corrupt {
+                    what: "perf.data file",
+                    offset: p as u64,
+                    detail: format!("a FINISHED_ROUND record of {size} bytes (it has no body: 8)"),
+                });
+            }
+            PERF_RECORD_AUXTRACE => {
+                let Some(aux) = body.get(..8) else { break };
+                let aux = u64::from_le_bytes(aux.try_into().expect("8 bytes"));
+                let after = p + size;
+                let left = b.len() - after;
+                if aux > left as u64 {
+                    return Err(FormatError::Truncated {
+                        what: "perf.data file",
+                        offset: after as u64,
+                        expected: format!(
+                            "{aux} bytes of AUX trace data announced by the AUXTRACE record at byte {p}, {left} left"
+                        ),
+                    });
+                }
+                p = after + aux as usize;
+                continue;
+            }
+            PERF_RECORD_HEADER_FEATURE if pipe && size >= 16 => {
+                let feat = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+                // The crate keeps the low 32 bits, so do the same.
+                check_feature(feat as u32, &body[8..], (p + 16) as u64)?;
+            }
+            _ => {}
+        }
+        p += size;
+    }
+    Ok(())
 }
 
 /// Checks the file-mode header's sections lie inside the file before the crate reads them.
@@ -763,24 +984,8 @@ fn check_attr_entries(
     Ok(())
 }
 
-/// Pipe mode: validates the `HEADER_FEATURE` records the crate parses eagerly.
+/// Pipe mode: the records after the 16-byte header (see [`check_records`]), before the
+/// crate parses the `HEADER_FEATURE` records eagerly.
 fn check_pipe(b: &[u8]) -> Result<(), FormatError> {
-    const PERF_RECORD_HEADER_FEATURE: u32 = 80;
-    let mut p = 16usize;
-    while p + 8 <= b.len() {
-        let ty = u32::from_le_bytes(b[p..p + 4].try_into().expect("4 bytes"));
-        let size = usize::from(u16::from_le_bytes(
-            b[p + 6..p + 8].try_into().expect("2 bytes"),
-        ));
-        if size < 8 || p + size > b.len() {
-            break;
-        }
-        if ty == PERF_RECORD_HEADER_FEATURE && size >= 16 {
-            let feat = u64::from_le_bytes(b[p + 8..p + 16].try_into().expect("8 bytes"));
-            // The crate keeps the low 32 bits, so do the same.
-            check_feature(feat as u32, &b[p + 16..p + size], (p + 16) as u64)?;
-        }
-        p += size;
-    }
-    Ok(())
+    check_records(b, 16, b.len(), true)
 }

@@ -26,7 +26,7 @@ pub struct LoadSegment {
 pub fn svma_of_offset(segs: &[LoadSegment], off: u64) -> Option<u64> {
     segs.iter()
         .find(|s| off >= s.offset && off - s.offset < s.filesz.max(1))
-        .map(|s| off - s.offset + s.vaddr)
+        .and_then(|s| (off - s.offset).checked_add(s.vaddr))
 }
 
 /// Supplies the load segments of objects named by a profile.

@@ -7,11 +7,11 @@
 use proftrust_formats::callgrind::{self, BiasSource, ExactOptions};
 use proftrust_formats::segments::{ElfSegmentsFromDisk, NoSegments};
 use proftrust_formats::{
-    read_perf_data, read_perf_script, sniff, Format, FormatError, FunctionSymbol, ObjectSymbols,
-    SymbolSource,
+    count_perf_data, read_perf_data, read_perf_data_with, read_perf_script, sniff, Format,
+    FormatError, FunctionSymbol, ObjectSymbols, PerfDataOptions, SampleCounts, SymbolSource,
 };
 use proftrust_model::{Location, SampleSet};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -327,6 +327,109 @@ fn assert_ips_match_perf_script(data: &Path, s: &SampleSet) {
     assert_eq!(ours, theirs);
 }
 
+/// The streaming counter with default options and no ELF files.
+fn count(b: &[u8], p: &Path) -> Result<SampleCounts, FormatError> {
+    count_perf_data(b, p, &PerfDataOptions::default(), &NoSegments).map(|x| x.0)
+}
+
+/// `(event, module path or "-", svma) -> samples`, independent of module order.
+fn normalized(c: &SampleCounts) -> BTreeMap<(u16, String, u64), u64> {
+    let mut m = BTreeMap::new();
+    for x in &c.counts {
+        let module =
+            x.ip.module
+                .and_then(|i| c.modules.get(i))
+                .map_or("-".to_string(), |m| m.path.clone());
+        *m.entry((x.event, module, x.ip.svma.0)).or_default() += x.samples;
+    }
+    m
+}
+
+/// The streaming counter against the full reader on one file: same counts per
+/// (event, module, address), same lost count; returns the counts.
+fn assert_counts_equal_full_reader(data: &Path, streamed: bool) -> SampleCounts {
+    let bytes = std::fs::read(data).unwrap();
+    let segs = ElfSegmentsFromDisk::default();
+    let opts = PerfDataOptions::default();
+    let (fast, _) = count_perf_data(&bytes, data, &opts, &segs).unwrap();
+    let (full, _) = read_perf_data_with(&bytes, data, &opts, &segs).unwrap();
+    let full = SampleCounts::from_samples(&full);
+    assert_eq!(fast.streamed, streamed, "{}", data.display());
+    assert_eq!(normalized(&fast), normalized(&full), "{}", data.display());
+    assert_eq!(fast.lost, full.lost);
+    assert_eq!(fast.per_event(), full.per_event());
+    assert_eq!(fast.events, full.events);
+    assert!(fast.total() > 100, "{} samples", fast.total());
+    fast
+}
+
+#[test]
+fn streaming_counts_equal_the_full_reader_on_real_recordings() {
+    let t = "streaming_counts_equal_the_full_reader_on_real_recordings";
+    if !have("gcc") || !have("perf") {
+        return skip(t, "needs gcc and perf");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let Some(data) = record(dir.path(), &exe, &[]) else {
+        return skip(t, "perf record does not work here (perf_event_paranoid?)");
+    };
+    assert_counts_equal_full_reader(&data, true);
+
+    // Threads, a forked child, an exec: per-process mappings, fork copies, exec clears.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/procs.c");
+    let procs = dir.path().join("procs");
+    run(Command::new("gcc")
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&procs)
+        .arg(&src));
+    let pd = dir.path().join("procs.data");
+    run(Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-c", "100000", "-o"])
+        .arg(&pd)
+        .arg(&procs)
+        .arg("20000000"));
+    let c = assert_counts_equal_full_reader(&pd, true);
+    // The exec'ed child's after_exec and the threads' thread_work are in procs (nm).
+    let f = nm_functions(&procs);
+    let m = c.modules.find_by_file_name("procs").expect("procs module");
+    let within = |name: &str| {
+        let (lo, hi) = range_of(&f, name);
+        c.counts
+            .iter()
+            .filter(|x| x.ip.module == Some(m) && x.ip.svma.0 >= lo && x.ip.svma.0 < hi)
+            .map(|x| x.samples)
+            .sum::<u64>()
+    };
+    assert!(within("spin") > 100, "spin: {}", within("spin"));
+
+    // Two events in one file: told apart by their IDENTIFIER.
+    let two = dir.path().join("two.data");
+    run(Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "cpu-clock",
+            "-e",
+            "task-clock",
+            "-c",
+            "100000",
+            "-o",
+        ])
+        .arg(&two)
+        .arg(&exe)
+        .args(["30000000", "1"]));
+    let c = assert_counts_equal_full_reader(&two, true);
+    assert_eq!(c.events.len(), 2);
+    assert!(c.per_event().iter().all(|&n| n > 50), "{:?}", c.per_event());
+
+    // zstd-compressed records: the full reader does the counting.
+    if let Some(z) = record(dir.path(), &exe, &["-z"]) {
+        assert_counts_equal_full_reader(&z, false);
+    }
+}
+
 #[test]
 fn perf_data_pipe_mode_and_zstd_compressed() {
     let t = "perf_data_pipe_mode_and_zstd_compressed";
@@ -353,15 +456,19 @@ fn perf_data_pipe_mode_and_zstd_compressed() {
     std::fs::write(&pipe, &out.stdout).unwrap();
     let s = read_perf_data(&out.stdout, &pipe).unwrap();
     assert_ips_match_perf_script(&pipe, &s);
+    // Pipe mode is not streamed: the full reader counts, same answer.
+    assert_counts_equal_full_reader(&pipe, false);
     // Mutation smoke test on both: errors or sample sets, never a panic or an abort.
     for b in [&bytes, &out.stdout] {
         let n = b.len();
         for i in (0..n).step_by((n / 301).max(1)) {
             let _ = read_perf_data(&b[..i], &pipe);
+            let _ = count(&b[..i], &pipe);
             for x in [0xffu8, 0x80, 0x01] {
                 let mut m = b.clone();
                 m[i] ^= x;
                 let _ = read_perf_data(&m, &pipe);
+                let _ = count(&m, &pipe);
             }
         }
     }
@@ -439,12 +546,14 @@ fn perf_data_matches_perf_script_and_perf_report() {
         .chain([n - 1, n - 8, 16, 104])
     {
         let _ = read_perf_data(&bytes[..cut.min(n)], &data);
+        let _ = count(&bytes[..cut.min(n)], &data);
     }
     for i in (0..n).step_by((n / 401).max(1)) {
         for x in [0xffu8, 0x80, 0x01] {
             let mut m = bytes.clone();
             m[i] ^= x;
             let _ = read_perf_data(&m, &data);
+            let _ = count(&m, &data);
         }
     }
 }
@@ -510,4 +619,59 @@ fn fuzz_findings_are_errors() {
     let b = std::fs::read(&p).unwrap();
     let e = read_perf_data(&b, &p).unwrap_err();
     assert!(e.to_string().contains("attribute size 102"), "{e}");
+    // A big-endian magic: the header was checked as little-endian and linux-perf-data
+    // overflowed adding the data section's offset and size (a panic in debug builds).
+    let p = dir.join("fuzz-big-endian-header.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
+        assert!(matches!(e, FormatError::WrongArchitecture { .. }), "{e}");
+        assert!(e.to_string().contains("big-endian"), "{e}");
+    }
+    // A FINISHED_ROUND record of 40 bytes: linux-perf-data read its body as the next
+    // records (4 samples), the streaming counter skipped it (3): both now call it corrupt.
+    let p = dir.join("fuzz-finished-round-body.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("FINISHED_ROUND record of 40 bytes"),
+            "{e}"
+        );
+    }
+    // A SAMPLE whose call-chain count times 8 overflows: linux-perf-event-reader multiplied
+    // unchecked (a panic in debug builds, a misread record otherwise). The streaming
+    // counter never reads call chains; the full reader now refuses the record.
+    let p = dir.join("fuzz-callchain-count-overflow.data");
+    let b = std::fs::read(&p).unwrap();
+    let e = read_perf_data(&b, &p).unwrap_err();
+    assert!(e.to_string().contains("call chain of"), "{e}");
+    assert!(e.to_string().contains("does not fit"), "{e}");
+    let _ = count(&b, &p);
+    // An AUXTRACE record announcing 2^56 bytes of trace data: linux-perf-data allocated
+    // them (an abort). Refused by both readers as truncated.
+    let p = dir.join("fuzz-auxtrace-size.data");
+    let b = std::fs::read(&p).unwrap();
+    for e in [
+        read_perf_data(&b, &p).unwrap_err(),
+        count(&b, &p).unwrap_err(),
+    ] {
+        assert!(e.to_string().contains("bytes of AUX trace data"), "{e}");
+    }
+    // An MMAP2 whose page offset makes `ip - start + pgoff` pass 2^64 (an overflow panic in
+    // debug builds, a wrapped SVMA in a module otherwise): that third sample is unmapped, at
+    // its runtime address, in both readers.
+    let p = dir.join("fuzz-pgoff-overflow.data");
+    let b = std::fs::read(&p).unwrap();
+    let s = read_perf_data(&b, &p).unwrap();
+    assert_eq!(s.samples.len(), 3);
+    assert_eq!(s.samples[2].ip.module, None);
+    assert_eq!(s.samples[2].ip.svma.0, 1_153_015_363_183_936_304);
+    let c = count(&b, &p).unwrap();
+    assert!(c.streamed);
+    assert_eq!(normalized(&c), normalized(&SampleCounts::from_samples(&s)));
 }

@@ -363,6 +363,59 @@ pub(crate) fn try_wait(pid: i32) -> io::Result<Option<WaitStatus>> {
     }
 }
 
+/// Whether child `pid` has ended, without reaping it (`waitid(P_PID, WEXITED | WNOHANG |
+/// WNOWAIT)`): while it stays an unreaped zombie its pid and process group id cannot be
+/// reused, so the group can still be signalled safely.
+pub(crate) fn has_exited(pid: i32) -> io::Result<bool> {
+    // SAFETY: `info` is a zeroed siginfo_t for the kernel to fill; with WNOHANG the kernel
+    // leaves si_pid 0 when no child has changed state.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: si_pid is valid to read for SIGCHLD-style siginfo filled by waitid.
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
+/// Sets or clears `PR_SET_CHILD_SUBREAPER` for the calling process; returns the previous
+/// setting. While set, descendants orphaned by their parent's death are reparented to this
+/// process (instead of init), so it can reap them.
+pub(crate) fn set_child_subreaper(on: bool) -> io::Result<bool> {
+    let mut prev: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER stores an int through the pointer, which is live.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut prev as *mut libc::c_int as libc::c_ulong,
+        )
+    })?;
+    // SAFETY: plain prctl with integer arguments.
+    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, libc::c_ulong::from(on)) })?;
+    Ok(prev != 0)
+}
+
+/// Reaps `pid` if it is a child of ours that has ended: `Ok(true)` reaped, `Ok(false)` a
+/// child still running, `Err` (`ECHILD`) not a child of ours.
+pub(crate) fn reap_if_ended(pid: i32) -> io::Result<bool> {
+    try_wait(pid).map(|w| w.is_some())
+}
+
+/// `kill(pid, SIGKILL)`; an error (already gone) is ignored.
+pub(crate) fn kill_process(pid: i32) {
+    // SAFETY: plain syscall with integer arguments.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
 /// Blocking `waitpid(pid, 0)` (retried on EINTR).
 pub(crate) fn wait_blocking(pid: i32) -> io::Result<WaitStatus> {
     loop {

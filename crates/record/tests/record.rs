@@ -89,6 +89,27 @@ fn per_function(set: &SampleSet, bin: &Path) -> (HashMap<String, u64>, u64, u64)
     (counts, in_main, outside_funcs)
 }
 
+/// No process of the recording is left: every pid that took a sample, and `extra`, is gone
+/// from /proc (neither running nor a zombie waiting to be reaped).
+fn assert_no_process_left(set: &SampleSet, extra: &[i32]) {
+    let mut pids: Vec<i32> = set.samples.iter().map(|s| s.pid as i32).collect();
+    pids.extend_from_slice(extra);
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+        assert!(stat.is_err(), "process {pid} is still there: {stat:?}");
+    }
+}
+
+/// The pids the `sleep` mode of multi.c writes: its own and its forked child's.
+fn sleep_pids(pidfile: &Path) -> Vec<i32> {
+    let text = std::fs::read_to_string(pidfile).expect("the program wrote its pids");
+    let pids: Vec<i32> = text.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "{text:?}");
+    pids
+}
+
 fn opts(period: u64) -> RecordOptions {
     let mut o = RecordOptions::default();
     o.period = Some(period);
@@ -229,6 +250,7 @@ fn threads_forks_and_execs_are_followed() {
     tids.sort_unstable();
     tids.dedup();
     assert!(tids.len() >= 2, "thread ids {tids:?}");
+    assert_no_process_left(&rec.samples, &[]);
 
     // fork: the child's function is sampled, in a process other than the first
     let rec = run(&bin, &["fork"], &o);
@@ -238,6 +260,7 @@ fn threads_forks_and_execs_are_followed() {
     pids.sort_unstable();
     pids.dedup();
     assert!(pids.len() >= 2, "pids {pids:?}");
+    assert_no_process_left(&rec.samples, &[]);
 
     // fork + exec: the exec'd image is mapped again and its function is sampled
     let rec = run(&bin, &["exec"], &o);
@@ -245,6 +268,7 @@ fn threads_forks_and_execs_are_followed() {
     assert_eq!(outside, 0);
     assert!(c.get("exec_work").copied().unwrap_or(0) >= 50, "{c:?}");
     assert!(c.get("main_work").copied().unwrap_or(0) >= 20, "{c:?}");
+    assert_no_process_left(&rec.samples, &[]);
 }
 
 /// Seed 001 §4: each next period is T + U{0..=T/8}. The recorded periods of the randomised
@@ -364,6 +388,7 @@ fn outcomes_are_recorded_and_no_child_survives() {
     let rec = run(&bin, &["exit3"], &o);
     assert_eq!(rec.samples.outcome, Some(RunOutcome::Exited { code: 3 }));
     assert!(!rec.samples.samples.is_empty());
+    assert_no_process_left(&rec.samples, &[]);
     let rec = run(&bin, &["segv"], &o);
     assert_eq!(
         rec.samples.outcome,
@@ -372,6 +397,18 @@ fn outcomes_are_recorded_and_no_child_survives() {
             name: "SIGSEGV".into()
         })
     );
+    assert!(!rec.samples.samples.is_empty());
+    assert_no_process_left(&rec.samples, &[]);
+    let rec = run(&bin, &["kill9"], &o);
+    assert_eq!(
+        rec.samples.outcome,
+        Some(RunOutcome::Signaled {
+            signal: 9,
+            name: "SIGKILL".into()
+        })
+    );
+    assert!(!rec.samples.samples.is_empty());
+    assert_no_process_left(&rec.samples, &[]);
     let rec = run(Path::new("/nonexistent/prog"), &[], &o);
     assert_eq!(rec.samples.outcome, Some(RunOutcome::Exited { code: 127 }));
     assert!(rec.exec_error.as_deref().unwrap().contains("No such file"));
@@ -386,15 +423,8 @@ fn outcomes_are_recorded_and_no_child_survives() {
         rec.samples.outcome,
         Some(RunOutcome::TimedOut { millis: 300 })
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        !Path::new(&format!("/proc/{pid}")).exists(),
-        "child {pid} still exists"
-    );
+    // The program and the child it forked: both killed (process group) and gone.
+    assert_no_process_left(&rec.samples, &sleep_pids(&pidfile));
 }
 
 /// Frame-pointer call chains: samples in `inner` carry `middle` then `main` (nm ranges) as

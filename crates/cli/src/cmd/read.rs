@@ -21,7 +21,9 @@ use proftrust_binary::{Binary, Symbolizer};
 use proftrust_formats::callgrind;
 use proftrust_formats::segments::ElfSegmentsFromDisk;
 use proftrust_formats::{native, sniff, Format};
-use proftrust_formats::{FunctionSymbol, ObjectSymbols, PerfDataOptions, ReadNotes, SymbolSource};
+use proftrust_formats::{
+    FunctionSymbol, ObjectSymbols, PerfDataOptions, ReadNotes, SampleCounts, SymbolSource,
+};
 use proftrust_model::{ExactProfile, Location, SampleSet};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -201,23 +203,27 @@ struct ExactReport {
     warnings: Vec<String>,
 }
 
-fn read_input(file: Option<&Path>) -> anyhow::Result<(Vec<u8>, String)> {
+mod sys;
+
+fn read_input(file: Option<&Path>) -> anyhow::Result<(sys::FileBytes, String)> {
     match file {
         None => read_stdin(),
         Some(p) if p.as_os_str() == "-" => read_stdin(),
         Some(p) => {
-            let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let b = std::fs::File::open(p)
+                .and_then(sys::file_bytes)
+                .with_context(|| format!("cannot read {}", p.display()))?;
             Ok((b, p.display().to_string()))
         }
     }
 }
 
-fn read_stdin() -> anyhow::Result<(Vec<u8>, String)> {
+fn read_stdin() -> anyhow::Result<(sys::FileBytes, String)> {
     let mut b = Vec::new();
     std::io::stdin()
         .read_to_end(&mut b)
         .context("cannot read standard input")?;
-    Ok((b, "<stdin>".to_string()))
+    Ok((sys::FileBytes::Owned(b), "<stdin>".to_string()))
 }
 
 /// Runs `proftrust read`.
@@ -240,6 +246,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8 text"))
     };
     match format {
+        Format::PerfData if !a.script => {
+            // Only counts per address are needed: the streaming reader.
+            let (c, notes) = proftrust_formats::count_perf_data(
+                &bytes,
+                Path::new(&name),
+                &PerfDataOptions::default(),
+                &ElfSegmentsFromDisk::default(),
+            )
+            .with_context(|| name.clone())?;
+            show_counts(&a, "perf.data", &name, &c, notes)
+        }
         Format::PerfData => {
             let (s, notes) = proftrust_formats::read_perf_data_with(
                 &bytes,
@@ -290,6 +307,8 @@ fn modules_json(m: &proftrust_model::ModuleTable) -> Vec<JsonModule> {
         .collect()
 }
 
+/// `--script` prints the samples; otherwise they are counted per address and shown as a
+/// per-symbol table.
 fn show_samples(
     a: &Args,
     format: &'static str,
@@ -297,29 +316,45 @@ fn show_samples(
     s: &SampleSet,
     notes: ReadNotes,
 ) -> anyhow::Result<()> {
+    if !a.script {
+        return show_counts(a, format, name, &SampleCounts::from_samples(s), notes);
+    }
     let symbolizer = Symbolizer::new(&s.modules, &a.binaries);
     let mut warnings = notes.warnings;
     warnings.extend(symbolizer.warnings());
-    if a.script {
-        let stdout = std::io::stdout();
-        proftrust_formats::write_perf_script(stdout.lock(), s, |l| symbolizer.function_name(l))
-            .context("cannot write to standard output")?;
-        for w in &warnings {
-            util::note(format!("warning: {w}"));
-        }
-        return Ok(());
+    let stdout = std::io::stdout();
+    proftrust_formats::write_perf_script(stdout.lock(), s, |l| symbolizer.function_name(l))
+        .context("cannot write to standard output")?;
+    for w in &warnings {
+        util::note(format!("warning: {w}"));
     }
-    // Count per distinct location first: symbolize each location once.
-    let mut per_loc: HashMap<Location, u64> = HashMap::new();
-    for x in &s.samples {
-        *per_loc.entry(x.ip).or_default() += 1;
+    Ok(())
+}
+
+/// The per-symbol table (text or JSON) of per-address counts: each distinct address is
+/// named once, then the counts are summed per (symbol, module).
+fn show_counts(
+    a: &Args,
+    format: &'static str,
+    name: &str,
+    c: &SampleCounts,
+    notes: ReadNotes,
+) -> anyhow::Result<()> {
+    let symbolizer = Symbolizer::new(&c.modules, &a.binaries);
+    let mut warnings = notes.warnings;
+    warnings.extend(symbolizer.warnings());
+    // The same address may appear once per event: name each address once.
+    let mut per_loc: HashMap<Location, u64> = HashMap::with_capacity(c.counts.len());
+    for x in &c.counts {
+        *per_loc.entry(x.ip).or_default() += x.samples;
     }
-    let mut per_sym: HashMap<(String, String), u64> = HashMap::new();
+    let module_names: Vec<&str> = c.modules.iter().map(|(_, m)| m.path.as_str()).collect();
+    let mut per_sym: HashMap<(String, &str), u64> = HashMap::new();
     for (loc, n) in per_loc {
         let module = loc
             .module
-            .and_then(|m| s.modules.get(m))
-            .map_or_else(|| "[unknown]".to_string(), |m| m.path.clone());
+            .and_then(|m| module_names.get(m.0 as usize).copied())
+            .unwrap_or("[unknown]");
         *per_sym
             .entry((symbolizer.function_name(loc), module))
             .or_default() += n;
@@ -328,7 +363,7 @@ fn show_samples(
         .into_iter()
         .map(|((name, module), samples)| JsonSymbol {
             name,
-            module,
+            module: module.to_string(),
             samples,
         })
         .collect();
@@ -338,16 +373,11 @@ fn show_samples(
             .then_with(|| x.name.cmp(&y.name))
             .then_with(|| x.module.cmp(&y.module))
     });
-    let mut counts = vec![0u64; s.events.len()];
-    for x in &s.samples {
-        if let Some(c) = counts.get_mut(usize::from(x.event)) {
-            *c += 1;
-        }
-    }
+    let counts = c.per_event();
     let report = SamplesReport {
         format,
         file: name.to_string(),
-        events: s
+        events: c
             .events
             .iter()
             .zip(&counts)
@@ -357,9 +387,9 @@ fn show_samples(
                 samples: n,
             })
             .collect(),
-        lost: s.lost,
-        samples: s.samples.len() as u64,
-        modules: modules_json(&s.modules),
+        lost: c.lost,
+        samples: c.total(),
+        modules: modules_json(&c.modules),
         symbols,
         warnings,
     };

@@ -1,5 +1,6 @@
 /* Follow-me workload: `threads`, `fork`, `exec` (fork + exec self with `spin`), `segv`,
-   `exit3`, `sleep` (writes its pid to argv[2], then sleeps forever). argv[...] scale. */
+   `kill9` (raises SIGKILL), `exit3`, `sleep` (forks a child that sleeps forever, writes its
+   own pid and the child's to argv[2], one per line, then sleeps forever). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,12 +48,23 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "segv")) {
         main_work(n / 4);
         raise(SIGSEGV);
+    } else if (!strcmp(mode, "kill9")) {
+        main_work(n / 4);
+        raise(SIGKILL);
     } else if (!strcmp(mode, "exit3")) {
         main_work(n / 4);
         return 3;
     } else if (!strcmp(mode, "sleep")) {
-        if (argc > 2) { FILE *f = fopen(argv[2], "w"); fprintf(f, "%d\n", getpid()); fclose(f); }
-        if (fork() == 0) { for (;;) pause(); }
+        pid_t c = fork();
+        if (c == 0) { for (;;) pause(); }
+        if (argc > 2) {
+            char tmp[4096];
+            snprintf(tmp, sizeof tmp, "%s.tmp", argv[2]);
+            FILE *f = fopen(tmp, "w");
+            fprintf(f, "%d\n%d\n", getpid(), c);
+            fclose(f);
+            rename(tmp, argv[2]);
+        }
         for (;;) pause();
     }
     return 0;

@@ -1,0 +1,867 @@
+//! Sample counts per (event, location) of a perf.data file, by a lean streaming pass.
+//!
+//! A per-symbol table needs neither the samples in time order nor their call chains: only
+//! how many samples fell on each module-relative address. [`count_perf_data`] gets that
+//! without sorting and without allocating per sample:
+//!
+//! 1. the header, attributes and feature sections are read by `linux-perf-data` (as in
+//!    [`crate::read_perf_data_with`]);
+//! 2. **one pass** over the data section (8-byte record headers, no copies) counts each
+//!    `SAMPLE` under the key `(pid, event, runtime ip)` in a hash table with a cheap
+//!    multiplicative hash, remembering the first and last `(time, file offset)` of the key,
+//!    and keeps the few records that change address spaces: executable `MMAP`/`MMAP2`,
+//!    `FORK`, `COMM` with the exec flag (plus the `LOST`/`LOST_SAMPLES` counts);
+//! 3. the changes are sorted by `(time, file offset)` — the order in which the full
+//!    reader's sorter delivers records — and replayed into per-process **versions** of the
+//!    mapping table;
+//! 4. each **distinct key** is turned into a module-relative location once (load segments
+//!    and module interning as in the full reader), with the version in effect at its
+//!    samples: when the ip lies in the same mapping in every version between the key's
+//!    first and last sample (the usual case), all its samples share that location; when a
+//!    change in between moved the ip to another mapping (an exec, or `dlclose` + `dlopen`
+//!    at the same address), a second pass re-counts just those keys per version;
+//! 5. the counts are merged by `(event, location)`. Names come last, in the caller, once
+//!    per location.
+//!
+//! The result equals what [`SampleCounts::from_samples`] computes from the full reader's
+//! samples (tests check this on real recordings, including forks, execs and threads).
+//! Files outside the streaming path's assumptions are handed to the full reader instead,
+//! which then also gives the precise error for corrupt input: pipe mode, compressed or
+//! AUX records, attributes without `sample_id_all` or `TIME`, several attributes that
+//! neither all sample `IDENTIFIER` nor share one sample format with `ID`, any record that
+//! is short or crosses the end of the data section, an `MMAP2` build-id longer than 20
+//! bytes, or more than 4M mapping entries across versions.
+//! [`SampleCounts::streamed`] says which path was taken.
+
+use crate::error::FormatError;
+use crate::perf_data::{
+    add_mapping, open_perf_data, FileInfo, MapCtx, Mapping, KERNEL_START, MISC_MMAP_BUILD_ID,
+    PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2, PROT_EXEC,
+};
+use crate::segments::SegmentSource;
+use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
+use proftrust_model::{BuildId, EventDesc, Location, ModuleTable, SampleSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::path::Path;
+
+/// Samples on one module-relative address for one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LocationCount {
+    /// Index into [`SampleCounts::events`].
+    pub event: u16,
+    /// The sampled address.
+    pub ip: Location,
+    /// How many samples.
+    pub samples: u64,
+}
+
+/// Per-(event, location) sample counts of a profile: everything a per-symbol table needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SampleCounts {
+    /// Modules referenced by the locations.
+    pub modules: ModuleTable,
+    /// Events, indexed by [`LocationCount::event`].
+    pub events: Vec<EventDesc>,
+    /// One entry per distinct `(event, location)`, in the order first seen in the file.
+    pub counts: Vec<LocationCount>,
+    /// Samples the kernel reported lost.
+    pub lost: u64,
+    /// The recorded command line, when known.
+    pub command: Vec<String>,
+    /// `true` when the streaming reader produced the counts, `false` when the file was
+    /// handed to the full reader (see the module documentation for when).
+    pub streamed: bool,
+}
+
+impl SampleCounts {
+    /// Counts the samples of a sample set by `(event, ip)`, in the order first seen.
+    pub fn from_samples(s: &SampleSet) -> SampleCounts {
+        let mut index: HashMap<(u16, Location), usize> = HashMap::new();
+        let mut counts: Vec<LocationCount> = Vec::new();
+        for x in &s.samples {
+            let i = *index.entry((x.event, x.ip)).or_insert_with(|| {
+                counts.push(LocationCount {
+                    event: x.event,
+                    ip: x.ip,
+                    samples: 0,
+                });
+                counts.len() - 1
+            });
+            counts[i].samples += 1;
+        }
+        SampleCounts {
+            modules: s.modules.clone(),
+            events: s.events.clone(),
+            counts,
+            lost: s.lost,
+            command: s.command.clone(),
+            streamed: false,
+        }
+    }
+
+    /// All samples.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.samples).sum()
+    }
+
+    /// Samples per event, indexed like [`SampleCounts::events`].
+    pub fn per_event(&self) -> Vec<u64> {
+        let mut v = vec![0u64; self.events.len()];
+        for c in &self.counts {
+            if let Some(n) = v.get_mut(usize::from(c.event)) {
+                *n += c.samples;
+            }
+        }
+        v
+    }
+}
+
+/// Counts the samples of a perf.data file per `(event, location)`: the streaming pass when
+/// the file allows it, else the full reader ([`read_perf_data_with`]) and
+/// [`SampleCounts::from_samples`]. Errors are the full reader's.
+pub fn count_perf_data(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &dyn SegmentSource,
+) -> Result<(SampleCounts, ReadNotes), FormatError> {
+    let (reader, info) = open_perf_data(bytes, path)?;
+    if !info.pipe {
+        let attrs = reader.perf_file.event_attributes();
+        if let Some(plan) = Plan::new(attrs) {
+            if let Some(r) = stream(bytes, &plan, info, opts, segments) {
+                return Ok(r);
+            }
+        }
+    }
+    let (s, notes) = read_perf_data_with(bytes, path, opts, segments)?;
+    Ok((SampleCounts::from_samples(&s), notes))
+}
+
+// perf_event_open(2) sample_type bits.
+const S_IP: u64 = 1 << 0;
+const S_TID: u64 = 1 << 1;
+const S_TIME: u64 = 1 << 2;
+const S_ADDR: u64 = 1 << 3;
+const S_ID: u64 = 1 << 6;
+const S_STREAM_ID: u64 = 1 << 9;
+const S_CPU: u64 = 1 << 7;
+const S_IDENTIFIER: u64 = 1 << 16;
+/// `perf_event_attr.sample_id_all` (flag bit 18).
+const ATTR_SAMPLE_ID_ALL: u64 = 1 << 18;
+
+// Record types.
+const R_MMAP: u32 = 1;
+const R_LOST: u32 = 2;
+const R_COMM: u32 = 3;
+const R_FORK: u32 = 7;
+const R_SAMPLE: u32 = 9;
+const R_AUXTRACE: u32 = 71;
+const R_COMPRESSED: u32 = 81;
+const R_COMPRESSED2: u32 = 83;
+/// `PERF_RECORD_MISC_MMAP_DATA` on `MMAP`, `PERF_RECORD_MISC_COMM_EXEC` on `COMM`.
+const MISC_BIT_13: u16 = 1 << 13;
+/// `misc & 7 == PERF_RECORD_MISC_KERNEL`.
+const MISC_CPUMODE_KERNEL: u16 = 1;
+
+/// Beyond this many mapping entries summed over all versions, use the full reader (a
+/// profile with thousands of `mmap`s per process would make the versions quadratic).
+const MAX_VERSION_ENTRIES: usize = 1 << 22;
+
+/// Where the fields the counter needs sit, for one attribute.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Offset of the ip in a sample body (`None`: samples carry no ip and are skipped, as
+    /// the full reader skips them).
+    ip: Option<usize>,
+    /// Offset of `pid, tid` in a sample body.
+    tid: Option<usize>,
+    /// Offset of the time in a sample body.
+    time: usize,
+    /// Smallest sample body holding these fields.
+    min_sample: usize,
+    /// Length of the `sample_id` trailer of other records.
+    trailer: usize,
+    /// Distance of the trailer's time from the end of the body.
+    time_from_end: usize,
+}
+
+impl Layout {
+    fn new(sample_format: u64) -> Layout {
+        // SAMPLE: IDENTIFIER, IP, TID, TIME, ... (perf_event_open(2) order).
+        let mut p = 0;
+        if sample_format & S_IDENTIFIER != 0 {
+            p += 8;
+        }
+        let ip = (sample_format & S_IP != 0).then(|| {
+            p += 8;
+            p - 8
+        });
+        let tid = (sample_format & S_TID != 0).then(|| {
+            p += 8;
+            p - 8
+        });
+        let time = p;
+        // sample_id trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
+        let n = [S_TID, S_TIME, S_ID, S_STREAM_ID, S_CPU, S_IDENTIFIER]
+            .iter()
+            .filter(|&&b| sample_format & b != 0)
+            .count();
+        let trailer = 8 * n;
+        let before_time = if sample_format & S_TID != 0 { 8 } else { 0 };
+        Layout {
+            ip,
+            tid,
+            time,
+            min_sample: time + 8,
+            trailer,
+            time_from_end: trailer - before_time,
+        }
+    }
+}
+
+/// Where a record names its attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdAt {
+    /// There is one attribute.
+    Single,
+    /// Every attribute samples `IDENTIFIER`: the first word of a sample, the last word of
+    /// other records.
+    Identifier,
+    /// All attributes share one sample format with `ID` (what perf writes when the formats
+    /// agree): at this offset in a sample; other records have the same layout whatever
+    /// their attribute, so they need no id.
+    Id(usize),
+}
+
+/// How to read the records of one file; `None` when the streaming path does not apply.
+struct Plan {
+    layouts: Vec<Layout>,
+    how: IdAt,
+    /// Event id -> attribute (several attributes only).
+    by_id: HashMap<u64, usize>,
+}
+
+impl Plan {
+    fn new(attrs: &[linux_perf_data::AttributeDescription]) -> Option<Plan> {
+        if attrs.is_empty() || attrs.len() > usize::from(u16::MAX) {
+            return None;
+        }
+        let mut layouts = Vec::with_capacity(attrs.len());
+        let formats: Vec<u64> = attrs
+            .iter()
+            .map(|a| a.attributes().sample_format.bits())
+            .collect();
+        for a in attrs {
+            let sf = a.attributes().sample_format.bits();
+            let flags = a.attributes().flags.bits();
+            if sf & S_TIME == 0 || flags & ATTR_SAMPLE_ID_ALL == 0 {
+                return None;
+            }
+            layouts.push(Layout::new(sf));
+        }
+        let how = if attrs.len() == 1 {
+            IdAt::Single
+        } else if formats.iter().all(|f| f & S_IDENTIFIER != 0) {
+            IdAt::Identifier
+        } else if formats.iter().all(|&f| f == formats[0]) && formats[0] & S_ID != 0 {
+            // SAMPLE: IDENTIFIER, IP, TID, TIME, ADDR, ID, ... (perf_event_open(2)).
+            let f = formats[0];
+            let before = [S_IDENTIFIER, S_IP, S_TID, S_TIME, S_ADDR]
+                .iter()
+                .filter(|&&b| f & b != 0)
+                .count();
+            let at = 8 * before;
+            for l in &mut layouts {
+                l.min_sample = l.min_sample.max(at + 8);
+            }
+            IdAt::Id(at)
+        } else {
+            return None;
+        };
+        let mut by_id = HashMap::new();
+        if how != IdAt::Single {
+            for (i, a) in attrs.iter().enumerate() {
+                for &id in a.ids() {
+                    by_id.insert(id, i);
+                }
+            }
+        }
+        Some(Plan {
+            layouts,
+            how,
+            by_id,
+        })
+    }
+
+    /// Attribute of a record from its id (unknown ids go to attribute 0, as in
+    /// `linux-perf-data`).
+    fn attr(&self, id: u64) -> usize {
+        self.by_id.get(&id).copied().unwrap_or(0)
+    }
+}
+
+fn u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// A NUL-terminated string at `o` (the rest of the body when there is no NUL).
+fn c_str(b: &[u8], o: usize) -> String {
+    let s = b.get(o..).unwrap_or(&[]);
+    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+    String::from_utf8_lossy(&s[..end]).into_owned()
+}
+
+/// One record of the data section: `(type, misc, body, offset of the record)`.
+struct Records<'b> {
+    data: &'b [u8],
+    p: usize,
+    /// Set when a record header is impossible or crosses the end.
+    broken: bool,
+}
+
+impl<'b> Iterator for Records<'b> {
+    type Item = (u32, u16, &'b [u8], usize);
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let d = self.data;
+        let p = self.p;
+        if p >= d.len() {
+            return None;
+        }
+        let Some(h) = d.get(p..p + 8) else {
+            self.broken = true;
+            return None;
+        };
+        let ty = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let misc = u16::from_le_bytes([h[4], h[5]]);
+        let size = usize::from(u16::from_le_bytes([h[6], h[7]]));
+        if size < 8 || p + size > d.len() {
+            self.broken = true;
+            return None;
+        }
+        self.p = p + size;
+        Some((ty, misc, &d[p + 8..p + size], p))
+    }
+}
+
+/// A change to one process's address space, at `(time, offset)`.
+struct MapEvent {
+    key: (u64, u64),
+    pid: i32,
+    what: MapChange,
+}
+
+enum MapChange {
+    Map(Mapping),
+    Fork { ppid: i32 },
+    Exec,
+}
+
+/// What a sample counter is keyed by: pid, event, kernel flag (packed in `tag`) and the
+/// runtime ip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    /// `pid as u32 | event << 32 | kernel << 48`.
+    tag: u64,
+    ip: u64,
+}
+
+impl Key {
+    fn new(pid: i32, event: u16, kernel: bool, ip: u64) -> Key {
+        Key {
+            tag: u64::from(pid as u32) | u64::from(event) << 32 | u64::from(kernel) << 48,
+            ip,
+        }
+    }
+    fn pid(self) -> i32 {
+        self.tag as u32 as i32
+    }
+    fn event(self) -> u16 {
+        (self.tag >> 32) as u16
+    }
+    fn kernel(self) -> bool {
+        self.tag >> 48 != 0
+    }
+}
+
+/// Samples of one [`Key`], with the first and last `(time, offset)` they were taken at.
+struct Counter {
+    key: Key,
+    samples: u64,
+    first: (u64, u64),
+    last: (u64, u64),
+}
+
+/// A multiplicative hasher for small integer keys (the sample counters' hot path; the
+/// keys are not attacker-chosen in a way that matters: a bad file makes it slower, not
+/// wrong). Each word is mixed as `h = (h.rotl(5) ^ w) * K` with `K` = 2^64 / golden ratio.
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        // Fold the high bits down: hashbrown takes its bucket index from the low bits.
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// Reads the fields of a `SAMPLE` body: `None` = malformed (hand the file to the full
+/// reader), `Some(None)` = skipped (no ip, or a kernel sample not kept), else the counter key
+/// and the time.
+#[inline]
+fn read_sample(
+    plan: &Plan,
+    misc: u16,
+    body: &[u8],
+    keep_kernel: bool,
+) -> Option<Option<(Key, u64)>> {
+    let attr = match plan.how {
+        IdAt::Single => 0,
+        IdAt::Identifier => plan.attr(u64_at(body, 0)?),
+        IdAt::Id(at) => plan.attr(u64_at(body, at)?),
+    };
+    let l = &plan.layouts[attr];
+    if body.len() < l.min_sample {
+        return None;
+    }
+    let Some(ip_at) = l.ip else {
+        return Some(None);
+    };
+    let ip = u64_at(body, ip_at)?;
+    let kernel_mode = misc & 7 == MISC_CPUMODE_KERNEL || ip >= KERNEL_START;
+    if kernel_mode && !keep_kernel {
+        return Some(None);
+    }
+    let pid = match l.tid {
+        Some(o) => u32_at(body, o)? as i32,
+        None => -1,
+    };
+    let time = u64_at(body, l.time)?;
+    // Kernel addresses do not depend on the process: one counter for all pids.
+    let key = if ip >= KERNEL_START {
+        Key::new(0, attr as u16, true, ip)
+    } else {
+        Key::new(pid, attr as u16, false, ip)
+    };
+    Some(Some((key, time)))
+}
+
+/// `((time, file offset) from which a version applies, version index)`.
+type VersionStart = ((u64, u64), u32);
+
+/// Index of the version of a process's timeline in effect at `at`, `None` before its first.
+fn version_at(tl: &[VersionStart], at: (u64, u64)) -> Option<usize> {
+    tl.partition_point(|(k, _)| *k <= at).checked_sub(1)
+}
+
+/// The mapping holding `ip` among `v` (sorted by start, disjoint).
+fn holder(v: &[Mapping], ip: u64) -> Option<&Mapping> {
+    let i = v.partition_point(|x| x.start <= ip).checked_sub(1)?;
+    let m = &v[i];
+    (ip < m.end).then_some(m)
+}
+
+/// Whether two mappings of `ip` give the same location.
+fn same_mapping(a: Option<&Mapping>, b: Option<&Mapping>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.start == b.start
+                && a.end == b.end
+                && a.pgoff == b.pgoff
+                && a.path == b.path
+                && a.build_id == b.build_id
+        }
+        _ => false,
+    }
+}
+
+/// The streaming pass; `None` hands the file to the full reader.
+///
+/// One pass over the data section counts samples by `(pid, event, ip)` and remembers, per
+/// counter, the first and last `(time, offset)`; the same pass collects the address-space
+/// changes. After replaying the changes into versions, a counter whose first and last
+/// sample see the same mapping of its ip in every version in between (the usual case: all
+/// mappings of a process are made before it runs hot code) is resolved once. Counters for
+/// which a change in between moved their ip to another mapping (an exec, a `dlclose` +
+/// `dlopen` at the same address) are counted again per version by a second pass over the
+/// samples of just those counters.
+fn stream(
+    bytes: &[u8],
+    plan: &Plan,
+    info: FileInfo,
+    opts: &PerfDataOptions,
+    segments: &dyn SegmentSource,
+) -> Option<(SampleCounts, ReadNotes)> {
+    // File header: data section (offset, size) at 40 (checked by open_perf_data).
+    let off = usize::try_from(u64_at(bytes, 40)?).ok()?;
+    let size = usize::try_from(u64_at(bytes, 48)?).ok()?;
+    let data = bytes.get(off..off.checked_add(size)?)?;
+    let FileInfo {
+        events,
+        build_ids,
+        command,
+        ..
+    } = info;
+
+    let mut changes: Vec<MapEvent> = Vec::new();
+    let (mut lost, mut lost_samples) = (0u64, 0u64);
+    let mut index: FastMap<Key, u32> = FastMap::default();
+    let mut counters: Vec<Counter> = Vec::new();
+    let mut recs = Records {
+        data,
+        p: 0,
+        broken: false,
+    };
+    for (ty, misc, body, at) in recs.by_ref() {
+        match ty {
+            R_SAMPLE => {
+                let Some((key, time)) = read_sample(plan, misc, body, opts.keep_kernel)? else {
+                    continue;
+                };
+                let when = (time, at as u64);
+                match index.get(&key) {
+                    Some(&i) => {
+                        let c = &mut counters[i as usize];
+                        c.samples += 1;
+                        if when > c.last {
+                            c.last = when;
+                        } else if when < c.first {
+                            c.first = when;
+                        }
+                    }
+                    None => {
+                        index.insert(key, counters.len() as u32);
+                        counters.push(Counter {
+                            key,
+                            samples: 1,
+                            first: when,
+                            last: when,
+                        });
+                    }
+                }
+                continue;
+            }
+            R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
+            // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
+            PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
+            R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {}
+            R_LOST => {
+                lost += u64_at(body, 8)?;
+                continue;
+            }
+            PERF_RECORD_LOST_SAMPLES => {
+                lost_samples += u64_at(body, 0).unwrap_or(0);
+                continue;
+            }
+            _ => continue,
+        }
+        let layout = plan.layouts[match plan.how {
+            IdAt::Identifier => plan.attr(u64_at(body, body.len().checked_sub(8)?)?),
+            IdAt::Single | IdAt::Id(_) => 0,
+        }];
+        if body.len() < layout.trailer {
+            return None;
+        }
+        let time = u64_at(body, body.len() - layout.time_from_end)?;
+        let key = (time, at as u64);
+        let pid = u32_at(body, 0)? as i32;
+        let user = misc & 7 != MISC_CPUMODE_KERNEL;
+        let what = match ty {
+            R_MMAP => {
+                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
+                if misc & MISC_BIT_13 != 0 || !user {
+                    continue;
+                }
+                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 32), None))
+            }
+            PERF_RECORD_MMAP2 => {
+                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
+                let prot = u32_at(body, 56)?;
+                let mut build_id = None;
+                if misc & MISC_MMAP_BUILD_ID != 0 {
+                    let n = usize::from(*body.get(32)?);
+                    if n > 20 {
+                        return None;
+                    }
+                    if n > 0 {
+                        build_id = Some(BuildId(body.get(36..36 + n)?.to_vec()));
+                    }
+                }
+                if prot & PROT_EXEC == 0 || !user {
+                    continue;
+                }
+                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 64), build_id))
+            }
+            R_FORK => {
+                let ppid = u32_at(body, 4)? as i32;
+                if ppid == pid {
+                    continue;
+                }
+                MapChange::Fork { ppid }
+            }
+            _ => {
+                // COMM
+                if misc & MISC_BIT_13 == 0 {
+                    continue;
+                }
+                MapChange::Exec
+            }
+        };
+        changes.push(MapEvent { key, pid, what });
+    }
+    if recs.broken {
+        return None;
+    }
+    changes.sort_by_key(|e| e.key);
+
+    // Replay into per-process versions of the mapping table.
+    let mut current: HashMap<i32, Vec<Mapping>> = HashMap::new();
+    let mut versions: Vec<Vec<Mapping>> = Vec::new();
+    let mut timeline: HashMap<i32, Vec<VersionStart>> = HashMap::new();
+    let mut entries = 0usize;
+    for e in changes {
+        let snapshot = match e.what {
+            MapChange::Map(m) => {
+                let v = current.entry(e.pid).or_default();
+                add_mapping(v, m);
+                v.clone()
+            }
+            MapChange::Fork { ppid } => match current.get(&ppid).cloned() {
+                Some(v) => {
+                    current.insert(e.pid, v.clone());
+                    v
+                }
+                None => continue,
+            },
+            MapChange::Exec => match current.remove(&e.pid) {
+                Some(_) => Vec::new(),
+                None => continue,
+            },
+        };
+        entries += snapshot.len();
+        if entries > MAX_VERSION_ENTRIES || versions.len() >= u32::MAX as usize {
+            return None;
+        }
+        timeline
+            .entry(e.pid)
+            .or_default()
+            .push((e.key, versions.len() as u32));
+        versions.push(snapshot);
+    }
+    let no_versions: Vec<VersionStart> = Vec::new();
+
+    // Addresses to locations, once per counter; merge by (event, location).
+    let mut ctx = MapCtx::new(build_ids, segments);
+    let mut merged: HashMap<(u16, Location), usize> = HashMap::new();
+    let mut counts: Vec<LocationCount> = Vec::new();
+    let mut add = |event: u16, loc: Location, n: u64| {
+        let i = *merged.entry((event, loc)).or_insert_with(|| {
+            counts.push(LocationCount {
+                event,
+                ip: loc,
+                samples: 0,
+            });
+            counts.len() - 1
+        });
+        counts[i].samples += n;
+    };
+    let mut split: FastMap<Key, ()> = FastMap::default();
+    for c in &counters {
+        let k = c.key;
+        if k.kernel() {
+            let loc = Location::new(ctx.kernel(), k.ip);
+            add(k.event(), loc, c.samples);
+            continue;
+        }
+        let tl = timeline.get(&k.pid()).unwrap_or(&no_versions);
+        let (a, b) = (version_at(tl, c.first), version_at(tl, c.last));
+        let maps_of =
+            |v: Option<usize>| v.map_or(&[][..], |i| versions[tl[i].1 as usize].as_slice());
+        if a != b {
+            // Versions changed between the first and the last sample: same mapping of ip
+            // in all of them?
+            let first = holder(maps_of(a), k.ip);
+            let lo = a.map_or(0, |i| i + 1);
+            let hi = b.map_or(0, |i| i + 1);
+            if !(lo..hi).all(|i| same_mapping(first, holder(maps_of(Some(i)), k.ip))) {
+                split.insert(k, ());
+                continue;
+            }
+        }
+        let loc = match b {
+            Some(i) => ctx.locate_in(&mut versions[tl[i].1 as usize], k.ip),
+            None => Location::unmapped(k.ip),
+        };
+        add(k.event(), loc, c.samples);
+    }
+
+    if !split.is_empty() {
+        // Second pass: the split counters' samples, per version.
+        let mut per_version: FastMap<(u32, u16, u64), u64> = FastMap::default();
+        let mut order: Vec<(u32, u16, u64)> = Vec::new();
+        let mut recs = Records {
+            data,
+            p: 0,
+            broken: false,
+        };
+        for (ty, misc, body, at) in recs.by_ref() {
+            if ty != R_SAMPLE {
+                continue;
+            }
+            let Some((key, time)) = read_sample(plan, misc, body, opts.keep_kernel)? else {
+                continue;
+            };
+            if !split.contains_key(&key) {
+                continue;
+            }
+            let tl = timeline.get(&key.pid()).unwrap_or(&no_versions);
+            let v = version_at(tl, (time, at as u64)).map_or(u32::MAX, |i| tl[i].1);
+            let e = per_version.entry((v, key.event(), key.ip)).or_insert(0);
+            if *e == 0 {
+                order.push((v, key.event(), key.ip));
+            }
+            *e += 1;
+        }
+        for k in order {
+            let (v, event, ip) = k;
+            let loc = match v {
+                u32::MAX => Location::unmapped(ip),
+                v => ctx.locate_in(&mut versions[v as usize], ip),
+            };
+            add(event, loc, per_version[&k]);
+        }
+    }
+    let notes = std::mem::take(&mut ctx.notes);
+    Some((
+        SampleCounts {
+            modules: ctx.modules,
+            events,
+            counts,
+            lost: lost.max(lost_samples),
+            command,
+            streamed: true,
+        },
+        notes,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_follow_the_kernel_field_order() {
+        // perf record's usual: IP | TID | TIME | PERIOD (+ IDENTIFIER with several events).
+        let l = Layout::new(S_IP | S_TID | S_TIME | (1 << 8));
+        assert_eq!(
+            (l.ip, l.tid, l.time, l.min_sample),
+            (Some(0), Some(8), 16, 24)
+        );
+        // trailer: TID, TIME -> 16 bytes, time 8 bytes before the end.
+        assert_eq!((l.trailer, l.time_from_end), (16, 8));
+        let l = Layout::new(S_IDENTIFIER | S_IP | S_TID | S_TIME | S_CPU | S_ID);
+        assert_eq!((l.ip, l.tid, l.time), (Some(8), Some(16), 24));
+        // trailer: TID, TIME, ID, CPU, IDENTIFIER -> 40 bytes; time at 40 - 8 from the end.
+        assert_eq!((l.trailer, l.time_from_end), (40, 32));
+        let l = Layout::new(S_TIME);
+        assert_eq!(
+            (l.ip, l.tid, l.time, l.trailer, l.time_from_end),
+            (None, None, 0, 8, 8)
+        );
+    }
+
+    #[test]
+    fn records_stop_at_impossible_headers() {
+        // Two records (sizes 16 and 8), then a header claiming 64 bytes in 8.
+        let mut d = Vec::new();
+        d.extend_from_slice(&9u32.to_le_bytes());
+        d.extend_from_slice(&0u16.to_le_bytes());
+        d.extend_from_slice(&16u16.to_le_bytes());
+        d.extend_from_slice(&7u64.to_le_bytes());
+        d.extend_from_slice(&68u32.to_le_bytes());
+        d.extend_from_slice(&0u16.to_le_bytes());
+        d.extend_from_slice(&8u16.to_le_bytes());
+        let mut r = Records {
+            data: &d,
+            p: 0,
+            broken: false,
+        };
+        let v: Vec<_> = r.by_ref().map(|(t, _, b, at)| (t, b.len(), at)).collect();
+        assert_eq!(v, vec![(9, 8, 0), (68, 0, 16)]);
+        assert!(!r.broken);
+        d.extend_from_slice(&1u32.to_le_bytes());
+        d.extend_from_slice(&0u16.to_le_bytes());
+        d.extend_from_slice(&64u16.to_le_bytes());
+        d.extend_from_slice(&[0; 8]);
+        let mut r = Records {
+            data: &d,
+            p: 0,
+            broken: false,
+        };
+        assert_eq!(r.by_ref().count(), 2);
+        assert!(r.broken);
+        // size < 8 is impossible too.
+        let z = [9u8, 0, 0, 0, 0, 0, 4, 0];
+        let mut r = Records {
+            data: &z,
+            p: 0,
+            broken: false,
+        };
+        assert_eq!(r.by_ref().count(), 0);
+        assert!(r.broken);
+    }
+
+    #[test]
+    fn word_hasher_spreads_nearby_addresses() {
+        use std::hash::BuildHasher;
+        let b = BuildHasherDefault::<WordHasher>::default();
+        let h = |ip: u64| b.hash_one(Key::new(1234, 0, false, ip));
+        // 4096 instruction addresses at strides 1, 16 (aligned loop heads) and 64 must use
+        // at least half of 4096 buckets by the low 12 bits (a random function fills
+        // 1 - 1/e = 63%; a plain multiplication would put stride 64 into 64 buckets), and
+        // the top 7 bits (hashbrown's tag byte) must take most of their 128 values.
+        for stride in [1u64, 16, 64] {
+            let mut low = std::collections::HashSet::new();
+            let mut top = std::collections::HashSet::new();
+            for k in 0..4096u64 {
+                let x = h(0x40_1000 + k * stride);
+                low.insert(x & 0xfff);
+                top.insert(x >> 57);
+            }
+            assert!(low.len() >= 2048, "stride {stride}: {} buckets", low.len());
+            assert!(top.len() >= 100, "stride {stride}: {} tags", top.len());
+        }
+    }
+}

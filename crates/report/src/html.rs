@@ -296,7 +296,44 @@ mod tests {
                 },
             ],
             warnings: vec!["a <warning>".into()],
+            corrected: Some(CorrectedSide {
+                skid: 30.0,
+                method: "<flow>".into(),
+                metrics: Metrics {
+                    epsilon_function: Some(0.0625),
+                    ..Default::default()
+                },
+                functions: vec![CorrectedFunction {
+                    name: "operator<<(std::ostream&, <script>alert(1)</script>)".into(),
+                    corrected_instructions: 8.0,
+                    corrected_share: 0.6,
+                }],
+            }),
         }
+    }
+
+    #[test]
+    fn corrected_side_is_shown_beside_the_raw_one() {
+        let r = sample_report();
+        let h = render_html(&r);
+        assert!(h.contains("<th>corrected</th>"));
+        assert!(h.contains("&lt;flow&gt;") && !h.contains("<flow>"));
+        // raw 0.1250 and corrected 0.0625 epsilon in one row; the function's corrected
+        // share 60.00% and its difference from the exact share (see the row above).
+        assert!(h.contains("0.1250</td><td class=\"n\">0.0625"), "{h}");
+        let exact = r.functions[0].exact_share;
+        assert!(h.contains(&format!(
+            "60.00%</td><td class=\"n\">{}",
+            crate::text::signed_pct(0.6 - exact)
+        )));
+        let t = crate::render_text(&r, false, 10);
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("epsilon (function)"))
+            .unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[2..4], ["0.1250", "0.0625"]);
+        assert!(t.contains("60.00%"));
     }
 
     #[test]

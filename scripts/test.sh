@@ -28,8 +28,19 @@ cargo clippy --workspace --all-targets --release -- -D warnings
 echo "== cargo build --release"
 cargo build --workspace --release
 echo "== cargo test"
+# cargo test hides the stderr of passing tests: skips are also collected in a file
+# (proftrust-testkit's skip!) and listed at the end of this script.
+export PROFTRUST_SKIP_LOG="$PWD/target/skipped-tests.log"
+rm -f "$PROFTRUST_SKIP_LOG"
 cargo test --workspace --release 2>&1 | tee target/test.log
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release >/dev/null
 echo "== README quick start"
 bash scripts/quickstart-check.sh
+echo "== skipped tests"
+if [ -s "$PROFTRUST_SKIP_LOG" ]; then
+  sort "$PROFTRUST_SKIP_LOG" | uniq -c | sed 's/^ */  /'
+  echo "($(wc -l <"$PROFTRUST_SKIP_LOG") skip(s): the tests above did not run their checks here)"
+else
+  echo "  none"
+fi

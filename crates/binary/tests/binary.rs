@@ -9,6 +9,7 @@ use proftrust_binary::{
     dominators, simple_loops, Binary, BinaryError, Flow, OpenOptions, Symbolizer,
 };
 use proftrust_model::{BuildId, EdgeKind, Location, Module, ModuleIdx, ModuleTable, Svma};
+use proftrust_testkit::have;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,18 +20,12 @@ fn src(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 fn tools(test: &str, needed: &[&str]) -> bool {
     for t in needed {
         if !have(t) {
-            eprintln!("SKIP: {test}: `{t}` is not installed (apt-get install binutils gcc)");
+            proftrust_testkit::skip!(
+                "{test}: `{t}` is not installed (apt-get install binutils gcc)"
+            );
             return false;
         }
     }
@@ -667,7 +662,7 @@ fn unresolvable_indirect_jump_is_marked_unknown() {
             .iter()
             .any(|e| e.kind == EdgeKind::IndirectResolved));
     } else {
-        eprintln!("SKIP: {t}: gcc compiled the computed goto without an indirect jump");
+        proftrust_testkit::skip!("{t}: gcc compiled the computed goto without an indirect jump");
     }
 }
 
@@ -1156,8 +1151,8 @@ fn versioned_and_alias_names() {
     ] {
         let lib = std::path::Path::new(lib);
         let Some(want) = dynsym_addr(lib, versioned) else {
-            eprintln!(
-                "SKIP: versioned_and_alias_names: no {versioned} in {} (or no readelf)",
+            proftrust_testkit::skip!(
+                "versioned_and_alias_names: no {versioned} in {} (or no readelf)",
                 lib.display()
             );
             continue;

@@ -4,6 +4,7 @@
 //! that is absent print `SKIP: <test>: <reason>` and return.
 
 use proftrust_model::{BuildId, EventDesc, EventKind, Location, Module, Sample, SampleSet};
+use proftrust_testkit::{have, skip_test};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,16 +20,6 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Whether `tool` can be started (some, like `callgrind_annotate --version`, exit non-zero
-/// even when present, so only the spawn is checked).
-fn have(tool: &str, arg: &str) -> bool {
-    Command::new(tool).arg(arg).output().is_ok()
-}
-
-fn skip(test: &str, why: &str) {
-    eprintln!("SKIP: {test}: {why}");
-}
-
 /// Files made once for all tests: the workloads (gcc -O2 -g from workloads/*.c), a perf.data
 /// of omnet and a callgrind file of omnet.
 struct Fixture {
@@ -41,7 +32,7 @@ struct Fixture {
 fn fixture() -> Option<&'static Fixture> {
     static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        if !have("gcc", "--version") {
+        if !have("gcc") {
             return None;
         }
         let dir = tempfile::tempdir().ok()?;
@@ -58,7 +49,7 @@ fn fixture() -> Option<&'static Fixture> {
         );
         let omnet = bin_dir.join("omnet");
         let perf_data = dir.path().join("perf.data");
-        let perf_ok = have("perf", "--version")
+        let perf_ok = have("perf")
             && Command::new("perf")
                 .args(["record", "-q", "-e", "cpu-clock", "-c", "20011", "-o"])
                 .arg(&perf_data)
@@ -68,7 +59,7 @@ fn fixture() -> Option<&'static Fixture> {
                 .map(|o| o.status.success())
                 .unwrap_or(false);
         let cg = dir.path().join("callgrind.out");
-        let cg_ok = have("valgrind", "--version")
+        let cg_ok = have("valgrind")
             && Command::new("valgrind")
                 .args([
                     "--tool=callgrind",
@@ -207,16 +198,16 @@ fn callgrind_annotate_totals(cg: &Path, object: &Path) -> BTreeMap<String, u64> 
 fn sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate() {
     let name = "sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate";
     let Some(f) = fixture() else {
-        return skip(name, "gcc not installed");
+        return skip_test(name, "gcc not installed");
     };
     let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
-        return skip(
+        return skip_test(
             name,
             "perf record (cpu-clock) or valgrind unavailable on this machine",
         );
     };
-    if !have("callgrind_annotate", "--version") {
-        return skip(name, "callgrind_annotate not installed");
+    if !have("callgrind_annotate") {
+        return skip_test(name, "callgrind_annotate not installed");
     }
     let omnet = f.bin_dir.join("omnet");
     let o = audit(&[
@@ -291,10 +282,10 @@ fn sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate() {
 fn json_contract_fields_and_ranges() {
     let name = "json_contract_fields_and_ranges";
     let Some(f) = fixture() else {
-        return skip(name, "gcc not installed");
+        return skip_test(name, "gcc not installed");
     };
     let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
-        return skip(name, "perf record or valgrind unavailable");
+        return skip_test(name, "perf record or valgrind unavailable");
     };
     let omnet = f.bin_dir.join("omnet");
     let j = json_of(&audit(&[
@@ -368,16 +359,16 @@ fn json_contract_fields_and_ranges() {
 fn html_report_renders_in_headless_chromium() {
     let name = "html_report_renders_in_headless_chromium";
     let Some(f) = fixture() else {
-        return skip(name, "gcc not installed");
+        return skip_test(name, "gcc not installed");
     };
     let (Some(pd), Some(cg)) = (&f.perf_data, &f.callgrind) else {
-        return skip(name, "perf record or valgrind unavailable");
+        return skip_test(name, "perf record or valgrind unavailable");
     };
     let chromium = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
-        .any(|c| have(c, "--version"));
+        .any(|c| have(c));
     if !chromium {
-        return skip(name, "chromium not installed (apt-get install -y chromium)");
+        return skip_test(name, "chromium not installed (apt-get install -y chromium)");
     }
     let omnet = f.bin_dir.join("omnet");
     let dir = tempfile::tempdir().unwrap();
@@ -448,10 +439,10 @@ fn assert_refused(o: &Output, needle: &str) {
 fn bad_inputs_are_refused_with_clear_messages() {
     let name = "bad_inputs_are_refused_with_clear_messages";
     let Some(f) = fixture() else {
-        return skip(name, "gcc not installed");
+        return skip_test(name, "gcc not installed");
     };
     let Some(cg) = &f.callgrind else {
-        return skip(name, "valgrind unavailable");
+        return skip_test(name, "valgrind unavailable");
     };
     let omnet = f.bin_dir.join("omnet");
     let dir = tempfile::tempdir().unwrap();
@@ -555,8 +546,8 @@ fn bad_inputs_are_refused_with_clear_messages() {
 #[test]
 fn record_mode_with_sweep_on_a_bundled_workload() {
     let name = "record_mode_with_sweep_on_a_bundled_workload";
-    if !have("gcc", "--version") || !have("valgrind", "--version") {
-        return skip(name, "gcc or valgrind not installed");
+    if !have("gcc") || !have("valgrind") {
+        return skip_test(name, "gcc or valgrind not installed");
     }
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("sweep.html");
@@ -584,7 +575,7 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
     if !o.status.success()
         && (err.contains("perf_event_paranoid") || err.contains("Permission denied"))
     {
-        return skip(name, "perf_event_open not permitted here");
+        return skip_test(name, "perf_event_open not permitted here");
     }
     let j = json_of(&o);
     assert_eq!(j["config"]["seed"], 1);
@@ -615,10 +606,10 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
 fn correct_skid_beside_raw_on_virtual_pmu_samples() {
     let name = "correct_skid_beside_raw_on_virtual_pmu_samples";
     let Some(f) = fixture() else {
-        return skip(name, "gcc not installed");
+        return skip_test(name, "gcc not installed");
     };
-    if !have("qemu-x86_64", "--version") {
-        return skip(name, "qemu-user not installed");
+    if !have("qemu-x86_64") {
+        return skip_test(name, "qemu-user not installed");
     }
     let dir = tempfile::tempdir().unwrap();
     let (samples, exact) = (dir.path().join("s"), dir.path().join("e"));
@@ -673,7 +664,7 @@ fn correct_skid_beside_raw_on_virtual_pmu_samples() {
     assert!((shares - 1.0).abs() < 1e-9, "{shares}");
 
     let Some(pd) = &f.perf_data else {
-        return skip(name, "perf record unavailable for the refusal case");
+        return skip_test(name, "perf record unavailable for the refusal case");
     };
     let o = audit(&[
         os("--samples"),

@@ -1,6 +1,7 @@
 //! `proftrust inspect` end to end on C programs compiled at test time (gcc -O2 -g), with
 //! `nm` and `objdump` as oracles; bad input exits with status 2 and names the file.
 
+use proftrust_testkit::have;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -9,14 +10,6 @@ fn proftrust(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run proftrust")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
 }
 
 fn build(dir: &Path, name: &str) -> Option<PathBuf> {
@@ -51,11 +44,11 @@ fn nm_address(exe: &Path, sym: &str) -> u64 {
 fn json_lists_functions_with_blocks_and_loops() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = build(dir.path(), "inline_loop") else {
-        eprintln!("SKIP: json_lists_functions_with_blocks_and_loops: gcc not installed");
+        proftrust_testkit::skip!("json_lists_functions_with_blocks_and_loops: gcc not installed");
         return;
     };
     if !have("nm") {
-        eprintln!("SKIP: json_lists_functions_with_blocks_and_loops: nm not installed");
+        proftrust_testkit::skip!("json_lists_functions_with_blocks_and_loops: nm not installed");
         return;
     }
     let o = proftrust(&["inspect", exe.to_str().unwrap(), "--json"]);
@@ -82,7 +75,9 @@ fn json_lists_functions_with_blocks_and_loops() {
 fn function_detail_has_cfg_simple_loops_and_jump_table() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = build(dir.path(), "switch_table") else {
-        eprintln!("SKIP: function_detail_has_cfg_simple_loops_and_jump_table: gcc not installed");
+        proftrust_testkit::skip!(
+            "function_detail_has_cfg_simple_loops_and_jump_table: gcc not installed"
+        );
         return;
     };
     let e = exe.to_str().unwrap();
@@ -142,8 +137,8 @@ fn bad_input_exits_2_naming_the_file() {
         std::fs::write(&tr, &data[..data.len() / 3]).unwrap();
         cases.push((tr, "truncated"));
     } else {
-        eprintln!(
-            "SKIP: bad_input_exits_2_naming_the_file (truncated ELF part): gcc not installed"
+        proftrust_testkit::skip!(
+            "bad_input_exits_2_naming_the_file (truncated ELF part): gcc not installed"
         );
     }
     for (path, what) in cases {
@@ -162,11 +157,11 @@ fn bad_input_exits_2_naming_the_file() {
 fn no_debug_info_warns_but_works() {
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = build(dir.path(), "inline_loop") else {
-        eprintln!("SKIP: no_debug_info_warns_but_works: gcc not installed");
+        proftrust_testkit::skip!("no_debug_info_warns_but_works: gcc not installed");
         return;
     };
     if !have("strip") {
-        eprintln!("SKIP: no_debug_info_warns_but_works: strip not installed");
+        proftrust_testkit::skip!("no_debug_info_warns_but_works: strip not installed");
         return;
     }
     let st = Command::new("strip")

@@ -6,30 +6,12 @@
 use proftrust_exact::{count_qemu, trace_qemu, QemuOptions};
 use proftrust_model::{Location, Svma};
 use proftrust_paths::{Profiler, ProfilerOptions};
+use proftrust_testkit::need;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn need(test: &str, tools: &[&str]) -> bool {
-    for t in tools {
-        if !have(t) {
-            eprintln!("SKIP: {test}: {t} is not installed");
-            return false;
-        }
-    }
-    true
-}
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -395,8 +377,8 @@ fn record_or_skip(t: &str, args: &[&str]) -> bool {
         .output()
         .expect("run proftrust");
     if !out.status.success() {
-        eprintln!(
-            "SKIP: {t}: proftrust record failed (perf_event_open not allowed here?): {}",
+        proftrust_testkit::skip!(
+            "{t}: proftrust record failed (perf_event_open not allowed here?): {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
         return false;
@@ -541,8 +523,8 @@ fn sampled_cct_from_perf_data_and_perf_script() {
         .output()
         .expect("run perf");
     if !rec.status.success() {
-        eprintln!(
-            "SKIP: {t}: perf record failed: {}",
+        proftrust_testkit::skip!(
+            "{t}: perf record failed: {}",
             String::from_utf8_lossy(&rec.stderr).trim()
         );
         return;

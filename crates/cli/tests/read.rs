@@ -7,6 +7,7 @@ use proftrust_model::{
     EventDesc, EventKind, ExactProfile, InstrCount, Location, Module, ModuleTable, Sample,
     SampleSet, SamplingConfig,
 };
+use proftrust_testkit::{have, skip_test};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,17 +36,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip(test: &str, why: &str) {
-    eprintln!("SKIP: {test}: {why}");
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -121,7 +111,7 @@ fn fails_with(args: &[&str], needle: &str) {
 fn perf_data_symbols_match_perf_report() {
     let t = "perf_data_symbols_match_perf_report";
     if !have("gcc") || !have("perf") {
-        return skip(t, "needs gcc and perf");
+        return skip_test(t, "needs gcc and perf");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
@@ -134,7 +124,7 @@ fn perf_data_symbols_match_perf_report() {
         .output()
         .unwrap();
     if !rec.status.success() {
-        return skip(t, "perf record does not work here (perf_event_paranoid?)");
+        return skip_test(t, "perf record does not work here (perf_event_paranoid?)");
     }
     let v = read_json(&data, &[]);
     assert_eq!(v["format"], "perf.data");
@@ -217,7 +207,7 @@ fn perf_data_symbols_match_perf_report() {
 fn callgrind_totals_match_callgrind_annotate() {
     let t = "callgrind_totals_match_callgrind_annotate";
     if !have("gcc") || !have("valgrind") {
-        return skip(t, "needs gcc and valgrind");
+        return skip_test(t, "needs gcc and valgrind");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
@@ -258,7 +248,7 @@ fn callgrind_totals_match_callgrind_annotate() {
 fn native_files_read_back_with_symbols() {
     let t = "native_files_read_back_with_symbols";
     if !have("gcc") || !have("nm") {
-        return skip(t, "needs gcc and nm");
+        return skip_test(t, "needs gcc and nm");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());

@@ -20,7 +20,7 @@ fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("SKIP: {test}: gcc not installed");
+        proftrust_testkit::skip!("{test}: gcc not installed");
         return None;
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -233,7 +233,9 @@ fn bad_requests_are_clear_errors() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("known events"));
     let r = proftrust(&["record", "-e", "cycles", "-o", o, "--", "/bin/true"]);
     if r.status.success() {
-        eprintln!("SKIP: bad_requests_are_clear_errors (cycles part): this machine has a PMU");
+        proftrust_testkit::skip!(
+            "bad_requests_are_clear_errors (cycles part): this machine has a PMU"
+        );
     } else {
         assert_eq!(r.status.code(), Some(2));
         let err = String::from_utf8_lossy(&r.stderr);

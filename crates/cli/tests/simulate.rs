@@ -237,7 +237,7 @@ fn analyze_granularity_of_a_real_perf_record() {
     match cc {
         Ok(o) if o.status.success() => {}
         _ => {
-            eprintln!("SKIP: analyze_granularity_of_a_real_perf_record: gcc unavailable");
+            proftrust_testkit::skip!("analyze_granularity_of_a_real_perf_record: gcc unavailable");
             return;
         }
     }
@@ -250,14 +250,16 @@ fn analyze_granularity_of_a_real_perf_record() {
     match rec {
         Ok(o) if o.status.success() && data.exists() => {}
         Ok(o) => {
-            eprintln!(
-                "SKIP: analyze_granularity_of_a_real_perf_record: perf record failed: {}",
+            proftrust_testkit::skip!(
+                "analyze_granularity_of_a_real_perf_record: perf record failed: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             );
             return;
         }
         Err(e) => {
-            eprintln!("SKIP: analyze_granularity_of_a_real_perf_record: perf unavailable: {e}");
+            proftrust_testkit::skip!(
+                "analyze_granularity_of_a_real_perf_record: perf unavailable: {e}"
+            );
             return;
         }
     }
@@ -317,7 +319,7 @@ fn analyze_granularity_of_a_two_event_proftrust_record() {
     {
         Ok(o) if o.status.success() => {}
         _ => {
-            eprintln!("SKIP: {t}: gcc unavailable");
+            proftrust_testkit::skip!("{t}: gcc unavailable");
             return;
         }
     }
@@ -338,8 +340,8 @@ fn analyze_granularity_of_a_two_event_proftrust_record() {
         exe.to_str().unwrap(),
     ]);
     if !rec.status.success() {
-        eprintln!(
-            "SKIP: {t}: proftrust record failed (perf_event_open not allowed here?): {}",
+        proftrust_testkit::skip!(
+            "{t}: proftrust record failed (perf_event_open not allowed here?): {}",
             String::from_utf8_lossy(&rec.stderr).trim()
         );
         return;

@@ -1,19 +1,11 @@
 //! CLI tests of `calibrate`, `vpmu` and `correct` (the skid part, seed 000).
 
+use proftrust_testkit::have;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_proftrust"))
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool} >/dev/null 2>&1"))
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
 }
 
 /// The QEMU plugin next to the proftrust binary (or `$PROFTRUST_QEMU_PLUGIN`).
@@ -35,7 +27,7 @@ fn plugin_present() -> bool {
 #[test]
 fn calibrate_without_pmu_says_so() {
     if Path::new("/sys/bus/event_source/devices/cpu").exists() {
-        eprintln!("SKIP: calibrate_without_pmu_says_so: this machine has a hardware PMU");
+        proftrust_testkit::skip!("calibrate_without_pmu_says_so: this machine has a hardware PMU");
         return;
     }
     let out = Command::new(bin()).arg("calibrate").output().unwrap();
@@ -76,13 +68,13 @@ fn calibrate_vpmu_recovers_known_skid() {
 fn vpmu_then_correct_on_a_c_loop() {
     for t in ["gcc", "qemu-x86_64"] {
         if !have(t) {
-            eprintln!("SKIP: vpmu_then_correct_on_a_c_loop: {t} not installed");
+            proftrust_testkit::skip!("vpmu_then_correct_on_a_c_loop: {t} not installed");
             return;
         }
     }
     if !plugin_present() {
-        eprintln!(
-            "SKIP: vpmu_then_correct_on_a_c_loop: QEMU plugin not built next to {} \
+        proftrust_testkit::skip!(
+            "vpmu_then_correct_on_a_c_loop: QEMU plugin not built next to {} \
              (cargo build -p proftrust-qemu-plugin)",
             bin().display()
         );
@@ -257,15 +249,15 @@ int main(void) {
 fn flow_correction_on_recursion_pointers_and_switches() {
     for t in ["gcc", "qemu-x86_64"] {
         if !have(t) {
-            eprintln!(
-                "SKIP: flow_correction_on_recursion_pointers_and_switches: {t} not installed"
+            proftrust_testkit::skip!(
+                "flow_correction_on_recursion_pointers_and_switches: {t} not installed"
             );
             return;
         }
     }
     if !plugin_present() {
-        eprintln!(
-            "SKIP: flow_correction_on_recursion_pointers_and_switches: QEMU plugin not built \
+        proftrust_testkit::skip!(
+            "flow_correction_on_recursion_pointers_and_switches: QEMU plugin not built \
              next to {}",
             bin().display()
         );

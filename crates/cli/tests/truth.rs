@@ -2,27 +2,9 @@
 //! file atomically, `proftrust read --json` reads it back. Oracle for the numbers: the known
 //! trip count of `kernel`'s loop times its instruction count per `objdump -d`.
 
+use proftrust_testkit::need;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn need(test: &str, tools: &[&str]) -> bool {
-    for t in tools {
-        if !have(t) {
-            eprintln!("SKIP: {test}: {t} is not installed");
-            return false;
-        }
-    }
-    true
-}
 
 fn proftrust() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proftrust"))

@@ -7,29 +7,11 @@
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{BlockVisitor, Module, ModuleIdx, RunOutcome, TraceBlock, TraceEvent};
 use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_testkit::need;
 use proftrust_vpp::{lbr_timings, TracePathTimer, TraceSourceOptions, VpmuTimer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn need(test: &str, tools: &[&str]) -> bool {
-    for t in tools {
-        if !have(t) {
-            eprintln!("SKIP: {test}: {t} is not installed");
-            return false;
-        }
-    }
-    true
-}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

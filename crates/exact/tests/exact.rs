@@ -10,31 +10,12 @@ use proftrust_exact::{
 use proftrust_model::{
     BlockVisitor, ExactProfile, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
 };
+use proftrust_testkit::need;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// Skips (loudly) unless every tool is present.
-fn need(test: &str, tools: &[&str]) -> bool {
-    for t in tools {
-        if !have(t) {
-            eprintln!("SKIP: {test}: {t} is not installed");
-            return false;
-        }
-    }
-    true
-}
 
 /// Compiles `tests/c/<name>.c` with `gcc -O2 -g` into `dir`.
 fn compile(dir: &Path, name: &str) -> PathBuf {

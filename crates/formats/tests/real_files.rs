@@ -11,20 +11,10 @@ use proftrust_formats::{
     FormatError, FunctionSymbol, ObjectSymbols, PerfDataOptions, SampleCounts, SymbolSource,
 };
 use proftrust_model::{Location, SampleSet};
+use proftrust_testkit::{have, skip_test};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn skip(test: &str, why: &str) {
-    eprintln!("SKIP: {test}: {why}");
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -96,7 +86,7 @@ fn parse_num(s: &str) -> u64 {
 fn callgrind_matches_callgrind_annotate_objdump_and_nm() {
     let t = "callgrind_matches_callgrind_annotate_objdump_and_nm";
     if !have("gcc") || !have("valgrind") || !have("objdump") || !have("nm") {
-        return skip(t, "needs gcc, valgrind, objdump and nm");
+        return skip_test(t, "needs gcc, valgrind, objdump and nm");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
@@ -367,12 +357,12 @@ fn assert_counts_equal_full_reader(data: &Path, streamed: bool) -> SampleCounts 
 fn streaming_counts_equal_the_full_reader_on_real_recordings() {
     let t = "streaming_counts_equal_the_full_reader_on_real_recordings";
     if !have("gcc") || !have("perf") {
-        return skip(t, "needs gcc and perf");
+        return skip_test(t, "needs gcc and perf");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let Some(data) = record(dir.path(), &exe, &[]) else {
-        return skip(t, "perf record does not work here (perf_event_paranoid?)");
+        return skip_test(t, "perf record does not work here (perf_event_paranoid?)");
     };
     assert_counts_equal_full_reader(&data, true);
 
@@ -434,12 +424,12 @@ fn streaming_counts_equal_the_full_reader_on_real_recordings() {
 fn perf_data_pipe_mode_and_zstd_compressed() {
     let t = "perf_data_pipe_mode_and_zstd_compressed";
     if !have("gcc") || !have("perf") {
-        return skip(t, "needs gcc and perf");
+        return skip_test(t, "needs gcc and perf");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let Some(z) = record(dir.path(), &exe, &["-z"]) else {
-        return skip(t, "perf record -z does not work here");
+        return skip_test(t, "perf record -z does not work here");
     };
     let bytes = std::fs::read(&z).unwrap();
     let s = read_perf_data(&bytes, &z).unwrap();
@@ -478,12 +468,12 @@ fn perf_data_pipe_mode_and_zstd_compressed() {
 fn perf_data_matches_perf_script_and_perf_report() {
     let t = "perf_data_matches_perf_script_and_perf_report";
     if !have("gcc") || !have("perf") || !have("nm") {
-        return skip(t, "needs gcc, perf and nm");
+        return skip_test(t, "needs gcc, perf and nm");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let Some(data) = record(dir.path(), &exe, &[]) else {
-        return skip(t, "perf record does not work here (perf_event_paranoid?)");
+        return skip_test(t, "perf record does not work here (perf_event_paranoid?)");
     };
     let bytes = std::fs::read(&data).unwrap();
     assert_eq!(sniff(&bytes), Some(Format::PerfData));
@@ -575,12 +565,12 @@ fn perf_data_bad_inputs_are_clear_errors() {
         FormatError::NotThisFormat { .. }
     ));
     if !have("gcc") || !have("perf") {
-        return skip(t, "needs gcc and perf for the real-file cases");
+        return skip_test(t, "needs gcc and perf for the real-file cases");
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let Some(data) = record(dir.path(), &exe, &[]) else {
-        return skip(t, "perf record does not work here");
+        return skip_test(t, "perf record does not work here");
     };
     let bytes = std::fs::read(&data).unwrap();
     // Truncated in the middle of the data section.

@@ -7,19 +7,11 @@ use proftrust_binary::Binary;
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{BlockId, Module};
 use proftrust_paths::{Cct, FunctionMap, PathNumbering, Profiler, ProfilerOptions, ProgramCfgs};
+use proftrust_testkit::have;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -54,7 +46,7 @@ fn program(bin: &Path) -> (Binary, ProgramCfgs) {
 #[test]
 fn numbering_on_real_functions() {
     if !have("gcc") {
-        eprintln!("SKIP: numbering_on_real_functions: gcc is not installed");
+        proftrust_testkit::skip!("numbering_on_real_functions: gcc is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -124,11 +116,11 @@ fn numbering_on_real_functions() {
 #[test]
 fn exact_cct_of_recursion_c() {
     if !have("gcc") || !have("qemu-x86_64") {
-        eprintln!("SKIP: exact_cct_of_recursion_c: gcc or qemu-x86_64 is not installed");
+        proftrust_testkit::skip!("exact_cct_of_recursion_c: gcc or qemu-x86_64 is not installed");
         return;
     }
     if proftrust_exact::find_plugin().is_err() {
-        eprintln!("SKIP: exact_cct_of_recursion_c: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+        proftrust_testkit::skip!("exact_cct_of_recursion_c: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,27 +4,9 @@
 //! `addr2line` (binutils) for where the recorded entry address lies in the source.
 
 use proftrust_probe::{expected_timed, format, Bursty, BurstyOptions, ProbeFile};
+use proftrust_testkit::need;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-fn need(test: &str, tools: &[&str]) -> bool {
-    for t in tools {
-        if !have(t) {
-            eprintln!("SKIP: {test}: {t} is not installed");
-            return false;
-        }
-    }
-    true
-}
 
 fn here() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

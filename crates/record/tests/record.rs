@@ -5,23 +5,16 @@
 
 use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_record::{record, EventSpec, RecordError, RecordOptions, Target};
+use proftrust_testkit::have;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 /// Compiles `tests/c/<name>.c` into `dir`; `None` (after printing SKIP) without gcc.
 fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
     if !have("gcc") {
-        eprintln!("SKIP: {test}: gcc not installed");
+        proftrust_testkit::skip!("{test}: gcc not installed");
         return None;
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -175,7 +168,7 @@ fn function_shares_agree_with_perf_report() {
         return;
     };
     if !have("perf") {
-        eprintln!("SKIP: function_shares_agree_with_perf_report: perf not installed");
+        proftrust_testkit::skip!("function_shares_agree_with_perf_report: perf not installed");
         return;
     }
     let period = 100_003u64;
@@ -197,8 +190,8 @@ fn function_shares_agree_with_perf_report() {
         .output()
         .unwrap();
     if !st.status.success() {
-        eprintln!(
-            "SKIP: function_shares_agree_with_perf_report: perf record failed: {}",
+        proftrust_testkit::skip!(
+            "function_shares_agree_with_perf_report: perf record failed: {}",
             String::from_utf8_lossy(&st.stderr)
         );
         return;
@@ -343,7 +336,7 @@ fn randomized_periods_follow_the_asked_distribution() {
     // (minus the hrtimer expiry latency, as above).
     let ex = &rec.stats.interval_excess;
     if ex.is_empty() {
-        eprintln!("SKIP: randomized_periods (realised intervals): PERF_SAMPLE_READ with inherit needs Linux 6.12");
+        proftrust_testkit::skip!("randomized_periods (realised intervals): PERF_SAMPLE_READ with inherit needs Linux 6.12");
     } else {
         let mut sorted = ex.clone();
         sorted.sort_unstable();
@@ -369,7 +362,7 @@ fn hardware_event_without_pmu_is_a_one_line_error() {
     let mut o = RecordOptions::default();
     o.events = vec![EventSpec::parse("cycles").unwrap()];
     match record(&Target::Command(vec!["/bin/true".into()]), &o) {
-        Ok(_) => eprintln!("SKIP: hardware_event_without_pmu: this machine has a PMU"),
+        Ok(_) => proftrust_testkit::skip!("hardware_event_without_pmu: this machine has a PMU"),
         Err(e @ RecordError::HardwareUnavailable { .. }) => assert_eq!(
             e.to_string(),
             "hardware event `cycles` is not available on this machine (no PMU visible to perf_event_open); use -e cpu-clock or -e task-clock"

@@ -264,6 +264,14 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         m.functions_outside_ci,
         r.functions.len()
     );
+    if !c.randomized && c.period.is_some() {
+        // docs/sampling-theory.md, "Wilson coverage": with a fixed period the 95% intervals
+        // covered 87-91% on mixed tasks and far less on code periodic with the sampler.
+        let _ = writeln!(
+            out,
+            "(the intervals assume samples independent of the program's phase; a fixed period can alias with periodic code: --randomize)"
+        );
+    }
     if !r.sweep.is_empty() {
         let _ = writeln!(out);
         out.push_str(&render_sweep_text(r, color));

@@ -9,7 +9,7 @@ use proftrust_model::{
 };
 use proftrust_testkit::{have, skip_test};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -323,6 +323,55 @@ fn native_files_read_back_with_symbols() {
     assert_eq!(v["symbols"][0]["samples"], 2);
     assert_eq!(v["symbols"][0]["module"], exe.to_str().unwrap());
     assert_eq!(v["symbols"][1]["name"], "work");
+    assert!(
+        v["events"][0].get("symbols").is_none(),
+        "one event: one table"
+    );
+
+    // Two events (as a virtual-PMU file has): a table per event, and the top-level table
+    // sums them. instructions: fb x2, work x1; cycles: work x3.
+    let mut two = s.clone();
+    two.events = vec![
+        EventDesc {
+            name: "instructions".into(),
+            kind: EventKind::Instructions,
+            config: SamplingConfig::default(),
+        },
+        EventDesc {
+            name: "cycles".into(),
+            kind: EventKind::Cycles,
+            config: SamplingConfig::default(),
+        },
+    ];
+    for _ in 0..3 {
+        two.samples.push(Sample {
+            event: 1,
+            ..sample(at("work", 0))
+        });
+    }
+    let tf = dir.path().join("two.samples");
+    native::write_samples(std::fs::File::create(&tf).unwrap(), &two).unwrap();
+    let v = read_json(&tf, &[]);
+    let per = |i: usize| -> BTreeMap<String, u64> {
+        v["events"][i]["symbols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["name"].as_str().unwrap().to_string(),
+                    x["samples"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        per(0),
+        BTreeMap::from([("fb".to_string(), 2), ("work".to_string(), 1)])
+    );
+    assert_eq!(per(1), BTreeMap::from([("work".to_string(), 3)]));
+    let all = by_name(&v, "symbols", "samples");
+    assert_eq!((all.get("fb"), all.get("work")), (Some(&2), Some(&4)));
 
     // A sample file over 4 MiB is mapped instead of read: same answer. 100,000 samples
     // (50 bytes each): 3 in 5 in fa, the rest in work.

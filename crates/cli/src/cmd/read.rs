@@ -8,7 +8,9 @@
 //!
 //! * sample files (`format` = `perf.data`, `perf-script` or `samples`): `events` (each
 //!   `name`, `samples`), `lost`, `samples` (all events), `symbols` (each `name`, `module`,
-//!   `samples`, counted over all events, sorted by samples, largest first);
+//!   `samples`, counted over all events, sorted by samples, largest first); with several
+//!   events each event also has its own `symbols` table (the text output then prints one
+//!   table per event, as `perf report` does);
 //! * callgrind (`format` = `callgrind`): `total_instructions` (the `Ir` total),
 //!   `functions` (each `name`, `instructions` = self Ir, sorted), `events` (each `name`,
 //!   `total`);
@@ -128,6 +130,10 @@ struct JsonEvent {
     name: String,
     kind: String,
     samples: u64,
+    /// This event's per-symbol table, when the file holds several events (the top-level
+    /// `symbols` then sums all events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    symbols: Option<Vec<JsonSymbol>>,
 }
 
 #[derive(Serialize)]
@@ -349,30 +355,40 @@ fn show_counts(
         *per_loc.entry(x.ip).or_default() += x.samples;
     }
     let module_names: Vec<&str> = c.modules.iter().map(|(_, m)| m.path.as_str()).collect();
-    let mut per_sym: HashMap<(String, &str), u64> = HashMap::new();
-    for (loc, n) in per_loc {
-        let module = loc
-            .module
-            .and_then(|m| module_names.get(m.0 as usize).copied())
-            .unwrap_or("[unknown]");
-        *per_sym
-            .entry((symbolizer.function_name(loc), module))
-            .or_default() += n;
-    }
-    let mut symbols: Vec<JsonSymbol> = per_sym
-        .into_iter()
-        .map(|((name, module), samples)| JsonSymbol {
-            name,
-            module: module.to_string(),
-            samples,
+    let names: HashMap<Location, (String, &str)> = per_loc
+        .keys()
+        .map(|&loc| {
+            let module = loc
+                .module
+                .and_then(|m| module_names.get(m.0 as usize).copied())
+                .unwrap_or("[unknown]");
+            (loc, (symbolizer.function_name(loc), module))
         })
         .collect();
-    symbols.sort_by(|x, y| {
-        y.samples
-            .cmp(&x.samples)
-            .then_with(|| x.name.cmp(&y.name))
-            .then_with(|| x.module.cmp(&y.module))
-    });
+    let table = |counts: &mut dyn Iterator<Item = (Location, u64)>| -> Vec<JsonSymbol> {
+        let mut per_sym: HashMap<(&str, &str), u64> = HashMap::new();
+        for (loc, n) in counts {
+            let (name, module) = &names[&loc];
+            *per_sym.entry((name.as_str(), module)).or_default() += n;
+        }
+        let mut symbols: Vec<JsonSymbol> = per_sym
+            .into_iter()
+            .map(|((name, module), samples)| JsonSymbol {
+                name: name.to_string(),
+                module: module.to_string(),
+                samples,
+            })
+            .collect();
+        symbols.sort_by(|x, y| {
+            y.samples
+                .cmp(&x.samples)
+                .then_with(|| x.name.cmp(&y.name))
+                .then_with(|| x.module.cmp(&y.module))
+        });
+        symbols
+    };
+    let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
+    let several = c.events.len() > 1;
     let counts = c.per_event();
     let report = SamplesReport {
         format,
@@ -381,10 +397,20 @@ fn show_counts(
             .events
             .iter()
             .zip(&counts)
-            .map(|(e, &n)| JsonEvent {
+            .enumerate()
+            .map(|(i, (e, &n))| JsonEvent {
                 name: e.name.clone(),
                 kind: format!("{:?}", e.kind),
                 samples: n,
+                symbols: several.then(|| {
+                    table(
+                        &mut c
+                            .counts
+                            .iter()
+                            .filter(|x| x.event as usize == i)
+                            .map(|x| (x.ip, x.samples)),
+                    )
+                }),
             })
             .collect(),
         lost: c.lost,
@@ -410,18 +436,34 @@ fn show_counts(
                 e.name, e.kind, e.samples
             )?;
         }
-        writeln!(out, "{:>10} {:>7}  symbol (module)", "samples", "%")?;
-        let total = report.samples.max(1) as f64;
         let n = if a.top == 0 { usize::MAX } else { a.top };
-        for x in report.symbols.iter().take(n) {
-            writeln!(
-                out,
-                "{:>10} {:>6.2}%  {} ({})",
-                x.samples,
-                100.0 * x.samples as f64 / total,
-                x.name,
-                x.module
-            )?;
+        let mut write_table = |title: Option<&str>, symbols: &[JsonSymbol], total: u64| {
+            if let Some(t) = title {
+                writeln!(out, "\n{t}")?;
+            }
+            writeln!(out, "{:>10} {:>7}  symbol (module)", "samples", "%")?;
+            for x in symbols.iter().take(n) {
+                writeln!(
+                    out,
+                    "{:>10} {:>6.2}%  {} ({})",
+                    x.samples,
+                    100.0 * x.samples as f64 / total.max(1) as f64,
+                    x.name,
+                    x.module
+                )?;
+            }
+            std::io::Result::Ok(())
+        };
+        if several {
+            // One table per event, as `perf report` does: summing instruction and cycle
+            // samples would mean nothing.
+            for e in &report.events {
+                if let Some(syms) = &e.symbols {
+                    write_table(Some(&format!("event {}:", e.name)), syms, e.samples)?;
+                }
+            }
+        } else {
+            write_table(None, &report.symbols, report.samples)?;
         }
         for w in &report.warnings {
             util::note(format!("warning: {w}"));

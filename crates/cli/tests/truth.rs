@@ -311,3 +311,81 @@ fn vpmu_cache_sim_writes_misses_per_instruction() {
         "walk's load: {ld} cycles"
     );
 }
+
+/// `--workload NAME --size N` is `-- DIR/NAME N` with the workload built into
+/// `$PROFTRUST_WORKLOAD_DIR`: the exact counts of the two spellings are identical (the
+/// workloads are deterministic), and giving both is refused without writing a file.
+#[test]
+fn workload_flag_stands_for_the_built_program() {
+    if !need(
+        "workload_flag_stands_for_the_built_program",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wl = dir.path().join("wl");
+    let a = dir.path().join("a.ptexact");
+    let st = proftrust()
+        .env("PROFTRUST_WORKLOAD_DIR", &wl)
+        .args(["-q", "truth", "--workload", "mcf", "--size", "2", "-o"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let exe = wl.join("mcf");
+    assert!(exe.is_file(), "no workload built at {}", exe.display());
+    let b = dir.path().join("b.ptexact");
+    let st = proftrust()
+        .args(["-q", "truth", "-o"])
+        .arg(&b)
+        .arg("--")
+        .arg(&exe)
+        .arg("2")
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    // Inside the program the counts are identical; the loader and libc start-up are not
+    // compared (the environment differs by PROFTRUST_WORKLOAD_DIR, and they scan it).
+    let in_main = |v: serde_json::Value| -> Vec<(String, u64)> {
+        let mut f: Vec<(String, u64)> = v["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["module"].as_str().is_some_and(|m| m.ends_with("/mcf")))
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["instructions"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        f.sort();
+        f
+    };
+    let (fa, fb) = (in_main(read_json(&a)), in_main(read_json(&b)));
+    assert!(fa.iter().map(|f| f.1).sum::<u64>() > 1_000_000, "{fa:?}");
+    assert!(fa.iter().any(|f| f.0.starts_with("scan")), "{fa:?}");
+    assert_eq!(fa, fb);
+
+    let c = dir.path().join("c.ptexact");
+    let st = proftrust()
+        .env("PROFTRUST_WORKLOAD_DIR", &wl)
+        .args(["-q", "truth", "--workload", "mcf", "-o"])
+        .arg(&c)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(err.contains("either --workload or a program"), "{err}");
+    assert!(!c.exists());
+}

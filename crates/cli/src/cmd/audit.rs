@@ -11,6 +11,7 @@
 //! `proftrust-report`. This file only gathers inputs and turns options into settings.
 
 use crate::util;
+use crate::workload::WorkloadArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use proftrust_binary::Binary;
@@ -33,7 +34,12 @@ use std::path::{Path, PathBuf};
 )]
 pub struct AuditArgs {
     /// Existing samples: perf.data, `perf script` text, or a proftrust sample file.
-    #[arg(long, value_name = "FILE", requires = "truth")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "truth",
+        conflicts_with = "workload"
+    )]
     samples: Option<PathBuf>,
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
@@ -41,12 +47,8 @@ pub struct AuditArgs {
     /// Binary to audit (repeat for more). Default: the profiled program.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
-    /// Run a bundled workload (built with gcc -O2 -g into target/workloads).
-    #[arg(long, value_enum, conflicts_with_all = ["samples", "truth"])]
-    workload: Option<Workload>,
-    /// Size scale of the bundled workload (100 = about 0.5 s natively).
-    #[arg(long, default_value_t = 100, requires = "workload")]
-    size: u64,
+    #[command(flatten)]
+    wl: WorkloadArgs,
     /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
     #[arg(long, default_value = "cpu-clock")]
     event: String,
@@ -100,44 +102,6 @@ pub struct AuditArgs {
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
-
-/// Bundled workloads (workloads/*.c), after the case studies of seed 000 §4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Workload {
-    /// Viterbi-like loop with data-dependent branches.
-    Hmmer,
-    /// Sparse dot product inlined into a loop with heavy loads.
-    Soplex,
-    /// Pointer chase through a tiny inlined accessor.
-    Omnet,
-    /// Strided loop with an inlined predicate.
-    Mcf,
-    /// Kernel calling a dot product and exp().
-    Libsvm,
-}
-
-impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Hmmer => "hmmer",
-            Workload::Soplex => "soplex",
-            Workload::Omnet => "omnet",
-            Workload::Mcf => "mcf",
-            Workload::Libsvm => "libsvm",
-        }
-    }
-    fn source(self) -> &'static str {
-        match self {
-            Workload::Hmmer => include_str!("../../../../workloads/hmmer.c"),
-            Workload::Soplex => include_str!("../../../../workloads/soplex.c"),
-            Workload::Omnet => include_str!("../../../../workloads/omnet.c"),
-            Workload::Mcf => include_str!("../../../../workloads/mcf.c"),
-            Workload::Libsvm => include_str!("../../../../workloads/libsvm.c"),
-        }
-    }
-}
-
-const WORKLOAD_HEADER: &str = include_str!("../../../../workloads/common.h");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
@@ -246,7 +210,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
     ) =
         (&args.samples, &args.truth)
     {
-        if args.workload.is_some() || !args.command.is_empty() {
+        if args.wl.workload.is_some() || !args.command.is_empty() {
             bail!("--samples/--truth compare existing files; do not also give a program to run");
         }
         if !args.sweep.is_empty() {
@@ -264,16 +228,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
             None,
         )
     } else {
-        let cmd: Vec<OsString> = match args.workload {
-            Some(w) => {
-                if !args.command.is_empty() {
-                    bail!("give either --workload or a program after `--`, not both");
-                }
-                let exe = build_workload(w, &mut tool_versions)?;
-                vec![exe.into_os_string(), OsString::from(args.size.to_string())]
-            }
-            None => args.command.clone(),
-        };
+        let cmd = args.wl.command(args.command.clone(), &mut tool_versions)?;
         if cmd.is_empty() {
             bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
         }
@@ -305,11 +260,11 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if exact.backend == "callgrind" {
         tool_versions
             .entry("valgrind".into())
-            .or_insert_with(|| tool_version("valgrind", &["--version"]));
+            .or_insert_with(|| util::tool_version("valgrind", &["--version"]));
     } else if exact.backend == "qemu" {
         tool_versions
             .entry("qemu-x86_64".into())
-            .or_insert_with(|| tool_version("qemu-x86_64", &["--version"]));
+            .or_insert_with(|| util::tool_version("qemu-x86_64", &["--version"]));
     }
     if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
         tool_versions.insert("linux".into(), k.trim().to_string());
@@ -959,7 +914,7 @@ fn count_exact(
         };
         versions.insert(
             "qemu-x86_64".into(),
-            tool_version("qemu-x86_64", &["--version"]),
+            util::tool_version("qemu-x86_64", &["--version"]),
         );
         let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
         if proftrust_exact::counts_may_be_low(&e) {
@@ -980,74 +935,15 @@ fn count_exact(
             branch_sim: weight == TruthWeight::CyclesEstimate,
             ..Default::default()
         };
-        versions.insert("valgrind".into(), tool_version("valgrind", &["--version"]));
+        versions.insert(
+            "valgrind".into(),
+            util::tool_version("valgrind", &["--version"]),
+        );
         proftrust_exact::count_callgrind(cmd, &o).context("exact count under callgrind failed")?
     };
     pb.finish_and_clear();
     e.normalize();
     Ok((e, note))
-}
-
-/// First line of `tool ARGS`, or `unavailable`.
-fn tool_version(tool: &str, args: &[&str]) -> String {
-    std::process::Command::new(tool)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            let s = if o.stdout.is_empty() {
-                o.stderr
-            } else {
-                o.stdout
-            };
-            String::from_utf8_lossy(&s)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_string())
-        })
-        .unwrap_or_else(|| "unavailable".into())
-}
-
-/// Builds a bundled workload into `target/workloads` (or `$PROFTRUST_WORKLOAD_DIR`) with
-/// `gcc -O2 -g -fno-omit-frame-pointer`, unless an up-to-date build is there.
-fn build_workload(w: Workload, versions: &mut BTreeMap<String, String>) -> Result<PathBuf> {
-    let dir = std::env::var_os("PROFTRUST_WORKLOAD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/workloads"));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let src = dir.join(format!("{}.c", w.name()));
-    let hdr = dir.join("common.h");
-    let exe = dir.join(w.name());
-    let fresh = std::fs::read_to_string(&src).ok().as_deref() == Some(w.source())
-        && std::fs::read_to_string(&hdr).ok().as_deref() == Some(WORKLOAD_HEADER)
-        && exe.is_file();
-    versions.insert("gcc".into(), tool_version("gcc", &["--version"]));
-    if !fresh {
-        std::fs::write(&hdr, WORKLOAD_HEADER)
-            .with_context(|| format!("cannot write {}", hdr.display()))?;
-        std::fs::write(&src, w.source())
-            .with_context(|| format!("cannot write {}", src.display()))?;
-        util::note(format!(
-            "building workload {} in {}",
-            w.name(),
-            dir.display()
-        ));
-        let out = std::process::Command::new("gcc")
-            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .arg("-lm")
-            .output()
-            .context("cannot run gcc to build the workload (apt-get install gcc)")?;
-        if !out.status.success() {
-            bail!(
-                "gcc failed to build {}: {}",
-                src.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
-    std::fs::canonicalize(&exe).with_context(|| format!("cannot find {}", exe.display()))
 }
 
 #[cfg(test)]

@@ -72,7 +72,13 @@ pub struct Args {
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
     /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
+    #[arg(
+        last = true,
+        required_unless_present = "workload",
+        value_name = "PROGRAM ARGS"
+    )]
     program: Vec<String>,
 }
 
@@ -353,7 +359,9 @@ fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
 }
 
 /// Runs `proftrust cct`.
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    a.program =
+        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
     let p = load_program(&a.program[0])?;
     // Read the samples first: a bad file fails before the (slow) trace.
     let samples = a

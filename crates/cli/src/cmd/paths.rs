@@ -77,7 +77,13 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = MissArg::L1)]
     misses: MissArg,
     /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
+    #[arg(
+        last = true,
+        required_unless_present = "workload",
+        value_name = "PROGRAM ARGS"
+    )]
     program: Vec<String>,
 }
 
@@ -594,7 +600,9 @@ fn path_rows(
 }
 
 /// Runs `proftrust paths`.
-pub fn run(a: Args) -> Result<()> {
+pub fn run(mut a: Args) -> Result<()> {
+    a.program =
+        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
     let p = load_program(&a.program[0])?;
     let only = match &a.function {
         Some(name) => Some(

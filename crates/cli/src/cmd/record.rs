@@ -56,12 +56,16 @@ pub struct Args {
     #[arg(short = 'o', long)]
     output: PathBuf,
     /// The program and its arguments (after `--`).
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
     #[arg(last = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
 }
 
 /// Runs `proftrust record`.
-pub fn run(a: Args) -> anyhow::Result<()> {
+pub fn run(mut a: Args) -> anyhow::Result<()> {
+    a.program =
+        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
     let mut opts = RecordOptions::default();
     opts.events = a
         .events

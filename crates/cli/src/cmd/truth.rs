@@ -51,12 +51,16 @@ pub struct Args {
     #[arg(short = 'o', long)]
     output: PathBuf,
     /// The program and its arguments (after `--`).
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
     #[arg(last = true, value_name = "PROGRAM ARGS")]
     program: Vec<OsString>,
 }
 
 /// Runs `proftrust truth`.
-pub fn run(a: Args) -> anyhow::Result<()> {
+pub fn run(mut a: Args) -> anyhow::Result<()> {
+    a.program =
+        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
     anyhow::ensure!(
         !a.program.is_empty(),
         "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"

@@ -81,7 +81,9 @@ pub struct Args {
     #[arg(long)]
     timeout: Option<f64>,
     /// Program and its arguments.
-    #[arg(last = true, required = true)]
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
+    #[arg(last = true, required_unless_present = "workload")]
     command: Vec<OsString>,
 }
 
@@ -195,7 +197,9 @@ pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> 
 }
 
 /// Runs the subcommand.
-pub fn run(a: Args) -> anyhow::Result<()> {
+pub fn run(mut a: Args) -> anyhow::Result<()> {
+    a.command =
+        a.wl.command(std::mem::take(&mut a.command), &mut Default::default())?;
     let skid = match &a.skid_dist {
         Some(d) => parse_dist(d)?,
         None => SkidDist::Constant(a.skid),

@@ -57,7 +57,8 @@ pub struct WorkloadArgs {
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
     /// Size scale of the bundled workload (100 = about 0.5 s natively).
-    #[arg(long, default_value_t = 100, requires = "workload")]
+    #[arg(long, default_value_t = 100, requires = "workload",
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub size: u64,
 }
 

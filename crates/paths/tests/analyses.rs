@@ -2,9 +2,11 @@
 //! hand-built inputs with hand-computed expectations.
 
 use proftrust_model::{
-    BasicBlock, BlockId, Branch, Cfg, CfgEdge, EdgeKind, Location, Loop, LoopId, Module, ModuleIdx,
-    ModuleTable, Sample, SampleSet, Svma,
+    BlockId, Branch, Cfg, EdgeKind, Location, Loop, LoopId, Module, ModuleIdx, ModuleTable, Sample,
+    SampleSet, Svma,
 };
+mod common;
+use common::{block, edge};
 use proftrust_paths::{
     classify_hot, compare_cct, hot_paths_covering, lbr_paths, lbr_timed_paths, sampled_cct,
     sampled_cct_with, CodeOracle, FuncIdx, FunctionMap, HotClass, HotMetric, HotOptions, PathKey,
@@ -221,70 +223,11 @@ fn hot_dense_sparse_hand_computed() {
         .contains("cache simulation"));
 }
 
-fn block(id: u32, ins: &[u64]) -> BasicBlock {
-    BasicBlock {
-        id: BlockId(id),
-        start: Svma(ins[0]),
-        end: Svma(ins[ins.len() - 1] + 4),
-        instructions: ins.iter().map(|&a| Svma(a)).collect(),
-    }
-}
-
-fn edge(f: u32, t: Option<u32>, kind: EdgeKind) -> CfgEdge {
-    CfgEdge {
-        from: BlockId(f),
-        to: t.map(BlockId),
-        kind,
-    }
-}
-
 /// The loop function of the profiler tests; one branch stack holding main->f, f's first
 /// iteration (calling g), the backedge, the exit branch and the return, with these cycle
 /// counts per entry (chronological).
 fn lbr_fixture(cycles: [u32; 6]) -> (ProgramCfgs, SampleSet) {
-    let f = Cfg {
-        function: "f".into(),
-        entry: Svma(0x1000),
-        blocks: vec![
-            block(0, &[0x1000, 0x1004]),
-            block(1, &[0x1008, 0x100c]),
-            block(2, &[0x1010, 0x1014]),
-            block(3, &[0x1018]),
-        ],
-        edges: vec![
-            edge(0, Some(1), EdgeKind::FallThrough),
-            edge(1, Some(2), EdgeKind::FallThrough),
-            edge(1, Some(3), EdgeKind::Taken),
-            edge(2, Some(1), EdgeKind::Unconditional),
-            edge(3, None, EdgeKind::Return),
-        ],
-        loops: vec![Loop {
-            id: LoopId(0),
-            header: BlockId(1),
-            blocks: vec![BlockId(1), BlockId(2)],
-            latches: vec![BlockId(2)],
-            parent: None,
-            depth: 1,
-        }],
-        has_unknown_indirect: false,
-    };
-    let g = Cfg {
-        function: "g".into(),
-        entry: Svma(0x2000),
-        blocks: vec![block(0, &[0x2000, 0x2004])],
-        edges: vec![edge(0, None, EdgeKind::Return)],
-        loops: vec![],
-        has_unknown_indirect: false,
-    };
-    let main = Cfg {
-        function: "main".into(),
-        entry: Svma(0x3000),
-        blocks: vec![block(0, &[0x3000, 0x3004, 0x3008])],
-        edges: vec![edge(0, None, EdgeKind::Return)],
-        loops: vec![],
-        has_unknown_indirect: false,
-    };
-    let cfgs = ProgramCfgs::new(Module::new("/t/prog"), vec![f, g, main]);
+    let cfgs = common::program();
     let br = |from: u64, to: u64, cycles: u32| Branch {
         from: Location::new(ModuleIdx(0), from),
         to: Location::new(ModuleIdx(0), to),

@@ -530,19 +530,13 @@ fn show_callgrind(a: &Args, name: &str, p: &callgrind::CallgrindProfile) -> anyh
         for e in &report.events {
             writeln!(out, "  event {}: {}", e.name, e.total)?;
         }
-        let total = report.total_instructions.max(1) as f64;
-        let n = if a.top == 0 { usize::MAX } else { a.top };
-        writeln!(out, "{:>14} {:>7}  function (object)", "instructions", "%")?;
-        for f in report.functions.iter().take(n) {
-            writeln!(
-                out,
-                "{:>14} {:>6.2}%  {} ({})",
-                f.instructions,
-                100.0 * f.instructions as f64 / total,
-                f.name,
-                f.module.as_deref().unwrap_or("?")
-            )?;
-        }
+        write_instruction_table(
+            &mut out,
+            &report.functions,
+            report.total_instructions,
+            a.top,
+            "object",
+        )?;
     }
     out.flush()?;
     Ok(())
@@ -606,23 +600,42 @@ fn show_exact(a: &Args, name: &str, e: &ExactProfile) -> anyhow::Result<()> {
             report.edges,
             report.calls
         )?;
-        let total = report.total_instructions.max(1) as f64;
-        let n = if a.top == 0 { usize::MAX } else { a.top };
-        writeln!(out, "{:>14} {:>7}  function (module)", "instructions", "%")?;
-        for f in report.functions.iter().take(n) {
-            writeln!(
-                out,
-                "{:>14} {:>6.2}%  {} ({})",
-                f.instructions,
-                100.0 * f.instructions as f64 / total,
-                f.name,
-                f.module.as_deref().unwrap_or("?")
-            )?;
-        }
+        write_instruction_table(
+            &mut out,
+            &report.functions,
+            report.total_instructions,
+            a.top,
+            "module",
+        )?;
         for w in &report.warnings {
             util::note(format!("warning: {w}"));
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// The per-function instruction table of callgrind and exact files: the `top` first
+/// functions (all when 0) with their share of `total`; `place` names the module column.
+fn write_instruction_table(
+    out: &mut impl Write,
+    functions: &[JsonFunction],
+    total: u64,
+    top: usize,
+    place: &str,
+) -> std::io::Result<()> {
+    let total = total.max(1) as f64;
+    let n = if top == 0 { usize::MAX } else { top };
+    writeln!(out, "{:>14} {:>7}  function ({place})", "instructions", "%")?;
+    for f in functions.iter().take(n) {
+        writeln!(
+            out,
+            "{:>14} {:>6.2}%  {} ({})",
+            f.instructions,
+            100.0 * f.instructions as f64 / total,
+            f.name,
+            f.module.as_deref().unwrap_or("?")
+        )?;
+    }
     Ok(())
 }

@@ -2134,22 +2134,13 @@ mod tests {
         }
     }
 
-    /// `main`: one block [x, call h, y] that loops (N - 1 times) or returns; `h`: [p, q, ret]
-    /// with CPIs (1, 10, 1); main's CPIs are 1. N = 100, S = 2, no spread. By hand (per
-    /// overflow, block sites):
-    /// * main x: call (1) < 2, into h with 1 left: p (1) >= 1 -> h.
-    /// * main call: into h with 2: p (1), q (11) >= 2 -> h.
-    /// * main y: block ends with 2 left; loop (99/100): x (1), call (2) >= 2 -> main; return
-    ///   (1/100): main's caller is outside the model -> lost.
-    /// * h p: q (10) >= 2 -> h. h q: ret (1) < 2, return with 1 left to after the call: y
-    ///   (1) >= 1 -> main. h ret: return with 2: y (1) < 2, block end with 1: loop (99/100)
-    ///   -> x (1) -> main; return -> lost.
-    ///
-    /// E^(main) = 100 (0.99 + 1 + 0.99) = 298, E^(h) = 100 (1 + 1 + 1) = 300.
-    #[test]
-    fn emulation_across_a_call_by_hand() {
+    /// The two-function program of the emulation tests: `main`, one block [x, call h, y]
+    /// with successors itself or return, called from outside; `h`: [p, q, ret]. Sampled
+    /// cycles are those of 100 executions at CPI 1, except q at CPI 10 (the flows are given
+    /// by each test).
+    fn call_program() -> FlowGraph {
         let n = 100.0;
-        let g = FlowGraph {
+        FlowGraph {
             functions: vec![
                 FlowFunction {
                     name: "main".into(),
@@ -2170,7 +2161,25 @@ mod tests {
             ],
             boxes: vec![],
             cycle_period: 0.0,
-        };
+        }
+    }
+
+    /// `main`: one block [x, call h, y] that loops (N - 1 times) or returns; `h`: [p, q, ret]
+    /// with CPIs (1, 10, 1); main's CPIs are 1. N = 100, S = 2, no spread. By hand (per
+    /// overflow, block sites):
+    /// * main x: call (1) < 2, into h with 1 left: p (1) >= 1 -> h.
+    /// * main call: into h with 2: p (1), q (11) >= 2 -> h.
+    /// * main y: block ends with 2 left; loop (99/100): x (1), call (2) >= 2 -> main; return
+    ///   (1/100): main's caller is outside the model -> lost.
+    /// * h p: q (10) >= 2 -> h. h q: ret (1) < 2, return with 1 left to after the call: y
+    ///   (1) >= 1 -> main. h ret: return with 2: y (1) < 2, block end with 1: loop (99/100)
+    ///   -> x (1) -> main; return -> lost.
+    ///
+    /// E^(main) = 100 (0.99 + 1 + 0.99) = 298, E^(h) = 100 (1 + 1 + 1) = 300.
+    #[test]
+    fn emulation_across_a_call_by_hand() {
+        let n = 100.0;
+        let g = call_program();
         let e = emulate_flow(
             &g,
             2.0,
@@ -2237,28 +2246,7 @@ mod tests {
     #[test]
     fn emulation_per_instruction_by_hand() {
         let n = 100.0;
-        let g = FlowGraph {
-            functions: vec![
-                FlowFunction {
-                    name: "main".into(),
-                    blocks: vec![block(
-                        vec![n, n, n],
-                        vec![(1, Callee::Function(1))],
-                        vec![Successor::Block(0), Successor::Return],
-                    )],
-                    external_callers: true,
-                    loops: vec![],
-                },
-                FlowFunction {
-                    name: "h".into(),
-                    blocks: vec![block(vec![n, 10.0 * n, n], vec![], vec![Successor::Return])],
-                    external_callers: false,
-                    loops: vec![],
-                },
-            ],
-            boxes: vec![],
-            cycle_period: 0.0,
-        };
+        let g = call_program();
         let mut o = exact_opts();
         o.instruction_sites = true;
         let e = emulate_flow(

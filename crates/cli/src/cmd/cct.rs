@@ -8,21 +8,19 @@
 //! `epsilon_sampled` when samples were given; plus `avg_degree`, `call_sites`, `backedges`,
 //! `gprof_epsilon`, `contexts` and `sampled`.
 
-use crate::cmd::paths::{load_program, qemu_options, timing_model, TimingArg};
+use crate::cmd::paths::{TraceArgs, Traced};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
-use proftrust_exact::trace_qemu;
 use proftrust_formats::Format;
 use proftrust_model::{Location, ModuleIdx, ModuleTable, RunOutcome, SampleSet, Svma};
 use proftrust_paths::{
-    compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, Profiler,
-    ProfilerOptions, SampledComparison,
+    compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, ProfilerOptions,
+    SampledComparison,
 };
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -37,17 +35,6 @@ pub struct Args {
     /// timing model.
     #[arg(long, value_enum, default_value_t = FoldedMetric::Instructions)]
     folded_metric: FoldedMetric,
-    /// Timing model of the metrics per context (seed 003 §4): `cache-sim` (default) adds
-    /// cycles and L1D / LLC misses from a cache simulation over the traced data addresses,
-    /// `class` cycles by instruction class, `flat` one cycle per instruction (fastest).
-    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
-    cpi_model: TimingArg,
-    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
-    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
-    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
-    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
-    #[arg(long, value_name = "SPEC")]
-    cache_config: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -65,21 +52,8 @@ pub struct Args {
     /// Contexts listed in text output.
     #[arg(long, default_value_t = 15)]
     top: usize,
-    /// QEMU CPU model (`qemu-x86_64 -cpu help`).
-    #[arg(long)]
-    cpu: Option<String>,
-    /// Stop the program after this many seconds (the trace up to then is kept).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
-    /// The program and its arguments.
     #[command(flatten)]
-    wl: crate::workload::WorkloadArgs,
-    #[arg(
-        last = true,
-        required_unless_present = "workload",
-        value_name = "PROGRAM ARGS"
-    )]
-    program: Vec<String>,
+    trace: TraceArgs,
 }
 
 /// Weight of the folded export.
@@ -360,34 +334,26 @@ fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
 
 /// Runs `proftrust cct`.
 pub fn run(mut a: Args) -> Result<()> {
-    a.program =
-        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
-    let p = load_program(&a.program[0])?;
+    let p = a.trace.load()?;
     // Read the samples first: a bad file fails before the (slow) trace.
     let samples = a
         .samples
         .as_deref()
         .map(|f| read_samples(f, std::slice::from_ref(&p.path)))
         .transpose()?;
-    let (timing, trace_memory, cycle_model) =
-        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
-    let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
-    opts.trace_memory = trace_memory;
-    let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
-        .chain(a.program[1..].iter().map(OsString::from))
-        .collect();
-    let pb = util::progress(None, "tracing under QEMU");
-    let mut prof = Profiler::with_cost_model(
-        &p.cfgs,
+    let Traced {
+        cct,
+        outcome,
+        cycle_model,
+        ..
+    } = a.trace.trace(
+        &p,
         ProfilerOptions {
             paths: false,
             cct: true,
         },
-        timing,
-    );
-    let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
-    pb.finish_and_clear();
-    let (_, cct) = prof.finish();
+        !a.json,
+    )?;
     let mut warnings = p.warnings.clone();
     let mut names = FunctionMap::default();
     add_names(
@@ -460,7 +426,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let mut w = out.lock();
     if a.json {
         let rep = JsonReport {
-            program: a.program.clone(),
+            program: a.trace.program.clone(),
             outcome: Some(outcome),
             cycle_model,
             total_instructions: total,

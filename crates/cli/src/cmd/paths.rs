@@ -44,23 +44,31 @@ pub struct Args {
     /// Text output: also report how many paths cover this share of the instructions.
     #[arg(long, default_value_t = 0.9)]
     cover: f64,
-    /// QEMU CPU model (`qemu-x86_64 -cpu help`).
-    #[arg(long)]
-    cpu: Option<String>,
-    /// Stop the program after this many seconds (the trace up to then is kept).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
     /// A branch-stack sample file of the same program (`proftrust record -b`, `proftrust
     /// vpmu --lbr`, perf.data from `perf record -b`, or `perf script -F
     /// ip,sym,symoff,dso,brstack` text): reconstruct paths from its LBR stacks and compare
     /// them with the exact path profile.
     #[arg(long, value_name = "FILE")]
     lbr: Option<PathBuf>,
-    /// Timing model of the hardware metrics per path (seed 003 §3): `cache-sim` (default)
-    /// traces data addresses and simulates an L1D and a last-level cache (the virtual PMU's
-    /// `InstrTimer`; cycles by instruction class plus each access's latency), `class` gives
-    /// cycles by instruction class without caches, `flat` one cycle per instruction (fastest;
-    /// no misses).
+    /// Hot paths and procedures incur at least this share of the program's misses (seed 003
+    /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE")]
+    hot_share: f64,
+    /// Which misses rank hot paths: `l1` (the paper's data-cache misses) or `llc`.
+    #[arg(long, value_enum, default_value_t = MissArg::L1)]
+    misses: MissArg,
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+/// The flags `paths` and `cct` share: the timing model, QEMU's, and the program.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TraceArgs {
+    /// Timing model of the hardware metrics per path or context (seed 003 §3-4):
+    /// `cache-sim` (default) traces data addresses and simulates an L1D and a last-level
+    /// cache (the virtual PMU's `InstrTimer`; cycles by instruction class plus each access's
+    /// latency), `class` gives cycles by instruction class without caches, `flat` one cycle
+    /// per instruction (fastest; no misses).
     #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
     cpi_model: TimingArg,
     /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
@@ -69,22 +77,67 @@ pub struct Args {
     /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
     #[arg(long, value_name = "SPEC")]
     cache_config: Option<String>,
-    /// Hot paths and procedures incur at least this share of the program's misses (seed 003
-    /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
-    #[arg(long, default_value_t = 0.01, value_name = "SHARE")]
-    hot_share: f64,
-    /// Which misses rank hot paths: `l1` (the paper's data-cache misses) or `llc`.
-    #[arg(long, value_enum, default_value_t = MissArg::L1)]
-    misses: MissArg,
-    /// The program and its arguments.
+    /// QEMU CPU model (`qemu-x86_64 -cpu help`).
+    #[arg(long)]
+    cpu: Option<String>,
+    /// Stop the program after this many seconds (the trace up to then is kept).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
     #[command(flatten)]
     wl: crate::workload::WorkloadArgs,
+    /// The program and its arguments.
     #[arg(
         last = true,
         required_unless_present = "workload",
         value_name = "PROGRAM ARGS"
     )]
-    program: Vec<String>,
+    pub program: Vec<String>,
+}
+
+/// One traced run of the program through the [`Profiler`].
+pub(crate) struct Traced {
+    pub profile: PathProfile,
+    pub cct: proftrust_paths::Cct,
+    pub outcome: RunOutcome,
+    pub cache: Option<CacheStats>,
+    /// The timing model, described for the output.
+    pub cycle_model: String,
+}
+
+impl TraceArgs {
+    /// Resolves `--workload` into the program and opens it (binary and CFGs).
+    pub fn load(&mut self) -> Result<Program> {
+        self.program = self
+            .wl
+            .command(std::mem::take(&mut self.program), &mut Default::default())?;
+        load_program(&self.program[0])
+    }
+
+    /// Runs `p` (from [`TraceArgs::load`]) under QEMU and profiles its block trace with
+    /// the timing model; the program's output is shown when `show_output`.
+    pub fn trace(&self, p: &Program, build: ProfilerOptions, show_output: bool) -> Result<Traced> {
+        let (timing, trace_memory, cycle_model) =
+            timing_model(&p.path, self.cpi_model, self.cache_config.as_deref())?;
+        let mut opts = qemu_options(self.cpu.clone(), self.timeout, show_output)?;
+        opts.trace_memory = trace_memory;
+        let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
+            .chain(self.program[1..].iter().map(OsString::from))
+            .collect();
+        let pb = util::progress(None, "tracing under QEMU");
+        let mut prof = Profiler::with_cost_model(&p.cfgs, build, timing);
+        let outcome =
+            trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
+        pb.finish_and_clear();
+        let cache = prof.cost_model().cache_stats();
+        let (profile, cct) = prof.finish();
+        Ok(Traced {
+            profile,
+            cct,
+            outcome,
+            cache,
+            cycle_model,
+        })
+    }
 }
 
 /// Timing model of `paths` and `cct`.
@@ -601,9 +654,7 @@ fn path_rows(
 
 /// Runs `proftrust paths`.
 pub fn run(mut a: Args) -> Result<()> {
-    a.program =
-        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
-    let p = load_program(&a.program[0])?;
+    let p = a.trace.load()?;
     let only = match &a.function {
         Some(name) => Some(
             p.cfgs
@@ -639,26 +690,20 @@ pub fn run(mut a: Args) -> Result<()> {
     if !(a.hot_share > 0.0 && a.hot_share <= 1.0) {
         bail!("--hot-share {}: must be in (0, 1]", a.hot_share);
     }
-    let (timing, trace_memory, cycle_model) =
-        timing_model(&p.path, a.cpi_model, a.cache_config.as_deref())?;
-    let mut opts = qemu_options(a.cpu.clone(), a.timeout, !a.json)?;
-    opts.trace_memory = trace_memory;
-    let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
-        .chain(a.program[1..].iter().map(OsString::from))
-        .collect();
-    let pb = util::progress(None, "tracing under QEMU");
-    let mut prof = Profiler::with_cost_model(
-        &p.cfgs,
+    let Traced {
+        profile,
+        outcome,
+        cache,
+        cycle_model,
+        ..
+    } = a.trace.trace(
+        &p,
         ProfilerOptions {
             paths: true,
             cct: false,
         },
-        timing,
-    );
-    let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
-    pb.finish_and_clear();
-    let cache = prof.cost_model().cache_stats();
-    let (profile, _) = prof.finish();
+        !a.json,
+    )?;
     let hot_opts = HotOptions {
         hot_share: a.hot_share,
         metric: match a.misses {
@@ -747,7 +792,7 @@ pub fn run(mut a: Args) -> Result<()> {
     let mut w = out.lock();
     if a.json {
         let rep = JsonReport {
-            program: a.program.clone(),
+            program: a.trace.program.clone(),
             binary: p.path.display().to_string(),
             outcome: Some(outcome),
             cycle_model,

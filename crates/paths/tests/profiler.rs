@@ -2,7 +2,7 @@
 //! counts, instructions and call records are derived by hand in the comments.
 
 use proftrust_model::{
-    BlockId, BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
+    BlockId, BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceEnd, TraceEvent,
 };
 mod common;
 use common::program;
@@ -26,15 +26,8 @@ fn run(
         idx: ModuleIdx(1),
         module: &libc,
     });
-    for (module, ins, end) in trace {
-        let v: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
-        p.visit(&TraceEvent::Block(TraceBlock {
-            tid: 7,
-            module: Some(ModuleIdx(*module)),
-            instructions: &v,
-            end: *end,
-            mem: &[],
-        }));
+    for &(module, ins, end) in trace {
+        common::visit_block(&mut p, 7, module, ins, end, &[]);
     }
     p.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
     p.finish()
@@ -329,14 +322,7 @@ fn on_path_reports_each_instance_in_order() {
         (&[0x3000], Other),
     ];
     for (ins, end) in trace {
-        let v: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
-        p.visit(&TraceEvent::Block(TraceBlock {
-            tid: 9,
-            module: Some(ModuleIdx(0)),
-            instructions: &v,
-            end,
-            mem: &[],
-        }));
+        common::visit_block(&mut p, 9, 0, ins, end, &[]);
     }
     let (prof, _) = p.finish();
     let k = |func, id| PathKey { func, id };

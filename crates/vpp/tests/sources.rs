@@ -2,7 +2,7 @@
 
 use proftrust_model::{
     BlockVisitor, Branch, Location, Module, ModuleIdx, ModuleTable, RunOutcome, Sample, SampleSet,
-    Svma, TraceBlock, TraceEnd, TraceEvent,
+    Svma, TraceEnd, TraceEvent,
 };
 #[path = "../../paths/tests/common/mod.rs"]
 mod common;
@@ -64,14 +64,7 @@ fn run_trace(opts: TraceSourceOptions) -> proftrust_vpp::TraceTimings {
         (&[0x3000], Other),
     ];
     for (ins, end) in trace {
-        let v2: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
-        v.visit(&TraceEvent::Block(TraceBlock {
-            tid: 1,
-            module: Some(ModuleIdx(0)),
-            instructions: &v2,
-            end,
-            mem: &[],
-        }));
+        common::visit_block(&mut v, 1, 0, ins, end, &[]);
     }
     v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
     v.finish()
@@ -290,14 +283,7 @@ fn vpmu_timer_adds_cache_latency_per_execution() {
         (&[0x3000], Other, none()),
     ];
     for (ins, end, mem) in &trace {
-        let v2: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
-        v.visit(&TraceEvent::Block(TraceBlock {
-            tid: 1,
-            module: Some(ModuleIdx(0)),
-            instructions: &v2,
-            end: *end,
-            mem,
-        }));
+        common::visit_block(&mut v, 1, 0, ins, *end, mem);
     }
     v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
     let st = v.timer().cache_stats().unwrap();

@@ -2,7 +2,10 @@
 //! `crates/vpp/tests/sources.rs` through `#[path]`), with helpers to build more.
 #![allow(dead_code)]
 
-use proftrust_model::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, Module, Svma};
+use proftrust_model::{
+    BasicBlock, BlockId, BlockVisitor, Cfg, CfgEdge, EdgeKind, Loop, LoopId, MemAccess, Module,
+    ModuleIdx, Svma, TraceBlock, TraceEnd, TraceEvent,
+};
 use proftrust_paths::ProgramCfgs;
 
 pub fn block(id: u32, ins: &[u64]) -> BasicBlock {
@@ -69,4 +72,24 @@ pub fn program() -> ProgramCfgs {
         has_unknown_indirect: false,
     };
     ProgramCfgs::new(Module::new("/t/prog"), vec![f, g, main])
+}
+
+/// Feeds `v` one executed block: thread `tid`, module `module`, these instruction addresses,
+/// how it ended and its data accesses.
+pub fn visit_block(
+    v: &mut impl BlockVisitor,
+    tid: u32,
+    module: u32,
+    ins: &[u64],
+    end: TraceEnd,
+    mem: &[MemAccess],
+) {
+    let addrs: Vec<Svma> = ins.iter().map(|&a| Svma(a)).collect();
+    v.visit(&TraceEvent::Block(TraceBlock {
+        tid,
+        module: Some(ModuleIdx(module)),
+        instructions: &addrs,
+        end,
+        mem,
+    }));
 }

@@ -237,13 +237,11 @@ fn sample_counts_equal_perf_report_and_exact_counts_equal_callgrind_annotate() {
     // Oracle 1: perf report's per-symbol sample counts for the omnet DSO.
     let perf = perf_report_counts(pd, "omnet");
     assert!(!perf.is_empty(), "perf report printed no omnet symbol");
-    // perf 6.1 folds the `.plt` header into the sizeless `_init` before it (it extends
-    // sizeless symbols to the next one), and the PLT entries too when it does not
-    // synthesise `name@plt` symbols; proftrust names them `[plt]` and `free@plt`.
+    // perf 6.1 counts the PLT under `_init` (see `perf_counts_under_init`).
     let mut mine = ours("samples");
     let plt: Vec<String> = mine
         .keys()
-        .filter(|k| (*k == "[plt]" || k.ends_with("@plt")) && !perf.contains_key(*k))
+        .filter(|k| proftrust_testkit::perf_counts_under_init(k, perf.contains_key(*k)))
         .cloned()
         .collect();
     for k in plt {

@@ -164,12 +164,10 @@ fn perf_data_symbols_match_perf_report() {
     }
     assert!(seen > 50, "{seen}");
     // Every user-space symbol perf names (the loader's and libc's too) has the same count.
-    // perf extends the size-0 `_init` over the .plt header, which proftrust names `[plt]`
-    // (objdump's `<first@plt-0x10>`), and over the PLT entries when it does not synthesise
-    // `name@plt` symbols for them (proftrust does, like objdump): compare their sum.
+    // perf counts the PLT under `_init` (see `perf_counts_under_init`): compare the sum.
     let folded_plt: u64 = ours
         .iter()
-        .filter(|(k, _)| (*k == "[plt]" || k.ends_with("@plt")) && !user.contains_key(*k))
+        .filter(|(k, _)| proftrust_testkit::perf_counts_under_init(k, user.contains_key(*k)))
         .map(|(_, n)| *n)
         .sum();
     for (name, n) in &user {

@@ -74,6 +74,15 @@ macro_rules! skip {
     };
 }
 
+/// Whether `perf report` 6.1 counts a sample that proftrust names `name` under `_init`
+/// instead: the `.plt` header (`[plt]`) always, a PLT entry (`free@plt`) when perf did not
+/// synthesise a symbol of that name (`perf_knows_name` false). perf extends the size-0
+/// `_init` over what follows it; proftrust names the stubs like objdump. For oracles that
+/// compare per-symbol counts with perf's.
+pub fn perf_counts_under_init(name: &str, perf_knows_name: bool) -> bool {
+    (name == "[plt]" || name.ends_with("@plt")) && !perf_knows_name
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +97,13 @@ mod tests {
             missing(&["sh", "proftrust-no-such-tool-7f3a", "env"]),
             Some("proftrust-no-such-tool-7f3a")
         );
+    }
+
+    #[test]
+    fn plt_names_perf_folds_into_init() {
+        assert!(perf_counts_under_init("[plt]", false));
+        assert!(perf_counts_under_init("free@plt", false));
+        assert!(!perf_counts_under_init("free@plt", true));
+        assert!(!perf_counts_under_init("main", false));
     }
 }

@@ -63,12 +63,13 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
-    /// The command to run: the built workload and its size, or `command` unchanged. Both at
+    /// The command to run: the built workload and its size, or `command` unchanged (gcc's
+    /// version goes into `versions` when given). Both at
     /// once is an error; neither gives an empty command (the caller says what is missing).
     pub fn command<T: From<String>>(
         &self,
         command: Vec<T>,
-        versions: &mut BTreeMap<String, String>,
+        versions: Option<&mut BTreeMap<String, String>>,
     ) -> Result<Vec<T>> {
         match self.workload {
             None => Ok(command),
@@ -93,7 +94,7 @@ impl WorkloadArgs {
 /// `gcc -O2 -g -fno-omit-frame-pointer`, unless an up-to-date build is there. Every file is
 /// written under a temporary name and renamed into place, so two proftrust processes
 /// building at once never run (or compile) a half-written file.
-pub fn build(w: Workload, versions: &mut BTreeMap<String, String>) -> Result<PathBuf> {
+fn build(w: Workload, versions: Option<&mut BTreeMap<String, String>>) -> Result<PathBuf> {
     let dir = std::env::var_os("PROFTRUST_WORKLOAD_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/workloads"));
@@ -104,7 +105,9 @@ pub fn build(w: Workload, versions: &mut BTreeMap<String, String>) -> Result<Pat
     let fresh = std::fs::read_to_string(&src).ok().as_deref() == Some(w.source())
         && std::fs::read_to_string(&hdr).ok().as_deref() == Some(HEADER)
         && exe.is_file();
-    versions.insert("gcc".into(), util::tool_version("gcc", &["--version"]));
+    if let Some(v) = versions {
+        v.insert("gcc".into(), util::tool_version("gcc", &["--version"]));
+    }
     if !fresh {
         let tmp = |p: &PathBuf| {
             let mut s = p.clone().into_os_string();

@@ -228,7 +228,9 @@ pub fn run(args: AuditArgs) -> Result<()> {
             None,
         )
     } else {
-        let cmd = args.wl.command(args.command.clone(), &mut tool_versions)?;
+        let cmd = args
+            .wl
+            .command(args.command.clone(), Some(&mut tool_versions))?;
         if cmd.is_empty() {
             bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
         }

@@ -107,9 +107,7 @@ pub(crate) struct Traced {
 impl TraceArgs {
     /// Resolves `--workload` into the program and opens it (binary and CFGs).
     pub fn load(&mut self) -> Result<Program> {
-        self.program = self
-            .wl
-            .command(std::mem::take(&mut self.program), &mut Default::default())?;
+        self.program = self.wl.command(std::mem::take(&mut self.program), None)?;
         load_program(&self.program[0])
     }
 

@@ -64,8 +64,7 @@ pub struct Args {
 
 /// Runs `proftrust record`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
-    a.program =
-        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
+    a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
     let mut opts = RecordOptions::default();
     opts.events = a
         .events

@@ -59,8 +59,7 @@ pub struct Args {
 
 /// Runs `proftrust truth`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
-    a.program =
-        a.wl.command(std::mem::take(&mut a.program), &mut Default::default())?;
+    a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
     anyhow::ensure!(
         !a.program.is_empty(),
         "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"

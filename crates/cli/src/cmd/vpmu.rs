@@ -198,8 +198,7 @@ pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> 
 
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
-    a.command =
-        a.wl.command(std::mem::take(&mut a.command), &mut Default::default())?;
+    a.command = a.wl.command(std::mem::take(&mut a.command), None)?;
     let skid = match &a.skid_dist {
         Some(d) => parse_dist(d)?,
         None => SkidDist::Constant(a.skid),

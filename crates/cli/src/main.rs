@@ -5,7 +5,11 @@
 //! never see clap. Errors are `anyhow` here only; [`main`] prints them with their hints and
 //! exits with status 2.
 
+mod args;
 mod cmd;
+mod interrupt;
+mod output;
+mod sys;
 mod util;
 mod workload;
 
@@ -54,6 +58,9 @@ enum Command {
     Truth(cmd::truth::Args),
     /// Variational path profiling (seed 004): paths ranked by net variation in their timing.
     Vpp(cmd::vpp::Args),
+    /// Internal: kills the process groups of proftrust's runs if proftrust dies.
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -72,13 +79,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cct(a) => cmd::cct::run(a),
         Command::Truth(a) => cmd::truth::run(a),
         Command::Vpp(a) => cmd::vpp::run(a),
+        Command::Watchdog => {
+            interrupt::watchdog_main();
+            Ok(())
+        }
     }
 }
 
 fn main() {
     let cli = Cli::parse();
-    if let Err(e) = run(cli) {
-        util::print_error(&e);
+    let r = run(cli);
+    if let Err(e) = &r {
+        util::print_error(e);
+    }
+    // An interrupted command has written what it had, marked; it ends by the signal.
+    interrupt::exit_if_interrupted();
+    if r.is_err() {
         std::process::exit(2);
     }
 }

@@ -1,7 +1,6 @@
-//! Shared CLI plumbing: verbosity, progress bars, atomic output files, error printing.
+//! Shared CLI plumbing: verbosity, progress bars, error printing (output files: `output`).
 
-use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
@@ -47,47 +46,27 @@ pub fn progress(len: Option<u64>, msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
-/// Writes `path` atomically: the closure writes into a temporary file in the same
-/// directory, which is renamed over `path` only when the closure succeeds. A failure (or a
-/// crash) leaves no half-written file behind.
-#[allow(dead_code)]
-pub fn write_atomically(
-    path: &Path,
-    f: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    // 0666 before the umask, like any file a command creates (tempfile's default is 0600).
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".proftrust-")
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        f(&mut w)?;
-        w.flush()
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    tmp.persist(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}
-
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
 pub fn print_error(e: &anyhow::Error) {
+    eprintln!("error: {}", chain_text(e));
+}
+
+/// An error chain as `outer: inner`, leaving out a cause whose text the message already
+/// holds (an `io::Error` both formatted into its context and kept as the source would
+/// otherwise read "Is a directory (os error 21): Is a directory (os error 21)").
+pub fn chain_text(e: &anyhow::Error) -> String {
     let mut msg = String::new();
-    for (i, cause) in e.chain().enumerate() {
-        if i > 0 {
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if c.is_empty() || msg.contains(&c) {
+            continue;
+        }
+        if !msg.is_empty() {
             msg.push_str(": ");
         }
-        msg.push_str(&cause.to_string());
+        msg.push_str(&c);
     }
-    eprintln!("error: {msg}");
+    msg
 }
 
 /// First line of `tool ARGS`, or `unavailable`.
@@ -108,4 +87,20 @@ pub fn tool_version(tool: &str, args: &[&str]) -> String {
                 .map(|l| l.trim().to_string())
         })
         .unwrap_or_else(|| "unavailable".into())
+}
+
+/// Notes on stderr how the program ended, unless it exited with status 0: `the program
+/// exited with status 3`, `... was killed by SIGSEGV`, `... was stopped at the 500 ms
+/// timeout`, `... was interrupted (proftrust received SIGINT): FILE holds the run up to
+/// then`. `what` names what was written (`the samples up to then were written to t.ptsamp`).
+pub fn note_outcome(outcome: Option<&proftrust_model::RunOutcome>, what: &str) {
+    use proftrust_model::RunOutcome;
+    match outcome {
+        None | Some(RunOutcome::Exited { code: 0 }) => {}
+        Some(o @ RunOutcome::Interrupted { .. }) => {
+            note(format_args!("the program was {o}: {what}"))
+        }
+        Some(o @ RunOutcome::Exited { .. }) => note(format_args!("the program {o}")),
+        Some(o) => note(format_args!("the program was {o}")),
+    }
 }

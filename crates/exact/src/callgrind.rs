@@ -1,12 +1,13 @@
 //! Running a program under valgrind's callgrind and importing its counts.
 
-use crate::run;
+use crate::run::{self, StderrTail};
 use crate::ExactError;
 use object::{Object, ObjectSymbol, SymbolKind};
 use proftrust_formats::callgrind::{
     self, ExactOptions, FunctionSymbol, ObjectSymbols, SymbolSource,
 };
 use proftrust_model::{BuildId, ExactProfile};
+use proftrust_supervise::StopSignal;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -27,8 +28,11 @@ pub struct CallgrindOptions {
     /// The valgrind executable. Default `None`: `$PROFTRUST_VALGRIND`, else `valgrind` on `PATH`.
     pub valgrind: Option<PathBuf>,
     /// Default `true`: the program's stdout/stderr (and valgrind's) are inherited; `false`:
-    /// discarded.
+    /// discarded (the end of stderr is kept for an error message).
     pub show_output: bool,
+    /// Raised to stop the program as at the timeout (callgrind writes its counts up to
+    /// then; the outcome is [`proftrust_model::RunOutcome::Interrupted`]). Default `None`.
+    pub stop: Option<StopSignal>,
 }
 
 impl Default for CallgrindOptions {
@@ -39,6 +43,7 @@ impl Default for CallgrindOptions {
             branch_sim: false,
             valgrind: None,
             show_output: true,
+            stop: None,
         }
     }
 }
@@ -142,14 +147,18 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     }
     c.arg("--").arg(&program).args(&cmd[1..]);
     if !o.show_output {
-        c.stdout(Stdio::null()).stderr(Stdio::null());
+        c.stdout(Stdio::null()).stderr(Stdio::piped());
     }
     c.process_group(0);
-    let child = c
+    proftrust_supervise::die_with_parent(&mut c);
+    let mut supervision = proftrust_supervise::Run::begin();
+    let mut child = c
         .spawn()
         .map_err(|e| ExactError::io(format!("starting {}", valgrind.display()), e))?;
     let pid = child.id();
-    let ended = run::supervise(child, o.timeout, None)
+    supervision.started(pid as i32);
+    let stderr = child.stderr.take().map(StderrTail::capture);
+    let ended = run::supervise(child, o.timeout, None, o.stop.clone())
         .join()
         .map_err(|_| {
             ExactError::io(
@@ -158,16 +167,23 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
             )
         })?
         .map_err(|e| ExactError::io("waiting for valgrind", e))?;
+    drop(supervision);
     let outcome = run::outcome(&ended);
     let file = dir.0.join(format!("callgrind.out.{pid}"));
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ExactError::NoCounts {
-                backend: "callgrind".into(),
-                detail: format!(
-                    "valgrind ended {outcome:?} without writing {}",
-                    file.display()
+            return Err(ExactError::StartFailed {
+                tool: "valgrind".into(),
+                outcome: outcome.to_string(),
+                why: format!(
+                    "it wrote no {}: {}",
+                    file.display(),
+                    match stderr.as_ref().and_then(StderrTail::text) {
+                        Some(t) => t,
+                        None if o.show_output => "see valgrind's message above".into(),
+                        None => "valgrind said nothing".into(),
+                    }
                 ),
             })
         }
@@ -194,6 +210,9 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     if !p.backend_detail.is_empty() {
         detail.push_str("; ");
         detail.push_str(&p.backend_detail);
+    }
+    if outcome.is_cut_short() {
+        detail.push_str(&format!("; {outcome}: counts up to then"));
     }
     p.backend_detail = detail;
     p.command = cmd

@@ -60,6 +60,17 @@ pub enum ExactError {
         /// What is known (exit status, stderr tail).
         detail: String,
     },
+    /// QEMU or valgrind ran but never started the program (unknown `-cpu` model, an ELF
+    /// for another architecture, a tool that refused its options).
+    #[error("{tool} did not run the program ({outcome}): {why}")]
+    StartFailed {
+        /// `qemu-x86_64` or `valgrind`.
+        tool: String,
+        /// How the tool ended (`exited with status 1`).
+        outcome: String,
+        /// The tool's own message (the end of its stderr), or where to find it.
+        why: String,
+    },
     /// A callgrind output file could not be read or parsed.
     #[error("callgrind output {}: {what}", path.display())]
     Callgrind {

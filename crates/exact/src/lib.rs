@@ -36,3 +36,26 @@ pub use qemu::{
     DEFAULT_CPU, PLUGIN_FILE,
 };
 pub use run::signal_name;
+
+/// The warnings a backend recorded in a profile's `backend_detail` (its `; `-separated
+/// phrases that start with `WARNING`, and a plugin stream that ended early), worded for a
+/// reader: every command that runs or reads a count shows them on stderr and puts them in
+/// its JSON `warnings`.
+pub fn warnings(p: &proftrust_model::ExactProfile) -> Vec<String> {
+    p.backend_detail
+        .split("; ")
+        .filter_map(|part| {
+            let part = part.trim();
+            if let Some(w) = part.strip_prefix("WARNING ") {
+                Some(format!("{} backend: {w}", p.backend))
+            } else if part == "stream ended early" {
+                Some(format!(
+                    "{} backend: the plugin's stream ended early (QEMU died before the end of the run); the counts may be incomplete",
+                    p.backend
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}

@@ -23,6 +23,9 @@ pub struct NativeOptions {
     /// `true`: the program's stdout is proftrust's; `false`: discarded. Its stderr is always
     /// proftrust's. Default `false`.
     pub show_output: bool,
+    /// Raised to stop the program as at the timeout (the outcome is then
+    /// [`RunOutcome::Interrupted`]). Default `None`.
+    pub stop: Option<proftrust_supervise::StopSignal>,
 }
 
 /// Runs `cmd` natively and returns how it ended.
@@ -36,10 +39,13 @@ pub fn run_native(cmd: &[OsString], o: &NativeOptions) -> Result<RunOutcome, Exa
         c.stdout(Stdio::null());
     }
     c.process_group(0);
+    proftrust_supervise::die_with_parent(&mut c);
+    let mut supervision = proftrust_supervise::Run::begin();
     let child = c
         .spawn()
         .map_err(|e| ExactError::io(format!("starting {}", program.display()), e))?;
-    let ended = run::supervise(child, o.timeout, None)
+    supervision.started(child.id() as i32);
+    let ended = run::supervise(child, o.timeout, None, o.stop.clone())
         .join()
         .map_err(|_| {
             ExactError::io(

@@ -1,9 +1,10 @@
 //! Running a program under `qemu-x86_64` with the proftrust plugin.
 
 use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_STORE};
-use crate::run::{self, Ended};
+use crate::run::{self, Ended, StderrTail};
 use crate::{sys, ExactError};
 use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
+use proftrust_supervise::StopSignal;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::BufReader;
@@ -55,6 +56,9 @@ pub struct QemuOptions {
     /// Where the program's stdout/stderr go. Default `true`: inherited from proftrust;
     /// `false`: discarded.
     pub show_output: bool,
+    /// Raised to stop the program as at the timeout (the counts or trace up to then are
+    /// kept; the outcome is [`RunOutcome::Interrupted`]). Default `None`.
+    pub stop: Option<StopSignal>,
     /// [`trace_qemu`] only: also trace every data access (guest virtual address, size,
     /// load/store) into [`TraceBlock::mem`]. Costs a helper call per access. Default
     /// `false` (`mem` is then empty). [`count_qemu`] ignores it.
@@ -72,6 +76,7 @@ impl Default for QemuOptions {
             qemu: None,
             show_output: true,
             trace_memory: false,
+            stop: None,
         }
     }
 }
@@ -201,16 +206,26 @@ fn run_qemu(
     }
     c.arg("-0").arg(&cmd[0]).arg(&program).args(&cmd[1..]);
     if !o.show_output {
-        c.stdout(Stdio::null()).stderr(Stdio::null());
+        // The program's output is not shown, but QEMU's messages are kept for an error.
+        c.stdout(Stdio::null()).stderr(Stdio::piped());
     }
     sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)]);
-    let child = c
+    proftrust_supervise::die_with_parent(&mut c);
+    let mut supervision = proftrust_supervise::Run::begin();
+    let mut child = c
         .spawn()
         .map_err(|e| ExactError::io(format!("starting {}", qemu.display()), e))?;
     drop(wr);
     drop(ctl_rd);
     let pid = child.id();
-    let sup = run::supervise(child, o.timeout, Some(std::fs::File::from(ctl_wr)));
+    supervision.started(pid as i32);
+    let stderr = child.stderr.take().map(StderrTail::capture);
+    let sup = run::supervise(
+        child,
+        o.timeout,
+        Some(std::fs::File::from(ctl_wr)),
+        o.stop.clone(),
+    );
     let decoded = decode(rd, trace, mem, visitor);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
@@ -219,8 +234,23 @@ fn run_qemu(
         .join()
         .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
         .map_err(|e| ExactError::io("waiting for qemu", e))?;
+    drop(supervision);
     let (resolver, snapshot, clean_end, mode_edges, started) = decoded?;
     let outcome = run::outcome(&ended);
+    if resolver.blocks.is_empty() && !matches!(outcome, RunOutcome::Interrupted { .. }) {
+        // Not one guest block was translated: QEMU refused the program or its options
+        // (an interrupt before the first block is not a failure: the profile is empty).
+        return Err(ExactError::StartFailed {
+            tool: "qemu-x86_64".into(),
+            outcome: outcome.to_string(),
+            why: match stderr.as_ref().and_then(StderrTail::text) {
+                Some(t) => t,
+                None if o.show_output => "see QEMU's message above".into(),
+                None if !started => "QEMU did not load the plugin (a plugin from another build is refused: rebuild with `cargo build --release`)".into(),
+                None => "QEMU said nothing".into(),
+            },
+        });
+    }
     let detail = format!(
         "{}; -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
         qemu_version(&qemu),
@@ -442,6 +472,15 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
                 edges: Vec::new(),
             }
         }
+        None if matches!(r.outcome, RunOutcome::Interrupted { .. }) => Snapshot {
+            // Interrupted before the guest ran: an empty profile, marked by its outcome.
+            reason: SnapshotReason::Stop,
+            vcpus: 0,
+            threads: 0,
+            inline: Vec::new(),
+            callback: Vec::new(),
+            edges: Vec::new(),
+        },
         None => {
             return Err(ExactError::NoCounts {
                 backend: "qemu".into(),
@@ -484,6 +523,9 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
         SnapshotReason::Exec => detail
             .push_str("; the program called execve: counts stop there (new image not followed)"),
         SnapshotReason::Kill => detail.push_str("; counts written just before a self-SIGKILL"),
+        SnapshotReason::Stop if r.outcome.is_cut_short() => {
+            detail.push_str(&format!("; {}: counts up to then", r.outcome))
+        }
         SnapshotReason::Stop => detail.push_str("; stopped at the timeout: counts up to then"),
         SnapshotReason::Exit if !r.clean_end && !died => detail.push_str("; stream ended early"),
         SnapshotReason::Exit => {}
@@ -511,7 +553,7 @@ pub fn trace_qemu(
     v: &mut dyn BlockVisitor,
 ) -> Result<RunOutcome, ExactError> {
     let r = run_qemu(cmd, o, true, Some(&mut *v))?;
-    if !r.started {
+    if !r.started && !matches!(r.outcome, RunOutcome::Interrupted { .. }) {
         return Err(ExactError::NoCounts {
             backend: "qemu".into(),
             detail: format!(

@@ -4,26 +4,33 @@
 use crate::sys;
 use crate::ExactError;
 use proftrust_model::RunOutcome;
+use proftrust_supervise::StopSignal;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus};
+use std::process::{Child, ChildStderr, ExitStatus};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long a timed-out group gets between SIGTERM (which lets QEMU and valgrind write their
+/// How long a stopped group gets between SIGTERM (which lets QEMU and valgrind write their
 /// counts) and SIGKILL.
-pub const TERM_GRACE: Duration = Duration::from_secs(2);
+pub use proftrust_supervise::TERM_GRACE;
+
+/// How often a supervisor looks at the stop signal while it waits for the child.
+const POLL: Duration = Duration::from_millis(50);
 
 /// How a supervised child ended.
 #[derive(Debug)]
 pub struct Ended {
     /// Wait status of the child.
     pub status: ExitStatus,
-    /// `Some(timeout)` when proftrust stopped it.
+    /// `Some(timeout)` when proftrust stopped it at the timeout.
     pub timed_out: Option<Duration>,
+    /// `Some(signal)` when proftrust stopped it because its [`StopSignal`] was raised.
+    pub interrupted: Option<i32>,
 }
 
 /// Resolves `cmd[0]` like a shell: a name with a `/` is a path, otherwise it is looked up
@@ -71,15 +78,18 @@ pub fn find_tool(name: &str, env_override: &str, install: &str) -> Result<PathBu
         })
 }
 
-/// Waits for `child` in a background thread. On `timeout`, `stop` (the QEMU plugin's control
-/// pipe) first gets `S` and [`TERM_GRACE`] to let the plugin write its counts and end the
-/// process; then the child's process group gets SIGTERM, then SIGKILL after [`TERM_GRACE`].
-/// After the child ends, whatever is left of its group (forked children) gets SIGKILL so
-/// nothing keeps running.
+/// Waits for `child` in a background thread. At the timeout, or when `interrupt` is raised,
+/// `stop` (the QEMU plugin's control pipe) first gets `S` and [`TERM_GRACE`] to let the
+/// plugin write its counts and end the process; then the child's process group gets
+/// SIGTERM, then SIGKILL after [`TERM_GRACE`]. After the child ends, whatever is left of its
+/// group (forked children) gets SIGKILL and the orphans it left outside its group are swept
+/// ([`proftrust_supervise::sweep_orphans`]), so nothing keeps running (nor keeps the
+/// plugin's pipe open).
 pub fn supervise(
     mut child: Child,
     timeout: Option<Duration>,
     stop: Option<std::fs::File>,
+    interrupt: Option<StopSignal>,
 ) -> JoinHandle<std::io::Result<Ended>> {
     let pgid = child.id();
     std::thread::spawn(move || {
@@ -89,70 +99,124 @@ pub fn supervise(
             let _ = tx.send(r);
         });
         let vanished = || Err(std::io::Error::other("waiter vanished"));
+        let started = Instant::now();
         let mut timed_out = None;
-        let status = match timeout {
-            None => rx.recv().unwrap_or_else(|_| vanished()),
-            Some(t) => match rx.recv_timeout(t) {
-                Ok(r) => r,
-                Err(_) => {
+        let mut interrupted = None;
+        let status = loop {
+            let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+            match rx.recv_timeout(left.map_or(POLL, |l| l.min(POLL))) {
+                Ok(r) => break r,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break vanished(),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(sig) = interrupt.as_ref().and_then(StopSignal::signal) {
+                interrupted = Some(sig);
+            } else if let (Some(t), Some(l)) = (timeout, left) {
+                if l.is_zero() {
                     timed_out = Some(t);
-                    let mut first = None;
-                    if let Some(mut f) = stop {
-                        use std::io::Write;
-                        if f.write_all(b"S").is_ok() {
-                            first = rx.recv_timeout(TERM_GRACE).ok();
-                        }
-                    }
-                    match first {
-                        Some(r) => r,
-                        None => {
-                            sys::kill_group(pgid, libc::SIGTERM);
-                            match rx.recv_timeout(TERM_GRACE) {
-                                Ok(r) => r,
-                                Err(_) => {
-                                    sys::kill_group(pgid, libc::SIGKILL);
-                                    rx.recv().unwrap_or_else(|_| vanished())
-                                }
-                            }
-                        }
-                    }
                 }
-            },
+            }
+            if interrupted.is_some() || timed_out.is_some() {
+                break stop_group(pgid, stop, &rx).unwrap_or_else(vanished);
+            }
         };
         let _ = waiter.join();
         sys::kill_group(pgid, libc::SIGKILL);
-        status.map(|status| Ended { status, timed_out })
+        proftrust_supervise::sweep_orphans();
+        status.map(|status| Ended {
+            status,
+            timed_out,
+            interrupted,
+        })
     })
+}
+
+/// The TERM-then-KILL escalation of [`supervise`]; `None` when the waiter vanished.
+fn stop_group(
+    pgid: u32,
+    stop: Option<std::fs::File>,
+    rx: &mpsc::Receiver<std::io::Result<ExitStatus>>,
+) -> Option<std::io::Result<ExitStatus>> {
+    if let Some(mut f) = stop {
+        use std::io::Write;
+        if f.write_all(b"S").is_ok() {
+            if let Ok(r) = rx.recv_timeout(TERM_GRACE) {
+                return Some(r);
+            }
+        }
+    }
+    sys::kill_group(pgid, libc::SIGTERM);
+    if let Ok(r) = rx.recv_timeout(TERM_GRACE) {
+        return Some(r);
+    }
+    sys::kill_group(pgid, libc::SIGKILL);
+    rx.recv().ok()
+}
+
+/// Bytes of a child's stderr kept for an error message.
+const TAIL: usize = 4096;
+
+/// The last [`TAIL`] bytes a child wrote on its stderr, gathered by a thread (for runs whose
+/// output is not shown: a failed start then still says why).
+#[derive(Debug, Clone, Default)]
+pub struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    /// Starts gathering `from` in a thread that ends at end of file.
+    pub fn capture(mut from: ChildStderr) -> StderrTail {
+        let tail = StderrTail::default();
+        let t = tail.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        let mut v = t.0.lock().unwrap_or_else(|p| p.into_inner());
+                        v.extend_from_slice(&buf[..n]);
+                        if v.len() > TAIL {
+                            let cut = v.len() - TAIL;
+                            v.drain(..cut);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        tail
+    }
+
+    /// What was gathered so far, as one line (lines joined with ` | `, control characters
+    /// dropped), or `None` when nothing was written.
+    pub fn text(&self) -> Option<String> {
+        // Give the reader a moment to take what the child wrote just before it ended.
+        std::thread::sleep(Duration::from_millis(20));
+        let v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s: Vec<String> = String::from_utf8_lossy(&v)
+            .lines()
+            .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>())
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        (!s.is_empty()).then(|| s.join(" | "))
+    }
 }
 
 /// The conventional name of signal `sig`.
 pub fn signal_name(sig: i32) -> String {
-    let n = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGSYS => "SIGSYS",
-        _ => return format!("SIG{sig}"),
-    };
-    n.to_string()
+    proftrust_supervise::signal_name(sig)
 }
 
 /// The [`RunOutcome`] of a supervised run.
 pub fn outcome(e: &Ended) -> RunOutcome {
+    if let Some(signal) = e.interrupted {
+        return RunOutcome::Interrupted {
+            signal,
+            name: signal_name(signal),
+        };
+    }
     if let Some(t) = e.timed_out {
         return RunOutcome::TimedOut {
             millis: t.as_millis() as u64,
@@ -202,12 +266,5 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, ExactError::ToolMissing { .. }));
         assert!(e.to_string().contains("apt-get install qemu-user"), "{e}");
-    }
-
-    #[test]
-    fn signal_names() {
-        assert_eq!(signal_name(11), "SIGSEGV");
-        assert_eq!(signal_name(9), "SIGKILL");
-        assert_eq!(signal_name(64), "SIG64");
     }
 }

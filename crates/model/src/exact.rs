@@ -24,6 +24,40 @@ pub enum RunOutcome {
         /// The timeout in milliseconds.
         millis: u64,
     },
+    /// Stopped by proftrust because proftrust itself was asked to stop (SIGINT, SIGTERM,
+    /// SIGHUP): what was sampled or counted covers the run up to then.
+    Interrupted {
+        /// The signal proftrust received.
+        signal: i32,
+        /// Its name (`SIGINT`).
+        name: String,
+    },
+}
+
+impl RunOutcome {
+    /// Whether proftrust cut the run short (timeout or interrupt): the profile covers only
+    /// the part of the run before that.
+    pub fn is_cut_short(&self) -> bool {
+        matches!(
+            self,
+            RunOutcome::TimedOut { .. } | RunOutcome::Interrupted { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    /// `exited with status 3`, `killed by SIGSEGV`, `stopped at the 500 ms timeout`,
+    /// `interrupted (proftrust received SIGINT)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunOutcome::Exited { code } => write!(f, "exited with status {code}"),
+            RunOutcome::Signaled { name, .. } => write!(f, "killed by {name}"),
+            RunOutcome::TimedOut { millis } => write!(f, "stopped at the {millis} ms timeout"),
+            RunOutcome::Interrupted { name, .. } => {
+                write!(f, "interrupted (proftrust received {name})")
+            }
+        }
+    }
 }
 
 /// Executions of one instruction.

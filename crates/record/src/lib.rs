@@ -34,6 +34,7 @@ use parse::Rec;
 use proftrust_model::{
     Branch, EventDesc, Location, PeriodMode, RunOutcome, Sample, SampleSet, SamplingConfig,
 };
+use proftrust_supervise::StopSignal;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -52,7 +53,7 @@ pub enum Target {
 }
 
 /// How to sample.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RecordOptions {
     /// Events to sample. Default: `[cpu-clock]`.
@@ -78,6 +79,11 @@ pub struct RecordOptions {
     pub timeout: Option<Duration>,
     /// Data pages per CPU ring buffer (a power of two). Default 128 (512 KiB), like `perf record`.
     pub buffer_pages: usize,
+    /// Raised to end the recording early: a started program is stopped as at the timeout
+    /// (SIGTERM to its process group, SIGKILL [`proftrust_supervise::TERM_GRACE`] later) and
+    /// its outcome is [`RunOutcome::Interrupted`]; a `--pid` recording detaches. Default
+    /// `None`: a `Target::Pid` recording then installs its own SIGINT/SIGTERM handler.
+    pub stop: Option<StopSignal>,
 }
 
 impl Default for RecordOptions {
@@ -97,6 +103,7 @@ impl Default for RecordOptions {
             user_only: true,
             timeout: None,
             buffer_pages: 128,
+            stop: None,
         }
     }
 }
@@ -538,11 +545,13 @@ fn record_command(
         .map(|a| to_c(a))
         .collect::<Result<Vec<_>, _>>()?;
     // Descendants orphaned while we record are reparented to this process, so that none is
-    // left running or unreaped when `record` returns (see `reap_descendants`).
-    let _subreaper = Subreaper::set();
+    // left running or unreaped when `record` returns (see `reap_descendants` and the sweep
+    // when `supervision` is dropped).
+    let mut supervision = proftrust_supervise::Run::begin();
     let mut child =
         sys::spawn_blocked(&path, &cargs).map_err(|e| RecordError::sys("fork failed", e))?;
     let pid = child.pid;
+    supervision.started(pid);
     // From here on, any error must not leave the child behind.
     let cleanup = |e: RecordError| {
         sys::kill_group(pid);
@@ -585,14 +594,31 @@ fn record_command(
             Ok(false) => {}
             Err(e) => return Err(cleanup(RecordError::sys("waitid", e))),
         }
-        if let Some(t) = opts.timeout {
-            if start.elapsed() >= t {
-                sys::kill_group(pid);
-                let _ = sys::wait_blocking(pid);
-                break RunOutcome::TimedOut {
-                    millis: t.as_millis() as u64,
-                };
+        let stop = match (
+            opts.stop.as_ref().and_then(StopSignal::signal),
+            opts.timeout,
+        ) {
+            (Some(signal), _) => Some(RunOutcome::Interrupted {
+                signal,
+                name: sys::signal_name(signal),
+            }),
+            (None, Some(t)) if start.elapsed() >= t => Some(RunOutcome::TimedOut {
+                millis: t.as_millis() as u64,
+            }),
+            _ => None,
+        };
+        if let Some(outcome) = stop {
+            // SIGTERM lets the program end cleanly; SIGKILL after the grace period. Samples
+            // keep being drained meanwhile.
+            sys::signal_group(pid, libc::SIGTERM);
+            let grace = Instant::now() + proftrust_supervise::TERM_GRACE;
+            while Instant::now() < grace && !sys::has_exited(pid).unwrap_or(true) {
+                let _ = sys::poll_readable(&[pidfd.as_raw_fd()], 20);
+                session.drain().map_err(cleanup)?;
             }
+            sys::kill_group(pid);
+            let _ = sys::wait_blocking(pid);
+            break outcome;
         }
     };
     for o in &session.opened {
@@ -613,38 +639,6 @@ fn record_command(
         exec_error,
         ..recording
     })
-}
-
-/// `PR_SET_CHILD_SUBREAPER` for the duration of a recording. The setting is per process
-/// and recordings may run in several threads at once, so the guards are counted: the first
-/// sets it, the last restores what was there before. Best effort: a kernel without it
-/// (before 3.4) leaves orphans to init.
-struct Subreaper;
-
-/// (live guards, setting before the first).
-static SUBREAPERS: std::sync::Mutex<(usize, Option<bool>)> = std::sync::Mutex::new((0, None));
-
-impl Subreaper {
-    fn set() -> Subreaper {
-        let mut g = SUBREAPERS.lock().unwrap_or_else(|p| p.into_inner());
-        if g.0 == 0 {
-            g.1 = sys::set_child_subreaper(true).ok();
-        }
-        g.0 += 1;
-        Subreaper
-    }
-}
-
-impl Drop for Subreaper {
-    fn drop(&mut self) {
-        let mut g = SUBREAPERS.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 -= 1;
-        if g.0 == 0 {
-            if let Some(p) = g.1.take() {
-                let _ = sys::set_child_subreaper(p);
-            }
-        }
-    }
 }
 
 /// The parent pid of `pid` from `/proc/PID/stat` (the field after the parenthesised name).
@@ -733,7 +727,10 @@ fn record_pid(pid: i32, opts: &RecordOptions, seed: u64) -> Result<Recording, Re
     tids.sort_unstable();
     let mut session = open_events(opts, &tids, seed, false)?;
     let pidfd = sys::pidfd_open(pid).map_err(|e| RecordError::sys("pidfd_open", e))?;
-    sys::install_stop_handler();
+    let stop = match &opts.stop {
+        Some(s) => s.clone(),
+        None => sys::install_stop_handler(),
+    };
     for o in &session.opened {
         sys::enable(&o.fd).map_err(|e| RecordError::sys("PERF_EVENT_IOC_ENABLE", e))?;
     }
@@ -755,7 +752,7 @@ fn record_pid(pid: i32, opts: &RecordOptions, seed: u64) -> Result<Recording, Re
         fds.push(pidfd.as_raw_fd());
         sys::poll_readable(&fds, 100).map_err(|e| RecordError::sys("poll", e))?;
         session.drain()?;
-        if !process_alive(pid) || sys::stop_requested() {
+        if !process_alive(pid) || stop.signal().is_some() {
             break;
         }
         if let Some(t) = opts.timeout {

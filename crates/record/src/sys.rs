@@ -8,10 +8,12 @@
 //! * a `SIGINT`/`SIGTERM` flag for `--pid` recordings.
 
 use perf_event_open_sys as pe;
+use proftrust_supervise::StopSignal;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 pub(crate) use pe::bindings::perf_event_attr as Attr;
 
@@ -385,23 +387,6 @@ pub(crate) fn has_exited(pid: i32) -> io::Result<bool> {
     Ok(unsafe { info.si_pid() } != 0)
 }
 
-/// Sets or clears `PR_SET_CHILD_SUBREAPER` for the calling process; returns the previous
-/// setting. While set, descendants orphaned by their parent's death are reparented to this
-/// process (instead of init), so it can reap them.
-pub(crate) fn set_child_subreaper(on: bool) -> io::Result<bool> {
-    let mut prev: libc::c_int = 0;
-    // SAFETY: PR_GET_CHILD_SUBREAPER stores an int through the pointer, which is live.
-    check(unsafe {
-        libc::prctl(
-            libc::PR_GET_CHILD_SUBREAPER,
-            &mut prev as *mut libc::c_int as libc::c_ulong,
-        )
-    })?;
-    // SAFETY: plain prctl with integer arguments.
-    check(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, libc::c_ulong::from(on)) })?;
-    Ok(prev != 0)
-}
-
 /// Reaps `pid` if it is a child of ours that has ended: `Ok(true)` reaped, `Ok(false)` a
 /// child still running, `Err` (`ECHILD`) not a child of ours.
 pub(crate) fn reap_if_ended(pid: i32) -> io::Result<bool> {
@@ -453,16 +438,21 @@ pub(crate) fn process_exists(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// The stop flag of a `--pid` recording whose caller gave none.
+static STOP: OnceLock<StopSignal> = OnceLock::new();
 
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_stop_signal(sig: libc::c_int) {
+    if let Some(s) = STOP.get() {
+        s.raise(sig);
+    }
 }
 
-/// Installs `SIGINT`/`SIGTERM` handlers that set a flag read by [`stop_requested`].
-pub(crate) fn install_stop_handler() {
-    STOP.store(false, Ordering::Relaxed);
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+/// Installs `SIGINT`/`SIGTERM` handlers that raise the returned flag (the same flag for
+/// every call: a signal ends every `--pid` recording of the process).
+pub(crate) fn install_stop_handler() -> StopSignal {
+    let s = STOP.get_or_init(StopSignal::new).clone();
+    // SAFETY: the handler only reads a OnceLock that is already set and does one atomic
+    // compare-and-swap, both async-signal-safe.
     unsafe {
         libc::signal(
             libc::SIGINT,
@@ -473,39 +463,20 @@ pub(crate) fn install_stop_handler() {
             on_stop_signal as *const () as libc::sighandler_t,
         );
     }
+    s
 }
 
-/// Whether `SIGINT`/`SIGTERM` arrived since [`install_stop_handler`].
-pub(crate) fn stop_requested() -> bool {
-    STOP.load(Ordering::Relaxed)
+/// `kill(-pgid, sig)`: signals the whole process group of `pid`; errors are ignored.
+pub(crate) fn signal_group(pid: i32, sig: libc::c_int) {
+    // SAFETY: plain syscall with integer arguments.
+    unsafe {
+        libc::kill(-pid, sig);
+    }
 }
 
 /// Signal name (`SIGSEGV`) for a number.
 pub(crate) fn signal_name(sig: i32) -> String {
-    let known = [
-        (libc::SIGHUP, "SIGHUP"),
-        (libc::SIGINT, "SIGINT"),
-        (libc::SIGQUIT, "SIGQUIT"),
-        (libc::SIGILL, "SIGILL"),
-        (libc::SIGTRAP, "SIGTRAP"),
-        (libc::SIGABRT, "SIGABRT"),
-        (libc::SIGBUS, "SIGBUS"),
-        (libc::SIGFPE, "SIGFPE"),
-        (libc::SIGKILL, "SIGKILL"),
-        (libc::SIGUSR1, "SIGUSR1"),
-        (libc::SIGSEGV, "SIGSEGV"),
-        (libc::SIGUSR2, "SIGUSR2"),
-        (libc::SIGPIPE, "SIGPIPE"),
-        (libc::SIGALRM, "SIGALRM"),
-        (libc::SIGTERM, "SIGTERM"),
-        (libc::SIGXCPU, "SIGXCPU"),
-        (libc::SIGSYS, "SIGSYS"),
-    ];
-    known
-        .iter()
-        .find(|(n, _)| *n == sig)
-        .map(|(_, s)| s.to_string())
-        .unwrap_or_else(|| format!("SIG{sig}"))
+    proftrust_supervise::signal_name(sig)
 }
 
 /// `CLOCK_MONOTONIC` now, in ns (the clock the events stamp samples with, `use_clockid`).

@@ -174,7 +174,7 @@ fn granularity(a: GranArgs) -> anyhow::Result<()> {
         }
         for (name, svg) in plots {
             let p = dir.join(name);
-            util::write_atomically(&p, |w| {
+            crate::output::write(&p, |w| {
                 w.write_all(svg.as_bytes())
                     .with_context(|| format!("cannot write {}", p.display()))
             })?;
@@ -198,7 +198,7 @@ fn granularity(a: GranArgs) -> anyhow::Result<()> {
         s
     };
     match &a.output {
-        Some(p) => util::write_atomically(p, |w| {
+        Some(p) => crate::output::write(p, |w| {
             w.write_all(text.as_bytes())
                 .with_context(|| format!("cannot write {}", p.display()))
         }),

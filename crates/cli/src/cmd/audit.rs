@@ -478,7 +478,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
 
     if let Some(h) = &args.html {
         let html = proftrust_report::render_html(&report);
-        util::write_atomically(h, |w| {
+        crate::output::write(h, |w| {
             w.write_all(html.as_bytes())?;
             Ok(())
         })?;

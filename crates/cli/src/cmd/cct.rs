@@ -388,7 +388,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 ));
             }
             if let Some(f) = &a.sampled_folded {
-                util::write_atomically(f, |w| Ok(sc.write_folded(w)?))?;
+                crate::output::write(f, |w| Ok(sc.write_folded(w)?))?;
             }
             let exact = cct.context_instructions(&names, None);
             let c =
@@ -403,7 +403,7 @@ pub fn run(mut a: Args) -> Result<()> {
     };
     if let Some(f) = &a.folded {
         let metric = a.folded_metric;
-        util::write_atomically(f, |w| {
+        crate::output::write(f, |w| {
             Ok(cct.write_folded_by(&names, w, |n| match metric {
                 FoldedMetric::Instructions => n.instructions,
                 FoldedMetric::Cycles => n.cycles,

@@ -4,7 +4,6 @@
 use crate::util;
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use proftrust_model::RunOutcome;
 use proftrust_record::{record, EventSpec, RecordOptions, Target};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,10 +24,12 @@ pub struct Args {
     #[arg(short = 'e', long = "event", default_value = "cpu-clock")]
     events: Vec<String>,
     /// Fixed sampling period (events, or ns for clock events). Default: the event's prime.
-    #[arg(short = 'c', long, conflicts_with = "freq")]
+    /// 1 to 10^15.
+    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::args::int::<u64>(1, 1_000_000_000_000_000))]
     period: Option<u64>,
-    /// Sampling frequency in Hz (the kernel adapts the period).
-    #[arg(short = 'F', long)]
+    /// Sampling frequency in Hz (the kernel adapts the period), 1 to 1000000 (the kernel's
+    /// perf_event_max_sample_rate may refuse less).
+    #[arg(short = 'F', long, value_parser = crate::args::int::<u64>(1, 1_000_000))]
     freq: Option<u64>,
     /// Randomise the period (seed 001 §4): each next period is T + uniform(0..=T/8).
     #[arg(long)]
@@ -44,15 +45,16 @@ pub struct Args {
     branch_stack: bool,
     /// Attach to this running process instead of starting PROGRAM (stop with Ctrl-C,
     /// --timeout, or when it exits).
-    #[arg(long, conflicts_with = "program")]
+    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, 4_194_304))]
     pid: Option<i32>,
-    /// Kill the program (its process group) after SECS seconds (fractions allowed).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds
+    /// (fractions allowed; at most 30 days); the samples so far are written.
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<Duration>,
     /// Also sample kernel code (default: user space only).
     #[arg(long)]
     kernel: bool,
-    /// Output file (native sample file).
+    /// Output file (native sample file; `-` for standard output).
     #[arg(short = 'o', long)]
     output: PathBuf,
     /// The program and its arguments (after `--`).
@@ -64,6 +66,7 @@ pub struct Args {
 
 /// Runs `proftrust record`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
+    crate::output::check(&a.output)?;
     a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
     let mut opts = RecordOptions::default();
     opts.events = a
@@ -78,13 +81,8 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     opts.callchain = a.callchain;
     opts.branch_stack = a.branch_stack;
     opts.user_only = !a.kernel;
-    if let Some(t) = a.timeout {
-        anyhow::ensure!(
-            t.is_finite() && t > 0.0,
-            "--timeout must be a positive number of seconds, not {t}"
-        );
-        opts.timeout = Some(Duration::from_secs_f64(t));
-    }
+    opts.timeout = a.timeout;
+    opts.stop = Some(crate::interrupt::install());
     let target = match (a.pid, a.program.is_empty()) {
         (Some(pid), _) => Target::Pid(pid),
         (None, false) => Target::Command(a.program.clone()),
@@ -97,7 +95,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let rec = rec?;
     util::note(format_args!("seed {}", rec.seed));
-    util::write_atomically(&a.output, |w| {
+    crate::output::write(&a.output, |w| {
         proftrust_formats::native::write_samples(w, &rec.samples)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
@@ -133,17 +131,12 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             a.output.display()
         );
     }
-    match &rec.samples.outcome {
-        Some(RunOutcome::Exited { code: 0 }) | None => {}
-        Some(RunOutcome::Exited { code }) => {
-            util::note(format_args!("the program exited with status {code}"))
-        }
-        Some(RunOutcome::Signaled { name, .. }) => {
-            util::note(format_args!("the program was killed by {name}"))
-        }
-        Some(RunOutcome::TimedOut { millis }) => util::note(format_args!(
-            "the program was killed after the {millis} ms timeout"
-        )),
-    }
+    util::note_outcome(
+        rec.samples.outcome.as_ref(),
+        &format!(
+            "the samples up to then were written to {}",
+            a.output.display()
+        ),
+    );
     Ok(())
 }

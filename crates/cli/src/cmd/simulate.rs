@@ -133,7 +133,7 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
         render_text(&rep)
     };
     match &a.output {
-        Some(p) => util::write_atomically(p, |w| {
+        Some(p) => crate::output::write(p, |w| {
             w.write_all(text.as_bytes())
                 .with_context(|| format!("cannot write {}", p.display()))
         }),

@@ -4,7 +4,6 @@ use crate::util;
 use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use proftrust_exact::{count_callgrind, count_qemu, CallgrindOptions, ExactError, QemuOptions};
-use proftrust_model::RunOutcome;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,8 +20,10 @@ pub enum Backend {
 #[derive(Debug, ClapArgs)]
 #[command(after_help = "\
 Every module is counted (main binary, dynamic loader, libraries), module-relative. The profile
-is written even when the program exits non-zero, dies by a signal or hits --timeout; the
-ending is recorded. Forked children are not counted; an exec'd image is not followed.
+is written even when the program exits non-zero, dies by a signal or hits --timeout, and when
+proftrust is interrupted (SIGINT, SIGTERM, SIGHUP: the program is stopped, the counts so far
+are written marked \"interrupted\", then proftrust ends by that signal); the ending is
+recorded. Forked children are not counted; an exec'd image is not followed.
 Example:
   proftrust truth -o prog.ptexact -- ./prog arg
   proftrust truth --backend callgrind --cache-sim -o prog.ptexact -- ./prog arg")]
@@ -43,11 +44,11 @@ pub struct Args {
     /// Callgrind: also simulate branch prediction (extra costs Bc, Bcm, ...).
     #[arg(long)]
     branch_sim: bool,
-    /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds;
-    /// the counts so far are written.
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
-    /// Output file (native exact file, `read` shows it).
+    /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds
+    /// (at most 30 days); the counts so far are written.
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<Duration>,
+    /// Output file (native exact file, `read` shows it; `-` for standard output).
     #[arg(short = 'o', long)]
     output: PathBuf,
     /// The program and its arguments (after `--`).
@@ -59,27 +60,20 @@ pub struct Args {
 
 /// Runs `proftrust truth`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
+    crate::output::check(&a.output)?;
     a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
     anyhow::ensure!(
         !a.program.is_empty(),
         "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"
     );
-    let timeout = match a.timeout {
-        Some(t) => {
-            anyhow::ensure!(
-                t.is_finite() && t > 0.0,
-                "--timeout must be a positive number of seconds, not {t}"
-            );
-            Some(Duration::from_secs_f64(t))
-        }
-        None => None,
-    };
+    let timeout = a.timeout;
     if a.backend == Backend::Callgrind && (a.cpu.is_some() || a.no_edges) {
         anyhow::bail!("--cpu and --no-edges apply to --backend qemu only");
     }
     if a.backend == Backend::Qemu && (a.cache_sim || a.branch_sim) {
         anyhow::bail!("--cache-sim and --branch-sim apply to --backend callgrind only");
     }
+    let stop = Some(crate::interrupt::install());
     let pb = util::progress(None, "counting");
     let r = match a.backend {
         Backend::Qemu => count_qemu(
@@ -88,6 +82,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 cpu: a.cpu.clone(),
                 timeout,
                 edges: !a.no_edges,
+                stop: stop.clone(),
                 ..Default::default()
             },
         ),
@@ -97,6 +92,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 timeout,
                 cache_sim: a.cache_sim,
                 branch_sim: a.branch_sim,
+                stop: stop.clone(),
                 ..Default::default()
             },
         ),
@@ -112,7 +108,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         };
         anyhow::anyhow!("{e}{hint}")
     })?;
-    util::write_atomically(&a.output, |w| {
+    crate::output::write(&a.output, |w| {
         proftrust_formats::native::write_exact(w, &p)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
@@ -134,17 +130,15 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
         ));
     }
-    match &p.outcome {
-        Some(RunOutcome::Exited { code: 0 }) | None => {}
-        Some(RunOutcome::Exited { code }) => {
-            util::note(format_args!("the program exited with status {code}"))
-        }
-        Some(RunOutcome::Signaled { name, .. }) => {
-            util::note(format_args!("the program was killed by {name}"))
-        }
-        Some(RunOutcome::TimedOut { millis }) => util::note(format_args!(
-            "the program was stopped after the {millis} ms timeout"
-        )),
+    for w in proftrust_exact::warnings(&p) {
+        util::note(format_args!("warning: {w}"));
     }
+    util::note_outcome(
+        p.outcome.as_ref(),
+        &format!(
+            "the counts up to then were written to {}",
+            a.output.display()
+        ),
+    );
     Ok(())
 }

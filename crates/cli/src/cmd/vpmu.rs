@@ -32,17 +32,18 @@ pub enum CpiModelArg {
 /// Arguments of `proftrust vpmu`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Constant skid in cycles.
-    #[arg(long, default_value_t = 0)]
+    /// Constant skid in cycles (0 to 4096).
+    #[arg(long, default_value_t = 0, value_parser = crate::args::int::<u64>(0, crate::args::MAX_SKID))]
     skid: u64,
     /// Skid distribution instead of a constant: `uniform:LO:HI` or `normal:MEAN:SD` (cycles).
     #[arg(long, value_name = "DIST")]
     skid_dist: Option<String>,
-    /// Sampling period of both events (instructions, cycles); a prime is best.
-    #[arg(long, default_value_t = 10007)]
+    /// Sampling period of both events (instructions, cycles); a prime is best. 16 to 10^12;
+    /// samples beyond what memory holds are refused (the error names a period that fits).
+    #[arg(long, default_value_t = 10007, value_parser = crate::args::int::<u64>(16, 1_000_000_000_000))]
     period: u64,
-    /// Cycle-event period when it should differ from --period.
-    #[arg(long)]
+    /// Cycle-event period when it should differ from --period (16 to 10^12).
+    #[arg(long, value_parser = crate::args::int::<u64>(16, 1_000_000_000_000))]
     cycle_period: Option<u64>,
     /// Randomise periods: T + U(0, T/8).
     #[arg(long)]
@@ -53,8 +54,8 @@ pub struct Args {
     /// Per-instruction cycle model.
     #[arg(long, value_enum, default_value_t = CpiModelArg::Class)]
     cpi_model: CpiModelArg,
-    /// CPI of the flat model (and of instructions outside the program's code).
-    #[arg(long, default_value_t = 1)]
+    /// CPI of the flat model (and of instructions outside the program's code), 1 to 100000.
+    #[arg(long, default_value_t = 1, value_parser = crate::args::int::<u32>(1, 100_000))]
     cpi: u32,
     /// Cache geometry and latencies under `--cpi-model cache-sim`, as comma-separated
     /// `key=value`: `l1=SIZE:WAYS:LATENCY`, `llc=SIZE:WAYS:LATENCY`, `mem=CYCLES`,
@@ -62,8 +63,8 @@ pub struct Args {
     /// their defaults: `l1=32K:8:4,llc=8M:16:40,mem=200,line=64,store=1`.
     #[arg(long, value_name = "SPEC")]
     cache_config: Option<String>,
-    /// Cycles of a heavy load under `--cpi-model cache`.
-    #[arg(long, default_value_t = 200)]
+    /// Cycles of a heavy load under `--cpi-model cache`, 1 to 100000.
+    #[arg(long, default_value_t = 200, value_parser = crate::args::int::<u32>(1, 100_000))]
     heavy_load: u32,
     /// Per-address latency: `0xSVMA=CYCLES` (module-relative address in the program); repeat.
     #[arg(long, value_name = "ADDR=CYCLES")]
@@ -74,12 +75,13 @@ pub struct Args {
     /// Also write the exact per-instruction counts and modelled cycles (native exact file).
     #[arg(long, value_name = "FILE")]
     exact: Option<PathBuf>,
-    /// Output sample file.
+    /// Output sample file (`-` for standard output).
     #[arg(short, long)]
     output: PathBuf,
-    /// Stop the program after this many seconds.
-    #[arg(long)]
-    timeout: Option<f64>,
+    /// Stop the program after this many seconds (at most 30 days); the samples so far are
+    /// written.
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<std::time::Duration>,
     /// Program and its arguments.
     #[command(flatten)]
     wl: crate::workload::WorkloadArgs,
@@ -141,16 +143,30 @@ fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
         x.parse::<f64>()
             .with_context(|| format!("--skid-dist {s:?}: {x:?} is not a number"))
     };
+    let max = crate::args::MAX_SKID as f64;
+    let cycles = |x: &str| -> anyhow::Result<f64> {
+        let v = num(x)?;
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
+            bail!("--skid-dist {s:?}: {x:?} must be from 0 to {max} cycles");
+        }
+        Ok(v)
+    };
     match parts.as_slice() {
-        ["uniform", lo, hi] => Ok(SkidDist::Uniform {
-            lo: num(lo)? as u64,
-            hi: num(hi)? as u64,
-        }),
+        ["uniform", lo, hi] => {
+            let (lo, hi) = (cycles(lo)?, cycles(hi)?);
+            if lo > hi {
+                bail!("--skid-dist {s:?}: LO must not exceed HI");
+            }
+            Ok(SkidDist::Uniform {
+                lo: lo as u64,
+                hi: hi as u64,
+            })
+        }
         ["normal", m, sd] => Ok(SkidDist::Normal {
-            mean: num(m)?,
-            sd: num(sd)?,
+            mean: cycles(m)?,
+            sd: cycles(sd)?,
         }),
-        ["constant", s0] => Ok(SkidDist::Constant(num(s0)? as u64)),
+        ["constant", s0] => Ok(SkidDist::Constant(cycles(s0)? as u64)),
         _ => bail!("--skid-dist {s:?}: expected uniform:LO:HI, normal:MEAN:SD or constant:S"),
     }
 }
@@ -198,6 +214,8 @@ pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> 
 
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
+    crate::output::check(&a.output)?;
+    crate::output::check_opt(a.exact.as_ref())?;
     a.command = a.wl.command(std::mem::take(&mut a.command), None)?;
     let skid = match &a.skid_dist {
         Some(d) => parse_dist(d)?,
@@ -261,9 +279,20 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         (None, true) => Some(CacheConfig::default()),
         (None, false) => None,
     };
+    // Memory bound: the samples kept, each with its LBR stack when asked.
+    let per_sample = std::mem::size_of::<proftrust_model::Sample>()
+        + if a.lbr {
+            proftrust_sim::vpmu::LBR_DEPTH * std::mem::size_of::<proftrust_model::Branch>()
+        } else {
+            0
+        };
+    let budget = crate::args::available_memory().unwrap_or(4 << 30) / 2;
+    let max_samples = budget / per_sample as u64;
+    opts.max_samples = Some(max_samples);
     let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
     let qo = proftrust_exact::QemuOptions {
-        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
+        timeout: a.timeout,
+        stop: Some(crate::interrupt::install()),
         trace_memory: cache_sim,
         ..proftrust_exact::QemuOptions::default()
     };
@@ -284,6 +313,15 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
             c.accesses, c.loads, c.l1_misses, c.llc_misses
         ));
     }
+    if v.dropped_samples() > 0 {
+        let taken = max_samples + v.dropped_samples();
+        bail!(
+            "--period {} gave {taken} samples, which need ~{} of memory (half of the available memory holds {max_samples}); use --period {} or more",
+            a.period,
+            crate::args::human_bytes(taken as f64 * per_sample as f64),
+            (a.period as u128 * taken as u128 / max_samples.max(1) as u128 + 1)
+        );
+    }
     let (mut set, exact) = v.finish();
     set.command = a
         .command
@@ -291,23 +329,29 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
     util::note(format!(
-        "{} samples ({} instruction, {} cycle); program {:?}",
+        "{} samples ({} instruction, {} cycle); the program {outcome}",
         set.samples.len(),
         set.count_for_event(0),
         set.count_for_event(1),
-        outcome
     ));
-    util::write_atomically(&a.output, |w| {
+    crate::output::write(&a.output, |w| {
         proftrust_formats::native::write_samples(w, &set)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
     if let (Some(p), Some(mut e)) = (&a.exact, exact) {
         e.command = set.command.clone();
-        util::write_atomically(p, |w| {
+        crate::output::write(p, |w| {
             proftrust_formats::native::write_exact(w, &e)
                 .with_context(|| format!("cannot write {}", p.display()))
         })?;
     }
+    util::note_outcome(
+        Some(&outcome),
+        &format!(
+            "the samples up to then were written to {}",
+            a.output.display()
+        ),
+    );
     Ok(())
 }
 

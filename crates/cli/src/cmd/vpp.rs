@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = SourceArg::Vpmu)]
     source: SourceArg,
     /// Paths listed (and used for the stability and hot-path comparisons).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = crate::args::int::<usize>(1, 100_000))]
     top: usize,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -71,24 +71,24 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Paths in the delta histograms.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::args::int::<usize>(1, 1000))]
     histogram_paths: usize,
-    /// Bins of the delta histograms.
-    #[arg(long, default_value_t = 40)]
+    /// Bins of the delta histograms (1 to 10000).
+    #[arg(long, default_value_t = 40, value_parser = crate::args::int::<usize>(1, 10_000))]
     bins: usize,
     /// Paths need at least this many timed samples (seed 004 §5.1: two).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = crate::args::int::<u64>(1, 1_000_000_000))]
     min_samples: u64,
     /// Leave out timed samples longer than this (in the source's unit, before the bias is
     /// subtracted): a path preempted while timed measures the scheduler, not the path.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", value_parser = crate::args::int::<u64>(1, u64::MAX / 2))]
     max_time: Option<u64>,
     /// Bursty tracing nCheck: path boundaries passed between timed bursts (0 = time every
     /// path). Default: 0 for vpmu, 10000 for probe (seed 004 §4.1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::int::<u64>(0, 1_000_000_000_000))]
     n_check: Option<u64>,
     /// Bursty tracing nInstr: paths timed per burst (seed 004 §4.2: 1).
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = crate::args::int::<u64>(1, 1_000_000_000))]
     n_instr: u64,
     /// Jitter every nCheck reset by U(0, nCheck/8) (against aliasing).
     #[arg(long)]
@@ -99,24 +99,24 @@ pub struct Args {
     /// vpmu/lbr: QEMU CPU model.
     #[arg(long)]
     cpu: Option<String>,
-    /// Stop the program after this many seconds.
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    /// Stop the program after this many seconds (at most 30 days).
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<Duration>,
     /// vpmu: no cache simulation (static class costs: every execution of a path then takes
     /// the same time and nothing varies; for comparison).
     #[arg(long)]
     no_cache: bool,
-    /// vpmu: simulated L1D size in KiB (8-way, 64-byte lines).
-    #[arg(long, default_value_t = 32)]
+    /// vpmu: simulated L1D size in KiB (8-way, 64-byte lines; 1 to 1048576).
+    #[arg(long, default_value_t = 32, value_parser = crate::args::int::<u32>(1, 1 << 20))]
     l1_kib: u32,
-    /// vpmu: simulated last-level cache size in KiB (16-way).
-    #[arg(long, default_value_t = 8192)]
+    /// vpmu: simulated last-level cache size in KiB (16-way; 1 to 4194304).
+    #[arg(long, default_value_t = 8192, value_parser = crate::args::int::<u32>(1, 1 << 22))]
     llc_kib: u32,
-    /// vpmu: cycles of a load that hits the LLC.
-    #[arg(long, default_value_t = 40)]
+    /// vpmu: cycles of a load that hits the LLC (1 to 100000).
+    #[arg(long, default_value_t = 40, value_parser = crate::args::int::<u32>(1, 100_000))]
     llc_latency: u32,
-    /// vpmu: cycles of a load that goes to memory.
-    #[arg(long, default_value_t = 200)]
+    /// vpmu: cycles of a load that goes to memory (1 to 100000).
+    #[arg(long, default_value_t = 200, value_parser = crate::args::int::<u32>(1, 100_000))]
     memory_latency: u32,
     /// lbr: a perf.data (`perf record -b`), `perf script -F ...,brstack` text or proftrust
     /// sample file of the same program; without it the virtual PMU's LBR stacks are used.
@@ -124,7 +124,7 @@ pub struct Args {
     lbr_file: Option<PathBuf>,
     /// lbr without a file: instructions between the virtual PMU's samples (each with a
     /// 32-entry stack).
-    #[arg(long, default_value_t = 1009)]
+    #[arg(long, default_value_t = 1009, value_parser = crate::args::int::<u64>(16, 1_000_000_000_000))]
     lbr_period: u64,
     /// probe: read this probe file instead of running the program.
     #[arg(long, value_name = "FILE")]
@@ -133,11 +133,11 @@ pub struct Args {
     #[arg(long)]
     no_bias: bool,
     /// probe: run the program under N busy background threads (heavy system load).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(0, MAX_LOAD_THREADS as u64))]
     load: Option<usize>,
     /// probe: run twice, without and with N busy background threads, and compare the top
     /// paths (seed 004 §5.3.1, Fig. 4).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(1, MAX_LOAD_THREADS as u64))]
     compare_load: Option<usize>,
     /// Also run with these arguments as the training input (whitespace-separated) and
     /// compare self- and cross-trained top paths on the main run (seed 004 §5.3.2, Fig. 5).
@@ -219,13 +219,7 @@ struct Measured {
 }
 
 fn timeout(a: &Args) -> Result<Option<Duration>> {
-    match a.timeout {
-        Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--timeout {s}: must be a positive number of seconds")
-        }
-        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
-        None => Ok(None),
-    }
+    Ok(a.timeout)
 }
 
 fn bursty(a: &Args, default_check: u64) -> Result<BurstyOptions> {
@@ -259,8 +253,12 @@ fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<String>) -> Resu
             ));
             Ok(())
         }
+        o @ RunOutcome::Interrupted { .. } => {
+            warnings.push(format!("{what} was {o}; paths up to then are kept"));
+            Ok(())
+        }
         other => {
-            warnings.push(format!("{what} ended abnormally: {other:?}"));
+            warnings.push(format!("{what} was {other}"));
             Ok(())
         }
     }
@@ -308,6 +306,7 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
         timeout: timeout(a)?,
         show_output: !a.json,
         trace_memory: cache.is_some(),
+        stop: Some(crate::interrupt::install()),
         ..QemuOptions::default()
     };
     let pb = util::progress(None, "tracing under QEMU (virtual PMU)");
@@ -456,6 +455,7 @@ fn measure_lbr(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
                 timeout: timeout(a)?,
                 show_output: !a.json,
                 trace_memory: cache.is_some(),
+                stop: Some(crate::interrupt::install()),
                 ..QemuOptions::default()
             };
             let pb = util::progress(None, "tracing under QEMU (virtual LBR)");
@@ -536,6 +536,7 @@ fn measure_probe(a: &Args, args: &[String], load: Option<usize>) -> Result<Measu
                 timeout: timeout(a)?,
                 env,
                 show_output: !a.json,
+                stop: Some(crate::interrupt::install()),
             };
             let pb = util::progress(
                 None,
@@ -782,19 +783,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--probe-file needs --source probe");
     }
     // Fail on a bad output path before the (slow) run.
-    if let Some(svg) = &a.svg {
-        let dir = match svg.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            bail!(
-                "--svg {}: no such directory {}",
-                svg.display(),
-                dir.display()
-            );
-        }
-    }
+    crate::output::check_opt(a.svg.as_ref()).context("--svg")?;
     let program: Option<Program> = match a.source {
         SourceArg::Vpmu | SourceArg::Lbr => Some(load_program(&a.program[0])?),
         SourceArg::Probe => None,
@@ -961,7 +950,7 @@ pub fn run(a: Args) -> Result<()> {
                 })
                 .collect(),
         };
-        util::write_atomically(svg, |w| {
+        crate::output::write(svg, |w| {
             w.write_all(render_line_plot(&plot).as_bytes())
                 .with_context(|| format!("cannot write {}", svg.display()))
         })?;

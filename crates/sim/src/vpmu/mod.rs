@@ -125,6 +125,10 @@ pub struct VpmuOptions {
     /// `QemuOptions::trace_memory`); each access adds its latency to its instruction's
     /// cycles. Default `None`: static costs only.
     pub cache: Option<CacheConfig>,
+    /// Keep at most this many samples; later ones are counted ([`Vpmu::dropped_samples`])
+    /// but not kept, so a tiny period on a long run cannot exhaust memory. Default `None`:
+    /// no limit.
+    pub max_samples: Option<u64>,
 }
 
 impl Default for VpmuOptions {
@@ -143,6 +147,7 @@ impl Default for VpmuOptions {
             lbr: false,
             exact: true,
             cache: None,
+            max_samples: None,
         }
     }
 }
@@ -195,6 +200,7 @@ pub struct Vpmu {
     slots: HashMap<Location, Slot>,
     threads: HashMap<u32, Thread>,
     samples: Vec<Sample>,
+    dropped: u64,
     pid: Option<u32>,
     outcome: Option<RunOutcome>,
     ev_instr: Option<u16>,
@@ -255,6 +261,7 @@ impl Vpmu {
             slots: HashMap::new(),
             threads: HashMap::new(),
             samples: Vec::new(),
+            dropped: 0,
             pid: None,
             outcome: None,
             ev_instr,
@@ -312,6 +319,14 @@ impl Vpmu {
     }
 
     fn emit(&mut self, th: &Thread, tid: u32, event: u16, period: u64, ip: Location) {
+        if self
+            .opts
+            .max_samples
+            .is_some_and(|m| self.samples.len() as u64 >= m)
+        {
+            self.dropped += 1;
+            return;
+        }
         self.samples.push(Sample {
             event,
             pid: self.pid.unwrap_or(tid),
@@ -451,6 +466,11 @@ impl Vpmu {
     /// Samples taken so far.
     pub fn sample_count(&self) -> usize {
         self.samples.len()
+    }
+
+    /// Samples taken beyond [`VpmuOptions::max_samples`] and not kept.
+    pub fn dropped_samples(&self) -> u64 {
+        self.dropped
     }
 
     /// Totals of the cache simulation so far (`None` without [`VpmuOptions::cache`]).

@@ -1,0 +1,257 @@
+//! Parsers of numeric flags, each with a documented range (`docs/cli-limits.md`), used from
+//! the `Args` structs as `value_parser = args::...` one-liners. A value out of range is a
+//! clap usage error (exit status 2) that names the range; nothing downstream sees NaN, an
+//! infinity, a negative duration or a count that would need absurd memory or time.
+
+use std::time::Duration;
+
+/// Longest `--timeout`: 30 days, in seconds.
+pub const MAX_TIMEOUT_SECS: f64 = 30.0 * 86_400.0;
+
+/// Largest skid, in cycles (`correct --skid`, `audit --correct-skid`, `vpmu --skid`,
+/// `calibrate --skid`). Measured skids are tens of cycles (seed 000 reports 10 to 70); the
+/// correction's emulation walks every cycle of the skid, so its cost grows with it.
+pub const MAX_SKID: u64 = 4096;
+
+/// A number as typed: digits (with optional `_` separators) or scientific notation that is
+/// an exact integer (`1e6`, `2.5e3`).
+fn integer(s: &str) -> Option<u128> {
+    let t = s.trim().replace('_', "");
+    if t.is_empty() {
+        return None;
+    }
+    if t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse::<u128>().ok();
+    }
+    let f: f64 = t.parse().ok()?;
+    if !f.is_finite() || f < 0.0 || f.fract() != 0.0 || f >= 3.4e38 {
+        return None;
+    }
+    Some(f as u128)
+}
+
+/// `lo..=hi` as the message shows it.
+fn range_text(lo: u64, hi: u64) -> String {
+    format!("{lo} to {hi}")
+}
+
+/// An integer flag in `lo..=hi`, as type `T`.
+pub fn int<T>(lo: u64, hi: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let n = integer(s)
+            .ok_or_else(|| format!("not a whole number (expected {})", range_text(lo, hi)))?;
+        if n < u128::from(lo) || n > u128::from(hi) {
+            return Err(format!("out of range (expected {})", range_text(lo, hi)));
+        }
+        T::try_from(n as u64).map_err(|_| format!("out of range (expected {})", range_text(lo, hi)))
+    }
+}
+
+/// A finite real number.
+fn real(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| "not a number".to_string())?;
+    if !v.is_finite() {
+        return Err("must be a finite number".into());
+    }
+    Ok(v)
+}
+
+/// `--timeout SECS`: a finite number of seconds, `0 < SECS <= 2592000` (30 days).
+pub fn timeout(s: &str) -> Result<Duration, String> {
+    let v = real(s)?;
+    if !(v > 0.0 && v <= MAX_TIMEOUT_SECS) {
+        return Err(format!(
+            "must be more than 0 and at most {MAX_TIMEOUT_SECS} seconds (30 days)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// A share in `[0, 1]` (`--rank-threshold`, `--hot-share`).
+pub fn share(s: &str) -> Result<f64, String> {
+    let v = real(s)?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err("must be a share from 0 to 1".into());
+    }
+    Ok(v)
+}
+
+/// A share in `(0, 1]` (`--cover`).
+pub fn positive_share(s: &str) -> Result<f64, String> {
+    let v = real(s)?;
+    if !(v > 0.0 && v <= 1.0) {
+        return Err("must be a share above 0 and at most 1".into());
+    }
+    Ok(v)
+}
+
+/// A skid in cycles, `0 <= S <= 4096` (fractions allowed).
+pub fn skid(s: &str) -> Result<f64, String> {
+    let v = real(s)?;
+    if !(v >= 0.0 && v <= MAX_SKID as f64) {
+        return Err(format!("must be from 0 to {MAX_SKID} cycles"));
+    }
+    Ok(v)
+}
+
+/// A spread of cycles, `0 <= W <= 4096`.
+pub fn spread(s: &str) -> Result<f64, String> {
+    skid(s)
+}
+
+/// A utilisation strictly between 0 and 1.
+pub fn utilisation(s: &str) -> Result<f64, String> {
+    let v = real(s)?;
+    if !(v > 0.0 && v < 1.0) {
+        return Err("must be above 0 and below 1".into());
+    }
+    Ok(v)
+}
+
+/// `R = granularity / interval` of `simulate --preset sweep`: `0 < R <= 1000`.
+pub fn ratio(s: &str) -> Result<f64, String> {
+    let v = real(s)?;
+    if !(v > 0.0 && v <= 1000.0) {
+        return Err("must be above 0 and at most 1000".into());
+    }
+    Ok(v)
+}
+
+/// The memory this machine has available (`MemAvailable` of `/proc/meminfo`), in bytes.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// `12 GB`, `2 TB`, `640 KB` (decimal units).
+pub fn human_bytes(b: f64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB", "PB", "EB"];
+    let mut v = b;
+    let mut i = 0;
+    while v >= 1000.0 && i + 1 < units.len() {
+        v /= 1000.0;
+        i += 1;
+    }
+    if v >= 1e3 {
+        format!("{v:.1e} {}", units[i])
+    } else if v >= 10.0 || i == 0 {
+        format!("{v:.0} {}", units[i])
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
+/// `3 s`, `2.5 h`, `41 days`, `3.2e6 years`.
+pub fn human_seconds(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} min", s / 60.0)
+    } else if s < 172_800.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s < 3.0e7 {
+        format!("{:.0} days", s / 86_400.0)
+    } else {
+        format!("{:.1e} years", s / 3.15e7)
+    }
+}
+
+/// Refuses work whose estimated memory exceeds what the machine has available (or
+/// `fallback` bytes when that is unknown): `"--reps 1e12 needs ~2 TB of memory (this
+/// machine has 3.1 GB available); use --reps 1000000 or less"`.
+pub fn check_memory(
+    flag: &str,
+    value: &str,
+    bytes: f64,
+    fallback: u64,
+    fix: impl FnOnce(f64) -> String,
+) -> anyhow::Result<()> {
+    let have = available_memory().unwrap_or(fallback) as f64;
+    if bytes > have {
+        anyhow::bail!(
+            "{flag} {value} needs ~{} of memory (this machine has {} available); {}",
+            human_bytes(bytes),
+            human_bytes(have),
+            fix(have)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every parser against the values of the issue-20 campaign: each case is (parser,
+    /// input, accepted?).
+    #[test]
+    fn flag_parsers_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("timeout", "1e30", false),
+            ("timeout", "NaN", false),
+            ("timeout", "-1", false),
+            ("timeout", "0", false),
+            ("timeout", "inf", false),
+            ("timeout", "2592001", false),
+            ("timeout", "0.25", true),
+            ("timeout", "2592000", true),
+            ("share", "NaN", false),
+            ("share", "-0.1", false),
+            ("share", "1.5", false),
+            ("share", "0", true),
+            ("share", "1", true),
+            ("positive_share", "0", false),
+            ("positive_share", "0.9", true),
+            ("skid", "1000000", false),
+            ("skid", "10000", false),
+            ("skid", "-3", false),
+            ("skid", "NaN", false),
+            ("skid", "37", true),
+            ("skid", "4096", true),
+            ("utilisation", "1", false),
+            ("utilisation", "0.5", true),
+            ("ratio", "0", false),
+            ("ratio", "2.8", true),
+            ("int", "18446744073709551615", false),
+            ("int", "1e12", false),
+            ("int", "-1", false),
+            ("int", "0", false),
+            ("int", "1.5", false),
+            ("int", "", false),
+            ("int", "1e6", true),
+            ("int", "1_000", true),
+            ("int", "1000000", true),
+        ];
+        let int = int::<u64>(1, 1_000_000);
+        for &(p, input, ok) in cases {
+            let got = match p {
+                "timeout" => timeout(input).is_ok(),
+                "share" => share(input).is_ok(),
+                "positive_share" => positive_share(input).is_ok(),
+                "skid" => skid(input).is_ok(),
+                "utilisation" => utilisation(input).is_ok(),
+                "ratio" => ratio(input).is_ok(),
+                "int" => int(input).is_ok(),
+                _ => unreachable!(),
+            };
+            assert_eq!(got, ok, "{p}({input:?})");
+        }
+        assert_eq!(int("1e6"), Ok(1_000_000));
+        assert_eq!(timeout("0.5"), Ok(Duration::from_millis(500)));
+        assert!(int("0").unwrap_err().contains("1 to 1000000"));
+        assert_eq!(int::<u8>(0, 300)("300").is_err(), true);
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(2.0e12), "2.0 TB");
+        assert_eq!(human_bytes(640_000.0), "640 KB");
+        assert_eq!(human_seconds(30.0), "30 s");
+        assert_eq!(human_seconds(90_000.0), "25.0 h");
+    }
+}

@@ -1,0 +1,72 @@
+//! Every `unsafe` block of this crate: signals, the subreaper setting, reaping, and the
+//! parent-death signal set in a forked child.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// `kill(pid, sig)`; errors (already gone) are ignored.
+pub(crate) fn kill(pid: i32, sig: i32) {
+    // SAFETY: plain syscall with integer arguments.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+pub(crate) fn getpid() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::getpid() }
+}
+
+pub(crate) fn getpgrp() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::getpgrp() }
+}
+
+/// `waitpid(pid, WNOHANG)`, result ignored: reaps `pid` if it is an ended child of ours.
+pub(crate) fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: `status` is a live int for the kernel to fill.
+    unsafe {
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
+}
+
+/// Sets or clears `PR_SET_CHILD_SUBREAPER`; returns the previous setting.
+pub(crate) fn set_child_subreaper(on: bool) -> io::Result<bool> {
+    let mut prev: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER stores an int through the pointer, which is live.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut prev as *mut libc::c_int as libc::c_ulong,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: plain prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, libc::c_ulong::from(on)) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(prev != 0)
+}
+
+/// In the child of `cmd`, before exec: `PR_SET_PDEATHSIG(SIGKILL)`, and exit at once if the
+/// parent died before the setting took effect.
+pub(crate) fn die_with_parent(cmd: &mut Command) {
+    let parent = getpid();
+    // SAFETY: the closure runs in the forked child before exec; prctl, getppid and _exit are
+    // async-signal-safe, and it allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            Ok(())
+        });
+    }
+}

@@ -104,3 +104,32 @@ pub fn note_outcome(outcome: Option<&proftrust_model::RunOutcome>, what: &str) {
         Some(o) => note(format_args!("the program was {o}")),
     }
 }
+
+/// A warning when the program did not exit with status 0: `the program was killed by
+/// SIGSEGV: the paths cover the run up to then`; `what` names what the output holds.
+pub fn outcome_warning(o: &proftrust_model::RunOutcome, what: &str) -> Option<String> {
+    use proftrust_model::RunOutcome;
+    match o {
+        RunOutcome::Exited { code: 0 } => None,
+        RunOutcome::Exited { .. } => Some(format!("the program {o}")),
+        _ => Some(format!(
+            "the program was {o}: {what} cover the run up to then"
+        )),
+    }
+}
+
+/// Runs `f` in a thread with a 256 MiB stack (reserved, committed only as used) and returns
+/// its result: the skid correction's walk recurses once per block a skid crosses, so its
+/// depth grows with the skid and the code; the main thread's 8 MiB is not enough for every
+/// program at the largest skid `--skid` allows.
+pub fn with_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    use anyhow::Context;
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("correct".into())
+            .stack_size(256 << 20)
+            .spawn_scoped(s, f)
+            .context("cannot start the correction thread")?;
+        Ok(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}

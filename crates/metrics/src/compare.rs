@@ -199,6 +199,63 @@ fn map_modules(
     Ok(map)
 }
 
+/// The check `compare` makes before anything else, for callers that compare in their own
+/// way (`proftrust correct --truth`): every binary of `scope` occurs in the exact profile
+/// (same build-id, or same file name when a side has none; [`Error::BuildIdMismatch`],
+/// [`Error::BinaryNotInProfile`]) and has executed instructions there
+/// ([`Error::NoExecutionsInBinary`]).
+pub fn check_same_program(exact: &ExactProfile, scope: &[Module]) -> Result<(), Error> {
+    let map = map_modules(&exact.modules, scope, "truth")?;
+    let executed = exact
+        .instructions
+        .iter()
+        .any(|ic| ic.count > 0 && ic.loc.module.is_some_and(|m| map.contains_key(&m)));
+    if !executed {
+        return Err(Error::NoExecutionsInBinary {
+            binary: scope
+                .iter()
+                .map(|m| m.file_name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// Samples of event `event` per function of `scope`, named as [`compare`] names them
+/// (outermost function, `[binary]` suffix for the second and later scope binaries), largest
+/// first, and the samples outside the scope. For a report of samples alone, when there is
+/// no truth to compare with (an audit interrupted before its exact count).
+pub fn sampled_functions(
+    samples: &SampleSet,
+    scope: &[Module],
+    attr: &dyn Attribution,
+    event: u16,
+) -> Result<(Vec<(String, u64)>, u64), Error> {
+    let smap = map_modules(&samples.modules, scope, "samples")?;
+    let mut per: BTreeMap<String, u64> = BTreeMap::new();
+    let mut elsewhere = 0u64;
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        match s.ip.module.and_then(|m| smap.get(&m)) {
+            Some(&j) => {
+                let f = attr
+                    .function(j, s.ip.svma)
+                    .unwrap_or_else(|| "[unknown]".into());
+                let name = if j == 0 {
+                    f
+                } else {
+                    format!("{f} [{}]", scope[j].file_name())
+                };
+                *per.entry(name).or_default() += 1;
+            }
+            None => elsewhere += 1,
+        }
+    }
+    let mut v: Vec<(String, u64)> = per.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok((v, elsewhere))
+}
+
 /// Block key: (scope module, block start, executed).
 type BlockKey = (usize, u64, bool);
 

@@ -29,7 +29,8 @@ mod rank;
 mod share;
 
 pub use compare::{
-    compare, Attribution, CompareOptions, Comparison, FunctionComparison, TruthWeight,
+    check_same_program, compare, sampled_functions, Attribution, CompareOptions, Comparison,
+    FunctionComparison, TruthWeight,
 };
 pub use cycles::{cycles_estimate, CYCLES_FORMULA};
 pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};

@@ -29,12 +29,12 @@ mod sys;
 
 pub use error::RecordError;
 pub use event::{EventSpec, DEFAULT_CLOCK_PERIOD_NS, DEFAULT_HW_PERIOD, DEFAULT_RAW_PERIOD};
+pub use proftrust_supervise::StopSignal;
 
 use parse::Rec;
 use proftrust_model::{
     Branch, EventDesc, Location, PeriodMode, RunOutcome, Sample, SampleSet, SamplingConfig,
 };
-use proftrust_supervise::StopSignal;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -143,6 +143,23 @@ pub struct Recording {
     pub exec_error: Option<String>,
     /// Counters about the recording.
     pub stats: RecordStats,
+    /// The started program's process id (`None` for a `--pid` recording).
+    pub pid: Option<u32>,
+    /// Every process the recording saw start or exec (from the kernel's `FORK` and `COMM`
+    /// exec records), in order of pid.
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// A process a recording saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its process id.
+    pub pid: u32,
+    /// The process that forked it, when the fork was recorded.
+    pub parent: Option<u32>,
+    /// Times (the samples' clock) at which it called `execve`; the started program's own
+    /// first exec (of the command line) is among them.
+    pub execs: Vec<u64>,
 }
 
 struct Opened {
@@ -637,6 +654,7 @@ fn record_command(
     )?;
     Ok(Recording {
         exec_error,
+        pid: Some(pid as u32),
         ..recording
     })
 }
@@ -809,6 +827,22 @@ fn finish(
     }
     let mut stats = session.stats.clone();
     let mut last_count: HashMap<u64, u64> = HashMap::new();
+    let mut processes: std::collections::BTreeMap<u32, ProcessInfo> = Default::default();
+    for r in &recs {
+        match *r {
+            Rec::Fork { pid, ppid, .. } if pid != ppid => {
+                let p = processes.entry(pid).or_default();
+                p.pid = pid;
+                p.parent = Some(ppid);
+            }
+            Rec::Exec { pid, time } => {
+                let p = processes.entry(pid).or_default();
+                p.pid = pid;
+                p.execs.push(time);
+            }
+            _ => {}
+        }
+    }
     for r in recs {
         match r {
             Rec::Mmap {
@@ -905,6 +939,8 @@ fn finish(
         seed,
         exec_error: None,
         stats,
+        pid: None,
+        processes: processes.into_values().collect(),
     })
 }
 

@@ -4,8 +4,11 @@ use crate::model::AuditReport;
 use crate::svg;
 use std::fmt::Write as _;
 
-/// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values.
+/// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values; control
+/// characters (which HTML forbids) are shown as [`quote_name`](crate::quote_name) shows
+/// them (`\x1b`, `\n`).
 pub fn escape_html(s: &str) -> String {
+    let s = crate::quote::quote_name(s);
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -102,6 +105,13 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         );
     }
     h.push_str("</table>\n");
+    if let Some(i) = &c.interrupted {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\"><strong>Interrupted:</strong> {}</p>",
+            escape_html(i)
+        );
+    }
     for w in &r.warnings {
         let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
     }

@@ -11,6 +11,8 @@
 //!   the per-instruction picture of the hottest function after seed 001 Fig. 1, metrics
 //!   against the sampling period for sweeps).
 //!
+//! * [`quote_name`] — how every text output shows a name from a binary or profile (control
+//!   characters escaped, as `git` and `perf` do), used by every command's text output.
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
@@ -20,6 +22,7 @@
 mod html;
 mod model;
 mod plot;
+mod quote;
 mod svg;
 mod text;
 
@@ -29,6 +32,7 @@ pub use model::{
     InstructionRow, Metrics, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
+pub use quote::quote_name;
 pub use text::{render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

@@ -88,6 +88,14 @@ pub struct AuditConfig {
     /// (Kendall tau-b, top-k overlap); sampled functions always do.
     #[serde(default)]
     pub rank_threshold: f64,
+    /// Set when proftrust was interrupted (SIGINT, SIGTERM, SIGHUP) while it recorded or
+    /// counted: which signal, in which phase, and what the report then holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
+    /// No exact counts: the audit was interrupted before its exact run. The rows hold the
+    /// samples alone; every exact column is zero and every metric `null`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truth_missing: bool,
 }
 
 /// The accuracy metrics. `None` (JSON `null`) when a metric is undefined for this input,

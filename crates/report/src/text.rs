@@ -1,6 +1,7 @@
 //! Aligned terminal tables.
 
 use crate::model::{AuditReport, Metrics};
+use crate::quote::quote_name;
 use std::fmt::Write as _;
 
 /// A table of text cells, rendered with aligned columns. The first column is left-aligned,
@@ -33,9 +34,19 @@ impl Table {
     }
 
     /// Adds a row; `highlight` marks it (red on a terminal, `!` in the last column otherwise
-    /// is the caller's business).
+    /// is the caller's business). Cells are shown through [`quote_name`]: a name with a
+    /// control character cannot break the table.
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>, highlight: bool) {
-        let cells = cells.into_iter().map(Into::into).collect();
+        let cells = cells
+            .into_iter()
+            .map(|c| {
+                let c: String = c.into();
+                match quote_name(&c) {
+                    std::borrow::Cow::Borrowed(_) => c,
+                    std::borrow::Cow::Owned(q) => q,
+                }
+            })
+            .collect();
         self.rows.push((cells, highlight.then_some(RED)));
     }
 
@@ -123,7 +134,8 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let c = &r.config;
     let m = &r.metrics;
     let mut out = String::new();
-    let _ = writeln!(out, "binary:       {}", c.binary);
+    let q = |s: &str| quote_name(s).into_owned();
+    let _ = writeln!(out, "binary:       {}", q(&c.binary));
     if let Some(b) = &c.build_id {
         let _ = writeln!(out, "build-id:     {b}");
     }
@@ -138,21 +150,29 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         c.event,
         period,
         if c.randomized { ", randomised" } else { "" },
-        c.samples_source
+        q(&c.samples_source)
     );
-    let _ = writeln!(
-        out,
-        "truth:        {} instructions from {}",
-        m.instructions, c.truth_source
-    );
-    let _ = writeln!(out, "backend:      {}", c.truth_backend);
+    if c.truth_missing {
+        let _ = writeln!(out, "truth:        {}", q(&c.truth_source));
+    } else {
+        let _ = writeln!(
+            out,
+            "truth:        {} instructions from {}",
+            m.instructions,
+            q(&c.truth_source)
+        );
+    }
+    let _ = writeln!(out, "backend:      {}", q(&c.truth_backend));
     let _ = writeln!(out, "truth weight: {}", c.truth_weight);
     if let Some(f) = &c.truth_weight_formula {
         let _ = writeln!(out, "              {f}");
     }
     let _ = writeln!(out, "seed:         {}", c.seed);
+    if let Some(i) = &c.interrupted {
+        let _ = writeln!(out, "INTERRUPTED:  {}", q(i));
+    }
     for w in &r.warnings {
-        let _ = writeln!(out, "warning:      {w}");
+        let _ = writeln!(out, "warning:      {}", q(w));
     }
     let _ = writeln!(out);
     let cm = r.corrected.as_ref().map(|c| &c.metrics);
@@ -239,10 +259,16 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
             f.samples.to_string(),
             pct(f.sampled_share),
             format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
-            pct(f.exact_share),
-            signed_pct(f.difference),
-            if f.outside_ci { "!" } else { "" }.to_string(),
         ];
+        if c.truth_missing {
+            cells.extend(["-".to_string(), "-".to_string(), String::new()]);
+        } else {
+            cells.extend([
+                pct(f.exact_share),
+                signed_pct(f.difference),
+                if f.outside_ci { "!" } else { "" }.to_string(),
+            ]);
+        }
         if let Some(cs) = corrected_share(&f.name) {
             cells.push(pct(cs));
             cells.push(signed_pct(cs - f.exact_share));

@@ -48,7 +48,7 @@ struct GranArgs {
     #[arg(long)]
     second_event: Option<u16>,
     /// Rows per table.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     top: usize,
     /// Print JSON instead of tables.
     #[arg(long)]
@@ -105,6 +105,12 @@ fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
 }
 
 fn granularity(a: GranArgs) -> anyhow::Result<()> {
+    crate::output::check_opt(a.output.as_ref())?;
+    if let Some(d) = &a.svg_dir {
+        if !d.is_dir() {
+            bail!("--svg-dir {}: no such directory", d.display());
+        }
+    }
     let (set, format) = read_set(&a.file)?;
     let second = match a.second_event {
         Some(e) => Some(e),

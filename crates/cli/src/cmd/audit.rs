@@ -17,7 +17,9 @@ use clap::{Args, ValueEnum};
 use proftrust_binary::Binary;
 use proftrust_formats::Format;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
-use proftrust_model::{EventKind, ExactProfile, Module, PeriodMode, Sample, SampleSet, Svma};
+use proftrust_model::{
+    EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma,
+};
 use proftrust_report::{
     AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
     InstructionRow, Metrics, SweepPoint,
@@ -75,15 +77,15 @@ pub struct AuditArgs {
     /// Print the JSON report on stdout instead of the table.
     #[arg(long)]
     json: bool,
-    /// Write a self-contained HTML report.
+    /// Write a self-contained HTML report (`-` for standard output).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
     /// Functions shown in the table.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 15, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     top: usize,
     /// Exact share from which a function without samples enters Kendall tau-b and the top-k
     /// overlaps (sampled functions always do); 0 ranks every executed function.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.01)]
+    #[arg(long, value_name = "SHARE", default_value_t = 0.01, value_parser = crate::args::share)]
     rank_threshold: f64,
     /// Which event of the samples to compare, by name (`instructions:vpmu`, `cycles`). Default:
     /// the instructions event when there is one, else the first.
@@ -93,11 +95,11 @@ pub struct AuditArgs {
     /// `proftrust correct`) and show the corrected profile beside the raw one. Needs
     /// instruction and cycle samples of one run: a `proftrust vpmu` file, or perf.data from
     /// `perf record -e instructions,cycles`.
-    #[arg(long, value_name = "CYCLES")]
+    #[arg(long, value_name = "CYCLES", value_parser = crate::args::skid)]
     correct_skid: Option<f64>,
-    /// Stop the program (each run) after this many seconds.
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    /// Stop the program (each run) after this many seconds (at most 30 days).
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<std::time::Duration>,
     /// Program and arguments to profile.
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -195,16 +197,36 @@ impl proftrust_formats::callgrind::SymbolSource for CallgrindSymbols {
     }
 }
 
+/// The samples of a recording with what the comparison needs to know about its processes.
+struct Recorded {
+    samples: SampleSet,
+    /// The started program's pid.
+    pid: Option<u32>,
+    processes: Vec<proftrust_record::ProcessInfo>,
+}
+
+/// Most periods `--sweep` takes (each is recorded twice).
+const MAX_SWEEP: usize = 64;
+
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
+    crate::output::check_opt(args.html.as_ref()).context("--html")?;
+    if args.sweep.len() > MAX_SWEEP {
+        bail!(
+            "--sweep: {} periods; at most {MAX_SWEEP} (each is recorded twice)",
+            args.sweep.len()
+        );
+    }
     let weight = match args.truth_weight {
         WeightArg::Instructions => TruthWeight::Instructions,
         WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
     };
     let mut tool_versions = BTreeMap::new();
     let mut warnings = Vec::new();
+    // What an interrupt cut short, for the report: (signal, phase).
+    let mut interrupted: Option<(String, &str)> = None;
 
-    let (samples, exact, samples_source, truth_source, command, sweep_cmd) = if let (
+    let (mut samples, exact, samples_source, truth_source, command, sweep_cmd) = if let (
         Some(sf),
         Some(tf),
     ) =
@@ -216,12 +238,13 @@ pub fn run(args: AuditArgs) -> Result<()> {
         if !args.sweep.is_empty() {
             bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
         }
-        let s = read_samples(sf)?;
+        let mut s = read_samples(sf)?;
         let e = read_truth(tf)?;
+        restrict_to_first_process(&mut s, &mut warnings);
         let cmd = s.command.clone();
         (
             s,
-            e,
+            Some(e),
             sf.display().to_string(),
             tf.display().to_string(),
             cmd,
@@ -235,16 +258,37 @@ pub fn run(args: AuditArgs) -> Result<()> {
             bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
         }
         let cmd = resolve_command(cmd)?;
-        let s = record_once(&cmd, &args, args.period, args.randomize)?;
-        let (e, backend_note) = count_exact(&cmd, &args, weight, &mut tool_versions)?;
-        if let Some(n) = backend_note {
-            warnings.push(n);
-        }
+        let stop = crate::interrupt::install();
+        let r = record_once(&cmd, &args, args.period, args.randomize, &stop)?;
+        let mut s = r.samples;
+        restrict_to_started(&mut s, r.pid, &r.processes, &mut warnings);
+        let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
+            interrupted = Some((name.clone(), "the recording"));
+            warnings.push(format!(
+                "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
+            ));
+            None
+        } else {
+            let (e, backend_note) = count_exact(&cmd, &args, weight, &mut tool_versions, &stop)?;
+            if let Some(n) = backend_note {
+                warnings.push(n);
+            }
+            if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
+                interrupted = Some((name.clone(), "the exact count"));
+                warnings.push(format!(
+                    "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
+                ));
+            }
+            Some(e)
+        };
         let lossy: Vec<String> = cmd
             .iter()
             .map(|c| c.to_string_lossy().into_owned())
             .collect();
-        let truth_source = format!("an exact run under {}", e.backend);
+        let truth_source = match &e {
+            Some(e) => format!("an exact run under {}", e.backend),
+            None => "none (interrupted before the exact run)".to_string(),
+        };
         (
             s,
             e,
@@ -255,24 +299,41 @@ pub fn run(args: AuditArgs) -> Result<()> {
         )
     };
     if let Some(outcome) = &samples.outcome {
-        if !matches!(outcome, proftrust_model::RunOutcome::Exited { code: 0 }) {
-            warnings.push(format!("the profiled program ended with {outcome:?}"));
+        if !matches!(
+            outcome,
+            RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
+        ) {
+            warnings.push(format!("the profiled program {}", outcome_phrase(outcome)));
         }
     }
-    if exact.backend == "callgrind" {
-        tool_versions
-            .entry("valgrind".into())
-            .or_insert_with(|| util::tool_version("valgrind", &["--version"]));
-    } else if exact.backend == "qemu" {
-        tool_versions
-            .entry("qemu-x86_64".into())
-            .or_insert_with(|| util::tool_version("qemu-x86_64", &["--version"]));
+    if let Some(e) = &exact {
+        warnings.extend(proftrust_exact::warnings(e));
+        if let Some(o) = &e.outcome {
+            if !matches!(
+                o,
+                RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
+            ) {
+                warnings.push(format!("the exact run's program {}", outcome_phrase(o)));
+            }
+        }
+        if e.backend == "callgrind" {
+            tool_versions
+                .entry("valgrind".into())
+                .or_insert_with(|| util::tool_version("valgrind", &["--version"]));
+        } else if e.backend == "qemu" {
+            tool_versions
+                .entry("qemu-x86_64".into())
+                .or_insert_with(|| util::tool_version("qemu-x86_64", &["--version"]));
+        }
     }
     if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
         tool_versions.insert("linux".into(), k.trim().to_string());
     }
+    let interrupted_text = interrupted
+        .as_ref()
+        .map(|(sig, phase)| format!("{sig} during {phase}"));
 
-    if samples.samples.is_empty() {
+    if samples.samples.is_empty() && interrupted.is_none() {
         bail!(
             "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
             if samples.lost > 0 {
@@ -282,8 +343,10 @@ pub fn run(args: AuditArgs) -> Result<()> {
             }
         );
     }
-    if exact.total_instructions == 0 && exact.instructions.is_empty() {
-        bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
+    if let Some(e) = &exact {
+        if e.total_instructions == 0 && e.instructions.is_empty() && interrupted.is_none() {
+            bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
+        }
     }
 
     // The scope: --binary, else the profiled program, else the module with most samples.
@@ -342,7 +405,8 @@ pub fn run(args: AuditArgs) -> Result<()> {
             .position(|e| e.kind == EventKind::Instructions)
             .unwrap_or(0),
     } as u16;
-    let event = samples.events.get(event_idx as usize);
+    let event = samples.events.get(event_idx as usize).cloned();
+    let event = event.as_ref();
     if samples.events.len() > 1 {
         warnings.push(format!(
             "the samples hold {} events; comparing {} (--sample-event picks another)",
@@ -370,13 +434,98 @@ pub fn run(args: AuditArgs) -> Result<()> {
     opts.event = event_idx;
     opts.truth_weight = weight;
     opts.rank_threshold = args.rank_threshold;
+
+    let (period, randomized) = match event.map(|e| &e.config) {
+        Some(c) => (
+            match c.period {
+                PeriodMode::Fixed(p) => Some(p),
+                _ => None,
+            },
+            c.randomize_max.is_some(),
+        ),
+        None => (None, false),
+    };
+    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
+    let mut config = AuditConfig {
+        proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
+        seed,
+        truth_weight: weight.name().to_string(),
+        truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
+            .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
+        event: event
+            .map(|e| e.name.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        period,
+        randomized,
+        samples_source,
+        truth_source,
+        truth_backend: match &exact {
+            Some(e) if e.backend_detail.is_empty() => e.backend.clone(),
+            Some(e) => format!("{} ({})", e.backend, e.backend_detail),
+            None => "none".into(),
+        },
+        binary: scope
+            .iter()
+            .map(|m| m.path.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
+        command,
+        tool_versions,
+        rank_threshold: args.rank_threshold,
+        interrupted: interrupted_text,
+        truth_missing: false,
+    };
+
+    let Some(exact) = exact else {
+        // Interrupted before the exact run: the samples alone.
+        let (per, elsewhere) =
+            proftrust_metrics::sampled_functions(&samples, &scope, &attr, event_idx)
+                .context("cannot attribute the samples")?;
+        if elsewhere > 0 {
+            warnings.push(elsewhere_warning(&samples, event_idx, &scope, elsewhere));
+        }
+        let n: u64 = per.iter().map(|(_, c)| c).sum();
+        config.truth_missing = true;
+        let report = AuditReport {
+            config,
+            metrics: proftrust_report::Metrics {
+                samples: n,
+                samples_elsewhere: elsewhere,
+                ..Default::default()
+            },
+            functions: per
+                .into_iter()
+                .map(|(name, c)| {
+                    let share = c as f64 / n.max(1) as f64;
+                    let (lo, hi) =
+                        proftrust_metrics::wilson_interval(c, n, proftrust_metrics::Z_95);
+                    FunctionRow {
+                        name,
+                        samples: c,
+                        sampled_share: share,
+                        ci_low: lo,
+                        ci_high: hi,
+                        ..Default::default()
+                    }
+                })
+                .collect(),
+            hottest: None,
+            sweep: Vec::new(),
+            warnings,
+            corrected: None,
+        };
+        return emit(&report, &args);
+    };
+
     let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
         .context("cannot compare the samples with the truth")?;
     if cmp.samples_elsewhere > 0 {
-        warnings.push(format!(
-            "{} of {} samples lie outside the audited binary (libraries, kernel) and are not compared",
+        warnings.push(elsewhere_warning(
+            &samples,
+            event_idx,
+            &scope,
             cmp.samples_elsewhere,
-            cmp.samples_elsewhere + cmp.samples
         ));
     }
     if !cmp.static_blocks {
@@ -384,6 +533,10 @@ pub fn run(args: AuditArgs) -> Result<()> {
     }
 
     let corrected = match args.correct_skid {
+        Some(_) if interrupted.is_some() => {
+            warnings.push("--correct-skid skipped: the audit was interrupted".into());
+            None
+        }
         Some(skid) => Some(corrected_side(
             &samples,
             &bin_paths,
@@ -396,13 +549,28 @@ pub fn run(args: AuditArgs) -> Result<()> {
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
     let mut sweep = Vec::new();
-    if let Some(cmd) = &sweep_cmd {
-        if !args.sweep.is_empty() {
+    if let (Some(cmd), false) = (&sweep_cmd, args.sweep.is_empty()) {
+        if interrupted.is_some() {
+            warnings.push("--sweep skipped: the audit was interrupted".into());
+        } else {
+            let stop = crate::interrupt::install();
             let pb = util::progress(Some(2 * args.sweep.len() as u64), "sweep");
-            for &p in &args.sweep {
+            'sweep: for &p in &args.sweep {
                 for randomized in [false, true] {
-                    let s = record_once(cmd, &args, Some(p), randomized)?;
-                    let point = match proftrust_metrics::compare(&s, &exact, &scope, &attr, &opts) {
+                    let mut r = record_once(cmd, &args, Some(p), randomized, &stop)?;
+                    if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
+                        warnings.push(format!(
+                            "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
+                            if randomized { " randomised" } else { "" }
+                        ));
+                        config.interrupted = Some(format!("{name} during the sweep"));
+                        break 'sweep;
+                    }
+                    let mut ignored = Vec::new();
+                    restrict_to_started(&mut r.samples, r.pid, &r.processes, &mut ignored);
+                    let point = match proftrust_metrics::compare(
+                        &r.samples, &exact, &scope, &attr, &opts,
+                    ) {
                         Ok(c) => SweepPoint {
                             period: p,
                             randomized,
@@ -428,46 +596,9 @@ pub fn run(args: AuditArgs) -> Result<()> {
         }
     }
 
-    let (period, randomized) = match event.map(|e| &e.config) {
-        Some(c) => (
-            match c.period {
-                PeriodMode::Fixed(p) => Some(p),
-                _ => None,
-            },
-            c.randomize_max.is_some(),
-        ),
-        None => (None, false),
-    };
-    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
+    samples.samples.clear();
     let report = AuditReport {
-        config: AuditConfig {
-            proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
-            seed,
-            truth_weight: weight.name().to_string(),
-            truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
-                .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
-            event: event
-                .map(|e| e.name.clone())
-                .unwrap_or_else(|| "unknown".into()),
-            period,
-            randomized,
-            samples_source,
-            truth_source,
-            truth_backend: if exact.backend_detail.is_empty() {
-                exact.backend.clone()
-            } else {
-                format!("{} ({})", exact.backend, exact.backend_detail)
-            },
-            binary: scope
-                .iter()
-                .map(|m| m.path.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-            build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
-            command,
-            tool_versions,
-            rank_threshold: args.rank_threshold,
-        },
+        config,
         metrics: metrics_of(&cmp),
         functions: rows_of(&cmp),
         hottest: picture_of(&cmp),
@@ -475,9 +606,13 @@ pub fn run(args: AuditArgs) -> Result<()> {
         warnings,
         corrected,
     };
+    emit(&report, &args)
+}
 
+/// Writes the report: `--html`, then JSON or the text table on standard output.
+fn emit(report: &AuditReport, args: &AuditArgs) -> Result<()> {
     if let Some(h) = &args.html {
-        let html = proftrust_report::render_html(&report);
+        let html = proftrust_report::render_html(report);
         crate::output::write(h, |w| {
             w.write_all(html.as_bytes())?;
             Ok(())
@@ -487,12 +622,184 @@ pub fn run(args: AuditArgs) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
-        proftrust_report::write_json(&mut out, &report)?;
+        proftrust_report::write_json(&mut out, report)?;
     } else {
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        out.write_all(proftrust_report::render_text(&report, color, args.top).as_bytes())?;
+        out.write_all(proftrust_report::render_text(report, color, args.top).as_bytes())?;
     }
     Ok(())
+}
+
+/// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.
+fn outcome_phrase(o: &RunOutcome) -> String {
+    match o {
+        RunOutcome::Exited { .. } => o.to_string(),
+        _ => format!("was {o}"),
+    }
+}
+
+/// Share `n / total` as a percentage with two decimals.
+fn pct(n: u64, total: u64) -> String {
+    format!("{:.2}%", 100.0 * n as f64 / total.max(1) as f64)
+}
+
+/// Keeps the samples of the started program only (pid `root`), before any `execve` it made
+/// after it started: the exact runs count that process up to an exec (QEMU and callgrind do
+/// not count forked children, nor the image an exec starts). What is left out is named with
+/// its share of the samples, so the comparison covers the same processes on both sides.
+fn restrict_to_started(
+    samples: &mut SampleSet,
+    root: Option<u32>,
+    processes: &[proftrust_record::ProcessInfo],
+    warnings: &mut Vec<String>,
+) {
+    let Some(root) = root else { return };
+    let first = samples
+        .samples
+        .iter()
+        .filter(|s| s.pid == root)
+        .map(|s| s.time)
+        .min();
+    // An exec of the started process after its first sample: the program ran another image.
+    let exec_at = processes.iter().find(|p| p.pid == root).and_then(|p| {
+        p.execs
+            .iter()
+            .copied()
+            .filter(|&t| first.is_some_and(|f| t > f))
+            .min()
+    });
+    leave_out(samples, root, exec_at, "", warnings);
+}
+
+/// For existing files: when the samples hold several processes, keeps the one sampled
+/// first (taken as the started program; the exact file counts one process) and names the
+/// others with their share.
+fn restrict_to_first_process(samples: &mut SampleSet, warnings: &mut Vec<String>) {
+    let Some(first) = samples.samples.iter().min_by_key(|s| (s.time, s.pid)) else {
+        return;
+    };
+    let root = first.pid;
+    if samples.samples.iter().all(|s| s.pid == root) {
+        return;
+    }
+    leave_out(
+        samples,
+        root,
+        None,
+        " (the process sampled first is taken as the started program)",
+        warnings,
+    );
+}
+
+/// Drops the samples of processes other than `root`, and those of `root` from `exec_at` on,
+/// with a warning for each kind that says how many and what share.
+fn leave_out(
+    samples: &mut SampleSet,
+    root: u32,
+    exec_at: Option<u64>,
+    note: &str,
+    warnings: &mut Vec<String>,
+) {
+    let total = samples.samples.len() as u64;
+    let mut children: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut after_exec: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+    samples.samples.retain(|s| {
+        if s.pid != root {
+            *children.entry(s.pid).or_default() += 1;
+            false
+        } else if exec_at.is_some_and(|t| s.time >= t) {
+            *after_exec.entry(s.ip.module.map(|m| m.0)).or_default() += 1;
+            false
+        } else {
+            true
+        }
+    });
+    if !children.is_empty() {
+        let n: u64 = children.values().sum();
+        let pids: Vec<String> = children.keys().take(8).map(|p| p.to_string()).collect();
+        warnings.push(format!(
+            "{n} of {total} samples ({}) are in {} other process(es) (pid {}{}), forked children the exact run does not count: left out of the comparison{note}",
+            pct(n, total),
+            children.len(),
+            pids.join(", "),
+            if children.len() > 8 { ", ..." } else { "" },
+        ));
+    }
+    if !after_exec.is_empty() {
+        let n: u64 = after_exec.values().sum();
+        let image = after_exec
+            .iter()
+            .max_by_key(|(_, c)| **c)
+            .and_then(|(m, _)| *m)
+            .and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m)))
+            .map(|m| m.path.clone())
+            .unwrap_or_else(|| "another image".into());
+        warnings.push(format!(
+            "{n} of {total} samples ({}) are in the image the program exec'd ({image}): the exact run stops at the exec, so they are left out of the comparison",
+            pct(n, total),
+        ));
+    }
+}
+
+/// Whether the ELF file at `path` is a program (it has an interpreter and is not named as
+/// a shared library): a sample there outside the audited binary belongs to another program,
+/// such as an image the audited one exec'd.
+fn is_program(path: &str) -> bool {
+    use object::Object;
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if name.contains(".so") {
+        return false;
+    }
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(f) = object::File::parse(&*data) else {
+        return false;
+    };
+    f.kind() == object::ObjectKind::Executable || f.section_by_name(".interp").is_some()
+}
+
+/// "N of M samples lie outside the audited binary and are not compared: libc.so.6 3.10%,
+/// (kernel or unmapped) 0.40%, /usr/bin/sort 1.2% (another program)": the modules that hold
+/// them, largest first.
+fn elsewhere_warning(samples: &SampleSet, event: u16, scope: &[Module], n: u64) -> String {
+    let mut per: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        total += 1;
+        let m = s.ip.module.and_then(|m| {
+            let module = samples.modules.get(m)?;
+            (!scope.iter().any(|x| x.same_binary(module))).then_some(m.0)
+        });
+        let outside = match s.ip.module {
+            None => true,
+            Some(_) => m.is_some(),
+        };
+        if outside {
+            *per.entry(m).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(Option<u32>, u64)> = per.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
+    let parts: Vec<String> = v
+        .iter()
+        .take(5)
+        .map(|(m, c)| {
+            let what = match m.and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m))) {
+                Some(module) if is_program(&module.path) => {
+                    format!("{} (another program: an exec'd image?)", module.path)
+                }
+                Some(module) => module.file_name().to_string(),
+                None => "(kernel or unmapped)".to_string(),
+            };
+            format!("{what} {}", pct(*c, total))
+        })
+        .collect();
+    format!(
+        "{n} of {total} samples lie outside the audited binary and are not compared: {}{}",
+        parts.join(", "),
+        if v.len() > 5 { ", ..." } else { "" }
+    )
 }
 
 /// The truth side of a comparison: exact profile, scope, attribution, options.
@@ -538,7 +845,8 @@ fn corrected_side(
     o.seed = seed;
     o.modules = Some(modelled);
     let pb = util::progress(None, "correcting skid");
-    let cor = correct_profile(&prof, &sym, &o).context("skid correction failed")?;
+    let cor = util::with_big_stack(|| correct_profile(&prof, &sym, &o))?
+        .context("skid correction failed")?;
     pb.finish_and_clear();
     let ev = samples
         .events
@@ -834,7 +1142,8 @@ fn record_once(
     args: &AuditArgs,
     period: Option<u64>,
     randomize: bool,
-) -> Result<SampleSet> {
+    stop: &proftrust_supervise::StopSignal,
+) -> Result<Recorded> {
     let ev = proftrust_record::EventSpec::parse(&args.event)
         .with_context(|| format!("bad --event {:?}", args.event))?;
     let mut o = proftrust_record::RecordOptions::default();
@@ -844,7 +1153,8 @@ fn record_once(
     o.events = vec![ev];
     o.randomize = randomize;
     o.seed = Some(args.seed);
-    o.timeout = args.timeout.map(std::time::Duration::from_secs_f64);
+    o.timeout = args.timeout;
+    o.stop = Some(stop.clone());
     let argv: Vec<String> = cmd
         .iter()
         .map(|c| c.to_string_lossy().into_owned())
@@ -862,7 +1172,11 @@ fn record_once(
     if let Some(e) = r.exec_error {
         bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
     }
-    Ok(r.samples)
+    Ok(Recorded {
+        samples: r.samples,
+        pid: r.pid,
+        processes: r.processes,
+    })
 }
 
 fn count_exact(
@@ -870,8 +1184,9 @@ fn count_exact(
     args: &AuditArgs,
     weight: TruthWeight,
     versions: &mut BTreeMap<String, String>,
+    stop: &proftrust_supervise::StopSignal,
 ) -> Result<(ExactProfile, Option<String>)> {
-    let timeout = args.timeout.map(std::time::Duration::from_secs_f64);
+    let timeout = args.timeout;
     let mut note = None;
     let use_qemu = match args.backend {
         Backend::Qemu => true,
@@ -912,6 +1227,7 @@ fn count_exact(
             timeout,
             show_output: false,
             edges: false,
+            stop: Some(stop.clone()),
             ..Default::default()
         };
         versions.insert(
@@ -919,7 +1235,7 @@ fn count_exact(
             util::tool_version("qemu-x86_64", &["--version"]),
         );
         let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
-        if proftrust_exact::counts_may_be_low(&e) {
+        if proftrust_exact::counts_may_be_low(&e) && stop.signal().is_none() {
             o.edges = true;
             let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
             note = Some(format!(
@@ -935,6 +1251,7 @@ fn count_exact(
             show_output: false,
             cache_sim: weight == TruthWeight::CyclesEstimate,
             branch_sim: weight == TruthWeight::CyclesEstimate,
+            stop: Some(stop.clone()),
             ..Default::default()
         };
         versions.insert(

@@ -22,21 +22,22 @@ pub struct Args {
     /// Replay the kernel under the virtual PMU (no hardware PMU needed) with skid `--skid`.
     #[arg(long)]
     vpmu: bool,
-    /// Skid of the virtual PMU, in cycles (only with --vpmu).
-    #[arg(long, default_value_t = 37)]
+    /// Skid of the virtual PMU, in cycles (only with --vpmu; 0 to 1024).
+    #[arg(long, default_value_t = 37, value_parser = crate::args::int::<u64>(0, crate::args::MAX_SKID))]
     skid: u64,
-    /// Cycles of the kernel's heavy load.
-    #[arg(long, default_value_t = 200)]
+    /// Cycles of the kernel's heavy load (1 to 100000).
+    #[arg(long, default_value_t = 200, value_parser = crate::args::int::<u32>(1, 100_000))]
     heavy: u32,
-    /// Number of one-cycle instructions after the heavy load.
-    #[arg(long, default_value_t = 100)]
+    /// Number of one-cycle instructions after the heavy load (1 to 1000000).
+    #[arg(long, default_value_t = 100, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     light: usize,
     /// Instruction-event period (a prime coprime with the kernel length spreads overflows
-    /// evenly).
-    #[arg(long, default_value_t = 1009)]
+    /// evenly); 1 to 10^12.
+    #[arg(long, default_value_t = 1009, value_parser = crate::args::int::<u64>(1, 1_000_000_000_000))]
     period: u64,
-    /// Passes through the kernel.
-    #[arg(long, default_value_t = 200_000)]
+    /// Passes through the kernel (1 to 10^9; passes x (light + 1) instructions are replayed,
+    /// at most 10^10).
+    #[arg(long, default_value_t = 200_000, value_parser = crate::args::int::<u64>(1, 1_000_000_000))]
     passes: u64,
     /// Randomise the period (T + U(0, T/8)).
     #[arg(long)]
@@ -48,6 +49,9 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 }
+
+/// Most instructions a `--vpmu` calibration replays (~17 minutes).
+const MAX_REPLAYED: f64 = 1e10;
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -67,9 +71,31 @@ pub fn run(a: Args) -> anyhow::Result<()> {
              hint: run `proftrust calibrate --vpmu` to check the fit on the virtual PMU with a known skid"
         );
     }
-    if a.light == 0 || a.heavy == 0 || a.period == 0 {
-        bail!("--heavy, --light and --period must be at least 1");
+    // Time and memory up front: the replay runs ~10^7 instructions a second, and keeps
+    // one sample per period.
+    let instructions = a.passes as f64 * (a.light as f64 + 1.0);
+    if instructions > MAX_REPLAYED {
+        bail!(
+            "--passes {} x (--light {} + 1) = {instructions:.3e} instructions to replay, ~{} at 10^7 a second (at most {MAX_REPLAYED:e}); lower --passes or --light",
+            a.passes,
+            a.light,
+            crate::args::human_seconds(instructions / 1e7)
+        );
     }
+    let bytes =
+        instructions / a.period as f64 * std::mem::size_of::<proftrust_model::Sample>() as f64;
+    crate::args::check_memory(
+        "--period",
+        &a.period.to_string(),
+        2.0 * bytes,
+        4 << 30,
+        |have| {
+            format!(
+                "use --period {} or more",
+                (a.period as f64 * 2.0 * bytes / have).ceil() as u64 + 1
+            )
+        },
+    )?;
     let n = a.light + 1;
     // The kernel as a module of 4-byte instructions at 0x1000.
     let addrs: Vec<Svma> = (0..n).map(|k| Svma(0x1000 + 4 * k as u64)).collect();

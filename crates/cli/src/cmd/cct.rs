@@ -49,8 +49,8 @@ pub struct Args {
     /// cannot see libc's start-up frames); `--anchor ''` compares whole stacks.
     #[arg(long, default_value = "main")]
     anchor: String,
-    /// Contexts listed in text output.
-    #[arg(long, default_value_t = 15)]
+    /// Contexts listed in text output (1 to 1000000).
+    #[arg(long, default_value_t = 15, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     top: usize,
     #[command(flatten)]
     trace: TraceArgs,
@@ -334,6 +334,8 @@ fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
 
 /// Runs `proftrust cct`.
 pub fn run(mut a: Args) -> Result<()> {
+    crate::output::check_opt(a.folded.as_ref()).context("--folded")?;
+    crate::output::check_opt(a.sampled_folded.as_ref()).context("--sampled-folded")?;
     let p = a.trace.load()?;
     // Read the samples first: a bad file fails before the (slow) trace.
     let samples = a
@@ -355,6 +357,7 @@ pub fn run(mut a: Args) -> Result<()> {
         !a.json,
     )?;
     let mut warnings = p.warnings.clone();
+    warnings.extend(util::outcome_warning(&outcome, "the contexts"));
     let mut names = FunctionMap::default();
     add_names(
         &mut names,
@@ -487,6 +490,9 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     for x in &warnings {
         util::note(format!("warning: {x}"));
+    }
+    if let Some(x) = util::outcome_warning(&outcome, "the contexts") {
+        writeln!(w, "warning: {x}")?;
     }
     writeln!(
         w,

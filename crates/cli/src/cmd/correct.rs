@@ -14,7 +14,7 @@
 use crate::util;
 use anyhow::{bail, Context};
 use proftrust_binary::Symbolizer;
-use proftrust_model::{ExactProfile, Location, ModuleIdx, SampleSet};
+use proftrust_model::{ExactProfile, Location, Module, ModuleIdx, SampleSet};
 use proftrust_skid::correct::{Emulation, Solver};
 use proftrust_skid::program::{
     correct_profile, function_name, BoxSpread, Method, ProgramOptions, SampledProfile,
@@ -64,12 +64,12 @@ pub struct Args {
     /// Native sample file of the cycles event.
     #[arg(long, requires = "instructions")]
     cycles: Option<PathBuf>,
-    /// Skid in cycles (measure it with `calibrate`); the mean when it varies.
-    #[arg(long)]
+    /// Skid in cycles (measure it with `calibrate`); the mean when it varies. 0 to 1024.
+    #[arg(long, value_parser = crate::args::skid)]
     skid: f64,
     /// Width in cycles of the skid's spread around --skid (flow solver: the emulation
     /// averages over a uniform spread of this width; the default 1 suits a constant skid).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::args::spread)]
     skid_spread: f64,
     /// The profiled binary.
     #[arg(long)]
@@ -88,14 +88,16 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Per-loop solvers: loops holding less than this share of the module's instruction
-    /// samples are left alone.
-    #[arg(long, default_value_t = 0.01)]
+    /// samples are left alone (a share from 0 to 1).
+    #[arg(long, default_value_t = 0.01, value_parser = crate::args::share)]
     hot_share: f64,
-    /// Per-loop solvers: loops with more simple loops than this are left alone (reported).
-    #[arg(long, default_value_t = 64)]
+    /// Per-loop solvers: loops with more simple loops than this are left alone (reported);
+    /// 1 to 4096.
+    #[arg(long, default_value_t = 64, value_parser = crate::args::int::<usize>(1, 4096))]
     max_simple_loops: usize,
-    /// Flow solver: at most this many basic blocks are modelled (hottest functions first).
-    #[arg(long, default_value_t = 3000)]
+    /// Flow solver: at most this many basic blocks are modelled (hottest functions first);
+    /// 1 to 100000.
+    #[arg(long, default_value_t = 3000, value_parser = crate::args::int::<usize>(1, 100_000))]
     max_blocks: usize,
     /// Flow solver: how the corrected count of a shared library reached through PLT stubs
     /// (a black box: no CFG) is spread over its instructions.
@@ -157,12 +159,6 @@ fn read_samples(p: &Path) -> anyhow::Result<SampleSet> {
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if !(a.skid.is_finite() && a.skid >= 0.0) {
-        bail!("--skid must be a number of cycles >= 0");
-    }
-    if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
-        bail!("--skid-spread must be a number of cycles >= 0");
-    }
     let profile = match (&a.samples, &a.instructions, &a.cycles) {
         (Some(p), _, _) => SampledProfile::from_sample_set(&read_samples(p)?)
             .with_context(|| format!("{}", p.display()))?,
@@ -206,6 +202,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         );
     }
+    // The truth, read and checked before the (slow) correction.
+    let truth: Option<ExactProfile> = match &a.truth {
+        Some(p) => {
+            let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let t = proftrust_formats::native::read_exact(&b)
+                .with_context(|| format!("{} is not a proftrust exact file", p.display()))?;
+            // The same check as `audit`: the truth must count the corrected binary.
+            let scope: Vec<Module> = modelled
+                .iter()
+                .filter_map(|&m| profile.modules.get(m).cloned())
+                .collect();
+            proftrust_metrics::check_same_program(&t, &scope)
+                .with_context(|| format!("--truth {}", p.display()))?;
+            Some(t)
+        }
+        None => None,
+    };
     let method = match a.solver {
         SolverArg::Flow => Method::Flow,
         s => Method::Loops {
@@ -234,7 +247,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     opts.seed = a.seed;
     let pb = util::progress(None, "correcting");
-    let cor = correct_profile(&profile, &sym, &opts)
+    let cor = util::with_big_stack(|| correct_profile(&profile, &sym, &opts))?
         .with_context(|| format!("cannot correct the profile of {bname}"))?;
     pb.finish_and_clear();
     // Names.
@@ -255,17 +268,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for (l, v) in &profile.cycles {
         per_fn.entry(name_of(*l)).or_default().2 += v;
     }
-    // Truth, mapped onto the profile's modules.
-    let truth: Option<ExactProfile> = match &a.truth {
-        Some(p) => {
-            let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
-            Some(
-                proftrust_formats::native::read_exact(&b)
-                    .with_context(|| format!("{} is not a proftrust exact file", p.display()))?,
-            )
-        }
-        None => None,
-    };
     let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut true_instr: HashMap<Location, u64> = HashMap::new();
     if let Some(t) = &truth {

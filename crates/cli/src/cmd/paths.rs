@@ -38,11 +38,12 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// Paths listed in text output.
-    #[arg(long, default_value_t = 20)]
+    /// Paths listed in text output (1 to 1000000).
+    #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     top: usize,
-    /// Text output: also report how many paths cover this share of the instructions.
-    #[arg(long, default_value_t = 0.9)]
+    /// Text output: also report how many paths cover this share of the instructions (above
+    /// 0, at most 1).
+    #[arg(long, default_value_t = 0.9, value_parser = crate::args::positive_share)]
     cover: f64,
     /// A branch-stack sample file of the same program (`proftrust record -b`, `proftrust
     /// vpmu --lbr`, perf.data from `perf record -b`, or `perf script -F
@@ -52,7 +53,7 @@ pub struct Args {
     lbr: Option<PathBuf>,
     /// Hot paths and procedures incur at least this share of the program's misses (seed 003
     /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
-    #[arg(long, default_value_t = 0.01, value_name = "SHARE")]
+    #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = crate::args::positive_share)]
     hot_share: f64,
     /// Which misses rank hot paths: `l1` (the paper's data-cache misses) or `llc`.
     #[arg(long, value_enum, default_value_t = MissArg::L1)]
@@ -80,9 +81,10 @@ pub(crate) struct TraceArgs {
     /// QEMU CPU model (`qemu-x86_64 -cpu help`).
     #[arg(long)]
     cpu: Option<String>,
-    /// Stop the program after this many seconds (the trace up to then is kept).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    /// Stop the program after this many seconds (at most 30 days; the trace up to then is
+    /// kept).
+    #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
+    timeout: Option<Duration>,
     #[command(flatten)]
     wl: crate::workload::WorkloadArgs,
     /// The program and its arguments.
@@ -370,20 +372,14 @@ pub(crate) fn load_program(prog: &str) -> Result<Program> {
 /// QEMU options from the shared flags.
 pub(crate) fn qemu_options(
     cpu: Option<String>,
-    timeout: Option<f64>,
+    timeout: Option<Duration>,
     show_output: bool,
 ) -> Result<QemuOptions> {
-    let timeout = match timeout {
-        Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--timeout {s}: must be a positive number of seconds")
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
     Ok(QemuOptions {
         cpu,
         timeout,
         show_output,
+        stop: Some(crate::interrupt::install()),
         ..Default::default()
     })
 }
@@ -685,9 +681,6 @@ pub fn run(mut a: Args) -> Result<()> {
         }
         None => None,
     };
-    if !(a.hot_share > 0.0 && a.hot_share <= 1.0) {
-        bail!("--hot-share {}: must be in (0, 1]", a.hot_share);
-    }
     let Traced {
         profile,
         outcome,
@@ -719,6 +712,7 @@ pub fn run(mut a: Args) -> Result<()> {
             .collect()
     });
     let mut warnings = p.warnings.clone();
+    warnings.extend(util::outcome_warning(&outcome, "the paths"));
     if profile.paths.is_empty() {
         warnings.push(format!(
             "no complete path was recorded in {} (did the trace reach it?)",
@@ -816,6 +810,9 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     for x in &warnings {
         util::note(format!("warning: {x}"));
+    }
+    if let Some(x) = util::outcome_warning(&outcome, "the paths") {
+        writeln!(w, "warning: {x}")?;
     }
     writeln!(
         w,

@@ -67,22 +67,24 @@ struct SamplingArgs {
     /// Which experiment.
     #[arg(long, value_enum)]
     preset: PresetArg,
-    /// Repetitions of the profiling per cell.
-    #[arg(long, default_value_t = 1000)]
+    /// Repetitions of the profiling per cell (1 or more; a count whose shares would not fit
+    /// in the available memory is refused with the estimate).
+    #[arg(long, default_value_t = 1000, value_parser = crate::args::int::<u64>(1, u64::MAX))]
     reps: u64,
     /// Seed of every random choice (default: drawn from the clock and printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Worker threads (0 = all cores).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads (0 = all cores; at most 1024).
+    #[arg(long, default_value_t = 0, value_parser = crate::args::int::<usize>(0, 1024))]
     threads: usize,
     /// `--preset sweep`: R = granularity / interval values, comma-separated (T = 100, so R
     /// has a resolution of 0.01). Default: 0.1,0.25,0.3,0.5,0.75,0.9,1,1.25,1.5,2,2.8,3.3,
     /// 4.5,5,7.7,10.
-    #[arg(long = "r", value_delimiter = ',', value_name = "R,...")]
+    #[arg(long = "r", value_delimiter = ',', value_name = "R,...", value_parser = crate::args::ratio)]
     r_values: Vec<f64>,
-    /// `--preset sweep`: utilisation of the task (the rest is idle time).
-    #[arg(long, default_value_t = 0.5)]
+    /// `--preset sweep`: utilisation of the task (the rest is idle time), above 0 and
+    /// below 1.
+    #[arg(long, default_value_t = 0.5, value_parser = crate::args::utilisation)]
     util: f64,
     /// Print JSON instead of tables.
     #[arg(long)]
@@ -106,6 +108,7 @@ fn clock_seed() -> u64 {
 }
 
 fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
+    crate::output::check_opt(a.output.as_ref())?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     util::note(format_args!("seed {seed}"));
     let preset: Preset = a.preset.into();
@@ -122,6 +125,13 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     if !a.r_values.is_empty() {
         opts.r_values = a.r_values.clone();
     }
+    let bytes = proftrust_sim::sampling::estimated_memory(preset, &opts);
+    crate::args::check_memory("--reps", &a.reps.to_string(), bytes, 4 << 30, |have| {
+        format!(
+            "use --reps {} or less",
+            ((have / bytes) * a.reps as f64).floor().max(1.0) as u64
+        )
+    })?;
     let pb = util::progress(None, &format!("simulating {}", preset.name()));
     let rep = run_preset(preset, &opts).context("simulation failed")?;
     pb.finish_and_clear();

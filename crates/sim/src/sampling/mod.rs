@@ -20,7 +20,8 @@ pub use model::{
     widen_interval, ShareMoments,
 };
 pub use presets::{
-    is_unbiased, render_text, run_preset, Preset, PresetOptions, PresetReport, Row, DEFAULT_SWEEP_R,
+    estimated_memory, is_unbiased, render_text, run_preset, Preset, PresetOptions, PresetReport,
+    Row, DEFAULT_SWEEP_R,
 };
 pub use sampler::{
     mean_sd, profile_from_table, profile_once, repeat, run_capture_moments, IntervalJitter,

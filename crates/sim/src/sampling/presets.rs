@@ -473,6 +473,47 @@ fn stream_rng(seed: u64, stream: u64) -> ChaCha8Rng {
     r
 }
 
+/// The presets `p` runs (`all` and `coverage` run several).
+fn sub_presets(p: Preset) -> Vec<Preset> {
+    match p {
+        Preset::All => vec![
+            Preset::Table2,
+            Preset::Table3,
+            Preset::Table4,
+            Preset::Table5,
+            Preset::Table6,
+        ],
+        Preset::Coverage => vec![
+            Preset::Table2,
+            Preset::Table3,
+            Preset::Table4,
+            Preset::Table5,
+            Preset::Table6,
+            Preset::Aliasing,
+            Preset::Fragmentation,
+            Preset::Coverage,
+        ],
+        q => vec![q],
+    }
+}
+
+/// Bytes [`run_preset`] keeps for `o.reps` repetitions: one share per task and repetition
+/// of every cell (`8 * reps * tasks`), twice at the peak when the workers' chunks are merged.
+/// An `f64`, so absurd repetition counts give an absurd estimate instead of an overflow;
+/// callers refuse a run that would not fit in memory before starting it.
+pub fn estimated_memory(p: Preset, o: &PresetOptions) -> f64 {
+    let tasks: usize = sub_presets(p)
+        .into_iter()
+        .flat_map(|q| cells(q, o))
+        .map(|c| match &c.source {
+            Source::Random(sc) => sc.tasks.len(),
+            Source::Fragmented(_) => 3,
+            Source::Fixed(t) => t.task_names.len(),
+        })
+        .sum();
+    2.0 * 8.0 * o.reps as f64 * tasks as f64
+}
+
 /// Runs a preset.
 pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError> {
     if o.reps == 0 {
@@ -511,26 +552,7 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
         }
     }
     // Cell ids are stable per sub-preset so that `all` reproduces each table's numbers.
-    let subs: Vec<Preset> = match p {
-        Preset::All => vec![
-            Preset::Table2,
-            Preset::Table3,
-            Preset::Table4,
-            Preset::Table5,
-            Preset::Table6,
-        ],
-        Preset::Coverage => vec![
-            Preset::Table2,
-            Preset::Table3,
-            Preset::Table4,
-            Preset::Table5,
-            Preset::Table6,
-            Preset::Aliasing,
-            Preset::Fragmentation,
-            Preset::Coverage,
-        ],
-        q => vec![q],
-    };
+    let subs = sub_presets(p);
     let mut all_cells: Vec<(u64, Cell)> = Vec::new();
     for q in subs {
         for (i, c) in cells(q, o).into_iter().enumerate() {

@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 secs="${FUZZ_SECONDS:-60}"
-all=(perf_data perf_counts perf_script callgrind native binary_open)
+all=(perf_data perf_counts perf_script callgrind native binary_open flags)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -246,7 +246,7 @@ mod tests {
         assert_eq!(int("1e6"), Ok(1_000_000));
         assert_eq!(timeout("0.5"), Ok(Duration::from_millis(500)));
         assert!(int("0").unwrap_err().contains("1 to 1000000"));
-        assert_eq!(int::<u8>(0, 300)("300").is_err(), true);
+        assert!(super::int::<u8>(0, 300)("300").is_err());
     }
 
     #[test]

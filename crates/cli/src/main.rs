@@ -65,6 +65,20 @@ enum Command {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     util::set_verbosity(cli.verbose, cli.quiet);
+    // Commands that run a program take over SIGINT/SIGTERM/SIGHUP before anything else, so
+    // an early signal is not lost (docs/processes.md).
+    if matches!(
+        cli.command,
+        Command::Audit(_)
+            | Command::Vpmu(_)
+            | Command::Record(_)
+            | Command::Paths(_)
+            | Command::Cct(_)
+            | Command::Truth(_)
+            | Command::Vpp(_)
+    ) {
+        interrupt::install();
+    }
     match cli.command {
         Command::Audit(a) => cmd::audit::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),

@@ -21,7 +21,7 @@ pub fn verbosity() -> u8 {
 #[allow(dead_code)]
 pub fn note(msg: impl std::fmt::Display) {
     if verbosity() >= 1 {
-        eprintln!("proftrust: {msg}");
+        eprintln!("proftrust: {}", terminal_safe(&msg.to_string()));
     }
 }
 
@@ -48,7 +48,17 @@ pub fn progress(len: Option<u64>, msg: &str) -> indicatif::ProgressBar {
 
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
 pub fn print_error(e: &anyhow::Error) {
-    eprintln!("error: {}", chain_text(e));
+    eprintln!("error: {}", terminal_safe(&chain_text(e)));
+}
+
+/// `s` with every control character but the line breaks shown escaped
+/// ([`proftrust_report::quote_name`] line by line): messages name files and functions from
+/// binaries nobody checked, and must not drive the terminal.
+pub fn terminal_safe(s: &str) -> String {
+    s.split('\n')
+        .map(|l| proftrust_report::quote_name(l))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// An error chain as `outer: inner`, leaving out a cause whose text the message already

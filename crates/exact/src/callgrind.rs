@@ -6,7 +6,7 @@ use object::{Object, ObjectSymbol, SymbolKind};
 use proftrust_formats::callgrind::{
     self, ExactOptions, FunctionSymbol, ObjectSymbols, SymbolSource,
 };
-use proftrust_model::{BuildId, ExactProfile};
+use proftrust_model::{BuildId, ExactProfile, RunOutcome};
 use proftrust_supervise::StopSignal;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -119,6 +119,24 @@ fn temp_dir() -> Result<TempDir, ExactError> {
     ))
 }
 
+/// The profile of a run interrupted before valgrind wrote any count: empty, marked by its
+/// outcome.
+fn empty_interrupted(cmd: &[OsString], outcome: RunOutcome, valgrind: &PathBuf) -> ExactProfile {
+    ExactProfile {
+        backend: "callgrind".into(),
+        backend_detail: format!(
+            "{}; {outcome} before valgrind counted anything",
+            valgrind_version(valgrind)
+        ),
+        command: cmd
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect(),
+        outcome: Some(outcome),
+        ..ExactProfile::default()
+    }
+}
+
 /// Runs `cmd` under `valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes` and
 /// imports the per-instruction counts (and jumps, calls; cache/branch events as extra
 /// costs when asked). Forked children are profiled by valgrind into their own files, which
@@ -170,7 +188,15 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     drop(supervision);
     let outcome = run::outcome(&ended);
     let file = dir.0.join(format!("callgrind.out.{pid}"));
+    let interrupted = matches!(outcome, RunOutcome::Interrupted { .. });
     let text = match std::fs::read_to_string(&file) {
+        // Interrupted while valgrind was starting: it had nothing to dump yet.
+        Ok(t) if interrupted && t.trim().is_empty() => {
+            return Ok(empty_interrupted(cmd, outcome, &valgrind))
+        }
+        Err(e) if interrupted && e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(empty_interrupted(cmd, outcome, &valgrind))
+        }
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ExactError::StartFailed {

@@ -237,9 +237,11 @@ fn run_qemu(
     drop(supervision);
     let (resolver, snapshot, clean_end, mode_edges, started) = decoded?;
     let outcome = run::outcome(&ended);
-    if resolver.blocks.is_empty() && !matches!(outcome, RunOutcome::Interrupted { .. }) {
-        // Not one guest block was translated: QEMU refused the program or its options
-        // (an interrupt before the first block is not a failure: the profile is empty).
+    if resolver.blocks.is_empty() && matches!(outcome, RunOutcome::Exited { .. }) {
+        // QEMU exited without one guest block translated: it refused the program or its
+        // options (`-cpu bogus`, an ELF for another machine). A run that ended by a signal
+        // or an interrupt is not a failed start: a trace whose buffers died with QEMU, or
+        // a stop before the first block, gives an empty profile with that outcome.
         return Err(ExactError::StartFailed {
             tool: "qemu-x86_64".into(),
             outcome: outcome.to_string(),

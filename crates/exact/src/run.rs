@@ -102,7 +102,12 @@ pub fn supervise(
         let started = Instant::now();
         let mut timed_out = None;
         let mut interrupted = None;
+        let mut polls = 0u32;
         let status = loop {
+            polls += 1;
+            if polls % 10 == 0 {
+                proftrust_supervise::watch_orphans();
+            }
             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
             match rx.recv_timeout(left.map_or(POLL, |l| l.min(POLL))) {
                 Ok(r) => break r,

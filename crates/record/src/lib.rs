@@ -589,7 +589,12 @@ fn record_command(
         ));
     }
     let start = Instant::now();
+    let mut polls = 0u32;
     let outcome = loop {
+        polls += 1;
+        if polls % 5 == 0 {
+            proftrust_supervise::watch_orphans();
+        }
         let mut fds: Vec<i32> = session.opened.iter().map(|o| o.fd.as_raw_fd()).collect();
         fds.push(pidfd.as_raw_fd());
         let mut wait_ms = 100i32;

@@ -246,6 +246,29 @@ fn orphans() -> Vec<Stat> {
         .collect()
 }
 
+/// Process groups of orphans told to the observer by [`watch_orphans`], not yet swept.
+static WATCHED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// While runs go on: tells the group observer ([`set_group_observer`]) of every orphan (a
+/// daemonised descendant, see [`sweep_orphans`]) not told yet, by its process group when it
+/// leads one, so that a watchdog can kill it too if this process dies before the run ends.
+/// Supervisors call it every half second or so.
+pub fn watch_orphans() {
+    let Some(f) = OBSERVER.get() else { return };
+    for o in orphans() {
+        if o.zombie {
+            continue;
+        }
+        let g = if o.pgrp == o.pid { o.pgrp } else { o.pid };
+        let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
+        if !w.contains(&g) {
+            w.push(g);
+            drop(w);
+            f(g, true);
+        }
+    }
+}
+
 /// Kills and reaps every orphaned descendant of a finished run (see [`Run`]): processes that
 /// left the run's process group (`setsid`, `daemon()`) and whose parent has died, so they
 /// were reparented to this subreaper. Repeats until two scans 5 ms apart find none (killing
@@ -258,6 +281,7 @@ pub fn sweep_orphans() -> usize {
     let deadline = Instant::now() + Duration::from_secs(2);
     let mut killed = 0;
     let mut quiet = 0;
+    let watched = std::mem::take(&mut *WATCHED.lock().unwrap_or_else(|p| p.into_inner()));
     while quiet < 2 && Instant::now() < deadline {
         let found = orphans();
         if found.is_empty() {
@@ -278,6 +302,11 @@ pub fn sweep_orphans() -> usize {
             }
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+    if let Some(f) = OBSERVER.get() {
+        for g in watched {
+            f(g, false);
+        }
     }
     killed
 }

@@ -383,6 +383,17 @@ pub fn run(args: AuditArgs) -> Result<()> {
         bins: &bins,
         cfgs: Default::default(),
     };
+    // An exact run interrupted before it counted anything of the binary: samples alone.
+    let exact = match exact {
+        Some(e)
+            if interrupted.is_some()
+                && proftrust_metrics::check_same_program(&e, &scope).is_err() =>
+        {
+            warnings.push("the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone".into());
+            None
+        }
+        e => e,
+    };
     let event_idx = match &args.sample_event {
         Some(name) => samples
             .events

@@ -18,6 +18,7 @@ use proftrust_paths::{
     compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, ProfilerOptions,
     SampledComparison,
 };
+use proftrust_report::quote_name;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -375,7 +376,20 @@ pub fn run(mut a: Args) -> Result<()> {
     }
     let names = names.finish();
     let stats = cct.stats();
-    let gprof = gprof_comparison(&cct, &names).context("comparing with gprof's assumption")?;
+    let gprof = match gprof_comparison(&cct, &names) {
+        // A run cut short before anything reached the trace (a fatal signal loses QEMU's
+        // trace buffers; an interrupt at the start): say so instead of failing.
+        Err(proftrust_paths::Error::Empty { .. })
+            if !matches!(outcome, RunOutcome::Exited { code: 0 }) =>
+        {
+            warnings.push("the trace holds no instruction".into());
+            proftrust_paths::GprofComparison {
+                epsilon: 0.0,
+                contexts: Vec::new(),
+            }
+        }
+        r => r.context("comparing with gprof's assumption")?,
+    };
     let total: u64 = cct.nodes().iter().map(|n| n.instructions).sum();
     let anchor = (!a.anchor.is_empty()).then_some(a.anchor.as_str());
     let sampled = match &samples {
@@ -504,7 +518,7 @@ pub fn run(mut a: Args) -> Result<()> {
         stats.max_replication,
         stats
             .max_replicated_procedure
-            .map(|l| names.name(&cct.modules, l))
+            .map(|l| quote_name(&names.name(&cct.modules, l)).into_owned())
             .unwrap_or_default(),
         stats.call_sites,
         stats.backedges
@@ -536,7 +550,7 @@ pub fn run(mut a: Args) -> Result<()> {
             c.gprof,
             cyc.get(&c.stack).copied().unwrap_or(0),
             l1.get(&c.stack).copied().unwrap_or(0),
-            c.stack.join(";")
+            quote_name(&c.stack.join(";"))
         )?;
     }
     if let Some(s) = &sampled {
@@ -555,10 +569,10 @@ pub fn run(mut a: Args) -> Result<()> {
             writeln!(
                 w,
                 "outside {}: {:.2}% of the samples, {:.2}% of the exact instructions (left out; shares are within {})",
-                a.anchor,
+                quote_name(&a.anchor),
                 s.outside_anchor_sampled * 100.0,
                 s.outside_anchor_exact * 100.0,
-                a.anchor
+                quote_name(&a.anchor)
             )?;
         }
         writeln!(
@@ -575,7 +589,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 c.ci.0 * 100.0,
                 c.ci.1 * 100.0,
                 c.exact_share * 100.0,
-                c.stack.join(";")
+                quote_name(&c.stack.join(";"))
             )?;
         }
     }

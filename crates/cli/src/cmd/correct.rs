@@ -15,6 +15,7 @@ use crate::util;
 use anyhow::{bail, Context};
 use proftrust_binary::Symbolizer;
 use proftrust_model::{ExactProfile, Location, Module, ModuleIdx, SampleSet};
+use proftrust_report::quote_name;
 use proftrust_skid::correct::{Emulation, Solver};
 use proftrust_skid::program::{
     correct_profile, function_name, BoxSpread, Method, ProgramOptions, SampledProfile,
@@ -415,7 +416,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.skid,
             f.functions.len(),
             f.blocks,
-            f.boxes.join(", "),
+            quote_name(&f.boxes.join(", ")),
             f.phi_start,
             f.phi,
             f.iterations,
@@ -433,7 +434,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!(
             "  loop {} in {}: {} blocks, {} simple loops, phi {:.3e} -> {:.3e} ({} iterations{})",
             l.header,
-            l.function,
+            quote_name(&l.function),
             l.blocks,
             l.simple_loops,
             l.phi_start,
@@ -443,7 +444,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     for s in &cor.skipped {
-        println!("  skipped: {s}");
+        println!("  skipped: {}", quote_name(s));
     }
     let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     println!(
@@ -453,7 +454,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for f in &functions {
         println!(
             "{:<32} {:>14.0} {:>14.0} {:>8} {:>8} {:>14} {:>8}",
-            f.name,
+            quote_name(&f.name),
             f.raw_instructions,
             f.corrected_instructions,
             fmt(f.raw_ipc),

@@ -10,6 +10,7 @@ use crate::util;
 use anyhow::{bail, Context};
 use proftrust_binary::{simple_loops, Binary, Function, DEFAULT_SIMPLE_LOOP_CAP};
 use proftrust_model::{Cfg, EdgeKind};
+use proftrust_report::quote_name;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -30,7 +31,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Most simple loops enumerated per loop (with --function).
-    #[arg(long, default_value_t = DEFAULT_SIMPLE_LOOP_CAP)]
+    /// 1 to 100000.
+    #[arg(long, default_value_t = DEFAULT_SIMPLE_LOOP_CAP, value_parser = crate::args::int::<usize>(1, 100_000))]
     simple_loop_cap: usize,
 }
 
@@ -330,7 +332,7 @@ fn text_report(
     writeln!(
         out,
         "{}: {}{}, build-id {}, {} functions, {}",
-        bin.path().display(),
+        quote_name(&bin.path().display().to_string()),
         if bin.is_shared_object() {
             "shared object"
         } else if bin.is_pie() {
@@ -368,7 +370,7 @@ fn text_report(
                     f.size,
                     c.blocks.len(),
                     c.loops.len(),
-                    f.name,
+                    quote_name(&f.name),
                     if c.has_unknown_indirect {
                         "  [unresolved indirect jump]"
                     } else {
@@ -378,7 +380,11 @@ fn text_report(
                 Err(e) => writeln!(
                     out,
                     "{:>#18x} {:>8} {:>7} {:>6}  {}  [{e}]",
-                    f.start.0, f.size, "-", "-", f.name
+                    f.start.0,
+                    f.size,
+                    "-",
+                    "-",
+                    quote_name(&f.name)
                 )?,
             }
         }
@@ -388,7 +394,9 @@ fn text_report(
         writeln!(
             out,
             "\nfunction {} at {:#x}, {} bytes",
-            f.name, f.start.0, f.size
+            quote_name(&f.name),
+            f.start.0,
+            f.size
         )?;
         let cfg = match cfg {
             Ok(c) => c,
@@ -482,7 +490,7 @@ fn text_report(
                 }
             }
             if fs != last_frames {
-                writeln!(out, "      ; {fs}")?;
+                writeln!(out, "      ; {}", quote_name(&fs))?;
                 last_frames = fs;
             }
             let block = cfg

@@ -19,6 +19,7 @@ use proftrust_paths::{
     HotMetric, HotOptions, HotReport, InstrCost, LbrComparison, LbrPaths, PathKey, PathProfile,
     Profiler, ProfilerOptions, ProgramCfgs,
 };
+use proftrust_report::quote_name;
 use proftrust_sim::vpmu::{
     CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
 };
@@ -851,7 +852,7 @@ pub fn run(mut a: Args) -> Result<()> {
         "id"
     )?;
     for r in &rows {
-        let src: Vec<&str> = r.source.iter().map(String::as_str).collect();
+        let src: Vec<std::borrow::Cow<str>> = r.source.iter().map(|x| quote_name(x)).collect();
         writeln!(
             w,
             "{:>10} {:>12} {:>6.2}% {:>12} {:>9} {:>8} {:>6}  {:<24} {:>6}  {}{}{} ({})",
@@ -862,7 +863,7 @@ pub fn run(mut a: Args) -> Result<()> {
             r.l1_misses,
             r.llc_misses,
             r.class.unwrap_or("-"),
-            r.function,
+            quote_name(&r.function),
             r.id,
             if r.starts_after_backedge { "↺ " } else { "" },
             r.blocks.join(" "),
@@ -906,7 +907,7 @@ pub fn run(mut a: Args) -> Result<()> {
                     w,
                     "  {:<6} {:<30} {:>4} paths {:>12} instructions {:>10} misses ({:.4}/instruction)",
                     hp.class,
-                    hp.function,
+                    quote_name(&hp.function),
                     hp.paths_executed,
                     hp.instructions,
                     hp.misses,
@@ -946,10 +947,10 @@ pub fn run(mut a: Args) -> Result<()> {
             f.lost_instructions > 0 || f.lost_transfers > 0 || f.unwound > 0 || f.unfinished > 0
         })
         .collect();
-    let flagged: Vec<&str> = functions
+    let flagged: Vec<std::borrow::Cow<str>> = functions
         .iter()
         .filter(|f| f.degraded.is_some())
-        .map(|f| f.function.as_str())
+        .map(|f| quote_name(&f.function))
         .collect();
     if !flagged.is_empty() {
         writeln!(
@@ -965,7 +966,7 @@ pub fn run(mut a: Args) -> Result<()> {
             writeln!(
                 w,
                 "  {}: {} instructions off paths (lost transfers {}, unwound {}, unfinished {}){}",
-                f.function,
+                quote_name(&f.function),
                 f.lost_instructions,
                 f.lost_transfers,
                 f.unwound,

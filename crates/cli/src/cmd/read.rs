@@ -27,6 +27,7 @@ use proftrust_formats::{
     FunctionSymbol, ObjectSymbols, PerfDataOptions, ReadNotes, SampleCounts, SymbolSource,
 };
 use proftrust_model::{ExactProfile, Location, SampleSet};
+use proftrust_report::quote_name;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -329,8 +330,10 @@ fn show_samples(
     let mut warnings = notes.warnings;
     warnings.extend(symbolizer.warnings());
     let stdout = std::io::stdout();
-    proftrust_formats::write_perf_script(stdout.lock(), s, |l| symbolizer.function_name(l))
-        .context("cannot write to standard output")?;
+    proftrust_formats::write_perf_script(stdout.lock(), s, |l| {
+        quote_name(&symbolizer.function_name(l)).into_owned()
+    })
+    .context("cannot write to standard output")?;
     for w in &warnings {
         util::note(format!("warning: {w}"));
     }
@@ -427,7 +430,10 @@ fn show_counts(
         writeln!(
             out,
             "{}: {} ({} samples, {} lost)",
-            name, format, report.samples, report.lost
+            quote_name(&name.to_string()),
+            format,
+            report.samples,
+            report.lost
         )?;
         for e in &report.events {
             writeln!(
@@ -448,8 +454,8 @@ fn show_counts(
                     "{:>10} {:>6.2}%  {} ({})",
                     x.samples,
                     100.0 * x.samples as f64 / total.max(1) as f64,
-                    x.name,
-                    x.module
+                    quote_name(&x.name),
+                    quote_name(&x.module)
                 )?;
             }
             std::io::Result::Ok(())
@@ -520,8 +526,8 @@ fn show_callgrind(a: &Args, name: &str, p: &callgrind::CallgrindProfile) -> anyh
         writeln!(
             out,
             "{}: callgrind ({}), {} instructions, {} part(s), {} calls, {} jumps",
-            name,
-            report.creator.as_deref().unwrap_or("unknown creator"),
+            quote_name(&name.to_string()),
+            quote_name(report.creator.as_deref().unwrap_or("unknown creator")),
             report.total_instructions,
             report.parts,
             report.calls,
@@ -592,9 +598,9 @@ fn show_exact(a: &Args, name: &str, e: &ExactProfile) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}: exact profile ({} {}), {} instructions, {} distinct, {} edges, {} call sites",
-            name,
-            report.backend,
-            report.backend_detail,
+            quote_name(&name.to_string()),
+            quote_name(&report.backend),
+            quote_name(&report.backend_detail),
             report.total_instructions,
             report.distinct_instructions,
             report.edges,
@@ -633,8 +639,8 @@ fn write_instruction_table(
             "{:>14} {:>6.2}%  {} ({})",
             f.instructions,
             100.0 * f.instructions as f64 / total,
-            f.name,
-            f.module.as_deref().unwrap_or("?")
+            quote_name(&f.name),
+            quote_name(f.module.as_deref().unwrap_or("?"))
         )?;
     }
     Ok(())

@@ -1025,7 +1025,7 @@ pub fn run(a: Args) -> Result<()> {
     writeln!(
         w,
         "variational paths of {} (source {}, seed {}): {} timed samples of {} paths, {} with >= {} samples",
-        a.program.first().map_or("?", |s| s.as_str()),
+        proftrust_report::quote_name(a.program.first().map_or("?", |s| s.as_str())),
         a.source,
         a.seed,
         an.samples,

@@ -1,0 +1,827 @@
+//! Issue 20 and the rest of issue 19, one labelled case per finding (each failed before the
+//! fix): output paths (devices, FIFOs, directories, modes, no temporaries), numeric flags
+//! (panics, aborts, hangs, absurd memory), silent wrong answers (QEMU that never ran the
+//! program, `correct --truth` of another program, NaN shares), process odds (daemons,
+//! abnormal ends in text output), and the hostile-names fixture through every text, JSON
+//! and HTML output. Plus `audit` of a forking and of an exec'ing program: both sides cover
+//! the same process, and the warning says what was left out.
+
+use proftrust_testkit::{have, need};
+use serde_json::Value;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn proftrust() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proftrust"))
+}
+
+fn c_source(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"))
+}
+
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O1", "-g"])
+        .arg(c_source(name))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc {name}");
+    out
+}
+
+/// The hostile-names fixture: compiled, then `hostile_newline` renamed to a name holding a
+/// newline and a fake table row.
+fn hostile(dir: &Path) -> PathBuf {
+    let obj = dir.join("hostile.o");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-c"])
+        .arg(c_source("hostile"))
+        .arg("-o")
+        .arg(&obj)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new("objcopy")
+        .arg("--redefine-sym")
+        .arg("hostile_newline=f\nFAKE 99.99% row")
+        .arg(&obj)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let exe = dir.join("hostile");
+    let st = Command::new("gcc")
+        .arg(&obj)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    exe
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A clean refusal: exit status 2, the needle in stderr, no panic.
+fn assert_refused(label: &str, o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{label}: {}", text(o));
+    assert!(!err.contains("panicked"), "{label}: {err}");
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "{label}: expected {needle:?} in {err}"
+    );
+}
+
+/// Files named like a temporary in `dir`.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.contains("proftrust"))
+        .collect()
+}
+
+/// An x86-64 ELF turned into an AArch64 one (`e_machine` = 183): QEMU and valgrind refuse
+/// to run it.
+fn foreign_elf(dir: &Path, from: &Path) -> PathBuf {
+    let mut b = std::fs::read(from).unwrap();
+    b[18] = 183;
+    b[19] = 0;
+    let p = dir.join("arm-elf");
+    std::fs::write(&p, b).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn output_paths_table() {
+    if !need("output_paths_table", &["gcc"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let prog = compile(dir, "spin");
+    let run = |out: &Path| {
+        proftrust()
+            .args(["-q", "record", "-o"])
+            .arg(out)
+            .arg("--")
+            .arg(&prog)
+            .arg("0.05")
+            .output()
+            .unwrap()
+    };
+    // 1. /dev/full: the device's error; it stays a device.
+    if Path::new("/dev/full").exists() {
+        let o = run(Path::new("/dev/full"));
+        assert_refused("record -o /dev/full", &o, "no space left");
+        assert!(std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
+    // 2. /dev/null: written in place, stays a device.
+    let o = run(Path::new("/dev/null"));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    // 3. a directory: refused before the program runs, no temporary left.
+    let marker = dir.join("ran");
+    let o = proftrust()
+        .args(["-q", "record", "-o"])
+        .arg(dir)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    assert_refused("record -o DIR", &o, "is a directory");
+    assert!(
+        !marker.exists(),
+        "the program ran before the output was checked"
+    );
+    assert!(temporaries(dir).is_empty(), "{:?}", temporaries(dir));
+    // 4. an existing 0600 file keeps its mode.
+    let private = dir.join("private.ptsamp");
+    std::fs::write(&private, "old").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = run(&private);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::metadata(&private).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(std::fs::read(&private).unwrap().starts_with(b"PTSAMP"));
+    // 5. a missing directory: refused up front.
+    let o = run(&dir.join("no/such/x.ptsamp"));
+    assert_refused("record -o no/such/x", &o, "no/such");
+    // 6. a FIFO is written in place.
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let f = fifo.clone();
+        std::thread::spawn(move || std::fs::read(f).unwrap())
+    };
+    let o = run(&fifo);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(reader.join().unwrap().starts_with(b"PTSAMP"));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // 7. every writer refuses a directory the same way (no "os error 21" twice).
+    for args in [
+        vec![
+            "simulate", "sampling", "--preset", "table2", "--reps", "2", "-o",
+        ],
+        vec!["calibrate", "--vpmu", "--passes", "10", "--json"],
+    ] {
+        let mut c = proftrust();
+        c.args(&args);
+        if args[0] == "simulate" {
+            c.arg(dir);
+        }
+        let o = c.output().unwrap();
+        if args[0] == "simulate" {
+            assert_refused("simulate -o DIR", &o, "is a directory");
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("(os error 21): Is a directory (os error 21)"),
+            "{err}"
+        );
+    }
+    let o = proftrust().args(["read"]).arg(dir).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(err.matches("os error 21").count(), 1, "{err}");
+}
+
+/// Issue 20 "panics and aborts from flag values" and "wrong answers accepted silently":
+/// each case is refused with exit status 2 naming the flag or the problem.
+#[test]
+fn absurd_flags_table() {
+    if !need("absurd_flags_table", &["gcc"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let prog = compile(dir, "spin");
+    let p = prog.to_str().unwrap();
+    let out = dir.join("o").display().to_string();
+    let mut cases: Vec<(String, Vec<String>, &str)> = Vec::new();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    for bad in ["1e30", "NaN", "-1", "0", "inf"] {
+        for cmd in [
+            vec!["record", "-o", &out],
+            vec!["truth", "-o", &out],
+            vec!["audit"],
+            vec!["vpmu", "-o", &out],
+            vec!["paths"],
+            vec!["cct"],
+            vec!["vpp"],
+        ] {
+            let mut a = s(&cmd);
+            a.extend(s(&[&format!("--timeout={bad}"), "--", p, "0.01"]));
+            cases.push((format!("{} --timeout {bad}", cmd[0]), a, "--timeout"));
+        }
+    }
+    let more: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "simulate --reps u64::MAX",
+            vec![
+                "simulate",
+                "sampling",
+                "--preset",
+                "table2",
+                "--reps",
+                "18446744073709551615",
+            ],
+            "needs ~",
+        ),
+        (
+            "simulate --reps 1e12",
+            vec![
+                "simulate", "sampling", "--preset", "table2", "--reps", "1e12",
+            ],
+            "needs ~",
+        ),
+        (
+            "calibrate --light 4e9",
+            vec!["calibrate", "--vpmu", "--light", "4e9"],
+            "--light",
+        ),
+        (
+            "calibrate --passes 2^64-1",
+            vec!["calibrate", "--vpmu", "--passes", "18446744073709551615"],
+            "--passes",
+        ),
+        (
+            "calibrate --passes x --light",
+            vec![
+                "calibrate",
+                "--vpmu",
+                "--passes",
+                "1000000000",
+                "--light",
+                "1000000",
+            ],
+            "instructions to replay",
+        ),
+        (
+            "correct --skid 1000000",
+            vec![
+                "correct",
+                "--skid",
+                "1000000",
+                "--samples",
+                &out,
+                "--binary",
+                p,
+            ],
+            "--skid",
+        ),
+        (
+            "correct --skid 10000",
+            vec![
+                "correct",
+                "--skid",
+                "10000",
+                "--samples",
+                &out,
+                "--binary",
+                p,
+            ],
+            "--skid",
+        ),
+        (
+            "correct --skid NaN",
+            vec!["correct", "--skid", "NaN", "--samples", &out, "--binary", p],
+            "--skid",
+        ),
+        (
+            "correct --hot-share 2",
+            vec![
+                "correct",
+                "--skid",
+                "3",
+                "--hot-share",
+                "2",
+                "--samples",
+                &out,
+                "--binary",
+                p,
+            ],
+            "--hot-share",
+        ),
+        (
+            "vpmu --period 1",
+            vec!["vpmu", "--period", "1", "-o", &out, "--", p],
+            "--period",
+        ),
+        (
+            "audit --rank-threshold NaN",
+            vec!["audit", "--rank-threshold", "NaN", "--", p],
+            "--rank-threshold",
+        ),
+        (
+            "audit --rank-threshold 2",
+            vec!["audit", "--rank-threshold", "2", "--", p],
+            "--rank-threshold",
+        ),
+        (
+            "paths --cover 0",
+            vec!["paths", "--cover", "0", "--", p],
+            "--cover",
+        ),
+        (
+            "paths --cover NaN",
+            vec!["paths", "--cover", "NaN", "--", p],
+            "--cover",
+        ),
+        (
+            "paths --hot-share -1",
+            vec!["paths", "--hot-share=-1", "--", p],
+            "--hot-share",
+        ),
+        (
+            "simulate --util 1",
+            vec!["simulate", "sampling", "--preset", "sweep", "--util", "1"],
+            "--util",
+        ),
+        (
+            "simulate --r NaN",
+            vec!["simulate", "sampling", "--preset", "sweep", "--r", "NaN"],
+            "--r",
+        ),
+        (
+            "record -F 0",
+            vec!["record", "-F", "0", "-o", &out, "--", p],
+            "--freq",
+        ),
+        (
+            "vpp --bins 0",
+            vec!["vpp", "--bins", "0", "--", p],
+            "--bins",
+        ),
+        (
+            "vpp --load 1000",
+            vec!["vpp", "--source", "probe", "--load", "1000", "--", p],
+            "--load",
+        ),
+        (
+            "inspect --simple-loop-cap huge",
+            vec!["inspect", "--simple-loop-cap", "18446744073709551615", p],
+            "--simple-loop-cap",
+        ),
+        (
+            "vpmu --skid-dist NaN",
+            vec!["vpmu", "--skid-dist", "normal:NaN:1", "-o", &out, "--", p],
+            "--skid-dist",
+        ),
+    ];
+    for (label, args, needle) in more {
+        cases.push((label.to_string(), s(&args), needle));
+    }
+    for (label, args, needle) in &cases {
+        let started = Instant::now();
+        let o = proftrust().args(args).output().unwrap();
+        assert_refused(label, &o, needle);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{label}: took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(temporaries(dir).is_empty());
+}
+
+/// QEMU or valgrind that never run the program: an error with their message, not an empty
+/// profile with exit status 0 (`truth`, `paths`, `vpp`, `audit`).
+#[test]
+fn failed_starts_are_errors_with_the_tools_message() {
+    if !need(
+        "failed_starts_are_errors_with_the_tools_message",
+        &["gcc", "qemu-x86_64", "valgrind"],
+    ) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let prog = compile(dir, "spin");
+    let arm = foreign_elf(dir, &prog);
+    let out = dir.join("t.ptexact");
+    let p = prog.to_str().unwrap();
+    let a = arm.to_str().unwrap();
+    let o_ = out.to_str().unwrap();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "truth --cpu bogus",
+            vec!["truth", "--cpu", "bogus", "-o", o_, "--", p, "0.01"],
+            "unable to find CPU model",
+        ),
+        (
+            "truth on an AArch64 ELF",
+            vec!["truth", "-o", o_, "--", a],
+            "did not run the program",
+        ),
+        (
+            "truth --backend callgrind on an AArch64 ELF",
+            vec!["truth", "--backend", "callgrind", "-o", o_, "--", a],
+            "did not run the program",
+        ),
+        (
+            "paths --cpu bogus",
+            vec!["paths", "--cpu", "bogus", "--", p, "0.01"],
+            "unable to find CPU model",
+        ),
+        (
+            "vpp --cpu bogus",
+            vec!["vpp", "--cpu", "bogus", "--", p, "0.01"],
+            "unable to find CPU model",
+        ),
+        (
+            "vpmu on an AArch64 ELF",
+            vec!["vpmu", "-o", o_, "--", a],
+            "did not run the program",
+        ),
+    ];
+    for (label, args, needle) in cases {
+        let o = proftrust().args(&args).output().unwrap();
+        // The message is QEMU's own (on stderr above the error, or in it).
+        assert_refused(label, &o, needle);
+        assert!(!out.exists(), "{label}: wrote an output");
+    }
+}
+
+/// A daemonised grandchild neither delays the end nor keeps running (QEMU and callgrind);
+/// `paths` and `cct` say in their text output how the program ended.
+#[test]
+fn daemons_and_abnormal_ends() {
+    if !need(
+        "daemons_and_abnormal_ends",
+        &["gcc", "qemu-x86_64", "valgrind"],
+    ) {
+        return;
+    }
+    let d = tempfile::Builder::new()
+        .prefix("pt-daemon-")
+        .tempdir()
+        .unwrap();
+    let dir = d.path();
+    let prog = compile(dir, "spin");
+    let needle = dir.to_string_lossy().into_owned();
+    for backend in ["qemu", "callgrind"] {
+        let started = Instant::now();
+        let o = proftrust()
+            .args(["-q", "truth", "--backend", backend, "-o"])
+            .arg(dir.join("d.ptexact"))
+            .arg("--")
+            .arg(&prog)
+            .args(["0.3", "daemon"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{backend}: {}", text(&o));
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{backend}: waited {:?} for the daemon",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains(&needle))
+            .collect();
+        assert!(left.is_empty(), "{backend}: {left:?}");
+    }
+    // paths and cct, text output: exit 3, SIGSEGV, SIGKILL.
+    let script = |body: &str| -> PathBuf {
+        let src = dir.join("end.c");
+        std::fs::write(
+            &src,
+            format!(
+                "#include <signal.h>\n#include <stdlib.h>\nint main(void) {{ {body} return 0; }}\n"
+            ),
+        )
+        .unwrap();
+        let exe = dir.join(format!("end{}", body.len()));
+        assert!(Command::new("gcc")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .unwrap()
+            .success());
+        exe
+    };
+    for (body, said) in [
+        ("exit(3);", "exited with status 3"),
+        ("raise(SIGSEGV);", "killed by SIGSEGV"),
+        ("raise(SIGKILL);", "killed by SIGKILL"),
+    ] {
+        let exe = script(body);
+        for cmd in ["paths", "cct"] {
+            let o = proftrust()
+                .args(["-q", cmd, "--cpi-model", "flat", "--"])
+                .arg(&exe)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{cmd} {body}: {}", text(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains(said), "{cmd} {body}: {out}");
+        }
+    }
+}
+
+/// `correct --truth` of another program is refused like `audit` refuses the pair.
+#[test]
+fn correct_checks_the_truth_is_the_same_program() {
+    if !need(
+        "correct_checks_the_truth_is_the_same_program",
+        &["gcc", "qemu-x86_64"],
+    ) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let spin = compile(dir, "spin");
+    let forker = compile(dir, "forker");
+    let samples = dir.join("s.ptsamp");
+    let truth = dir.join("other.ptexact");
+    let o = proftrust()
+        .args(["-q", "vpmu", "--skid", "20", "-o"])
+        .arg(&samples)
+        .arg("--")
+        .arg(&spin)
+        .arg("0.2")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = proftrust()
+        .args(["-q", "truth", "-o"])
+        .arg(&truth)
+        .arg("--")
+        .arg(&forker)
+        .arg("1000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = proftrust()
+        .args(["-q", "correct", "--skid", "20", "--samples"])
+        .arg(&samples)
+        .arg("--binary")
+        .arg(&spin)
+        .arg("--truth")
+        .arg(&truth)
+        .output()
+        .unwrap();
+    assert_refused(
+        "correct --truth of another program",
+        &o,
+        "contain nothing from spin",
+    );
+}
+
+fn json(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+fn warnings(v: &Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|w| w.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A forking program: the samples of the child are left out (the exact side counts the
+/// parent only) and the warning says how many; epsilon then measures the parent's profile
+/// (oracle: both sides count parent_work only, so epsilon is small), not the process
+/// mismatch (which would put child_work's ~75% of the samples in the wrong place).
+/// An exec'ing program: the exec'd image's samples are left out and named.
+#[test]
+fn audit_of_forking_and_execing_programs_covers_the_same_process() {
+    if !need(
+        "audit_of_forking_and_execing_programs_covers_the_same_process",
+        &["gcc", "qemu-x86_64"],
+    ) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let forker = compile(dir, "forker");
+    let o = proftrust()
+        .args(["-q", "audit", "--backend", "qemu", "--json", "--"])
+        .arg(&forker)
+        .arg("60000000")
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let w = warnings(&v);
+    let left = w
+        .iter()
+        .find(|w| w.contains("other process"))
+        .unwrap_or_else(|| panic!("no warning about the child: {w:?}"));
+    // "N of M samples (P%) are in 1 other process(es)": the child did 3x the parent's work.
+    let share: f64 = left
+        .split('(')
+        .nth(1)
+        .and_then(|x| x.split('%').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{left}"));
+    assert!(share > 40.0, "{left}");
+    let funcs = v["functions"].as_array().unwrap();
+    let child = funcs.iter().find(|f| f["name"] == "child_work");
+    assert!(
+        child.is_none_or(|f| f["samples"] == 0),
+        "child_work still sampled: {child:?}"
+    );
+    let eps = v["metrics"]["epsilon_function"].as_f64().unwrap();
+    assert!(eps < 0.2, "epsilon {eps} reflects the process mismatch");
+
+    let execer = compile(dir, "execer");
+    let spin = compile(dir, "spin");
+    let o = proftrust()
+        .args(["-q", "audit", "--backend", "qemu", "--json", "--"])
+        .arg(&execer)
+        .arg("60000000")
+        .arg(&spin)
+        .arg("0.5")
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let w = warnings(&v);
+    let exec = w
+        .iter()
+        .find(|w| w.contains("exec'd"))
+        .unwrap_or_else(|| panic!("no warning about the exec: {w:?}"));
+    assert!(exec.contains(spin.to_str().unwrap()), "{exec}");
+    let funcs = v["functions"].as_array().unwrap();
+    assert!(funcs.iter().all(|f| f["name"] != "spin_work"), "{funcs:?}");
+}
+
+/// The hostile-names fixture through every output: text without a raw control byte or a
+/// forged line, JSON with the exact names, HTML without live markup.
+#[test]
+fn hostile_names_through_every_output() {
+    if !need(
+        "hostile_names_through_every_output",
+        &["gcc", "objcopy", "qemu-x86_64"],
+    ) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let exe = hostile(dir);
+    let esc = "\x1b]0;pwned\x07";
+    let nl = "f\nFAKE 99.99% row";
+    let html_name = "<script>alert(1)</script>&amp;";
+    let clean = |label: &str, o: &Output| {
+        for (what, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let s = String::from_utf8_lossy(bytes);
+            assert!(
+                !bytes.iter().any(|&b| b == 0x1b || b == 0x07),
+                "{label} {what}: raw control byte in {s:?}"
+            );
+            assert!(
+                !s.lines().any(|l| l.trim_start().starts_with("FAKE")),
+                "{label} {what}: forged line in {s}"
+            );
+        }
+    };
+    let run = |args: &[&str]| -> Output {
+        proftrust()
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let e = exe.to_str().unwrap();
+    let samples = dir.join("h.ptsamp");
+    let exact = dir.join("h.ptexact");
+    let vsamples = dir.join("v.ptsamp");
+    let s_ = samples.to_str().unwrap();
+    let x_ = exact.to_str().unwrap();
+    let v_ = vsamples.to_str().unwrap();
+    let html = dir.join("h.html");
+    let h_ = html.to_str().unwrap();
+    assert!(run(&["-q", "record", "-o", s_, "--", e, "30000000"])
+        .status
+        .success());
+    assert!(run(&["-q", "truth", "-o", x_, "--", e, "30000000"])
+        .status
+        .success());
+    assert!(run(&["-q", "vpmu", "-o", v_, "--", e, "3000000"])
+        .status
+        .success());
+    let text_runs: Vec<(&str, Vec<&str>)> = vec![
+        ("inspect", vec!["inspect", e]),
+        (
+            "inspect --function",
+            vec!["inspect", "--function", "main", e],
+        ),
+        ("read samples", vec!["read", s_]),
+        ("read exact", vec!["read", x_]),
+        ("read --script", vec!["read", "--script", s_]),
+        (
+            "audit",
+            vec!["audit", "--samples", s_, "--truth", x_, "--binary", e],
+        ),
+        (
+            "paths",
+            vec!["paths", "--cpi-model", "flat", "--", e, "300000"],
+        ),
+        ("cct", vec!["cct", "--cpi-model", "flat", "--", e, "300000"]),
+        (
+            "correct",
+            vec!["correct", "--skid", "5", "--samples", v_, "--binary", e],
+        ),
+        ("analyze", vec!["analyze", "granularity", s_, "--binary", e]),
+        ("vpp", vec!["vpp", "--", e, "300000"]),
+    ];
+    for (label, args) in &text_runs {
+        let o = run(args);
+        assert!(o.status.success(), "{label}: {}", text(&o));
+        clean(label, &o);
+    }
+    // The escaped forms are what the text shows.
+    let o = run(&["inspect", e]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("\\x1b]0;pwned\\x07"), "{s}");
+    assert!(s.contains("f\\nFAKE 99.99% row"), "{s}");
+    // JSON keeps the exact names.
+    let o = run(&["inspect", "--json", e]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    for n in [esc, nl, html_name] {
+        assert!(names.contains(&n), "{n:?} not in {names:?}");
+    }
+    let o = run(&[
+        "audit",
+        "--json",
+        "--html",
+        h_,
+        "--samples",
+        s_,
+        "--truth",
+        x_,
+        "--binary",
+        e,
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    assert!(names.contains(&esc) && names.contains(&nl), "{names:?}");
+    // HTML: no live markup, no control characters.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains("<script>"), "unescaped markup");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;"));
+    assert!(!page.bytes().any(|b| b == 0x1b || b == 0x07));
+    assert!(page.contains("\\x1b]0;pwned\\x07"));
+    if have("chromium") {
+        // The page parses to the same text without running anything: no script element.
+        let o = Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+            .arg(format!("file://{}", html.display()))
+            .output();
+        if let Ok(o) = o {
+            let dom = String::from_utf8_lossy(&o.stdout);
+            if !dom.is_empty() {
+                assert!(!dom.contains("<script>"), "chromium found a script element");
+            }
+        }
+    }
+}

@@ -112,7 +112,7 @@ fn interrupt(
     case: &Case,
     needle: &str,
 ) -> (std::process::ExitStatus, String, String) {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

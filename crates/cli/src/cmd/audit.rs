@@ -791,7 +791,7 @@ fn elsewhere_warning(samples: &SampleSet, event: u16, scope: &[Module], n: u64) 
         }
     }
     let mut v: Vec<(Option<u32>, u64)> = per.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
     let parts: Vec<String> = v
         .iter()
         .take(5)

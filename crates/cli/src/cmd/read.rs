@@ -430,7 +430,7 @@ fn show_counts(
         writeln!(
             out,
             "{}: {} ({} samples, {} lost)",
-            quote_name(&name.to_string()),
+            quote_name(name),
             format,
             report.samples,
             report.lost
@@ -526,7 +526,7 @@ fn show_callgrind(a: &Args, name: &str, p: &callgrind::CallgrindProfile) -> anyh
         writeln!(
             out,
             "{}: callgrind ({}), {} instructions, {} part(s), {} calls, {} jumps",
-            quote_name(&name.to_string()),
+            quote_name(name),
             quote_name(report.creator.as_deref().unwrap_or("unknown creator")),
             report.total_instructions,
             report.parts,
@@ -598,7 +598,7 @@ fn show_exact(a: &Args, name: &str, e: &ExactProfile) -> anyhow::Result<()> {
         writeln!(
             out,
             "{}: exact profile ({} {}), {} instructions, {} distinct, {} edges, {} call sites",
-            quote_name(&name.to_string()),
+            quote_name(name),
             quote_name(&report.backend),
             quote_name(&report.backend_detail),
             report.total_instructions,

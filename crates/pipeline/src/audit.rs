@@ -9,14 +9,12 @@
 //! ```no_run
 //! use proftrust_pipeline::audit::{self, AuditInput, AuditOptions};
 //!
-//! let opts = AuditOptions {
-//!     input: AuditInput::Files {
-//!         samples: "perf.data".into(),
-//!         truth: "callgrind.out.1234".into(),
-//!     },
-//!     binaries: vec!["./prog".into()],
-//!     ..AuditOptions::default()
+//! let mut opts = AuditOptions::default();
+//! opts.input = AuditInput::Files {
+//!     samples: "perf.data".into(),
+//!     truth: "callgrind.out.1234".into(),
 //! };
+//! opts.binaries = vec!["./prog".into()];
 //! let report = audit::execute(&opts, &proftrust_pipeline::Silent)?;
 //! println!("epsilon = {:?}", report.metrics.epsilon_function);
 //! # Ok::<(), proftrust_pipeline::Error>(())

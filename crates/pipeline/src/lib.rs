@@ -16,20 +16,24 @@
 //! This crate is orchestration: it reads files and runs programs (through `proftrust-record`
 //! and `proftrust-exact`); the analyses it calls do neither.
 //!
-//! Running the audit from Rust, on files made by other tools:
+//! Running the audit from Rust, without the CLI (here on the golden tests' fixtures: samples
+//! of the virtual PMU with skid 3, exact counts from QEMU, and the program's binary):
 //!
-//! ```no_run
+//! ```
 //! use proftrust_pipeline::audit::{execute, AuditInput, AuditOptions};
 //!
-//! let options = AuditOptions {
-//!     input: AuditInput::Files {
-//!         samples: "perf.data".into(),
-//!         truth: "callgrind.out.1234".into(),
-//!     },
-//!     binaries: vec!["./prog".into()],
-//!     ..AuditOptions::default()
+//! let dir = std::path::Path::new("../cli/tests/golden/fixtures");
+//! let mut options = AuditOptions::default();
+//! options.input = AuditInput::Files {
+//!     samples: dir.join("tiny.ptsamp"),
+//!     truth: dir.join("tiny.ptexact"),
 //! };
+//! options.binaries = vec![dir.join("tiny")];
 //! let report = execute(&options, &proftrust_pipeline::Silent)?;
+//!
+//! // The hottest function, and how many samples sit in the wrong function (seed 000).
+//! assert_eq!(report.functions[0].name, "leaf");
+//! assert!(report.metrics.epsilon_function.unwrap() < 0.02);
 //! print!("{}", proftrust_report::render_text(&report, false, 10));
 //! # Ok::<(), proftrust_pipeline::Error>(())
 //! ```

@@ -23,6 +23,7 @@
 //! symbol table, build-id mismatch) are collected as warnings.
 #![warn(missing_docs)]
 
+mod callsites;
 mod cfg;
 mod crc;
 mod debuginfo;

@@ -11,6 +11,7 @@
 //!   bars, skid correction, period sweep.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
+//! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
 //! * [`Events`] — notes and progress of a running command ([`Silent`] ignores them).
 //!
 //! This crate is orchestration: it reads files and runs programs (through `proftrust-record`
@@ -45,6 +46,7 @@ mod error;
 mod events;
 pub mod load;
 pub mod program;
+pub mod trace;
 
 pub use error::{Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};

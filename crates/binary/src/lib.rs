@@ -22,6 +22,7 @@
 //! Nothing here panics on bad input; problems that do not stop the work (no debug info, no
 //! symbol table, build-id mismatch) are collected as warnings.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod callsites;
 mod cfg;

@@ -45,19 +45,11 @@ fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Compiles `sources` with `gcc -O2 -g <extra>` into `dir/out`.
+/// Compiles `sources` (in tests/c) with `gcc -O2 -g <extra>` into `dir/out`.
 fn gcc(dir: &Path, out: &str, sources: &[&str], extra: &[&str]) -> PathBuf {
-    let exe = dir.join(out);
-    let mut args: Vec<String> = vec!["-O2".into(), "-g".into()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.push("-o".into());
-    args.push(exe.display().to_string());
-    for s in sources {
-        args.push(src(s).display().to_string());
-    }
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    run("gcc", &a);
-    exe
+    let srcs: Vec<PathBuf> = sources.iter().map(|s| src(s)).collect();
+    let refs: Vec<&Path> = srcs.iter().map(PathBuf::as_path).collect();
+    proftrust_testkit::gcc(&dir.join(out), &refs, extra)
 }
 
 fn p(path: &Path) -> &str {

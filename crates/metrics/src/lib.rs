@@ -21,6 +21,7 @@
 //! what a "unit" is (an instruction address, a block, a function); degenerate input (no
 //! samples, no executed instructions) is an [`Error`], never a NaN.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod compare;
 mod cycles;

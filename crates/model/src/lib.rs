@@ -16,6 +16,7 @@
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod addr;
 mod cfg;

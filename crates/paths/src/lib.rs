@@ -29,6 +29,7 @@
 //! function whose path count does not fit is reported as degraded ([`Error::TooManyPaths`]),
 //! never wrapped.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod cct;
 mod funcs;

@@ -16,6 +16,7 @@
 //!
 //! Writers take `std::io::Write` or return `String`; the crate opens no files.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod html;
 mod model;

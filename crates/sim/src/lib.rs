@@ -15,6 +15,7 @@
 //! seeded ChaCha8 streams so every result is reproducible from its seed, and simulation cost
 //! proportional to what a sampler observes (samples and runs), never to resource units.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod granularity;

@@ -34,6 +34,7 @@
 //! cache `l1d_misses` and `llc_misses`).
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod cost;
 mod cycles;

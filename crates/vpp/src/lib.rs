@@ -22,6 +22,7 @@
 //! reads files); addresses are module-relative SVMAs of the program's main executable;
 //! times are integers in the source's unit ([`TimeUnit`]) and kept as exact histograms.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod analysis;
 mod bias;

@@ -11,6 +11,14 @@
 //! * [`gcc`] / [`compile_c`]: a C test program built with `gcc -O2 -g` and extra flags.
 //! * [`golden`]: golden files ([`assert_golden`]) re-blessed by `PROFTRUST_BLESS=1`, with
 //!   [`Masks`] for what genuinely varies between machines (temporary paths, tool versions).
+//!
+//! ```
+//! use proftrust_testkit::Masks;
+//!
+//! let m = Masks::new().add("/tmp/.tmpAbc123", "[DIR]");
+//! assert_eq!(m.apply("wrote /tmp/.tmpAbc123/out"), "wrote [DIR]/out");
+//! // assert_golden(Path::new("tests/golden/expected/x.txt"), &m.apply(&output));
+//! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -9,6 +9,7 @@
 //!
 //! * [`audit`] — can I trust this profile? Samples against exact counts, metrics, error
 //!   bars, skid correction, period sweep.
+//! * [`correct`] — undo counter skid in an instruction profile (seed 000 §2).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -42,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod correct;
 mod error;
 mod events;
 pub mod load;

@@ -39,7 +39,7 @@ pub struct InstrCost {
 }
 
 /// A per-instruction timing model of a traced run: the virtual PMU's cycle model and cache
-/// simulation (`proftrust_sim::vpmu::InstrTimer`, adapted in the CLI), [`FlatCpi`], or a
+/// simulation (`proftrust_vpmu::InstrTimer`, adapted in the CLI), [`FlatCpi`], or a
 /// per-address table ([`PerInstruction`]).
 pub trait CostModel {
     /// A module of the trace became known (from [`BlockVisitor::module`]).

@@ -1,4 +1,4 @@
-//! End to end, interprocedural: the virtual PMU (proftrust-sim, independent of the
+//! End to end, interprocedural: the virtual PMU (proftrust-vpmu, independent of the
 //! correction) samples a synthetic program whose skid crosses calls — a loop that calls a
 //! leaf function with a heavy load and a 50-instruction shared-library routine (a black
 //! box, like libm's `exp` in libsvm), then runs an inner loop with a heavy load and a random
@@ -12,10 +12,10 @@
 use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
-use proftrust_sim::vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
 use proftrust_skid::flow::{
     solve_flow, BlackBox, Callee, FlowBlock, FlowFunction, FlowGraph, FlowOptions, Successor,
 };
+use proftrust_vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 

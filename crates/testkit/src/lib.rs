@@ -8,7 +8,12 @@
 //!   stderr of passing tests, so besides printing `SKIP: <test>: <reason>` the line is
 //!   appended to the file named by `PROFTRUST_SKIP_LOG`; `scripts/test.sh` sets it and prints
 //!   every skip at the end of the run.
+//! * [`golden`]: golden files ([`assert_golden`]) re-blessed by `PROFTRUST_BLESS=1`, with
+//!   [`Masks`] for what genuinely varies between machines (temporary paths, tool versions).
 #![warn(missing_docs)]
+
+pub mod golden;
+pub use golden::{assert_golden, Masks};
 
 use std::io::Write;
 use std::process::Command;

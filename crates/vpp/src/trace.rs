@@ -9,7 +9,7 @@
 //! the cycles of its own instructions, **exclusive of the callees** it calls (their paths
 //! are timed on their own, as the profiler's metrics are; seed 003 §3).
 //!
-//! Timing: [`VpmuTimer`] is the virtual PMU's `InstrTimer` (proftrust-sim): the static
+//! Timing: [`VpmuTimer`] is the virtual PMU's `InstrTimer` (proftrust-vpmu): the static
 //! class cost of each instruction plus, with a cache configured and a trace that carries
 //! data accesses (`QemuOptions::trace_memory`), the latency of each access in a simulated
 //! L1D + LLC. That is what makes one path's executions differ: the same loads hit or miss.
@@ -26,7 +26,7 @@ use proftrust_paths::{
     CostModel, InstrCost, PathKey, PathMetrics, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_probe::{Bursty, BurstyOptions};
-use proftrust_sim::vpmu::{CacheConfig, CacheStats, CycleModel, InstrTimer, InstrTiming};
+use proftrust_vpmu::{CacheConfig, CacheStats, CycleModel, InstrTimer, InstrTiming};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -237,7 +237,7 @@ fn probe_source_signatures_scale_and_bias() {
 #[test]
 fn vpmu_timer_adds_cache_latency_per_execution() {
     use proftrust_model::MemAccess;
-    use proftrust_sim::vpmu::{CacheConfig, CycleModel};
+    use proftrust_vpmu::{CacheConfig, CycleModel};
     use TraceEnd::{Call, Other, Return};
     let cfgs = program();
     let mut cache = CacheConfig::default();

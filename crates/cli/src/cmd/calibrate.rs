@@ -11,10 +11,8 @@ use anyhow::{bail, Context};
 use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
-use proftrust_sim::vpmu::{
-    CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuEvents, VpmuOptions,
-};
 use proftrust_skid::calibrate::{fit_skid, kernel_cpi};
+use proftrust_vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuEvents, VpmuOptions};
 
 /// Arguments of `proftrust calibrate`.
 #[derive(Debug, clap::Args)]

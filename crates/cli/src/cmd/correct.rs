@@ -245,15 +245,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .or_insert_with(|| function_name(&sym, &modelled, l))
             .clone()
     };
+    // Summed in address order: a hash map's order would change the last bits of the sums
+    // from run to run.
+    let sorted = |m: &HashMap<Location, f64>| -> Vec<(Location, f64)> {
+        let mut v: Vec<(Location, f64)> = m.iter().map(|(l, x)| (*l, *x)).collect();
+        v.sort_by_key(|(l, _)| *l);
+        v
+    };
     let mut per_fn: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
-    for (l, v) in &cor.raw {
-        per_fn.entry(name_of(*l)).or_default().0 += v;
+    for (l, v) in sorted(&cor.raw) {
+        per_fn.entry(name_of(l)).or_default().0 += v;
     }
-    for (l, v) in &cor.corrected {
-        per_fn.entry(name_of(*l)).or_default().1 += v;
+    for (l, v) in sorted(&cor.corrected) {
+        per_fn.entry(name_of(l)).or_default().1 += v;
     }
-    for (l, v) in &profile.cycles {
-        per_fn.entry(name_of(*l)).or_default().2 += v;
+    for (l, v) in sorted(&profile.cycles) {
+        per_fn.entry(name_of(l)).or_default().2 += v;
     }
     // Truth, mapped onto the profile's modules.
     let truth: Option<ExactProfile> = match &a.truth {

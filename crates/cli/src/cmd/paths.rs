@@ -19,7 +19,7 @@ use proftrust_paths::{
     HotMetric, HotOptions, HotReport, InstrCost, LbrComparison, LbrPaths, PathKey, PathProfile,
     Profiler, ProfilerOptions, ProgramCfgs,
 };
-use proftrust_sim::vpmu::{
+use proftrust_vpmu::{
     CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
 };
 use serde::Serialize;

@@ -27,7 +27,7 @@ use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_paths::PathMetrics;
 use proftrust_probe::BurstyOptions;
 use proftrust_report::{render_line_plot, LinePlot, Series};
-use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
 use proftrust_vpp::{
     analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
     top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,

@@ -916,7 +916,10 @@ fn count_exact(
         };
         let qemu = proftrust_exact::find_qemu()
             .map_or_else(|_| "qemu-x86_64".into(), |p| p.display().to_string());
-        versions.insert("qemu-x86_64".into(), util::tool_version(&qemu, &["--version"]));
+        versions.insert(
+            "qemu-x86_64".into(),
+            util::tool_version(&qemu, &["--version"]),
+        );
         let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
         if proftrust_exact::counts_may_be_low(&e) {
             o.edges = true;

@@ -35,13 +35,15 @@
 
 #![warn(missing_docs)]
 
+mod cost;
 mod cycles;
 mod error;
 mod timer;
 
 pub use error::VpmuError;
 
-pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, InstrCost};
+pub use cost::TraceCost;
+pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
 pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
 use proftrust_model::{
@@ -285,7 +287,7 @@ impl Vpmu {
             .and_then(|m| self.module_costs.get(&m))
             .and_then(|&t| self.model.tables[t].costs.get(&loc.svma.0))
             .copied()
-            .unwrap_or(InstrCost {
+            .unwrap_or(StaticCost {
                 cycles: self.model.default_cycles,
                 len: 0,
             });
@@ -599,7 +601,7 @@ mod tests {
         for (k, &c) in cpi.iter().enumerate() {
             table
                 .costs
-                .insert(0x100 + 4 * k as u64, InstrCost { cycles: c, len: 4 });
+                .insert(0x100 + 4 * k as u64, StaticCost { cycles: c, len: 4 });
         }
         let model = CycleModel {
             default_cycles: 1,

@@ -48,6 +48,8 @@ impl Sandbox {
         let masks = Masks::new()
             .add(canonical.display().to_string(), "[DIR]")
             .add(dir.path().display().to_string(), "[DIR]")
+            // The plugin is found in target/*/ or target/*/deps/, whichever cargo wrote last.
+            .add(format!("{}/deps/", build.display()), "[BUILD]/")
             .add(build.display().to_string(), "[BUILD]")
             .add(
                 tool_version("qemu-x86_64", "--version", "version "),

@@ -7,6 +7,7 @@
 
 mod cmd;
 mod parse;
+mod trace_args;
 mod util;
 mod workload;
 

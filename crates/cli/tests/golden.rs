@@ -10,7 +10,7 @@
 //!
 //! Masked (replaced by a placeholder before the comparison), because they genuinely vary
 //! between machines or runs: the test's temporary directory (`[DIR]`), the directory of the
-//! proftrust build holding the QEMU plugin (`[BUILD]`), the version strings of qemu-x86_64 and
+//! proftrust build holding the QEMU plugin (`[BUILD]`, whichever of its two copies is newer), the version strings of qemu-x86_64 and
 //! valgrind (`[QEMU-VERSION]`, `[VALGRIND-VERSION]`), proftrust's own version where a report
 //! states it (`[VERSION]`), valgrind's pid in the banner it prints
 //! (`==PID==`), and in `record`'s output, which samples
@@ -48,8 +48,12 @@ impl Sandbox {
         let masks = Masks::new()
             .add(canonical.display().to_string(), "[DIR]")
             .add(dir.path().display().to_string(), "[DIR]")
-            // The plugin is found in target/*/ or target/*/deps/, whichever cargo wrote last.
-            .add(format!("{}/deps/", build.display()), "[BUILD]/")
+            // Cargo leaves the plugin in target/*/ and target/*/deps/; proftrust takes the
+            // newer copy, which depends on the build order.
+            .add(
+                format!("{}/deps/libproftrust_qemu_plugin.so", build.display()),
+                "[BUILD]/libproftrust_qemu_plugin.so",
+            )
             .add(build.display().to_string(), "[BUILD]")
             .add(
                 tool_version("qemu-x86_64", "--version", "version "),

@@ -5,7 +5,7 @@
 
 use crate::error::{bail, Context, Result};
 use crate::{program, Events};
-use proftrust_binary::{Binary, Symbolizer};
+use proftrust_binary::{Binary, Frame, Symbolizer};
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{Location, Module, ModuleTable, RunOutcome, Svma};
 use proftrust_paths::{CodeOracle, PathProfile, Profiler, ProfilerOptions, ProgramCfgs};
@@ -224,7 +224,12 @@ pub fn qemu_options(
 
 /// `file:line` of the innermost frame at `a` (`?` parts when unknown).
 pub fn source_of(b: &Binary, a: Svma) -> String {
-    match b.frames(a).first() {
+    frame_line(b.frames(a).first())
+}
+
+/// `file:line` (file name only) of an inline frame; `?` parts when unknown, `?` without one.
+pub fn frame_line(f: Option<&Frame>) -> String {
+    match f {
         Some(f) => format!(
             "{}:{}",
             f.file

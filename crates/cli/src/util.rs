@@ -1,6 +1,6 @@
 //! Shared CLI plumbing: verbosity, progress bars, error printing (output files: `output`).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(1);
@@ -46,6 +46,30 @@ pub fn progress(len: Option<u64>, msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
+/// The CLI's receiver of a pipeline's notes and progress: notes on stderr (unless
+/// `--quiet`), progress bars on a terminal.
+pub struct Ui;
+
+impl proftrust_pipeline::Events for Ui {
+    fn note(&self, msg: &str) {
+        note(msg);
+    }
+    fn task(&self, len: Option<u64>, what: &str) -> Box<dyn proftrust_pipeline::Task + '_> {
+        Box::new(Bar(progress(len, what)))
+    }
+}
+
+struct Bar(indicatif::ProgressBar);
+
+impl proftrust_pipeline::Task for Bar {
+    fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
 pub fn print_error(e: &anyhow::Error) {
     eprintln!("error: {}", terminal_safe(&chain_text(e)));
@@ -79,24 +103,42 @@ pub fn chain_text(e: &anyhow::Error) -> String {
     msg
 }
 
-/// First line of `tool ARGS`, or `unavailable`.
-pub fn tool_version(tool: &str, args: &[&str]) -> String {
-    std::process::Command::new(tool)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            let s = if o.stdout.is_empty() {
-                o.stderr
-            } else {
-                o.stdout
-            };
-            String::from_utf8_lossy(&s)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_string())
-        })
-        .unwrap_or_else(|| "unavailable".into())
+/// While alive, file descriptor 1 points at stderr, so that the profiled program's output
+/// does not mix with `--json` on stdout; the original stdout comes back on drop.
+pub struct StdoutToStderr {
+    saved: std::os::fd::OwnedFd,
+}
+
+impl StdoutToStderr {
+    pub fn new() -> anyhow::Result<StdoutToStderr> {
+        use anyhow::Context;
+        use std::os::fd::AsFd;
+        std::io::stdout().flush()?;
+        let saved = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot duplicate stdout")?;
+        // SAFETY: dup2 on two descriptors this process owns for its whole life (1 and 2);
+        // no Rust object owns fd 1 exclusively (std's Stdout only writes to it).
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            anyhow::bail!(
+                "cannot redirect stdout: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(StdoutToStderr { saved })
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is a valid descriptor we own; dup2 makes fd 1 a copy of it again.
+        unsafe {
+            libc::dup2(self.saved.as_raw_fd(), 1);
+        }
+    }
 }
 
 /// Notes on stderr how the program ended, unless it exited with status 0: `the program
@@ -126,20 +168,4 @@ pub fn outcome_warning(o: &proftrust_model::RunOutcome, what: &str) -> Option<St
             "the program was {o}: {what} cover the run up to then"
         )),
     }
-}
-
-/// Runs `f` in a thread with a 256 MiB stack (reserved, committed only as used) and returns
-/// its result: the skid correction's walk recurses once per block a skid crosses, so its
-/// depth grows with the skid and the code; the main thread's 8 MiB is not enough for every
-/// program at the largest skid `--skid` allows.
-pub fn with_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
-    use anyhow::Context;
-    std::thread::scope(|s| {
-        let h = std::thread::Builder::new()
-            .name("correct".into())
-            .stack_size(256 << 20)
-            .spawn_scoped(s, f)
-            .context("cannot start the correction thread")?;
-        Ok(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-    })
 }

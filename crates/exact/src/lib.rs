@@ -17,6 +17,17 @@
 //! stops it at a timeout (SIGTERM, then SIGKILL to its process group), reaps it and kills
 //! whatever it left running in its process group. Design, protocol and limits:
 //! `docs/exact.md`.
+//!
+//! Entry point: exact counts of a command under QEMU with the plugin ([`count_qemu`]) or
+//! callgrind ([`count_callgrind`]):
+//!
+//! ```no_run
+//! use proftrust_exact::{count_qemu, QemuOptions};
+//!
+//! let exact = count_qemu(&["./prog".into()], &QemuOptions::default())?;
+//! println!("{} instructions", exact.total_instructions);
+//! # Ok::<(), proftrust_exact::ExactError>(())
+//! ```
 #![warn(missing_docs)]
 
 mod callgrind;
@@ -32,7 +43,7 @@ pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;
 pub use native::{run_native, NativeOptions};
 pub use qemu::{
-    count_qemu, counts_may_be_low, find_plugin, guest_threads, trace_qemu, QemuOptions,
+    count_qemu, counts_may_be_low, find_plugin, find_qemu, guest_threads, trace_qemu, QemuOptions,
     DEFAULT_CPU, PLUGIN_FILE,
 };
 pub use run::signal_name;

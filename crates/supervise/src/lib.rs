@@ -64,6 +64,13 @@ impl StopSignal {
     }
 }
 
+impl PartialEq for StopSignal {
+    /// Two handles are equal when they share the flag.
+    fn eq(&self, other: &StopSignal) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// The conventional name of signal `sig` (`SIGSEGV`), `SIG<n>` for others.
 pub fn signal_name(sig: i32) -> String {
     let n = match sig {

@@ -1,0 +1,1091 @@
+//! `audit`: can I trust this profile? Samples against exact counts of the same program and
+//! input, with metrics, error bars, an optional skid correction and a period sweep.
+//!
+//! Two inputs ([`AuditInput`]): existing files (samples and exact counts), or a program the
+//! audit records with `proftrust-record` and counts exactly with `proftrust-exact` (QEMU
+//! plugin or callgrind). The comparison itself is `proftrust_metrics::compare`; the report
+//! is `proftrust_report::AuditReport` (text, JSON, HTML renderers there).
+//!
+//! ```no_run
+//! use proftrust_pipeline::audit::{self, AuditInput, AuditOptions};
+//!
+//! let mut opts = AuditOptions::default();
+//! opts.input = AuditInput::Files {
+//!     samples: "perf.data".into(),
+//!     truth: "callgrind.out.1234".into(),
+//! };
+//! opts.binaries = vec!["./prog".into()];
+//! let report = audit::execute(&opts, &proftrust_pipeline::Silent)?;
+//! println!("epsilon = {:?}", report.metrics.epsilon_function);
+//! # Ok::<(), proftrust_pipeline::Error>(())
+//! ```
+
+use crate::error::{bail, Context, Result};
+use crate::{load, program, Backend, Events};
+use proftrust_binary::Binary;
+use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
+use proftrust_model::{
+    EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma,
+};
+use proftrust_report::{
+    AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
+    InstructionRow, Metrics, SweepPoint,
+};
+use proftrust_supervise::StopSignal;
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What the audit compares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditInput {
+    /// Existing files: samples (perf.data, `perf script` text, a proftrust sample file) and
+    /// exact counts (a callgrind out file or a proftrust exact file).
+    Files {
+        /// The sample file.
+        samples: PathBuf,
+        /// The exact-count file.
+        truth: PathBuf,
+    },
+    /// A program and its arguments: recorded, then counted exactly.
+    Run {
+        /// Program and arguments (the program is looked up on `PATH`).
+        command: Vec<OsString>,
+    },
+}
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AuditOptions {
+    /// What to compare. Default: a run of an empty command (an error: give one).
+    pub input: AuditInput,
+    /// The binaries whose code is audited. Default: none, meaning the profiled program (or
+    /// the module with most samples).
+    pub binaries: Vec<PathBuf>,
+    /// Sampled event when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
+    /// `rHEX`, with `:p` modifiers). Default `cpu-clock`.
+    pub event: String,
+    /// Sampling period when recording (events, or ns for clock events). Default: 100 003 ns
+    /// for clock events (~10 kHz), the recorder's default otherwise.
+    pub period: Option<u64>,
+    /// Randomise the period when recording (seed 001 §4). Default false.
+    pub randomize: bool,
+    /// Seed of every random choice (stored in the report). Default 1.
+    pub seed: u64,
+    /// Exact-count backend when recording. Default [`Backend::Auto`].
+    pub backend: Backend,
+    /// What the exact side counts. Default instructions.
+    pub truth_weight: TruthWeight,
+    /// Periods to sweep (records once per period, fixed and randomised; needs
+    /// [`AuditInput::Run`]). Default none.
+    pub sweep: Vec<u64>,
+    /// Exact share from which a function without samples enters the rank metrics. Default
+    /// 0.01.
+    pub rank_threshold: f64,
+    /// Which event of the samples to compare, by name. Default: the instructions event when
+    /// there is one, else the first.
+    pub sample_event: Option<String>,
+    /// Also undo a skid of this many cycles (seed 000, whole-program flow solver) and report
+    /// the corrected profile beside the raw one. Default none.
+    pub correct_skid: Option<f64>,
+    /// Stop each run of the program after this long. Default none.
+    pub timeout: Option<Duration>,
+    /// Versions of the tools that made the program (e.g. `gcc`), stored in the report.
+    /// Default none.
+    pub tool_versions: BTreeMap<String, String>,
+    /// Raised to stop the recording or exact run going on (the CLI raises it on SIGINT,
+    /// SIGTERM, SIGHUP); the report then holds what there is, marked. Default none.
+    pub stop: Option<StopSignal>,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            input: AuditInput::Run {
+                command: Vec::new(),
+            },
+            binaries: Vec::new(),
+            event: "cpu-clock".into(),
+            period: None,
+            randomize: false,
+            seed: 1,
+            backend: Backend::Auto,
+            truth_weight: TruthWeight::Instructions,
+            sweep: Vec::new(),
+            rank_threshold: 0.01,
+            sample_event: None,
+            correct_skid: None,
+            timeout: None,
+            tool_versions: BTreeMap::new(),
+            stop: None,
+        }
+    }
+}
+
+/// Default period of clock events in `audit`: 100 003 ns (a prime, ~10 kHz).
+pub const AUDIT_CLOCK_PERIOD_NS: u64 = 100_003;
+
+/// Attribution through the ELF symbols, DWARF inline frames and CFGs of the scope binaries.
+struct BinaryAttribution<'a> {
+    bins: &'a [Binary],
+    /// CFG per (scope module, function start); `None` when it could not be built.
+    cfgs: std::cell::RefCell<std::collections::HashMap<(usize, u64), Option<proftrust_model::Cfg>>>,
+}
+
+impl Attribution for BinaryAttribution<'_> {
+    fn function(&self, m: usize, a: Svma) -> Option<String> {
+        self.bins.get(m)?.function_at(a).map(|f| f.name.clone())
+    }
+    fn innermost(&self, m: usize, a: Svma) -> Option<String> {
+        let b = self.bins.get(m)?;
+        b.frames(a)
+            .into_iter()
+            .next()
+            .map(|f| f.function)
+            .or_else(|| self.function(m, a))
+    }
+    fn block(&self, m: usize, a: Svma) -> Option<Svma> {
+        let b = self.bins.get(m)?;
+        let f = b.function_at(a)?;
+        let mut cache = self.cfgs.borrow_mut();
+        let cfg = cache
+            .entry((m, f.start.0))
+            .or_insert_with(|| b.cfg(f).ok())
+            .as_ref()?;
+        cfg.block_at(a).map(|id| cfg.block(id).start)
+    }
+}
+
+/// The samples of a recording with what the comparison needs to know about its processes.
+struct Recorded {
+    samples: SampleSet,
+    /// The started program's pid.
+    pid: Option<u32>,
+    processes: Vec<proftrust_record::ProcessInfo>,
+}
+
+/// Most periods `--sweep` takes (each is recorded twice).
+const MAX_SWEEP: usize = 64;
+
+/// Runs the audit: gathers samples and exact counts (reading or recording them), compares
+/// them and returns the report. Notes and progress go to `events`. When
+/// [`AuditOptions::stop`] is raised, the run going on is stopped and the report holds what
+/// there is, marked (`config.interrupted`; samples alone, `truth_missing`, when the exact
+/// run had not counted anything yet).
+pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> {
+    if args.sweep.len() > MAX_SWEEP {
+        bail!(
+            "--sweep: {} periods; at most {MAX_SWEEP} (each is recorded twice)",
+            args.sweep.len()
+        );
+    }
+    let weight = args.truth_weight;
+    let mut tool_versions = args.tool_versions.clone();
+    let mut warnings = Vec::new();
+    // What an interrupt cut short, for the report: (signal, phase).
+    let mut interrupted: Option<(String, &str)> = None;
+
+    let (mut samples, exact, samples_source, truth_source, command, sweep_cmd) =
+        if let AuditInput::Files {
+            samples: sf,
+            truth: tf,
+        } = &args.input
+        {
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+            }
+            let mut s = load::samples(sf, &args.binaries, events)?;
+            let e = load::exact(tf, &args.binaries)?;
+            restrict_to_first_process(&mut s, &mut warnings);
+            let cmd = s.command.clone();
+            (
+                s,
+                Some(e),
+                sf.display().to_string(),
+                tf.display().to_string(),
+                cmd,
+                None,
+            )
+        } else {
+            let AuditInput::Run { command: cmd } = &args.input else {
+                unreachable!("AuditInput has two variants")
+            };
+            let mut cmd = cmd.clone();
+            if cmd.is_empty() {
+                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
+            }
+            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
+            let stop = args.stop.clone().unwrap_or_default();
+            let r = record_once(&cmd, args, args.period, args.randomize, &stop, events)?;
+            let mut s = r.samples;
+            restrict_to_started(&mut s, r.pid, &r.processes, &mut warnings);
+            let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
+                interrupted = Some((name.clone(), "the recording"));
+                warnings.push(format!(
+                "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
+            ));
+                None
+            } else {
+                let (e, backend_note) =
+                    count_exact(&cmd, args, weight, &mut tool_versions, &stop, events)?;
+                if let Some(n) = backend_note {
+                    warnings.push(n);
+                }
+                if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
+                    interrupted = Some((name.clone(), "the exact count"));
+                    warnings.push(format!(
+                    "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
+                ));
+                }
+                Some(e)
+            };
+            let lossy: Vec<String> = cmd
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            let truth_source = match &e {
+                Some(e) => format!("an exact run under {}", e.backend),
+                None => "none (interrupted before the exact run)".to_string(),
+            };
+            (
+                s,
+                e,
+                "a perf_event_open recording".to_string(),
+                truth_source,
+                lossy,
+                Some(cmd),
+            )
+        };
+    if let Some(outcome) = &samples.outcome {
+        if !matches!(
+            outcome,
+            RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
+        ) {
+            warnings.push(format!("the profiled program {}", outcome_phrase(outcome)));
+        }
+    }
+    if let Some(e) = &exact {
+        warnings.extend(proftrust_exact::warnings(e));
+        if let Some(o) = &e.outcome {
+            if !matches!(
+                o,
+                RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
+            ) {
+                warnings.push(format!("the exact run's program {}", outcome_phrase(o)));
+            }
+        }
+        if e.backend == "callgrind" {
+            tool_versions
+                .entry("valgrind".into())
+                .or_insert_with(|| program::tool_version("valgrind", &["--version"]));
+        } else if e.backend == "qemu" {
+            tool_versions
+                .entry("qemu-x86_64".into())
+                .or_insert_with(|| program::tool_version(&qemu_path(), &["--version"]));
+        }
+    }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        tool_versions.insert("linux".into(), k.trim().to_string());
+    }
+    let interrupted_text = interrupted
+        .as_ref()
+        .map(|(sig, phase)| format!("{sig} during {phase}"));
+
+    if samples.samples.is_empty() && interrupted.is_none() {
+        bail!(
+            "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
+            if samples.lost > 0 {
+                format!(", {} lost", samples.lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(e) = &exact {
+        if e.total_instructions == 0 && e.instructions.is_empty() && interrupted.is_none() {
+            bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
+        }
+    }
+
+    // The scope: --binary, else the profiled program, else the module with most samples.
+    let bin_paths = if args.binaries.is_empty() {
+        vec![default_binary(&samples, &command)?]
+    } else {
+        args.binaries.clone()
+    };
+    let mut bins = Vec::new();
+    for p in &bin_paths {
+        let b = Binary::open(p).with_context(|| {
+            format!(
+                "cannot open the binary {} (pass the right file with --binary PATH)",
+                p.display()
+            )
+        })?;
+        if !b.has_debug_info() {
+            warnings.push(format!(
+                "{} has no debug info: inline-level epsilon equals function level (rebuild with -g)",
+                p.display()
+            ));
+        }
+        bins.push(b);
+    }
+    let scope: Vec<Module> = bins
+        .iter()
+        .map(|b| Module {
+            path: b.path().display().to_string(),
+            build_id: b.build_id().cloned(),
+            load_bias: 0,
+        })
+        .collect();
+    let attr = BinaryAttribution {
+        bins: &bins,
+        cfgs: Default::default(),
+    };
+    // An exact run interrupted before it counted anything of the binary: samples alone.
+    let exact = match exact {
+        Some(e)
+            if interrupted.is_some()
+                && proftrust_metrics::check_same_program(&e, &scope).is_err() =>
+        {
+            warnings.push("the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone".into());
+            None
+        }
+        e => e,
+    };
+    let event_idx = match &args.sample_event {
+        Some(name) => samples
+            .events
+            .iter()
+            .position(|e| &e.name == name)
+            .with_context(|| {
+                format!(
+                    "--sample-event {name:?}: the samples hold {}",
+                    samples
+                        .events
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+        None => samples
+            .events
+            .iter()
+            .position(|e| e.kind == EventKind::Instructions)
+            .unwrap_or(0),
+    } as u16;
+    let event = samples.events.get(event_idx as usize).cloned();
+    let event = event.as_ref();
+    if samples.events.len() > 1 {
+        warnings.push(format!(
+            "the samples hold {} events; comparing {} (--sample-event picks another)",
+            samples.events.len(),
+            event.map(|e| e.name.as_str()).unwrap_or("?")
+        ));
+    }
+    if samples.lost > 0 {
+        warnings.push(format!(
+            "{} samples were lost by the kernel (ring buffer overflow)",
+            samples.lost
+        ));
+    }
+    let time_based = event.map(|e| e.kind.is_time_based()).unwrap_or(false);
+    if time_based && weight == TruthWeight::Instructions {
+        warnings.push(format!(
+            "{} samples measure time while the truth counts instructions: differences in CPI between functions show up as 'error' (try --truth-weight cycles-estimate with the callgrind backend)",
+            event.map(|e| e.name.as_str()).unwrap_or("time-based")
+        ));
+    }
+    if weight == TruthWeight::CyclesEstimate {
+        warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
+    }
+    let mut opts = CompareOptions::default();
+    opts.event = event_idx;
+    opts.truth_weight = weight;
+    opts.rank_threshold = args.rank_threshold;
+
+    let (period, randomized) = match event.map(|e| &e.config) {
+        Some(c) => (
+            match c.period {
+                PeriodMode::Fixed(p) => Some(p),
+                _ => None,
+            },
+            c.randomize_max.is_some(),
+        ),
+        None => (None, false),
+    };
+    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
+    let mut config = AuditConfig {
+        proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
+        seed,
+        truth_weight: weight.name().to_string(),
+        truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
+            .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
+        event: event
+            .map(|e| e.name.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        period,
+        randomized,
+        samples_source,
+        truth_source,
+        truth_backend: match &exact {
+            Some(e) if e.backend_detail.is_empty() => e.backend.clone(),
+            Some(e) => format!("{} ({})", e.backend, e.backend_detail),
+            None => "none".into(),
+        },
+        binary: scope
+            .iter()
+            .map(|m| m.path.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
+        command,
+        tool_versions,
+        rank_threshold: args.rank_threshold,
+        interrupted: interrupted_text,
+        truth_missing: false,
+    };
+
+    let Some(exact) = exact else {
+        // Interrupted before the exact run: the samples alone.
+        let (per, elsewhere) =
+            proftrust_metrics::sampled_functions(&samples, &scope, &attr, event_idx)
+                .context("cannot attribute the samples")?;
+        if elsewhere > 0 {
+            warnings.push(elsewhere_warning(&samples, event_idx, &scope, elsewhere));
+        }
+        let n: u64 = per.iter().map(|(_, c)| c).sum();
+        config.truth_missing = true;
+        let report = AuditReport {
+            config,
+            metrics: proftrust_report::Metrics {
+                samples: n,
+                samples_elsewhere: elsewhere,
+                ..Default::default()
+            },
+            functions: per
+                .into_iter()
+                .map(|(name, c)| {
+                    let share = c as f64 / n.max(1) as f64;
+                    let (lo, hi) =
+                        proftrust_metrics::wilson_interval(c, n, proftrust_metrics::Z_95);
+                    FunctionRow {
+                        name,
+                        samples: c,
+                        sampled_share: share,
+                        ci_low: lo,
+                        ci_high: hi,
+                        ..Default::default()
+                    }
+                })
+                .collect(),
+            hottest: None,
+            sweep: Vec::new(),
+            warnings,
+            corrected: None,
+        };
+        return Ok(report);
+    };
+
+    let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
+        .context("cannot compare the samples with the truth")?;
+    if cmp.samples_elsewhere > 0 {
+        warnings.push(elsewhere_warning(
+            &samples,
+            event_idx,
+            &scope,
+            cmp.samples_elsewhere,
+        ));
+    }
+    if !cmp.static_blocks {
+        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
+    }
+
+    let corrected = match args.correct_skid {
+        Some(_) if interrupted.is_some() => {
+            warnings.push("--correct-skid skipped: the audit was interrupted".into());
+            None
+        }
+        Some(skid) => Some(corrected_side(
+            &samples,
+            &bin_paths,
+            skid,
+            args.seed,
+            (&exact, &scope, &attr, &opts),
+            events,
+        )?),
+        None => None,
+    };
+
+    // Sweep: one recording per period, fixed and randomised; the truth is reused.
+    let mut sweep = Vec::new();
+    if let (Some(cmd), false) = (&sweep_cmd, args.sweep.is_empty()) {
+        if interrupted.is_some() {
+            warnings.push("--sweep skipped: the audit was interrupted".into());
+        } else {
+            let stop = args.stop.clone().unwrap_or_default();
+            let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
+            'sweep: for &p in &args.sweep {
+                for randomized in [false, true] {
+                    let mut r = record_once(cmd, args, Some(p), randomized, &stop, events)?;
+                    if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
+                        warnings.push(format!(
+                            "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
+                            if randomized { " randomised" } else { "" }
+                        ));
+                        config.interrupted = Some(format!("{name} during the sweep"));
+                        break 'sweep;
+                    }
+                    let mut ignored = Vec::new();
+                    restrict_to_started(&mut r.samples, r.pid, &r.processes, &mut ignored);
+                    let point = match proftrust_metrics::compare(
+                        &r.samples, &exact, &scope, &attr, &opts,
+                    ) {
+                        Ok(c) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: c.samples,
+                            nrmse_sr: Some(c.hotspot.nrmse_sr),
+                            sc: Some(c.hotspot.sc),
+                            od: Some(c.hotspot.od),
+                            epsilon_function: Some(c.epsilon_function),
+                        },
+                        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: 0,
+                            ..Default::default()
+                        },
+                        Err(e) => return Err(e).context("sweep comparison failed"),
+                    };
+                    sweep.push(point);
+                    pb.inc(1);
+                }
+            }
+            pb.finish();
+        }
+    }
+
+    samples.samples.clear();
+    let report = AuditReport {
+        config,
+        metrics: metrics_of(&cmp),
+        functions: rows_of(&cmp),
+        hottest: picture_of(&cmp),
+        sweep,
+        warnings,
+        corrected,
+    };
+    Ok(report)
+}
+
+/// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.
+fn outcome_phrase(o: &RunOutcome) -> String {
+    match o {
+        RunOutcome::Exited { .. } => o.to_string(),
+        _ => format!("was {o}"),
+    }
+}
+
+/// Share `n / total` as a percentage with two decimals.
+fn pct(n: u64, total: u64) -> String {
+    format!("{:.2}%", 100.0 * n as f64 / total.max(1) as f64)
+}
+
+/// Keeps the samples of the started program only (pid `root`), before any `execve` it made
+/// after it started: the exact runs count that process up to an exec (QEMU and callgrind do
+/// not count forked children, nor the image an exec starts). What is left out is named with
+/// its share of the samples, so the comparison covers the same processes on both sides.
+fn restrict_to_started(
+    samples: &mut SampleSet,
+    root: Option<u32>,
+    processes: &[proftrust_record::ProcessInfo],
+    warnings: &mut Vec<String>,
+) {
+    let Some(root) = root else { return };
+    let first = samples
+        .samples
+        .iter()
+        .filter(|s| s.pid == root)
+        .map(|s| s.time)
+        .min();
+    // An exec of the started process after its first sample: the program ran another image.
+    let exec_at = processes.iter().find(|p| p.pid == root).and_then(|p| {
+        p.execs
+            .iter()
+            .copied()
+            .filter(|&t| first.is_some_and(|f| t > f))
+            .min()
+    });
+    leave_out(samples, root, exec_at, "", warnings);
+}
+
+/// For existing files: when the samples hold several processes, keeps the one sampled
+/// first (taken as the started program; the exact file counts one process) and names the
+/// others with their share.
+fn restrict_to_first_process(samples: &mut SampleSet, warnings: &mut Vec<String>) {
+    let Some(first) = samples.samples.iter().min_by_key(|s| (s.time, s.pid)) else {
+        return;
+    };
+    let root = first.pid;
+    if samples.samples.iter().all(|s| s.pid == root) {
+        return;
+    }
+    leave_out(
+        samples,
+        root,
+        None,
+        " (the process sampled first is taken as the started program)",
+        warnings,
+    );
+}
+
+/// Drops the samples of processes other than `root`, and those of `root` from `exec_at` on,
+/// with a warning for each kind that says how many and what share.
+fn leave_out(
+    samples: &mut SampleSet,
+    root: u32,
+    exec_at: Option<u64>,
+    note: &str,
+    warnings: &mut Vec<String>,
+) {
+    let total = samples.samples.len() as u64;
+    let mut children: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut after_exec: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+    samples.samples.retain(|s| {
+        if s.pid != root {
+            *children.entry(s.pid).or_default() += 1;
+            false
+        } else if exec_at.is_some_and(|t| s.time >= t) {
+            *after_exec.entry(s.ip.module.map(|m| m.0)).or_default() += 1;
+            false
+        } else {
+            true
+        }
+    });
+    if !children.is_empty() {
+        let n: u64 = children.values().sum();
+        let pids: Vec<String> = children.keys().take(8).map(|p| p.to_string()).collect();
+        warnings.push(format!(
+            "{n} of {total} samples ({}) are in {} other process(es) (pid {}{}), forked children the exact run does not count: left out of the comparison{note}",
+            pct(n, total),
+            children.len(),
+            pids.join(", "),
+            if children.len() > 8 { ", ..." } else { "" },
+        ));
+    }
+    if !after_exec.is_empty() {
+        let n: u64 = after_exec.values().sum();
+        let image = after_exec
+            .iter()
+            .max_by_key(|(_, c)| **c)
+            .and_then(|(m, _)| *m)
+            .and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m)))
+            .map(|m| m.path.clone())
+            .unwrap_or_else(|| "another image".into());
+        warnings.push(format!(
+            "{n} of {total} samples ({}) are in the image the program exec'd ({image}): the exact run stops at the exec, so they are left out of the comparison",
+            pct(n, total),
+        ));
+    }
+}
+
+/// Whether the ELF file at `path` is a program (it has an interpreter and is not named as
+/// a shared library): a sample there outside the audited binary belongs to another program,
+/// such as an image the audited one exec'd.
+fn is_program(path: &str) -> bool {
+    use object::Object;
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if name.contains(".so") {
+        return false;
+    }
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(f) = object::File::parse(&*data) else {
+        return false;
+    };
+    f.kind() == object::ObjectKind::Executable || f.section_by_name(".interp").is_some()
+}
+
+/// "N of M samples lie outside the audited binary and are not compared: libc.so.6 3.10%,
+/// (kernel or unmapped) 0.40%, /usr/bin/sort 1.2% (another program)": the modules that hold
+/// them, largest first.
+fn elsewhere_warning(samples: &SampleSet, event: u16, scope: &[Module], n: u64) -> String {
+    let mut per: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        total += 1;
+        let m = s.ip.module.and_then(|m| {
+            let module = samples.modules.get(m)?;
+            (!scope.iter().any(|x| x.same_binary(module))).then_some(m.0)
+        });
+        let outside = match s.ip.module {
+            None => true,
+            Some(_) => m.is_some(),
+        };
+        if outside {
+            *per.entry(m).or_default() += 1;
+        }
+    }
+    let mut v: Vec<(Option<u32>, u64)> = per.into_iter().collect();
+    v.sort_by_key(|b| std::cmp::Reverse(b.1));
+    let parts: Vec<String> = v
+        .iter()
+        .take(5)
+        .map(|(m, c)| {
+            let what = match m.and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m))) {
+                Some(module) if is_program(&module.path) => {
+                    format!("{} (another program: an exec'd image?)", module.path)
+                }
+                Some(module) => module.file_name().to_string(),
+                None => "(kernel or unmapped)".to_string(),
+            };
+            format!("{what} {}", pct(*c, total))
+        })
+        .collect();
+    format!(
+        "{n} of {total} samples lie outside the audited binary and are not compared: {}{}",
+        parts.join(", "),
+        if v.len() > 5 { ", ..." } else { "" }
+    )
+}
+
+/// The truth side of a comparison: exact profile, scope, attribution, options.
+type TruthSide<'a> = (
+    &'a ExactProfile,
+    &'a [Module],
+    &'a BinaryAttribution<'a>,
+    &'a CompareOptions,
+);
+
+/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
+/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
+/// estimates enter the comparison as a sample set of the instruction event with
+/// `round(count / period)` samples per address, so every metric is computed the same way
+/// as for the raw samples.
+fn corrected_side(
+    samples: &SampleSet,
+    binaries: &[PathBuf],
+    skid: f64,
+    seed: u64,
+    (exact, scope, attr, opts): TruthSide<'_>,
+    events: &dyn Events,
+) -> Result<CorrectedSide> {
+    use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
+    let prof = SampledProfile::from_sample_set(samples).context(
+        "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
+    )?;
+    let sym = proftrust_binary::Symbolizer::new(&prof.modules, binaries);
+    // Model the audited binaries only (as `proftrust correct --binary`).
+    let modelled: Vec<_> = prof
+        .modules
+        .iter()
+        .filter(|(i, _)| {
+            sym.binary(*i)
+                .is_some_and(|b| binaries.iter().any(|p| b.path() == p.as_path()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if modelled.is_empty() {
+        bail!("--correct-skid: no module of the samples is an audited binary (matched by build-id, else file name)");
+    }
+    let mut o = ProgramOptions::default();
+    o.skid = skid;
+    o.seed = seed;
+    o.modules = Some(modelled);
+    let pb = events.task(None, "correcting skid");
+    let cor = crate::with_big_stack(|| correct_profile(&prof, &sym, &o))?
+        .context("skid correction failed")?;
+    pb.finish();
+    let ev = samples
+        .events
+        .iter()
+        .position(|e| e.kind == EventKind::Instructions)
+        .context("no instructions event")?;
+    let period = samples
+        .samples
+        .iter()
+        .find(|s| s.event as usize == ev)
+        .map_or(1, |s| s.period.max(1));
+    let mut set = SampleSet {
+        modules: samples.modules.clone(),
+        events: vec![samples.events[ev].clone()],
+        ..SampleSet::default()
+    };
+    let mut locs: Vec<_> = cor.corrected.iter().collect();
+    locs.sort_by_key(|(l, _)| **l);
+    for (&loc, &count) in locs {
+        let n = (count / period as f64).round() as u64;
+        for _ in 0..n {
+            set.samples.push(Sample {
+                event: 0,
+                pid: 0,
+                tid: 0,
+                time: 0,
+                cpu: 0,
+                period,
+                ip: loc,
+                callchain: Vec::new(),
+                branches: Vec::new(),
+            });
+        }
+    }
+    let mut opts = opts.clone();
+    opts.event = 0;
+    let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
+        .context("cannot compare the corrected profile with the truth")?;
+    let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
+    Ok(CorrectedSide {
+        skid,
+        method: format!("{:?}", cor.method).to_lowercase(),
+        metrics: metrics_of(&c),
+        functions: c
+            .functions
+            .iter()
+            .map(|f| CorrectedFunction {
+                name: f.name.clone(),
+                corrected_instructions: f.samples as f64 * period as f64,
+                corrected_share: if total > 0.0 {
+                    f.samples as f64 / total
+                } else {
+                    0.0
+                },
+            })
+            .collect(),
+    })
+}
+
+fn metrics_of(c: &Comparison) -> Metrics {
+    Metrics {
+        nrmse_sr: Some(c.hotspot.nrmse_sr),
+        sc: Some(c.hotspot.sc),
+        od: Some(c.hotspot.od),
+        epsilon_function: Some(c.epsilon_function),
+        epsilon_inline: Some(c.epsilon_inline),
+        epsilon_block: Some(c.epsilon_block),
+        epsilon_instruction: Some(c.epsilon_instruction),
+        kendall_tau: c.kendall_tau,
+        top5_overlap: c.top5_overlap,
+        top10_overlap: c.top10_overlap,
+        coverage: c.coverage,
+        samples: c.samples,
+        samples_elsewhere: c.samples_elsewhere,
+        instructions: c.instructions,
+        exact_weight: c.exact_weight,
+        sampled_ips: c.hotspot.m as u64,
+        functions_outside_ci: c.functions.iter().filter(|f| f.outside_ci).count() as u64,
+    }
+}
+
+fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
+    c.functions
+        .iter()
+        .map(|f| FunctionRow {
+            name: f.name.clone(),
+            samples: f.samples,
+            sampled_share: f.sampled_share,
+            ci_low: f.ci.0,
+            ci_high: f.ci.1,
+            exact_instructions: f.exact_instructions,
+            exact_weight: f.exact_weight,
+            exact_share: f.exact_share,
+            difference: f.sampled_share - f.exact_share,
+            outside_ci: f.outside_ci,
+        })
+        .collect()
+}
+
+fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
+    let (name, rows) = c.hottest.as_ref()?;
+    let s: u64 = rows.iter().map(|r| r.1).sum();
+    let e: u64 = rows.iter().map(|r| r.2).sum();
+    let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+    Some(InstructionPicture {
+        function: name.clone(),
+        rows: rows
+            .iter()
+            .map(|&(address, samples, exact)| InstructionRow {
+                address,
+                samples,
+                sampled_share: share(samples, s),
+                exact,
+                exact_share: share(exact, e),
+            })
+            .collect(),
+    })
+}
+
+/// The binary to audit when `--binary` is not given.
+fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
+    if let Some(p) = command.first() {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        if let Some(i) = samples.modules.find_by_file_name(name) {
+            if let Some(m) = samples.modules.get(i) {
+                if Path::new(&m.path).exists() {
+                    return Ok(PathBuf::from(&m.path));
+                }
+            }
+        }
+        if Path::new(p).exists() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in &samples.samples {
+        if let Some(m) = s.ip.module {
+            *per.entry(m.0).or_default() += 1;
+        }
+    }
+    let best = per
+        .iter()
+        .filter(|(m, _)| {
+            samples
+                .modules
+                .get(proftrust_model::ModuleIdx(**m))
+                .map(|x| !x.path.starts_with('[') && Path::new(&x.path).exists())
+                .unwrap_or(false)
+        })
+        .max_by_key(|(_, c)| **c);
+    match best {
+        Some((m, _)) => Ok(PathBuf::from(
+            &samples
+                .modules
+                .get(proftrust_model::ModuleIdx(*m))
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+        )),
+        None => bail!("cannot tell which binary to audit: the samples name no readable module; pass --binary PATH"),
+    }
+}
+
+fn record_once(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    period: Option<u64>,
+    randomize: bool,
+    stop: &StopSignal,
+    events: &dyn Events,
+) -> Result<Recorded> {
+    let ev = proftrust_record::EventSpec::parse(&args.event)
+        .with_context(|| format!("bad --event {:?}", args.event))?;
+    let mut o = proftrust_record::RecordOptions::default();
+    // A clock event at the recorder's 1 kHz gives a 0.5 s program ~500 samples: Wilson
+    // intervals of several percent. The audit samples at ~10 kHz unless told otherwise.
+    o.period = period.or_else(|| ev.kind.is_time_based().then_some(AUDIT_CLOCK_PERIOD_NS));
+    o.events = vec![ev];
+    o.randomize = randomize;
+    o.seed = Some(args.seed);
+    o.timeout = args.timeout;
+    o.stop = Some(stop.clone());
+    let argv: Vec<String> = cmd
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let pb = events.task(None, "recording samples");
+    let r = proftrust_record::record(&proftrust_record::Target::Command(argv), &o)
+        .context("recording failed")?;
+    pb.finish();
+    if let Some(e) = r.exec_error {
+        bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
+    }
+    Ok(Recorded {
+        samples: r.samples,
+        pid: r.pid,
+        processes: r.processes,
+    })
+}
+
+fn count_exact(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    weight: TruthWeight,
+    versions: &mut BTreeMap<String, String>,
+    stop: &StopSignal,
+    events: &dyn Events,
+) -> Result<(ExactProfile, Option<String>)> {
+    let timeout = args.timeout;
+    let mut note = None;
+    let use_qemu = match args.backend {
+        Backend::Qemu => true,
+        Backend::Callgrind => false,
+        Backend::Auto => {
+            if weight == TruthWeight::CyclesEstimate {
+                false
+            } else {
+                match proftrust_exact::find_plugin() {
+                    Ok(_) => true,
+                    Err(e) => {
+                        note = Some(format!(
+                            "QEMU plugin not available ({e}); exact counts from callgrind instead"
+                        ));
+                        false
+                    }
+                }
+            }
+        }
+    };
+    if use_qemu && weight == TruthWeight::CyclesEstimate {
+        bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
+    }
+    let pb = events.task(
+        None,
+        if use_qemu {
+            "counting exactly (qemu)"
+        } else {
+            "counting exactly (callgrind)"
+        },
+    );
+    let mut e = if use_qemu {
+        // The audit needs instruction counts only: inline counters (no per-block callback)
+        // run at the speed of bare QEMU. They are exact for one guest thread; with several,
+        // API v1's non-atomic inline adds can lose increments, so count again with the
+        // per-vcpu callback counts.
+        let mut o = proftrust_exact::QemuOptions {
+            timeout,
+            show_output: false,
+            edges: false,
+            stop: Some(stop.clone()),
+            ..Default::default()
+        };
+        versions.insert(
+            "qemu-x86_64".into(),
+            program::tool_version(&qemu_path(), &["--version"]),
+        );
+        let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
+        if proftrust_exact::counts_may_be_low(&e) && stop.signal().is_none() {
+            o.edges = true;
+            let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
+            note = Some(format!(
+                "the program ran {threads} threads: counted again with per-thread counters (inline counters can lose increments across threads)"
+            ));
+            proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        } else {
+            e
+        }
+    } else {
+        let o = proftrust_exact::CallgrindOptions {
+            timeout,
+            show_output: false,
+            cache_sim: weight == TruthWeight::CyclesEstimate,
+            branch_sim: weight == TruthWeight::CyclesEstimate,
+            stop: Some(stop.clone()),
+            ..Default::default()
+        };
+        versions.insert(
+            "valgrind".into(),
+            program::tool_version("valgrind", &["--version"]),
+        );
+        proftrust_exact::count_callgrind(cmd, &o).context("exact count under callgrind failed")?
+    };
+    pb.finish();
+    e.normalize();
+    Ok((e, note))
+}
+
+/// The QEMU proftrust runs (`proftrust_exact::find_qemu`), for its version in the report.
+fn qemu_path() -> String {
+    proftrust_exact::find_qemu().map_or_else(|_| "qemu-x86_64".into(), |p| p.display().to_string())
+}

@@ -494,7 +494,7 @@ fn bad_input_is_refused_clearly() {
     fails_with(
         &["vpp", "--source", "probe", "--compare-load", "100"],
         &["true"],
-        "give 1 to 64",
+        "1 to 64",
     );
 }
 

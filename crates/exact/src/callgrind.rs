@@ -170,11 +170,10 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     c.process_group(0);
     proftrust_supervise::die_with_parent(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
-    let mut child = c
-        .spawn()
+    let mut child = supervision
+        .spawn(|| c.spawn(), |c| c.id() as i32)
         .map_err(|e| ExactError::io(format!("starting {}", valgrind.display()), e))?;
     let pid = child.id();
-    supervision.started(pid as i32);
     let stderr = child.stderr.take().map(StderrTail::capture);
     let ended = run::supervise(child, o.timeout, None, o.stop.clone())
         .join()

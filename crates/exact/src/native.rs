@@ -41,10 +41,9 @@ pub fn run_native(cmd: &[OsString], o: &NativeOptions) -> Result<RunOutcome, Exa
     c.process_group(0);
     proftrust_supervise::die_with_parent(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
-    let child = c
-        .spawn()
+    let child = supervision
+        .spawn(|| c.spawn(), |c| c.id() as i32)
         .map_err(|e| ExactError::io(format!("starting {}", program.display()), e))?;
-    supervision.started(child.id() as i32);
     let ended = run::supervise(child, o.timeout, None, o.stop.clone())
         .join()
         .map_err(|_| {

@@ -319,13 +319,12 @@ fn run_qemu(
     sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)]);
     proftrust_supervise::die_with_parent(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
-    let mut child = c
-        .spawn()
+    let mut child = supervision
+        .spawn(|| c.spawn(), |c| c.id() as i32)
         .map_err(|e| ExactError::io(format!("starting {}", qemu.display()), e))?;
     drop(wr);
     drop(ctl_rd);
     let pid = child.id();
-    supervision.started(pid as i32);
     let stderr = child.stderr.take().map(StderrTail::capture);
     let sup = run::supervise(
         child,
@@ -352,11 +351,17 @@ fn run_qemu(
         return Err(ExactError::StartFailed {
             tool: "qemu-x86_64".into(),
             outcome: outcome.to_string(),
-            why: match stderr.as_ref().and_then(StderrTail::text) {
-                Some(t) => t,
-                None if o.show_output => "see QEMU's message above".into(),
-                None if !started => "QEMU did not load the plugin (a plugin from another build is refused: rebuild with `cargo build --release`)".into(),
-                None => "QEMU said nothing".into(),
+            why: {
+                let said = match stderr.as_ref().and_then(StderrTail::text) {
+                    Some(t) => t,
+                    None if o.show_output => "see QEMU's message above".into(),
+                    None => "QEMU said nothing".into(),
+                };
+                if started {
+                    said
+                } else {
+                    format!("{said} (QEMU did not load the plugin: a plugin from another build is refused, rebuild with `cargo build --release`)")
+                }
             },
         });
     }
@@ -673,7 +678,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
         SnapshotReason::Exec => detail
             .push_str("; the program called execve: counts stop there (new image not followed)"),
         SnapshotReason::Kill => detail.push_str("; counts written just before a self-SIGKILL"),
-        SnapshotReason::Stop if r.outcome.is_cut_short() => {
+        SnapshotReason::Stop if matches!(r.outcome, RunOutcome::Interrupted { .. }) => {
             detail.push_str(&format!("; {}: counts up to then", r.outcome))
         }
         SnapshotReason::Stop => detail.push_str("; stopped at the timeout: counts up to then"),

@@ -930,7 +930,8 @@ fn a_plugin_qemu_cannot_load_is_an_error() {
         ..quiet_qemu()
     };
     let e = count_qemu(&["/bin/true".into()], &o).unwrap_err();
-    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    assert!(matches!(e, ExactError::StartFailed { .. }), "{e}");
+    assert!(e.to_string().contains("did not load the plugin"), "{e}");
     struct Blocks(u64);
     impl BlockVisitor for Blocks {
         fn block(&mut self, _b: &TraceBlock<'_>) {
@@ -939,7 +940,7 @@ fn a_plugin_qemu_cannot_load_is_an_error() {
     }
     let mut v = Blocks(0);
     let e = trace_qemu(&["/bin/true".into()], &o, &mut v).unwrap_err();
-    assert!(matches!(e, ExactError::NoCounts { .. }), "{e}");
+    assert!(matches!(e, ExactError::StartFailed { .. }), "{e}");
     assert!(e.to_string().contains("did not load the plugin"), "{e}");
     assert_eq!(v.0, 0);
 }

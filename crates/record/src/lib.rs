@@ -578,10 +578,10 @@ fn record_command(
     // left running or unreaped when `record` returns (see `reap_descendants` and the sweep
     // when `supervision` is dropped).
     let mut supervision = proftrust_supervise::Run::begin();
-    let mut child =
-        sys::spawn_blocked(&path, &cargs).map_err(|e| RecordError::sys("fork failed", e))?;
+    let mut child = supervision
+        .spawn(|| sys::spawn_blocked(&path, &cargs), |c| c.pid)
+        .map_err(|e| RecordError::sys("fork failed", e))?;
     let pid = child.pid;
-    supervision.started(pid);
     // From here on, any error must not leave the child behind.
     let cleanup = |e: RecordError| {
         sys::kill_group(pid);

@@ -131,6 +131,10 @@ struct Registry {
     groups: BTreeMap<i32, usize>,
 }
 
+/// Held while a run spawns its program and registers its group, and while orphans are
+/// looked for.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     runs: 0,
     before: None,
@@ -164,7 +168,22 @@ impl Run {
         Run { pgid: None }
     }
 
-    /// The program was spawned as the leader of process group `pgid`.
+    /// Spawns the program with `spawn` and registers its process group (`pgid_of` the
+    /// spawned value), with no sweep in between: a sweep of another thread would take the
+    /// new child, in its own group and not yet registered, for an orphan.
+    pub fn spawn<T, E>(
+        &mut self,
+        spawn: impl FnOnce() -> Result<T, E>,
+        pgid_of: impl FnOnce(&T) -> i32,
+    ) -> Result<T, E> {
+        let _quiet = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+        let child = spawn()?;
+        self.started(pgid_of(&child));
+        Ok(child)
+    }
+
+    /// The program was spawned as the leader of process group `pgid` (prefer
+    /// [`Run::spawn`], which keeps sweeps out of the way).
     pub fn started(&mut self, pgid: i32) {
         if pgid <= 1 || self.pgid.is_some() {
             return;
@@ -240,6 +259,7 @@ fn stat_of(pid: i32) -> Option<Stat> {
 /// process group (children other code spawned) nor in the group of a run that is still
 /// going (it handles its own at its end).
 fn orphans() -> Vec<Stat> {
+    let _quiet = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
     let me = sys::getpid();
     let mine = sys::getpgrp();
     let live: Vec<i32> = registry().groups.keys().copied().collect();

@@ -99,10 +99,12 @@ fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
 
 fn granularity(a: GranArgs) -> anyhow::Result<()> {
     crate::output::check_opt(a.output.as_ref())?;
+    // The plot directory (created when missing) before the analysis.
     if let Some(d) = &a.svg_dir {
-        if !d.is_dir() {
-            bail!("--svg-dir {}: no such directory", d.display());
+        if d.exists() && !d.is_dir() {
+            bail!("--svg-dir {}: not a directory", d.display());
         }
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
     let (set, format) = read_set(&a.file)?;
     let second = match a.second_event {

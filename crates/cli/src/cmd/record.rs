@@ -45,7 +45,7 @@ pub struct Args {
     branch_stack: bool,
     /// Attach to this running process instead of starting PROGRAM (stop with Ctrl-C,
     /// --timeout, or when it exits).
-    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, 4_194_304))]
+    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, i32::MAX as u64))]
     pid: Option<i32>,
     /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds
     /// (fractions allowed; at most 30 days); the samples so far are written.

@@ -16,6 +16,11 @@
 //! * [`Binary::instructions`] and [`Binary::cfg`]: iced-x86 decoding, basic blocks (calls do
 //!   not end a block), edge kinds, jump tables, natural loops (module docs of `cfg.rs`).
 //! * [`dominators`], [`natural_loops`], [`simple_loops`] (seed 000 §2.1, Fig. 1).
+//! * [`BinaryLocator`]: finds the binary of a profile's module as perf does (`--binary`,
+//!   `--symfs`, perf's build-id cache, the debuginfod cache, `/usr/lib/debug/.build-id`,
+//!   the recorded path), and is the [`SymbolSource`](proftrust_model::SymbolSource) and
+//!   [`SegmentSource`](proftrust_model::SegmentSource) the readers of
+//!   `proftrust-formats` take.
 //! * [`Symbolizer`]: a profile's [`ModuleTable`](proftrust_model::ModuleTable) mapped to
 //!   binaries on disk, naming any [`Location`](proftrust_model::Location).
 //!
@@ -30,6 +35,7 @@ mod demangle;
 mod disasm;
 mod elf;
 mod error;
+mod locate;
 mod loops;
 mod symbolizer;
 
@@ -37,6 +43,7 @@ pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
 pub use elf::{Binary, Frame, Function, OpenOptions};
 pub use error::BinaryError;
+pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
 pub use symbolizer::Symbolizer;

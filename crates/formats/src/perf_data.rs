@@ -17,7 +17,7 @@
 //!   [`FormatError::WrongArchitecture`].
 
 use crate::error::FormatError;
-use crate::segments::{svma_of_offset, ElfSegmentsFromDisk, LoadSegment, SegmentSource};
+use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, SampleFormat, SamplingPolicy,
@@ -71,7 +71,7 @@ pub(crate) struct Mapping {
     pub(crate) build_id: Option<BuildId>,
     pub(crate) module: Option<ModuleIdx>,
     /// Load segments of the object, once looked up (`Some(None)`: not readable).
-    pub(crate) segs: Option<Option<Rc<[LoadSegment]>>>,
+    pub(crate) segs: Option<Option<Rc<SegmentTable>>>,
 }
 
 impl Mapping {
@@ -109,7 +109,7 @@ pub(crate) struct MapCtx<'s> {
     pub(crate) modules: ModuleTable,
     pub(crate) build_ids: HashMap<String, BuildId>,
     pub(crate) segments: &'s dyn SegmentSource,
-    pub(crate) seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
+    pub(crate) seg_cache: HashMap<(String, Option<BuildId>), Option<Rc<SegmentTable>>>,
     pub(crate) kernel: Option<ModuleIdx>,
     pub(crate) notes: ReadNotes,
     pub(crate) unreadable: std::collections::HashSet<String>,
@@ -145,38 +145,52 @@ impl<'s> MapCtx<'s> {
         let Some(m) = i.checked_sub(1).and_then(|i| v.get_mut(i)) else {
             return Location::unmapped(ip);
         };
-        if ip >= m.end {
-            return Location::unmapped(ip);
-        }
-        // A corrupt page offset can push the file offset past 2^64 (a fuzz finding).
-        let Some(off) = (ip - m.start).checked_add(m.pgoff) else {
+        let range = proftrust_model::segments::Mapping {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+        };
+        // Outside the mapping, or a corrupt page offset that pushes the file offset past
+        // 2^64 (a fuzz finding).
+        let Some(off) = range.file_offset(ip) else {
             return Location::unmapped(ip);
         };
+        let build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.build_ids.get(&m.path).cloned());
         if m.segs.is_none() {
             let path = &m.path;
             let segments = self.segments;
             let s = self
                 .seg_cache
-                .entry(path.clone())
+                .entry((path.clone(), build_id.clone()))
                 .or_insert_with(|| {
                     if path.starts_with('[') || path.starts_with("//") {
                         None
                     } else {
-                        segments.load_segments(path).map(Rc::from)
+                        segments.load_segments(path, build_id.as_ref()).map(Rc::new)
                     }
                 })
                 .clone();
             m.segs = Some(s);
         }
         let segs = m.segs.as_ref().and_then(|s| s.as_deref());
-        let svma = match segs.and_then(|s| svma_of_offset(s, off)) {
-            Some(s) => s,
+        let svma = match segs.and_then(|s| s.svma_of_offset(off)) {
+            Some(s) => s.0,
             None => {
                 if !m.path.starts_with('[') && self.unreadable.insert(m.path.clone()) {
-                    self.notes.warnings.push(format!(
-                        "{}: cannot read its ELF program headers; its addresses are taken as file offsets (exact for PIE executables and shared objects, wrong for non-PIE executables)",
-                        m.path
-                    ));
+                    self.notes.warnings.push(if segs.is_some() {
+                        format!(
+                            "{}: file offset {off:#x} lies in none of its PT_LOAD segments; such addresses are taken as file offsets",
+                            m.path
+                        )
+                    } else {
+                        format!(
+                            "{}: binary not found (give it with --binary or --symfs); its addresses are taken as file offsets (exact for PIE executables and shared objects, wrong for non-PIE executables)",
+                            m.path
+                        )
+                    });
                 }
                 off
             }
@@ -184,10 +198,6 @@ impl<'s> MapCtx<'s> {
         let module = match m.module {
             Some(x) => x,
             None => {
-                let build_id = m
-                    .build_id
-                    .clone()
-                    .or_else(|| self.build_ids.get(&m.path).cloned());
                 let x = self.modules.intern(Module {
                     path: m.path.clone(),
                     build_id,
@@ -389,7 +399,7 @@ fn branch_stack(
 /// Reads a perf.data file with default options, taking ELF load segments from the local
 /// disk (the paths the mmap records name).
 pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet, FormatError> {
-    let segs = ElfSegmentsFromDisk::default();
+    let segs = ElfSegmentsFromDisk;
     read_perf_data_with(bytes, path_for_errors, &PerfDataOptions::default(), &segs).map(|x| x.0)
 }
 

@@ -62,7 +62,7 @@ struct NmSymbols {
 }
 
 impl SymbolSource for NmSymbols {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+    fn symbols(&self, path: &str, _: Option<&proftrust_model::BuildId>) -> Option<ObjectSymbols> {
         (path == self.path).then(|| ObjectSymbols {
             build_id: None,
             functions: self.functions.clone(),
@@ -339,7 +339,7 @@ fn normalized(c: &SampleCounts) -> BTreeMap<(u16, String, u64), u64> {
 /// (event, module, address), same lost count; returns the counts.
 fn assert_counts_equal_full_reader(data: &Path, streamed: bool) -> SampleCounts {
     let bytes = std::fs::read(data).unwrap();
-    let segs = ElfSegmentsFromDisk::default();
+    let segs = ElfSegmentsFromDisk;
     let opts = PerfDataOptions::default();
     let (fast, _) = count_perf_data(&bytes, data, &opts, &segs).unwrap();
     let (full, _) = read_perf_data_with(&bytes, data, &opts, &segs).unwrap();
@@ -592,7 +592,7 @@ fn perf_data_bad_inputs_are_clear_errors() {
     let e = read_perf_data(&arm, &data).unwrap_err();
     assert!(matches!(e, FormatError::WrongArchitecture { .. }), "{e}");
     assert!(e.to_string().contains("aarch64"), "{e}");
-    let _ = ElfSegmentsFromDisk::default();
+    let _ = ElfSegmentsFromDisk;
 }
 
 /// Inputs the fuzz targets found (kept as regression tests).

@@ -11,6 +11,9 @@
 //! * [`ExactProfile`] — exact execution counts per instruction, edge and call.
 //! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
 //! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace.
+//! * [`segments`] — the one address rule (file offset ↔ SVMA ↔ runtime address through
+//!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
+//!   function symbols readers need from the objects a profile names.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
@@ -20,6 +23,8 @@ mod addr;
 mod cfg;
 mod exact;
 mod sample;
+pub mod segments;
+pub mod symbols;
 mod trace;
 mod units;
 
@@ -27,5 +32,7 @@ pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
+pub use segments::{LoadSegment, SegmentSource, SegmentTable};
+pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};

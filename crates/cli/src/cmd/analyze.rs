@@ -11,7 +11,7 @@ use crate::util;
 use anyhow::{bail, Context};
 use clap::{Args as ClapArgs, Subcommand};
 use proftrust_binary::Symbolizer;
-use proftrust_formats::{native, read_perf_data, sniff, Format};
+use proftrust_formats::Format;
 use proftrust_model::SampleSet;
 use proftrust_sim::granularity::{analyze, histogram_svg, render_text, GranularityOptions};
 use serde::Serialize;
@@ -78,30 +78,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let head = &bytes[..bytes.len().min(4096)];
-    match sniff(head) {
-        Some(Format::PerfData) => Ok((
-            read_perf_data(&bytes, path)
-                .with_context(|| format!("cannot read perf.data {}", path.display()))?,
-            Format::PerfData,
-        )),
-        Some(Format::NativeSamples) => Ok((
-            native::read_samples(&bytes)
-                .with_context(|| format!("cannot read sample file {}", path.display()))?,
-            Format::NativeSamples,
-        )),
-        Some(f) => bail!(
-            "{} is a {} file; granularity analysis needs samples with time stamps \
-             (hint: give a perf.data from `perf record` or a file from `proftrust record`)",
-            path.display(),
-            f.name()
-        ),
-        None => bail!(
-            "{}: unknown file format (hint: give a perf.data or a proftrust sample file)",
+    let lookup = crate::profiles::Lookup::new(&[], None);
+    let (s, info) =
+        proftrust_formats::load_samples(crate::profiles::source(path), &lookup.options())?;
+    crate::profiles::note_warnings(&info);
+    if info.format == Format::PerfScript {
+        bail!(
+            "{}: perf script text carries no sampling intervals to analyse here; give the perf.data it came from or a file from `proftrust record`",
             path.display()
-        ),
+        );
     }
+    Ok((s, info.format))
 }
 
 fn granularity(a: GranArgs) -> anyhow::Result<()> {

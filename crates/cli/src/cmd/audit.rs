@@ -10,12 +10,12 @@
 //! The comparison itself is `proftrust_metrics::compare`; the reports are
 //! `proftrust-report`. This file only gathers inputs and turns options into settings.
 
+use crate::profiles;
 use crate::util;
 use crate::workload::WorkloadArgs;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use proftrust_binary::Binary;
-use proftrust_formats::Format;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
 use proftrust_model::{EventKind, ExactProfile, Module, PeriodMode, Sample, SampleSet, Svma};
 use proftrust_report::{
@@ -44,9 +44,14 @@ pub struct AuditArgs {
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
     truth: Option<PathBuf>,
-    /// Binary to audit (repeat for more). Default: the profiled program.
+    /// Binary to audit (repeat for more). Default: the profiled program. With --samples, the
+    /// files' modules are matched to these binaries by build-id, else file name.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
+    /// With --samples/--truth: look for each module at DIR/RECORDED_PATH first (perf's
+    /// --symfs), then in the build-id caches and at the recorded path.
+    #[arg(long, value_name = "DIR", requires = "samples")]
+    symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
     /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
@@ -173,28 +178,6 @@ impl Attribution for BinaryAttribution<'_> {
     }
 }
 
-/// Symbols of the objects a callgrind or `perf script` file names, from their ELF files
-/// (load-bias inference, `sym+off` resolution).
-struct CallgrindSymbols;
-
-impl proftrust_formats::callgrind::SymbolSource for CallgrindSymbols {
-    fn symbols(&self, path: &str) -> Option<proftrust_formats::callgrind::ObjectSymbols> {
-        let b = Binary::open(Path::new(path)).ok()?;
-        Some(proftrust_formats::callgrind::ObjectSymbols {
-            build_id: b.build_id().cloned(),
-            functions: b
-                .functions()
-                .iter()
-                .map(|f| proftrust_formats::callgrind::FunctionSymbol {
-                    name: f.raw_name.clone(),
-                    start: f.start.0,
-                    size: f.size,
-                })
-                .collect(),
-        })
-    }
-}
-
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     let weight = match args.truth_weight {
@@ -216,8 +199,12 @@ pub fn run(args: AuditArgs) -> Result<()> {
         if !args.sweep.is_empty() {
             bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
         }
-        let s = read_samples(sf)?;
-        let e = read_truth(tf)?;
+        // The files' modules are found as perf finds them: --binary, --symfs, build-id
+        // caches, the recorded paths.
+        let lookup = profiles::Lookup::new(&args.binary, args.symfs.as_deref());
+        let s = profiles::samples(sf, &lookup)?;
+        let mut e = profiles::exact(tf, &lookup)?;
+        e.normalize();
         let cmd = s.command.clone();
         (
             s,
@@ -656,73 +643,6 @@ fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
             })
             .collect(),
     })
-}
-
-/// Reads a sample file of any supported format.
-fn read_samples(path: &Path) -> Result<SampleSet> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
-    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
-    let s = match fmt {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
-            let (s, notes) = proftrust_formats::read_perf_script(text, &CallgrindSymbols, &segs)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            for w in notes.warnings {
-                util::note(format!("{}: {w}", path.display()));
-            }
-            s
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not samples (expected perf.data, `perf script` output or a proftrust sample file)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown sample format (expected perf.data, `perf script` output or a proftrust sample file)",
-            path.display()
-        ),
-    };
-    Ok(s)
-}
-
-/// Reads an exact-count file of any supported format.
-fn read_truth(path: &Path) -> Result<ExactProfile> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read truth {}", path.display()))?;
-    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
-    let mut e = match fmt {
-        Some(Format::NativeExact) => proftrust_formats::native::read_exact(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::Callgrind) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let p = proftrust_formats::callgrind::parse(text)
-                .with_context(|| format!("cannot parse {}", path.display()))?;
-            p.to_exact(
-                &proftrust_formats::callgrind::ExactOptions::default(),
-                &CallgrindSymbols,
-            )
-            .with_context(|| format!("cannot import {}", path.display()))?
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not exact counts (expected a callgrind.out file or a proftrust exact file)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown exact-count format (expected a callgrind.out file or a proftrust exact file)",
-            path.display()
-        ),
-    };
-    e.normalize();
-    Ok(e)
 }
 
 /// The binary to audit when `--binary` is not given.

@@ -12,7 +12,6 @@ use crate::cmd::paths::{TraceArgs, Traced};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
-use proftrust_formats::Format;
 use proftrust_model::{Location, ModuleIdx, ModuleTable, RunOutcome, SampleSet, Svma};
 use proftrust_paths::{
     compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, ProfilerOptions,
@@ -155,50 +154,6 @@ fn add_names(
     warnings.extend(sym.warnings());
 }
 
-/// Function symbols of the objects a `perf script` text names, from their ELF files: the
-/// program's binaries given on the command line first (matched by file name), else the path
-/// the text names. Used to turn `sym+off` into module-relative addresses and to learn load
-/// biases (for branch-stack entries, which perf prints without a symbol).
-struct DiskSymbols<'a> {
-    extra: &'a [PathBuf],
-}
-
-impl proftrust_formats::SymbolSource for DiskSymbols<'_> {
-    fn symbols(&self, path: &str) -> Option<proftrust_formats::ObjectSymbols> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let file = self
-            .extra
-            .iter()
-            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name))
-            .cloned()
-            .or_else(|| {
-                let p = PathBuf::from(path);
-                (path.starts_with('/') && p.is_file()).then_some(p)
-            })?;
-        let b = proftrust_binary::Binary::open(&file).ok()?;
-        let mut functions = Vec::new();
-        for f in b.functions() {
-            functions.push(proftrust_formats::FunctionSymbol {
-                name: f.raw_name.clone(),
-                start: f.start.0,
-                size: f.size,
-            });
-            if f.name != f.raw_name {
-                // perf script prints demangled names by default.
-                functions.push(proftrust_formats::FunctionSymbol {
-                    name: f.name.clone(),
-                    start: f.start.0,
-                    size: f.size,
-                });
-            }
-        }
-        Some(proftrust_formats::ObjectSymbols {
-            build_id: b.build_id().cloned(),
-            functions,
-        })
-    }
-}
-
 /// Executable sections of one binary: (address, bytes).
 type TextSections = Vec<(u64, Vec<u8>)>;
 
@@ -285,39 +240,7 @@ impl CodeOracle for BinaryCode<'_> {
 /// -F comm,tid,time,event,ip,sym,symoff,dso,brstack` for LBR stacks, or `perf script -g` for
 /// call chains). `binaries` are the program's files, used to resolve `sym+off` of a text.
 pub(crate) fn read_sample_file(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
-    let s = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
-            let (s, notes) = proftrust_formats::read_perf_script(
-                text,
-                &DiskSymbols { extra: binaries },
-                &segs,
-            )
-            .with_context(|| format!("cannot read {}", path.display()))?;
-            for w in notes.warnings {
-                util::note(format!("{}: {w}", path.display()));
-            }
-            s
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not samples (expected a proftrust sample file, perf.data or `perf script` output)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown sample format (expected a proftrust sample file, perf.data or `perf script` output)",
-            path.display()
-        ),
-    };
-    Ok(s)
+    crate::profiles::samples(path, &crate::profiles::Lookup::new(binaries, None))
 }
 
 /// Reads a sample file that must hold call chains.

@@ -150,9 +150,7 @@ struct BlockOut {
 }
 
 fn read_samples(p: &Path) -> anyhow::Result<SampleSet> {
-    let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
-    proftrust_formats::native::read_samples(&b)
-        .with_context(|| format!("{} is not a proftrust sample file", p.display()))
+    crate::profiles::samples(p, &crate::profiles::Lookup::new(&[], None))
 }
 
 /// Runs the subcommand.
@@ -264,13 +262,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     // Truth, mapped onto the profile's modules.
     let truth: Option<ExactProfile> = match &a.truth {
-        Some(p) => {
-            let b = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
-            Some(
-                proftrust_formats::native::read_exact(&b)
-                    .with_context(|| format!("{} is not a proftrust exact file", p.display()))?,
-            )
-        }
+        Some(p) => Some(crate::profiles::exact(
+            p,
+            &crate::profiles::Lookup::new(&[], None),
+        )?),
         None => None,
     };
     let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();

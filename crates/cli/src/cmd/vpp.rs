@@ -22,7 +22,6 @@ use crate::cmd::paths::{load_program, Program};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
-use proftrust_formats::{FunctionSymbol, ObjectSymbols, SymbolSource};
 use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_paths::PathMetrics;
 use proftrust_probe::BurstyOptions;
@@ -348,68 +347,10 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
     })
 }
 
-/// Symbols of the program for `perf script` `sym+off` resolution.
-struct ProgramSymbols {
-    name: String,
-    syms: ObjectSymbols,
-}
-
-impl SymbolSource for ProgramSymbols {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        (name == self.name).then(|| self.syms.clone())
-    }
-}
-
 fn read_lbr_file(f: &Path, p: &Program) -> Result<SampleSet> {
-    use proftrust_formats::Format;
-    let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
-    let set = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| f.display().to_string())?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, f)
-            .with_context(|| f.display().to_string())?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{}: perf script text is not UTF-8", f.display()))?;
-            let syms = ProgramSymbols {
-                name: p
-                    .path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                syms: ObjectSymbols {
-                    build_id: p.binary.build_id().cloned(),
-                    functions: p
-                        .binary
-                        .functions()
-                        .iter()
-                        .map(|x| FunctionSymbol {
-                            name: x.name.clone(),
-                            start: x.start.0,
-                            size: x.size,
-                        })
-                        .collect(),
-                },
-            };
-            proftrust_formats::read_perf_script(
-                text,
-                &syms,
-                &proftrust_formats::segments::ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| f.display().to_string())?
-            .0
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not branch-stack samples (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
-            f.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown format (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
-            f.display()
-        ),
-    };
+    // The program's binary is matched to the file's modules by build-id, else file name.
+    let lookup = crate::profiles::Lookup::new(std::slice::from_ref(&p.path), None);
+    let set = crate::profiles::samples(f, &lookup)?;
     if !set.samples.iter().any(|s| !s.branches.is_empty()) {
         bail!(
             "{}: no sample has a branch stack; record with `perf record -b` (needs a PMU with LBR) or `proftrust vpmu --lbr`",

@@ -1,0 +1,78 @@
+//! Profile files for every subcommand: the one loader of `proftrust-formats`
+//! ([`proftrust_formats::load`] and friends) with the one binary lookup of
+//! `proftrust-binary` ([`BinaryLocator`]: `--binary`, `--symfs`, build-id caches, the
+//! recorded path). With `-v` each lookup step is printed.
+
+use crate::util;
+use proftrust_binary::{BinaryLocator, LocateOptions};
+use proftrust_formats::{LoadInfo, LoadOptions, Source};
+use proftrust_model::{ExactProfile, SampleSet};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+/// The binaries of the profiles a command reads, found as perf finds them.
+pub struct Lookup {
+    /// The locator (also the readers' symbol and segment source).
+    pub locator: BinaryLocator,
+    traced: Cell<usize>,
+}
+
+impl Lookup {
+    /// `--binary` files and `--symfs` directory on top of the default places.
+    pub fn new(binaries: &[PathBuf], symfs: Option<&Path>) -> Lookup {
+        Lookup {
+            locator: BinaryLocator::new(LocateOptions::new(binaries, symfs)),
+            traced: Cell::new(0),
+        }
+    }
+
+    /// Loader options reading objects through this lookup.
+    pub fn options(&self) -> LoadOptions<'_> {
+        LoadOptions::with_sources(&self.locator, &self.locator)
+    }
+
+    /// Prints the lookup steps not printed yet (with `-v`).
+    pub fn print_trace(&self) {
+        let t = self.locator.trace();
+        if util::verbosity() >= 2 {
+            for line in t.iter().skip(self.traced.get()) {
+                eprintln!("proftrust: binary lookup: {line}");
+            }
+        }
+        self.traced.set(t.len());
+    }
+}
+
+/// The source for a path, `-` being standard input.
+pub fn source(path: &Path) -> Source<'_> {
+    if path.as_os_str() == "-" {
+        Source::stdin()
+    } else {
+        Source::Path(path)
+    }
+}
+
+/// Prints the loader's warnings as notes, prefixed by the file name.
+pub fn note_warnings(info: &LoadInfo) {
+    for w in &info.warnings {
+        util::note(format!("warning: {}: {w}", info.name));
+    }
+}
+
+/// Samples of a perf.data, `perf script` or proftrust sample file (compressed or not).
+pub fn samples(path: &Path, lookup: &Lookup) -> anyhow::Result<SampleSet> {
+    let r = proftrust_formats::load_samples(source(path), &lookup.options());
+    lookup.print_trace();
+    let (s, info) = r?;
+    note_warnings(&info);
+    Ok(s)
+}
+
+/// Exact counts of a proftrust exact file or a callgrind out file (compressed or not).
+pub fn exact(path: &Path, lookup: &Lookup) -> anyhow::Result<ExactProfile> {
+    let r = proftrust_formats::load_exact(source(path), &lookup.options());
+    lookup.print_trace();
+    let (e, info) = r?;
+    note_warnings(&info);
+    Ok(e)
+}

@@ -6,6 +6,7 @@
 //! exits with status 2.
 
 mod cmd;
+mod parse;
 mod profiles;
 mod util;
 mod workload;

@@ -6,9 +6,9 @@
 
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{BlockVisitor, Module, ModuleIdx, RunOutcome, TraceBlock, TraceEvent};
-use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
 use proftrust_testkit::need;
-use proftrust_vpp::{lbr_timings, TracePathTimer, TraceSourceOptions, VpmuTimer};
+use proftrust_vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpp::{lbr_timings, TracePathTimer, TraceSourceOptions};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -210,18 +210,14 @@ fn lbr_times_are_trace_times() {
     let mut classes = ClassCycles::default();
     classes.load = 0;
     classes.store = 0;
-    let mut table = proftrust_sim::vpmu::CostTable::new("vpp_np");
+    let mut table = proftrust_vpmu::CostTable::new("vpp_np");
     let data = std::fs::read(&exe).unwrap();
     {
         use object::{Object, ObjectSection, SectionKind};
         let f = object::File::parse(&*data).unwrap();
         for s in f.sections().filter(|s| s.kind() == SectionKind::Text) {
-            let part = proftrust_sim::vpmu::class_costs(
-                "vpp_np",
-                s.data().unwrap(),
-                s.address(),
-                &classes,
-            );
+            let part =
+                proftrust_vpmu::class_costs("vpp_np", s.data().unwrap(), s.address(), &classes);
             table.costs.extend(part.costs);
         }
     }
@@ -231,7 +227,7 @@ fn lbr_times_are_trace_times() {
     cache.llc_size = 256 * 1024;
     let mut trace = TracePathTimer::new(
         &cfgs,
-        VpmuTimer::new(model.clone(), Some(cache.clone())),
+        proftrust_vpmu::TraceCost::new(model.clone(), Some(cache.clone())),
         TraceSourceOptions::default(),
     );
     let mut o = VpmuOptions::default();

@@ -804,7 +804,7 @@ fn memory_trace_matches_the_source() {
 /// The `ret` of each function (a stack load) is left out of the sums.
 #[test]
 fn cache_model_misses_match_hand_derivation() {
-    use proftrust_sim::vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
+    use proftrust_vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
     let Some((_dir, bin)) = memwalk("cache_model_misses_match_hand_derivation") else {
         return;
     };

@@ -10,7 +10,8 @@
 //! * [`SampleSet`], [`Sample`], [`EventDesc`] — what a sampling profiler saw.
 //! * [`ExactProfile`] — exact execution counts per instruction, edge and call.
 //! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
-//! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace.
+//! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace; [`CostModel`] and
+//!   [`InstrCost`] — what each traced instruction costs under a timing model.
 //! * [`segments`] — the one address rule (file offset ↔ SVMA ↔ runtime address through
 //!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
 //!   function symbols readers need from the objects a profile names.
@@ -21,6 +22,7 @@
 
 mod addr;
 mod cfg;
+mod cost;
 mod exact;
 mod sample;
 pub mod segments;
@@ -30,6 +32,7 @@ mod units;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
+pub use cost::{CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};

@@ -13,7 +13,7 @@ use proftrust_binary::Binary;
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{BlockVisitor, Module, ModuleIdx, TraceBlock};
 use proftrust_paths::{CostModel, InstrCost, Profiler, ProfilerOptions, ProgramCfgs};
-use proftrust_sim::vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
+use proftrust_vpmu::{CacheConfig, CycleModel, InstrTimer, InstrTiming};
 use std::ffi::OsString;
 use std::time::Instant;
 

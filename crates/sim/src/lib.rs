@@ -19,6 +19,5 @@
 mod error;
 pub mod granularity;
 pub mod sampling;
-pub mod vpmu;
 
 pub use error::SimError;

@@ -12,7 +12,7 @@
 //!
 //! No I/O, no processes: callers bring sampled estimates and CFGs (see `proftrust-binary`)
 //! and get numbers back. The virtual PMU that produces skid-affected profiles without a
-//! hardware PMU lives in `proftrust-sim` (`vpmu`).
+//! hardware PMU lives in `proftrust-vpmu`.
 #![warn(missing_docs)]
 
 pub mod calibrate;

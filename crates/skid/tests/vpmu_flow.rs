@@ -1,4 +1,4 @@
-//! End to end, interprocedural: the virtual PMU (proftrust-sim, independent of the
+//! End to end, interprocedural: the virtual PMU (proftrust-vpmu, independent of the
 //! correction) samples a synthetic program whose skid crosses calls — a loop that calls a
 //! leaf function with a heavy load and a 50-instruction shared-library routine (a black
 //! box, like libm's `exp` in libsvm), then runs an inner loop with a heavy load and a random
@@ -12,10 +12,10 @@
 use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
-use proftrust_sim::vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
 use proftrust_skid::flow::{
     solve_flow, BlackBox, Callee, FlowBlock, FlowFunction, FlowGraph, FlowOptions, Successor,
 };
+use proftrust_vpmu::{CostTable, CycleModel, SkidDist, StaticCost, Vpmu, VpmuOptions};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -59,7 +59,7 @@ fn run(
     let p = program();
     let mut t = CostTable::new("prog");
     for s in p.main0.iter().chain(&p.inner).chain(&p.tail).chain(&p.f) {
-        t.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        t.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     t.set(p.main0[1].0, 4);
     t.set(p.inner[1].0, heavy);
@@ -68,7 +68,7 @@ fn run(
     t.set(p.f[2].0, 150);
     let mut lib = CostTable::new("libx.so");
     for s in &p.lib {
-        lib.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        lib.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     let mut model = CycleModel::flat(1);
     model.tables.push(t);

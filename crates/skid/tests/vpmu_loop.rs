@@ -1,14 +1,14 @@
-//! End to end on a synthetic trace: the virtual PMU (proftrust-sim) samples a hmmer-like loop
+//! End to end on a synthetic trace: the virtual PMU (proftrust-vpmu) samples a hmmer-like loop
 //! with known path frequencies and a heavy load; the correction must recover the exact
 //! instruction counts much better than the raw profile.
 
 use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
-use proftrust_sim::vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
 use proftrust_skid::correct::{
     solve_gibbs, solve_lsq, Emulation, GibbsOptions, LoopProblem, LsqOptions,
 };
+use proftrust_vpmu::{CostTable, CycleModel, SkidDist, StaticCost, Vpmu, VpmuOptions};
 use rand::{Rng, SeedableRng};
 
 /// Blocks A, B, C of `sizes` 4-byte instructions laid out from 0x100; the second
@@ -29,7 +29,7 @@ fn run(
     let c: Vec<Svma> = (0..nc).map(|k| Svma(0x100 + 4 * (na + nb + k))).collect();
     let mut t = CostTable::new("loop");
     for s in a.iter().chain(&b).chain(&c) {
-        t.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        t.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     t.set(b[1].0, heavy);
     let mut model = CycleModel::flat(1);

@@ -44,7 +44,7 @@ pub use signature::{BranchHistory, PathSignature};
 pub use signatures::SignatureMap;
 pub use stability::{compare_runs, StabilityComparison};
 pub use timings::{PathInfo, PathTimes, PathTimings, TimeUnit, TimedPathSample};
-pub use trace::{BlockTimer, TracePathTimer, TraceSourceOptions, TraceTimings, VpmuTimer};
+pub use trace::{TracePathTimer, TraceSourceOptions, TraceTimings};
 
 /// Why a variational path analysis could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

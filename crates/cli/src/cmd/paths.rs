@@ -13,15 +13,13 @@ use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Binary;
 use proftrust_exact::{trace_qemu, QemuOptions};
-use proftrust_model::{Module, ModuleIdx, RunOutcome, Svma, TraceBlock};
+use proftrust_model::{Module, RunOutcome, Svma};
 use proftrust_paths::{
-    classify_hot, compare_lbr, hot_paths_covering, lbr_paths, CostModel, FuncIdx, HotClass,
-    HotMetric, HotOptions, HotReport, InstrCost, LbrComparison, LbrPaths, PathKey, PathProfile,
-    Profiler, ProfilerOptions, ProgramCfgs,
+    classify_hot, compare_lbr, hot_paths_covering, lbr_paths, FuncIdx, HotClass, HotMetric,
+    HotOptions, HotReport, LbrComparison, LbrPaths, PathKey, PathProfile, Profiler,
+    ProfilerOptions, ProgramCfgs,
 };
-use proftrust_sim::vpmu::{
-    CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
-};
+use proftrust_vpmu::{CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, TraceCost};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -159,91 +157,13 @@ enum MissArg {
     Llc,
 }
 
-/// The virtual PMU's per-instruction timing as the path profiler's [`CostModel`]: the static
-/// cycles of the class table (the program's instructions; 1 cycle elsewhere) plus, with a
-/// cache, the latency of each data access from [`InstrTimer`] (run with a zero static model,
-/// so it contributes the cache part only). Equal to `InstrTimer` with the class table, but
-/// the static cycles are looked up once per distinct trace block, not per executed
-/// instruction.
-pub(crate) struct TimerCost {
-    /// Cache simulation (static model all zero); `None` without a cache.
-    timer: Option<InstrTimer>,
-    /// Static cycles of the program's instructions by SVMA.
-    table: CostTable,
-    /// Cycles of an instruction the table does not name.
-    default_cycles: u32,
-    /// Per trace module index: whether it is the program (the table's module).
-    is_program: Vec<bool>,
-    /// Static cycles per trace block: (module, first SVMA, length) -> cycles.
-    blocks: HashMap<(u32, u64, usize), Box<[u32]>>,
-    buf: Vec<InstrTiming>,
-}
-
-impl CostModel for TimerCost {
-    fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        if let Some(t) = self.timer.as_mut() {
-            t.module(idx, module);
-        }
-        let i = idx.0 as usize;
-        if self.is_program.len() <= i {
-            self.is_program.resize(i + 1, false);
-        }
-        self.is_program[i] = module.file_name() == self.table.module_file_name;
-    }
-
-    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        out.clear();
-        let Some(&first) = b.instructions.first() else {
-            return;
-        };
-        let m = b.module.map_or(u32::MAX, |m| m.0);
-        let prog = b
-            .module
-            .and_then(|m| self.is_program.get(m.0 as usize).copied())
-            .unwrap_or(false);
-        let (table, default) = (&self.table, self.default_cycles);
-        let stat = self
-            .blocks
-            .entry((m, first.0, b.instructions.len()))
-            .or_insert_with(|| {
-                b.instructions
-                    .iter()
-                    .map(|a| match prog {
-                        true => table.costs.get(&a.0).map_or(default, |c| c.cycles),
-                        false => default,
-                    })
-                    .collect()
-            });
-        out.extend(stat.iter().map(|&c| InstrCost {
-            cycles: u64::from(c),
-            l1_misses: 0,
-            llc_misses: 0,
-        }));
-        if let Some(t) = self.timer.as_mut() {
-            t.time_block(b, &mut self.buf);
-            for (o, x) in out.iter_mut().zip(&self.buf) {
-                o.cycles += u64::from(x.cycles);
-                o.l1_misses = u64::from(x.l1_misses);
-                o.llc_misses = u64::from(x.llc_misses);
-            }
-        }
-    }
-}
-
-impl TimerCost {
-    /// Cache totals (`None` without a cache).
-    pub(crate) fn cache_stats(&self) -> Option<CacheStats> {
-        self.timer.as_ref().and_then(InstrTimer::cache_stats)
-    }
-}
-
 /// The timing model for `program`, whether the trace must carry data addresses, and a
 /// description for the output.
 pub(crate) fn timing_model(
     program: &Path,
     arg: TimingArg,
     cache_config: Option<&str>,
-) -> Result<(TimerCost, bool, String)> {
+) -> Result<(TraceCost, bool, String)> {
     if cache_config.is_some() && arg != TimingArg::CacheSim {
         anyhow::bail!(
             "--cache-config describes the simulated caches: it needs --cpi-model cache-sim"
@@ -289,14 +209,14 @@ pub(crate) fn timing_model(
     };
     let trace_memory = cache.is_some();
     Ok((
-        TimerCost {
-            timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
-            table,
-            default_cycles: 1,
-            is_program: Vec::new(),
-            blocks: HashMap::new(),
-            buf: Vec::new(),
-        },
+        TraceCost::new(
+            {
+                let mut model = CycleModel::flat(1);
+                model.tables.push(table);
+                model
+            },
+            cache,
+        ),
         trace_memory,
         what,
     ))

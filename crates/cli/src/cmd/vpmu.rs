@@ -1,10 +1,10 @@
 //! `proftrust vpmu`: run a program under QEMU, replay its exact block trace through the
-//! virtual PMU (proftrust-sim `vpmu`) and write the skid-affected samples a hardware PMU would
+//! virtual PMU (proftrust-vpmu) and write the skid-affected samples a hardware PMU would
 //! have taken, as an ordinary native sample file (`read`, `audit`, `correct` take it as is).
 
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_sim::vpmu::{
+use proftrust_vpmu::{
     class_costs, CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents,
     VpmuOptions,
 };

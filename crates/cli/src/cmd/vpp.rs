@@ -26,12 +26,14 @@ use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_paths::PathMetrics;
 use proftrust_probe::BurstyOptions;
 use proftrust_report::{render_line_plot, LinePlot, Series};
-use proftrust_sim::vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpmu::{
+    CacheConfig, ClassCycles, CycleModel, TraceCost, Vpmu, VpmuEvents, VpmuOptions,
+};
 use proftrust_vpp::{
     analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
     top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,
     Ranking, StabilityComparison, TimeBase, TopKDifference, TracePathTimer, TraceSourceOptions,
-    VpmuTimer, VppAnalysis,
+    VppAnalysis,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -300,7 +302,7 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
         bursty: bursty(a, 0)?,
     };
     let cache = cache_config(a)?;
-    let timer = VpmuTimer::new(class_model(p, cache.is_some())?, cache.clone());
+    let timer = TraceCost::new(class_model(p, cache.is_some())?, cache.clone());
     let mut v = TracePathTimer::new(&p.cfgs, timer, opts);
     let qo = QemuOptions {
         cpu: a.cpu.clone(),

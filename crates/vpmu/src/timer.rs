@@ -5,7 +5,7 @@
 //! The cache model and what it leaves out are documented on [`CacheConfig`].
 
 use super::cycles::{CostTable, CycleModel};
-use crate::SimError;
+use crate::VpmuError;
 use proftrust_model::{MemAccess, Module, ModuleIdx, TraceBlock};
 
 /// Set-associative LRU data caches (L1D, last level) in front of memory. The defaults
@@ -86,9 +86,9 @@ impl Default for CacheConfig {
 impl CacheConfig {
     /// Checks the geometry: a power-of-two line size, at least one way, and each capacity a
     /// non-zero multiple of `line_size * ways`.
-    pub fn check(&self) -> Result<(), SimError> {
+    pub fn check(&self) -> Result<(), VpmuError> {
         let bad = |what: String| {
-            Err(SimError::InvalidSampler {
+            Err(VpmuError::InvalidOptions {
                 what,
                 fix: "use a power-of-two line size and capacities that are multiples of line size x ways",
             })
@@ -314,7 +314,7 @@ impl InstrTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vpmu::InstrCost;
+    use crate::StaticCost;
     use proftrust_model::{Svma, TraceEnd};
 
     fn load(insn: u16, addr: u64) -> MemAccess {
@@ -417,8 +417,8 @@ mod tests {
     #[test]
     fn timer_adds_access_latency_to_static_cost() {
         let mut t = CostTable::new("prog");
-        t.costs.insert(0x10, InstrCost { cycles: 1, len: 4 });
-        t.costs.insert(0x14, InstrCost { cycles: 2, len: 4 });
+        t.costs.insert(0x10, StaticCost { cycles: 1, len: 4 });
+        t.costs.insert(0x14, StaticCost { cycles: 2, len: 4 });
         let model = CycleModel {
             default_cycles: 7,
             tables: vec![t],

@@ -1,3 +1,5 @@
+//! # proftrust-vpmu
+//!
 //! The virtual PMU: replays an exact block trace with a per-instruction cycle model and emits
 //! the samples a hardware PMU with counter skid would (seed 000 §1).
 //!
@@ -31,13 +33,19 @@
 //! counts with their modelled cycles as an [`ExactProfile`] (extra cost `cycles`, and with a
 //! cache `l1d_misses` and `llc_misses`).
 
+#![warn(missing_docs)]
+
+mod cost;
 mod cycles;
+mod error;
 mod timer;
 
-pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, InstrCost};
+pub use error::VpmuError;
+
+pub use cost::TraceCost;
+pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
 pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
-use crate::SimError;
 use proftrust_model::{
     Branch, EventDesc, EventKind, ExactProfile, InstrCount, Location, Module, ModuleIdx,
     ModuleTable, PeriodMode, RunOutcome, Sample, SampleSet, SamplingConfig, Svma, TraceBlock,
@@ -203,17 +211,17 @@ pub struct Vpmu {
 
 impl Vpmu {
     /// A virtual PMU with options and cycle model.
-    pub fn new(opts: VpmuOptions, model: CycleModel) -> Result<Vpmu, SimError> {
+    pub fn new(opts: VpmuOptions, model: CycleModel) -> Result<Vpmu, VpmuError> {
         if opts.events.instructions && opts.instruction_period == 0
             || opts.events.cycles && opts.cycle_period == 0
         {
-            return Err(SimError::InvalidSampler {
+            return Err(VpmuError::InvalidOptions {
                 what: "a virtual PMU period of 0".into(),
                 fix: "give a period >= 1 (a prime such as 10007 is best)",
             });
         }
         if !opts.events.instructions && !opts.events.cycles {
-            return Err(SimError::InvalidSampler {
+            return Err(VpmuError::InvalidOptions {
                 what: "no event to sample".into(),
                 fix: "enable the instruction event, the cycle event, or both",
             });
@@ -228,7 +236,7 @@ impl Vpmu {
                 SkidDist::Constant(_) => false,
             };
             if bad {
-                return Err(SimError::InvalidSampler {
+                return Err(VpmuError::InvalidOptions {
                     what: format!("skid distribution {d:?}"),
                     fix: "use lo <= hi for uniform, a finite mean and sd >= 0 for normal",
                 });
@@ -279,7 +287,7 @@ impl Vpmu {
             .and_then(|m| self.module_costs.get(&m))
             .and_then(|&t| self.model.tables[t].costs.get(&loc.svma.0))
             .copied()
-            .unwrap_or(InstrCost {
+            .unwrap_or(StaticCost {
                 cycles: self.model.default_cycles,
                 len: 0,
             });
@@ -593,7 +601,7 @@ mod tests {
         for (k, &c) in cpi.iter().enumerate() {
             table
                 .costs
-                .insert(0x100 + 4 * k as u64, InstrCost { cycles: c, len: 4 });
+                .insert(0x100 + 4 * k as u64, StaticCost { cycles: c, len: 4 });
         }
         let model = CycleModel {
             default_cycles: 1,

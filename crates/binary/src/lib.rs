@@ -21,6 +21,7 @@
 //!   the recorded path), and is the [`SymbolSource`](proftrust_model::SymbolSource) and
 //!   [`SegmentSource`](proftrust_model::SegmentSource) the readers of
 //!   `proftrust-formats` take.
+//! * [`Kallsyms`]: kernel function symbols from a `/proc/kallsyms` copy (`--kallsyms`).
 //! * [`Symbolizer`]: a profile's [`ModuleTable`](proftrust_model::ModuleTable) mapped to
 //!   binaries on disk, naming any [`Location`](proftrust_model::Location).
 //!
@@ -35,6 +36,7 @@ mod demangle;
 mod disasm;
 mod elf;
 mod error;
+mod kallsyms;
 mod locate;
 mod loops;
 mod symbolizer;
@@ -43,10 +45,11 @@ pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
 pub use elf::{Binary, Frame, Function, OpenOptions};
 pub use error::BinaryError;
+pub use kallsyms::{Kallsyms, KernelSymbol};
 pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
-pub use symbolizer::Symbolizer;
+pub use symbolizer::{is_kernel_module, Symbolizer};
 
 /// Default cap on the number of simple loops enumerated per loop.
 pub const DEFAULT_SIMPLE_LOOP_CAP: usize = 10_000;

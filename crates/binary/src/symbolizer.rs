@@ -1,6 +1,7 @@
 //! Maps the modules of a profile to binaries on disk and names locations.
 
 use crate::elf::{Binary, Frame, Function, OpenOptions};
+use crate::kallsyms::Kallsyms;
 use crate::locate::{BinaryLocator, LocateOptions};
 use proftrust_model::{Location, ModuleIdx, ModuleTable};
 use std::path::PathBuf;
@@ -15,6 +16,23 @@ pub struct Symbolizer {
     modules: ModuleTable,
     binaries: Vec<Option<Arc<Binary>>>,
     warnings: Vec<String>,
+    kallsyms: Option<Arc<Kallsyms>>,
+}
+
+/// Whether a module is the kernel or a loadable kernel module as perf names them
+/// (`[kernel.kallsyms]`, `[kvm]`, `/lib/modules/.../kvm.ko`).
+pub fn is_kernel_module(path: &str) -> bool {
+    path.starts_with("[kernel")
+        || path.starts_with("[guest.kernel")
+        || path.ends_with(".ko")
+        || path.ends_with(".ko.xz")
+        || path.ends_with(".ko.zst")
+        || (path.starts_with('[')
+            && path.ends_with(']')
+            && !matches!(
+                path,
+                "[vdso]" | "[vsyscall]" | "[stack]" | "[heap]" | "[unknown]"
+            ))
 }
 
 impl Symbolizer {
@@ -57,7 +75,15 @@ impl Symbolizer {
             modules: modules.clone(),
             binaries,
             warnings,
+            kallsyms: None,
         }
+    }
+
+    /// Names kernel samples (modules [`is_kernel_module`] says are the kernel) from these
+    /// kernel symbols (`--kallsyms FILE`).
+    pub fn with_kallsyms(mut self, k: Arc<Kallsyms>) -> Symbolizer {
+        self.kallsyms = Some(k);
+        self
     }
 
     /// The binary of module `m`, when one was found.
@@ -79,6 +105,13 @@ impl Symbolizer {
     pub fn function_name(&self, loc: Location) -> String {
         if let Some(f) = self.function(loc) {
             return f.name.clone();
+        }
+        if let (Some(k), Some(m)) = (&self.kallsyms, loc.module.and_then(|m| self.modules.get(m))) {
+            if is_kernel_module(&m.path) {
+                if let Some(s) = k.function_at(loc.svma.0) {
+                    return s.name.clone();
+                }
+            }
         }
         match loc.module.and_then(|m| self.modules.get(m)) {
             Some(m) => format!("{}+{:#x}", m.file_name(), loc.svma.0),

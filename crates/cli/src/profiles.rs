@@ -4,16 +4,19 @@
 //! recorded path). With `-v` each lookup step is printed.
 
 use crate::util;
-use proftrust_binary::{BinaryLocator, LocateOptions};
+use proftrust_binary::{BinaryLocator, Kallsyms, LocateOptions, Symbolizer};
 use proftrust_formats::{LoadInfo, LoadOptions, Source};
-use proftrust_model::{ExactProfile, SampleSet};
+use proftrust_model::{ExactProfile, ModuleTable, SampleSet};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The binaries of the profiles a command reads, found as perf finds them.
 pub struct Lookup {
     /// The locator (also the readers' symbol and segment source).
     pub locator: BinaryLocator,
+    /// Kernel symbols (`--kallsyms`), naming kernel samples.
+    pub kallsyms: Option<Arc<Kallsyms>>,
     traced: Cell<usize>,
 }
 
@@ -22,7 +25,26 @@ impl Lookup {
     pub fn new(binaries: &[PathBuf], symfs: Option<&Path>) -> Lookup {
         Lookup {
             locator: BinaryLocator::new(LocateOptions::new(binaries, symfs)),
+            kallsyms: None,
             traced: Cell::new(0),
+        }
+    }
+
+    /// Reads kernel symbols from a `/proc/kallsyms` copy (`--kallsyms FILE`).
+    pub fn with_kallsyms(mut self, path: Option<&Path>) -> anyhow::Result<Lookup> {
+        if let Some(p) = path {
+            self.kallsyms = Some(Arc::new(Kallsyms::open(p)?));
+        }
+        Ok(self)
+    }
+
+    /// A symbolizer of `modules` through this lookup (and the kernel symbols, if any).
+    pub fn symbolizer(&self, modules: &ModuleTable) -> Symbolizer {
+        let s = Symbolizer::with_locator(modules, &self.locator);
+        self.print_trace();
+        match &self.kallsyms {
+            Some(k) => s.with_kallsyms(k.clone()),
+            None => s,
         }
     }
 

@@ -20,7 +20,6 @@
 use crate::profiles::{self, Lookup};
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_binary::Symbolizer;
 use proftrust_formats::callgrind;
 use proftrust_formats::{Format, LoadInfo, Profile, SampleCounts};
 use proftrust_model::{ExactProfile, Location, SampleSet};
@@ -44,6 +43,10 @@ pub struct Args {
     /// build-id cache, the debuginfod cache, /usr/lib/debug/.build-id, the recorded path.
     #[arg(long, value_name = "DIR")]
     symfs: Option<PathBuf>,
+    /// Name kernel samples from this copy of /proc/kallsyms (taken on the recording machine,
+    /// as root).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, conflicts_with = "script")]
     json: bool,
@@ -166,7 +169,8 @@ struct ExactReport {
 
 /// Runs `proftrust read`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let lookup = Lookup::new(&a.binaries, a.symfs.as_deref());
+    let lookup =
+        Lookup::new(&a.binaries, a.symfs.as_deref()).with_kallsyms(a.kallsyms.as_deref())?;
     let path = a.file.clone().unwrap_or_else(|| PathBuf::from("-"));
     let mut opts = lookup.options();
     opts.format = a.format.map(Format::from);
@@ -221,8 +225,7 @@ fn show_samples(a: &Args, lookup: &Lookup, info: &LoadInfo, s: &SampleSet) -> an
     if !a.script {
         return show_counts(a, lookup, info, &SampleCounts::from_samples(s));
     }
-    let symbolizer = Symbolizer::with_locator(&s.modules, &lookup.locator);
-    lookup.print_trace();
+    let symbolizer = lookup.symbolizer(&s.modules);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     let stdout = std::io::stdout();
@@ -238,8 +241,7 @@ fn show_samples(a: &Args, lookup: &Lookup, info: &LoadInfo, s: &SampleSet) -> an
 /// named once, then the counts are summed per (symbol, module).
 fn show_counts(a: &Args, lookup: &Lookup, info: &LoadInfo, c: &SampleCounts) -> anyhow::Result<()> {
     let (format, name) = (info.format.name(), info.name.as_str());
-    let symbolizer = Symbolizer::with_locator(&c.modules, &lookup.locator);
-    lookup.print_trace();
+    let symbolizer = lookup.symbolizer(&c.modules);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // The same address may appear once per event: name each address once.
@@ -442,8 +444,7 @@ fn show_callgrind(
 
 fn show_exact(a: &Args, lookup: &Lookup, info: &LoadInfo, e: &ExactProfile) -> anyhow::Result<()> {
     let name = info.name.as_str();
-    let symbolizer = Symbolizer::with_locator(&e.modules, &lookup.locator);
-    lookup.print_trace();
+    let symbolizer = lookup.symbolizer(&e.modules);
     let mut per: HashMap<(String, String), u64> = HashMap::new();
     for ic in &e.instructions {
         let module = ic

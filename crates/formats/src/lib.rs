@@ -128,7 +128,10 @@ impl Format {
 /// `version:`, `creator:`, `events:` and the other header keys); `perf script` text by a line
 /// shaped like a sample header or an indented frame. `None` when nothing fits.
 pub fn sniff(head: &[u8]) -> Option<Format> {
-    if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
+    if head.starts_with(b"PERFILE2")
+        || head.starts_with(b"2ELIFREP")
+        || head.starts_with(b"PERFFILE")
+    {
         return Some(Format::PerfData);
     }
     if head.starts_with(b"PTSAMP") {

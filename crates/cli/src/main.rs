@@ -8,6 +8,7 @@
 mod cmd;
 mod parse;
 mod profiles;
+mod trace_args;
 mod util;
 mod workload;
 

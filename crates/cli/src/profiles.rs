@@ -5,8 +5,8 @@
 
 use crate::util;
 use proftrust_binary::{BinaryLocator, Kallsyms, LocateOptions, Symbolizer};
-use proftrust_formats::{LoadInfo, LoadOptions, Source};
-use proftrust_model::{ExactProfile, ModuleTable, SampleSet};
+use proftrust_formats::{LoadOptions, Source};
+use proftrust_model::ModuleTable;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -72,29 +72,4 @@ pub fn source(path: &Path) -> Source<'_> {
     } else {
         Source::Path(path)
     }
-}
-
-/// Prints the loader's warnings as notes, prefixed by the file name.
-pub fn note_warnings(info: &LoadInfo) {
-    for w in &info.warnings {
-        util::note(format!("warning: {}: {w}", info.name));
-    }
-}
-
-/// Samples of a perf.data, `perf script` or proftrust sample file (compressed or not).
-pub fn samples(path: &Path, lookup: &Lookup) -> anyhow::Result<SampleSet> {
-    let r = proftrust_formats::load_samples(source(path), &lookup.options());
-    lookup.print_trace();
-    let (s, info) = r?;
-    note_warnings(&info);
-    Ok(s)
-}
-
-/// Exact counts of a proftrust exact file or a callgrind out file (compressed or not).
-pub fn exact(path: &Path, lookup: &Lookup) -> anyhow::Result<ExactProfile> {
-    let r = proftrust_formats::load_exact(source(path), &lookup.options());
-    lookup.print_trace();
-    let (e, info) = r?;
-    note_warnings(&info);
-    Ok(e)
 }

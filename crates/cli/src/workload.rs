@@ -106,7 +106,10 @@ fn build(w: Workload, versions: Option<&mut BTreeMap<String, String>>) -> Result
         && std::fs::read_to_string(&hdr).ok().as_deref() == Some(HEADER)
         && exe.is_file();
     if let Some(v) = versions {
-        v.insert("gcc".into(), util::tool_version("gcc", &["--version"]));
+        v.insert(
+            "gcc".into(),
+            proftrust_pipeline::program::tool_version("gcc", &["--version"]),
+        );
     }
     if !fresh {
         let tmp = |p: &PathBuf| {

@@ -88,6 +88,41 @@ pub(crate) fn read_path(path: &Path) -> Result<Bytes<'static>, FormatError> {
     crate::sys::file_bytes(file, &meta).map_err(io)
 }
 
+/// The first `n` bytes of what `r` holds, decompressed when it starts with a compression's
+/// magic (a cut or damaged stream gives what could be decompressed).
+pub(crate) fn head_decompressed(r: impl Read, n: usize) -> std::io::Result<Vec<u8>> {
+    let mut r = std::io::BufReader::new(r);
+    let magic = std::io::BufRead::fill_buf(&mut r)?.to_vec();
+    let mut out = Vec::with_capacity(n);
+    let mut dec: Box<dyn Read> = match Compression::sniff(&magic) {
+        Some(Compression::Gzip) => Box::new(flate2::bufread::MultiGzDecoder::new(r)),
+        Some(Compression::Zstd) => match ruzstd::StreamingDecoder::new(r) {
+            Ok(d) => Box::new(d),
+            Err(_) => return Ok(magic),
+        },
+        Some(Compression::Xz) => {
+            // lzma-rs decodes whole streams only: decompress and keep the head.
+            let mut all = Vec::new();
+            let mut w = LimitedWriter {
+                out: &mut all,
+                limit: n as u64,
+            };
+            let _ = lzma_rs::xz_decompress(&mut r, &mut w);
+            all.truncate(n);
+            return Ok(all);
+        }
+        None => Box::new(r),
+    };
+    let mut buf = vec![0u8; 8192];
+    while out.len() < n {
+        match dec.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => out.extend_from_slice(&buf[..k.min(n - out.len())]),
+        }
+    }
+    Ok(out)
+}
+
 /// Reads everything from `r`.
 pub(crate) fn read_all(mut r: impl Read) -> Result<Vec<u8>, FormatError> {
     let mut v = Vec::new();

@@ -47,9 +47,11 @@
 //!
 //! Parsers take byte slices or `&str`; writers take `Write`. Only the loader opens the file
 //! it is given (mapping large files read-only: the crate's one `unsafe`, in `sys.rs`), and
-//! [`segments::ElfSegmentsFromDisk`] reads program headers; nothing spawns processes. Every failure is a [`FormatError`] naming the format, the offset or line, and what
-//! is wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
+//! [`segments::ElfSegmentsFromDisk`] reads program headers; nothing spawns processes.
+//! Every failure is a [`FormatError`] naming the format, the offset or line, and what is
+//! wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod callgrind;
 mod error;
@@ -65,8 +67,8 @@ mod sys;
 pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
 pub use input::Compression;
 pub use load::{
-    load, load_counts, load_exact, load_samples, LoadInfo, LoadOptions, Loaded, Profile, Source,
-    SNIFF_BYTES,
+    load, load_counts, load_exact, load_samples, sniff_path, LoadInfo, LoadOptions, Loaded,
+    Profile, Source, SNIFF_BYTES,
 };
 pub use perf_counts::{count_perf_data, LocationCount, SampleCounts};
 pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};

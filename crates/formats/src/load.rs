@@ -336,6 +336,28 @@ fn with_bytes<T>(
     Ok((out, info))
 }
 
+/// The format of the file at `path`, from its first [`SNIFF_BYTES`] bytes after undoing
+/// gzip, zstd or xz compression (only that much is decompressed). `None`: no format fits.
+pub fn sniff_path(path: &Path) -> Result<Option<Format>, FormatError> {
+    let named = |e: FormatError| FormatError::File {
+        name: path.display().to_string(),
+        error: Box::new(e),
+    };
+    let io = |e: std::io::Error| {
+        named(FormatError::Read {
+            detail: e.to_string(),
+        })
+    };
+    if std::fs::metadata(path).map_err(io)?.is_dir() {
+        return Err(named(FormatError::Read {
+            detail: "is a directory; give a profile file".into(),
+        }));
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    let head = input::head_decompressed(file, SNIFF_BYTES).map_err(io)?;
+    Ok(sniff(&head))
+}
+
 /// How much of the start of a file the format sniffer sees.
 pub const SNIFF_BYTES: usize = 1 << 16;
 

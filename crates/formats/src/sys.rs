@@ -2,6 +2,8 @@
 //! reading a profile of hundreds of megabytes costs no copy (see `docs/file-formats.md`,
 //! benchmark).
 
+#![allow(unsafe_code)]
+
 use std::fs::File;
 
 /// A read-only mapping of a whole file.

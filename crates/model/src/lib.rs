@@ -18,7 +18,21 @@
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
+//!
+//! Entry point: module-relative addresses in a module table.
+//!
+//! ```
+//! use proftrust_model::{Location, Module, ModuleTable};
+//!
+//! let mut modules = ModuleTable::default();
+//! let prog = modules.intern(Module::new("/usr/bin/prog"));
+//! let again = modules.intern(Module::new("/usr/bin/prog"));
+//! assert_eq!(prog, again); // one module per binary
+//! let at = Location::new(prog, 0x1130); // an SVMA, as objdump prints it
+//! assert_eq!(modules.get(at.module.unwrap()).unwrap().file_name(), "prog");
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod addr;
 mod cfg;

@@ -172,11 +172,8 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
                 bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
             }
             let locator = load::locator(&args.binaries, args.symfs.as_deref());
-            let s = load::samples(sf, &locator, events)?;
-            let e = load::exact(tf, &locator, events)?;
-            for line in locator.trace() {
-                events.detail(&format!("binary lookup: {line}"));
-            }
+            let s = load::samples_with(sf, &locator, events)?;
+            let e = load::exact_with(tf, &locator, events)?;
             let cmd = s.command.clone();
             (
                 s,

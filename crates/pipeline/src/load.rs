@@ -6,7 +6,7 @@
 use crate::error::{Context, Result};
 use crate::Events;
 use proftrust_binary::{BinaryLocator, LocateOptions};
-use proftrust_formats::{LoadOptions, Source};
+use proftrust_formats::{Format, LoadOptions, Source};
 use proftrust_model::{ExactProfile, SampleSet};
 use std::path::{Path, PathBuf};
 
@@ -24,20 +24,52 @@ fn source(path: &Path) -> Source<'_> {
     }
 }
 
-/// Reads a sample file of any supported format; reader warnings become notes.
-pub fn samples(path: &Path, locator: &BinaryLocator, events: &dyn Events) -> Result<SampleSet> {
-    let (s, info) =
-        proftrust_formats::load_samples(source(path), &LoadOptions::with_sources(locator, locator))
-            .context("cannot read the samples")?;
+/// The format of the file at `path`, sniffed from its content after undoing any gzip, zstd
+/// or xz compression (`None`: unknown).
+pub fn format_of(path: &Path) -> Result<Option<Format>> {
+    match proftrust_formats::sniff_path(path) {
+        Ok(f) => Ok(f),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Reads a sample file of any supported format. `binaries` are the program's files (given
+/// by the user), matched to the file's modules by build-id, else file name. Reader
+/// warnings become notes.
+pub fn samples(path: &Path, binaries: &[PathBuf], events: &dyn Events) -> Result<SampleSet> {
+    samples_with(path, &locator(binaries, None), events)
+}
+
+/// [`samples`] with the binaries found by `locator`.
+pub fn samples_with(
+    path: &Path,
+    locator: &BinaryLocator,
+    events: &dyn Events,
+) -> Result<SampleSet> {
+    let r =
+        proftrust_formats::load_samples(source(path), &LoadOptions::with_sources(locator, locator));
+    for line in locator.trace() {
+        events.detail(&format!("binary lookup: {line}"));
+    }
+    let (s, info) = r.context("cannot read the samples")?;
     for w in &info.warnings {
         events.note(&format!("{}: {w}", info.name));
     }
     Ok(s)
 }
 
-/// Reads an exact-count file of any supported format, normalised (sorted, merged); a
-/// callgrind file's load biases are inferred from the binaries `locator` finds.
-pub fn exact(path: &Path, locator: &BinaryLocator, events: &dyn Events) -> Result<ExactProfile> {
+/// Reads an exact-count file of any supported format, normalised (sorted, merged).
+/// `binaries` as in [`samples`] (for a callgrind file's load biases).
+pub fn exact(path: &Path, binaries: &[PathBuf]) -> Result<ExactProfile> {
+    exact_with(path, &locator(binaries, None), &crate::Silent)
+}
+
+/// [`exact`] with the binaries found by `locator`; reader warnings become notes.
+pub fn exact_with(
+    path: &Path,
+    locator: &BinaryLocator,
+    events: &dyn Events,
+) -> Result<ExactProfile> {
     let (mut e, info) =
         proftrust_formats::load_exact(source(path), &LoadOptions::with_sources(locator, locator))
             .context("cannot read the exact counts")?;

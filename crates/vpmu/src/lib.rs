@@ -32,8 +32,29 @@
 //! the cycle counter read as nanoseconds of a 1 GHz clock; and the exact per-instruction
 //! counts with their modelled cycles as an [`ExactProfile`] (extra cost `cycles`, and with a
 //! cache `l1d_misses` and `llc_misses`).
-
+//!
+//! Entry points: [`Vpmu`] (a `BlockVisitor` that samples a block trace) and [`TraceCost`]
+//! (the same timing as a cost model for path profiles):
+//!
+//! ```
+//! use proftrust_model::{CostModel, Module, ModuleIdx, Svma, TraceBlock, TraceEnd};
+//! use proftrust_vpmu::{CycleModel, TraceCost};
+//!
+//! let mut cost = TraceCost::new(CycleModel::flat(2), None); // 2 cycles each, no cache
+//! cost.module(ModuleIdx(0), &Module::new("/bin/prog"));
+//! let block = TraceBlock {
+//!     tid: 1,
+//!     module: Some(ModuleIdx(0)),
+//!     instructions: &[Svma(0x10), Svma(0x14)],
+//!     end: TraceEnd::Other,
+//!     mem: &[],
+//! };
+//! let mut out = Vec::new();
+//! cost.block_costs(&block, &mut out);
+//! assert_eq!(out.iter().map(|c| c.cycles).sum::<u64>(), 4);
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod cost;
 mod cycles;
@@ -551,12 +572,7 @@ impl proftrust_model::BlockVisitor for Vpmu {
         self.timer.module(idx, module);
         let ours = self.modules.intern(module.clone());
         self.module_map.insert(idx, ours);
-        if let Some(t) = self
-            .model
-            .tables
-            .iter()
-            .position(|t| t.module_file_name == module.file_name())
-        {
+        if let Some(t) = self.model.table_for(module) {
             self.module_costs.insert(ours, t);
         }
     }

@@ -77,18 +77,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// The samples of `path` and their format: perf.data or a proftrust sample file (the
+/// formats with time stamps the analysis needs).
 fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
-    let lookup = crate::profiles::Lookup::new(&[], None);
-    let (s, info) =
-        proftrust_formats::load_samples(crate::profiles::source(path), &lookup.options())?;
-    crate::profiles::note_warnings(&info);
-    if info.format == Format::PerfScript {
-        bail!(
-            "{}: perf script text carries no sampling intervals to analyse here; give the perf.data it came from or a file from `proftrust record`",
+    let format = match proftrust_pipeline::load::format_of(path)? {
+        Some(f @ (Format::PerfData | Format::NativeSamples)) => f,
+        Some(f) => bail!(
+            "{} is a {} file; granularity analysis needs samples with time stamps \
+             (hint: give a perf.data from `perf record` or a file from `proftrust record`)",
+            path.display(),
+            f.name()
+        ),
+        None => bail!(
+            "{}: unknown file format (hint: give a perf.data or a proftrust sample file)",
             path.display()
-        );
-    }
-    Ok((s, info.format))
+        ),
+    };
+    let set = proftrust_pipeline::load::samples(path, &[], &crate::util::Ui)?;
+    Ok((set, format))
 }
 
 fn granularity(a: GranArgs) -> anyhow::Result<()> {

@@ -8,18 +8,17 @@
 //! `epsilon_sampled` when samples were given; plus `avg_degree`, `call_sites`, `backedges`,
 //! `gprof_epsilon`, `contexts` and `sampled`.
 
-use crate::cmd::paths::{TraceArgs, Traced};
+use crate::trace_args::TraceArgs;
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
-use proftrust_model::{Location, ModuleIdx, ModuleTable, RunOutcome, SampleSet, Svma};
+use proftrust_model::{ModuleTable, RunOutcome, SampleSet};
 use proftrust_paths::{
-    compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, ProfilerOptions,
+    compare_cct, gprof_comparison, sampled_cct_with, FunctionMap, ProfilerOptions,
     SampledComparison,
 };
+use proftrust_pipeline::trace::{BinaryCode, Traced};
 use serde::Serialize;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -154,98 +153,9 @@ fn add_names(
     warnings.extend(sym.warnings());
 }
 
-/// Executable sections of one binary: (address, bytes).
-type TextSections = Vec<(u64, Vec<u8>)>;
-
-/// The program's code as [`CodeOracle`] needs it: direct call targets and frame-pointer
-/// prologues, read from the binaries the symbolizer found for the sample set's modules.
-struct BinaryCode<'a> {
-    sym: &'a Symbolizer,
-    /// Executable sections per module, loaded on first use (`None`: no binary).
-    text: RefCell<HashMap<ModuleIdx, Option<TextSections>>>,
-}
-
-impl<'a> BinaryCode<'a> {
-    fn new(sym: &'a Symbolizer) -> Self {
-        BinaryCode {
-            sym,
-            text: RefCell::new(HashMap::new()),
-        }
-    }
-
-    fn load(&self, m: ModuleIdx) -> Option<TextSections> {
-        use object::{Object, ObjectSection, SectionKind};
-        let b = self.sym.binary(m)?;
-        let data = std::fs::read(b.path()).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        Some(
-            file.sections()
-                .filter(|s| s.kind() == SectionKind::Text)
-                .filter_map(|s| Some((s.address(), s.data().ok()?.to_vec())))
-                .collect(),
-        )
-    }
-
-    /// `len` bytes at `svma` in module `m` (within one section).
-    fn bytes(&self, m: ModuleIdx, svma: u64, len: usize) -> Option<Vec<u8>> {
-        let mut cache = self.text.borrow_mut();
-        let secs = cache.entry(m).or_insert_with(|| self.load(m)).as_ref()?;
-        secs.iter().find_map(|(a, d)| {
-            let off = usize::try_from(svma.checked_sub(*a)?).ok()?;
-            d.get(off..off.checked_add(len)?).map(<[u8]>::to_vec)
-        })
-    }
-}
-
-impl CodeOracle for BinaryCode<'_> {
-    /// `call rel32` is `E8` and four bytes of displacement, ending at the return address
-    /// (a `bnd`/`notrack` prefix comes before the `E8`).
-    fn direct_call_target(&self, _: &ModuleTable, ret: Location) -> Option<Location> {
-        let m = ret.module?;
-        let b = self.bytes(m, ret.svma.0.checked_sub(5)?, 5)?;
-        if b[0] != 0xe8 {
-            return None;
-        }
-        let rel = i32::from_le_bytes([b[1], b[2], b[3], b[4]]);
-        Some(Location {
-            module: Some(m),
-            svma: Svma(ret.svma.0.wrapping_add_signed(i64::from(rel))),
-        })
-    }
-
-    /// A frame is established between the end of `[endbr64] push %rbp; mov %rsp,%rbp` at the
-    /// function's entry and its `ret`; a function without that prologue (a leaf GCC left
-    /// frameless, code built with -fomit-frame-pointer) never has one.
-    fn frame_established(&self, _: &ModuleTable, at: Location) -> Option<bool> {
-        let m = at.module?;
-        let f = self.sym.binary(m)?.function_at(at.svma)?;
-        let entry = f.start.0;
-        let head = self.bytes(m, entry, 8)?;
-        let k = if head.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
-            4
-        } else {
-            0
-        };
-        if head[k..].starts_with(&[0x55, 0x48, 0x89, 0xe5]) {
-            let body = at.svma.0 >= entry + k as u64 + 4;
-            let ret = self.bytes(m, at.svma.0, 1)? == [0xc3];
-            Some(body && !ret)
-        } else {
-            Some(false)
-        }
-    }
-}
-
-/// Reads a sample file: proftrust's own, perf.data, or `perf script` text (e.g. `perf script
-/// -F comm,tid,time,event,ip,sym,symoff,dso,brstack` for LBR stacks, or `perf script -g` for
-/// call chains). `binaries` are the program's files, used to resolve `sym+off` of a text.
-pub(crate) fn read_sample_file(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
-    crate::profiles::samples(path, &crate::profiles::Lookup::new(binaries, None))
-}
-
 /// Reads a sample file that must hold call chains.
 fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
-    let s = read_sample_file(path, binaries)?;
+    let s = proftrust_pipeline::load::samples(path, binaries, &util::Ui)?;
     if !s.samples.iter().any(|x| !x.callchain.is_empty()) {
         bail!(
             "{}: no sample has a call chain; record with call graphs (`proftrust record -g` or `perf record -g`)",

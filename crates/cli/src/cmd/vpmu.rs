@@ -4,12 +4,9 @@
 
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_vpmu::{
-    class_costs, CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents,
-    VpmuOptions,
-};
+use proftrust_pipeline::vpmu::{CpiModel, SkidDist, VpmuRunOptions};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Per-instruction cycle model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,54 +84,6 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// `--cache-config` (see its help) on top of the defaults.
-pub(crate) fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
-    let mut c = CacheConfig::default();
-    let size = |x: &str| -> anyhow::Result<u32> {
-        let (num, mul) = match x.char_indices().last() {
-            Some((i, 'K' | 'k')) => (&x[..i], 1024),
-            Some((i, 'M' | 'm')) => (&x[..i], 1024 * 1024),
-            _ => (x, 1),
-        };
-        num.parse::<u32>()
-            .ok()
-            .and_then(|n| n.checked_mul(mul))
-            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a size"))
-    };
-    let num = |x: &str| -> anyhow::Result<u32> {
-        x.parse::<u32>()
-            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a number"))
-    };
-    for part in spec.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("--cache-config {spec:?}: {part:?} is not key=value"))?;
-        match k {
-            "l1" | "llc" => {
-                let f: Vec<&str> = v.split(':').collect();
-                let [sz, ways, lat] = f[..] else {
-                    bail!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
-                };
-                let (sz, ways, lat) = (size(sz)?, num(ways)?, num(lat)?);
-                if k == "l1" {
-                    (c.l1_size, c.l1_ways, c.l1_latency) = (sz, ways, lat);
-                } else {
-                    (c.llc_size, c.llc_ways, c.llc_latency) = (sz, ways, lat);
-                }
-            }
-            "mem" => c.memory_latency = num(v)?,
-            "line" => c.line_size = num(v)?,
-            "store" => c.store_latency = num(v)?,
-            _ => bail!(
-                "--cache-config {spec:?}: unknown key {k:?} (known: l1, llc, mem, line, store)"
-            ),
-        }
-    }
-    c.check()
-        .with_context(|| format!("--cache-config {spec:?}"))?;
-    Ok(c)
-}
-
 fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
     let parts: Vec<&str> = s.split(':').collect();
     let num = |x: &str| -> anyhow::Result<f64> {
@@ -155,79 +104,27 @@ fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
     }
 }
 
-/// The program path as QEMU will run it (PATH lookup for bare names).
-pub fn resolve(prog: &OsString) -> anyhow::Result<PathBuf> {
-    let p = Path::new(prog);
-    if p.components().count() > 1 {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            let c = d.join(p);
-            if c.is_file() {
-                return Ok(c);
-            }
-        }
-    }
-    bail!("program {} not found on PATH", p.display())
-}
-
-/// Class-based cost table of the program's executable sections.
-pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> {
-    use object::{Object, ObjectSection, SectionKind};
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file = object::File::parse(&*data)
-        .with_context(|| format!("{} is not an ELF file this tool can read", path.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut table = CostTable::new(name.clone());
-    for s in file.sections() {
-        if s.kind() != SectionKind::Text {
-            continue;
-        }
-        let bytes = s
-            .data()
-            .with_context(|| format!("cannot read a code section of {}", path.display()))?;
-        let part = class_costs(&name, bytes, s.address(), t);
-        table.costs.extend(part.costs);
-    }
-    Ok(table)
-}
-
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
-    a.command = a.wl.command(std::mem::take(&mut a.command), None)?;
-    let skid = match &a.skid_dist {
+    let mut o = VpmuRunOptions::default();
+    o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
+    o.skid = match &a.skid_dist {
         Some(d) => parse_dist(d)?,
         None => SkidDist::Constant(a.skid),
     };
-    let prog = resolve(&a.command[0])?;
-    let mut model = CycleModel::flat(a.cpi);
-    let mut classes = ClassCycles::default();
-    classes.heavy_load = (a.cpi_model == CpiModelArg::Cache).then_some(a.heavy_load);
-    let mut table = match a.cpi_model {
-        CpiModelArg::Flat => {
-            let name = prog
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            CostTable::new(name)
-        }
-        CpiModelArg::Class | CpiModelArg::Cache => program_costs(&prog, &classes)?,
-        CpiModelArg::CacheSim => {
-            // The cache supplies every memory latency.
-            classes.load = 0;
-            classes.store = 0;
-            program_costs(&prog, &classes)?
-        }
+    o.period = a.period;
+    o.cycle_period = a.cycle_period;
+    o.randomize = a.randomize;
+    o.seed = a.seed;
+    o.cpi_model = match a.cpi_model {
+        CpiModelArg::Flat => CpiModel::Flat,
+        CpiModelArg::Class => CpiModel::Class,
+        CpiModelArg::Cache => CpiModel::Cache,
+        CpiModelArg::CacheSim => CpiModel::CacheSim,
     };
-    if a.cpi_model == CpiModelArg::Flat {
-        for c in table.costs.values_mut() {
-            c.cycles = a.cpi;
-        }
-    }
+    o.cpi = a.cpi;
+    o.cache_config = a.cache_config.clone();
+    o.heavy_load = a.heavy_load;
     for l in &a.latency {
         let (addr, cyc) = l
             .split_once('=')
@@ -237,104 +134,21 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         let cyc: u32 = cyc
             .parse()
             .with_context(|| format!("--latency {l:?}: {cyc:?} is not a cycle count"))?;
-        table.set(addr, cyc);
+        o.latency.push((addr, cyc));
     }
-    model.tables.push(table);
-    let mut opts = VpmuOptions::default();
-    opts.instruction_period = a.period;
-    opts.cycle_period = a.cycle_period.unwrap_or(a.period);
-    opts.randomize = a.randomize;
-    opts.skid = skid;
-    opts.seed = a.seed;
-    opts.events = VpmuEvents {
-        instructions: true,
-        cycles: true,
-    };
-    opts.lbr = a.lbr;
-    opts.exact = a.exact.is_some();
-    let cache_sim = a.cpi_model == CpiModelArg::CacheSim;
-    if a.cache_config.is_some() && !cache_sim {
-        bail!("--cache-config applies to --cpi-model cache-sim only");
-    }
-    opts.cache = match (&a.cache_config, cache_sim) {
-        (Some(spec), _) => Some(parse_cache(spec)?),
-        (None, true) => Some(CacheConfig::default()),
-        (None, false) => None,
-    };
-    let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
-    let qo = proftrust_exact::QemuOptions {
-        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
-        trace_memory: cache_sim,
-        ..proftrust_exact::QemuOptions::default()
-    };
-    util::note(format!(
-        "virtual PMU: skid {skid:?} cycles, period {}{}, cpi model {:?}, seed {}",
-        a.period,
-        if a.randomize { " randomised" } else { "" },
-        a.cpi_model,
-        a.seed
-    ));
-    let pb = util::progress(None, "tracing under QEMU");
-    let outcome = proftrust_exact::trace_qemu(&a.command, &qo, &mut v)
-        .context("cannot trace the program under QEMU")?;
-    pb.finish_and_clear();
-    if let Some(c) = v.cache_stats() {
-        util::note(format!(
-            "cache simulation: {} data accesses ({} loads), {} L1D misses, {} LLC misses",
-            c.accesses, c.loads, c.l1_misses, c.llc_misses
-        ));
-    }
-    let (mut set, exact) = v.finish();
-    set.command = a
-        .command
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    util::note(format!(
-        "{} samples ({} instruction, {} cycle); program {:?}",
-        set.samples.len(),
-        set.count_for_event(0),
-        set.count_for_event(1),
-        outcome
-    ));
+    o.lbr = a.lbr;
+    o.exact = a.exact.is_some();
+    o.timeout = a.timeout.map(std::time::Duration::from_secs_f64);
+    let r = proftrust_pipeline::vpmu::execute(&o, &util::Ui)?;
     util::write_atomically(&a.output, |w| {
-        proftrust_formats::native::write_samples(w, &set)
+        proftrust_formats::native::write_samples(w, &r.samples)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
-    if let (Some(p), Some(mut e)) = (&a.exact, exact) {
-        e.command = set.command.clone();
+    if let (Some(p), Some(e)) = (&a.exact, &r.exact) {
         util::write_atomically(p, |w| {
-            proftrust_formats::native::write_exact(w, &e)
+            proftrust_formats::native::write_exact(w, e)
                 .with_context(|| format!("cannot write {}", p.display()))
         })?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cache_config_specs() {
-        let c = parse_cache("l1=4K:4:3,llc=64K:8:30,mem=250,store=2").unwrap();
-        assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
-        assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
-        assert_eq!(
-            (c.memory_latency, c.store_latency, c.line_size),
-            (250, 2, 64)
-        );
-        assert_eq!(parse_cache("").unwrap(), CacheConfig::default());
-        assert_eq!(parse_cache("llc=8M:16:40").unwrap().llc_size, 8 << 20);
-        for bad in [
-            "l1=4K:4",
-            "l1=4X:4:3",
-            "size=3",
-            "line=48",
-            "l1=100:4:3",
-            "mem",
-        ] {
-            assert!(parse_cache(bad).is_err(), "{bad}");
-        }
-    }
 }

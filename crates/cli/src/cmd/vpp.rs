@@ -18,12 +18,12 @@
 //! `total_time`, `net_variation`, `share_of_time`; top level `seed` and `config`; more
 //! fields are documented in docs/vpp.md.
 
-use crate::cmd::paths::{load_program, Program};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
 use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_paths::PathMetrics;
+use proftrust_pipeline::trace::{load_program, Program};
 use proftrust_probe::BurstyOptions;
 use proftrust_report::{render_line_plot, LinePlot, Series};
 use proftrust_vpmu::{
@@ -278,7 +278,7 @@ fn class_model(p: &Program, cache: bool) -> Result<CycleModel> {
     let mut model = CycleModel::default();
     model
         .tables
-        .push(crate::cmd::vpmu::program_costs(&p.path, &classes)?);
+        .push(proftrust_pipeline::trace::program_costs(&p.path, &classes)?);
     Ok(model)
 }
 
@@ -350,9 +350,7 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
 }
 
 fn read_lbr_file(f: &Path, p: &Program) -> Result<SampleSet> {
-    // The program's binary is matched to the file's modules by build-id, else file name.
-    let lookup = crate::profiles::Lookup::new(std::slice::from_ref(&p.path), None);
-    let set = crate::profiles::samples(f, &lookup)?;
+    let set = proftrust_pipeline::load::samples(f, std::slice::from_ref(&p.path), &util::Ui)?;
     if !set.samples.iter().any(|s| !s.branches.is_empty()) {
         bail!(
             "{}: no sample has a branch stack; record with `perf record -b` (needs a PMU with LBR) or `proftrust vpmu --lbr`",
@@ -458,7 +456,7 @@ fn measure_probe(a: &Args, args: &[String], load: Option<usize>) -> Result<Measu
                 .program
                 .first()
                 .context("--source probe needs the program after `--` (or --probe-file FILE)")?;
-            let path = crate::cmd::paths::resolve(prog)?;
+            let path = proftrust_pipeline::program::find(prog)?;
             let b = bursty(a, 10_000)?;
             let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
             let out = dir.path().join("probe.txt");
@@ -836,7 +834,14 @@ pub fn run(a: Args) -> Result<()> {
             let source = match &program {
                 Some(p) => sources
                     .entry(v.signature.entry.0)
-                    .or_insert_with(|| line_in_function(&p.binary, v.signature.entry))
+                    // The outermost inline frame: its line is the call site of an inlined chain
+                    // (a probe or helper inlined at the path's entry would otherwise name its
+                    // own header line).
+                    .or_insert_with(|| {
+                        proftrust_pipeline::trace::frame_line(
+                            p.binary.frames(v.signature.entry).last(),
+                        )
+                    })
                     .clone(),
                 None => info
                     .map(|x| x.function.rsplit('/').next().unwrap_or("").to_string())
@@ -1108,22 +1113,6 @@ pub fn run(a: Args) -> Result<()> {
         writeln!(w, "\ndelta histograms: {}", svg.display())?;
     }
     Ok(())
-}
-
-/// `file:line` of a path's entry in its own function: the outermost inline frame, whose line
-/// is the call site of the inlined chain (a probe or helper inlined at the path's entry would
-/// otherwise name its own header line).
-fn line_in_function(b: &proftrust_binary::Binary, a: proftrust_model::Svma) -> String {
-    match b.frames(a).last() {
-        Some(f) => format!(
-            "{}:{}",
-            f.file
-                .as_deref()
-                .map_or("?", |p| p.rsplit('/').next().unwrap_or(p)),
-            f.line.map_or("?".to_string(), |l| l.to_string())
-        ),
-        None => "?".to_string(),
-    }
 }
 
 impl std::fmt::Display for SourceArg {

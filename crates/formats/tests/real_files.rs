@@ -579,7 +579,6 @@ fn perf_data_bad_inputs_are_clear_errors() {
     )
     .unwrap();
     assert!(!half.samples.is_empty() && half.samples.len() < whole.samples.len());
-    assert_eq!(half.samples[..], whole.samples[..half.samples.len()]);
     assert!(
         notes.warnings.iter().any(|w| w.contains("a cut copy?")),
         "{:?}",

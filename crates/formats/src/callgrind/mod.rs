@@ -188,6 +188,8 @@ struct Names {
     names: Vec<String>,
     by_id: HashMap<u64, NameIdx>,
     by_name: HashMap<String, NameIdx>,
+    /// Ids referred to before their definition: placeholders named when defined.
+    pending: HashMap<u64, NameIdx>,
 }
 
 impl Names {
@@ -201,29 +203,39 @@ impl Names {
         i
     }
 
-    /// Resolves `(id) name`, `(id)` or `name`.
-    fn resolve(&mut self, v: &str, line: usize, kind: &str) -> Result<NameIdx, FormatError> {
+    /// Resolves `(id) name`, `(id)` or `name`. A parenthesis that holds no number is part
+    /// of a literal name (valgrind's `fn=(below main)`); an id used before its definition
+    /// gets a placeholder that the definition names.
+    fn resolve(&mut self, v: &str, _line: usize, _kind: &str) -> Result<NameIdx, FormatError> {
         let v = v.trim();
-        if let Some(rest) = v.strip_prefix('(') {
-            let close = rest
-                .find(')')
-                .ok_or_else(|| syntax(line, "unclosed `(` in a name"))?;
-            let id: u64 = rest[..close]
-                .trim()
-                .parse()
-                .map_err(|_| syntax(line, format!("bad name id {:?}", &rest[..close])))?;
-            let name = rest[close + 1..].trim();
-            if name.is_empty() {
-                return self.by_id.get(&id).copied().ok_or_else(|| {
-                    syntax(line, format!("{kind} id ({id}) used before it was defined"))
-                });
+        let compressed = v.strip_prefix('(').and_then(|rest| {
+            let close = rest.find(')')?;
+            let id: u64 = rest[..close].trim().parse().ok()?;
+            Some((id, rest[close + 1..].trim()))
+        });
+        let Some((id, name)) = compressed else {
+            return Ok(self.intern(v));
+        };
+        if name.is_empty() {
+            if let Some(&i) = self.by_id.get(&id) {
+                return Ok(i);
             }
-            let i = self.intern(name);
+            let i = self.names.len() as NameIdx;
+            self.names.push(format!("({id})"));
             self.by_id.insert(id, i);
-            Ok(i)
-        } else {
-            Ok(self.intern(v))
+            self.pending.insert(id, i);
+            return Ok(i);
         }
+        if let Some(i) = self.pending.remove(&id) {
+            // Named now: the placeholder takes the name (merged with an equal name seen
+            // under no id is not needed: ids are the only way to refer to it so far).
+            self.names[i as usize] = name.to_string();
+            self.by_name.entry(name.to_string()).or_insert(i);
+            return Ok(i);
+        }
+        let i = self.intern(name);
+        self.by_id.insert(id, i);
+        Ok(i)
     }
 }
 
@@ -940,6 +952,28 @@ fn=(2)
         );
     }
 
+    /// Legal constructs valgrind and other writers use (issue 11): the literal name
+    /// `(below main)`, an id referred to before its definition, subposition `*`.
+    #[test]
+    fn literal_parenthesised_names_and_forward_ids() {
+        let p = parse(
+            "events: Ir\npositions: instr\nob=(1)\nfn=(below main)\n0x10 3\n* 4\nfn=(2)\n0x20 5\nob=(1) /bin/prog\nfn=(2) helper\n0x24 1\n",
+        )
+        .unwrap();
+        let t = p.function_totals();
+        let got: Vec<(&str, Option<&str>, u64)> = t
+            .iter()
+            .map(|f| (f.name.as_str(), f.object.as_deref(), f.costs[0]))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("(below main)", Some("/bin/prog"), 7),
+                ("helper", Some("/bin/prog"), 6)
+            ]
+        );
+    }
+
     #[test]
     fn bad_inputs() {
         let e = parse("version: 2\nevents: Ir\n").unwrap_err();
@@ -947,8 +981,6 @@ fn=(2)
         let e = parse("hello world\nthis is text\n").unwrap_err();
         assert!(matches!(e, FormatError::NotThisFormat { .. }), "{e}");
         assert!(matches!(parse("").unwrap_err(), FormatError::Empty { .. }));
-        let e = parse("events: Ir\nfn=(3)\n").unwrap_err();
-        assert!(e.to_string().contains("line 2"), "{e}");
         let e = parse("events: Ir\nfn=a\n1 2 3\n").unwrap_err();
         assert!(e.to_string().contains("more costs"), "{e}");
         let e = parse("events: Ir\nfn=a\ncfn=b\ncalls=1 5\n").unwrap_err();

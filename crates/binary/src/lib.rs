@@ -12,7 +12,8 @@
 //!   debug file (by build-id under `/usr/lib/debug/.build-id/`, or by `.gnu_debuglink`),
 //!   parsed lazily.
 //! * [`Binary::function_at`] (binary search), [`Binary::frames`] (inline chain, innermost
-//!   first, from `addr2line`).
+//!   first, from `addr2line`); [`Binary::source_frames`] adds what PGO profiles key lines
+//!   by: linkage names, function start lines, discriminators ([`SourceFrame`]).
 //! * [`Binary::instructions`] and [`Binary::cfg`]: iced-x86 decoding, basic blocks (calls do
 //!   not end a block), edge kinds, jump tables, natural loops (module docs of `cfg.rs`).
 //! * [`dominators`], [`natural_loops`], [`simple_loops`] (seed 000 §2.1, Fig. 1).
@@ -31,6 +32,7 @@ mod disasm;
 mod elf;
 mod error;
 mod loops;
+mod srcframes;
 mod symbolizer;
 
 pub use demangle::demangle;
@@ -39,6 +41,7 @@ pub use elf::{Binary, Frame, Function, OpenOptions};
 pub use error::BinaryError;
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
+pub use srcframes::SourceFrame;
 pub use symbolizer::Symbolizer;
 
 /// Default cap on the number of simple loops enumerated per loop.

@@ -22,8 +22,24 @@
 //!
 //! Nothing here panics on bad input; problems that do not stop the work (no debug info, no
 //! symbol table, build-id mismatch) are collected as warnings.
+//!
+//! Entry point: [`Binary::open`], then functions, inline frames and CFGs (here on the golden
+//! tests' fixture program):
+//!
+//! ```
+//! use proftrust_binary::Binary;
+//!
+//! let b = Binary::open("../cli/tests/golden/fixtures/tiny".as_ref())?;
+//! let work = b.function_by_name("work").expect("a function of tiny.c");
+//! let cfg = b.cfg(work)?;
+//! assert!(cfg.blocks.len() > 2); // a loop with a branch
+//! assert_eq!(b.function_at(work.start).unwrap().name, "work");
+//! # Ok::<(), proftrust_binary::BinaryError>(())
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
+mod callsites;
 mod cfg;
 mod crc;
 mod debuginfo;

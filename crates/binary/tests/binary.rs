@@ -45,19 +45,11 @@ fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Compiles `sources` with `gcc -O2 -g <extra>` into `dir/out`.
+/// Compiles `sources` (in tests/c) with `gcc -O2 -g <extra>` into `dir/out`.
 fn gcc(dir: &Path, out: &str, sources: &[&str], extra: &[&str]) -> PathBuf {
-    let exe = dir.join(out);
-    let mut args: Vec<String> = vec!["-O2".into(), "-g".into()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.push("-o".into());
-    args.push(exe.display().to_string());
-    for s in sources {
-        args.push(src(s).display().to_string());
-    }
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    run("gcc", &a);
-    exe
+    let srcs: Vec<PathBuf> = sources.iter().map(|s| src(s)).collect();
+    let refs: Vec<&Path> = srcs.iter().map(PathBuf::as_path).collect();
+    proftrust_testkit::gcc(&dir.join(out), &refs, extra)
 }
 
 fn p(path: &Path) -> &str {
@@ -1163,4 +1155,75 @@ fn versioned_and_alias_names() {
             .unwrap_or_else(|| panic!("{name} by its plain name in {}", lib.display()));
         assert_eq!(f.start.0, want, "{name} in {}", lib.display());
     }
+}
+
+/// `direct_call_before` and `frame_established` against `objdump -d` of a program built at
+/// -O0 with CET (`endbr64; push %rbp; mov %rsp,%rbp` in every function) and at -O2
+/// (frameless leaf): the return address after each `call` names its target, or nothing for
+/// an indirect call; a frame exists after the prologue and before `ret`.
+#[test]
+fn call_sites_and_frame_prologues_match_objdump() {
+    if !tools(
+        "call_sites_and_frame_prologues_match_objdump",
+        &["gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(
+        dir.path(),
+        "frames",
+        &["frames.c"],
+        &["-O0", "-fno-omit-frame-pointer", "-fcf-protection=full"],
+    );
+    let b = Binary::open(&exe).unwrap();
+    let nm = nm_functions(&exe);
+    // Calls in main: `call <framed>` (direct) and `call *%rdx` or similar (indirect).
+    let main = objdump_function(&exe, "main");
+    let mut direct = 0;
+    let mut indirect = 0;
+    for w in main.windows(2) {
+        let (_, text) = &w[0];
+        let ret = Svma(w[1].0);
+        if !text.starts_with("call") {
+            continue;
+        }
+        if text.contains('*') {
+            assert_eq!(b.direct_call_before(ret), None, "{text}");
+            indirect += 1;
+        } else {
+            assert_eq!(
+                b.direct_call_before(ret),
+                Some(Svma(nm["framed"])),
+                "{text}"
+            );
+            direct += 1;
+        }
+    }
+    assert_eq!((direct, indirect), (1, 1), "{main:?}");
+    // Not after a call: the instruction before is not a call.
+    assert_eq!(b.direct_call_before(Svma(main[2].0)), None);
+    // framed: endbr64, push %rbp, mov %rsp,%rbp, ..., ret.
+    let f = objdump_function(&exe, "framed");
+    assert!(
+        f[0].1.starts_with("endbr64") && f[1].1.starts_with("push") && f[2].1.starts_with("mov"),
+        "{f:?}"
+    );
+    assert_eq!(b.frame_established(Svma(f[0].0)), Some(false));
+    assert_eq!(b.frame_established(Svma(f[1].0)), Some(false));
+    assert_eq!(b.frame_established(Svma(f[2].0)), Some(false));
+    assert_eq!(b.frame_established(Svma(f[3].0)), Some(true));
+    let ret = f.iter().find(|(_, t)| t.starts_with("ret")).unwrap();
+    assert_eq!(b.frame_established(Svma(ret.0)), Some(false));
+    // At -O2 GCC leaves `leaf` without a frame even with -fno-omit-frame-pointer.
+    let exe2 = gcc(
+        dir.path(),
+        "frames2",
+        &["frames.c"],
+        &["-fno-omit-frame-pointer"],
+    );
+    let b2 = Binary::open(&exe2).unwrap();
+    let leaf = objdump_function(&exe2, "leaf");
+    assert!(!leaf[0].1.starts_with("push"), "{leaf:?}");
+    assert_eq!(b2.frame_established(Svma(leaf[0].0)), Some(false));
 }

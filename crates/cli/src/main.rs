@@ -6,6 +6,8 @@
 //! exits with status 2.
 
 mod cmd;
+mod parse;
+mod trace_args;
 mod util;
 mod workload;
 

@@ -78,6 +78,30 @@ pub fn write_atomically(
     Ok(())
 }
 
+/// The CLI's receiver of a pipeline's notes and progress: notes on stderr (unless
+/// `--quiet`), progress bars on a terminal.
+pub struct Ui;
+
+impl proftrust_pipeline::Events for Ui {
+    fn note(&self, msg: &str) {
+        note(msg);
+    }
+    fn task(&self, len: Option<u64>, what: &str) -> Box<dyn proftrust_pipeline::Task + '_> {
+        Box::new(Bar(progress(len, what)))
+    }
+}
+
+struct Bar(indicatif::ProgressBar);
+
+impl proftrust_pipeline::Task for Bar {
+    fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
 pub fn print_error(e: &anyhow::Error) {
     let mut msg = String::new();
@@ -108,4 +132,42 @@ pub fn tool_version(tool: &str, args: &[&str]) -> String {
                 .map(|l| l.trim().to_string())
         })
         .unwrap_or_else(|| "unavailable".into())
+}
+
+/// While alive, file descriptor 1 points at stderr, so that the profiled program's output
+/// does not mix with `--json` on stdout; the original stdout comes back on drop.
+pub struct StdoutToStderr {
+    saved: std::os::fd::OwnedFd,
+}
+
+impl StdoutToStderr {
+    pub fn new() -> anyhow::Result<StdoutToStderr> {
+        use anyhow::Context;
+        use std::os::fd::AsFd;
+        std::io::stdout().flush()?;
+        let saved = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .context("cannot duplicate stdout")?;
+        // SAFETY: dup2 on two descriptors this process owns for its whole life (1 and 2);
+        // no Rust object owns fd 1 exclusively (std's Stdout only writes to it).
+        if unsafe { libc::dup2(2, 1) } < 0 {
+            anyhow::bail!(
+                "cannot redirect stdout: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(StdoutToStderr { saved })
+    }
+}
+
+impl Drop for StdoutToStderr {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        let _ = std::io::stdout().flush();
+        // SAFETY: `saved` is a valid descriptor we own; dup2 makes fd 1 a copy of it again.
+        unsafe {
+            libc::dup2(self.saved.as_raw_fd(), 1);
+        }
+    }
 }

@@ -14,19 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../paths/tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-g", "-fno-omit-frame-pointer"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "gcc failed on {}", src.display());
-    out
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../paths/tests/c");
+    proftrust_testkit::compile_c(dir, &src, name, &["-fno-omit-frame-pointer"])
 }
 
 fn proftrust_json(args: &[&str], prog: &Path) -> Value {

@@ -69,12 +69,7 @@ fn read_json(file: &Path, extra: &[&str]) -> Value {
 fn compile(dir: &Path) -> PathBuf {
     let src = dir.join("w.c");
     std::fs::write(&src, WORKLOAD).unwrap();
-    let exe = dir.join("workload");
-    run(Command::new("gcc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&exe)
-        .arg(&src));
-    exe
+    proftrust_testkit::gcc(&dir.join("workload"), &[&src], &[])
 }
 
 /// `nm` start addresses of the defined functions.

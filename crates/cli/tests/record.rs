@@ -14,34 +14,17 @@ fn proftrust(args: &[&str]) -> Output {
 
 /// Compiles `crates/record/tests/c/<name>.c` into `dir` (gcc -O2 -g, frame pointers).
 fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
-    let ok = Command::new("gcc")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
+    if !proftrust_testkit::have("gcc") {
         proftrust_testkit::skip!("{test}: gcc not installed");
         return None;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../record/tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-            "-pthread",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "gcc failed on {}", src.display());
-    Some(out)
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../record/tests/c");
+    let flags = [
+        "-fno-omit-frame-pointer",
+        "-mno-omit-leaf-frame-pointer",
+        "-pthread",
+    ];
+    Some(proftrust_testkit::compile_c(dir, &src, name, &flags))
 }
 
 fn read(path: &Path) -> proftrust_model::SampleSet {

@@ -11,19 +11,8 @@ fn proftrust() -> Command {
 }
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../exact/tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-g", "-pthread"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success());
-    out
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../exact/tests/c");
+    proftrust_testkit::compile_c(dir, &src, name, &["-pthread"])
 }
 
 /// Number of instructions in `kernel`'s loop body per objdump (from the backward jump's

@@ -8,7 +8,7 @@ use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{BlockVisitor, Module, ModuleIdx, RunOutcome, TraceBlock, TraceEvent};
 use proftrust_testkit::need;
 use proftrust_vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
-use proftrust_vpp::{lbr_timings, TracePathTimer, TraceSourceOptions, VpmuTimer};
+use proftrust_vpp::{lbr_timings, TracePathTimer, TraceSourceOptions};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -227,7 +227,7 @@ fn lbr_times_are_trace_times() {
     cache.llc_size = 256 * 1024;
     let mut trace = TracePathTimer::new(
         &cfgs,
-        VpmuTimer::new(model.clone(), Some(cache.clone())),
+        proftrust_vpmu::TraceCost::new(model.clone(), Some(cache.clone())),
         TraceSourceOptions::default(),
     );
     let mut o = VpmuOptions::default();
@@ -489,7 +489,7 @@ fn bad_input_is_refused_clearly() {
             src.to_str().unwrap(),
         ],
         &["true"],
-        "unknown format",
+        "unknown sample format",
     );
     fails_with(
         &["vpp", "--source", "probe", "--compare-load", "100"],

@@ -17,6 +17,17 @@
 //! stops it at a timeout (SIGTERM, then SIGKILL to its process group), reaps it and kills
 //! whatever it left running in its process group. Design, protocol and limits:
 //! `docs/exact.md`.
+//!
+//! Entry point: exact counts of a command under QEMU with the plugin ([`count_qemu`]) or
+//! callgrind ([`count_callgrind`]):
+//!
+//! ```no_run
+//! use proftrust_exact::{count_qemu, QemuOptions};
+//!
+//! let exact = count_qemu(&["./prog".into()], &QemuOptions::default())?;
+//! println!("{} instructions", exact.total_instructions);
+//! # Ok::<(), proftrust_exact::ExactError>(())
+//! ```
 #![warn(missing_docs)]
 
 mod callgrind;

@@ -24,20 +24,10 @@ fn compile(dir: &Path, name: &str) -> PathBuf {
 
 /// Compiles `tests/c/<name>.c` with `gcc -O2 -g` and `extra` flags into `dir`.
 fn compile_with(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-g", "-pthread"])
-        .args(extra)
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "gcc failed on {}", src.display());
-    out
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let mut flags = vec!["-pthread"];
+    flags.extend_from_slice(extra);
+    proftrust_testkit::compile_c(dir, &src, name, &flags)
 }
 
 fn cmd(prog: &Path, args: &[&str]) -> Vec<OsString> {

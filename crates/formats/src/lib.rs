@@ -24,6 +24,7 @@
 //! biases. Every failure is a [`FormatError`] naming the format, the offset or line, and what
 //! is wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod callgrind;
 mod error;

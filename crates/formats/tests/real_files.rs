@@ -29,12 +29,7 @@ fn run(cmd: &mut Command) -> String {
 /// Compiles tests/data/loops.c with gcc -O2 -g into `dir`.
 fn compile(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/loops.c");
-    let exe = dir.join("loops");
-    run(Command::new("gcc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&exe)
-        .arg(&src));
-    exe
+    proftrust_testkit::gcc(&dir.join("loops"), &[&src], &[])
 }
 
 /// Function symbols from `nm -S --defined-only` (an oracle independent of our ELF code).

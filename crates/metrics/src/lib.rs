@@ -20,7 +20,21 @@
 //! Design constraints: every function takes plain counts (`u64`) so that the caller decides
 //! what a "unit" is (an instruction address, a block, a function); degenerate input (no
 //! samples, no executed instructions) is an [`Error`], never a NaN.
+//!
+//! Entry points: [`compare()`] (a sample set against an exact profile), and the metrics on
+//! their own, e.g. epsilon (seed 000) and the Wilson interval:
+//!
+//! ```
+//! // 100 samples: 60 in f, 40 in g; exactly, f ran 50% of the instructions.
+//! let eps = proftrust_metrics::epsilon([("f", 60), ("g", 40)], [("f", 500), ("g", 500)])?;
+//! assert!((eps - 0.10).abs() < 1e-12); // a tenth of the samples sit in the wrong function
+//! let (lo, hi) = proftrust_metrics::wilson_interval(60, 100, proftrust_metrics::Z_95);
+//! // [0.502, 0.690]: the exact 50% lies outside, the sampled share is significantly off.
+//! assert!(0.50 < lo && lo < 0.51 && 0.68 < hi && hi < 0.70);
+//! # Ok::<(), proftrust_metrics::Error>(())
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod compare;
 mod cycles;

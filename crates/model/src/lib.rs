@@ -10,14 +10,30 @@
 //! * [`SampleSet`], [`Sample`], [`EventDesc`] — what a sampling profiler saw.
 //! * [`ExactProfile`] — exact execution counts per instruction, edge and call.
 //! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
-//! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace.
+//! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace; [`CostModel`] and
+//!   [`InstrCost`] — what each traced instruction costs under a timing model.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
+//!
+//! Entry point: module-relative addresses in a module table.
+//!
+//! ```
+//! use proftrust_model::{Location, Module, ModuleTable};
+//!
+//! let mut modules = ModuleTable::default();
+//! let prog = modules.intern(Module::new("/usr/bin/prog"));
+//! let again = modules.intern(Module::new("/usr/bin/prog"));
+//! assert_eq!(prog, again); // one module per binary
+//! let at = Location::new(prog, 0x1130); // an SVMA, as objdump prints it
+//! assert_eq!(modules.get(at.module.unwrap()).unwrap().file_name(), "prog");
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod addr;
 mod cfg;
+mod cost;
 mod exact;
 mod sample;
 mod trace;
@@ -25,6 +41,7 @@ mod units;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
+pub use cost::{CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};

@@ -28,7 +28,22 @@
 //! ([`Svma`](proftrust_model::Svma)); path ids are `u128` computed with checked arithmetic, a
 //! function whose path count does not fit is reported as degraded ([`Error::TooManyPaths`]),
 //! never wrapped.
+//!
+//! Entry point: Ball-Larus numbering of a function's CFG ([`PathNumbering`]), then path
+//! profiles of a traced run ([`Profiler`]):
+//!
+//! ```
+//! use proftrust_binary::Binary;
+//! use proftrust_paths::PathNumbering;
+//!
+//! let b = Binary::open("../cli/tests/golden/fixtures/tiny".as_ref()).unwrap();
+//! let cfg = b.cfg(b.function_by_name("work").unwrap()).unwrap();
+//! let n = PathNumbering::new(&cfg)?;
+//! assert!(n.num_paths() >= 3); // if / else if / else in a loop
+//! # Ok::<(), proftrust_paths::Error>(())
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod cct;
 mod funcs;

@@ -24,30 +24,9 @@ use crate::numbering::PathNumbering;
 use proftrust_model::{
     BlockId, BlockVisitor, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
 };
+pub use proftrust_model::{CostModel, InstrCost};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-
-/// Cost of one executed instruction under a cycle model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct InstrCost {
-    /// Cycles.
-    pub cycles: u64,
-    /// Its data accesses that missed the L1 data cache (seed 003's data-cache misses).
-    pub l1_misses: u64,
-    /// Its data accesses that missed the last-level cache (went to memory).
-    pub llc_misses: u64,
-}
-
-/// A per-instruction timing model of a traced run: the virtual PMU's cycle model and cache
-/// simulation (`proftrust_vpmu::InstrTimer`, adapted in the CLI), [`FlatCpi`], or a
-/// per-address table ([`PerInstruction`]).
-pub trait CostModel {
-    /// A module of the trace became known (from [`BlockVisitor::module`]).
-    fn module(&mut self, _idx: ModuleIdx, _module: &Module) {}
-    /// Cost of each instruction of `b`, in execution order (`out` is cleared first). The
-    /// block's data accesses ([`TraceBlock::mem`]) are what a cache model times.
-    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>);
-}
 
 /// A flat model: every instruction costs `cycles_per_instruction` cycles and misses no
 /// cache (the default when no timing model is wanted).

@@ -11,22 +11,10 @@ use proftrust_testkit::have;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn compile(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-g"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success());
-    out
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    proftrust_testkit::compile_c(dir, &src, name, &[])
 }
 
 fn program(bin: &Path) -> (Binary, ProgramCfgs) {

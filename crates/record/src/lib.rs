@@ -19,6 +19,19 @@
 //!   `PERF_EVENT_IOC_PERIOD`; the period in effect for each sample is reconstructed exactly
 //!   from the time of each ioctl (see [`RecordOptions::randomize`]);
 //! * all `unsafe` lives in the private `sys` module.
+//!
+//! Entry point: [`record`] a command (or a pid) into a `SampleSet`:
+//!
+//! ```no_run
+//! use proftrust_record::{record, EventSpec, RecordOptions, Target};
+//!
+//! let mut o = RecordOptions::default();
+//! o.events = vec![EventSpec::parse("task-clock").unwrap()];
+//! o.seed = Some(7);
+//! let r = record(&Target::Command(vec!["./prog".into()]), &o)?;
+//! println!("{} samples", r.samples.samples.len());
+//! # Ok::<(), proftrust_record::RecordError>(())
+//! ```
 #![warn(missing_docs)]
 
 mod error;

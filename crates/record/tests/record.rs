@@ -17,26 +17,16 @@ fn compile(test: &str, name: &str, dir: &Path) -> Option<PathBuf> {
         proftrust_testkit::skip!("{test}: gcc not installed");
         return None;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args([
-            "-O2",
-            "-g",
-            "-fno-omit-frame-pointer",
-            "-mno-omit-leaf-frame-pointer",
-            "-pthread",
-            "-o",
-        ])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "gcc failed on {}", src.display());
-    Some(out)
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    Some(proftrust_testkit::compile_c(dir, &src, name, FRAME_FLAGS))
 }
+
+/// Frame pointers everywhere (leaf functions too), for call chains; threads.
+const FRAME_FLAGS: &[&str] = &[
+    "-fno-omit-frame-pointer",
+    "-mno-omit-leaf-frame-pointer",
+    "-pthread",
+];
 
 /// Function ranges `[start, end)` (SVMA) from `nm -S --defined-only`.
 fn nm_functions(bin: &Path) -> Vec<(String, u64, u64)> {

@@ -20,7 +20,23 @@
 //!   histograms of `proftrust vpp`).
 //!
 //! Writers take `std::io::Write` or return `String`; the crate opens no files.
+//!
+//! Entry points: [`render_text`], [`render_html`] and [`write_json`] of an [`AuditReport`]
+//! (made by `proftrust_pipeline::audit::execute`); a generic [`render_line_plot`]:
+//!
+//! ```
+//! use proftrust_report::{render_line_plot, LinePlot, Series};
+//!
+//! let mut plot = LinePlot::default();
+//! plot.series.push(Series {
+//!     label: "epsilon".into(),
+//!     points: vec![(1.0, 0.2), (2.0, 0.1)],
+//! });
+//! let svg = render_line_plot(&plot);
+//! assert!(svg.starts_with("<svg") && svg.contains("epsilon"));
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod annotate;
 mod flame;

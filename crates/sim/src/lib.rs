@@ -14,7 +14,21 @@
 //! Design constraints: no I/O (callers read files and write outputs), all randomness from
 //! seeded ChaCha8 streams so every result is reproducible from its seed, and simulation cost
 //! proportional to what a sampler observes (samples and runs), never to resource units.
+//!
+//! Entry point: a paper preset ([`sampling::run_preset`]), seeded:
+//!
+//! ```
+//! use proftrust_sim::sampling::{run_preset, Preset, PresetOptions};
+//!
+//! let mut o = PresetOptions::default();
+//! o.reps = 20;
+//! o.seed = 7;
+//! let report = run_preset(Preset::Table2, &o)?;
+//! assert_eq!((report.reps, report.seed), (20, 7));
+//! # Ok::<(), proftrust_sim::SimError>(())
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 pub mod granularity;

@@ -14,6 +14,7 @@
 //! and get numbers back. The virtual PMU that produces skid-affected profiles without a
 //! hardware PMU lives in `proftrust-vpmu`.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod calibrate;
 pub mod correct;

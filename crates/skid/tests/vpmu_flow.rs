@@ -15,7 +15,7 @@ use proftrust_model::{
 use proftrust_skid::flow::{
     solve_flow, BlackBox, Callee, FlowBlock, FlowFunction, FlowGraph, FlowOptions, Successor,
 };
-use proftrust_vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
+use proftrust_vpmu::{CostTable, CycleModel, SkidDist, StaticCost, Vpmu, VpmuOptions};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
@@ -59,7 +59,7 @@ fn run(
     let p = program();
     let mut t = CostTable::new("prog");
     for s in p.main0.iter().chain(&p.inner).chain(&p.tail).chain(&p.f) {
-        t.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        t.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     t.set(p.main0[1].0, 4);
     t.set(p.inner[1].0, heavy);
@@ -68,7 +68,7 @@ fn run(
     t.set(p.f[2].0, 150);
     let mut lib = CostTable::new("libx.so");
     for s in &p.lib {
-        lib.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        lib.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     let mut model = CycleModel::flat(1);
     model.tables.push(t);

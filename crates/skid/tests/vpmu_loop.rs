@@ -8,7 +8,7 @@ use proftrust_model::{
 use proftrust_skid::correct::{
     solve_gibbs, solve_lsq, Emulation, GibbsOptions, LoopProblem, LsqOptions,
 };
-use proftrust_vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuOptions};
+use proftrust_vpmu::{CostTable, CycleModel, SkidDist, StaticCost, Vpmu, VpmuOptions};
 use rand::{Rng, SeedableRng};
 
 /// Blocks A, B, C of `sizes` 4-byte instructions laid out from 0x100; the second
@@ -29,7 +29,7 @@ fn run(
     let c: Vec<Svma> = (0..nc).map(|k| Svma(0x100 + 4 * (na + nb + k))).collect();
     let mut t = CostTable::new("loop");
     for s in a.iter().chain(&b).chain(&c) {
-        t.costs.insert(s.0, InstrCost { cycles: 1, len: 4 });
+        t.costs.insert(s.0, StaticCost { cycles: 1, len: 4 });
     }
     t.set(b[1].0, heavy);
     let mut model = CycleModel::flat(1);

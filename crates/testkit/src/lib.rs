@@ -8,14 +8,25 @@
 //!   stderr of passing tests, so besides printing `SKIP: <test>: <reason>` the line is
 //!   appended to the file named by `PROFTRUST_SKIP_LOG`; `scripts/test.sh` sets it and prints
 //!   every skip at the end of the run.
+//! * [`gcc`] / [`compile_c`]: a C test program built with `gcc -O2 -g` and extra flags.
 //! * [`golden`]: golden files ([`assert_golden`]) re-blessed by `PROFTRUST_BLESS=1`, with
 //!   [`Masks`] for what genuinely varies between machines (temporary paths, tool versions).
+//!
+//! ```
+//! use proftrust_testkit::Masks;
+//!
+//! let m = Masks::new().add("/tmp/.tmpAbc123", "[DIR]");
+//! assert_eq!(m.apply("wrote /tmp/.tmpAbc123/out"), "wrote [DIR]/out");
+//! // assert_golden(Path::new("tests/golden/expected/x.txt"), &m.apply(&output));
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod golden;
 pub use golden::{assert_golden, Masks};
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Whether `tool` is found on `PATH` (by the shell's `command -v`, so tools whose
@@ -77,6 +88,35 @@ macro_rules! skip {
     ($($arg:tt)*) => {
         $crate::skip_line(&format!($($arg)*))
     };
+}
+
+/// Compiles the C files `sources` with `gcc -O2 -g FLAGS` into `out` (later flags win, so
+/// `-O0` in `flags` overrides `-O2`) and returns `out`. Panics with gcc's messages when it
+/// fails; check [`have`]`("gcc")` (or [`need`]) first.
+pub fn gcc(out: &Path, sources: &[&Path], flags: &[&str]) -> PathBuf {
+    let o = Command::new("gcc")
+        .args(["-O2", "-g"])
+        .args(flags)
+        .args(sources)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run gcc");
+    assert!(
+        o.status.success(),
+        "gcc {flags:?} {sources:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out.to_path_buf()
+}
+
+/// [`gcc`] of `src_dir/NAME.c` into `dir/NAME`: the usual test program.
+pub fn compile_c(dir: &Path, src_dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    gcc(
+        &dir.join(name),
+        &[&src_dir.join(format!("{name}.c"))],
+        flags,
+    )
 }
 
 /// Whether `perf report` 6.1 counts a sample that proftrust names `name` under `_init`

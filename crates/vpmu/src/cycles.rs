@@ -13,9 +13,9 @@
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
 use std::collections::HashMap;
 
-/// Cost of one instruction.
+/// Static cost of one instruction in a [`CostTable`] (what it takes without caches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InstrCost {
+pub struct StaticCost {
     /// Cycles it takes (its CPI); 0 is allowed.
     pub cycles: u32,
     /// Length in bytes, 0 when unknown (used to tell taken branches from fall-through).
@@ -28,7 +28,7 @@ pub struct CostTable {
     /// File name of the module (`Module::file_name`), e.g. `hmmer`.
     pub module_file_name: String,
     /// Costs by SVMA.
-    pub costs: HashMap<u64, InstrCost>,
+    pub costs: HashMap<u64, StaticCost>,
 }
 
 impl CostTable {
@@ -44,7 +44,7 @@ impl CostTable {
         let e = self
             .costs
             .entry(svma)
-            .or_insert(InstrCost { cycles, len: 0 });
+            .or_insert(StaticCost { cycles, len: 0 });
         e.cycles = cycles;
     }
 }
@@ -247,7 +247,7 @@ pub fn class_costs(file_name: &str, code: &[u8], svma: u64, t: &ClassCycles) -> 
                 .any(|r| *r != Register::None && loaded.contains(&r.full_register()));
         table.costs.insert(
             ins.ip(),
-            InstrCost {
+            StaticCost {
                 cycles: class_cycles(&ins, t, dependent),
                 len: ins.len() as u8,
             },
@@ -288,28 +288,28 @@ mod tests {
         };
         let tab = class_costs("x", &code, 0x1000, &t);
         let c = |a: u64| tab.costs[&a];
-        assert_eq!(c(0x1000), InstrCost { cycles: 1, len: 2 });
-        assert_eq!(c(0x1002), InstrCost { cycles: 3, len: 3 });
-        assert_eq!(c(0x1005), InstrCost { cycles: 25, len: 3 });
+        assert_eq!(c(0x1000), StaticCost { cycles: 1, len: 2 });
+        assert_eq!(c(0x1002), StaticCost { cycles: 3, len: 3 });
+        assert_eq!(c(0x1005), StaticCost { cycles: 25, len: 3 });
         // Independent loads: the L1 latency; a store: +1.
         assert_eq!(
             c(0x1008),
-            InstrCost {
+            StaticCost {
                 cycles: 1 + 4,
                 len: 3
             }
         );
         assert_eq!(
             c(0x100b),
-            InstrCost {
+            StaticCost {
                 cycles: 1 + 1,
                 len: 4
             }
         );
-        assert_eq!(c(0x100f), InstrCost { cycles: 1, len: 1 });
+        assert_eq!(c(0x100f), StaticCost { cycles: 1, len: 1 });
         assert_eq!(
             c(0x1010),
-            InstrCost {
+            StaticCost {
                 cycles: 1 + 4,
                 len: 3
             }
@@ -317,14 +317,14 @@ mod tests {
         // Dependent loads (address register produced by a load): heavy.
         assert_eq!(
             c(0x1013),
-            InstrCost {
+            StaticCost {
                 cycles: 1 + 200,
                 len: 3
             }
         );
         assert_eq!(
             c(0x1016),
-            InstrCost {
+            StaticCost {
                 cycles: 1 + 200,
                 len: 4
             }

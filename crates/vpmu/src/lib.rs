@@ -32,16 +32,39 @@
 //! the cycle counter read as nanoseconds of a 1 GHz clock; and the exact per-instruction
 //! counts with their modelled cycles as an [`ExactProfile`] (extra cost `cycles`, and with a
 //! cache `l1d_misses` and `llc_misses`).
-
+//!
+//! Entry points: [`Vpmu`] (a `BlockVisitor` that samples a block trace) and [`TraceCost`]
+//! (the same timing as a cost model for path profiles):
+//!
+//! ```
+//! use proftrust_model::{CostModel, Module, ModuleIdx, Svma, TraceBlock, TraceEnd};
+//! use proftrust_vpmu::{CycleModel, TraceCost};
+//!
+//! let mut cost = TraceCost::new(CycleModel::flat(2), None); // 2 cycles each, no cache
+//! cost.module(ModuleIdx(0), &Module::new("/bin/prog"));
+//! let block = TraceBlock {
+//!     tid: 1,
+//!     module: Some(ModuleIdx(0)),
+//!     instructions: &[Svma(0x10), Svma(0x14)],
+//!     end: TraceEnd::Other,
+//!     mem: &[],
+//! };
+//! let mut out = Vec::new();
+//! cost.block_costs(&block, &mut out);
+//! assert_eq!(out.iter().map(|c| c.cycles).sum::<u64>(), 4);
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
+mod cost;
 mod cycles;
 mod error;
 mod timer;
 
 pub use error::VpmuError;
 
-pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, InstrCost};
+pub use cost::TraceCost;
+pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
 pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
 use proftrust_model::{
@@ -285,7 +308,7 @@ impl Vpmu {
             .and_then(|m| self.module_costs.get(&m))
             .and_then(|&t| self.model.tables[t].costs.get(&loc.svma.0))
             .copied()
-            .unwrap_or(InstrCost {
+            .unwrap_or(StaticCost {
                 cycles: self.model.default_cycles,
                 len: 0,
             });
@@ -599,7 +622,7 @@ mod tests {
         for (k, &c) in cpi.iter().enumerate() {
             table
                 .costs
-                .insert(0x100 + 4 * k as u64, InstrCost { cycles: c, len: 4 });
+                .insert(0x100 + 4 * k as u64, StaticCost { cycles: c, len: 4 });
         }
         let model = CycleModel {
             default_cycles: 1,

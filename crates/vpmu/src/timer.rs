@@ -314,7 +314,7 @@ impl InstrTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::InstrCost;
+    use crate::StaticCost;
     use proftrust_model::{Svma, TraceEnd};
 
     fn load(insn: u16, addr: u64) -> MemAccess {
@@ -417,8 +417,8 @@ mod tests {
     #[test]
     fn timer_adds_access_latency_to_static_cost() {
         let mut t = CostTable::new("prog");
-        t.costs.insert(0x10, InstrCost { cycles: 1, len: 4 });
-        t.costs.insert(0x14, InstrCost { cycles: 2, len: 4 });
+        t.costs.insert(0x10, StaticCost { cycles: 1, len: 4 });
+        t.costs.insert(0x14, StaticCost { cycles: 2, len: 4 });
         let model = CycleModel {
             default_cycles: 7,
             tables: vec![t],

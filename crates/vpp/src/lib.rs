@@ -21,7 +21,24 @@
 //! Design constraints: pure analysis — no files, no processes (the CLI runs programs and
 //! reads files); addresses are module-relative SVMAs of the program's main executable;
 //! times are integers in the source's unit ([`TimeUnit`]) and kept as exact histograms.
+//!
+//! Entry point: [`analyze`] over per-path timings (from any source):
+//!
+//! ```
+//! use proftrust_model::Svma;
+//! use proftrust_vpp::{analyze, AnalysisOptions, BranchHistory, PathSignature, PathTimings, TimeUnit};
+//!
+//! let mut t = PathTimings::new(TimeUnit::Cycles);
+//! let p = PathSignature::new(Svma(0x1000), BranchHistory::new());
+//! for time in [10, 10, 10, 40] {
+//!     t.add(p.clone(), time);
+//! }
+//! let a = analyze(&t, &AnalysisOptions::default());
+//! // basetime 10; net variation = total - count x basetime = 70 - 40 = 30 (seed 004).
+//! assert_eq!((a.paths[0].basetime, a.paths[0].net_variation), (10, 30));
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod analysis;
 mod bias;
@@ -44,7 +61,7 @@ pub use signature::{BranchHistory, PathSignature};
 pub use signatures::SignatureMap;
 pub use stability::{compare_runs, StabilityComparison};
 pub use timings::{PathInfo, PathTimes, PathTimings, TimeUnit, TimedPathSample};
-pub use trace::{BlockTimer, TracePathTimer, TraceSourceOptions, TraceTimings, VpmuTimer};
+pub use trace::{TracePathTimer, TraceSourceOptions, TraceTimings};
 
 /// Why a variational path analysis could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,15 +1,16 @@
 //! Source (a): timed paths from the exact block trace and the virtual PMU's timing.
 //!
 //! A [`TracePathTimer`] is a [`BlockVisitor`]: for each trace block it asks a
-//! [`BlockTimer`] (the virtual PMU's cache-aware `InstrTimer`, or a hand-made timer in
-//! tests) for the cycles of every instruction, and feeds the block to the
+//! [`CostModel`] (the virtual PMU's cache-aware `proftrust_vpmu::TraceCost`, or a hand-made
+//! model such as `proftrust_paths::PerInstruction` in tests) for the cycles of every
+//! instruction, and feeds the block to the
 //! `proftrust-paths` [`Profiler`], which cuts the execution into Ball-Larus paths (function
 //! entry to exit, loop header to loop header; seed 003 §2, seed 004 §4.2) and reports every
 //! completed instance with its cycles ([`Profiler::on_path`]). A path's time is the sum of
 //! the cycles of its own instructions, **exclusive of the callees** it calls (their paths
 //! are timed on their own, as the profiler's metrics are; seed 003 §3).
 //!
-//! Timing: [`VpmuTimer`] is the virtual PMU's `InstrTimer` (proftrust-vpmu): the static
+//! Timing: `proftrust_vpmu::TraceCost` is the virtual PMU's timing: the static
 //! class cost of each instruction plus, with a cache configured and a trace that carries
 //! data accesses (`QemuOptions::trace_memory`), the latency of each access in a simulated
 //! L1D + LLC. That is what makes one path's executions differ: the same loads hit or miss.
@@ -21,72 +22,14 @@
 
 use crate::signatures::SignatureMap;
 use crate::timings::{PathTimes, PathTimings, TimeUnit};
-use proftrust_model::{BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock};
+use proftrust_model::{BlockVisitor, Module, ModuleIdx, RunOutcome, TraceBlock};
 use proftrust_paths::{
-    CostModel, InstrCost, PathKey, PathMetrics, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
+    CostModel, PathKey, PathMetrics, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_probe::{Bursty, BurstyOptions};
-use proftrust_vpmu::{CacheConfig, CacheStats, CycleModel, InstrTimer, InstrTiming};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-
-/// Per-instruction timing of trace blocks.
-pub trait BlockTimer {
-    /// A module became known (called before any block in it).
-    fn module(&mut self, _idx: ModuleIdx, _module: &Module) {}
-    /// Cost of each instruction of `b`, in order (`out` is cleared first).
-    fn time_block(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>);
-}
-
-/// Any `FnMut(Svma) -> u64` is a timer with fixed cycles per address (no memory events).
-impl<F: FnMut(Svma) -> u64> BlockTimer for F {
-    fn time_block(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        out.clear();
-        out.extend(b.instructions.iter().map(|&a| InstrCost {
-            cycles: self(a),
-            ..InstrCost::default()
-        }));
-    }
-}
-
-/// The virtual PMU's timer as a [`BlockTimer`], with each instruction's L1D and last-level
-/// misses.
-#[derive(Debug, Clone)]
-pub struct VpmuTimer {
-    timer: InstrTimer,
-    scratch: Vec<InstrTiming>,
-}
-
-impl VpmuTimer {
-    /// A timer with the static model and, optionally, a cache (check the geometry with
-    /// [`CacheConfig::check`] first).
-    pub fn new(model: CycleModel, cache: Option<CacheConfig>) -> VpmuTimer {
-        VpmuTimer {
-            timer: InstrTimer::new(model, cache),
-            scratch: Vec::new(),
-        }
-    }
-    /// Totals of the cache simulation (`None` without a cache).
-    pub fn cache_stats(&self) -> Option<CacheStats> {
-        self.timer.cache_stats()
-    }
-}
-
-impl BlockTimer for VpmuTimer {
-    fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        self.timer.module(idx, module);
-    }
-    fn time_block(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        self.timer.time_block(b, &mut self.scratch);
-        out.clear();
-        out.extend(self.scratch.iter().map(|t| InstrCost {
-            cycles: u64::from(t.cycles),
-            l1_misses: u64::from(t.l1_misses),
-            llc_misses: u64::from(t.llc_misses),
-        }));
-    }
-}
 
 /// Settings of the trace source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,19 +49,6 @@ impl Default for TraceSourceOptions {
     }
 }
 
-/// A [`BlockTimer`] as the path profiler's cost model.
-#[derive(Debug, Clone)]
-struct Timed<T>(T);
-
-impl<T: BlockTimer> CostModel for Timed<T> {
-    fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        self.0.module(idx, module);
-    }
-    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        self.0.time_block(b, out);
-    }
-}
-
 #[derive(Debug)]
 struct Collected {
     bursty: Bursty,
@@ -128,8 +58,8 @@ struct Collected {
 }
 
 /// Times Ball-Larus path instances of a traced run (a [`BlockVisitor`]).
-pub struct TracePathTimer<'a, T: BlockTimer> {
-    profiler: Profiler<'a, Timed<T>>,
+pub struct TracePathTimer<'a, T: CostModel> {
+    profiler: Profiler<'a, T>,
     collected: Rc<RefCell<Collected>>,
     cfgs: &'a ProgramCfgs,
 }
@@ -154,7 +84,7 @@ pub struct TraceTimings {
     pub outcome: Option<RunOutcome>,
 }
 
-impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
+impl<'a, T: CostModel> TracePathTimer<'a, T> {
     /// A timer for the paths of `cfgs` (the program's main executable).
     pub fn new(cfgs: &'a ProgramCfgs, timer: T, opts: TraceSourceOptions) -> Self {
         let mut bursty = Bursty::new(opts.bursty);
@@ -173,7 +103,7 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
                 paths: true,
                 cct: false,
             },
-            Timed(timer),
+            timer,
         )
         .on_path(move |_tid, key, m| {
             let mut c = col.borrow_mut();
@@ -192,7 +122,7 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
 
     /// The timer (for its statistics).
     pub fn timer(&self) -> &T {
-        &self.profiler.cost_model().0
+        self.profiler.cost_model()
     }
 
     /// Ends the run: signatures for the timed paths and the totals.
@@ -249,7 +179,7 @@ impl<'a, T: BlockTimer> TracePathTimer<'a, T> {
     }
 }
 
-impl<T: BlockTimer> BlockVisitor for TracePathTimer<'_, T> {
+impl<T: CostModel> BlockVisitor for TracePathTimer<'_, T> {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
         self.profiler.module(idx, module);
     }

@@ -1,8 +1,8 @@
 //! The three sources on hand-built inputs with hand-derived answers.
 
 use proftrust_model::{
-    BlockVisitor, Branch, Location, Module, ModuleIdx, ModuleTable, RunOutcome, Sample, SampleSet,
-    Svma, TraceEnd, TraceEvent,
+    BlockVisitor, Branch, InstrCost, Location, Module, ModuleIdx, ModuleTable, RunOutcome, Sample,
+    SampleSet, Svma, TraceEnd, TraceEvent,
 };
 #[path = "../../paths/tests/common/mod.rs"]
 mod common;
@@ -30,14 +30,17 @@ fn run_trace(opts: TraceSourceOptions) -> proftrust_vpp::TraceTimings {
     let cfgs = program();
     let mut visits = 0;
     let costs = [3, 3, 50, 7];
-    let timer = move |a: Svma| match a.0 {
-        0x100c => {
-            visits += 1;
-            costs[visits - 1]
-        }
-        0x2004 => 2,
-        _ => 1,
-    };
+    let timer = proftrust_paths::PerInstruction(move |_, a: Svma| InstrCost {
+        cycles: match a.0 {
+            0x100c => {
+                visits += 1;
+                costs[visits - 1]
+            }
+            0x2004 => 2,
+            _ => 1,
+        },
+        ..InstrCost::default()
+    });
     let mut v = TracePathTimer::new(&cfgs, timer, opts);
     let m = Module::new("/t/prog");
     v.visit(&TraceEvent::Module {
@@ -247,7 +250,7 @@ fn vpmu_timer_adds_cache_latency_per_execution() {
     cache.llc_size = 128;
     cache.llc_ways = 2;
     cache.check().unwrap();
-    let timer = proftrust_vpp::VpmuTimer::new(CycleModel::default(), Some(cache));
+    let timer = proftrust_vpmu::TraceCost::new(CycleModel::default(), Some(cache));
     let mut v = TracePathTimer::new(&cfgs, timer, TraceSourceOptions::default());
     let m = Module::new("/t/prog");
     v.visit(&TraceEvent::Module {

@@ -1,31 +1,16 @@
-//! `proftrust audit`: can I trust this profile? Samples against exact counts of the same
-//! program and input, with metrics, error bars and reports.
-//!
-//! Two modes:
-//! * `proftrust audit [options] -- PROGRAM ARGS` (or `--workload NAME`): records samples with
-//!   `proftrust-record` and counts exactly with `proftrust-exact` (QEMU plugin or callgrind),
-//!   then compares;
-//! * `proftrust audit --samples FILE --truth FILE [--binary PATH]...`: compares existing files.
-//!
-//! The comparison itself is `proftrust_metrics::compare`; the reports are
-//! `proftrust-report`. This file only gathers inputs and turns options into settings.
+//! `proftrust audit`: can I trust this profile? The arguments become
+//! [`proftrust_pipeline::audit::AuditOptions`]; the report is rendered by `proftrust-report`.
 
 use crate::util;
 use crate::workload::WorkloadArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use proftrust_binary::Binary;
-use proftrust_formats::Format;
-use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
-use proftrust_model::{EventKind, ExactProfile, Module, PeriodMode, Sample, SampleSet, Svma};
-use proftrust_report::{
-    AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
-    InstructionRow, Metrics, SweepPoint,
-};
+use proftrust_metrics::TruthWeight;
+use proftrust_pipeline::audit::{AuditInput, AuditOptions};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Compare a sampling profile with the exact truth of the same run.
 #[derive(Debug, Args)]
@@ -54,7 +39,7 @@ pub struct AuditArgs {
     event: String,
     /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
     /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
-    #[arg(long, value_parser = parse_period)]
+    #[arg(long, value_parser = crate::parse::period)]
     period: Option<u64>,
     /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
     #[arg(long)]
@@ -70,7 +55,7 @@ pub struct AuditArgs {
     truth_weight: WeightArg,
     /// Sweep of periods, e.g. 64K,128K,256K,1M,4M,16M: records once per period with and
     /// without randomisation and reports metrics against period.
-    #[arg(long, value_delimiter = ',', value_parser = parse_period)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::parse::period)]
     sweep: Vec<u64>,
     /// Print the JSON report on stdout instead of the table.
     #[arg(long)]
@@ -121,361 +106,62 @@ enum WeightArg {
     CyclesEstimate,
 }
 
-/// Default period of clock events in `audit`: 100 003 ns (a prime, ~10 kHz).
-const AUDIT_CLOCK_PERIOD_NS: u64 = 100_003;
-
-/// `65536`, `64K`, `16M` (binary multiples, as seed 001 writes its periods).
-fn parse_period(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1u64 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1u64 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("not a period: {s:?} (examples: 100000, 64K, 16M)"))?;
-    match n.checked_mul(mult) {
-        Some(0) | None => Err(format!("period out of range: {s:?}")),
-        Some(v) => Ok(v),
-    }
-}
-
-/// Attribution through the ELF symbols, DWARF inline frames and CFGs of the scope binaries.
-struct BinaryAttribution<'a> {
-    bins: &'a [Binary],
-    /// CFG per (scope module, function start); `None` when it could not be built.
-    cfgs: std::cell::RefCell<std::collections::HashMap<(usize, u64), Option<proftrust_model::Cfg>>>,
-}
-
-impl Attribution for BinaryAttribution<'_> {
-    fn function(&self, m: usize, a: Svma) -> Option<String> {
-        self.bins.get(m)?.function_at(a).map(|f| f.name.clone())
-    }
-    fn innermost(&self, m: usize, a: Svma) -> Option<String> {
-        let b = self.bins.get(m)?;
-        b.frames(a)
-            .into_iter()
-            .next()
-            .map(|f| f.function)
-            .or_else(|| self.function(m, a))
-    }
-    fn block(&self, m: usize, a: Svma) -> Option<Svma> {
-        let b = self.bins.get(m)?;
-        let f = b.function_at(a)?;
-        let mut cache = self.cfgs.borrow_mut();
-        let cfg = cache
-            .entry((m, f.start.0))
-            .or_insert_with(|| b.cfg(f).ok())
-            .as_ref()?;
-        cfg.block_at(a).map(|id| cfg.block(id).start)
-    }
-}
-
-/// Symbols of the objects a callgrind or `perf script` file names, from their ELF files
-/// (load-bias inference, `sym+off` resolution).
-struct CallgrindSymbols;
-
-impl proftrust_formats::callgrind::SymbolSource for CallgrindSymbols {
-    fn symbols(&self, path: &str) -> Option<proftrust_formats::callgrind::ObjectSymbols> {
-        let b = Binary::open(Path::new(path)).ok()?;
-        Some(proftrust_formats::callgrind::ObjectSymbols {
-            build_id: b.build_id().cloned(),
-            functions: b
-                .functions()
-                .iter()
-                .map(|f| proftrust_formats::callgrind::FunctionSymbol {
-                    name: f.raw_name.clone(),
-                    start: f.start.0,
-                    size: f.size,
-                })
-                .collect(),
-        })
+impl AuditArgs {
+    /// The pipeline's options (builds a bundled workload if one is named).
+    fn options(&self) -> Result<AuditOptions> {
+        let mut tool_versions = BTreeMap::new();
+        let input = match (&self.samples, &self.truth) {
+            (Some(samples), Some(truth)) => {
+                if self.wl.workload.is_some() || !self.command.is_empty() {
+                    bail!("--samples/--truth compare existing files; do not also give a program to run");
+                }
+                AuditInput::Files {
+                    samples: samples.clone(),
+                    truth: truth.clone(),
+                }
+            }
+            _ => AuditInput::Run {
+                command: self
+                    .wl
+                    .command(self.command.clone(), Some(&mut tool_versions))?,
+            },
+        };
+        let mut o = AuditOptions::default();
+        o.input = input;
+        o.binaries = self.binary.clone();
+        o.event = self.event.clone();
+        o.period = self.period;
+        o.randomize = self.randomize;
+        o.seed = self.seed;
+        o.backend = match self.backend {
+            Backend::Auto => proftrust_pipeline::Backend::Auto,
+            Backend::Qemu => proftrust_pipeline::Backend::Qemu,
+            Backend::Callgrind => proftrust_pipeline::Backend::Callgrind,
+        };
+        o.truth_weight = match self.truth_weight {
+            WeightArg::Instructions => TruthWeight::Instructions,
+            WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
+        };
+        o.sweep = self.sweep.clone();
+        o.rank_threshold = self.rank_threshold;
+        o.sample_event = self.sample_event.clone();
+        o.correct_skid = self.correct_skid;
+        o.timeout = self.timeout.map(std::time::Duration::from_secs_f64);
+        o.tool_versions = tool_versions;
+        Ok(o)
     }
 }
 
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
-    let weight = match args.truth_weight {
-        WeightArg::Instructions => TruthWeight::Instructions,
-        WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
+    let options = args.options()?;
+    // The profiled program's output must not mix with --json on stdout.
+    let guard = match args.json {
+        true => Some(util::StdoutToStderr::new()?),
+        false => None,
     };
-    let mut tool_versions = BTreeMap::new();
-    let mut warnings = Vec::new();
-
-    let (samples, exact, samples_source, truth_source, command, sweep_cmd) = if let (
-        Some(sf),
-        Some(tf),
-    ) =
-        (&args.samples, &args.truth)
-    {
-        if args.wl.workload.is_some() || !args.command.is_empty() {
-            bail!("--samples/--truth compare existing files; do not also give a program to run");
-        }
-        if !args.sweep.is_empty() {
-            bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
-        }
-        let s = read_samples(sf)?;
-        let e = read_truth(tf)?;
-        let cmd = s.command.clone();
-        (
-            s,
-            e,
-            sf.display().to_string(),
-            tf.display().to_string(),
-            cmd,
-            None,
-        )
-    } else {
-        let cmd = args
-            .wl
-            .command(args.command.clone(), Some(&mut tool_versions))?;
-        if cmd.is_empty() {
-            bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
-        }
-        let cmd = resolve_command(cmd)?;
-        let s = record_once(&cmd, &args, args.period, args.randomize)?;
-        let (e, backend_note) = count_exact(&cmd, &args, weight, &mut tool_versions)?;
-        if let Some(n) = backend_note {
-            warnings.push(n);
-        }
-        let lossy: Vec<String> = cmd
-            .iter()
-            .map(|c| c.to_string_lossy().into_owned())
-            .collect();
-        let truth_source = format!("an exact run under {}", e.backend);
-        (
-            s,
-            e,
-            "a perf_event_open recording".to_string(),
-            truth_source,
-            lossy,
-            Some(cmd),
-        )
-    };
-    if let Some(outcome) = &samples.outcome {
-        if !matches!(outcome, proftrust_model::RunOutcome::Exited { code: 0 }) {
-            warnings.push(format!("the profiled program ended with {outcome:?}"));
-        }
-    }
-    if exact.backend == "callgrind" {
-        tool_versions
-            .entry("valgrind".into())
-            .or_insert_with(|| util::tool_version("valgrind", &["--version"]));
-    } else if exact.backend == "qemu" {
-        tool_versions
-            .entry("qemu-x86_64".into())
-            .or_insert_with(|| util::tool_version("qemu-x86_64", &["--version"]));
-    }
-    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
-        tool_versions.insert("linux".into(), k.trim().to_string());
-    }
-
-    if samples.samples.is_empty() {
-        bail!(
-            "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
-            if samples.lost > 0 {
-                format!(", {} lost", samples.lost)
-            } else {
-                String::new()
-            }
-        );
-    }
-    if exact.total_instructions == 0 && exact.instructions.is_empty() {
-        bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
-    }
-
-    // The scope: --binary, else the profiled program, else the module with most samples.
-    let bin_paths = if args.binary.is_empty() {
-        vec![default_binary(&samples, &command)?]
-    } else {
-        args.binary.clone()
-    };
-    let mut bins = Vec::new();
-    for p in &bin_paths {
-        let b = Binary::open(p).with_context(|| {
-            format!(
-                "cannot open the binary {} (pass the right file with --binary PATH)",
-                p.display()
-            )
-        })?;
-        if !b.has_debug_info() {
-            warnings.push(format!(
-                "{} has no debug info: inline-level epsilon equals function level (rebuild with -g)",
-                p.display()
-            ));
-        }
-        bins.push(b);
-    }
-    let scope: Vec<Module> = bins
-        .iter()
-        .map(|b| Module {
-            path: b.path().display().to_string(),
-            build_id: b.build_id().cloned(),
-            load_bias: 0,
-        })
-        .collect();
-    let attr = BinaryAttribution {
-        bins: &bins,
-        cfgs: Default::default(),
-    };
-    let event_idx = match &args.sample_event {
-        Some(name) => samples
-            .events
-            .iter()
-            .position(|e| &e.name == name)
-            .with_context(|| {
-                format!(
-                    "--sample-event {name:?}: the samples hold {}",
-                    samples
-                        .events
-                        .iter()
-                        .map(|e| e.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
-        None => samples
-            .events
-            .iter()
-            .position(|e| e.kind == EventKind::Instructions)
-            .unwrap_or(0),
-    } as u16;
-    let event = samples.events.get(event_idx as usize);
-    if samples.events.len() > 1 {
-        warnings.push(format!(
-            "the samples hold {} events; comparing {} (--sample-event picks another)",
-            samples.events.len(),
-            event.map(|e| e.name.as_str()).unwrap_or("?")
-        ));
-    }
-    if samples.lost > 0 {
-        warnings.push(format!(
-            "{} samples were lost by the kernel (ring buffer overflow)",
-            samples.lost
-        ));
-    }
-    let time_based = event.map(|e| e.kind.is_time_based()).unwrap_or(false);
-    if time_based && weight == TruthWeight::Instructions {
-        warnings.push(format!(
-            "{} samples measure time while the truth counts instructions: differences in CPI between functions show up as 'error' (try --truth-weight cycles-estimate with the callgrind backend)",
-            event.map(|e| e.name.as_str()).unwrap_or("time-based")
-        ));
-    }
-    if weight == TruthWeight::CyclesEstimate {
-        warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
-    }
-    let mut opts = CompareOptions::default();
-    opts.event = event_idx;
-    opts.truth_weight = weight;
-    opts.rank_threshold = args.rank_threshold;
-    let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
-        .context("cannot compare the samples with the truth")?;
-    if cmp.samples_elsewhere > 0 {
-        warnings.push(format!(
-            "{} of {} samples lie outside the audited binary (libraries, kernel) and are not compared",
-            cmp.samples_elsewhere,
-            cmp.samples_elsewhere + cmp.samples
-        ));
-    }
-    if !cmp.static_blocks {
-        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
-    }
-
-    let corrected = match args.correct_skid {
-        Some(skid) => Some(corrected_side(
-            &samples,
-            &bin_paths,
-            skid,
-            args.seed,
-            (&exact, &scope, &attr, &opts),
-        )?),
-        None => None,
-    };
-
-    // Sweep: one recording per period, fixed and randomised; the truth is reused.
-    let mut sweep = Vec::new();
-    if let Some(cmd) = &sweep_cmd {
-        if !args.sweep.is_empty() {
-            let pb = util::progress(Some(2 * args.sweep.len() as u64), "sweep");
-            for &p in &args.sweep {
-                for randomized in [false, true] {
-                    let s = record_once(cmd, &args, Some(p), randomized)?;
-                    let point = match proftrust_metrics::compare(&s, &exact, &scope, &attr, &opts) {
-                        Ok(c) => SweepPoint {
-                            period: p,
-                            randomized,
-                            samples: c.samples,
-                            nrmse_sr: Some(c.hotspot.nrmse_sr),
-                            sc: Some(c.hotspot.sc),
-                            od: Some(c.hotspot.od),
-                            epsilon_function: Some(c.epsilon_function),
-                        },
-                        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
-                            period: p,
-                            randomized,
-                            samples: 0,
-                            ..Default::default()
-                        },
-                        Err(e) => return Err(e).context("sweep comparison failed"),
-                    };
-                    sweep.push(point);
-                    pb.inc(1);
-                }
-            }
-            pb.finish_and_clear();
-        }
-    }
-
-    let (period, randomized) = match event.map(|e| &e.config) {
-        Some(c) => (
-            match c.period {
-                PeriodMode::Fixed(p) => Some(p),
-                _ => None,
-            },
-            c.randomize_max.is_some(),
-        ),
-        None => (None, false),
-    };
-    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
-    let report = AuditReport {
-        config: AuditConfig {
-            proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
-            seed,
-            truth_weight: weight.name().to_string(),
-            truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
-                .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
-            event: event
-                .map(|e| e.name.clone())
-                .unwrap_or_else(|| "unknown".into()),
-            period,
-            randomized,
-            samples_source,
-            truth_source,
-            truth_backend: if exact.backend_detail.is_empty() {
-                exact.backend.clone()
-            } else {
-                format!("{} ({})", exact.backend, exact.backend_detail)
-            },
-            binary: scope
-                .iter()
-                .map(|m| m.path.clone())
-                .collect::<Vec<_>>()
-                .join(", "),
-            build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
-            command,
-            tool_versions,
-            rank_threshold: args.rank_threshold,
-        },
-        metrics: metrics_of(&cmp),
-        functions: rows_of(&cmp),
-        hottest: picture_of(&cmp),
-        sweep,
-        warnings,
-        corrected,
-    };
-
+    let report = proftrust_pipeline::audit::execute(&options, &util::Ui)?;
+    drop(guard);
     if let Some(h) = &args.html {
         let html = proftrust_report::render_html(&report);
         util::write_atomically(h, |w| {
@@ -493,471 +179,4 @@ pub fn run(args: AuditArgs) -> Result<()> {
         out.write_all(proftrust_report::render_text(&report, color, args.top).as_bytes())?;
     }
     Ok(())
-}
-
-/// The truth side of a comparison: exact profile, scope, attribution, options.
-type TruthSide<'a> = (
-    &'a ExactProfile,
-    &'a [Module],
-    &'a BinaryAttribution<'a>,
-    &'a CompareOptions,
-);
-
-/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
-/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
-/// estimates enter the comparison as a sample set of the instruction event with
-/// `round(count / period)` samples per address, so every metric is computed the same way
-/// as for the raw samples.
-fn corrected_side(
-    samples: &SampleSet,
-    binaries: &[PathBuf],
-    skid: f64,
-    seed: u64,
-    (exact, scope, attr, opts): TruthSide<'_>,
-) -> Result<CorrectedSide> {
-    use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
-    let prof = SampledProfile::from_sample_set(samples).context(
-        "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
-    )?;
-    let sym = proftrust_binary::Symbolizer::new(&prof.modules, binaries);
-    // Model the audited binaries only (as `proftrust correct --binary`).
-    let modelled: Vec<_> = prof
-        .modules
-        .iter()
-        .filter(|(i, _)| {
-            sym.binary(*i)
-                .is_some_and(|b| binaries.iter().any(|p| b.path() == p.as_path()))
-        })
-        .map(|(i, _)| i)
-        .collect();
-    if modelled.is_empty() {
-        bail!("--correct-skid: no module of the samples is an audited binary (matched by build-id, else file name)");
-    }
-    let mut o = ProgramOptions::default();
-    o.skid = skid;
-    o.seed = seed;
-    o.modules = Some(modelled);
-    let pb = util::progress(None, "correcting skid");
-    let cor = correct_profile(&prof, &sym, &o).context("skid correction failed")?;
-    pb.finish_and_clear();
-    let ev = samples
-        .events
-        .iter()
-        .position(|e| e.kind == EventKind::Instructions)
-        .context("no instructions event")?;
-    let period = samples
-        .samples
-        .iter()
-        .find(|s| s.event as usize == ev)
-        .map_or(1, |s| s.period.max(1));
-    let mut set = SampleSet {
-        modules: samples.modules.clone(),
-        events: vec![samples.events[ev].clone()],
-        ..SampleSet::default()
-    };
-    let mut locs: Vec<_> = cor.corrected.iter().collect();
-    locs.sort_by_key(|(l, _)| **l);
-    for (&loc, &count) in locs {
-        let n = (count / period as f64).round() as u64;
-        for _ in 0..n {
-            set.samples.push(Sample {
-                event: 0,
-                pid: 0,
-                tid: 0,
-                time: 0,
-                cpu: 0,
-                period,
-                ip: loc,
-                callchain: Vec::new(),
-                branches: Vec::new(),
-            });
-        }
-    }
-    let mut opts = opts.clone();
-    opts.event = 0;
-    let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
-        .context("cannot compare the corrected profile with the truth")?;
-    let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
-    Ok(CorrectedSide {
-        skid,
-        method: format!("{:?}", cor.method).to_lowercase(),
-        metrics: metrics_of(&c),
-        functions: c
-            .functions
-            .iter()
-            .map(|f| CorrectedFunction {
-                name: f.name.clone(),
-                corrected_instructions: f.samples as f64 * period as f64,
-                corrected_share: if total > 0.0 {
-                    f.samples as f64 / total
-                } else {
-                    0.0
-                },
-            })
-            .collect(),
-    })
-}
-
-fn metrics_of(c: &Comparison) -> Metrics {
-    Metrics {
-        nrmse_sr: Some(c.hotspot.nrmse_sr),
-        sc: Some(c.hotspot.sc),
-        od: Some(c.hotspot.od),
-        epsilon_function: Some(c.epsilon_function),
-        epsilon_inline: Some(c.epsilon_inline),
-        epsilon_block: Some(c.epsilon_block),
-        epsilon_instruction: Some(c.epsilon_instruction),
-        kendall_tau: c.kendall_tau,
-        top5_overlap: c.top5_overlap,
-        top10_overlap: c.top10_overlap,
-        coverage: c.coverage,
-        samples: c.samples,
-        samples_elsewhere: c.samples_elsewhere,
-        instructions: c.instructions,
-        exact_weight: c.exact_weight,
-        sampled_ips: c.hotspot.m as u64,
-        functions_outside_ci: c.functions.iter().filter(|f| f.outside_ci).count() as u64,
-    }
-}
-
-fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
-    c.functions
-        .iter()
-        .map(|f| FunctionRow {
-            name: f.name.clone(),
-            samples: f.samples,
-            sampled_share: f.sampled_share,
-            ci_low: f.ci.0,
-            ci_high: f.ci.1,
-            exact_instructions: f.exact_instructions,
-            exact_weight: f.exact_weight,
-            exact_share: f.exact_share,
-            difference: f.sampled_share - f.exact_share,
-            outside_ci: f.outside_ci,
-        })
-        .collect()
-}
-
-fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
-    let (name, rows) = c.hottest.as_ref()?;
-    let s: u64 = rows.iter().map(|r| r.1).sum();
-    let e: u64 = rows.iter().map(|r| r.2).sum();
-    let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
-    Some(InstructionPicture {
-        function: name.clone(),
-        rows: rows
-            .iter()
-            .map(|&(address, samples, exact)| InstructionRow {
-                address,
-                samples,
-                sampled_share: share(samples, s),
-                exact,
-                exact_share: share(exact, e),
-            })
-            .collect(),
-    })
-}
-
-/// Reads a sample file of any supported format.
-fn read_samples(path: &Path) -> Result<SampleSet> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
-    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
-    let s = match fmt {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
-            let (s, notes) = proftrust_formats::read_perf_script(text, &CallgrindSymbols, &segs)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            for w in notes.warnings {
-                util::note(format!("{}: {w}", path.display()));
-            }
-            s
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not samples (expected perf.data, `perf script` output or a proftrust sample file)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown sample format (expected perf.data, `perf script` output or a proftrust sample file)",
-            path.display()
-        ),
-    };
-    Ok(s)
-}
-
-/// Reads an exact-count file of any supported format.
-fn read_truth(path: &Path) -> Result<ExactProfile> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read truth {}", path.display()))?;
-    let fmt = proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]);
-    let mut e = match fmt {
-        Some(Format::NativeExact) => proftrust_formats::native::read_exact(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::Callgrind) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let p = proftrust_formats::callgrind::parse(text)
-                .with_context(|| format!("cannot parse {}", path.display()))?;
-            p.to_exact(
-                &proftrust_formats::callgrind::ExactOptions::default(),
-                &CallgrindSymbols,
-            )
-            .with_context(|| format!("cannot import {}", path.display()))?
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not exact counts (expected a callgrind.out file or a proftrust exact file)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown exact-count format (expected a callgrind.out file or a proftrust exact file)",
-            path.display()
-        ),
-    };
-    e.normalize();
-    Ok(e)
-}
-
-/// The binary to audit when `--binary` is not given.
-fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
-    if let Some(p) = command.first() {
-        let name = p.rsplit('/').next().unwrap_or(p);
-        if let Some(i) = samples.modules.find_by_file_name(name) {
-            if let Some(m) = samples.modules.get(i) {
-                if Path::new(&m.path).exists() {
-                    return Ok(PathBuf::from(&m.path));
-                }
-            }
-        }
-        if Path::new(p).exists() {
-            return Ok(PathBuf::from(p));
-        }
-    }
-    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
-    for s in &samples.samples {
-        if let Some(m) = s.ip.module {
-            *per.entry(m.0).or_default() += 1;
-        }
-    }
-    let best = per
-        .iter()
-        .filter(|(m, _)| {
-            samples
-                .modules
-                .get(proftrust_model::ModuleIdx(**m))
-                .map(|x| !x.path.starts_with('[') && Path::new(&x.path).exists())
-                .unwrap_or(false)
-        })
-        .max_by_key(|(_, c)| **c);
-    match best {
-        Some((m, _)) => Ok(PathBuf::from(
-            &samples
-                .modules
-                .get(proftrust_model::ModuleIdx(*m))
-                .map(|x| x.path.clone())
-                .unwrap_or_default(),
-        )),
-        None => bail!("cannot tell which binary to audit: the samples name no readable module; pass --binary PATH"),
-    }
-}
-
-/// Resolves the program through `PATH` and makes it absolute, so that the recorder and the
-/// exact runner run the very same file.
-fn resolve_command(mut cmd: Vec<OsString>) -> Result<Vec<OsString>> {
-    let prog = PathBuf::from(&cmd[0]);
-    let found = if prog.components().count() > 1 {
-        prog.clone()
-    } else {
-        std::env::var_os("PATH")
-            .map(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join(&prog))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.is_file())
-            .with_context(|| format!("program {} not found on PATH", prog.display()))?
-    };
-    let abs = std::fs::canonicalize(&found)
-        .with_context(|| format!("program {} not found", found.display()))?;
-    cmd[0] = abs.into_os_string();
-    Ok(cmd)
-}
-
-/// While alive, file descriptor 1 points at stderr, so that the profiled program's output
-/// does not mix with `--json` on stdout; the original stdout comes back on drop.
-struct StdoutToStderr {
-    saved: std::os::fd::OwnedFd,
-}
-
-impl StdoutToStderr {
-    fn new() -> Result<StdoutToStderr> {
-        use std::os::fd::AsFd;
-        std::io::stdout().flush()?;
-        let saved = std::io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .context("cannot duplicate stdout")?;
-        // SAFETY: dup2 on two descriptors this process owns for its whole life (1 and 2);
-        // no Rust object owns fd 1 exclusively (std's Stdout only writes to it).
-        if unsafe { libc::dup2(2, 1) } < 0 {
-            bail!(
-                "cannot redirect stdout: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-        Ok(StdoutToStderr { saved })
-    }
-}
-
-impl Drop for StdoutToStderr {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        let _ = std::io::stdout().flush();
-        // SAFETY: `saved` is a valid descriptor we own; dup2 makes fd 1 a copy of it again.
-        unsafe {
-            libc::dup2(self.saved.as_raw_fd(), 1);
-        }
-    }
-}
-
-fn record_once(
-    cmd: &[OsString],
-    args: &AuditArgs,
-    period: Option<u64>,
-    randomize: bool,
-) -> Result<SampleSet> {
-    let ev = proftrust_record::EventSpec::parse(&args.event)
-        .with_context(|| format!("bad --event {:?}", args.event))?;
-    let mut o = proftrust_record::RecordOptions::default();
-    // A clock event at the recorder's 1 kHz gives a 0.5 s program ~500 samples: Wilson
-    // intervals of several percent. The audit samples at ~10 kHz unless told otherwise.
-    o.period = period.or_else(|| ev.kind.is_time_based().then_some(AUDIT_CLOCK_PERIOD_NS));
-    o.events = vec![ev];
-    o.randomize = randomize;
-    o.seed = Some(args.seed);
-    o.timeout = args.timeout.map(std::time::Duration::from_secs_f64);
-    let argv: Vec<String> = cmd
-        .iter()
-        .map(|c| c.to_string_lossy().into_owned())
-        .collect();
-    let pb = util::progress(None, "recording samples");
-    let guard = if args.json {
-        Some(StdoutToStderr::new()?)
-    } else {
-        None
-    };
-    let r = proftrust_record::record(&proftrust_record::Target::Command(argv), &o)
-        .context("recording failed")?;
-    drop(guard);
-    pb.finish_and_clear();
-    if let Some(e) = r.exec_error {
-        bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
-    }
-    Ok(r.samples)
-}
-
-fn count_exact(
-    cmd: &[OsString],
-    args: &AuditArgs,
-    weight: TruthWeight,
-    versions: &mut BTreeMap<String, String>,
-) -> Result<(ExactProfile, Option<String>)> {
-    let timeout = args.timeout.map(std::time::Duration::from_secs_f64);
-    let mut note = None;
-    let use_qemu = match args.backend {
-        Backend::Qemu => true,
-        Backend::Callgrind => false,
-        Backend::Auto => {
-            if weight == TruthWeight::CyclesEstimate {
-                false
-            } else {
-                match proftrust_exact::find_plugin() {
-                    Ok(_) => true,
-                    Err(e) => {
-                        note = Some(format!(
-                            "QEMU plugin not available ({e}); exact counts from callgrind instead"
-                        ));
-                        false
-                    }
-                }
-            }
-        }
-    };
-    if use_qemu && weight == TruthWeight::CyclesEstimate {
-        bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
-    }
-    let pb = util::progress(
-        None,
-        if use_qemu {
-            "counting exactly (qemu)"
-        } else {
-            "counting exactly (callgrind)"
-        },
-    );
-    let mut e = if use_qemu {
-        // The audit needs instruction counts only: inline counters (no per-block callback)
-        // run at the speed of bare QEMU. They are exact for one guest thread; with several,
-        // API v1's non-atomic inline adds can lose increments, so count again with the
-        // per-vcpu callback counts.
-        let mut o = proftrust_exact::QemuOptions {
-            timeout,
-            show_output: false,
-            edges: false,
-            ..Default::default()
-        };
-        versions.insert(
-            "qemu-x86_64".into(),
-            util::tool_version("qemu-x86_64", &["--version"]),
-        );
-        let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
-        if proftrust_exact::counts_may_be_low(&e) {
-            o.edges = true;
-            let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
-            note = Some(format!(
-                "the program ran {threads} threads: counted again with per-thread counters (inline counters can lose increments across threads)"
-            ));
-            proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
-        } else {
-            e
-        }
-    } else {
-        let o = proftrust_exact::CallgrindOptions {
-            timeout,
-            show_output: false,
-            cache_sim: weight == TruthWeight::CyclesEstimate,
-            branch_sim: weight == TruthWeight::CyclesEstimate,
-            ..Default::default()
-        };
-        versions.insert(
-            "valgrind".into(),
-            util::tool_version("valgrind", &["--version"]),
-        );
-        proftrust_exact::count_callgrind(cmd, &o).context("exact count under callgrind failed")?
-    };
-    pb.finish_and_clear();
-    e.normalize();
-    Ok((e, note))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn periods_parse_with_binary_suffixes() {
-        assert_eq!(parse_period("64K"), Ok(65536));
-        assert_eq!(parse_period("16M"), Ok(16 << 20));
-        assert_eq!(parse_period("100000"), Ok(100000));
-        assert!(parse_period("0").is_err());
-        assert!(parse_period("x").is_err());
-    }
 }

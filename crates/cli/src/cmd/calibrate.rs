@@ -12,7 +12,7 @@ use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
 use proftrust_skid::calibrate::{fit_skid, kernel_cpi};
-use proftrust_vpmu::{CostTable, CycleModel, InstrCost, SkidDist, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpmu::{CostTable, CycleModel, SkidDist, StaticCost, Vpmu, VpmuEvents, VpmuOptions};
 
 /// Arguments of `proftrust calibrate`.
 #[derive(Debug, clap::Args)]
@@ -74,7 +74,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut table = CostTable::new("calibration-kernel");
     for (k, s) in addrs.iter().enumerate() {
         let cycles = if k == 0 { a.heavy } else { 1 };
-        table.costs.insert(s.0, InstrCost { cycles, len: 4 });
+        table.costs.insert(s.0, StaticCost { cycles, len: 4 });
     }
     let mut model = CycleModel::flat(1);
     model.tables.push(table);

@@ -8,19 +8,17 @@
 //! `epsilon_sampled` when samples were given; plus `avg_degree`, `call_sites`, `backedges`,
 //! `gprof_epsilon`, `contexts` and `sampled`.
 
-use crate::cmd::paths::{TraceArgs, Traced};
+use crate::trace_args::TraceArgs;
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_binary::Symbolizer;
-use proftrust_formats::Format;
-use proftrust_model::{Location, ModuleIdx, ModuleTable, RunOutcome, SampleSet, Svma};
+use proftrust_model::{ModuleTable, RunOutcome, SampleSet};
 use proftrust_paths::{
-    compare_cct, gprof_comparison, sampled_cct_with, CodeOracle, FunctionMap, ProfilerOptions,
+    compare_cct, gprof_comparison, sampled_cct_with, FunctionMap, ProfilerOptions,
     SampledComparison,
 };
+use proftrust_pipeline::trace::{BinaryCode, Traced};
 use serde::Serialize;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -155,174 +153,9 @@ fn add_names(
     warnings.extend(sym.warnings());
 }
 
-/// Function symbols of the objects a `perf script` text names, from their ELF files: the
-/// program's binaries given on the command line first (matched by file name), else the path
-/// the text names. Used to turn `sym+off` into module-relative addresses and to learn load
-/// biases (for branch-stack entries, which perf prints without a symbol).
-struct DiskSymbols<'a> {
-    extra: &'a [PathBuf],
-}
-
-impl proftrust_formats::SymbolSource for DiskSymbols<'_> {
-    fn symbols(&self, path: &str) -> Option<proftrust_formats::ObjectSymbols> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let file = self
-            .extra
-            .iter()
-            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name))
-            .cloned()
-            .or_else(|| {
-                let p = PathBuf::from(path);
-                (path.starts_with('/') && p.is_file()).then_some(p)
-            })?;
-        let b = proftrust_binary::Binary::open(&file).ok()?;
-        let mut functions = Vec::new();
-        for f in b.functions() {
-            functions.push(proftrust_formats::FunctionSymbol {
-                name: f.raw_name.clone(),
-                start: f.start.0,
-                size: f.size,
-            });
-            if f.name != f.raw_name {
-                // perf script prints demangled names by default.
-                functions.push(proftrust_formats::FunctionSymbol {
-                    name: f.name.clone(),
-                    start: f.start.0,
-                    size: f.size,
-                });
-            }
-        }
-        Some(proftrust_formats::ObjectSymbols {
-            build_id: b.build_id().cloned(),
-            functions,
-        })
-    }
-}
-
-/// Executable sections of one binary: (address, bytes).
-type TextSections = Vec<(u64, Vec<u8>)>;
-
-/// The program's code as [`CodeOracle`] needs it: direct call targets and frame-pointer
-/// prologues, read from the binaries the symbolizer found for the sample set's modules.
-struct BinaryCode<'a> {
-    sym: &'a Symbolizer,
-    /// Executable sections per module, loaded on first use (`None`: no binary).
-    text: RefCell<HashMap<ModuleIdx, Option<TextSections>>>,
-}
-
-impl<'a> BinaryCode<'a> {
-    fn new(sym: &'a Symbolizer) -> Self {
-        BinaryCode {
-            sym,
-            text: RefCell::new(HashMap::new()),
-        }
-    }
-
-    fn load(&self, m: ModuleIdx) -> Option<TextSections> {
-        use object::{Object, ObjectSection, SectionKind};
-        let b = self.sym.binary(m)?;
-        let data = std::fs::read(b.path()).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        Some(
-            file.sections()
-                .filter(|s| s.kind() == SectionKind::Text)
-                .filter_map(|s| Some((s.address(), s.data().ok()?.to_vec())))
-                .collect(),
-        )
-    }
-
-    /// `len` bytes at `svma` in module `m` (within one section).
-    fn bytes(&self, m: ModuleIdx, svma: u64, len: usize) -> Option<Vec<u8>> {
-        let mut cache = self.text.borrow_mut();
-        let secs = cache.entry(m).or_insert_with(|| self.load(m)).as_ref()?;
-        secs.iter().find_map(|(a, d)| {
-            let off = usize::try_from(svma.checked_sub(*a)?).ok()?;
-            d.get(off..off.checked_add(len)?).map(<[u8]>::to_vec)
-        })
-    }
-}
-
-impl CodeOracle for BinaryCode<'_> {
-    /// `call rel32` is `E8` and four bytes of displacement, ending at the return address
-    /// (a `bnd`/`notrack` prefix comes before the `E8`).
-    fn direct_call_target(&self, _: &ModuleTable, ret: Location) -> Option<Location> {
-        let m = ret.module?;
-        let b = self.bytes(m, ret.svma.0.checked_sub(5)?, 5)?;
-        if b[0] != 0xe8 {
-            return None;
-        }
-        let rel = i32::from_le_bytes([b[1], b[2], b[3], b[4]]);
-        Some(Location {
-            module: Some(m),
-            svma: Svma(ret.svma.0.wrapping_add_signed(i64::from(rel))),
-        })
-    }
-
-    /// A frame is established between the end of `[endbr64] push %rbp; mov %rsp,%rbp` at the
-    /// function's entry and its `ret`; a function without that prologue (a leaf GCC left
-    /// frameless, code built with -fomit-frame-pointer) never has one.
-    fn frame_established(&self, _: &ModuleTable, at: Location) -> Option<bool> {
-        let m = at.module?;
-        let f = self.sym.binary(m)?.function_at(at.svma)?;
-        let entry = f.start.0;
-        let head = self.bytes(m, entry, 8)?;
-        let k = if head.starts_with(&[0xf3, 0x0f, 0x1e, 0xfa]) {
-            4
-        } else {
-            0
-        };
-        if head[k..].starts_with(&[0x55, 0x48, 0x89, 0xe5]) {
-            let body = at.svma.0 >= entry + k as u64 + 4;
-            let ret = self.bytes(m, at.svma.0, 1)? == [0xc3];
-            Some(body && !ret)
-        } else {
-            Some(false)
-        }
-    }
-}
-
-/// Reads a sample file: proftrust's own, perf.data, or `perf script` text (e.g. `perf script
-/// -F comm,tid,time,event,ip,sym,symoff,dso,brstack` for LBR stacks, or `perf script -g` for
-/// call chains). `binaries` are the program's files, used to resolve `sym+off` of a text.
-pub(crate) fn read_sample_file(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read samples {}", path.display()))?;
-    let s = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, path)
-            .with_context(|| format!("cannot read {}", path.display()))?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{} is not UTF-8 text", path.display()))?;
-            let segs = proftrust_formats::segments::ElfSegmentsFromDisk::default();
-            let (s, notes) = proftrust_formats::read_perf_script(
-                text,
-                &DiskSymbols { extra: binaries },
-                &segs,
-            )
-            .with_context(|| format!("cannot read {}", path.display()))?;
-            for w in notes.warnings {
-                util::note(format!("{}: {w}", path.display()));
-            }
-            s
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not samples (expected a proftrust sample file, perf.data or `perf script` output)",
-            path.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown sample format (expected a proftrust sample file, perf.data or `perf script` output)",
-            path.display()
-        ),
-    };
-    Ok(s)
-}
-
 /// Reads a sample file that must hold call chains.
 fn read_samples(path: &Path, binaries: &[PathBuf]) -> Result<SampleSet> {
-    let s = read_sample_file(path, binaries)?;
+    let s = proftrust_pipeline::load::samples(path, binaries, &util::Ui)?;
     if !s.samples.iter().any(|x| !x.callchain.is_empty()) {
         bail!(
             "{}: no sample has a call chain; record with call graphs (`proftrust record -g` or `perf record -g`)",

@@ -8,26 +8,20 @@
 //! `--lbr`, and top-level `functions` (per-function bookkeeping: NumPaths, degradation, lost
 //! instructions), `hot` (seed 003 Tables 2 and 3), `cache`, and the totals.
 
-use crate::cmd::vpmu::program_costs;
+use crate::trace_args::TraceArgs;
 use crate::util;
 use anyhow::{bail, Context, Result};
-use proftrust_binary::Binary;
-use proftrust_exact::{trace_qemu, QemuOptions};
-use proftrust_model::{Module, ModuleIdx, RunOutcome, Svma, TraceBlock};
+use proftrust_model::RunOutcome;
 use proftrust_paths::{
-    classify_hot, compare_lbr, hot_paths_covering, lbr_paths, CostModel, FuncIdx, HotClass,
-    HotMetric, HotOptions, HotReport, InstrCost, LbrComparison, LbrPaths, PathKey, PathProfile,
-    Profiler, ProfilerOptions, ProgramCfgs,
+    classify_hot, compare_lbr, hot_paths_covering, lbr_paths, FuncIdx, HotClass, HotMetric,
+    HotOptions, HotReport, LbrComparison, LbrPaths, PathKey, PathProfile, ProfilerOptions,
+    ProgramCfgs,
 };
-use proftrust_vpmu::{
-    CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, InstrTimer, InstrTiming,
-};
+use proftrust_pipeline::trace::{source_of, Program, Traced};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 /// Arguments of `proftrust paths`.
 #[derive(Debug, clap::Args)]
@@ -61,95 +55,6 @@ pub struct Args {
     trace: TraceArgs,
 }
 
-/// The flags `paths` and `cct` share: the timing model, QEMU's, and the program.
-#[derive(Debug, clap::Args)]
-pub(crate) struct TraceArgs {
-    /// Timing model of the hardware metrics per path or context (seed 003 §3-4):
-    /// `cache-sim` (default) traces data addresses and simulates an L1D and a last-level
-    /// cache (the virtual PMU's `InstrTimer`; cycles by instruction class plus each access's
-    /// latency), `class` gives cycles by instruction class without caches, `flat` one cycle
-    /// per instruction (fastest; no misses).
-    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
-    cpi_model: TimingArg,
-    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
-    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
-    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
-    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
-    #[arg(long, value_name = "SPEC")]
-    cache_config: Option<String>,
-    /// QEMU CPU model (`qemu-x86_64 -cpu help`).
-    #[arg(long)]
-    cpu: Option<String>,
-    /// Stop the program after this many seconds (the trace up to then is kept).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
-    #[command(flatten)]
-    wl: crate::workload::WorkloadArgs,
-    /// The program and its arguments.
-    #[arg(
-        last = true,
-        required_unless_present = "workload",
-        value_name = "PROGRAM ARGS"
-    )]
-    pub program: Vec<String>,
-}
-
-/// One traced run of the program through the [`Profiler`].
-pub(crate) struct Traced {
-    pub profile: PathProfile,
-    pub cct: proftrust_paths::Cct,
-    pub outcome: RunOutcome,
-    pub cache: Option<CacheStats>,
-    /// The timing model, described for the output.
-    pub cycle_model: String,
-}
-
-impl TraceArgs {
-    /// Resolves `--workload` into the program and opens it (binary and CFGs).
-    pub fn load(&mut self) -> Result<Program> {
-        self.program = self.wl.command(std::mem::take(&mut self.program), None)?;
-        load_program(&self.program[0])
-    }
-
-    /// Runs `p` (from [`TraceArgs::load`]) under QEMU and profiles its block trace with
-    /// the timing model; the program's output is shown when `show_output`.
-    pub fn trace(&self, p: &Program, build: ProfilerOptions, show_output: bool) -> Result<Traced> {
-        let (timing, trace_memory, cycle_model) =
-            timing_model(&p.path, self.cpi_model, self.cache_config.as_deref())?;
-        let mut opts = qemu_options(self.cpu.clone(), self.timeout, show_output)?;
-        opts.trace_memory = trace_memory;
-        let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
-            .chain(self.program[1..].iter().map(OsString::from))
-            .collect();
-        let pb = util::progress(None, "tracing under QEMU");
-        let mut prof = Profiler::with_cost_model(&p.cfgs, build, timing);
-        let outcome =
-            trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
-        pb.finish_and_clear();
-        let cache = prof.cost_model().cache_stats();
-        let (profile, cct) = prof.finish();
-        Ok(Traced {
-            profile,
-            cct,
-            outcome,
-            cache,
-            cycle_model,
-        })
-    }
-}
-
-/// Timing model of `paths` and `cct`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum TimingArg {
-    /// One cycle per instruction, no cache.
-    Flat,
-    /// Cycles by instruction class (iced-x86 decoding of the program), no cache.
-    Class,
-    /// Class cycles without memory costs plus a simulated L1D and last-level cache over the
-    /// traced data addresses.
-    CacheSim,
-}
-
 /// Which misses rank hot paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MissArg {
@@ -157,235 +62,6 @@ enum MissArg {
     L1,
     /// Last-level cache misses.
     Llc,
-}
-
-/// The virtual PMU's per-instruction timing as the path profiler's [`CostModel`]: the static
-/// cycles of the class table (the program's instructions; 1 cycle elsewhere) plus, with a
-/// cache, the latency of each data access from [`InstrTimer`] (run with a zero static model,
-/// so it contributes the cache part only). Equal to `InstrTimer` with the class table, but
-/// the static cycles are looked up once per distinct trace block, not per executed
-/// instruction.
-pub(crate) struct TimerCost {
-    /// Cache simulation (static model all zero); `None` without a cache.
-    timer: Option<InstrTimer>,
-    /// Static cycles of the program's instructions by SVMA.
-    table: CostTable,
-    /// Cycles of an instruction the table does not name.
-    default_cycles: u32,
-    /// Per trace module index: whether it is the program (the table's module).
-    is_program: Vec<bool>,
-    /// Static cycles per trace block: (module, first SVMA, length) -> cycles.
-    blocks: HashMap<(u32, u64, usize), Box<[u32]>>,
-    buf: Vec<InstrTiming>,
-}
-
-impl CostModel for TimerCost {
-    fn module(&mut self, idx: ModuleIdx, module: &Module) {
-        if let Some(t) = self.timer.as_mut() {
-            t.module(idx, module);
-        }
-        let i = idx.0 as usize;
-        if self.is_program.len() <= i {
-            self.is_program.resize(i + 1, false);
-        }
-        self.is_program[i] = module.file_name() == self.table.module_file_name;
-    }
-
-    fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {
-        out.clear();
-        let Some(&first) = b.instructions.first() else {
-            return;
-        };
-        let m = b.module.map_or(u32::MAX, |m| m.0);
-        let prog = b
-            .module
-            .and_then(|m| self.is_program.get(m.0 as usize).copied())
-            .unwrap_or(false);
-        let (table, default) = (&self.table, self.default_cycles);
-        let stat = self
-            .blocks
-            .entry((m, first.0, b.instructions.len()))
-            .or_insert_with(|| {
-                b.instructions
-                    .iter()
-                    .map(|a| match prog {
-                        true => table.costs.get(&a.0).map_or(default, |c| c.cycles),
-                        false => default,
-                    })
-                    .collect()
-            });
-        out.extend(stat.iter().map(|&c| InstrCost {
-            cycles: u64::from(c),
-            l1_misses: 0,
-            llc_misses: 0,
-        }));
-        if let Some(t) = self.timer.as_mut() {
-            t.time_block(b, &mut self.buf);
-            for (o, x) in out.iter_mut().zip(&self.buf) {
-                o.cycles += u64::from(x.cycles);
-                o.l1_misses = u64::from(x.l1_misses);
-                o.llc_misses = u64::from(x.llc_misses);
-            }
-        }
-    }
-}
-
-impl TimerCost {
-    /// Cache totals (`None` without a cache).
-    pub(crate) fn cache_stats(&self) -> Option<CacheStats> {
-        self.timer.as_ref().and_then(InstrTimer::cache_stats)
-    }
-}
-
-/// The timing model for `program`, whether the trace must carry data addresses, and a
-/// description for the output.
-pub(crate) fn timing_model(
-    program: &Path,
-    arg: TimingArg,
-    cache_config: Option<&str>,
-) -> Result<(TimerCost, bool, String)> {
-    if cache_config.is_some() && arg != TimingArg::CacheSim {
-        anyhow::bail!(
-            "--cache-config describes the simulated caches: it needs --cpi-model cache-sim"
-        );
-    }
-    let mut classes = ClassCycles::default();
-    let name = program
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let (table, cache, what) = match arg {
-        TimingArg::Flat => (
-            CostTable::new(name),
-            None,
-            "flat: 1 cycle per instruction, no cache".to_string(),
-        ),
-        TimingArg::Class => (
-            program_costs(program, &classes)?,
-            None,
-            "class: cycles by instruction class (loads 4, stores 1), no cache".to_string(),
-        ),
-        TimingArg::CacheSim => {
-            // The cache supplies every memory latency.
-            classes.load = 0;
-            classes.store = 0;
-            let c = match cache_config {
-                Some(spec) => crate::cmd::vpmu::parse_cache(spec)?,
-                None => CacheConfig::default(),
-            };
-            let what = format!(
-                "cache-sim: class cycles plus simulated caches (L1D {} KiB {}-way, LLC {} MiB {}-way, {}-byte lines; load latency {}/{}/{} cycles)",
-                c.l1_size / 1024,
-                c.l1_ways,
-                c.llc_size / (1024 * 1024),
-                c.llc_ways,
-                c.line_size,
-                c.l1_latency,
-                c.llc_latency,
-                c.memory_latency
-            );
-            (program_costs(program, &classes)?, Some(c), what)
-        }
-    };
-    let trace_memory = cache.is_some();
-    Ok((
-        TimerCost {
-            timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
-            table,
-            default_cycles: 1,
-            is_program: Vec::new(),
-            blocks: HashMap::new(),
-            buf: Vec::new(),
-        },
-        trace_memory,
-        what,
-    ))
-}
-
-/// The program's binary, its functions' CFGs (numbered), and warnings.
-pub(crate) struct Program {
-    pub path: PathBuf,
-    pub binary: Binary,
-    pub cfgs: ProgramCfgs,
-    pub warnings: Vec<String>,
-}
-
-/// Finds `prog` (a path, or a name on `PATH`).
-pub(crate) fn resolve(prog: &str) -> Result<PathBuf> {
-    if prog.contains('/') {
-        let p = PathBuf::from(prog);
-        if !p.is_file() {
-            bail!("{prog}: no such file (give the program's path, or a name on PATH)");
-        }
-        return Ok(p);
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            let c = d.join(prog);
-            if c.is_file() {
-                return Ok(c);
-            }
-        }
-    }
-    bail!("{prog}: not found on PATH (give the program's path)")
-}
-
-/// Opens the program's binary and builds the CFG of every function.
-pub(crate) fn load_program(prog: &str) -> Result<Program> {
-    let path = resolve(prog)?;
-    let binary = Binary::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut cfgs = Vec::new();
-    let mut failed = 0usize;
-    let mut first_err = None;
-    for f in binary.functions() {
-        match binary.cfg(f) {
-            Ok(c) => cfgs.push(c),
-            Err(e) => {
-                failed += 1;
-                first_err.get_or_insert_with(|| format!("{}: {e}", f.name));
-            }
-        }
-    }
-    let mut warnings: Vec<String> = binary.warnings().to_vec();
-    if failed > 0 {
-        warnings.push(format!(
-            "{failed} function(s) have no CFG and get no paths (first: {})",
-            first_err.unwrap_or_default()
-        ));
-    }
-    let module = Module {
-        path: path.to_string_lossy().into_owned(),
-        build_id: binary.build_id().cloned(),
-        load_bias: 0,
-    };
-    let cfgs = ProgramCfgs::new(module, cfgs);
-    Ok(Program {
-        path,
-        binary,
-        cfgs,
-        warnings,
-    })
-}
-
-/// QEMU options from the shared flags.
-pub(crate) fn qemu_options(
-    cpu: Option<String>,
-    timeout: Option<f64>,
-    show_output: bool,
-) -> Result<QemuOptions> {
-    let timeout = match timeout {
-        Some(s) if !(s > 0.0 && s.is_finite()) => {
-            bail!("--timeout {s}: must be a positive number of seconds")
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
-        None => None,
-    };
-    Ok(QemuOptions {
-        cpu,
-        timeout,
-        show_output,
-        ..Default::default()
-    })
 }
 
 #[derive(Serialize)]
@@ -578,19 +254,6 @@ struct JsonLbr {
 }
 
 /// Source line of an address: innermost inline frame, `file:line`.
-pub(crate) fn source_of(b: &Binary, a: Svma) -> String {
-    match b.frames(a).first() {
-        Some(f) => format!(
-            "{}:{}",
-            f.file
-                .as_deref()
-                .map_or("?", |p| p.rsplit('/').next().unwrap_or(p)),
-            f.line.map_or("?".to_string(), |l| l.to_string())
-        ),
-        None => "?".to_string(),
-    }
-}
-
 /// Rows of the path listing, most frequent first; `limit` rows at most (source lines are
 /// looked up once per block).
 fn path_rows(
@@ -674,7 +337,8 @@ pub fn run(mut a: Args) -> Result<()> {
     // Read the LBR file first: a bad file fails before the (slow) trace.
     let lbr: Option<LbrPaths> = match &a.lbr {
         Some(f) => {
-            let set = crate::cmd::cct::read_sample_file(f, std::slice::from_ref(&p.path))?;
+            let set =
+                proftrust_pipeline::load::samples(f, std::slice::from_ref(&p.path), &util::Ui)?;
             if !set.samples.iter().any(|s| !s.branches.is_empty()) {
                 bail!(
                     "{}: no sample has a branch stack; record with `proftrust record -b` or `perf record -b` (needs a PMU with LBR)",

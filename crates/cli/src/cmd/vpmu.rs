@@ -5,11 +5,10 @@
 use crate::util;
 use anyhow::{bail, Context};
 use proftrust_vpmu::{
-    class_costs, CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents,
-    VpmuOptions,
+    CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents, VpmuOptions,
 };
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Per-instruction cycle model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,54 +86,6 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// `--cache-config` (see its help) on top of the defaults.
-pub(crate) fn parse_cache(spec: &str) -> anyhow::Result<CacheConfig> {
-    let mut c = CacheConfig::default();
-    let size = |x: &str| -> anyhow::Result<u32> {
-        let (num, mul) = match x.char_indices().last() {
-            Some((i, 'K' | 'k')) => (&x[..i], 1024),
-            Some((i, 'M' | 'm')) => (&x[..i], 1024 * 1024),
-            _ => (x, 1),
-        };
-        num.parse::<u32>()
-            .ok()
-            .and_then(|n| n.checked_mul(mul))
-            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a size"))
-    };
-    let num = |x: &str| -> anyhow::Result<u32> {
-        x.parse::<u32>()
-            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a number"))
-    };
-    for part in spec.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("--cache-config {spec:?}: {part:?} is not key=value"))?;
-        match k {
-            "l1" | "llc" => {
-                let f: Vec<&str> = v.split(':').collect();
-                let [sz, ways, lat] = f[..] else {
-                    bail!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
-                };
-                let (sz, ways, lat) = (size(sz)?, num(ways)?, num(lat)?);
-                if k == "l1" {
-                    (c.l1_size, c.l1_ways, c.l1_latency) = (sz, ways, lat);
-                } else {
-                    (c.llc_size, c.llc_ways, c.llc_latency) = (sz, ways, lat);
-                }
-            }
-            "mem" => c.memory_latency = num(v)?,
-            "line" => c.line_size = num(v)?,
-            "store" => c.store_latency = num(v)?,
-            _ => bail!(
-                "--cache-config {spec:?}: unknown key {k:?} (known: l1, llc, mem, line, store)"
-            ),
-        }
-    }
-    c.check()
-        .with_context(|| format!("--cache-config {spec:?}"))?;
-    Ok(c)
-}
-
 fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
     let parts: Vec<&str> = s.split(':').collect();
     let num = |x: &str| -> anyhow::Result<f64> {
@@ -155,47 +106,6 @@ fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
     }
 }
 
-/// The program path as QEMU will run it (PATH lookup for bare names).
-pub fn resolve(prog: &OsString) -> anyhow::Result<PathBuf> {
-    let p = Path::new(prog);
-    if p.components().count() > 1 {
-        return Ok(p.to_path_buf());
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            let c = d.join(p);
-            if c.is_file() {
-                return Ok(c);
-            }
-        }
-    }
-    bail!("program {} not found on PATH", p.display())
-}
-
-/// Class-based cost table of the program's executable sections.
-pub fn program_costs(path: &Path, t: &ClassCycles) -> anyhow::Result<CostTable> {
-    use object::{Object, ObjectSection, SectionKind};
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file = object::File::parse(&*data)
-        .with_context(|| format!("{} is not an ELF file this tool can read", path.display()))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut table = CostTable::new(name.clone());
-    for s in file.sections() {
-        if s.kind() != SectionKind::Text {
-            continue;
-        }
-        let bytes = s
-            .data()
-            .with_context(|| format!("cannot read a code section of {}", path.display()))?;
-        let part = class_costs(&name, bytes, s.address(), t);
-        table.costs.extend(part.costs);
-    }
-    Ok(table)
-}
-
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     a.command = a.wl.command(std::mem::take(&mut a.command), None)?;
@@ -203,7 +113,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         Some(d) => parse_dist(d)?,
         None => SkidDist::Constant(a.skid),
     };
-    let prog = resolve(&a.command[0])?;
+    let prog = proftrust_pipeline::program::find(&a.command[0])?;
     let mut model = CycleModel::flat(a.cpi);
     let mut classes = ClassCycles::default();
     classes.heavy_load = (a.cpi_model == CpiModelArg::Cache).then_some(a.heavy_load);
@@ -215,12 +125,14 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 .unwrap_or_default();
             CostTable::new(name)
         }
-        CpiModelArg::Class | CpiModelArg::Cache => program_costs(&prog, &classes)?,
+        CpiModelArg::Class | CpiModelArg::Cache => {
+            proftrust_pipeline::trace::program_costs(&prog, &classes)?
+        }
         CpiModelArg::CacheSim => {
             // The cache supplies every memory latency.
             classes.load = 0;
             classes.store = 0;
-            program_costs(&prog, &classes)?
+            proftrust_pipeline::trace::program_costs(&prog, &classes)?
         }
     };
     if a.cpi_model == CpiModelArg::Flat {
@@ -257,7 +169,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         bail!("--cache-config applies to --cpi-model cache-sim only");
     }
     opts.cache = match (&a.cache_config, cache_sim) {
-        (Some(spec), _) => Some(parse_cache(spec)?),
+        (Some(spec), _) => Some(proftrust_pipeline::trace::cache_config(spec)?),
         (None, true) => Some(CacheConfig::default()),
         (None, false) => None,
     };
@@ -317,15 +229,24 @@ mod tests {
 
     #[test]
     fn cache_config_specs() {
-        let c = parse_cache("l1=4K:4:3,llc=64K:8:30,mem=250,store=2").unwrap();
+        let c = proftrust_pipeline::trace::cache_config("l1=4K:4:3,llc=64K:8:30,mem=250,store=2")
+            .unwrap();
         assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
         assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
         assert_eq!(
             (c.memory_latency, c.store_latency, c.line_size),
             (250, 2, 64)
         );
-        assert_eq!(parse_cache("").unwrap(), CacheConfig::default());
-        assert_eq!(parse_cache("llc=8M:16:40").unwrap().llc_size, 8 << 20);
+        assert_eq!(
+            proftrust_pipeline::trace::cache_config("").unwrap(),
+            CacheConfig::default()
+        );
+        assert_eq!(
+            proftrust_pipeline::trace::cache_config("llc=8M:16:40")
+                .unwrap()
+                .llc_size,
+            8 << 20
+        );
         for bad in [
             "l1=4K:4",
             "l1=4X:4:3",
@@ -334,7 +255,10 @@ mod tests {
             "l1=100:4:3",
             "mem",
         ] {
-            assert!(parse_cache(bad).is_err(), "{bad}");
+            assert!(
+                proftrust_pipeline::trace::cache_config(bad).is_err(),
+                "{bad}"
+            );
         }
     }
 }

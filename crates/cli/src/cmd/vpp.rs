@@ -18,21 +18,22 @@
 //! `total_time`, `net_variation`, `share_of_time`; top level `seed` and `config`; more
 //! fields are documented in docs/vpp.md.
 
-use crate::cmd::paths::{load_program, Program};
 use crate::util;
 use anyhow::{bail, Context, Result};
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
-use proftrust_formats::{FunctionSymbol, ObjectSymbols, SymbolSource};
 use proftrust_model::{RunOutcome, SampleSet};
 use proftrust_paths::PathMetrics;
+use proftrust_pipeline::trace::{load_program, Program};
 use proftrust_probe::BurstyOptions;
 use proftrust_report::{render_line_plot, LinePlot, Series};
-use proftrust_vpmu::{CacheConfig, ClassCycles, CycleModel, Vpmu, VpmuEvents, VpmuOptions};
+use proftrust_vpmu::{
+    CacheConfig, ClassCycles, CycleModel, TraceCost, Vpmu, VpmuEvents, VpmuOptions,
+};
 use proftrust_vpp::{
     analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
     top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,
     Ranking, StabilityComparison, TimeBase, TopKDifference, TracePathTimer, TraceSourceOptions,
-    VpmuTimer, VppAnalysis,
+    VppAnalysis,
 };
 use serde::Serialize;
 use std::collections::HashMap;
@@ -277,7 +278,7 @@ fn class_model(p: &Program, cache: bool) -> Result<CycleModel> {
     let mut model = CycleModel::default();
     model
         .tables
-        .push(crate::cmd::vpmu::program_costs(&p.path, &classes)?);
+        .push(proftrust_pipeline::trace::program_costs(&p.path, &classes)?);
     Ok(model)
 }
 
@@ -301,7 +302,7 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
         bursty: bursty(a, 0)?,
     };
     let cache = cache_config(a)?;
-    let timer = VpmuTimer::new(class_model(p, cache.is_some())?, cache.clone());
+    let timer = TraceCost::new(class_model(p, cache.is_some())?, cache.clone());
     let mut v = TracePathTimer::new(&p.cfgs, timer, opts);
     let qo = QemuOptions {
         cpu: a.cpu.clone(),
@@ -348,68 +349,8 @@ fn measure_vpmu(a: &Args, p: &Program, args: &[String]) -> Result<Measured> {
     })
 }
 
-/// Symbols of the program for `perf script` `sym+off` resolution.
-struct ProgramSymbols {
-    name: String,
-    syms: ObjectSymbols,
-}
-
-impl SymbolSource for ProgramSymbols {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        (name == self.name).then(|| self.syms.clone())
-    }
-}
-
 fn read_lbr_file(f: &Path, p: &Program) -> Result<SampleSet> {
-    use proftrust_formats::Format;
-    let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
-    let set = match proftrust_formats::sniff(&bytes[..bytes.len().min(4096)]) {
-        Some(Format::NativeSamples) => proftrust_formats::native::read_samples(&bytes)
-            .with_context(|| f.display().to_string())?,
-        Some(Format::PerfData) => proftrust_formats::read_perf_data(&bytes, f)
-            .with_context(|| f.display().to_string())?,
-        Some(Format::PerfScript) => {
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("{}: perf script text is not UTF-8", f.display()))?;
-            let syms = ProgramSymbols {
-                name: p
-                    .path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                syms: ObjectSymbols {
-                    build_id: p.binary.build_id().cloned(),
-                    functions: p
-                        .binary
-                        .functions()
-                        .iter()
-                        .map(|x| FunctionSymbol {
-                            name: x.name.clone(),
-                            start: x.start.0,
-                            size: x.size,
-                        })
-                        .collect(),
-                },
-            };
-            proftrust_formats::read_perf_script(
-                text,
-                &syms,
-                &proftrust_formats::segments::ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| f.display().to_string())?
-            .0
-        }
-        Some(other) => bail!(
-            "{} is a {} file, not branch-stack samples (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
-            f.display(),
-            other.name()
-        ),
-        None => bail!(
-            "{}: unknown format (expected perf.data from `perf record -b`, `perf script -F ...,brstack` text or a proftrust sample file)",
-            f.display()
-        ),
-    };
+    let set = proftrust_pipeline::load::samples(f, std::slice::from_ref(&p.path), &util::Ui)?;
     if !set.samples.iter().any(|s| !s.branches.is_empty()) {
         bail!(
             "{}: no sample has a branch stack; record with `perf record -b` (needs a PMU with LBR) or `proftrust vpmu --lbr`",
@@ -515,7 +456,7 @@ fn measure_probe(a: &Args, args: &[String], load: Option<usize>) -> Result<Measu
                 .program
                 .first()
                 .context("--source probe needs the program after `--` (or --probe-file FILE)")?;
-            let path = crate::cmd::paths::resolve(prog)?;
+            let path = proftrust_pipeline::program::find(prog)?;
             let b = bursty(a, 10_000)?;
             let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
             let out = dir.path().join("probe.txt");

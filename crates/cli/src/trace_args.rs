@@ -1,0 +1,88 @@
+//! The flags `paths` and `cct` share (timing model, QEMU, the program), turned into
+//! [`proftrust_pipeline::trace::TraceOptions`].
+
+use crate::util;
+use anyhow::Result;
+use proftrust_paths::ProfilerOptions;
+use proftrust_pipeline::trace::{Program, Timing, TraceOptions, Traced};
+
+/// The flags `paths` and `cct` share: the timing model, QEMU's, and the program.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// Timing model of the hardware metrics per path or context (seed 003 §3-4):
+    /// `cache-sim` (default) traces data addresses and simulates an L1D and a last-level
+    /// cache (the virtual PMU's `InstrTimer`; cycles by instruction class plus each access's
+    /// latency), `class` gives cycles by instruction class without caches, `flat` one cycle
+    /// per instruction (fastest; no misses).
+    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
+    cpi_model: TimingArg,
+    /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
+    /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
+    /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
+    /// line=64,store=1`). Seed 003's 16 KiB direct-mapped cache: `l1=16K:1:4`.
+    #[arg(long, value_name = "SPEC")]
+    cache_config: Option<String>,
+    /// QEMU CPU model (`qemu-x86_64 -cpu help`).
+    #[arg(long)]
+    cpu: Option<String>,
+    /// Stop the program after this many seconds (the trace up to then is kept).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+    #[command(flatten)]
+    wl: crate::workload::WorkloadArgs,
+    /// The program and its arguments.
+    #[arg(
+        last = true,
+        required_unless_present = "workload",
+        value_name = "PROGRAM ARGS"
+    )]
+    pub program: Vec<String>,
+}
+
+/// Timing model of `paths` and `cct`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimingArg {
+    /// One cycle per instruction, no cache.
+    Flat,
+    /// Cycles by instruction class (iced-x86 decoding of the program), no cache.
+    Class,
+    /// Class cycles without memory costs plus a simulated L1D and last-level cache over the
+    /// traced data addresses.
+    CacheSim,
+}
+
+impl TraceArgs {
+    /// Resolves `--workload` into the program and opens it (binary and CFGs).
+    pub fn load(&mut self) -> Result<Program> {
+        self.program = self.wl.command(std::mem::take(&mut self.program), None)?;
+        Ok(proftrust_pipeline::trace::load_program(&self.program[0])?)
+    }
+
+    /// The pipeline's trace options.
+    pub fn options(&self) -> TraceOptions {
+        let mut o = TraceOptions::default();
+        o.timing = match self.cpi_model {
+            TimingArg::Flat => Timing::Flat,
+            TimingArg::Class => Timing::Class,
+            TimingArg::CacheSim => Timing::CacheSim,
+        };
+        o.cache_config = self.cache_config.clone();
+        o.cpu = self.cpu.clone();
+        o.timeout = self.timeout;
+        o
+    }
+
+    /// Runs `p` (from [`TraceArgs::load`]) under QEMU and profiles its block trace.
+    pub fn trace(&self, p: &Program, build: ProfilerOptions, show_output: bool) -> Result<Traced> {
+        let o = self.options();
+        let args = &self.program[1..];
+        Ok(proftrust_pipeline::trace::trace(
+            p,
+            args,
+            &o,
+            build,
+            show_output,
+            &util::Ui,
+        )?)
+    }
+}

@@ -1,0 +1,755 @@
+//! `audit`: can I trust this profile? Samples against exact counts of the same program and
+//! input, with metrics, error bars, an optional skid correction and a period sweep.
+//!
+//! Two inputs ([`AuditInput`]): existing files (samples and exact counts), or a program the
+//! audit records with `proftrust-record` and counts exactly with `proftrust-exact` (QEMU
+//! plugin or callgrind). The comparison itself is `proftrust_metrics::compare`; the report
+//! is `proftrust_report::AuditReport` (text, JSON, HTML renderers there).
+//!
+//! ```no_run
+//! use proftrust_pipeline::audit::{self, AuditInput, AuditOptions};
+//!
+//! let mut opts = AuditOptions::default();
+//! opts.input = AuditInput::Files {
+//!     samples: "perf.data".into(),
+//!     truth: "callgrind.out.1234".into(),
+//! };
+//! opts.binaries = vec!["./prog".into()];
+//! let report = audit::execute(&opts, &proftrust_pipeline::Silent)?;
+//! println!("epsilon = {:?}", report.metrics.epsilon_function);
+//! # Ok::<(), proftrust_pipeline::Error>(())
+//! ```
+
+use crate::error::{bail, Context, Result};
+use crate::{load, program, Backend, Events};
+use proftrust_binary::Binary;
+use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
+use proftrust_model::{EventKind, ExactProfile, Module, PeriodMode, Sample, SampleSet, Svma};
+use proftrust_report::{
+    AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
+    InstructionRow, Metrics, SweepPoint,
+};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What the audit compares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditInput {
+    /// Existing files: samples (perf.data, `perf script` text, a proftrust sample file) and
+    /// exact counts (a callgrind out file or a proftrust exact file).
+    Files {
+        /// The sample file.
+        samples: PathBuf,
+        /// The exact-count file.
+        truth: PathBuf,
+    },
+    /// A program and its arguments: recorded, then counted exactly.
+    Run {
+        /// Program and arguments (the program is looked up on `PATH`).
+        command: Vec<OsString>,
+    },
+}
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AuditOptions {
+    /// What to compare. Default: a run of an empty command (an error: give one).
+    pub input: AuditInput,
+    /// The binaries whose code is audited. Default: none, meaning the profiled program (or
+    /// the module with most samples).
+    pub binaries: Vec<PathBuf>,
+    /// Sampled event when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
+    /// `rHEX`, with `:p` modifiers). Default `cpu-clock`.
+    pub event: String,
+    /// Sampling period when recording (events, or ns for clock events). Default: 100 003 ns
+    /// for clock events (~10 kHz), the recorder's default otherwise.
+    pub period: Option<u64>,
+    /// Randomise the period when recording (seed 001 §4). Default false.
+    pub randomize: bool,
+    /// Seed of every random choice (stored in the report). Default 1.
+    pub seed: u64,
+    /// Exact-count backend when recording. Default [`Backend::Auto`].
+    pub backend: Backend,
+    /// What the exact side counts. Default instructions.
+    pub truth_weight: TruthWeight,
+    /// Periods to sweep (records once per period, fixed and randomised; needs
+    /// [`AuditInput::Run`]). Default none.
+    pub sweep: Vec<u64>,
+    /// Exact share from which a function without samples enters the rank metrics. Default
+    /// 0.01.
+    pub rank_threshold: f64,
+    /// Which event of the samples to compare, by name. Default: the instructions event when
+    /// there is one, else the first.
+    pub sample_event: Option<String>,
+    /// Also undo a skid of this many cycles (seed 000, whole-program flow solver) and report
+    /// the corrected profile beside the raw one. Default none.
+    pub correct_skid: Option<f64>,
+    /// Stop each run of the program after this long. Default none.
+    pub timeout: Option<Duration>,
+    /// Versions of the tools that made the program (e.g. `gcc`), stored in the report.
+    /// Default none.
+    pub tool_versions: BTreeMap<String, String>,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            input: AuditInput::Run {
+                command: Vec::new(),
+            },
+            binaries: Vec::new(),
+            event: "cpu-clock".into(),
+            period: None,
+            randomize: false,
+            seed: 1,
+            backend: Backend::Auto,
+            truth_weight: TruthWeight::Instructions,
+            sweep: Vec::new(),
+            rank_threshold: 0.01,
+            sample_event: None,
+            correct_skid: None,
+            timeout: None,
+            tool_versions: BTreeMap::new(),
+        }
+    }
+}
+
+/// Default period of clock events in `audit`: 100 003 ns (a prime, ~10 kHz).
+pub const AUDIT_CLOCK_PERIOD_NS: u64 = 100_003;
+
+/// Attribution through the ELF symbols, DWARF inline frames and CFGs of the scope binaries.
+struct BinaryAttribution<'a> {
+    bins: &'a [Binary],
+    /// CFG per (scope module, function start); `None` when it could not be built.
+    cfgs: std::cell::RefCell<std::collections::HashMap<(usize, u64), Option<proftrust_model::Cfg>>>,
+}
+
+impl Attribution for BinaryAttribution<'_> {
+    fn function(&self, m: usize, a: Svma) -> Option<String> {
+        self.bins.get(m)?.function_at(a).map(|f| f.name.clone())
+    }
+    fn innermost(&self, m: usize, a: Svma) -> Option<String> {
+        let b = self.bins.get(m)?;
+        b.frames(a)
+            .into_iter()
+            .next()
+            .map(|f| f.function)
+            .or_else(|| self.function(m, a))
+    }
+    fn block(&self, m: usize, a: Svma) -> Option<Svma> {
+        let b = self.bins.get(m)?;
+        let f = b.function_at(a)?;
+        let mut cache = self.cfgs.borrow_mut();
+        let cfg = cache
+            .entry((m, f.start.0))
+            .or_insert_with(|| b.cfg(f).ok())
+            .as_ref()?;
+        cfg.block_at(a).map(|id| cfg.block(id).start)
+    }
+}
+
+/// Runs the audit: gathers samples and exact counts (reading or recording them), compares
+/// them and returns the report. Notes and progress go to `events`.
+pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> {
+    let weight = args.truth_weight;
+    let mut tool_versions = args.tool_versions.clone();
+    let mut warnings = Vec::new();
+
+    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
+        if let AuditInput::Files {
+            samples: sf,
+            truth: tf,
+        } = &args.input
+        {
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+            }
+            let s = load::samples(sf, &args.binaries, events)?;
+            let e = load::exact(tf, &args.binaries)?;
+            let cmd = s.command.clone();
+            (
+                s,
+                e,
+                sf.display().to_string(),
+                tf.display().to_string(),
+                cmd,
+                None,
+            )
+        } else {
+            let AuditInput::Run { command: cmd } = &args.input else {
+                unreachable!("AuditInput has two variants")
+            };
+            let mut cmd = cmd.clone();
+            if cmd.is_empty() {
+                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
+            }
+            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
+            let s = record_once(&cmd, args, args.period, args.randomize, events)?;
+            let (e, backend_note) = count_exact(&cmd, args, weight, &mut tool_versions, events)?;
+            if let Some(n) = backend_note {
+                warnings.push(n);
+            }
+            let lossy: Vec<String> = cmd
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            let truth_source = format!("an exact run under {}", e.backend);
+            (
+                s,
+                e,
+                "a perf_event_open recording".to_string(),
+                truth_source,
+                lossy,
+                Some(cmd),
+            )
+        };
+    if let Some(outcome) = &samples.outcome {
+        if !matches!(outcome, proftrust_model::RunOutcome::Exited { code: 0 }) {
+            warnings.push(format!("the profiled program ended with {outcome:?}"));
+        }
+    }
+    if exact.backend == "callgrind" {
+        tool_versions
+            .entry("valgrind".into())
+            .or_insert_with(|| program::tool_version("valgrind", &["--version"]));
+    } else if exact.backend == "qemu" {
+        tool_versions
+            .entry("qemu-x86_64".into())
+            .or_insert_with(|| program::tool_version("qemu-x86_64", &["--version"]));
+    }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        tool_versions.insert("linux".into(), k.trim().to_string());
+    }
+
+    if samples.samples.is_empty() {
+        bail!(
+            "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
+            if samples.lost > 0 {
+                format!(", {} lost", samples.lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if exact.total_instructions == 0 && exact.instructions.is_empty() {
+        bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
+    }
+
+    // The scope: --binary, else the profiled program, else the module with most samples.
+    let bin_paths = if args.binaries.is_empty() {
+        vec![default_binary(&samples, &command)?]
+    } else {
+        args.binaries.clone()
+    };
+    let mut bins = Vec::new();
+    for p in &bin_paths {
+        let b = Binary::open(p).with_context(|| {
+            format!(
+                "cannot open the binary {} (pass the right file with --binary PATH)",
+                p.display()
+            )
+        })?;
+        if !b.has_debug_info() {
+            warnings.push(format!(
+                "{} has no debug info: inline-level epsilon equals function level (rebuild with -g)",
+                p.display()
+            ));
+        }
+        bins.push(b);
+    }
+    let scope: Vec<Module> = bins
+        .iter()
+        .map(|b| Module {
+            path: b.path().display().to_string(),
+            build_id: b.build_id().cloned(),
+            load_bias: 0,
+        })
+        .collect();
+    let attr = BinaryAttribution {
+        bins: &bins,
+        cfgs: Default::default(),
+    };
+    let event_idx = match &args.sample_event {
+        Some(name) => samples
+            .events
+            .iter()
+            .position(|e| &e.name == name)
+            .with_context(|| {
+                format!(
+                    "--sample-event {name:?}: the samples hold {}",
+                    samples
+                        .events
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?,
+        None => samples
+            .events
+            .iter()
+            .position(|e| e.kind == EventKind::Instructions)
+            .unwrap_or(0),
+    } as u16;
+    let event = samples.events.get(event_idx as usize);
+    if samples.events.len() > 1 {
+        warnings.push(format!(
+            "the samples hold {} events; comparing {} (--sample-event picks another)",
+            samples.events.len(),
+            event.map(|e| e.name.as_str()).unwrap_or("?")
+        ));
+    }
+    if samples.lost > 0 {
+        warnings.push(format!(
+            "{} samples were lost by the kernel (ring buffer overflow)",
+            samples.lost
+        ));
+    }
+    let time_based = event.map(|e| e.kind.is_time_based()).unwrap_or(false);
+    if time_based && weight == TruthWeight::Instructions {
+        warnings.push(format!(
+            "{} samples measure time while the truth counts instructions: differences in CPI between functions show up as 'error' (try --truth-weight cycles-estimate with the callgrind backend)",
+            event.map(|e| e.name.as_str()).unwrap_or("time-based")
+        ));
+    }
+    if weight == TruthWeight::CyclesEstimate {
+        warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
+    }
+    let mut opts = CompareOptions::default();
+    opts.event = event_idx;
+    opts.truth_weight = weight;
+    opts.rank_threshold = args.rank_threshold;
+    let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
+        .context("cannot compare the samples with the truth")?;
+    if cmp.samples_elsewhere > 0 {
+        warnings.push(format!(
+            "{} of {} samples lie outside the audited binary (libraries, kernel) and are not compared",
+            cmp.samples_elsewhere,
+            cmp.samples_elsewhere + cmp.samples
+        ));
+    }
+    if !cmp.static_blocks {
+        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
+    }
+
+    let corrected = match args.correct_skid {
+        Some(skid) => Some(corrected_side(
+            &samples,
+            &bin_paths,
+            skid,
+            args.seed,
+            (&exact, &scope, &attr, &opts),
+            events,
+        )?),
+        None => None,
+    };
+
+    // Sweep: one recording per period, fixed and randomised; the truth is reused.
+    let mut sweep = Vec::new();
+    if let Some(cmd) = &sweep_cmd {
+        if !args.sweep.is_empty() {
+            let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
+            for &p in &args.sweep {
+                for randomized in [false, true] {
+                    let s = record_once(cmd, args, Some(p), randomized, events)?;
+                    let point = match proftrust_metrics::compare(&s, &exact, &scope, &attr, &opts) {
+                        Ok(c) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: c.samples,
+                            nrmse_sr: Some(c.hotspot.nrmse_sr),
+                            sc: Some(c.hotspot.sc),
+                            od: Some(c.hotspot.od),
+                            epsilon_function: Some(c.epsilon_function),
+                        },
+                        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
+                            period: p,
+                            randomized,
+                            samples: 0,
+                            ..Default::default()
+                        },
+                        Err(e) => return Err(e).context("sweep comparison failed"),
+                    };
+                    sweep.push(point);
+                    pb.inc(1);
+                }
+            }
+            pb.finish();
+        }
+    }
+
+    let (period, randomized) = match event.map(|e| &e.config) {
+        Some(c) => (
+            match c.period {
+                PeriodMode::Fixed(p) => Some(p),
+                _ => None,
+            },
+            c.randomize_max.is_some(),
+        ),
+        None => (None, false),
+    };
+    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
+    let report = AuditReport {
+        config: AuditConfig {
+            proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
+            seed,
+            truth_weight: weight.name().to_string(),
+            truth_weight_formula: (weight == TruthWeight::CyclesEstimate)
+                .then(|| proftrust_metrics::CYCLES_FORMULA.to_string()),
+            event: event
+                .map(|e| e.name.clone())
+                .unwrap_or_else(|| "unknown".into()),
+            period,
+            randomized,
+            samples_source,
+            truth_source,
+            truth_backend: if exact.backend_detail.is_empty() {
+                exact.backend.clone()
+            } else {
+                format!("{} ({})", exact.backend, exact.backend_detail)
+            },
+            binary: scope
+                .iter()
+                .map(|m| m.path.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+            build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
+            command,
+            tool_versions,
+            rank_threshold: args.rank_threshold,
+        },
+        metrics: metrics_of(&cmp),
+        functions: rows_of(&cmp),
+        hottest: picture_of(&cmp),
+        sweep,
+        warnings,
+        corrected,
+    };
+
+    Ok(report)
+}
+
+/// The truth side of a comparison: exact profile, scope, attribution, options.
+type TruthSide<'a> = (
+    &'a ExactProfile,
+    &'a [Module],
+    &'a BinaryAttribution<'a>,
+    &'a CompareOptions,
+);
+
+/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
+/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
+/// estimates enter the comparison as a sample set of the instruction event with
+/// `round(count / period)` samples per address, so every metric is computed the same way
+/// as for the raw samples.
+fn corrected_side(
+    samples: &SampleSet,
+    binaries: &[PathBuf],
+    skid: f64,
+    seed: u64,
+    (exact, scope, attr, opts): TruthSide<'_>,
+    events: &dyn Events,
+) -> Result<CorrectedSide> {
+    use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
+    let prof = SampledProfile::from_sample_set(samples).context(
+        "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
+    )?;
+    let sym = proftrust_binary::Symbolizer::new(&prof.modules, binaries);
+    // Model the audited binaries only (as `proftrust correct --binary`).
+    let modelled: Vec<_> = prof
+        .modules
+        .iter()
+        .filter(|(i, _)| {
+            sym.binary(*i)
+                .is_some_and(|b| binaries.iter().any(|p| b.path() == p.as_path()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if modelled.is_empty() {
+        bail!("--correct-skid: no module of the samples is an audited binary (matched by build-id, else file name)");
+    }
+    let mut o = ProgramOptions::default();
+    o.skid = skid;
+    o.seed = seed;
+    o.modules = Some(modelled);
+    let pb = events.task(None, "correcting skid");
+    let cor = correct_profile(&prof, &sym, &o).context("skid correction failed")?;
+    pb.finish();
+    let ev = samples
+        .events
+        .iter()
+        .position(|e| e.kind == EventKind::Instructions)
+        .context("no instructions event")?;
+    let period = samples
+        .samples
+        .iter()
+        .find(|s| s.event as usize == ev)
+        .map_or(1, |s| s.period.max(1));
+    let mut set = SampleSet {
+        modules: samples.modules.clone(),
+        events: vec![samples.events[ev].clone()],
+        ..SampleSet::default()
+    };
+    let mut locs: Vec<_> = cor.corrected.iter().collect();
+    locs.sort_by_key(|(l, _)| **l);
+    for (&loc, &count) in locs {
+        let n = (count / period as f64).round() as u64;
+        for _ in 0..n {
+            set.samples.push(Sample {
+                event: 0,
+                pid: 0,
+                tid: 0,
+                time: 0,
+                cpu: 0,
+                period,
+                ip: loc,
+                callchain: Vec::new(),
+                branches: Vec::new(),
+            });
+        }
+    }
+    let mut opts = opts.clone();
+    opts.event = 0;
+    let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
+        .context("cannot compare the corrected profile with the truth")?;
+    let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
+    Ok(CorrectedSide {
+        skid,
+        method: format!("{:?}", cor.method).to_lowercase(),
+        metrics: metrics_of(&c),
+        functions: c
+            .functions
+            .iter()
+            .map(|f| CorrectedFunction {
+                name: f.name.clone(),
+                corrected_instructions: f.samples as f64 * period as f64,
+                corrected_share: if total > 0.0 {
+                    f.samples as f64 / total
+                } else {
+                    0.0
+                },
+            })
+            .collect(),
+    })
+}
+
+fn metrics_of(c: &Comparison) -> Metrics {
+    Metrics {
+        nrmse_sr: Some(c.hotspot.nrmse_sr),
+        sc: Some(c.hotspot.sc),
+        od: Some(c.hotspot.od),
+        epsilon_function: Some(c.epsilon_function),
+        epsilon_inline: Some(c.epsilon_inline),
+        epsilon_block: Some(c.epsilon_block),
+        epsilon_instruction: Some(c.epsilon_instruction),
+        kendall_tau: c.kendall_tau,
+        top5_overlap: c.top5_overlap,
+        top10_overlap: c.top10_overlap,
+        coverage: c.coverage,
+        samples: c.samples,
+        samples_elsewhere: c.samples_elsewhere,
+        instructions: c.instructions,
+        exact_weight: c.exact_weight,
+        sampled_ips: c.hotspot.m as u64,
+        functions_outside_ci: c.functions.iter().filter(|f| f.outside_ci).count() as u64,
+    }
+}
+
+fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
+    c.functions
+        .iter()
+        .map(|f| FunctionRow {
+            name: f.name.clone(),
+            samples: f.samples,
+            sampled_share: f.sampled_share,
+            ci_low: f.ci.0,
+            ci_high: f.ci.1,
+            exact_instructions: f.exact_instructions,
+            exact_weight: f.exact_weight,
+            exact_share: f.exact_share,
+            difference: f.sampled_share - f.exact_share,
+            outside_ci: f.outside_ci,
+        })
+        .collect()
+}
+
+fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
+    let (name, rows) = c.hottest.as_ref()?;
+    let s: u64 = rows.iter().map(|r| r.1).sum();
+    let e: u64 = rows.iter().map(|r| r.2).sum();
+    let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+    Some(InstructionPicture {
+        function: name.clone(),
+        rows: rows
+            .iter()
+            .map(|&(address, samples, exact)| InstructionRow {
+                address,
+                samples,
+                sampled_share: share(samples, s),
+                exact,
+                exact_share: share(exact, e),
+            })
+            .collect(),
+    })
+}
+
+/// The binary to audit when `--binary` is not given.
+fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
+    if let Some(p) = command.first() {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        if let Some(i) = samples.modules.find_by_file_name(name) {
+            if let Some(m) = samples.modules.get(i) {
+                if Path::new(&m.path).exists() {
+                    return Ok(PathBuf::from(&m.path));
+                }
+            }
+        }
+        if Path::new(p).exists() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in &samples.samples {
+        if let Some(m) = s.ip.module {
+            *per.entry(m.0).or_default() += 1;
+        }
+    }
+    let best = per
+        .iter()
+        .filter(|(m, _)| {
+            samples
+                .modules
+                .get(proftrust_model::ModuleIdx(**m))
+                .map(|x| !x.path.starts_with('[') && Path::new(&x.path).exists())
+                .unwrap_or(false)
+        })
+        .max_by_key(|(_, c)| **c);
+    match best {
+        Some((m, _)) => Ok(PathBuf::from(
+            &samples
+                .modules
+                .get(proftrust_model::ModuleIdx(*m))
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+        )),
+        None => bail!("cannot tell which binary to audit: the samples name no readable module; pass --binary PATH"),
+    }
+}
+
+fn record_once(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    period: Option<u64>,
+    randomize: bool,
+    events: &dyn Events,
+) -> Result<SampleSet> {
+    let ev = proftrust_record::EventSpec::parse(&args.event)
+        .with_context(|| format!("bad --event {:?}", args.event))?;
+    let mut o = proftrust_record::RecordOptions::default();
+    // A clock event at the recorder's 1 kHz gives a 0.5 s program ~500 samples: Wilson
+    // intervals of several percent. The audit samples at ~10 kHz unless told otherwise.
+    o.period = period.or_else(|| ev.kind.is_time_based().then_some(AUDIT_CLOCK_PERIOD_NS));
+    o.events = vec![ev];
+    o.randomize = randomize;
+    o.seed = Some(args.seed);
+    o.timeout = args.timeout;
+    let argv: Vec<String> = cmd
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect();
+    let pb = events.task(None, "recording samples");
+    let r = proftrust_record::record(&proftrust_record::Target::Command(argv), &o)
+        .context("recording failed")?;
+    pb.finish();
+    if let Some(e) = r.exec_error {
+        bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
+    }
+    Ok(r.samples)
+}
+
+fn count_exact(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    weight: TruthWeight,
+    versions: &mut BTreeMap<String, String>,
+    events: &dyn Events,
+) -> Result<(ExactProfile, Option<String>)> {
+    let timeout = args.timeout;
+    let mut note = None;
+    let use_qemu = match args.backend {
+        Backend::Qemu => true,
+        Backend::Callgrind => false,
+        Backend::Auto => {
+            if weight == TruthWeight::CyclesEstimate {
+                false
+            } else {
+                match proftrust_exact::find_plugin() {
+                    Ok(_) => true,
+                    Err(e) => {
+                        note = Some(format!(
+                            "QEMU plugin not available ({e}); exact counts from callgrind instead"
+                        ));
+                        false
+                    }
+                }
+            }
+        }
+    };
+    if use_qemu && weight == TruthWeight::CyclesEstimate {
+        bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
+    }
+    let pb = events.task(
+        None,
+        if use_qemu {
+            "counting exactly (qemu)"
+        } else {
+            "counting exactly (callgrind)"
+        },
+    );
+    let mut e = if use_qemu {
+        // The audit needs instruction counts only: inline counters (no per-block callback)
+        // run at the speed of bare QEMU. They are exact for one guest thread; with several,
+        // API v1's non-atomic inline adds can lose increments, so count again with the
+        // per-vcpu callback counts.
+        let mut o = proftrust_exact::QemuOptions {
+            timeout,
+            show_output: false,
+            edges: false,
+            ..Default::default()
+        };
+        versions.insert(
+            "qemu-x86_64".into(),
+            program::tool_version("qemu-x86_64", &["--version"]),
+        );
+        let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
+        if proftrust_exact::counts_may_be_low(&e) {
+            o.edges = true;
+            let threads = proftrust_exact::guest_threads(&e).unwrap_or(0);
+            note = Some(format!(
+                "the program ran {threads} threads: counted again with per-thread counters (inline counters can lose increments across threads)"
+            ));
+            proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?
+        } else {
+            e
+        }
+    } else {
+        let o = proftrust_exact::CallgrindOptions {
+            timeout,
+            show_output: false,
+            cache_sim: weight == TruthWeight::CyclesEstimate,
+            branch_sim: weight == TruthWeight::CyclesEstimate,
+            ..Default::default()
+        };
+        versions.insert(
+            "valgrind".into(),
+            program::tool_version("valgrind", &["--version"]),
+        );
+        proftrust_exact::count_callgrind(cmd, &o).context("exact count under callgrind failed")?
+    };
+    pb.finish();
+    e.normalize();
+    Ok((e, note))
+}

@@ -1,0 +1,66 @@
+//! The crate's error type.
+
+/// Why a command could not run. The message names the input and the problem (and the fix
+/// where there is one); [`std::error::Error::source`] gives the cause from the library that
+/// failed, so a caller printing the chain (`error: outer: inner`) shows both.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An option or input is not usable; the message says which and how to fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// A step failed: what was being done, and the library error that stopped it.
+    #[error("{what}")]
+    Step {
+        /// What was being done (names the file or program).
+        what: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `context` / `with_context` on results and options, as the CLI's `anyhow` offers: the
+/// message becomes [`Error::Step`] (with the error as its source) or [`Error::Invalid`]
+/// (for a `None`).
+pub trait Context<T> {
+    /// Wraps a failure with `what`.
+    fn context(self, what: impl Into<String>) -> Result<T>;
+    /// Wraps a failure with the message `f` makes (called only on failure).
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.map_err(|e| Error::Step {
+            what: what.into(),
+            source: Box::new(e),
+        })
+    }
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T> {
+        self.map_err(|e| Error::Step {
+            what: f().into(),
+            source: Box::new(e),
+        })
+    }
+}
+
+impl<T> Context<T> for Option<T> {
+    fn context(self, what: impl Into<String>) -> Result<T> {
+        self.ok_or_else(|| Error::Invalid(what.into()))
+    }
+    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T> {
+        self.ok_or_else(|| Error::Invalid(f().into()))
+    }
+}
+
+/// Returns early with [`Error::Invalid`] and a formatted message.
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::Error::Invalid(format!($($arg)*)))
+    };
+}
+pub(crate) use bail;

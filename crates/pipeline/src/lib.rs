@@ -1,0 +1,64 @@
+//! # proftrust-pipeline
+//!
+//! proftrust's commands as a library. Per command a module with an `Options` struct (plain
+//! data, `Default`, a documented default per field; no clap) and
+//! `execute(&options, &events) -> Result<Report>`; the report types and their renderers
+//! (text, JSON, HTML) are in `proftrust-report`. The `proftrust` binary turns its clap
+//! arguments into these options and renders the report; `check`, fleet jobs and users' own
+//! tools call the same functions.
+//!
+//! * [`audit`] — can I trust this profile? Samples against exact counts, metrics, error
+//!   bars, skid correction, period sweep.
+//! * [`load`] — the one place sample files and exact-count files are read, any format.
+//! * [`program`] — finding programs on `PATH`, tool versions.
+//! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
+//! * [`Events`] — notes and progress of a running command ([`Silent`] ignores them).
+//!
+//! This crate is orchestration: it reads files and runs programs (through `proftrust-record`
+//! and `proftrust-exact`); the analyses it calls do neither.
+//!
+//! Running the audit from Rust, without the CLI (here on the golden tests' fixtures: samples
+//! of the virtual PMU with skid 3, exact counts from QEMU, and the program's binary):
+//!
+//! ```
+//! use proftrust_pipeline::audit::{execute, AuditInput, AuditOptions};
+//!
+//! let dir = std::path::Path::new("../cli/tests/golden/fixtures");
+//! let mut options = AuditOptions::default();
+//! options.input = AuditInput::Files {
+//!     samples: dir.join("tiny.ptsamp"),
+//!     truth: dir.join("tiny.ptexact"),
+//! };
+//! options.binaries = vec![dir.join("tiny")];
+//! let report = execute(&options, &proftrust_pipeline::Silent)?;
+//!
+//! // The hottest function, and how many samples sit in the wrong function (seed 000).
+//! assert_eq!(report.functions[0].name, "leaf");
+//! assert!(report.metrics.epsilon_function.unwrap() < 0.02);
+//! print!("{}", proftrust_report::render_text(&report, false, 10));
+//! # Ok::<(), proftrust_pipeline::Error>(())
+//! ```
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod audit;
+mod error;
+mod events;
+pub mod load;
+pub mod program;
+pub mod trace;
+
+pub use error::{Context, Error, Result};
+pub use events::{Events, Notes, Silent, Task};
+
+/// Where exact counts come from when a command runs the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The QEMU plugin when it is found, else callgrind.
+    #[default]
+    Auto,
+    /// QEMU user mode with the proftrust plugin.
+    Qemu,
+    /// valgrind --tool=callgrind.
+    Callgrind,
+}

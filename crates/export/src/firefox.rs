@@ -68,7 +68,10 @@ impl Builder<'_, '_> {
             debug_id: debug_id(module.build_id.as_ref()),
             code_id: module.build_id.as_ref().map(|b| b.to_hex()),
             arch: Some("x86_64".into()),
-            symbol_table: None,
+            symbol_table: self
+                .symbols
+                .get(&m)
+                .map(|s| Arc::new(SymbolTable::new(s.values().cloned().collect()))),
         });
         self.libs.insert(m, h);
         Some(h)
@@ -82,16 +85,6 @@ impl Builder<'_, '_> {
         let func = self.r.function(Resolver::lookup_address(loc, ret));
         let lib_frame = match (loc.module, func, u32::try_from(loc.svma.0)) {
             (Some(m), Some(f), Ok(rva)) if f.start.0 <= u32::MAX as u64 => self.lib(m).map(|h| {
-                let start = f.start.0 as u32;
-                self.symbols
-                    .entry(m)
-                    .or_default()
-                    .entry(start)
-                    .or_insert(Symbol {
-                        address: start,
-                        size: u32::try_from(f.size).ok(),
-                        name: outer.name.clone(),
-                    });
                 if ret {
                     Frame::RelativeAddressFromReturnAddress(h, rva)
                 } else {
@@ -115,6 +108,33 @@ impl Builder<'_, '_> {
                 category_pair: cat,
                 flags,
             });
+        }
+    }
+
+    /// The symbol tables of the libraries, from every location of the profile: the crate
+    /// names address frames when they are interned, so the tables come first.
+    fn collect_symbols(&mut self, p: &Profile) {
+        for s in &p.stacks {
+            for (i, &loc) in s.frames.iter().enumerate() {
+                let at = Resolver::lookup_address(loc, i > 0);
+                let (Some(m), Some(f)) = (loc.module, self.r.function(at)) else {
+                    continue;
+                };
+                let Ok(start) = u32::try_from(f.start.0) else {
+                    continue;
+                };
+                let outer = self.r.frames(loc, i > 0);
+                let name = outer.last().map_or(f.name.clone(), |x| x.name.clone());
+                self.symbols
+                    .entry(m)
+                    .or_default()
+                    .entry(start)
+                    .or_insert(Symbol {
+                        address: start,
+                        size: u32::try_from(f.size).ok(),
+                        name,
+                    });
+            }
         }
     }
 
@@ -161,6 +181,7 @@ pub fn write_firefox<W: Write>(
         symbols: BTreeMap::new(),
         stacks: HashMap::new(),
     };
+    b.collect_symbols(p);
     let zero = Timestamp::from_nanos_since_reference(0);
     if !p.timeline.is_empty() && p.origin == Origin::Sampled {
         let t0 = p
@@ -227,12 +248,6 @@ pub fn write_firefox<W: Write>(
                 b.fx.add_sample(th, zero, stack, CpuDelta::ZERO, w as i32);
                 left -= w;
             }
-        }
-    }
-    let symbols = std::mem::take(&mut b.symbols);
-    for (m, syms) in symbols {
-        if let Some(&h) = b.libs.get(&m) {
-            b.fx.set_lib_symbol_table(h, Arc::new(SymbolTable::new(syms.into_values().collect())));
         }
     }
     b.fx.set_symbolicated(true);

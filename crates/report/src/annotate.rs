@@ -258,7 +258,8 @@ fn html_header(a: &Annotation, what: &str) -> String {
 }
 
 /// CSS the annotation sections need (the audit page and the standalone page include it).
-pub const ANNOTATION_CSS: &str = "table.annot td{padding:0 6px;border:none;white-space:pre}\
+pub const ANNOTATION_CSS: &str =
+    "table.annot td{padding:0 6px;border:none;white-space:pre}table.annot th{text-align:left}\
 table.annot tr.src td{background:#f4f4f4}table.annot tr.out td{color:#b00}\
 table.annot td.ci{color:#777}table.annot td.mark{color:#b00;font-weight:bold}\
 span.bar{display:inline-block;height:4px;margin:0 1px 0 0;vertical-align:middle}\

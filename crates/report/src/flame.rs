@@ -1,6 +1,6 @@
 //! Flame graphs in the audit's HTML page: the sampled and the exact profile side by side,
-//! and the differential flame graph of the two (red where the samples have more than the
-//! truth, blue where less).
+//! and the differential flame graph of the two (widths: the exact counts; red where the
+//! truth has more than the samples show, blue where less).
 //!
 //! The SVGs are drawn by inferno (`proftrust-export`) and embedded as `data:` images: the
 //! page stays self-contained and script-free (inferno's SVG carries JavaScript for zooming,
@@ -59,7 +59,7 @@ pub fn flame_html(f: &FlameGraphs) -> String {
     }
     h.push_str("</div>\n");
     if let Some(s) = &f.diff {
-        h.push_str("<p>Differential (widths: exact; red: the samples show more than the truth, blue: less; samples scaled to the exact total):</p>\n");
+        h.push_str("<p>Differential (widths: exact counts; red: the truth has more than the samples show, blue: less; samples scaled to the exact total):</p>\n");
         h.push_str(&img("flame-diff", "differential flame graph", s, "100%"));
         h.push('\n');
     }

@@ -104,6 +104,12 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Export the corrected profile: FORMAT:FILE (repeat), FORMAT one of pprof, firefox,
+    /// speedscope, folded, flamegraph, llvm-sample, or folded-diff, flamegraph-diff (raw
+    /// samples -> --truth, else -> corrected), annotate, annotate-html; FORMAT@SIDE:FILE
+    /// picks the side (samples, exact, corrected). See docs/export.md.
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::cmd::export::parse_export_spec)]
+    export: Vec<crate::cmd::export::ExportSpec>,
 }
 
 #[derive(Debug, Serialize)]
@@ -273,6 +279,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    if !a.export.is_empty() {
+        let raw = a
+            .samples
+            .as_deref()
+            .or(a.instructions.as_deref())
+            .context("no sample file")?;
+        crate::cmd::export::correct_exports(
+            &a.export,
+            &read_samples(raw)?,
+            &profile.modules,
+            &cor.corrected,
+            truth.as_ref(),
+            std::slice::from_ref(&a.binary),
+        )?;
+    }
     let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut true_instr: HashMap<Location, u64> = HashMap::new();
     if let Some(t) = &truth {

@@ -19,14 +19,12 @@
 
 use crate::util;
 use anyhow::{bail, Context, Result};
-use proftrust_binary::{Binary, Symbolizer};
+use proftrust_binary::Symbolizer;
 use proftrust_export::{
     AnnotateInput, AnnotateOptions, CallSite, DiffOptions, FlameOptions, Origin, Profile, Resolver,
     SourceText, ValueType,
 };
-use proftrust_formats::segments::ElfSegmentsFromDisk;
-use proftrust_formats::{callgrind, native, sniff, Format, PerfDataOptions};
-use proftrust_formats::{FunctionSymbol, ObjectSymbols, SymbolSource};
+use proftrust_formats::{sniff, Format};
 use proftrust_model::{ExactProfile, Location, SampleSet};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -97,7 +95,7 @@ impl Target {
 )]
 pub struct Args {
     /// Profile: perf.data, perf script text, callgrind out file, proftrust sample or exact
-    /// file (`-` = standard input).
+    /// file.
     profile: PathBuf,
     /// Output format.
     #[arg(long = "to", value_enum)]
@@ -130,6 +128,10 @@ pub struct Args {
     /// folded-diff, flamegraph-diff: do not scale the first profile to the second's total.
     #[arg(long)]
     no_normalize: bool,
+    /// annotate: look for source files here (by file name) when the path the debug info
+    /// states does not exist (a build tree moved elsewhere), as `perf annotate --prefix`.
+    #[arg(long, value_name = "DIR")]
+    source_dir: Vec<PathBuf>,
 }
 
 /// A loaded profile: samples or exact counts.
@@ -138,127 +140,37 @@ pub(crate) enum Loaded {
     Exact(ExactProfile),
 }
 
-/// Function symbols of the objects a file names (perf script `sym+off`, callgrind load
-/// biases), from `--binary` by file name or the recorded path; raw and demangled names.
-struct DiskSymbols<'a> {
-    extra: &'a [PathBuf],
-    cache: RefCell<HashMap<String, Option<ObjectSymbols>>>,
-}
-
-impl SymbolSource for DiskSymbols<'_> {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
-        if let Some(v) = self.cache.borrow().get(path) {
-            return v.clone();
-        }
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let file = self
-            .extra
-            .iter()
-            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name))
-            .cloned()
-            .or_else(|| {
-                let p = PathBuf::from(path);
-                (path.starts_with('/') && p.is_file()).then_some(p)
-            });
-        let v = file
-            .and_then(|f| Binary::open(&f).ok())
-            .map(|b| ObjectSymbols {
-                build_id: b.build_id().cloned(),
-                functions: b
-                    .functions()
-                    .iter()
-                    .flat_map(|f| {
-                        let one = |name: &str| FunctionSymbol {
-                            name: name.to_string(),
-                            start: f.start.0,
-                            size: f.size,
-                        };
-                        let mut v = vec![one(&f.raw_name)];
-                        if f.name != f.raw_name {
-                            v.push(one(&f.name));
-                        }
-                        v
-                    })
-                    .collect(),
-            });
-        self.cache.borrow_mut().insert(path.to_string(), v.clone());
-        v
-    }
-}
-
-/// Reads any profile `read` accepts.
+/// Reads any profile `read` accepts, through the pipeline's loader (the one place sample
+/// and exact-count files are read).
 pub(crate) fn load_profile(path: &Path, binaries: &[PathBuf]) -> Result<Loaded> {
-    let (bytes, name) = if path.as_os_str() == "-" {
-        let mut b = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
-            .context("cannot read standard input")?;
-        (b, "<stdin>".to_string())
-    } else {
-        (
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
-            path.display().to_string(),
-        )
+    let mut head = vec![0u8; 8192];
+    let n = {
+        let mut f =
+            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut n = 0;
+        loop {
+            let k = std::io::Read::read(&mut f, &mut head[n..])
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            n += k;
+            if k == 0 || n == head.len() {
+                break n;
+            }
+        }
     };
-    if bytes.is_empty() {
-        bail!("{name}: the file is empty; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file");
+    if n == 0 {
+        bail!("{}: the file is empty; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display());
     }
-    let format = sniff(&bytes[..bytes.len().min(8192)]).with_context(|| {
-        format!("{name}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file")
-    })?;
-    let syms = DiskSymbols {
-        extra: binaries,
-        cache: RefCell::new(HashMap::new()),
-    };
-    let text = || -> Result<&str> {
-        std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8 text"))
-    };
-    let warn = |w: Vec<String>| {
-        for x in w {
-            util::note(format!("warning: {name}: {x}"));
-        }
-    };
-    Ok(match format {
-        Format::PerfData => {
-            let (s, notes) = proftrust_formats::read_perf_data_with(
-                &bytes,
-                Path::new(&name),
-                &PerfDataOptions::default(),
-                &ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| name.clone())?;
-            warn(notes.warnings);
-            Loaded::Samples(s)
-        }
-        Format::PerfScript => {
-            let (s, notes) = proftrust_formats::read_perf_script(
-                text()?,
-                &syms,
-                &ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| name.clone())?;
-            warn(notes.warnings);
-            Loaded::Samples(s)
-        }
-        Format::NativeSamples => {
-            Loaded::Samples(native::read_samples(&bytes).with_context(|| name.clone())?)
-        }
-        Format::NativeExact => {
-            let mut e = native::read_exact(&bytes).with_context(|| name.clone())?;
-            e.normalize();
-            Loaded::Exact(e)
-        }
-        Format::Callgrind => {
-            let p = callgrind::parse(text()?).with_context(|| name.clone())?;
-            let mut e = p
-                .to_exact(&callgrind::ExactOptions::default(), &syms)
-                .with_context(|| {
-                    format!("{name}: cannot turn the callgrind counts into an exact profile")
-                })?;
-            e.normalize();
-            Loaded::Exact(e)
-        }
-        other => bail!("{name}: this build cannot read {} files", other.name()),
-    })
+    match sniff(&head[..n]) {
+        Some(Format::NativeExact | Format::Callgrind) => Ok(Loaded::Exact(
+            proftrust_pipeline::load::exact(path, binaries)?,
+        )),
+        Some(_) => Ok(Loaded::Samples(proftrust_pipeline::load::samples(
+            path,
+            binaries,
+            &util::Ui,
+        )?)),
+        None => bail!("{}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display()),
+    }
 }
 
 /// One side of an export: the profile, its symbolizer, and (exact profiles) call counts.
@@ -268,6 +180,20 @@ pub(crate) struct Side {
     pub calls: Vec<CallSite>,
     /// The sample set's sampled event, for labels (`cpu-clock samples`).
     pub label: String,
+    /// Directories of the binaries given: source files are also looked for there.
+    pub source_dirs: Vec<PathBuf>,
+}
+
+fn dirs_of(binaries: &[PathBuf]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = binaries
+        .iter()
+        .map(|b| match b.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    v.dedup();
+    v
 }
 
 impl Side {
@@ -284,6 +210,7 @@ impl Side {
             symbolizer: Symbolizer::new(&set.modules, binaries),
             calls: Vec::new(),
             label,
+            source_dirs: dirs_of(binaries),
         }
     }
 
@@ -297,6 +224,7 @@ impl Side {
                 .map(|c| (c.site, c.target, c.count))
                 .collect(),
             label: "exact instructions".into(),
+            source_dirs: dirs_of(binaries),
         }
     }
 
@@ -318,6 +246,7 @@ impl Side {
             symbolizer: Symbolizer::new(modules, binaries),
             calls: Vec::new(),
             label: "corrected instructions".into(),
+            source_dirs: dirs_of(binaries),
         }
     }
 
@@ -348,20 +277,28 @@ impl Side {
     }
 }
 
-/// Source lines read from disk, each file once.
+/// Source lines read from disk, each file once: at the path the debug info states, else
+/// under each `--source-dir` by file name.
 #[derive(Default)]
-struct DiskSource(RefCell<HashMap<String, Option<Vec<String>>>>);
+struct DiskSource {
+    dirs: Vec<PathBuf>,
+    files: RefCell<HashMap<String, Option<Vec<String>>>>,
+}
 
 impl SourceText for DiskSource {
     fn line(&self, file: &str, line: u32) -> Option<String> {
-        let mut c = self.0.borrow_mut();
+        let mut c = self.files.borrow_mut();
         let lines = c.entry(file.to_string()).or_insert_with(|| {
-            std::fs::read(file).ok().map(|b| {
-                String::from_utf8_lossy(&b)
-                    .lines()
-                    .map(str::to_string)
-                    .collect()
-            })
+            let name = Path::new(file).file_name()?;
+            std::iter::once(PathBuf::from(file))
+                .chain(self.dirs.iter().map(|d| d.join(name)))
+                .find_map(|p| std::fs::read(p).ok())
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .lines()
+                        .map(str::to_string)
+                        .collect()
+                })
         });
         lines.as_ref()?.get(line.checked_sub(1)? as usize).cloned()
     }
@@ -379,6 +316,8 @@ pub(crate) struct Job<'a> {
     pub functions: &'a [String],
     pub top: usize,
     pub normalize: bool,
+    /// annotate: directories searched for source files by name.
+    pub source_dirs: &'a [PathBuf],
 }
 
 /// Writes one export to `out` (atomically; `-` = standard output). Returns a one-line note.
@@ -494,12 +433,16 @@ fn annotations(job: &Job<'_>, v: usize) -> Result<Vec<proftrust_report::Annotati
         exact: job.against.map(|s| (&s.profile, s.profile.default_value)),
         corrected: job.corrected.map(|s| (&s.profile, s.profile.default_value)),
     };
-    Ok(proftrust_export::annotate(
-        &input,
-        &r,
-        &DiskSource::default(),
-        &o,
-    )?)
+    let src = DiskSource {
+        dirs: job
+            .source_dirs
+            .iter()
+            .chain(&main.source_dirs)
+            .cloned()
+            .collect(),
+        ..DiskSource::default()
+    };
+    Ok(proftrust_export::annotate(&input, &r, &src, &o)?)
 }
 
 /// Runs `proftrust export`.
@@ -562,6 +505,7 @@ pub fn run(a: Args) -> Result<()> {
         functions: &a.functions,
         top: a.top,
         normalize: !a.no_normalize,
+        source_dirs: &a.source_dir,
     };
     let note = write_export(&job, &a.output)?;
     if !note.is_empty() {
@@ -659,11 +603,12 @@ pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()>
                 target: spec.target,
                 main: before,
                 against: after,
-                corrected: sides.corrected.filter(|_| sides.exact.is_some()),
+                corrected: sides.corrected,
                 value: None,
                 functions: &[],
                 top: 3,
                 normalize: true,
+                source_dirs: &[],
             }
         } else {
             Job {
@@ -675,6 +620,7 @@ pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()>
                 functions: &[],
                 top: 3,
                 normalize: true,
+                source_dirs: &[],
             }
         };
         let note = write_export(&job, &spec.file)
@@ -684,6 +630,166 @@ pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// The sides of an audit (samples of the compared event, exact counts, corrected estimates).
+struct AuditSides {
+    samples: Side,
+    exact: Side,
+    corrected: Option<Side>,
+}
+
+fn audit_sides(d: &proftrust_pipeline::audit::AuditData) -> AuditSides {
+    AuditSides {
+        samples: Side::samples(&d.samples, Some(d.event), &d.binaries),
+        exact: Side::exact(&d.exact, &d.binaries),
+        corrected: d.corrected.as_ref().map(|c| {
+            Side::corrected(
+                &d.samples.modules,
+                c,
+                "skid-corrected instructions",
+                &d.binaries,
+            )
+        }),
+    }
+}
+
+/// `audit --export`: single-profile formats export the corrected profile when the audit
+/// corrected skid, else the samples; the diff formats and annotate compare the samples with
+/// the exact counts.
+pub(crate) fn audit_exports(
+    specs: &[ExportSpec],
+    d: &proftrust_pipeline::audit::AuditData,
+) -> Result<()> {
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let s = audit_sides(d);
+    run_exports(
+        specs,
+        &Sides {
+            samples: Some(&s.samples),
+            exact: Some(&s.exact),
+            corrected: s.corrected.as_ref(),
+            default: if s.corrected.is_some() {
+                "corrected"
+            } else {
+                "samples"
+            },
+        },
+    )
+}
+
+/// The audit page's flame graphs (samples and exact counts side by side, the differential
+/// samples -> exact) and annotated source of the three hottest sampled functions. A part
+/// that cannot be drawn is left out with a note; the report itself never fails on it.
+pub(crate) fn audit_html_extras(
+    d: &proftrust_pipeline::audit::AuditData,
+) -> proftrust_report::HtmlExtras {
+    let s = audit_sides(d);
+    let mut extras = proftrust_report::HtmlExtras::default();
+    let rs = s.samples.resolver();
+    let re = s.exact.resolver();
+    let svg =
+        |f: &dyn Fn(&mut Vec<u8>) -> std::result::Result<(), proftrust_export::ExportError>,
+         what: &str|
+         -> Option<String> {
+            let mut v = Vec::new();
+            match f(&mut v) {
+                Ok(()) => String::from_utf8(v).ok(),
+                Err(e) => {
+                    util::note(format!("HTML report: no {what} flame graph: {e}"));
+                    None
+                }
+            }
+        };
+    let mut o = FlameOptions::default();
+    o.title = format!("Sampled: {}", s.samples.label);
+    o.count_name = "samples".into();
+    o.width = 600;
+    let sampled = svg(
+        &|w| proftrust_export::write_flamegraph(w, &s.samples.profile, &rs, 0, &o),
+        "sampled",
+    );
+    let mut o = FlameOptions::default();
+    o.title = format!("Exact: {} ({})", s.exact.label, d.exact.backend);
+    o.count_name = "instructions".into();
+    o.width = 600;
+    let exact = svg(
+        &|w| proftrust_export::write_flamegraph(w, &s.exact.profile, &re, 0, &o),
+        "exact",
+    );
+    let mut o = FlameOptions::default();
+    o.title = "Differential: samples -> exact".into();
+    o.count_name = "instructions".into();
+    let diff = svg(
+        &|w| {
+            proftrust_export::write_diff_flamegraph(
+                w,
+                (&s.samples.profile, &rs, 0),
+                (&s.exact.profile, &re, 0),
+                &DiffOptions::default(),
+                &o,
+            )
+        },
+        "differential",
+    );
+    let note = if s.samples.profile.has_callers {
+        "The sampled graph shows the recorded call chains; the exact counts have no call chains, so the exact and the differential graphs show each function with the functions inlined into it (the differential graph cuts the samples to the same depth).".into()
+    } else {
+        "No call chains were recorded: each graph shows each function with the functions inlined into it.".into()
+    };
+    extras.flamegraphs = Some(proftrust_report::FlameGraphs {
+        sampled,
+        exact,
+        diff,
+        note,
+    });
+    let job = Job {
+        target: Target::AnnotateHtml,
+        main: &s.samples,
+        against: Some(&s.exact),
+        corrected: s.corrected.as_ref(),
+        value: None,
+        functions: &[],
+        top: 3,
+        normalize: true,
+        source_dirs: &[],
+    };
+    match annotations(&job, 0) {
+        Ok(a) => extras.annotations = a,
+        Err(e) => util::note(format!("HTML report: no annotated source: {e:#}")),
+    }
+    extras
+}
+
+/// `correct --export`: the corrected profile by default; the raw samples (the instructions
+/// event) and the truth (`--truth`) as the other sides.
+pub(crate) fn correct_exports(
+    specs: &[ExportSpec],
+    raw: &SampleSet,
+    modules: &proftrust_model::ModuleTable,
+    corrected: &HashMap<Location, f64>,
+    truth: Option<&ExactProfile>,
+    binaries: &[PathBuf],
+) -> Result<()> {
+    let ev = raw
+        .events
+        .iter()
+        .position(|e| e.kind == proftrust_model::EventKind::Instructions)
+        .map(|e| e as u16);
+    let samples = Side::samples(raw, ev, binaries);
+    let exact = truth.map(|t| Side::exact(t, binaries));
+    let corrected = Side::corrected(modules, corrected, "skid-corrected instructions", binaries);
+    run_exports(
+        specs,
+        &Sides {
+            samples: Some(&samples),
+            exact: exact.as_ref(),
+            corrected: Some(&corrected),
+            default: "corrected",
+        },
+    )
 }
 
 #[cfg(test)]

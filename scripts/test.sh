@@ -22,6 +22,14 @@ if [ ${#need[@]} -gt 0 ] && [ -z "${SKIP_INSTALL:-}" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${uniq_need[@]}" >/dev/null
 fi
 
+# QEMU >= 9.2 with TCG plugins (plugin API v4: per-vCPU counters, derived edges), built
+# from Debian's source package side by side with the system's qemu-user 7.2, which stays
+# (tests compare the two plugin API generations). Cached after the first build (~4 min).
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  echo "== QEMU 10 with plugins (scripts/install-qemu.sh)"
+  bash scripts/install-qemu.sh
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

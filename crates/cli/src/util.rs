@@ -114,26 +114,6 @@ pub fn print_error(e: &anyhow::Error) {
     eprintln!("error: {msg}");
 }
 
-/// First line of `tool ARGS`, or `unavailable`.
-pub fn tool_version(tool: &str, args: &[&str]) -> String {
-    std::process::Command::new(tool)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            let s = if o.stdout.is_empty() {
-                o.stderr
-            } else {
-                o.stdout
-            };
-            String::from_utf8_lossy(&s)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_string())
-        })
-        .unwrap_or_else(|| "unavailable".into())
-}
-
 /// While alive, file descriptor 1 points at stderr, so that the profiled program's output
 /// does not mix with `--json` on stdout; the original stdout comes back on drop.
 pub struct StdoutToStderr {

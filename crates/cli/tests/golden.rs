@@ -10,7 +10,7 @@
 //!
 //! Masked (replaced by a placeholder before the comparison), because they genuinely vary
 //! between machines or runs: the test's temporary directory (`[DIR]`), the directory of the
-//! proftrust build holding the QEMU plugin (`[BUILD]`), the version strings of qemu-x86_64 and
+//! proftrust build holding the QEMU plugin (`[BUILD]`, whichever of its two copies is newer), the version strings of qemu-x86_64 and
 //! valgrind (`[QEMU-VERSION]`, `[VALGRIND-VERSION]`), proftrust's own version where a report
 //! states it (`[VERSION]`), valgrind's pid in the banner it prints
 //! (`==PID==`), and in `record`'s output, which samples
@@ -48,6 +48,12 @@ impl Sandbox {
         let masks = Masks::new()
             .add(canonical.display().to_string(), "[DIR]")
             .add(dir.path().display().to_string(), "[DIR]")
+            // Cargo leaves the plugin in target/*/ and target/*/deps/; proftrust takes the
+            // newer copy, which depends on the build order.
+            .add(
+                format!("{}/deps/libproftrust_qemu_plugin.so", build.display()),
+                "[BUILD]/libproftrust_qemu_plugin.so",
+            )
             .add(build.display().to_string(), "[BUILD]")
             .add(
                 tool_version("qemu-x86_64", "--version", "version "),
@@ -345,116 +351,54 @@ fn inspect() {
     );
 }
 
+/// `proftrust audit --samples SAMPLES --truth TRUTH --binary tiny EXTRA...`.
+fn audit_args<'a>(samples: &'a str, truth: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "audit",
+        "--samples",
+        samples,
+        "--truth",
+        truth,
+        "--binary",
+        "tiny",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
 #[test]
 fn audit() {
     let s = Sandbox::new();
+    let (samp, exact) = ("tiny.ptsamp", "tiny.ptexact");
     s.check(
         "audit",
         &[
-            &[
-                "audit",
-                "--samples",
-                "tiny.ptsamp",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.ptsamp",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-                "--sample-event",
-                "cycles:vpmu",
-                "--truth-weight",
-                "instructions",
-                "--top",
-                "3",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.ptsamp",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-                "--correct-skid",
-                "3",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.perf.data",
-                "--truth",
-                "tiny.callgrind",
-                "--binary",
-                "tiny",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.perf.data",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.perf-script",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-            ],
-            &[
-                "audit",
-                "--samples",
-                "tiny.ptsamp",
-                "--truth",
-                "tiny.ptexact",
-                "--binary",
-                "tiny",
-                "--html",
-                "report.html",
-            ],
+            &audit_args(samp, exact, &[]),
+            &audit_args(
+                samp,
+                exact,
+                &[
+                    "--sample-event",
+                    "cycles:vpmu",
+                    "--truth-weight",
+                    "instructions",
+                    "--top",
+                    "3",
+                ],
+            ),
+            &audit_args(samp, exact, &["--correct-skid", "3"]),
+            &audit_args("tiny.perf.data", "tiny.callgrind", &[]),
+            &audit_args("tiny.perf.data", exact, &[]),
+            &audit_args("tiny.perf-script", exact, &[]),
+            &audit_args(samp, exact, &["--html", "report.html"]),
         ],
     );
     let html = s.file("report.html");
     assert_golden(&golden_dir().join("expected/audit-html.txt"), &html);
-    s.check_json(
-        "audit",
-        &[
-            "audit",
-            "--samples",
-            "tiny.ptsamp",
-            "--truth",
-            "tiny.ptexact",
-            "--binary",
-            "tiny",
-            "--json",
-        ],
-    );
+    s.check_json("audit", &audit_args(samp, exact, &["--json"]));
     s.check_json(
         "audit-corrected",
-        &[
-            "audit",
-            "--samples",
-            "tiny.ptsamp",
-            "--truth",
-            "tiny.ptexact",
-            "--binary",
-            "tiny",
-            "--correct-skid",
-            "3",
-            "--json",
-        ],
+        &audit_args(samp, exact, &["--correct-skid", "3", "--json"]),
     );
 }
 

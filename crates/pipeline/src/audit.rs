@@ -244,7 +244,7 @@ pub fn execute_with_data(
     } else if exact.backend == "qemu" {
         tool_versions
             .entry("qemu-x86_64".into())
-            .or_insert_with(|| program::tool_version("qemu-x86_64", &["--version"]));
+            .or_insert_with(|| program::tool_version(&qemu_path(), &["--version"]));
     }
     if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
         tool_versions.insert("linux".into(), k.trim().to_string());
@@ -761,7 +761,7 @@ fn count_exact(
         };
         versions.insert(
             "qemu-x86_64".into(),
-            program::tool_version("qemu-x86_64", &["--version"]),
+            program::tool_version(&qemu_path(), &["--version"]),
         );
         let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
         if proftrust_exact::counts_may_be_low(&e) {
@@ -791,4 +791,9 @@ fn count_exact(
     pb.finish();
     e.normalize();
     Ok((e, note))
+}
+
+/// The QEMU proftrust runs (`proftrust_exact::find_qemu`), for its version in the report.
+fn qemu_path() -> String {
+    proftrust_exact::find_qemu().map_or_else(|_| "qemu-x86_64".into(), |p| p.display().to_string())
 }

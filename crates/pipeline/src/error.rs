@@ -18,6 +18,9 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// A metric could not be computed (empty sides, mismatched inputs).
+    #[error(transparent)]
+    Metrics(#[from] proftrust_metrics::Error),
 }
 
 /// The crate's result type.

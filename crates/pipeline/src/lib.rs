@@ -9,6 +9,8 @@
 //!
 //! * [`audit`] — can I trust this profile? Samples against exact counts, metrics, error
 //!   bars, skid correction, period sweep.
+//! * [`correct`] — undo counter skid in an instruction profile (seed 000 §2).
+//! * [`vpmu`] — a program's samples under the virtual PMU (skid, LBR, caches).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -42,11 +44,13 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod correct;
 mod error;
 mod events;
 pub mod load;
 pub mod program;
 pub mod trace;
+pub mod vpmu;
 
 pub use error::{Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};

@@ -11,6 +11,16 @@ use proftrust_formats::Format;
 use proftrust_model::{ExactProfile, SampleSet};
 use std::path::{Path, PathBuf};
 
+/// The format of the file at `path`, sniffed from its first bytes (`None`: unknown).
+pub fn format_of(path: &Path) -> Result<Option<Format>> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(4096);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(proftrust_formats::sniff(&head))
+}
+
 /// Reads a sample file of any supported format. `binaries` are the program's files (given
 /// by the user), matched by file name to the objects a `perf script` text names; other
 /// objects are read from the path the text gives. Reader warnings become notes.

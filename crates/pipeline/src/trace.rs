@@ -5,7 +5,7 @@
 
 use crate::error::{bail, Context, Result};
 use crate::{program, Events};
-use proftrust_binary::{Binary, Symbolizer};
+use proftrust_binary::{Binary, Frame, Symbolizer};
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{Location, Module, ModuleTable, RunOutcome, Svma};
 use proftrust_paths::{CodeOracle, PathProfile, Profiler, ProfilerOptions, ProgramCfgs};
@@ -224,7 +224,12 @@ pub fn qemu_options(
 
 /// `file:line` of the innermost frame at `a` (`?` parts when unknown).
 pub fn source_of(b: &Binary, a: Svma) -> String {
-    match b.frames(a).first() {
+    frame_line(b.frames(a).first())
+}
+
+/// `file:line` (file name only) of an inline frame; `?` parts when unknown, `?` without one.
+pub fn frame_line(f: Option<&Frame>) -> String {
+    match f {
         Some(f) => format!(
             "{}:{}",
             f.file
@@ -337,5 +342,33 @@ impl CodeOracle for BinaryCode<'_> {
     /// The frame-pointer prologue (`Binary::frame_established`).
     fn frame_established(&self, _: &ModuleTable, at: Location) -> Option<bool> {
         self.sym.binary(at.module?)?.frame_established(at.svma)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_config_specs() {
+        let c = cache_config("l1=4K:4:3,llc=64K:8:30,mem=250,store=2").unwrap();
+        assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
+        assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
+        assert_eq!(
+            (c.memory_latency, c.store_latency, c.line_size),
+            (250, 2, 64)
+        );
+        assert_eq!(cache_config("").unwrap(), CacheConfig::default());
+        assert_eq!(cache_config("llc=8M:16:40").unwrap().llc_size, 8 << 20);
+        for bad in [
+            "l1=4K:4",
+            "l1=4X:4:3",
+            "size=3",
+            "line=48",
+            "l1=100:4:3",
+            "mem",
+        ] {
+            assert!(cache_config(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod correct;
 mod flame;
 mod html;
 mod model;

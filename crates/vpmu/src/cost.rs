@@ -50,11 +50,7 @@ impl CostModel for TraceCost {
         if self.tables.len() <= i {
             self.tables.resize(i + 1, None);
         }
-        self.tables[i] = self
-            .model
-            .tables
-            .iter()
-            .position(|t| t.module_file_name == module.file_name());
+        self.tables[i] = self.model.table_for(module);
     }
 
     fn block_costs(&mut self, b: &TraceBlock<'_>, out: &mut Vec<InstrCost>) {

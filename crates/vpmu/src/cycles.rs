@@ -69,6 +69,13 @@ impl Default for CycleModel {
 }
 
 impl CycleModel {
+    /// Index of the table for `module` (matched by file name), if any.
+    pub fn table_for(&self, module: &proftrust_model::Module) -> Option<usize> {
+        self.tables
+            .iter()
+            .position(|t| t.module_file_name == module.file_name())
+    }
+
     /// The flat model: every instruction takes `cpi` cycles.
     pub fn flat(cpi: u32) -> CycleModel {
         CycleModel {

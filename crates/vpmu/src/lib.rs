@@ -572,12 +572,7 @@ impl proftrust_model::BlockVisitor for Vpmu {
         self.timer.module(idx, module);
         let ours = self.modules.intern(module.clone());
         self.module_map.insert(idx, ours);
-        if let Some(t) = self
-            .model
-            .tables
-            .iter()
-            .position(|t| t.module_file_name == module.file_name())
-        {
+        if let Some(t) = self.model.table_for(module) {
             self.module_costs.insert(ours, t);
         }
     }

@@ -263,11 +263,7 @@ impl InstrTimer {
         if self.tables.len() <= i {
             self.tables.resize(i + 1, None);
         }
-        self.tables[i] = self
-            .model
-            .tables
-            .iter()
-            .position(|t| t.module_file_name == module.file_name());
+        self.tables[i] = self.model.table_for(module);
     }
 
     /// Timing of each instruction of `b`, in order (`out` is cleared first).

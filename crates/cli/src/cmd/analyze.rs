@@ -11,7 +11,7 @@ use crate::util;
 use anyhow::{bail, Context};
 use clap::{Args as ClapArgs, Subcommand};
 use proftrust_binary::Symbolizer;
-use proftrust_formats::{native, read_perf_data, sniff, Format};
+use proftrust_formats::Format;
 use proftrust_model::SampleSet;
 use proftrust_sim::granularity::{analyze, histogram_svg, render_text, GranularityOptions};
 use serde::Serialize;
@@ -77,20 +77,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// The samples of `path` and their format: perf.data or a proftrust sample file (the
+/// formats with time stamps the analysis needs).
 fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let head = &bytes[..bytes.len().min(4096)];
-    match sniff(head) {
-        Some(Format::PerfData) => Ok((
-            read_perf_data(&bytes, path)
-                .with_context(|| format!("cannot read perf.data {}", path.display()))?,
-            Format::PerfData,
-        )),
-        Some(Format::NativeSamples) => Ok((
-            native::read_samples(&bytes)
-                .with_context(|| format!("cannot read sample file {}", path.display()))?,
-            Format::NativeSamples,
-        )),
+    let format = match proftrust_pipeline::load::format_of(path)? {
+        Some(f @ (Format::PerfData | Format::NativeSamples)) => f,
         Some(f) => bail!(
             "{} is a {} file; granularity analysis needs samples with time stamps \
              (hint: give a perf.data from `perf record` or a file from `proftrust record`)",
@@ -101,7 +92,9 @@ fn read_set(path: &Path) -> anyhow::Result<(SampleSet, Format)> {
             "{}: unknown file format (hint: give a perf.data or a proftrust sample file)",
             path.display()
         ),
-    }
+    };
+    let set = proftrust_pipeline::load::samples(path, &[], &crate::util::Ui)?;
+    Ok((set, format))
 }
 
 fn granularity(a: GranArgs) -> anyhow::Result<()> {

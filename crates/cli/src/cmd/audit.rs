@@ -85,8 +85,8 @@ pub struct AuditArgs {
     /// with --correct-skid), folded-diff, flamegraph-diff (samples -> exact), annotate,
     /// annotate-html (samples against exact, and corrected); FORMAT@SIDE:FILE picks the
     /// side (samples, exact, corrected). See docs/export.md.
-    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::cmd::export::parse_export_spec)]
-    export: Vec<crate::cmd::export::ExportSpec>,
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
+    export: Vec<crate::exports::ExportSpec>,
     /// Stop the program (each run) after this many seconds.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -169,9 +169,9 @@ pub fn run(args: AuditArgs) -> Result<()> {
     };
     let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
-    crate::cmd::export::audit_exports(&args.export, &data)?;
+    crate::exports::audit_exports(&args.export, &data)?;
     if let Some(h) = &args.html {
-        let extras = crate::cmd::export::audit_html_extras(&data);
+        let extras = crate::exports::audit_html_extras(&data);
         let html = proftrust_report::render_html_with(&report, &extras);
         util::write_atomically(h, |w| {
             w.write_all(html.as_bytes())?;

@@ -4,9 +4,7 @@
 
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_vpmu::{
-    CacheConfig, ClassCycles, CostTable, CycleModel, SkidDist, Vpmu, VpmuEvents, VpmuOptions,
-};
+use proftrust_pipeline::vpmu::{CpiModel, SkidDist, VpmuRunOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -108,38 +106,25 @@ fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
 
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
-    a.command = a.wl.command(std::mem::take(&mut a.command), None)?;
-    let skid = match &a.skid_dist {
+    let mut o = VpmuRunOptions::default();
+    o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
+    o.skid = match &a.skid_dist {
         Some(d) => parse_dist(d)?,
         None => SkidDist::Constant(a.skid),
     };
-    let prog = proftrust_pipeline::program::find(&a.command[0])?;
-    let mut model = CycleModel::flat(a.cpi);
-    let mut classes = ClassCycles::default();
-    classes.heavy_load = (a.cpi_model == CpiModelArg::Cache).then_some(a.heavy_load);
-    let mut table = match a.cpi_model {
-        CpiModelArg::Flat => {
-            let name = prog
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            CostTable::new(name)
-        }
-        CpiModelArg::Class | CpiModelArg::Cache => {
-            proftrust_pipeline::trace::program_costs(&prog, &classes)?
-        }
-        CpiModelArg::CacheSim => {
-            // The cache supplies every memory latency.
-            classes.load = 0;
-            classes.store = 0;
-            proftrust_pipeline::trace::program_costs(&prog, &classes)?
-        }
+    o.period = a.period;
+    o.cycle_period = a.cycle_period;
+    o.randomize = a.randomize;
+    o.seed = a.seed;
+    o.cpi_model = match a.cpi_model {
+        CpiModelArg::Flat => CpiModel::Flat,
+        CpiModelArg::Class => CpiModel::Class,
+        CpiModelArg::Cache => CpiModel::Cache,
+        CpiModelArg::CacheSim => CpiModel::CacheSim,
     };
-    if a.cpi_model == CpiModelArg::Flat {
-        for c in table.costs.values_mut() {
-            c.cycles = a.cpi;
-        }
-    }
+    o.cpi = a.cpi;
+    o.cache_config = a.cache_config.clone();
+    o.heavy_load = a.heavy_load;
     for l in &a.latency {
         let (addr, cyc) = l
             .split_once('=')
@@ -149,116 +134,21 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         let cyc: u32 = cyc
             .parse()
             .with_context(|| format!("--latency {l:?}: {cyc:?} is not a cycle count"))?;
-        table.set(addr, cyc);
+        o.latency.push((addr, cyc));
     }
-    model.tables.push(table);
-    let mut opts = VpmuOptions::default();
-    opts.instruction_period = a.period;
-    opts.cycle_period = a.cycle_period.unwrap_or(a.period);
-    opts.randomize = a.randomize;
-    opts.skid = skid;
-    opts.seed = a.seed;
-    opts.events = VpmuEvents {
-        instructions: true,
-        cycles: true,
-    };
-    opts.lbr = a.lbr;
-    opts.exact = a.exact.is_some();
-    let cache_sim = a.cpi_model == CpiModelArg::CacheSim;
-    if a.cache_config.is_some() && !cache_sim {
-        bail!("--cache-config applies to --cpi-model cache-sim only");
-    }
-    opts.cache = match (&a.cache_config, cache_sim) {
-        (Some(spec), _) => Some(proftrust_pipeline::trace::cache_config(spec)?),
-        (None, true) => Some(CacheConfig::default()),
-        (None, false) => None,
-    };
-    let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
-    let qo = proftrust_exact::QemuOptions {
-        timeout: a.timeout.map(std::time::Duration::from_secs_f64),
-        trace_memory: cache_sim,
-        ..proftrust_exact::QemuOptions::default()
-    };
-    util::note(format!(
-        "virtual PMU: skid {skid:?} cycles, period {}{}, cpi model {:?}, seed {}",
-        a.period,
-        if a.randomize { " randomised" } else { "" },
-        a.cpi_model,
-        a.seed
-    ));
-    let pb = util::progress(None, "tracing under QEMU");
-    let outcome = proftrust_exact::trace_qemu(&a.command, &qo, &mut v)
-        .context("cannot trace the program under QEMU")?;
-    pb.finish_and_clear();
-    if let Some(c) = v.cache_stats() {
-        util::note(format!(
-            "cache simulation: {} data accesses ({} loads), {} L1D misses, {} LLC misses",
-            c.accesses, c.loads, c.l1_misses, c.llc_misses
-        ));
-    }
-    let (mut set, exact) = v.finish();
-    set.command = a
-        .command
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    util::note(format!(
-        "{} samples ({} instruction, {} cycle); program {:?}",
-        set.samples.len(),
-        set.count_for_event(0),
-        set.count_for_event(1),
-        outcome
-    ));
+    o.lbr = a.lbr;
+    o.exact = a.exact.is_some();
+    o.timeout = a.timeout.map(std::time::Duration::from_secs_f64);
+    let r = proftrust_pipeline::vpmu::execute(&o, &util::Ui)?;
     util::write_atomically(&a.output, |w| {
-        proftrust_formats::native::write_samples(w, &set)
+        proftrust_formats::native::write_samples(w, &r.samples)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
-    if let (Some(p), Some(mut e)) = (&a.exact, exact) {
-        e.command = set.command.clone();
+    if let (Some(p), Some(e)) = (&a.exact, &r.exact) {
         util::write_atomically(p, |w| {
-            proftrust_formats::native::write_exact(w, &e)
+            proftrust_formats::native::write_exact(w, e)
                 .with_context(|| format!("cannot write {}", p.display()))
         })?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cache_config_specs() {
-        let c = proftrust_pipeline::trace::cache_config("l1=4K:4:3,llc=64K:8:30,mem=250,store=2")
-            .unwrap();
-        assert_eq!((c.l1_size, c.l1_ways, c.l1_latency), (4096, 4, 3));
-        assert_eq!((c.llc_size, c.llc_ways, c.llc_latency), (65536, 8, 30));
-        assert_eq!(
-            (c.memory_latency, c.store_latency, c.line_size),
-            (250, 2, 64)
-        );
-        assert_eq!(
-            proftrust_pipeline::trace::cache_config("").unwrap(),
-            CacheConfig::default()
-        );
-        assert_eq!(
-            proftrust_pipeline::trace::cache_config("llc=8M:16:40")
-                .unwrap()
-                .llc_size,
-            8 << 20
-        );
-        for bad in [
-            "l1=4K:4",
-            "l1=4X:4:3",
-            "size=3",
-            "line=48",
-            "l1=100:4:3",
-            "mem",
-        ] {
-            assert!(
-                proftrust_pipeline::trace::cache_config(bad).is_err(),
-                "{bad}"
-            );
-        }
-    }
 }

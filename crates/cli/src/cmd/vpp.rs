@@ -834,7 +834,14 @@ pub fn run(a: Args) -> Result<()> {
             let source = match &program {
                 Some(p) => sources
                     .entry(v.signature.entry.0)
-                    .or_insert_with(|| line_in_function(&p.binary, v.signature.entry))
+                    // The outermost inline frame: its line is the call site of an inlined chain
+                    // (a probe or helper inlined at the path's entry would otherwise name its
+                    // own header line).
+                    .or_insert_with(|| {
+                        proftrust_pipeline::trace::frame_line(
+                            p.binary.frames(v.signature.entry).last(),
+                        )
+                    })
                     .clone(),
                 None => info
                     .map(|x| x.function.rsplit('/').next().unwrap_or("").to_string())
@@ -1106,22 +1113,6 @@ pub fn run(a: Args) -> Result<()> {
         writeln!(w, "\ndelta histograms: {}", svg.display())?;
     }
     Ok(())
-}
-
-/// `file:line` of a path's entry in its own function: the outermost inline frame, whose line
-/// is the call site of the inlined chain (a probe or helper inlined at the path's entry would
-/// otherwise name its own header line).
-fn line_in_function(b: &proftrust_binary::Binary, a: proftrust_model::Svma) -> String {
-    match b.frames(a).last() {
-        Some(f) => format!(
-            "{}:{}",
-            f.file
-                .as_deref()
-                .map_or("?", |p| p.rsplit('/').next().unwrap_or(p)),
-            f.line.map_or("?".to_string(), |l| l.to_string())
-        ),
-        None => "?".to_string(),
-    }
 }
 
 impl std::fmt::Display for SourceArg {

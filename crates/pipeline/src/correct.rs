@@ -1,0 +1,366 @@
+//! `correct`: undo counter skid in an instruction profile (seed 000 §2).
+//!
+//! The work is done by `proftrust_skid::program::correct_profile` (the same entry point the
+//! audit's `correct_skid` uses): with the flow solver (default) the whole program is
+//! corrected at once — every sampled function of the binary and the functions it calls,
+//! shared libraries reached through PLT stubs as black boxes; with a loop solver (`lsq`,
+//! `gibbs`) each hot innermost loop is corrected on its own with its simple loops and
+//! everything else keeps its raw estimate. Functions are named by the innermost inline
+//! frame; code in other modules is grouped per module. Cycles are not corrected (a constant
+//! skid does not bias cycle samples, seed 000 §2.1), so corrected IPC = corrected
+//! instructions / sampled cycles.
+
+use crate::error::{bail, Context, Result};
+use crate::{load, Events};
+use proftrust_binary::Symbolizer;
+use proftrust_model::{ExactProfile, Location, ModuleIdx};
+use proftrust_report::correct::{
+    CorrectMetrics, CorrectReport, CorrectedBlock, CorrectedFunctionRow, CorrectedInstruction,
+    CorrectedLoop, FlowSummary,
+};
+pub use proftrust_skid::correct::{Emulation, Solver};
+pub use proftrust_skid::program::BoxSpread;
+use proftrust_skid::program::{
+    correct_profile, function_name, Method, ProgramOptions, SampledProfile,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// The samples to correct.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CorrectInput {
+    /// One file with an instructions and a cycles event of one run (a `proftrust vpmu`
+    /// file, perf.data of `perf record -e instructions,cycles`).
+    Samples(PathBuf),
+    /// Two files: instruction samples and cycle samples.
+    Pair {
+        /// Instruction samples.
+        instructions: PathBuf,
+        /// Cycle samples.
+        cycles: PathBuf,
+    },
+}
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CorrectOptions {
+    /// The samples. Default: `Samples("")` (an error: give a file).
+    pub input: CorrectInput,
+    /// The profiled binary whose code is modelled. Default empty (an error: give it).
+    pub binary: PathBuf,
+    /// Skid to undo, in cycles. Default 0.
+    pub skid: f64,
+    /// Width of the uniform skid spread the emulation averages over, cycles. Default 1.
+    pub skid_spread: f64,
+    /// Exact counts to compare the raw and corrected profiles with. Default none.
+    pub truth: Option<PathBuf>,
+    /// `None`: the whole-program flow solver (default); `Some`: correct each hot loop with
+    /// this solver.
+    pub solver: Option<Solver>,
+    /// Emulation of the loop solvers. Default mixed.
+    pub emulation: Emulation,
+    /// Seed of the Gibbs sampler. Default 0.
+    pub seed: u64,
+    /// Loop solvers: loops with at least this share of the samples. Default 0.01.
+    pub hot_share: f64,
+    /// Loop solvers: at most this many simple loops per loop. Default 64.
+    pub max_simple_loops: usize,
+    /// Flow solver: at most this many basic blocks (hottest functions first). Default 3000.
+    pub max_blocks: usize,
+    /// Flow solver: how a black box's corrected count is spread. Default uniform.
+    pub box_spread: BoxSpread,
+}
+
+impl Default for CorrectOptions {
+    fn default() -> Self {
+        CorrectOptions {
+            input: CorrectInput::Samples(PathBuf::new()),
+            binary: PathBuf::new(),
+            skid: 0.0,
+            skid_spread: 1.0,
+            truth: None,
+            solver: None,
+            emulation: Emulation::Mixed,
+            seed: 0,
+            hot_share: 0.01,
+            max_simple_loops: 64,
+            max_blocks: 3000,
+            box_spread: BoxSpread::Uniform,
+        }
+    }
+}
+
+/// What a correction produced besides its report, for exports ([`execute_with_data`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CorrectData {
+    /// The modules the locations refer to (the samples' modules).
+    pub modules: proftrust_model::ModuleTable,
+    /// The corrected instruction estimate per location.
+    pub corrected: HashMap<Location, f64>,
+    /// The truth, when `truth` was given.
+    pub truth: Option<ExactProfile>,
+}
+
+/// Corrects the samples and returns the report. Notes and progress go to `events`.
+pub fn execute(a: &CorrectOptions, events: &dyn Events) -> Result<CorrectReport> {
+    execute_with_data(a, events).map(|(r, _)| r)
+}
+
+/// [`execute`], also returning the corrected profile.
+pub fn execute_with_data(
+    a: &CorrectOptions,
+    events: &dyn Events,
+) -> Result<(CorrectReport, CorrectData)> {
+    if !(a.skid.is_finite() && a.skid >= 0.0) {
+        bail!("--skid must be a number of cycles >= 0");
+    }
+    if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
+        bail!("--skid-spread must be a number of cycles >= 0");
+    }
+    let read = |p: &PathBuf| load::samples(p, std::slice::from_ref(&a.binary), events);
+    let profile = match &a.input {
+        CorrectInput::Samples(p) => SampledProfile::from_sample_set(&read(p)?)
+            .with_context(|| format!("{}", p.display()))?,
+        CorrectInput::Pair {
+            instructions: i,
+            cycles: c,
+        } => SampledProfile::from_sample_sets(&read(i)?, &read(c)?)
+            .with_context(|| format!("{} and {}", i.display(), c.display()))?,
+    };
+    if !a.binary.is_file() {
+        bail!(
+            "cannot open the binary {}: no such file",
+            a.binary.display()
+        );
+    }
+    let sym = Symbolizer::new(&profile.modules, std::slice::from_ref(&a.binary));
+    let bname = a
+        .binary
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let modelled: Vec<ModuleIdx> = profile
+        .modules
+        .iter()
+        .filter(|(i, _)| {
+            sym.binary(*i)
+                .is_some_and(|b| b.path() == a.binary.as_path())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if modelled.is_empty() {
+        let w = sym.warnings().join("; ");
+        bail!(
+            "no module of the profile is {} (modules are matched by build-id, else file \
+             name; is --binary the profiled program?){}",
+            a.binary.display(),
+            if w.is_empty() {
+                String::new()
+            } else {
+                format!(": {w}")
+            }
+        );
+    }
+    let method = match a.solver {
+        None => Method::Flow,
+        Some(solver) => Method::Loops {
+            solver,
+            emulation: a.emulation,
+        },
+    };
+    let mut opts = ProgramOptions::default();
+    opts.skid = a.skid;
+    opts.method = method;
+    opts.modules = Some(modelled.clone());
+    opts.hot_share = a.hot_share;
+    opts.max_simple_loops = a.max_simple_loops;
+    opts.max_blocks = a.max_blocks;
+    opts.flow.skid_spread = a.skid_spread;
+    opts.box_spread = a.box_spread;
+    opts.seed = a.seed;
+    let pb = events.task(None, "correcting");
+    let cor = correct_profile(&profile, &sym, &opts)
+        .with_context(|| format!("cannot correct the profile of {bname}"))?;
+    pb.finish();
+    // Names.
+    let mut names: HashMap<Location, String> = HashMap::new();
+    let mut name_of = |l: Location| -> String {
+        names
+            .entry(l)
+            .or_insert_with(|| function_name(&sym, &modelled, l))
+            .clone()
+    };
+    // Summed in address order: a hash map's order would change the last bits of the sums
+    // from run to run.
+    let sorted = |m: &HashMap<Location, f64>| -> Vec<(Location, f64)> {
+        let mut v: Vec<(Location, f64)> = m.iter().map(|(l, x)| (*l, *x)).collect();
+        v.sort_by_key(|(l, _)| *l);
+        v
+    };
+    let mut per_fn: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    for (l, v) in sorted(&cor.raw) {
+        per_fn.entry(name_of(l)).or_default().0 += v;
+    }
+    for (l, v) in sorted(&cor.corrected) {
+        per_fn.entry(name_of(l)).or_default().1 += v;
+    }
+    for (l, v) in sorted(&profile.cycles) {
+        per_fn.entry(name_of(l)).or_default().2 += v;
+    }
+    // Truth, mapped onto the profile's modules.
+    let truth: Option<ExactProfile> = match &a.truth {
+        Some(p) => Some(load::exact(p, std::slice::from_ref(&a.binary))?),
+        None => None,
+    };
+    let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut true_instr: HashMap<Location, u64> = HashMap::new();
+    if let Some(t) = &truth {
+        let cyc = t.extra_cost_names.iter().position(|n| n == "cycles");
+        let mut mmap: HashMap<ModuleIdx, Option<ModuleIdx>> = HashMap::new();
+        for (i, ic) in t.instructions.iter().enumerate() {
+            let module = ic.loc.module.and_then(|m| {
+                *mmap.entry(m).or_insert_with(|| {
+                    t.modules
+                        .get(m)
+                        .and_then(|x| profile.modules.find_same_binary(x))
+                })
+            });
+            let l = Location {
+                module,
+                svma: ic.loc.svma,
+            };
+            let e = true_fn.entry(name_of(l)).or_default();
+            e.0 += ic.count;
+            if let Some(c) = cyc {
+                e.1 += t
+                    .extra_costs
+                    .get(i)
+                    .and_then(|v| v.get(c))
+                    .copied()
+                    .unwrap_or(0);
+            }
+            *true_instr.entry(l).or_default() += ic.count;
+        }
+    }
+    let ipc = |i: f64, c: f64| (c > 0.0).then(|| i / c);
+    let functions: Vec<CorrectedFunctionRow> = {
+        let mut keys: Vec<&String> = per_fn.keys().collect();
+        keys.extend(true_fn.keys().filter(|k| !per_fn.contains_key(*k)));
+        let mut v: Vec<CorrectedFunctionRow> = keys
+            .into_iter()
+            .map(|n| {
+                let (r, c, cy) = per_fn.get(n).copied().unwrap_or_default();
+                let t = true_fn.get(n);
+                CorrectedFunctionRow {
+                    name: n.clone(),
+                    raw_instructions: r,
+                    corrected_instructions: c,
+                    cycles: cy,
+                    raw_ipc: ipc(r, cy),
+                    corrected_ipc: ipc(c, cy),
+                    true_instructions: t.map(|x| x.0),
+                    true_ipc: t.and_then(|x| (x.1 > 0).then(|| x.0 as f64 / x.1 as f64)),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| b.raw_instructions.total_cmp(&a.raw_instructions));
+        v
+    };
+    let metrics = if truth.is_some() {
+        let r = |x: f64| x.round().max(0.0) as u64;
+        let eps = |s: Vec<(String, u64)>| {
+            proftrust_metrics::epsilon(s, true_fn.iter().map(|(k, v)| (k.clone(), v.0)))
+        };
+        let efr = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.0))).collect())?;
+        let efc = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.1))).collect())?;
+        let ti = || true_instr.iter().map(|(k, v)| (*k, *v));
+        let eir = proftrust_metrics::epsilon(cor.raw.iter().map(|(k, v)| (*k, r(*v))), ti())?;
+        let eic = proftrust_metrics::epsilon(cor.corrected.iter().map(|(k, v)| (*k, r(*v))), ti())?;
+        Some(CorrectMetrics {
+            epsilon_function_raw: efr,
+            epsilon_function_corrected: efc,
+            epsilon_instruction_raw: eir,
+            epsilon_instruction_corrected: eic,
+        })
+    } else {
+        None
+    };
+    let solver_name = match a.solver {
+        None => "flow",
+        Some(Solver::Gibbs) => "gibbs",
+        Some(Solver::Lsq) => "lsq",
+    };
+    let loops_out: Vec<CorrectedLoop> = cor
+        .loops
+        .iter()
+        .map(|l| CorrectedLoop {
+            function: l.function.clone(),
+            header: format!("{}", l.header),
+            blocks: l.blocks,
+            simple_loops: l.simple_loops,
+            frequencies: l.frequencies.clone(),
+            phi_start: l.phi_start,
+            phi: l.phi,
+            iterations: l.iterations,
+            converged: l.converged,
+        })
+        .collect();
+    let blocks: Vec<CorrectedBlock> = cor
+        .blocks
+        .iter()
+        .map(|b| CorrectedBlock {
+            function: b.function.clone(),
+            start: format!("{}", b.start),
+            raw: b.raw,
+            corrected: b.corrected,
+        })
+        .collect();
+    let mut instrs: Vec<(Location, f64, f64)> = cor
+        .corrected
+        .iter()
+        .filter(|(l, _)| l.module.is_some_and(|m| modelled.contains(&m)))
+        .map(|(l, c)| (*l, cor.raw.get(l).copied().unwrap_or(0.0), *c))
+        .filter(|(_, r, c)| r != c)
+        .collect();
+    instrs.sort_by_key(|x| x.0);
+    let instrs: Vec<CorrectedInstruction> = instrs
+        .into_iter()
+        .map(|(l, r, c)| CorrectedInstruction {
+            address: format!("{}", l.svma),
+            function: name_of(l),
+            raw: r,
+            corrected: c,
+        })
+        .collect();
+    let report = CorrectReport {
+        binary: a.binary.display().to_string(),
+        skid: a.skid,
+        solver: solver_name.to_string(),
+        emulation: format!("{:?}", a.emulation),
+        seed: a.seed,
+        functions,
+        loops: loops_out,
+        flow: cor.flow.as_ref().map(|f| FlowSummary {
+            functions: f.functions.clone(),
+            boxes: f.boxes.clone(),
+            blocks: f.blocks,
+            phi_start: f.phi_start,
+            phi: f.phi,
+            iterations: f.iterations,
+            converged: f.converged,
+            max_conservation_error: f.max_conservation_error,
+        }),
+        blocks,
+        instructions: instrs,
+        skipped: cor.skipped.clone(),
+        metrics,
+    };
+    let data = CorrectData {
+        modules: profile.modules.clone(),
+        corrected: cor.corrected,
+        truth,
+    };
+    Ok((report, data))
+}

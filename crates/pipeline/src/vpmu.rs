@@ -1,0 +1,197 @@
+//! `vpmu`: run a program under QEMU, replay its exact block trace through the virtual PMU
+//! (`proftrust-vpmu`) and return the skid-affected samples a hardware PMU would have taken
+//! (and, on request, the exact counts with modelled costs).
+
+use crate::error::{bail, Context, Result};
+use crate::{program, trace, Events};
+use proftrust_model::{ExactProfile, RunOutcome, SampleSet};
+pub use proftrust_vpmu::SkidDist;
+use proftrust_vpmu::{
+    CacheConfig, ClassCycles, CostTable, CycleModel, Vpmu, VpmuEvents, VpmuOptions,
+};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// Per-instruction cycle model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CpiModel {
+    /// Every instruction takes [`VpmuRunOptions::cpi`] cycles.
+    Flat,
+    /// Cycles by instruction class (iced-x86 decoding of the program's code).
+    #[default]
+    Class,
+    /// The class table plus heavy loads: dependent loads take
+    /// [`VpmuRunOptions::heavy_load`] cycles.
+    Cache,
+    /// The class table without memory costs, plus a simulated L1D + last-level cache on the
+    /// program's traced data accesses.
+    CacheSim,
+}
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct VpmuRunOptions {
+    /// Program and arguments. Default empty (an error: give one).
+    pub command: Vec<OsString>,
+    /// Skid in cycles. Default constant 0.
+    pub skid: SkidDist,
+    /// Instruction-event period. Default 10007.
+    pub period: u64,
+    /// Cycle-event period. Default: [`VpmuRunOptions::period`].
+    pub cycle_period: Option<u64>,
+    /// Randomise the periods (seed 001 §4). Default false.
+    pub randomize: bool,
+    /// Seed of every random draw. Default 0.
+    pub seed: u64,
+    /// Cycle model. Default [`CpiModel::Class`].
+    pub cpi_model: CpiModel,
+    /// CPI of the flat model. Default 1.
+    pub cpi: u32,
+    /// Cache spec under [`CpiModel::CacheSim`] (`trace::cache_config`). Default: defaults.
+    pub cache_config: Option<String>,
+    /// Cycles of a heavy load under [`CpiModel::Cache`]. Default 200.
+    pub heavy_load: u32,
+    /// Cycles of given instructions (SVMA, cycles), overriding the model. Default none.
+    pub latency: Vec<(u64, u32)>,
+    /// LBR-like branch stacks on every sample. Default false.
+    pub lbr: bool,
+    /// Also return the exact counts with modelled costs. Default false.
+    pub exact: bool,
+    /// Stop the program after this long. Default none.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for VpmuRunOptions {
+    fn default() -> Self {
+        VpmuRunOptions {
+            command: Vec::new(),
+            skid: SkidDist::Constant(0),
+            period: 10007,
+            cycle_period: None,
+            randomize: false,
+            seed: 0,
+            cpi_model: CpiModel::Class,
+            cpi: 1,
+            cache_config: None,
+            heavy_load: 200,
+            latency: Vec::new(),
+            lbr: false,
+            exact: false,
+            timeout: None,
+        }
+    }
+}
+
+/// What the virtual PMU produced.
+#[derive(Debug, Clone)]
+pub struct VpmuRun {
+    /// The samples (events `instructions:vpmu` and `cycles:vpmu`).
+    pub samples: SampleSet,
+    /// Exact counts with modelled costs, when asked for.
+    pub exact: Option<ExactProfile>,
+    /// How the program ended.
+    pub outcome: RunOutcome,
+}
+
+/// Runs the program under the virtual PMU. Notes and progress go to `events`.
+pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
+    let Some(first) = a.command.first() else {
+        bail!("give the program to run");
+    };
+    let skid = a.skid;
+    let prog = program::find(first)?;
+    let mut model = CycleModel::flat(a.cpi);
+    let mut classes = ClassCycles::default();
+    classes.heavy_load = (a.cpi_model == CpiModel::Cache).then_some(a.heavy_load);
+    let mut table = match a.cpi_model {
+        CpiModel::Flat => {
+            let name = prog
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            CostTable::new(name)
+        }
+        CpiModel::Class | CpiModel::Cache => trace::program_costs(&prog, &classes)?,
+        CpiModel::CacheSim => {
+            // The cache supplies every memory latency.
+            classes.load = 0;
+            classes.store = 0;
+            trace::program_costs(&prog, &classes)?
+        }
+    };
+    if a.cpi_model == CpiModel::Flat {
+        for c in table.costs.values_mut() {
+            c.cycles = a.cpi;
+        }
+    }
+    for &(addr, cyc) in &a.latency {
+        table.set(addr, cyc);
+    }
+    model.tables.push(table);
+    let mut opts = VpmuOptions::default();
+    opts.instruction_period = a.period;
+    opts.cycle_period = a.cycle_period.unwrap_or(a.period);
+    opts.randomize = a.randomize;
+    opts.skid = skid;
+    opts.seed = a.seed;
+    opts.events = VpmuEvents {
+        instructions: true,
+        cycles: true,
+    };
+    opts.lbr = a.lbr;
+    opts.exact = a.exact;
+    let cache_sim = a.cpi_model == CpiModel::CacheSim;
+    if a.cache_config.is_some() && !cache_sim {
+        bail!("--cache-config applies to --cpi-model cache-sim only");
+    }
+    opts.cache = match (&a.cache_config, cache_sim) {
+        (Some(spec), _) => Some(trace::cache_config(spec)?),
+        (None, true) => Some(CacheConfig::default()),
+        (None, false) => None,
+    };
+    let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
+    let qo = proftrust_exact::QemuOptions {
+        timeout: a.timeout,
+        trace_memory: cache_sim,
+        ..proftrust_exact::QemuOptions::default()
+    };
+    events.note(&format!(
+        "virtual PMU: skid {skid:?} cycles, period {}{}, cpi model {:?}, seed {}",
+        a.period,
+        if a.randomize { " randomised" } else { "" },
+        a.cpi_model,
+        a.seed
+    ));
+    let pb = events.task(None, "tracing under QEMU");
+    let outcome = proftrust_exact::trace_qemu(&a.command, &qo, &mut v)
+        .context("cannot trace the program under QEMU")?;
+    pb.finish();
+    if let Some(c) = v.cache_stats() {
+        events.note(&format!(
+            "cache simulation: {} data accesses ({} loads), {} L1D misses, {} LLC misses",
+            c.accesses, c.loads, c.l1_misses, c.llc_misses
+        ));
+    }
+    let (mut set, mut exact) = v.finish();
+    set.command = a
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    events.note(&format!(
+        "{} samples ({} instruction, {} cycle); program {:?}",
+        set.samples.len(),
+        set.count_for_event(0),
+        set.count_for_event(1),
+        outcome
+    ));
+    if let Some(e) = exact.as_mut() {
+        e.command = set.command.clone();
+    }
+    Ok(VpmuRun {
+        samples: set,
+        exact,
+        outcome,
+    })
+}

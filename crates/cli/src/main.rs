@@ -1,8 +1,10 @@
 //! `proftrust`: can I trust this profile?
 //!
 //! One thin binary over the library crates. Each subcommand lives in `cmd/<name>.rs` with its
-//! own clap `Args` struct, which it turns into the library's plain options structs; libraries
-//! never see clap. Errors are `anyhow` here only; [`main`] prints them with their hints and
+//! own clap `Args` struct, which it turns into the plain options of
+//! `proftrust_pipeline::<command>` (audit, correct, vpmu so far) or of the libraries, calls
+//! `execute` and renders the report (`proftrust-report`); libraries never see clap, and no
+//! subcommand imports another (shared flags: `trace_args.rs`, `workload.rs`, `parse.rs`). Errors are `anyhow` here only; [`main`] prints them with their hints and
 //! exits with status 2.
 
 mod cmd;

@@ -1,79 +1,76 @@
 #!/usr/bin/env bash
-# Exact counting benchmark (issue 3): per workload, best-of-$REPS wall seconds of
-#   native | bare qemu-x86_64 (no plugin: TCG's own cost) | proftrust truth (QEMU plugin,
-#   edges on) | truth --no-edges (inline counters only) | truth --backend callgrind
-# and the ratios truth/native (goal <= 3), truth/bare (what the plugin adds on top of QEMU),
-# callgrind/truth (goal >= 10), plus block-trace throughput (blocks/s) and memory-trace
-# throughput (data accesses/s) from the trace-throughput example.
+# Exact counting benchmark (issues 3 and 13): per workload, the median wall seconds of REPS
+# interleaved runs of
+#   native | plain qemu-x86_64 (no plugin: TCG's own cost) | proftrust truth (instructions,
+#   edges, calls) | truth --no-edges | truth --backend callgrind (valgrind --tool=callgrind
+#   --dump-instr=yes --collect-jumps=yes)
+# and the ratios truth/plain (goal <= 1.3), no-edges/plain, callgrind/truth (goal >= 5),
+# truth/native. All QEMU columns use the same QEMU: $PROFTRUST_QEMU, else the QEMU 10 that
+# scripts/install-qemu.sh builds (QEMU=/usr/bin/qemu-x86_64 benchmarks QEMU 7.2's plugin
+# API v1 instead); its version is printed.
 #
-#   bash scripts/bench-exact.sh                 # workloads/*.c if present, else the test programs
-#   REPS=1 bash scripts/bench-exact.sh prog.c   # given C sources
-#   COMPARE_PLUGIN=/tmp/old.so bash scripts/bench-exact.sh
-#       # also times another plugin build against this one, plugin only (qemu-x86_64
-#       # -plugin X,out=/dev/null,mode=count,edges=on), in the columns old_edges/new_edges
+#   bash scripts/bench-exact.sh                      # every bundled workload, size 100
+#   REPS=1 SIZE=30 bash scripts/bench-exact.sh sqlite lua
+#   WORKLOADS="hmmer mcf" bash scripts/bench-exact.sh
 #
-# Timings are wall clock on whatever else the machine runs; compare ratios on one input.
+# Workloads: the C kernels (hmmer soplex omnet mcf libsvm, workloads/*.c) and third-party
+# code (bzip2 zlib lua sqlite regex sort, workloads/thirdparty), built on first use by
+# `proftrust --workload`. Timings are wall clock on whatever else the machine runs (the
+# load average is printed); compare the ratios of one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
+SIZE=${SIZE:-100}
 TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p proftrust -p proftrust-qemu-plugin
-cargo build --release -q -p proftrust-exact --example trace-throughput
-PT="$TARGET/release/proftrust"
-TT="$TARGET/release/examples/trace-throughput"
-export PROFTRUST_QEMU_PLUGIN="$TARGET/release/libproftrust_qemu_plugin.so"
-QEMU=${PROFTRUST_QEMU:-qemu-x86_64}
+PT="$PWD/$TARGET/release/proftrust"
+export PROFTRUST_QEMU_PLUGIN="$PWD/$TARGET/release/libproftrust_qemu_plugin.so"
+export PROFTRUST_WORKLOAD_DIR="$PWD/$TARGET/workloads"
+QEMU=${QEMU:-${PROFTRUST_QEMU:-$(bash scripts/install-qemu.sh)}}
+export PROFTRUST_QEMU="$QEMU"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-if [ $# -gt 0 ]; then srcs=("$@")
-elif compgen -G "workloads/*.c" >/dev/null; then srcs=(workloads/*.c)
-else srcs=(crates/exact/tests/c/loop.c crates/exact/tests/c/mix.c); fi
+if [ $# -gt 0 ]; then ws=("$@")
+else read -r -a ws <<<"${WORKLOADS:-hmmer soplex omnet mcf libsvm bzip2 zlib lua sqlite regex sort}"; fi
 
-# Arguments per test program (workloads take their defaults).
-args_for() {
-  case "$(basename "$1" .c)" in
-    loop) echo 30000000 ;;
-    mix) echo 2000000 ;;
-    memwalk) echo 1048576 200 ;;
-    *) echo "" ;;
+exe_of() { # the built executable of workload $1
+  case "$1" in
+    hmmer|soplex|omnet|mcf|libsvm) echo "$PROFTRUST_WORKLOAD_DIR/$1" ;;
+    *) echo "$PROFTRUST_WORKLOAD_DIR/thirdparty/target/release/$1" ;;
   esac
 }
 
-best() { # best wall seconds of REPS runs of "$@"
-  local b=""
-  for _ in $(seq "$REPS"); do
-    local s e
-    s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N)
-    b=$(awk -v s="$s" -v e="$e" -v b="$b" 'BEGIN{t=e-s; if(b==""||t<b) b=t; printf "%.3f", b}')
-  done
-  echo "$b"
+secs() { # wall seconds of "$@" (output discarded)
+  local s e
+  s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N)
+  awk -v s="$s" -v e="$e" 'BEGIN{printf "%.3f", e-s}'
 }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-printf '%-9s %7s %7s %7s %7s %8s | %6s %6s %6s %6s %7s %7s | %9s %9s\n' workload native \
-  bare truth inline callgrnd tr/nat in/nat br/nat tr/bare cg/tr cg/inl blk/s mem_acc/s
-for src in "${srcs[@]}"; do
-  name=$(basename "$src" .c)
-  gcc -O2 -g -pthread "$src" -o "$tmp/$name" -lm
-  read -r -a a <<<"$(args_for "$src")"
-  nat=$(best "$tmp/$name" "${a[@]}")
-  bare=$(best "$QEMU" "$tmp/$name" "${a[@]}")
-  q=$(best "$PT" -q truth -o "$tmp/q.ptexact" -- "$tmp/$name" "${a[@]}")
-  qi=$(best "$PT" -q truth --no-edges -o "$tmp/qi.ptexact" -- "$tmp/$name" "${a[@]}")
-  cg=$(REPS=1 best "$PT" -q truth --backend callgrind -o "$tmp/c.ptexact" -- "$tmp/$name" "${a[@]}")
-  tr=$("$TT" "$tmp/$name" "${a[@]}" | sed -n 's/.*blocks_per_second=\([0-9]*\).*/\1/p')
-  mem=$("$TT" --mem "$tmp/$name" "${a[@]}" | sed -n 's/.*accesses_per_second=\([0-9]*\).*/\1/p')
-  awk -v n="$name" -v nat="$nat" -v bare="$bare" -v q="$q" -v qi="$qi" -v cg="$cg" \
-      -v tr="$tr" -v mem="$mem" 'BEGIN{
-    printf "%-9s %7.3f %7.3f %7.3f %7.3f %8.3f | %6.2f %6.2f %6.2f %6.2f %7.2f %7.2f | %8.1fM %8.1fM\n",
-      n, nat, bare, q, qi, cg, q/nat, qi/nat, bare/nat, q/bare, cg/q, cg/qi, tr/1e6, mem/1e6 }'
-  if [ -n "${COMPARE_PLUGIN:-}" ]; then
-    old=$(best "$QEMU" -plugin "$COMPARE_PLUGIN,out=/dev/null,mode=count,edges=on" "$tmp/$name" "${a[@]}")
-    new=$(best "$QEMU" -plugin "$PROFTRUST_QEMU_PLUGIN,out=/dev/null,mode=count,edges=on" "$tmp/$name" "${a[@]}")
-    oldi=$(best "$QEMU" -plugin "$COMPARE_PLUGIN,out=/dev/null,mode=count,edges=off" "$tmp/$name" "${a[@]}")
-    awk -v n="$name" -v o="$old" -v nw="$new" -v oi="$oldi" -v bare="$bare" 'BEGIN{
-      printf "  %-9s plugin only: old_edges %.3f  new_edges %.3f  (old/new %.2f)  inline %.3f  bare %.3f\n",
-        n, o, nw, o/nw, oi, bare }'
-  fi
+echo "QEMU: $QEMU ($("$QEMU" --version | head -1)); callgrind: $(valgrind --version 2>/dev/null || echo absent)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; REPS=$REPS SIZE=$SIZE (medians)"
+printf '%-7s %7s %7s %7s %7s %8s | %8s %8s %8s %8s %8s\n' workload native plain truth noedge callgrnd \
+  tr/plain ne/plain cg/truth tr/nat plain/nat
+for w in "${ws[@]}"; do
+  # Build on first use (and check the workload runs under the plugin at all).
+  "$PT" -q truth --no-edges --workload "$w" --size 1 -o "$tmp/warm.ptexact" >/dev/null
+  exe=$(exe_of "$w")
+  nat=() plain=() tr=() ne=() cg=()
+  for _ in $(seq "$REPS"); do
+    nat+=("$(secs "$exe" "$SIZE")")
+    plain+=("$(secs "$QEMU" "$exe" "$SIZE")")
+    tr+=("$(secs "$PT" -q truth -o "$tmp/t.ptexact" -- "$exe" "$SIZE")")
+    ne+=("$(secs "$PT" -q truth --no-edges -o "$tmp/n.ptexact" -- "$exe" "$SIZE")")
+  done
+  # callgrind is slow: one run unless CG_REPS says otherwise.
+  for _ in $(seq "${CG_REPS:-1}"); do
+    cg+=("$(secs "$PT" -q truth --backend callgrind -o "$tmp/c.ptexact" -- "$exe" "$SIZE")")
+  done
+  a=$(echo "${nat[*]}" | median) b=$(echo "${plain[*]}" | median) c=$(echo "${tr[*]}" | median)
+  d=$(echo "${ne[*]}" | median) e=$(echo "${cg[*]}" | median)
+  awk -v w="$w" -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v e="$e" 'BEGIN{
+    printf "%-7s %7.3f %7.3f %7.3f %7.3f %8.3f | %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+      w, a, b, c, d, e, c/b, d/b, e/c, c/a, b/a }'
 done
-echo "goals: truth/native <= 3 (tr/nat; in/nat with --no-edges), callgrind/truth >= 10 (cg/tr)"
-echo "br/nat is QEMU's TCG alone (no plugin): the floor under every QEMU column"
+echo "goals (issue 13): tr/plain <= 1.3 (truth with edges and calls over plain QEMU), cg/truth >= 5"
+echo "truth's backend line names the plugin API: $("$PT" read "$tmp/t.ptexact" --json 2>/dev/null | grep -o '"backend_detail": *"[^;]*; plugin API v[0-9]' | sed 's/.*"backend_detail": *"//')"

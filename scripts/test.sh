@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 for pair in qemu-x86_64:qemu-user perf:linux-perf valgrind:valgrind addr2line:binutils \
-            objdump:binutils gcc:gcc chromium:chromium; do
+            objdump:binutils gcc:gcc chromium:chromium \
+            go:golang-go llvm-profdata:llvm clang-14:clang-14; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -19,6 +20,14 @@ if [ ${#need[@]} -gt 0 ] && [ -z "${SKIP_INSTALL:-}" ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${uniq_need[@]}" >/dev/null
+fi
+
+# QEMU >= 9.2 with TCG plugins (plugin API v4: per-vCPU counters, derived edges), built
+# from Debian's source package side by side with the system's qemu-user 7.2, which stays
+# (tests compare the two plugin API generations). Cached after the first build (~4 min).
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  echo "== QEMU 10 with plugins (scripts/install-qemu.sh)"
+  bash scripts/install-qemu.sh
 fi
 
 echo "== cargo fmt --check"

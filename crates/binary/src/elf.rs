@@ -691,6 +691,25 @@ impl Binary {
         out
     }
 
+    /// The inline chain at `a`, innermost first, with each frame's linkage name, column,
+    /// discriminator and its function's start line: what a PGO profile keys lines by
+    /// (see [`SourceFrame`](crate::SourceFrame)). Without DWARF, one frame from the symbol
+    /// table; outside any function, empty.
+    pub fn source_frames(&self, a: Svma) -> Vec<crate::SourceFrame> {
+        let mut out = self.debug.source_frames(a.0);
+        if out.is_empty() {
+            if let Some(f) = self.function_at(a) {
+                out.push(crate::SourceFrame {
+                    function: f.name.clone(),
+                    linkage_name: f.raw_name.clone(),
+                    duplication: 1,
+                    ..Default::default()
+                });
+            }
+        }
+        out
+    }
+
     /// Warnings found while opening (no debug info, no symbol table) and while loading
     /// debug info so far.
     pub fn warnings(&self) -> &[String] {

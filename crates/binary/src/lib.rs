@@ -12,7 +12,8 @@
 //!   debug file (by build-id under `/usr/lib/debug/.build-id/`, or by `.gnu_debuglink`),
 //!   parsed lazily.
 //! * [`Binary::function_at`] (binary search), [`Binary::frames`] (inline chain, innermost
-//!   first, from `addr2line`).
+//!   first, from `addr2line`); [`Binary::source_frames`] adds what PGO profiles key lines
+//!   by: linkage names, function start lines, discriminators ([`SourceFrame`]).
 //! * [`Binary::instructions`] and [`Binary::cfg`]: iced-x86 decoding, basic blocks (calls do
 //!   not end a block), edge kinds, jump tables, natural loops (module docs of `cfg.rs`).
 //! * [`dominators`], [`natural_loops`], [`simple_loops`] (seed 000 §2.1, Fig. 1).
@@ -55,6 +56,7 @@ mod error;
 mod kallsyms;
 mod locate;
 mod loops;
+mod srcframes;
 mod symbolizer;
 
 pub use demangle::demangle;
@@ -65,6 +67,7 @@ pub use kallsyms::{Kallsyms, KernelSymbol};
 pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
+pub use srcframes::SourceFrame;
 pub use symbolizer::{is_kernel_module, Symbolizer};
 
 /// Default cap on the number of simple loops enumerated per loop.

@@ -1,11 +1,14 @@
 //! `proftrust`: can I trust this profile?
 //!
 //! One thin binary over the library crates. Each subcommand lives in `cmd/<name>.rs` with its
-//! own clap `Args` struct, which it turns into the library's plain options structs; libraries
-//! never see clap. Errors are `anyhow` here only; [`main`] prints them with their hints and
+//! own clap `Args` struct, which it turns into the plain options of
+//! `proftrust_pipeline::<command>` (audit, correct, vpmu so far) or of the libraries, calls
+//! `execute` and renders the report (`proftrust-report`); libraries never see clap, and no
+//! subcommand imports another (shared flags: `trace_args.rs`, `workload.rs`, `parse.rs`). Errors are `anyhow` here only; [`main`] prints them with their hints and
 //! exits with status 2.
 
 mod cmd;
+mod exports;
 mod parse;
 mod profiles;
 mod trace_args;
@@ -41,6 +44,9 @@ enum Command {
     Calibrate(cmd::calibrate::Args),
     /// Undo counter skid in an instruction profile by simple-loop fitting (seed 000).
     Correct(cmd::correct::Args),
+    /// Any profile into pprof, Firefox Profiler, speedscope, flame graphs, annotated
+    /// source, LLVM sample profiles (PGO).
+    Export(cmd::export::Args),
     /// What proftrust sees in a binary: functions, basic blocks, loops, CFG (--function), dot.
     Inspect(cmd::inspect::Args),
     /// Run a program under a virtual PMU with skid and write the samples it would take.
@@ -67,6 +73,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Correct(a) => cmd::correct::run(a),
+        Command::Export(a) => cmd::export::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Vpmu(a) => cmd::vpmu::run(a),
         Command::Record(a) => cmd::record::run(a),

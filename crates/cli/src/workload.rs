@@ -1,6 +1,9 @@
-//! The bundled workloads (`workloads/*.c`, after the case studies of seed 000 §4), shared by
-//! every subcommand that runs a program: `--workload NAME [--size N]` stands for
-//! `-- target/workloads/NAME N`, built on first use.
+//! The bundled workloads, shared by every subcommand that runs a program: `--workload NAME
+//! [--size N]` stands for `-- target/workloads/NAME N`, built on first use. Two kinds: small
+//! C kernels (`workloads/*.c`, after the case studies of seed 000 §4, built with gcc), and
+//! real third-party code (`workloads/thirdparty`: bzip2, zlib, Lua, SQLite from the C
+//! sources vendored in crates.io's -sys crates, Rust's regex and std sorting; built with
+//! cargo from crates.io sources).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,6 +26,18 @@ pub enum Workload {
     Mcf,
     /// Kernel calling a dot product and exp().
     Libsvm,
+    /// Third-party: libbzip2 1.0.8 (bzip2-sys) compressing and decompressing text.
+    Bzip2,
+    /// Third-party: zlib (libz-sys) deflating and inflating text at three levels.
+    Zlib,
+    /// Third-party: the Lua 5.4 interpreter (lua-src) running a small benchmark script.
+    Lua,
+    /// Third-party: SQLite (libsqlite3-sys bundled) inserts, an index, joins, aggregates.
+    Sqlite,
+    /// Third-party: Rust's regex crate, several patterns over text.
+    Regex,
+    /// Third-party: Rust std sorting (integers, strings, records) and a BTreeMap.
+    Sort,
 }
 
 impl Workload {
@@ -33,7 +48,21 @@ impl Workload {
             Workload::Omnet => "omnet",
             Workload::Mcf => "mcf",
             Workload::Libsvm => "libsvm",
+            Workload::Bzip2 => "bzip2",
+            Workload::Zlib => "zlib",
+            Workload::Lua => "lua",
+            Workload::Sqlite => "sqlite",
+            Workload::Regex => "regex",
+            Workload::Sort => "sort",
         }
+    }
+
+    /// Whether it is third-party code built with cargo (else a C kernel built with gcc).
+    fn third_party(self) -> bool {
+        !matches!(
+            self,
+            Workload::Hmmer | Workload::Soplex | Workload::Omnet | Workload::Mcf | Workload::Libsvm
+        )
     }
 
     fn source(self) -> &'static str {
@@ -43,11 +72,115 @@ impl Workload {
             Workload::Omnet => include_str!("../../../workloads/omnet.c"),
             Workload::Mcf => include_str!("../../../workloads/mcf.c"),
             Workload::Libsvm => include_str!("../../../workloads/libsvm.c"),
+            // Built with cargo from workloads/thirdparty (THIRD_PARTY).
+            _ => "",
         }
     }
 }
 
 const HEADER: &str = include_str!("../../../workloads/common.h");
+
+/// The third-party workload project (`workloads/thirdparty`), file by file: written under
+/// the workload directory and built there with cargo.
+const THIRD_PARTY: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../../../workloads/thirdparty/Cargo.toml"),
+    ),
+    (
+        "Cargo.lock",
+        include_str!("../../../workloads/thirdparty/Cargo.lock"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../../../workloads/thirdparty/src/lib.rs"),
+    ),
+    (
+        "src/bin/bzip2.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/bzip2.rs"),
+    ),
+    (
+        "src/bin/zlib.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/zlib.rs"),
+    ),
+    (
+        "src/bin/lua.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/lua.rs"),
+    ),
+    (
+        "src/bin/sqlite.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/sqlite.rs"),
+    ),
+    (
+        "src/bin/regex.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/regex.rs"),
+    ),
+    (
+        "src/bin/sort.rs",
+        include_str!("../../../workloads/thirdparty/src/bin/sort.rs"),
+    ),
+];
+
+/// Builds the third-party workloads with cargo (crates.io sources, C code with `-O2 -g
+/// -fno-omit-frame-pointer`, Rust with debug info and frame pointers) under
+/// `dir/thirdparty`, unless the project there is unchanged and built; returns `w`'s
+/// executable. cargo's own lock serialises concurrent builds.
+fn build_third_party(dir: &std::path::Path, w: Workload) -> Result<PathBuf> {
+    let proj = dir.join("thirdparty");
+    let exe = proj.join("target/release").join(w.name());
+    let fresh = THIRD_PARTY
+        .iter()
+        .all(|(f, text)| std::fs::read_to_string(proj.join(f)).ok().as_deref() == Some(*text))
+        && exe.is_file();
+    if fresh {
+        return Ok(exe);
+    }
+    for (f, text) in THIRD_PARTY {
+        let path = proj.join(f);
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(*text) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(format!(".tmp{}", std::process::id()));
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    util::note(format!(
+        "building the third-party workloads (bzip2, zlib, lua, sqlite, regex, sort) in {} with cargo: a few minutes the first time",
+        proj.display()
+    ));
+    let out = std::process::Command::new(
+        std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+    )
+    .args([
+        "build",
+        "--release",
+        "--locked",
+        "--quiet",
+        "--manifest-path",
+    ])
+    .arg(proj.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(proj.join("target"))
+    .env("CFLAGS", "-O2 -g -fno-omit-frame-pointer")
+    .env("RUSTFLAGS", "-C force-frame-pointers=yes")
+    .output()
+    .context(
+        "cannot run cargo to build the third-party workloads (install Rust: https://rustup.rs)",
+    )?;
+    if !out.status.success() {
+        bail!(
+            "cargo failed to build the third-party workloads in {}: {}",
+            proj.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(exe)
+}
 
 /// `--workload NAME [--size N]`, flattened into the subcommands that run a program.
 #[derive(Debug, Clone, clap::Args)]
@@ -99,6 +232,11 @@ fn build(w: Workload, versions: Option<&mut BTreeMap<String, String>>) -> Result
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target/workloads"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if w.third_party() {
+        let exe = build_third_party(&dir, w)?;
+        return std::fs::canonicalize(&exe)
+            .with_context(|| format!("cannot find {}", exe.display()));
+    }
     let src = dir.join(format!("{}.c", w.name()));
     let hdr = dir.join("common.h");
     let exe = dir.join(w.name());

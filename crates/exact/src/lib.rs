@@ -43,7 +43,7 @@ pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;
 pub use native::{run_native, NativeOptions};
 pub use qemu::{
-    count_qemu, counts_may_be_low, find_plugin, guest_threads, trace_qemu, QemuOptions,
+    count_qemu, counts_may_be_low, find_plugin, find_qemu, guest_threads, trace_qemu, QemuOptions,
     DEFAULT_CPU, PLUGIN_FILE,
 };
 pub use run::signal_name;

@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 3; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 4; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 3;
-const HEADER_LEN: usize = 15;
+const VERSION: u32 = 4;
+const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
 const TAG_TRACE: u8 = 3;
@@ -57,6 +57,9 @@ pub struct Snapshot {
     pub callback: Vec<u64>,
     /// (from block, to block, count).
     pub edges: Vec<(u32, u32, u64)>,
+    /// Plugin API >= 4: block executions whose edge the plugin could neither see nor derive
+    /// (0 in a consistent run).
+    pub underived: u64,
 }
 
 /// One record of the stream.
@@ -117,6 +120,9 @@ pub struct Decoder<R> {
     pub edges: bool,
     /// Header: data accesses traced.
     pub mem: bool,
+    /// Header: the QEMU plugin API version the plugin runs with (1: shared inline
+    /// counters and a callback per block for edges; 4: per-vCPU counters, edges derived).
+    pub api: u8,
 }
 
 impl<R: Read> Decoder<R> {
@@ -156,6 +162,7 @@ impl<R: Read> Decoder<R> {
             mode: head[8],
             edges: head[9] != 0,
             mem: head[10] != 0,
+            api: head[11],
         }))
     }
 
@@ -285,6 +292,7 @@ impl<R: Read> Decoder<R> {
                     let c = self.u64(w)?;
                     edges.push((from, to, c));
                 }
+                let underived = self.u64(w)?;
                 Record::Snapshot(Snapshot {
                     reason,
                     vcpus,
@@ -292,6 +300,7 @@ impl<R: Read> Decoder<R> {
                     inline,
                     callback,
                     edges,
+                    underived,
                 })
             }
             TAG_END => Record::End,
@@ -468,7 +477,7 @@ mod tests {
         let mut v = Vec::new();
         v.extend_from_slice(MAGIC);
         v.extend_from_slice(&VERSION.to_le_bytes());
-        v.extend_from_slice(&[0, 1, 0]);
+        v.extend_from_slice(&[0, 1, 0, 1]);
         v.extend_from_slice(&42u32.to_le_bytes());
         // Two unmapped blocks: 0 = [0x10, 0x12] ending in a call, 1 = [0x20] ending in ret.
         for (id, end, addrs) in [(0u32, 1u8, vec![0x10u64, 0x12]), (1, 2, vec![0x20])] {
@@ -494,6 +503,7 @@ mod tests {
         v.extend_from_slice(&0u32.to_le_bytes());
         v.extend_from_slice(&1u32.to_le_bytes());
         v.extend_from_slice(&3u64.to_le_bytes());
+        v.extend_from_slice(&0u64.to_le_bytes());
         v.push(TAG_END);
         v
     }
@@ -536,9 +546,9 @@ mod tests {
     fn truncated_and_foreign_streams_are_errors() {
         let bytes = stream();
         assert!(Decoder::new(&b""[..]).unwrap().is_none());
-        assert!(Decoder::new(&b"PTQX\x03\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
+        assert!(Decoder::new(&b"PTQX\x04\0\0\0\0\0\0\0\0\0\0\0"[..]).is_err());
         // An older version is refused with a rebuild hint.
-        let e = Decoder::new(&b"PTQP\x02\0\0\0\0\0\0\0\0\0\0"[..])
+        let e = Decoder::new(&b"PTQP\x03\0\0\0\0\0\0\0\0\0\0\0"[..])
             .err()
             .unwrap();
         assert!(e.to_string().contains("rebuild"), "{e}");

@@ -7,7 +7,7 @@ use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBl
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::BufReader;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -50,7 +50,8 @@ pub struct QemuOptions {
     /// edges or calls, and with several threads running the same block at once counts can
     /// be slightly low (QEMU plugin API v1 inline adds are not atomic).
     pub edges: bool,
-    /// The QEMU executable. Default `None`: `$PROFTRUST_QEMU`, else `qemu-x86_64` on `PATH`.
+    /// The QEMU executable. Default `None`: [`find_qemu`] (`$PROFTRUST_QEMU`, else the newest
+    /// `qemu-x86_64` with plugin support on `PATH` or built by `scripts/install-qemu.sh`).
     pub qemu: Option<PathBuf>,
     /// Where the program's stdout/stderr go. Default `true`: inherited from proftrust;
     /// `false`: discarded.
@@ -118,10 +119,11 @@ pub fn find_plugin() -> Result<PathBuf, ExactError> {
 }
 
 /// `qemu-x86_64 --version`, first line, e.g. `qemu-x86_64 version 7.2.22 (Debian ...)`.
-fn qemu_version(qemu: &PathBuf) -> String {
+fn qemu_version(qemu: &Path) -> String {
     Command::new(qemu)
         .arg("--version")
         .stdin(Stdio::null())
+        .stderr(Stdio::null())
         .output()
         .ok()
         .and_then(|o| {
@@ -133,6 +135,109 @@ fn qemu_version(qemu: &PathBuf) -> String {
         .unwrap_or_else(|| "qemu-x86_64 (version unknown)".into())
 }
 
+/// `(major, minor, patch)` from a `--version` line (`... version 10.0.2 ...`).
+fn parse_version(line: &str) -> Option<(u32, u32, u32)> {
+    let v = line
+        .split_whitespace()
+        .skip_while(|w| *w != "version")
+        .nth(1)?;
+    let mut it = v.split(['.', '-', '+', '~']).map(|x| x.parse::<u32>().ok());
+    Some((
+        it.next()??,
+        it.next().flatten().unwrap_or(0),
+        it.next().flatten().unwrap_or(0),
+    ))
+}
+
+/// Whether this QEMU was built with TCG plugin support (`-plugin` in its help; Debian's
+/// statically linked QEMU 10 packages lack it).
+fn has_plugins(qemu: &Path) -> bool {
+    Command::new(qemu)
+        .arg("-h")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("-plugin"))
+}
+
+/// Where `scripts/install-qemu.sh` builds QEMU with plugin support:
+/// `$PROFTRUST_QEMU_PREFIX/bin`, and `${XDG_CACHE_HOME:-~/.cache}/proftrust/qemu-*/bin`.
+fn managed_qemus() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("PROFTRUST_QEMU_PREFIX") {
+        out.push(PathBuf::from(p).join("bin/qemu-x86_64"));
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    if let Some(dir) = cache.map(|c| c.join("proftrust")) {
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            let mut v: Vec<PathBuf> = rd
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("qemu-"))
+                .map(|e| e.path().join("bin/qemu-x86_64"))
+                .collect();
+            v.sort();
+            out.extend(v);
+        }
+    }
+    out
+}
+
+/// The QEMU to run: `$PROFTRUST_QEMU` when set, else the newest `qemu-x86_64` with plugin
+/// support among those on `PATH` and those `scripts/install-qemu.sh` builds (see
+/// [`managed_qemus`]). QEMU >= 9.2 (plugin API v4) is the fast path: per-vCPU counters and
+/// edges derived from block counts; QEMU 7.x/8.x (API v1) count with a callback per block
+/// when edges are on. Decided once per process.
+pub fn find_qemu() -> Result<PathBuf, ExactError> {
+    static FOUND: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    if let Some(p) = std::env::var_os("PROFTRUST_QEMU") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    let found = FOUND.get_or_init(|| {
+        let mut cands: Vec<PathBuf> = std::env::var_os("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join("qemu-x86_64"))
+                    .filter(|c| c.is_file())
+                    .collect()
+            })
+            .unwrap_or_default();
+        cands.extend(managed_qemus().into_iter().filter(|c| c.is_file()));
+        let mut best: Option<((u32, u32, u32), PathBuf)> = None;
+        let mut without_plugins = Vec::new();
+        for c in cands {
+            if !has_plugins(&c) {
+                without_plugins.push(c.display().to_string());
+                continue;
+            }
+            let v = parse_version(&qemu_version(&c)).unwrap_or((0, 0, 0));
+            if best.as_ref().is_none_or(|(bv, _)| v > *bv) {
+                best = Some((v, c));
+            }
+        }
+        match best {
+            Some((_, p)) => Ok(p),
+            None if !without_plugins.is_empty() => Err(format!(
+                "{} (no TCG plugin support: run scripts/install-qemu.sh, or set PROFTRUST_QEMU to a qemu-x86_64 built with --enable-plugins)",
+                without_plugins.join(", ")
+            )),
+            None => Err(String::new()),
+        }
+    });
+    match found {
+        Ok(p) => Ok(p.clone()),
+        Err(e) if e.is_empty() => Err(ExactError::ToolMissing {
+            tool: "qemu-x86_64".into(),
+            install: "apt-get install qemu-user, or scripts/install-qemu.sh for QEMU 10".into(),
+        }),
+        Err(e) => Err(ExactError::Unsupported(e.clone())),
+    }
+}
+
 /// What a QEMU run left behind.
 struct QemuRun {
     shm: std::fs::File,
@@ -142,6 +247,8 @@ struct QemuRun {
     clean_end: bool,
     detail: String,
     edges: bool,
+    /// The plugin API version the plugin ran with (1 or 4).
+    api: u8,
     pid: u32,
     /// The plugin wrote its header (it writes it when QEMU installs it, before the guest
     /// runs): false means QEMU never loaded it.
@@ -163,7 +270,7 @@ fn run_qemu(
     let program = run::resolve_program(cmd)?;
     let qemu = match &o.qemu {
         Some(q) => q.clone(),
-        None => run::find_tool("qemu-x86_64", "PROFTRUST_QEMU", "apt-get install qemu-user")?,
+        None => find_qemu()?,
     };
     let plugin = match &o.plugin {
         Some(p) if p.is_file() => p.clone(),
@@ -219,11 +326,16 @@ fn run_qemu(
         .join()
         .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
         .map_err(|e| ExactError::io("waiting for qemu", e))?;
-    let (resolver, snapshot, clean_end, mode_edges, started) = decoded?;
+    let (resolver, snapshot, clean_end, mode_edges, started, api) = decoded?;
     let outcome = run::outcome(&ended);
     let detail = format!(
-        "{}; -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
+        "{}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
         qemu_version(&qemu),
+        if api >= 2 {
+            "per-vCPU counters; edges seen only where control went elsewhere than the block's static successor, the rest derived from block counts"
+        } else {
+            "QEMU < 9.2: shared inline counters; edges from a callback per block"
+        },
         o.cpu.as_deref().unwrap_or(DEFAULT_CPU),
         plugin.display(),
         if mode_edges { "on" } else { "off" },
@@ -236,13 +348,15 @@ fn run_qemu(
         clean_end,
         detail,
         edges: mode_edges,
+        api,
         pid,
         started,
     })
 }
 
-/// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header.
-type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool);
+/// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header,
+/// plugin API version.
+type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool, u8);
 
 /// Hands block `id` of thread `tid` with its accesses to `v`.
 fn emit(
@@ -344,7 +458,7 @@ fn decode(
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
     let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
-        return Ok((resolver, None, false, false, false));
+        return Ok((resolver, None, false, false, false, 0));
     };
     if (d.mode == 1) != trace || d.mem != mem {
         return Err(ExactError::Protocol {
@@ -354,6 +468,7 @@ fn decode(
     }
     let mut pending = PendingBlocks::new();
     let edges = d.edges;
+    let api = d.api;
     let mut snapshot = None;
     let mut clean = false;
     while let Some(rec) = d.next_record()? {
@@ -401,7 +516,7 @@ fn decode(
             }
         }
     }
-    Ok((resolver, snapshot, clean, edges, true))
+    Ok((resolver, snapshot, clean, edges, true, api))
 }
 
 /// Runs `cmd` under QEMU with the plugin and returns exact counts for every module (main
@@ -416,6 +531,15 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     let mut died = false;
     let snap = match r.snapshot {
         Some(s) => s,
+        None if !r.resolver.blocks.is_empty() && r.api >= 2 => {
+            return Err(ExactError::NoCounts {
+                backend: "qemu".into(),
+                detail: format!(
+                    "pid {} ended {:?} without the plugin's exit hook (QEMU killed from outside?): with plugin API v{} the counts live in QEMU's per-vCPU memory and are lost; stop runs with --timeout instead, or use QEMU 7.2 (PROFTRUST_QEMU=/usr/bin/qemu-x86_64), whose shared counters survive",
+                    r.pid, r.outcome, r.api
+                ),
+            })
+        }
         None if !r.resolver.blocks.is_empty() => {
             // QEMU 7.2 runs no plugin exit hook when the guest dies by a signal (or is
             // stopped at the timeout): read the shared inline counters instead.
@@ -440,6 +564,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
                     .collect(),
                 callback: Vec::new(),
                 edges: Vec::new(),
+                underived: 0,
             }
         }
         None => {
@@ -452,9 +577,25 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             })
         }
     };
-    let from_callback = r.edges && !snap.callback.is_empty();
-    let counts = if from_callback {
+    // API >= 2: the inline counters are per vCPU, exact under threads. API 1: with edges,
+    // the per-vcpu callback counts; without, the shared inline counters plus the callback
+    // counts of blocks translated once a guest thread existed (the plugin then counts with
+    // per-vcpu callbacks instead of the racy shared add).
+    let from_callback = r.api < 2 && !snap.callback.is_empty();
+    let summed;
+    let counts = if r.api >= 2 {
+        &snap.inline
+    } else if r.edges && from_callback {
         &snap.callback
+    } else if from_callback {
+        let n = snap.inline.len().max(snap.callback.len());
+        summed = (0..n)
+            .map(|i| {
+                snap.inline.get(i).copied().unwrap_or(0)
+                    + snap.callback.get(i).copied().unwrap_or(0)
+            })
+            .collect::<Vec<u64>>();
+        &summed
     } else {
         &snap.inline
     };
@@ -464,7 +605,13 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
         detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");
     }
     detail.push_str(&format!("; {THREADS_PHRASE}{}", snap.threads));
-    if from_callback && snap.threads <= 1 {
+    if snap.underived > 0 {
+        detail.push_str(&format!(
+            "; WARNING {} block executions had an edge the plugin could not derive",
+            snap.underived
+        ));
+    }
+    if r.edges && from_callback && snap.threads <= 1 {
         let n = snap.inline.len().max(snap.callback.len());
         let same = (0..n).all(|i| {
             snap.inline.get(i).copied().unwrap_or(0) == snap.callback.get(i).copied().unwrap_or(0)
@@ -473,7 +620,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             detail.push_str("; WARNING inline and callback block counts differ");
         }
     }
-    if !from_callback && snap.threads > 1 {
+    if r.api < 2 && !from_callback && snap.threads > 1 {
         detail.push_str(&format!(
             "; {} threads counted with non-atomic inline counters ({}): {LOW_PHRASE} where threads ran the same code at once",
             snap.threads,

@@ -155,9 +155,35 @@ impl Attribution for BinaryAttribution<'_> {
     }
 }
 
+/// What an audit compared, for exports and the HTML page's flame graphs and annotated
+/// source ([`execute_with_data`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AuditData {
+    /// The samples (all events).
+    pub samples: SampleSet,
+    /// The compared event of `samples`.
+    pub event: u16,
+    /// The exact counts.
+    pub exact: ExactProfile,
+    /// The audited binaries.
+    pub binaries: Vec<PathBuf>,
+    /// The skid-corrected instruction estimate per location (`correct_skid`), in the
+    /// samples' modules.
+    pub corrected: Option<std::collections::HashMap<proftrust_model::Location, f64>>,
+}
+
 /// Runs the audit: gathers samples and exact counts (reading or recording them), compares
 /// them and returns the report. Notes and progress go to `events`.
 pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> {
+    execute_with_data(args, events).map(|(r, _)| r)
+}
+
+/// [`execute`], also returning what was compared.
+pub fn execute_with_data(
+    args: &AuditOptions,
+    events: &dyn Events,
+) -> Result<(AuditReport, AuditData)> {
     let weight = args.truth_weight;
     let mut tool_versions = args.tool_versions.clone();
     let mut warnings = Vec::new();
@@ -223,7 +249,7 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
     } else if exact.backend == "qemu" {
         tool_versions
             .entry("qemu-x86_64".into())
-            .or_insert_with(|| program::tool_version("qemu-x86_64", &["--version"]));
+            .or_insert_with(|| program::tool_version(&qemu_path(), &["--version"]));
     }
     if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
         tool_versions.insert("linux".into(), k.trim().to_string());
@@ -340,16 +366,19 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
         warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
 
-    let corrected = match args.correct_skid {
-        Some(skid) => Some(corrected_side(
-            &samples,
-            &bin_paths,
-            skid,
-            args.seed,
-            (&exact, &scope, &attr, &opts),
-            events,
-        )?),
-        None => None,
+    let (corrected, corrected_counts) = match args.correct_skid {
+        Some(skid) => {
+            let (side, counts) = corrected_side(
+                &samples,
+                &bin_paths,
+                skid,
+                args.seed,
+                (&exact, &scope, &attr, &opts),
+                events,
+            )?;
+            (Some(side), Some(counts))
+        }
+        None => (None, None),
     };
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
@@ -433,8 +462,14 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
         warnings,
         corrected,
     };
-
-    Ok(report)
+    let data = AuditData {
+        samples,
+        event: event_idx,
+        exact,
+        binaries: bin_paths,
+        corrected: corrected_counts,
+    };
+    Ok((report, data))
 }
 
 /// The truth side of a comparison: exact profile, scope, attribution, options.
@@ -457,7 +492,10 @@ fn corrected_side(
     seed: u64,
     (exact, scope, attr, opts): TruthSide<'_>,
     events: &dyn Events,
-) -> Result<CorrectedSide> {
+) -> Result<(
+    CorrectedSide,
+    std::collections::HashMap<proftrust_model::Location, f64>,
+)> {
     use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
     let prof = SampledProfile::from_sample_set(samples).context(
         "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
@@ -521,7 +559,7 @@ fn corrected_side(
     let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
         .context("cannot compare the corrected profile with the truth")?;
     let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
-    Ok(CorrectedSide {
+    let side = CorrectedSide {
         skid,
         method: format!("{:?}", cor.method).to_lowercase(),
         metrics: metrics_of(&c),
@@ -538,7 +576,8 @@ fn corrected_side(
                 },
             })
             .collect(),
-    })
+    };
+    Ok((side, cor.corrected))
 }
 
 fn metrics_of(c: &Comparison) -> Metrics {
@@ -727,7 +766,7 @@ fn count_exact(
         };
         versions.insert(
             "qemu-x86_64".into(),
-            program::tool_version("qemu-x86_64", &["--version"]),
+            program::tool_version(&qemu_path(), &["--version"]),
         );
         let e = proftrust_exact::count_qemu(cmd, &o).context("exact count under QEMU failed")?;
         if proftrust_exact::counts_may_be_low(&e) {
@@ -757,4 +796,9 @@ fn count_exact(
     pb.finish();
     e.normalize();
     Ok((e, note))
+}
+
+/// The QEMU proftrust runs (`proftrust_exact::find_qemu`), for its version in the report.
+fn qemu_path() -> String {
+    proftrust_exact::find_qemu().map_or_else(|_| "qemu-x86_64".into(), |p| p.display().to_string())
 }

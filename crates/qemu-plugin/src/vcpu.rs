@@ -134,6 +134,11 @@ impl TraceBuf {
 pub struct Shared {
     /// Block->block edge counts moved out of the successor caches.
     pub edges: Option<EdgeMap>,
+    /// API v4: per block, the times it was a thread's last block (its expected successor
+    /// never ran), from the vcpu exit hook.
+    pub sinks: std::collections::HashMap<u32, u64>,
+    /// API v4: per block, the times it was a thread's first block.
+    pub starts: std::collections::HashMap<u32, u64>,
 }
 
 /// One vcpu's state.

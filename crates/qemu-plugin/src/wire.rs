@@ -26,7 +26,7 @@
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.

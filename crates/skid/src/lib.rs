@@ -8,6 +8,13 @@
 //! * [`correct`] — per loop: simple-loop frequencies `F` under eq. 3, CPIs by eq. 5, skid
 //!   emulation by eq. 6, objective `phi(F)`; solved by the Gibbs sampler of Algorithm 1
 //!   ([`correct::solve_gibbs`]) or by alternating NNLS ([`correct::solve_lsq`]).
+//! * [`flow`] — the whole program at once (our extension of seed 000 §2): edge flows of
+//!   every modelled function and black box under flow conservation, skid emulated across
+//!   calls; split into types, layout, emulator, objective, start, lm, search and solve.
+//! * [`program`] — [`program::correct_profile`], the entry point `correct` and `audit` use:
+//!   a `SampledProfile` and the binaries in, corrected estimates per instruction out (flow
+//!   solver, or the loop solvers on each hot loop).
+//! * [`nnls`] — non-negative least squares (Lawson-Hanson) for the solvers.
 //! * [`calibrate`] — fit `S` from a kernel with known CPIs.
 //!
 //! No I/O, no processes: callers bring sampled estimates and CFGs (see `proftrust-binary`)

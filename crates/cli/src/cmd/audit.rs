@@ -85,6 +85,13 @@ pub struct AuditArgs {
     /// `perf record -e instructions,cycles`.
     #[arg(long, value_name = "CYCLES")]
     correct_skid: Option<f64>,
+    /// Export the audited profile: FORMAT:FILE (repeat), FORMAT one of pprof, firefox,
+    /// speedscope, folded, flamegraph, llvm-sample (the samples, or the corrected profile
+    /// with --correct-skid), folded-diff, flamegraph-diff (samples -> exact), annotate,
+    /// annotate-html (samples against exact, and corrected); FORMAT@SIDE:FILE picks the
+    /// side (samples, exact, corrected). See docs/export.md.
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
+    export: Vec<crate::exports::ExportSpec>,
     /// Stop the program (each run) after this many seconds.
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -166,10 +173,12 @@ pub fn run(args: AuditArgs) -> Result<()> {
         true => Some(util::StdoutToStderr::new()?),
         false => None,
     };
-    let report = proftrust_pipeline::audit::execute(&options, &util::Ui)?;
+    let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
+    crate::exports::audit_exports(&args.export, &data)?;
     if let Some(h) = &args.html {
-        let html = proftrust_report::render_html(&report);
+        let extras = crate::exports::audit_html_extras(&data);
+        let html = proftrust_report::render_html_with(&report, &extras);
         util::write_atomically(h, |w| {
             w.write_all(html.as_bytes())?;
             Ok(())

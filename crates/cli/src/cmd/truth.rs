@@ -37,6 +37,12 @@ pub struct Args {
     /// Count instructions only, with inline counters (no edges or calls; fastest). QEMU only.
     #[arg(long)]
     no_edges: bool,
+    /// The qemu-x86_64 to run. Default: $PROFTRUST_QEMU, else the newest qemu-x86_64 with
+    /// plugin support on PATH or built by scripts/install-qemu.sh (QEMU >= 9.2 counts with
+    /// per-vCPU counters and derives edges; QEMU 7.2 needs a callback per block for edges).
+    /// The one used is in the profile's backend line (`proftrust read --json`).
+    #[arg(long, value_name = "PATH")]
+    qemu: Option<PathBuf>,
     /// Callgrind: also simulate caches (extra costs I1mr, D1mr, ...).
     #[arg(long)]
     cache_sim: bool,
@@ -74,8 +80,8 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    if a.backend == Backend::Callgrind && (a.cpu.is_some() || a.no_edges) {
-        anyhow::bail!("--cpu and --no-edges apply to --backend qemu only");
+    if a.backend == Backend::Callgrind && (a.cpu.is_some() || a.no_edges || a.qemu.is_some()) {
+        anyhow::bail!("--cpu, --no-edges and --qemu apply to --backend qemu only");
     }
     if a.backend == Backend::Qemu && (a.cache_sim || a.branch_sim) {
         anyhow::bail!("--cache-sim and --branch-sim apply to --backend callgrind only");
@@ -88,6 +94,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
                 cpu: a.cpu.clone(),
                 timeout,
                 edges: !a.no_edges,
+                qemu: a.qemu.clone(),
                 ..Default::default()
             },
         ),
@@ -130,7 +137,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     }
     if proftrust_exact::counts_may_be_low(&p) {
         util::note(format_args!(
-            "{} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (QEMU plugin API v1; without --no-edges, per-thread callback counts are exact)",
+            "{} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (the run ended without the plugin's snapshot; QEMU plugin API v1)",
             proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
         ));
     }

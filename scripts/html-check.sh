@@ -4,7 +4,9 @@
 #
 #   bash scripts/html-check.sh REPORT.html [PLOT_ID...]
 #
-# PLOT_ID defaults to: plot-functions plot-instructions. Exit 0 = good, 1 = problem,
+# PLOT_ID defaults to: plot-functions plot-instructions (any element id: the audit's flame
+# graphs are flame-sampled, flame-exact, flame-diff; annotated functions annotate-N).
+# SCREENSHOT=FILE.png also saves a 1200x3000 screenshot. Exit 0 = good, 1 = problem,
 # 77 = Chromium is not installed (callers print SKIP). Install: apt-get install -y chromium
 set -euo pipefail
 file="${1:?usage: html-check.sh REPORT.html [PLOT_ID...]}"
@@ -43,6 +45,13 @@ for id in "${ids[@]}"; do
     echo "html-check: plot $id missing from the rendered DOM" >&2; status=1
   fi
 done
+if [ -n "${SCREENSHOT:-}" ]; then
+  timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --disable-component-update --no-first-run --user-data-dir="$profile" --hide-scrollbars \
+    --window-size=1200,3000 --screenshot="$SCREENSHOT" "file://$abs" >/dev/null 2>>"$log" || {
+    echo "html-check: screenshot failed:" >&2; tail -20 "$log" >&2; status=1; }
+  [ -s "$SCREENSHOT" ] || { echo "html-check: no screenshot written" >&2; status=1; }
+fi
 if [ "$status" -eq 0 ]; then
   echo "html-check: ok: $file rendered, $n svg plots (${ids[*]})"
 fi

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 for pair in qemu-x86_64:qemu-user perf:linux-perf valgrind:valgrind addr2line:binutils \
-            objdump:binutils gcc:gcc chromium:chromium; do
+            objdump:binutils gcc:gcc chromium:chromium \
+            go:golang-go llvm-profdata:llvm clang-14:clang-14; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
 done

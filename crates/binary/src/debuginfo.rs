@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
-type Ctx = addr2line::Context<Reader>;
+pub(crate) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+pub(crate) type Ctx = addr2line::Context<Reader>;
 
 enum Source {
     None,
@@ -22,6 +22,8 @@ pub(crate) struct DebugInfo {
     source: Source,
     /// `Ok(context)` once parsed, `Err(message)` when parsing failed.
     ctx: OnceLock<Result<Mutex<Ctx>, String>>,
+    /// Line rows with discriminators per unit, built on demand (`srcframes.rs`).
+    pub(crate) rows: crate::srcframes::RowCache,
 }
 
 impl DebugInfo {
@@ -29,18 +31,21 @@ impl DebugInfo {
         DebugInfo {
             source: Source::None,
             ctx: OnceLock::new(),
+            rows: Default::default(),
         }
     }
     pub fn embedded(data: Arc<[u8]>) -> DebugInfo {
         DebugInfo {
             source: Source::Embedded(data),
             ctx: OnceLock::new(),
+            rows: Default::default(),
         }
     }
     pub fn separate(p: PathBuf) -> DebugInfo {
         DebugInfo {
             source: Source::Separate(p),
             ctx: OnceLock::new(),
+            rows: Default::default(),
         }
     }
     pub fn is_present(&self) -> bool {
@@ -59,7 +64,7 @@ impl DebugInfo {
         }
     }
 
-    fn context(&self) -> Option<&Mutex<Ctx>> {
+    pub(crate) fn context(&self) -> Option<&Mutex<Ctx>> {
         if matches!(self.source, Source::None) {
             return None;
         }

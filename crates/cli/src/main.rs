@@ -9,9 +9,11 @@
 
 mod args;
 mod cmd;
+mod exports;
 mod interrupt;
 mod output;
 mod parse;
+mod profiles;
 mod sys;
 mod trace_args;
 mod util;
@@ -46,6 +48,9 @@ enum Command {
     Calibrate(cmd::calibrate::Args),
     /// Undo counter skid in an instruction profile by simple-loop fitting (seed 000).
     Correct(cmd::correct::Args),
+    /// Any profile into pprof, Firefox Profiler, speedscope, flame graphs, annotated
+    /// source, LLVM sample profiles (PGO).
+    Export(cmd::export::Args),
     /// What proftrust sees in a binary: functions, basic blocks, loops, CFG (--function), dot.
     Inspect(cmd::inspect::Args),
     /// Run a program under a virtual PMU with skid and write the samples it would take.
@@ -89,6 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Correct(a) => cmd::correct::run(a),
+        Command::Export(a) => cmd::export::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Vpmu(a) => cmd::vpmu::run(a),
         Command::Record(a) => cmd::record::run(a),

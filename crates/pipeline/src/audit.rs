@@ -64,6 +64,9 @@ pub struct AuditOptions {
     /// The binaries whose code is audited. Default: none, meaning the profiled program (or
     /// the module with most samples).
     pub binaries: Vec<PathBuf>,
+    /// With [`AuditInput::Files`]: a directory holding the files' modules at their recorded
+    /// paths (perf's `--symfs`), tried after `binaries`. Default none.
+    pub symfs: Option<PathBuf>,
     /// Sampled event when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
     /// `rHEX`, with `:p` modifiers). Default `cpu-clock`.
     pub event: String,
@@ -107,6 +110,7 @@ impl Default for AuditOptions {
                 command: Vec::new(),
             },
             binaries: Vec::new(),
+            symfs: None,
             event: "cpu-clock".into(),
             period: None,
             randomize: false,
@@ -169,12 +173,38 @@ struct Recorded {
 /// Most periods `--sweep` takes (each is recorded twice).
 const MAX_SWEEP: usize = 64;
 
+/// What an audit compared, for exports and the HTML page's flame graphs and annotated
+/// source ([`execute_with_data`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AuditData {
+    /// The samples (all events).
+    pub samples: SampleSet,
+    /// The compared event of `samples`.
+    pub event: u16,
+    /// The exact counts.
+    pub exact: ExactProfile,
+    /// The audited binaries.
+    pub binaries: Vec<PathBuf>,
+    /// The skid-corrected instruction estimate per location (`correct_skid`), in the
+    /// samples' modules.
+    pub corrected: Option<std::collections::HashMap<proftrust_model::Location, f64>>,
+}
+
 /// Runs the audit: gathers samples and exact counts (reading or recording them), compares
 /// them and returns the report. Notes and progress go to `events`. When
 /// [`AuditOptions::stop`] is raised, the run going on is stopped and the report holds what
 /// there is, marked (`config.interrupted`; samples alone, `truth_missing`, when the exact
 /// run had not counted anything yet).
 pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> {
+    execute_with_data(args, events).map(|(r, _)| r)
+}
+
+/// [`execute`], also returning what was compared.
+pub fn execute_with_data(
+    args: &AuditOptions,
+    events: &dyn Events,
+) -> Result<(AuditReport, AuditData)> {
     if args.sweep.len() > MAX_SWEEP {
         bail!(
             "--sweep: {} periods; at most {MAX_SWEEP} (each is recorded twice)",
@@ -187,7 +217,7 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
     // What an interrupt cut short, for the report: (signal, phase).
     let mut interrupted: Option<(String, &str)> = None;
 
-    let (mut samples, exact, samples_source, truth_source, command, sweep_cmd) =
+    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
         if let AuditInput::Files {
             samples: sf,
             truth: tf,
@@ -196,8 +226,9 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
             if !args.sweep.is_empty() {
                 bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
             }
-            let mut s = load::samples(sf, &args.binaries, events)?;
-            let e = load::exact(tf, &args.binaries)?;
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let mut s = load::samples_with(sf, &locator, events)?;
+            let e = load::exact_with(tf, &locator, events)?;
             restrict_to_first_process(&mut s, &mut warnings);
             let cmd = s.command.clone();
             (
@@ -486,7 +517,14 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
             warnings,
             corrected: None,
         };
-        return Ok(report);
+        let data = AuditData {
+            samples,
+            event: event_idx,
+            exact: ExactProfile::default(),
+            binaries: bin_paths,
+            corrected: None,
+        };
+        return Ok((report, data));
     };
 
     let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
@@ -503,20 +541,23 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
         warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
 
-    let corrected = match args.correct_skid {
+    let (corrected, corrected_counts) = match args.correct_skid {
         Some(_) if interrupted.is_some() => {
             warnings.push("--correct-skid skipped: the audit was interrupted".into());
-            None
+            (None, None)
         }
-        Some(skid) => Some(corrected_side(
-            &samples,
-            &bin_paths,
-            skid,
-            args.seed,
-            (&exact, &scope, &attr, &opts),
-            events,
-        )?),
-        None => None,
+        Some(skid) => {
+            let (side, counts) = corrected_side(
+                &samples,
+                &bin_paths,
+                skid,
+                args.seed,
+                (&exact, &scope, &attr, &opts),
+                events,
+            )?;
+            (Some(side), Some(counts))
+        }
+        None => (None, None),
     };
 
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
@@ -568,7 +609,6 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
         }
     }
 
-    samples.samples.clear();
     let report = AuditReport {
         config,
         metrics: metrics_of(&cmp),
@@ -578,7 +618,14 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
         warnings,
         corrected,
     };
-    Ok(report)
+    let data = AuditData {
+        samples,
+        event: event_idx,
+        exact,
+        binaries: bin_paths,
+        corrected: corrected_counts,
+    };
+    Ok((report, data))
 }
 
 /// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.
@@ -773,7 +820,10 @@ fn corrected_side(
     seed: u64,
     (exact, scope, attr, opts): TruthSide<'_>,
     events: &dyn Events,
-) -> Result<CorrectedSide> {
+) -> Result<(
+    CorrectedSide,
+    std::collections::HashMap<proftrust_model::Location, f64>,
+)> {
     use proftrust_skid::program::{correct_profile, ProgramOptions, SampledProfile};
     let prof = SampledProfile::from_sample_set(samples).context(
         "--correct-skid needs instruction and cycle samples of one run (a `proftrust vpmu` file, or perf.data from `perf record -e instructions,cycles`)",
@@ -838,7 +888,7 @@ fn corrected_side(
     let c = proftrust_metrics::compare(&set, exact, scope, attr, &opts)
         .context("cannot compare the corrected profile with the truth")?;
     let total: f64 = c.functions.iter().map(|f| f.samples as f64).sum();
-    Ok(CorrectedSide {
+    let side = CorrectedSide {
         skid,
         method: format!("{:?}", cor.method).to_lowercase(),
         metrics: metrics_of(&c),
@@ -855,7 +905,8 @@ fn corrected_side(
                 },
             })
             .collect(),
-    })
+    };
+    Ok((side, cor.corrected))
 }
 
 fn metrics_of(c: &Comparison) -> Metrics {

@@ -91,8 +91,28 @@ impl Default for CorrectOptions {
     }
 }
 
+/// What a correction produced besides its report, for exports ([`execute_with_data`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CorrectData {
+    /// The modules the locations refer to (the samples' modules).
+    pub modules: proftrust_model::ModuleTable,
+    /// The corrected instruction estimate per location.
+    pub corrected: HashMap<Location, f64>,
+    /// The truth, when `truth` was given.
+    pub truth: Option<ExactProfile>,
+}
+
 /// Corrects the samples and returns the report. Notes and progress go to `events`.
 pub fn execute(a: &CorrectOptions, events: &dyn Events) -> Result<CorrectReport> {
+    execute_with_data(a, events).map(|(r, _)| r)
+}
+
+/// [`execute`], also returning the corrected profile.
+pub fn execute_with_data(
+    a: &CorrectOptions,
+    events: &dyn Events,
+) -> Result<(CorrectReport, CorrectData)> {
     if !(a.skid.is_finite() && a.skid >= 0.0) {
         bail!("--skid must be a number of cycles >= 0");
     }
@@ -324,7 +344,7 @@ pub fn execute(a: &CorrectOptions, events: &dyn Events) -> Result<CorrectReport>
             corrected: c,
         })
         .collect();
-    Ok(CorrectReport {
+    let report = CorrectReport {
         binary: a.binary.display().to_string(),
         skid: a.skid,
         solver: solver_name.to_string(),
@@ -346,5 +366,11 @@ pub fn execute(a: &CorrectOptions, events: &dyn Events) -> Result<CorrectReport>
         instructions: instrs,
         skipped: cor.skipped.clone(),
         metrics,
-    })
+    };
+    let data = CorrectData {
+        modules: profile.modules.clone(),
+        corrected: cor.corrected,
+        truth,
+    };
+    Ok((report, data))
 }

@@ -59,6 +59,34 @@ pub fn classify(bytes: &[u8]) -> u8 {
 /// when it does not (signals, faults, `ud2`, ...), so a wrong expectation costs speed, never
 /// exactness.
 pub fn expected_successor(bytes: &[u8], vaddr: u64) -> Option<u64> {
+    match successors(bytes, vaddr) {
+        Successors::Dynamic => None,
+        Successors::One(e) | Successors::Two { predicted: e, .. } => Some(e),
+    }
+}
+
+/// Where a block's last instruction can send control, from its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Successors {
+    /// Only known at run time (return, indirect transfer, system call, ...; see
+    /// [`expected_successor`]).
+    Dynamic,
+    /// One static successor: an unconditional direct jump or call, or the next instruction.
+    One(u64),
+    /// A conditional branch: the statically predicted side (backward taken, forward falls
+    /// through) and the other one.
+    Two {
+        /// The predicted successor.
+        predicted: u64,
+        /// The other successor.
+        other: u64,
+    },
+}
+
+/// The static successors of the instruction `bytes` at guest address `vaddr` (see
+/// [`expected_successor`] for which transfers are static).
+pub fn successors(bytes: &[u8], vaddr: u64) -> Successors {
+    use Successors::*;
     let next = vaddr.wrapping_add(bytes.len() as u64);
     let mut i = 0;
     let mut opsize16 = false;
@@ -74,7 +102,9 @@ pub fn expected_successor(bytes: &[u8], vaddr: u64) -> Option<u64> {
     if i < bytes.len() && (0x40..=0x4F).contains(&bytes[i]) {
         i += 1;
     }
-    let op = *bytes.get(i)?;
+    let Some(&op) = bytes.get(i) else {
+        return Dynamic;
+    };
     let rel8 = |at: usize| -> Option<u64> {
         let d = *bytes.get(at)? as i8 as i64;
         Some(next.wrapping_add(d as u64))
@@ -86,32 +116,39 @@ pub fn expected_successor(bytes: &[u8], vaddr: u64) -> Option<u64> {
     };
     // A 0x66 prefix on a relative branch truncates the target to 16 bits (not emitted by
     // compilers in 64-bit code): left to the run-time check.
-    let branch = |target: Option<u64>, conditional: bool| -> Option<u64> {
-        let t = target?;
-        if opsize16 {
-            return None;
+    let branch = |target: Option<u64>, conditional: bool| -> Successors {
+        match target {
+            None => Dynamic,
+            Some(_) if opsize16 => Dynamic,
+            Some(t) if !conditional || t == next => One(t),
+            Some(t) if t > vaddr => Two {
+                predicted: next,
+                other: t,
+            },
+            Some(t) => Two {
+                predicted: t,
+                other: next,
+            },
         }
-        Some(if conditional && t > vaddr { next } else { t })
     };
     match op {
         // jcc rel8, loop/loopz/loopnz/jrcxz rel8
         0x70..=0x7F | 0xE0..=0xE3 => branch(rel8(i + 1), true),
         0xEB => branch(rel8(i + 1), false),
         0xE9 | 0xE8 => branch(rel32(i + 1), false),
-        0x0F => match *bytes.get(i + 1)? {
-            0x80..=0x8F => branch(rel32(i + 2), true),
+        0x0F => match bytes.get(i + 1) {
+            Some(0x80..=0x8F) => branch(rel32(i + 2), true),
             // syscall, sysenter, ud2, ud1, ud0
-            0x05 | 0x34 | 0x0B | 0xB9 | 0xFF => None,
-            _ => Some(next),
+            None | Some(0x05 | 0x34 | 0x0B | 0xB9 | 0xFF) => Dynamic,
+            Some(_) => One(next),
         },
         // ret, far ret, iret, int3, int n, into, far call/jump, hlt, indirect jump/call
-        0xC2 | 0xC3 | 0xCA | 0xCB | 0xCF | 0xCC | 0xCD | 0xCE | 0x9A | 0xEA | 0xF4 => None,
+        0xC2 | 0xC3 | 0xCA | 0xCB | 0xCF | 0xCC | 0xCD | 0xCE | 0x9A | 0xEA | 0xF4 => Dynamic,
         0xFF => match bytes.get(i + 1).map(|m| (m >> 3) & 7) {
-            Some(2..=5) => None,
-            Some(_) => Some(next),
-            None => None,
+            Some(2..=5) | None => Dynamic,
+            Some(_) => One(next),
         },
-        _ => Some(next),
+        _ => One(next),
     }
 }
 
@@ -191,5 +228,20 @@ mod tests {
         for (name, bytes, vaddr, want) in cases {
             assert_eq!(expected_successor(bytes, *vaddr), *want, "{name}");
         }
+        assert_eq!(
+            successors(&[0x75, 0xF0], 0x1010),
+            Successors::Two {
+                predicted: 0x1002,
+                other: 0x1012
+            }
+        );
+        assert_eq!(
+            successors(&[0x75, 0x10], 0x1000),
+            Successors::Two {
+                predicted: 0x1002,
+                other: 0x1012
+            }
+        );
+        assert_eq!(successors(&[0x75, 0x00], 0x1000), Successors::One(0x1002));
     }
 }

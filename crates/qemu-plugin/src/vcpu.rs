@@ -137,6 +137,8 @@ pub struct Shared {
     /// API v4: per block, the times it was a thread's last block (its expected successor
     /// never ran), from the vcpu exit hook.
     pub sinks: std::collections::HashMap<u32, u64>,
+    /// API v4: per block, the times it was a thread's first block.
+    pub starts: std::collections::HashMap<u32, u64>,
 }
 
 /// One vcpu's state.

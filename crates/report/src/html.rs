@@ -31,9 +31,25 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", 100.0 * x)
 }
 
+/// What the audit page shows beyond the report itself (built by `proftrust-export`).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct HtmlExtras {
+    /// Flame graphs: sampled and exact side by side, differential.
+    pub flamegraphs: Option<crate::flame::FlameGraphs>,
+    /// Annotated source and disassembly of the hottest functions.
+    pub annotations: Vec<crate::annotate::Annotation>,
+}
+
 /// Renders one self-contained HTML page: no scripts, no external resources (styles inline,
 /// plots as inline SVG), every name from the profile escaped with [`escape_html`].
 pub fn render_html(r: &AuditReport) -> String {
+    render_html_with(r, &HtmlExtras::default())
+}
+
+/// [`render_html`] with flame graphs and annotated source ([`HtmlExtras`]) after the
+/// per-instruction picture.
+pub fn render_html_with(r: &AuditReport, extras: &HtmlExtras) -> String {
     let c = &r.config;
     let m = &r.metrics;
     let mut h = String::new();
@@ -49,9 +65,11 @@ body{{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}}
 table{{border-collapse:collapse;margin:1em 0}}td,th{{padding:2px 10px;border-bottom:1px solid #ddd}}
 td.n{{text-align:right;font-variant-numeric:tabular-nums}}tr.out td{{color:#b00}}
 code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;margin:1em 0}}
+{}
 </style></head><body>
 "#,
-        escape_html(&title)
+        escape_html(&title),
+        crate::annotate::ANNOTATION_CSS,
     );
     let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
     let _ = writeln!(h, "<h2>What was compared</h2><table>");
@@ -222,6 +240,13 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
             escape_html(&p.function)
         );
         h.push_str(&svg::instruction_picture(p));
+    }
+    if let Some(f) = &extras.flamegraphs {
+        h.push_str(&crate::flame::flame_html(f));
+    }
+    if !extras.annotations.is_empty() {
+        h.push_str("<h2 id=\"annotated\">Annotated source and disassembly</h2>\n");
+        h.push_str(&crate::annotate::annotation_html(&extras.annotations));
     }
     if !r.sweep.is_empty() {
         h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (seed 001 §4).</p>\n");

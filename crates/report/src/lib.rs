@@ -11,6 +11,11 @@
 //!   the per-instruction picture of the hottest function after seed 001 Fig. 1, metrics
 //!   against the sampling period for sweeps).
 //!
+//! * [`render_html_with`] — the same page with [`HtmlExtras`]: flame graphs (sampled and
+//!   exact side by side, differential) and annotated source and disassembly
+//!   ([`Annotation`], also as text: [`render_annotation_text`]), built by
+//!   `proftrust-export`.
+//!
 //! * [`quote_name`] — how every text output shows a name from a binary or profile (control
 //!   characters escaped, as `git` and `perf` do), used by every command's text output.
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
@@ -35,7 +40,9 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod annotate;
 pub mod correct;
+mod flame;
 mod html;
 mod model;
 mod plot;
@@ -43,7 +50,12 @@ mod quote;
 mod svg;
 mod text;
 
-pub use html::{escape_html, render_html};
+pub use annotate::{
+    annotation_html, render_annotation_html, render_annotation_text, AnnotatedInstruction,
+    AnnotatedLine, Annotation, Shares, ANNOTATION_CSS,
+};
+pub use flame::{flame_html, FlameGraphs};
+pub use html::{escape_html, render_html, render_html_with, HtmlExtras};
 pub use model::{
     AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
     InstructionRow, Metrics, SweepPoint,

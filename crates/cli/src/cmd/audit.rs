@@ -29,9 +29,14 @@ pub struct AuditArgs {
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
     truth: Option<PathBuf>,
-    /// Binary to audit (repeat for more). Default: the profiled program.
+    /// Binary to audit (repeat for more). Default: the profiled program. With --samples, the
+    /// files' modules are matched to these binaries by build-id, else file name.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
+    /// With --samples/--truth: look for each module at DIR/RECORDED_PATH first (perf's
+    /// --symfs), then in the build-id caches and at the recorded path.
+    #[arg(long, value_name = "DIR", requires = "samples")]
+    symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
     /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
@@ -80,6 +85,13 @@ pub struct AuditArgs {
     /// `perf record -e instructions,cycles`.
     #[arg(long, value_name = "CYCLES", value_parser = crate::args::skid)]
     correct_skid: Option<f64>,
+    /// Export the audited profile: FORMAT:FILE (repeat), FORMAT one of pprof, firefox,
+    /// speedscope, folded, flamegraph, llvm-sample (the samples, or the corrected profile
+    /// with --correct-skid), folded-diff, flamegraph-diff (samples -> exact), annotate,
+    /// annotate-html (samples against exact, and corrected); FORMAT@SIDE:FILE picks the
+    /// side (samples, exact, corrected). See docs/export.md.
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
+    export: Vec<crate::exports::ExportSpec>,
     /// Stop the program (each run) after this many seconds (at most 30 days).
     #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
     timeout: Option<std::time::Duration>,
@@ -129,6 +141,7 @@ impl AuditArgs {
         let mut o = AuditOptions::default();
         o.input = input;
         o.binaries = self.binary.clone();
+        o.symfs = self.symfs.clone();
         o.event = self.event.clone();
         o.period = self.period;
         o.randomize = self.randomize;
@@ -156,16 +169,19 @@ impl AuditArgs {
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     crate::output::check_opt(args.html.as_ref()).context("--html")?;
+    crate::exports::check_exports(&args.export)?;
     let options = args.options()?;
     // The profiled program's output must not mix with --json on stdout.
     let guard = match args.json {
         true => Some(util::StdoutToStderr::new()?),
         false => None,
     };
-    let report = proftrust_pipeline::audit::execute(&options, &util::Ui)?;
+    let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
+    crate::exports::audit_exports(&args.export, &data)?;
     if let Some(h) = &args.html {
-        let html = proftrust_report::render_html(&report);
+        let extras = crate::exports::audit_html_extras(&data);
+        let html = proftrust_report::render_html_with(&report, &extras);
         crate::output::write(h, |w| {
             w.write_all(html.as_bytes())?;
             Ok(())

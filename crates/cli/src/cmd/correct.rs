@@ -89,10 +89,17 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Export the corrected profile: FORMAT:FILE (repeat), FORMAT one of pprof, firefox,
+    /// speedscope, folded, flamegraph, llvm-sample, or folded-diff, flamegraph-diff (raw
+    /// samples -> --truth, else -> corrected), annotate, annotate-html; FORMAT@SIDE:FILE
+    /// picks the side (samples, exact, corrected). See docs/export.md.
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
+    export: Vec<crate::exports::ExportSpec>,
 }
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
+    crate::exports::check_exports(&a.export)?;
     let mut o = CorrectOptions::default();
     o.input = match (&a.samples, &a.instructions, &a.cycles) {
         (Some(p), _, _) => CorrectInput::Samples(p.clone()),
@@ -123,7 +130,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         BoxSpreadArg::Uniform => BoxSpread::Uniform,
         BoxSpreadArg::Cycles => BoxSpread::Cycles,
     };
-    let report = proftrust_pipeline::correct::execute(&o, &util::Ui)?;
+    let (report, data) = proftrust_pipeline::correct::execute_with_data(&o, &util::Ui)?;
+    if !a.export.is_empty() {
+        let raw = a.samples.as_deref().or(a.instructions.as_deref());
+        crate::exports::correct_exports(&a.export, raw, &data, std::slice::from_ref(&a.binary))?;
+    }
     if a.json {
         println!("{}", report.to_json()?);
     } else {

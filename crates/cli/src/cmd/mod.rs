@@ -4,6 +4,7 @@ pub mod audit;
 pub mod calibrate;
 pub mod cct;
 pub mod correct;
+pub mod export;
 pub mod inspect;
 pub mod paths;
 pub mod read;

@@ -1,0 +1,139 @@
+//! `proftrust export PROFILE --to FORMAT -o FILE [--binary PATH]...`: any profile `read`
+//! accepts (perf.data, `perf script`, callgrind, proftrust sample and exact files) into the
+//! tools users already use (`proftrust-export`; docs/export.md):
+//!
+//! * `pprof` (gzipped profile.proto), `firefox` (Firefox Profiler processed JSON),
+//!   `speedscope` (speedscope JSON), `folded` (FlameGraph / inferno input), `flamegraph`
+//!   (SVG drawn by inferno), `llvm-sample` (LLVM sample profile text for
+//!   `clang -fprofile-sample-use`);
+//! * `folded-diff` and `flamegraph-diff` compare PROFILE with `--against FILE` (sampled vs
+//!   exact, raw vs corrected);
+//! * `annotate` and `annotate-html`: annotated source and disassembly of the hottest
+//!   functions, samples against `--against` exact counts when given.
+//!
+//! `audit` and `correct` take `--export FORMAT:FILE` (repeatable; `crate::exports`):
+//! `correct` exports the corrected profile, `audit` the audited samples (the corrected
+//! profile with `--correct-skid`); `FORMAT@SIDE:FILE` picks a side (`samples`, `exact`,
+//! `corrected`). The diff formats and `annotate` always compare the samples with the
+//! exact counts (and the corrected estimate).
+
+use crate::exports::{load_profile, write_export, Job, Loaded, Side, Target};
+use crate::util;
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+
+/// Arguments of `proftrust export`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  proftrust export perf.data --to pprof -o prof.pb.gz && go tool pprof -top prof.pb.gz\n  proftrust export samples.ptsamp --to firefox -o prof.json\n  proftrust export exact.ptexact --to llvm-sample -o prog.prof --binary ./prog\n  proftrust export samples.ptsamp --to folded-diff --against exact.ptexact -o diff.folded\n  proftrust export samples.ptsamp --to annotate --against exact.ptexact -o annotate.txt"
+)]
+pub struct Args {
+    /// Profile: perf.data, perf script text, callgrind out file, proftrust sample or exact
+    /// file.
+    profile: PathBuf,
+    /// Output format.
+    #[arg(long = "to", value_enum)]
+    to: Target,
+    /// Output file (`-` = standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// A binary of the profile (matched to modules by build-id, else file name); repeat for
+    /// several. Modules are otherwise looked up at their recorded paths.
+    #[arg(long = "binary", value_name = "PATH")]
+    binaries: Vec<PathBuf>,
+    /// The profile to compare with (folded-diff, flamegraph-diff: the "after" side;
+    /// annotate: exact counts).
+    #[arg(long, value_name = "FILE")]
+    against: Option<PathBuf>,
+    /// Sampled profiles: export only this event (by name). Default: every event (pprof
+    /// keeps one column pair per event; the other formats use the first event).
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
+    /// Value column by name (`samples`, `cpu-clock`, `instructions`, a callgrind event).
+    /// Default: the first (sample counts, or exact instructions).
+    #[arg(long, value_name = "NAME")]
+    value: Option<String>,
+    /// annotate: functions to annotate (repeat); default the hottest --top.
+    #[arg(long = "function", value_name = "NAME")]
+    functions: Vec<String>,
+    /// annotate: how many of the hottest functions.
+    #[arg(long, default_value_t = 3)]
+    top: usize,
+    /// folded-diff, flamegraph-diff: do not scale the first profile to the second's total.
+    #[arg(long)]
+    no_normalize: bool,
+    /// annotate: look for source files here (by file name) when the path the debug info
+    /// states does not exist (a build tree moved elsewhere), as `perf annotate --prefix`.
+    #[arg(long, value_name = "DIR")]
+    source_dir: Vec<PathBuf>,
+}
+
+/// Runs `proftrust export`.
+pub fn run(a: Args) -> Result<()> {
+    crate::output::check(&a.output).context("-o")?;
+    let loaded = load_profile(&a.profile, &a.binaries)?;
+    let main = match &loaded {
+        Loaded::Samples(s) => {
+            if s.samples.is_empty() {
+                bail!("{}: the profile holds no samples", a.profile.display());
+            }
+            let ev =
+                match &a.event {
+                    Some(n) => Some(s.events.iter().position(|e| &e.name == n).with_context(
+                        || {
+                            format!(
+                                "--event {n}: the profile has {}",
+                                s.events
+                                    .iter()
+                                    .map(|e| e.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        },
+                    )? as u16),
+                    // pprof keeps every event; the others show one.
+                    None if a.to == Target::Pprof || s.events.len() <= 1 => None,
+                    None => Some(0),
+                };
+            Side::samples(s, ev, &a.binaries)
+        }
+        Loaded::Exact(e) => {
+            if e.instructions.is_empty() {
+                bail!(
+                    "{}: the exact profile holds no executed instruction",
+                    a.profile.display()
+                );
+            }
+            Side::exact(e, &a.binaries)
+        }
+    };
+    for w in main.symbolizer.warnings() {
+        util::note(format!("warning: {w}"));
+    }
+    let against = match &a.against {
+        Some(p) => Some(match load_profile(p, &a.binaries)? {
+            Loaded::Samples(s) => Side::samples(&s, (s.events.len() > 1).then_some(0), &a.binaries),
+            Loaded::Exact(e) => Side::exact(&e, &a.binaries),
+        }),
+        None => None,
+    };
+    if a.against.is_some() && !a.to.compares() {
+        util::note(format!("--against is not used by --to {}", a.to.name()));
+    }
+    let job = Job {
+        target: a.to,
+        main: &main,
+        against: against.as_ref(),
+        corrected: None,
+        value: a.value.as_deref(),
+        functions: &a.functions,
+        top: a.top,
+        normalize: !a.no_normalize,
+        source_dirs: &a.source_dir,
+    };
+    let note = write_export(&job, &a.output)?;
+    if !note.is_empty() {
+        util::note(note);
+    }
+    Ok(())
+}

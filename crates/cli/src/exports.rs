@@ -1,0 +1,698 @@
+//! Exports shared by `proftrust export` and the `--export FORMAT:FILE` of `audit` and
+//! `correct` (`proftrust-export`; docs/export.md): loading a profile, the sides an export
+//! can take (samples, exact counts, a corrected estimate), and writing one export file
+//! atomically.
+
+use crate::util;
+use anyhow::{bail, Context, Result};
+use proftrust_binary::Symbolizer;
+use proftrust_export::{
+    AnnotateInput, AnnotateOptions, CallSite, DiffOptions, FlameOptions, Origin, Profile, Resolver,
+    SourceText, ValueType,
+};
+use proftrust_formats::{sniff, Format};
+use proftrust_model::{ExactProfile, Location, SampleSet};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Output formats of `export --to` and `--export FORMAT:FILE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// pprof profile.proto, gzipped (go tool pprof, pprof, Pyroscope, Parca).
+    Pprof,
+    /// Firefox Profiler processed profile JSON (profiler.firefox.com, samply load).
+    Firefox,
+    /// speedscope JSON.
+    Speedscope,
+    /// Folded stacks (flamegraph.pl, inferno-flamegraph).
+    Folded,
+    /// Differential folded stacks `stack BEFORE AFTER` (needs --against).
+    FoldedDiff,
+    /// Flame graph SVG (inferno).
+    Flamegraph,
+    /// Differential flame graph SVG (needs --against).
+    FlamegraphDiff,
+    /// LLVM sample profile, text (clang -fprofile-sample-use, llvm-profdata).
+    LlvmSample,
+    /// Annotated source and disassembly, text.
+    Annotate,
+    /// Annotated source and disassembly, a self-contained HTML page.
+    AnnotateHtml,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Pprof => "pprof",
+            Target::Firefox => "firefox",
+            Target::Speedscope => "speedscope",
+            Target::Folded => "folded",
+            Target::FoldedDiff => "folded-diff",
+            Target::Flamegraph => "flamegraph",
+            Target::FlamegraphDiff => "flamegraph-diff",
+            Target::LlvmSample => "llvm-sample",
+            Target::Annotate => "annotate",
+            Target::AnnotateHtml => "annotate-html",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Target> {
+        <Target as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .find(|t| t.name() == s)
+    }
+
+    /// Formats that compare two profiles.
+    pub fn compares(self) -> bool {
+        matches!(
+            self,
+            Target::FoldedDiff | Target::FlamegraphDiff | Target::Annotate | Target::AnnotateHtml
+        )
+    }
+}
+
+/// A loaded profile: samples or exact counts.
+pub(crate) enum Loaded {
+    Samples(SampleSet),
+    Exact(ExactProfile),
+}
+
+/// Reads any profile `read` accepts, through the pipeline's loader (the one place sample
+/// and exact-count files are read).
+pub(crate) fn load_profile(path: &Path, binaries: &[PathBuf]) -> Result<Loaded> {
+    let mut head = vec![0u8; 8192];
+    let n = {
+        let mut f =
+            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut n = 0;
+        loop {
+            let k = std::io::Read::read(&mut f, &mut head[n..])
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            n += k;
+            if k == 0 || n == head.len() {
+                break n;
+            }
+        }
+    };
+    if n == 0 {
+        bail!("{}: the file is empty; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display());
+    }
+    match sniff(&head[..n]) {
+        Some(Format::NativeExact | Format::Callgrind) => Ok(Loaded::Exact(
+            proftrust_pipeline::load::exact(path, binaries)?,
+        )),
+        Some(_) => Ok(Loaded::Samples(proftrust_pipeline::load::samples(
+            path,
+            binaries,
+            &util::Ui,
+        )?)),
+        None => bail!("{}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display()),
+    }
+}
+
+/// One side of an export: the profile, its symbolizer, and (exact profiles) call counts.
+pub(crate) struct Side {
+    pub profile: Profile,
+    pub symbolizer: Symbolizer,
+    pub calls: Vec<CallSite>,
+    /// The sample set's sampled event, for labels (`cpu-clock samples`).
+    pub label: String,
+    /// Directories of the binaries given: source files are also looked for there.
+    pub source_dirs: Vec<PathBuf>,
+}
+
+fn dirs_of(binaries: &[PathBuf]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = binaries
+        .iter()
+        .map(|b| match b.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    v.dedup();
+    v
+}
+
+impl Side {
+    pub(crate) fn samples(set: &SampleSet, event: Option<u16>, binaries: &[PathBuf]) -> Side {
+        let label = match event.or((set.events.len() == 1).then_some(0)) {
+            Some(e) => format!(
+                "{} samples",
+                set.events.get(e as usize).map_or("?", |d| d.name.as_str())
+            ),
+            None => "samples".into(),
+        };
+        Side {
+            profile: Profile::from_samples(set, event),
+            symbolizer: Symbolizer::new(&set.modules, binaries),
+            calls: Vec::new(),
+            label,
+            source_dirs: dirs_of(binaries),
+        }
+    }
+
+    pub(crate) fn exact(e: &ExactProfile, binaries: &[PathBuf]) -> Side {
+        Side {
+            profile: Profile::from_exact(e),
+            symbolizer: Symbolizer::new(&e.modules, binaries),
+            calls: e
+                .calls
+                .iter()
+                .map(|c| (c.site, c.target, c.count))
+                .collect(),
+            label: "exact instructions".into(),
+            source_dirs: dirs_of(binaries),
+        }
+    }
+
+    /// A corrected (estimated) profile: instruction estimates per location.
+    pub(crate) fn corrected(
+        modules: &proftrust_model::ModuleTable,
+        counts: &HashMap<Location, f64>,
+        title: &str,
+        binaries: &[PathBuf],
+    ) -> Side {
+        Side {
+            profile: Profile::from_location_counts(
+                modules,
+                counts.iter().map(|(l, c)| (*l, *c)),
+                ValueType::new("instructions", "count"),
+                Origin::Estimated,
+                title,
+            ),
+            symbolizer: Symbolizer::new(modules, binaries),
+            calls: Vec::new(),
+            label: "corrected instructions".into(),
+            source_dirs: dirs_of(binaries),
+        }
+    }
+
+    fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(&self.symbolizer, &self.profile.modules)
+    }
+
+    fn value(&self, name: Option<&str>) -> Result<usize> {
+        match name {
+            None => Ok(self.profile.default_value),
+            Some(n) => self
+                .profile
+                .value_types
+                .iter()
+                .position(|v| v.kind == n)
+                .with_context(|| {
+                    format!(
+                        "--value {n}: the profile has {}",
+                        self.profile
+                            .value_types
+                            .iter()
+                            .map(|v| v.kind.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }),
+        }
+    }
+}
+
+/// Source lines read from disk, each file once: at the path the debug info states, else
+/// under each `--source-dir` by file name.
+#[derive(Default)]
+struct DiskSource {
+    dirs: Vec<PathBuf>,
+    files: RefCell<HashMap<String, Option<Vec<String>>>>,
+}
+
+impl SourceText for DiskSource {
+    fn line(&self, file: &str, line: u32) -> Option<String> {
+        let mut c = self.files.borrow_mut();
+        let lines = c.entry(file.to_string()).or_insert_with(|| {
+            let name = Path::new(file).file_name()?;
+            std::iter::once(PathBuf::from(file))
+                .chain(self.dirs.iter().map(|d| d.join(name)))
+                .find_map(|p| std::fs::read(p).ok())
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .lines()
+                        .map(str::to_string)
+                        .collect()
+                })
+        });
+        lines.as_ref()?.get(line.checked_sub(1)? as usize).cloned()
+    }
+}
+
+/// What one export needs beyond the main side.
+pub(crate) struct Job<'a> {
+    pub target: Target,
+    pub main: &'a Side,
+    /// The other side of diff formats; exact counts for annotate.
+    pub against: Option<&'a Side>,
+    /// The corrected profile for annotate.
+    pub corrected: Option<&'a Side>,
+    pub value: Option<&'a str>,
+    pub functions: &'a [String],
+    pub top: usize,
+    pub normalize: bool,
+    /// annotate: directories searched for source files by name.
+    pub source_dirs: &'a [PathBuf],
+}
+
+/// Writes one export to `out` (atomically; `-` = standard output). Returns a one-line note.
+pub(crate) fn write_export(job: &Job<'_>, out: &Path) -> Result<String> {
+    let t = job.target;
+    if matches!(t, Target::FoldedDiff | Target::FlamegraphDiff) && job.against.is_none() {
+        bail!(
+            "--to {} compares two profiles: give the second with --against FILE",
+            t.name()
+        );
+    }
+    let main = job.main;
+    let r = main.resolver();
+    let v = main.value(job.value)?;
+    let mut note = String::new();
+    let body = |w: &mut dyn Write| -> Result<()> {
+        match t {
+            Target::Pprof => proftrust_export::write_pprof(w, &main.profile, &r)?,
+            Target::Firefox => proftrust_export::write_firefox(w, &main.profile, &r, v)?,
+            Target::Speedscope => proftrust_export::write_speedscope(w, &main.profile, &r, v)?,
+            Target::Folded => proftrust_export::write_folded(w, &main.profile, &r, v)?,
+            Target::Flamegraph => {
+                let mut o = FlameOptions::default();
+                o.title = main.profile.title.clone();
+                o.count_name = main.profile.value_types[v].kind.clone();
+                proftrust_export::write_flamegraph(w, &main.profile, &r, v, &o)?
+            }
+            Target::FoldedDiff | Target::FlamegraphDiff => {
+                let b = job.against.expect("checked above");
+                let rb = b.resolver();
+                let vb = b.value(None)?;
+                let mut d = DiffOptions::default();
+                d.normalize = job.normalize;
+                if t == Target::FoldedDiff {
+                    proftrust_export::write_folded_diff(
+                        w,
+                        (&main.profile, &r, v),
+                        (&b.profile, &rb, vb),
+                        &d,
+                    )?;
+                } else {
+                    let mut o = FlameOptions::default();
+                    o.title = format!("{} -> {}", main.label, b.label);
+                    o.count_name = b.profile.value_types[vb].kind.clone();
+                    proftrust_export::write_diff_flamegraph(
+                        w,
+                        (&main.profile, &r, v),
+                        (&b.profile, &rb, vb),
+                        &d,
+                        &o,
+                    )?;
+                }
+            }
+            Target::LlvmSample => {
+                let s = proftrust_export::write_llvm_sample(w, &main.profile, &r, v, &main.calls)?;
+                if s.functions == 0 {
+                    bail!(
+                        "no function with source lines: an LLVM sample profile keys counts by line, which needs DWARF line tables (build the program with -g, pass it with --binary){}",
+                        if main.symbolizer.warnings().is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {}", main.symbolizer.warnings().join("; "))
+                        }
+                    );
+                }
+                if s.unlined_addresses > 0 {
+                    util::note(format!(
+                        "llvm-sample: {} counted addresses ({:.0} of the counts) have no source line and are left out",
+                        s.unlined_addresses, s.unlined_count
+                    ));
+                }
+            }
+            Target::Annotate | Target::AnnotateHtml => {
+                let ann = annotations(job, v)?;
+                if t == Target::Annotate {
+                    w.write_all(proftrust_report::render_annotation_text(&ann).as_bytes())?;
+                } else {
+                    w.write_all(
+                        proftrust_report::render_annotation_html(
+                            &format!("proftrust annotate: {}", main.profile.title),
+                            &ann,
+                        )
+                        .as_bytes(),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    };
+    crate::output::write(out, |w| body(w))?;
+    if out.as_os_str() != "-" {
+        note = format!("{} written to {}", t.name(), out.display());
+    }
+    Ok(note)
+}
+
+fn annotations(job: &Job<'_>, v: usize) -> Result<Vec<proftrust_report::Annotation>> {
+    let main = job.main;
+    if main.profile.origin != Origin::Sampled {
+        bail!("annotate shows samples with their error bars: give a sample profile (and the exact counts with --against)");
+    }
+    let r = main.resolver();
+    let mut o = AnnotateOptions::default();
+    o.functions = job.functions.to_vec();
+    o.top = job.top;
+    o.sampled_label = main.label.clone();
+    let input = AnnotateInput {
+        sampled: (&main.profile, v),
+        exact: job.against.map(|s| (&s.profile, s.profile.default_value)),
+        corrected: job.corrected.map(|s| (&s.profile, s.profile.default_value)),
+    };
+    let src = DiskSource {
+        dirs: job
+            .source_dirs
+            .iter()
+            .chain(&main.source_dirs)
+            .cloned()
+            .collect(),
+        ..DiskSource::default()
+    };
+    Ok(proftrust_export::annotate(&input, &r, &src, &o)?)
+}
+
+/// One `--export FORMAT[@SIDE]:FILE` of `audit` and `correct`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportSpec {
+    pub target: Target,
+    /// `samples`, `exact`, `corrected`, or `None` (the command's default).
+    pub side: Option<String>,
+    pub file: PathBuf,
+}
+
+/// clap value parser of `--export`.
+pub fn parse_export_spec(s: &str) -> std::result::Result<ExportSpec, String> {
+    let formats = <Target as clap::ValueEnum>::value_variants()
+        .iter()
+        .map(|t| t.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (fmt, file) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected FORMAT:FILE (formats: {formats})"))?;
+    if file.is_empty() {
+        return Err("expected FORMAT:FILE, the file is empty".into());
+    }
+    let (fmt, side) = match fmt.split_once('@') {
+        Some((f, s)) => (f, Some(s.to_string())),
+        None => (fmt, None),
+    };
+    if let Some(s) = &side {
+        if !["samples", "exact", "corrected"].contains(&s.as_str()) {
+            return Err(format!("unknown side {s:?} (samples, exact, corrected)"));
+        }
+    }
+    let target =
+        Target::parse(fmt).ok_or_else(|| format!("unknown format {fmt:?} (formats: {formats})"))?;
+    Ok(ExportSpec {
+        target,
+        side,
+        file: PathBuf::from(file),
+    })
+}
+
+/// Checks every `--export` file before any work (crate::output::check).
+pub(crate) fn check_exports(specs: &[ExportSpec]) -> Result<()> {
+    for s in specs {
+        crate::output::check(&s.file)
+            .with_context(|| format!("--export {}:{}", s.target.name(), s.file.display()))?;
+    }
+    Ok(())
+}
+
+/// The sides `audit` and `correct` have at hand for `--export`.
+pub(crate) struct Sides<'a> {
+    pub samples: Option<&'a Side>,
+    pub exact: Option<&'a Side>,
+    pub corrected: Option<&'a Side>,
+    /// The side single-profile formats export by default.
+    pub default: &'a str,
+}
+
+/// Writes every `--export` of `audit` or `correct`.
+pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()> {
+    for spec in specs {
+        let pick = |name: &str| -> Result<&Side> {
+            match name {
+                "samples" => sides.samples,
+                "exact" => sides.exact,
+                "corrected" => sides.corrected,
+                _ => None,
+            }
+            .with_context(|| {
+                format!(
+                    "--export {}@{name}: this run has no {name} profile",
+                    spec.target.name()
+                )
+            })
+        };
+        let job = if spec.target.compares() {
+            let before = match &spec.side {
+                Some(s) => pick(s)?,
+                None => sides
+                    .samples
+                    .or(sides.corrected)
+                    .context("no samples to compare")?,
+            };
+            let after = match spec.target {
+                Target::Annotate | Target::AnnotateHtml => sides.exact,
+                // Samples -> exact; with only a corrected profile: raw -> corrected.
+                _ => sides.exact.or(sides.corrected),
+            };
+            if after.is_none() && !matches!(spec.target, Target::Annotate | Target::AnnotateHtml) {
+                bail!(
+                    "--export {}: this run has nothing to compare the samples with",
+                    spec.target.name()
+                );
+            }
+            Job {
+                target: spec.target,
+                main: before,
+                against: after,
+                corrected: sides.corrected,
+                value: None,
+                functions: &[],
+                top: 3,
+                normalize: true,
+                source_dirs: &[],
+            }
+        } else {
+            Job {
+                target: spec.target,
+                main: pick(spec.side.as_deref().unwrap_or(sides.default))?,
+                against: None,
+                corrected: None,
+                value: None,
+                functions: &[],
+                top: 3,
+                normalize: true,
+                source_dirs: &[],
+            }
+        };
+        let note = write_export(&job, &spec.file)
+            .with_context(|| format!("--export {}:{}", spec.target.name(), spec.file.display()))?;
+        if !note.is_empty() {
+            util::note(note);
+        }
+    }
+    Ok(())
+}
+
+/// The sides of an audit (samples of the compared event, exact counts, corrected estimates).
+struct AuditSides {
+    samples: Side,
+    exact: Side,
+    corrected: Option<Side>,
+}
+
+fn audit_sides(d: &proftrust_pipeline::audit::AuditData) -> AuditSides {
+    AuditSides {
+        samples: Side::samples(&d.samples, Some(d.event), &d.binaries),
+        exact: Side::exact(&d.exact, &d.binaries),
+        corrected: d.corrected.as_ref().map(|c| {
+            Side::corrected(
+                &d.samples.modules,
+                c,
+                "skid-corrected instructions",
+                &d.binaries,
+            )
+        }),
+    }
+}
+
+/// `audit --export`: single-profile formats export the corrected profile when the audit
+/// corrected skid, else the samples; the diff formats and annotate compare the samples with
+/// the exact counts.
+pub(crate) fn audit_exports(
+    specs: &[ExportSpec],
+    d: &proftrust_pipeline::audit::AuditData,
+) -> Result<()> {
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let s = audit_sides(d);
+    run_exports(
+        specs,
+        &Sides {
+            samples: Some(&s.samples),
+            exact: Some(&s.exact),
+            corrected: s.corrected.as_ref(),
+            default: if s.corrected.is_some() {
+                "corrected"
+            } else {
+                "samples"
+            },
+        },
+    )
+}
+
+/// The audit page's flame graphs (samples and exact counts side by side, the differential
+/// samples -> exact) and annotated source of the three hottest sampled functions. A part
+/// that cannot be drawn is left out with a note; the report itself never fails on it.
+pub(crate) fn audit_html_extras(
+    d: &proftrust_pipeline::audit::AuditData,
+) -> proftrust_report::HtmlExtras {
+    let s = audit_sides(d);
+    let mut extras = proftrust_report::HtmlExtras::default();
+    let rs = s.samples.resolver();
+    let re = s.exact.resolver();
+    let svg =
+        |f: &dyn Fn(&mut Vec<u8>) -> std::result::Result<(), proftrust_export::ExportError>,
+         what: &str|
+         -> Option<String> {
+            let mut v = Vec::new();
+            match f(&mut v) {
+                Ok(()) => String::from_utf8(v).ok(),
+                Err(e) => {
+                    util::note(format!("HTML report: no {what} flame graph: {e}"));
+                    None
+                }
+            }
+        };
+    let mut o = FlameOptions::default();
+    o.title = format!("Sampled: {}", s.samples.label);
+    o.count_name = "samples".into();
+    o.width = 600;
+    let sampled = svg(
+        &|w| proftrust_export::write_flamegraph(w, &s.samples.profile, &rs, 0, &o),
+        "sampled",
+    );
+    let mut o = FlameOptions::default();
+    o.title = format!("Exact: {} ({})", s.exact.label, d.exact.backend);
+    o.count_name = "instructions".into();
+    o.width = 600;
+    let exact = svg(
+        &|w| proftrust_export::write_flamegraph(w, &s.exact.profile, &re, 0, &o),
+        "exact",
+    );
+    let mut o = FlameOptions::default();
+    o.title = "Differential: samples -> exact".into();
+    o.count_name = "instructions".into();
+    let diff = svg(
+        &|w| {
+            proftrust_export::write_diff_flamegraph(
+                w,
+                (&s.samples.profile, &rs, 0),
+                (&s.exact.profile, &re, 0),
+                &DiffOptions::default(),
+                &o,
+            )
+        },
+        "differential",
+    );
+    let note = if s.samples.profile.has_callers {
+        "The sampled graph shows the recorded call chains; the exact counts have no call chains, so the exact and the differential graphs show each function with the functions inlined into it (the differential graph cuts the samples to the same depth).".into()
+    } else {
+        "No call chains were recorded: each graph shows each function with the functions inlined into it.".into()
+    };
+    extras.flamegraphs = Some(proftrust_report::FlameGraphs {
+        sampled,
+        exact,
+        diff,
+        note,
+    });
+    let job = Job {
+        target: Target::AnnotateHtml,
+        main: &s.samples,
+        against: Some(&s.exact),
+        corrected: s.corrected.as_ref(),
+        value: None,
+        functions: &[],
+        top: 3,
+        normalize: true,
+        source_dirs: &[],
+    };
+    match annotations(&job, 0) {
+        Ok(a) => extras.annotations = a,
+        Err(e) => util::note(format!("HTML report: no annotated source: {e:#}")),
+    }
+    extras
+}
+
+/// `correct --export`: the corrected profile by default; the raw samples (the instructions
+/// event of `raw`) and the truth (`--truth`) as the other sides.
+pub(crate) fn correct_exports(
+    specs: &[ExportSpec],
+    raw: Option<&Path>,
+    d: &proftrust_pipeline::correct::CorrectData,
+    binaries: &[PathBuf],
+) -> Result<()> {
+    let samples = match raw.map(|p| load_profile(p, binaries)).transpose()? {
+        Some(Loaded::Samples(set)) => {
+            let ev = set
+                .events
+                .iter()
+                .position(|e| e.kind == proftrust_model::EventKind::Instructions)
+                .map(|e| e as u16);
+            Some(Side::samples(&set, ev, binaries))
+        }
+        _ => None,
+    };
+    let exact = d.truth.as_ref().map(|t| Side::exact(t, binaries));
+    let corrected = Side::corrected(
+        &d.modules,
+        &d.corrected,
+        "skid-corrected instructions",
+        binaries,
+    );
+    run_exports(
+        specs,
+        &Sides {
+            samples: samples.as_ref(),
+            exact: exact.as_ref(),
+            corrected: Some(&corrected),
+            default: "corrected",
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_specs_parse() {
+        let s = parse_export_spec("pprof:out/p.pb.gz").unwrap();
+        assert_eq!(s.target, Target::Pprof);
+        assert_eq!(s.file, PathBuf::from("out/p.pb.gz"));
+        assert_eq!(s.side, None);
+        let s = parse_export_spec("llvm-sample@exact:a:b.prof").unwrap();
+        assert_eq!(s.target, Target::LlvmSample);
+        assert_eq!(s.side.as_deref(), Some("exact"));
+        assert_eq!(s.file, PathBuf::from("a:b.prof"));
+        assert!(parse_export_spec("pprof").is_err());
+        assert!(parse_export_spec("svg:x").is_err());
+        assert!(parse_export_spec("pprof@nope:x").is_err());
+        assert!(parse_export_spec("pprof:").is_err());
+    }
+}

@@ -1,0 +1,685 @@
+//! `proftrust export` and `--export`, checked by the consumers of the formats where they are
+//! installed (scripts/test.sh installs them: Go's `go tool pprof`, `llvm-profdata`, clang,
+//! chromium) and against hand-computed counts of the golden fixture program
+//! (`tests/golden/fixtures/tiny.c`, N = 30000):
+//!
+//! * `work` runs once; its loop calls `leaf` for the 15000 odd i; `walk` runs once with 40
+//!   rounds of a 256-step inner loop and calls `leaf` once per round: `leaf` is entered
+//!   15040 times.
+//!
+//! Text outputs (folded, differential folded, LLVM sample profile, annotated source) are
+//! golden files in `tests/golden/expected/export-*.txt`, re-blessed by `PROFTRUST_BLESS=1`.
+
+use proftrust_testkit::{assert_golden, have, skip};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures")
+}
+
+fn expected(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/expected")
+        .join(name)
+}
+
+/// A scratch directory with the fixtures copied in.
+fn sandbox() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for e in std::fs::read_dir(fixtures()).expect("fixtures") {
+        let p = e.expect("entry").path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).expect("copy");
+    }
+    dir
+}
+
+/// Runs proftrust in `dir`; panics with its stderr on failure.
+fn pt(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run proftrust");
+    assert!(
+        o.status.success(),
+        "proftrust {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+fn read_file(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `proftrust read --json`: samples per symbol (of the first event when there are several).
+fn read_symbols(dir: &Path, file: &str) -> BTreeMap<String, u64> {
+    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", file])).unwrap();
+    let table = match j["events"][0].get("symbols") {
+        Some(t) if t.is_array() => t.clone(),
+        _ => j["symbols"].clone(),
+    };
+    let mut out = BTreeMap::new();
+    for s in table.as_array().unwrap() {
+        *out.entry(s["name"].as_str().unwrap().to_string())
+            .or_default() += s["samples"].as_u64().unwrap();
+    }
+    out
+}
+
+/// Sums folded counts per outermost-but-leaf function: the last frame outside inlined ones
+/// is not known from the text, so sum per leaf frame and per frame anywhere.
+fn folded_total(text: &str) -> u64 {
+    text.lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn folded_and_flame_graph_of_samples_match_read() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptsamp",
+            "--to",
+            "folded",
+            "-o",
+            "tiny.folded",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let folded = read_file(dir, "tiny.folded");
+    assert_golden(&expected("export-folded.txt"), &folded);
+    // The first event of the virtual-PMU file, as `read` counts it.
+    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", "tiny.ptsamp"])).unwrap();
+    assert_eq!(
+        folded_total(&folded),
+        j["events"][0]["samples"].as_u64().unwrap()
+    );
+    // inferno draws it: one frame per function with the folded counts in its title.
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptsamp",
+            "--to",
+            "flamegraph",
+            "-o",
+            "tiny.svg",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let svg = read_file(dir, "tiny.svg");
+    assert!(
+        svg.starts_with("<?xml") && svg.contains("<svg"),
+        "not an SVG"
+    );
+    let syms = read_symbols(dir, "tiny.ptsamp");
+    for (name, n) in &syms {
+        let title = format!("<title>{name} ({} samples,", fmt_thousands(*n));
+        assert!(svg.contains(&title), "{title} missing from the flame graph");
+    }
+}
+
+/// inferno prints counts with thousands separators.
+fn fmt_thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn differential_folded_pairs_samples_with_exact_counts() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptsamp",
+            "--to",
+            "folded-diff",
+            "--against",
+            "tiny.ptexact",
+            "-o",
+            "diff.folded",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let text = read_file(dir, "diff.folded");
+    assert_golden(&expected("export-folded-diff.txt"), &text);
+    // The exact column is the exact instruction count per function (callgrind-free oracle:
+    // the exact file's own per-function table, as `read` prints it).
+    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", "tiny.ptexact"])).unwrap();
+    let exact: BTreeMap<String, u64> = j["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().into(),
+                f["instructions"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut before = 0;
+    for l in text.lines() {
+        let parts: Vec<&str> = l.rsplitn(3, ' ').collect();
+        let (after, b, stack) = (parts[0], parts[1], parts[2]);
+        before += b.parse::<u64>().unwrap();
+        assert_eq!(after.parse::<u64>().unwrap(), exact[stack], "{stack}");
+    }
+    // Normalised: the samples are scaled to the exact total (rounding per line aside).
+    let total: u64 = exact.values().sum();
+    assert!(
+        before.abs_diff(total) <= text.lines().count() as u64,
+        "{before} vs {total}"
+    );
+}
+
+/// `Function: NAME: TOTAL, HEAD, N sampled lines` lines of `llvm-profdata show --sample`.
+fn profdata_functions(text: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("Function: ") {
+            let (name, nums) = rest.split_once(": ").unwrap();
+            let v: Vec<u64> = nums
+                .split(", ")
+                .take(2)
+                .map(|x| x.trim().parse().unwrap())
+                .collect();
+            m.insert(name.to_string(), (v[0], v[1]));
+        }
+    }
+    m
+}
+
+#[test]
+fn llvm_sample_profile_reads_back_in_llvm_profdata_with_the_programs_counts() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptexact",
+            "--to",
+            "llvm-sample",
+            "-o",
+            "tiny.prof",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let prof = read_file(dir, "tiny.prof");
+    assert_golden(&expected("export-llvm-sample.txt"), &prof);
+    // Our own header lines: name:total:head.
+    let ours: BTreeMap<String, (u64, u64)> = prof
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| {
+            let v: Vec<&str> = l.split(':').collect();
+            (
+                v[0].to_string(),
+                (v[1].parse().unwrap(), v[2].parse().unwrap()),
+            )
+        })
+        .collect();
+    // Hand-computed entry counts (module docs).
+    assert_eq!(ours["leaf"].1, 15040);
+    assert_eq!(ours["work"].1, 1);
+    assert_eq!(ours["walk"].1, 1);
+    // walk's inner loop (line 23, offset 3 from line 20) runs 40 x 256 times; work calls
+    // leaf from line 33 (offset 4) 15000 times, walk from line 24 (offset 4) 40 times.
+    assert!(
+        prof.contains("\n 3: 10240\n")
+            || prof
+                .lines()
+                .any(|l| l.starts_with(" 3.") && l.ends_with(": 10240")),
+        "{prof}"
+    );
+    assert!(
+        prof.lines()
+            .any(|l| l.starts_with(" 4") && l.ends_with(" leaf:15000")),
+        "{prof}"
+    );
+    assert!(
+        prof.lines()
+            .any(|l| l.starts_with(" 4") && l.ends_with(" leaf:40")),
+        "{prof}"
+    );
+    if !have("llvm-profdata") {
+        skip!("llvm_sample_profile: llvm-profdata not installed (apt-get install llvm)");
+        return;
+    }
+    let o = Command::new("llvm-profdata")
+        .args(["show", "--sample", "--all-functions"])
+        .arg(dir.join("tiny.prof"))
+        .output()
+        .expect("llvm-profdata");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shown = profdata_functions(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(shown, ours, "llvm-profdata reads other totals than written");
+    // And merges it into its binary form and back with the same totals.
+    let o = Command::new("llvm-profdata")
+        .args(["merge", "--sample", "--extbinary", "-o"])
+        .arg(dir.join("tiny.afdo"))
+        .arg(dir.join("tiny.prof"))
+        .output()
+        .expect("llvm-profdata merge");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("llvm-profdata")
+        .args(["show", "--sample", "--all-functions"])
+        .arg(dir.join("tiny.afdo"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        profdata_functions(&String::from_utf8_lossy(&o.stdout)),
+        ours
+    );
+}
+
+#[test]
+fn clang_annotates_the_program_with_the_exported_entry_counts() {
+    let clang = ["clang-14", "clang"].into_iter().find(|c| have(c));
+    let Some(clang) = clang else {
+        skip!("clang_annotates: clang not installed (apt-get install clang-14)");
+        return;
+    };
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptexact",
+            "--to",
+            "llvm-sample",
+            "-o",
+            "tiny.prof",
+            "--binary",
+            "tiny",
+        ],
+    );
+    // clang reads the profile while compiling the same source: the IR carries the counts.
+    let o = Command::new(clang)
+        .args([
+            "-O2",
+            "-g",
+            "-fprofile-sample-use=tiny.prof",
+            "-S",
+            "-emit-llvm",
+            "-o",
+            "-",
+            "tiny.c",
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("clang");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ir = String::from_utf8_lossy(&o.stdout);
+    // `define ... @leaf(...) ... !prof !N` and `!N = !{!"function_entry_count", i64 C}`: the
+    // sample loader sets the entry count to head samples + 1.
+    let entry = |f: &str| -> u64 {
+        let def = ir
+            .lines()
+            .find(|l| l.starts_with("define") && l.contains(&format!("@{f}(")))
+            .unwrap_or_else(|| panic!("no definition of {f}"));
+        let id = def
+            .split("!prof ")
+            .nth(1)
+            .expect("no !prof")
+            .split(' ')
+            .next()
+            .unwrap();
+        let md = ir
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} = ")))
+            .expect("metadata");
+        md.rsplit("i64 ")
+            .next()
+            .unwrap()
+            .trim_end_matches('}')
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(entry("leaf"), 15041);
+    assert_eq!(entry("work"), 2);
+}
+
+/// `go tool pprof -top` rows: flat count per function.
+fn pprof_top(out: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    let mut body = false;
+    for l in out.lines() {
+        if l.trim_start().starts_with("flat") {
+            body = true;
+            continue;
+        }
+        if !body {
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 6 {
+            let n: u64 = f[0].parse().unwrap_or(0);
+            if n > 0 {
+                m.insert(f[5..].join(" "), n);
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn go_pprof_shows_the_per_function_numbers_of_read() {
+    if !have("go") {
+        skip!("go_pprof: Go not installed (apt-get install golang-go)");
+        return;
+    }
+    let d = sandbox();
+    let dir = d.path();
+    // perf's own file (with call chains) and proftrust's virtual-PMU samples.
+    for (file, bin) in [("tiny.perf.data", "tiny"), ("tiny.ptsamp", "tiny")] {
+        pt(
+            dir,
+            &[
+                "export", file, "--to", "pprof", "-o", "p.pb.gz", "--binary", bin,
+            ],
+        );
+        let o = Command::new("go")
+            .args([
+                "tool",
+                "pprof",
+                "-top",
+                "-noinlines",
+                "-nodefraction=0",
+                "-symbolize=none",
+                "p.pb.gz",
+            ])
+            .current_dir(dir)
+            .env("PPROF_TMPDIR", dir)
+            .env("HOME", dir)
+            .output()
+            .expect("go tool pprof");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let top = pprof_top(&String::from_utf8_lossy(&o.stdout));
+        let read = read_symbols(dir, file);
+        assert_eq!(
+            top, read,
+            "{file}: go tool pprof -top against proftrust read"
+        );
+    }
+}
+
+#[test]
+fn firefox_profile_has_the_processed_format_and_reads_samples() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.perf.data",
+            "--to",
+            "firefox",
+            "-o",
+            "ff.json",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let j: Value = serde_json::from_str(&read_file(dir, "ff.json")).unwrap();
+    // The processed format's skeleton (the Firefox Profiler's build is not on npm, so it
+    // cannot be loaded offline: this walks the tables the way the profiler's call tree does).
+    assert!(j["meta"]["version"].as_u64().is_some());
+    assert!(j["meta"]["symbolicated"].as_bool().unwrap());
+    assert!(!j["libs"].as_array().unwrap().is_empty());
+    let shared_strings = j["shared"]["stringArray"].as_array().cloned();
+    let mut self_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut root_counts: BTreeMap<String, u64> = BTreeMap::new();
+    for t in j["threads"].as_array().unwrap() {
+        let strings = t["stringArray"]
+            .as_array()
+            .cloned()
+            .or(shared_strings.clone())
+            .expect("string table");
+        let samples = &t["samples"];
+        let stacks = samples["stack"].as_array().unwrap();
+        let weights = samples["weight"].as_array();
+        let st = &t["stackTable"];
+        let frame_of = st["frame"].as_array().unwrap();
+        let prefix = st["prefix"].as_array().unwrap();
+        let func_of_frame = t["frameTable"]["func"].as_array().unwrap();
+        let func_name = t["funcTable"]["name"].as_array().unwrap();
+        let name = |stack: usize| -> String {
+            let f = frame_of[stack].as_u64().unwrap() as usize;
+            let func = func_of_frame[f].as_u64().unwrap() as usize;
+            strings[func_name[func].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        for (i, s) in stacks.iter().enumerate() {
+            let w = weights
+                .and_then(|w| w.get(i))
+                .and_then(|w| w.as_u64())
+                .unwrap_or(1);
+            let mut s = s.as_u64().expect("every sample has a stack") as usize;
+            *self_counts.entry(name(s)).or_default() += w;
+            while let Some(p) = prefix[s].as_u64() {
+                s = p as usize;
+            }
+            *root_counts.entry(name(s)).or_default() += w;
+        }
+    }
+    // Leaf functions as `read` counts them (no inlining in this fixture's hot code).
+    assert_eq!(self_counts, read_symbols(dir, "tiny.perf.data"));
+    // perf recorded call chains: every stack starts at the program's entry.
+    assert_eq!(root_counts.keys().collect::<Vec<_>>(), ["_start"]);
+}
+
+#[test]
+fn speedscope_profile_weights_match_read() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.perf.data",
+            "--to",
+            "speedscope",
+            "-o",
+            "ss.json",
+            "--binary",
+            "tiny",
+        ],
+    );
+    let j: Value = serde_json::from_str(&read_file(dir, "ss.json")).unwrap();
+    assert_eq!(
+        j["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let frames = j["shared"]["frames"].as_array().unwrap();
+    let mut leaf: BTreeMap<String, u64> = BTreeMap::new();
+    for p in j["profiles"].as_array().unwrap() {
+        assert_eq!(p["type"], "sampled");
+        let samples = p["samples"].as_array().unwrap();
+        let weights = p["weights"].as_array().unwrap();
+        assert_eq!(samples.len(), weights.len());
+        let total: f64 = weights.iter().map(|w| w.as_f64().unwrap()).sum();
+        assert_eq!(p["endValue"].as_f64().unwrap(), total);
+        for (s, w) in samples.iter().zip(weights) {
+            let last = s.as_array().unwrap().last().unwrap().as_u64().unwrap() as usize;
+            *leaf
+                .entry(frames[last]["name"].as_str().unwrap().to_string())
+                .or_default() += w.as_f64().unwrap() as u64;
+        }
+    }
+    assert_eq!(leaf, read_symbols(dir, "tiny.perf.data"));
+}
+
+#[test]
+fn annotated_source_marks_lines_outside_the_interval() {
+    let d = sandbox();
+    let dir = d.path();
+    let dstr = dir.display().to_string();
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptsamp",
+            "--to",
+            "annotate",
+            "--against",
+            "tiny.ptexact",
+            "-o",
+            "ann.txt",
+            "--binary",
+            "tiny",
+            "--source-dir",
+            &dstr,
+        ],
+    );
+    let text = read_file(dir, "ann.txt");
+    assert_golden(&expected("export-annotate.txt"), &text);
+    // The line shares of `work` are its exact per-line counts over its total: line 33
+    // (`s += leaf(i)`) holds the odd iterations' 15000 x (its instructions) of 300013.
+    assert!(text.contains("s += leaf(i);"), "source text missing");
+    pt(
+        dir,
+        &[
+            "export",
+            "tiny.ptsamp",
+            "--to",
+            "annotate-html",
+            "--against",
+            "tiny.ptexact",
+            "-o",
+            "ann.html",
+            "--binary",
+            "tiny",
+            "--source-dir",
+            &dstr,
+        ],
+    );
+    let html = read_file(dir, "ann.html");
+    assert!(html.contains("id=\"annotate-0\"") && !html.contains("<script"));
+}
+
+#[test]
+fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
+    let d = sandbox();
+    let dir = d.path();
+    pt(
+        dir,
+        &[
+            "audit",
+            "--samples",
+            "tiny.ptsamp",
+            "--truth",
+            "tiny.ptexact",
+            "--binary",
+            "tiny",
+            "--correct-skid",
+            "3",
+            "--html",
+            "a.html",
+            "--export",
+            "folded-diff:a.diff",
+            "--export",
+            "llvm-sample:a.prof",
+            "--export",
+            "pprof@exact:e.pb.gz",
+        ],
+    );
+    // --export llvm-sample with --correct-skid: the corrected profile.
+    assert!(read_file(dir, "a.prof")
+        .lines()
+        .any(|l| l.starts_with("leaf:")));
+    assert!(read_file(dir, "a.diff").lines().count() >= 3);
+    assert!(dir.join("e.pb.gz").is_file());
+    let html = read_file(dir, "a.html");
+    for id in ["flame-sampled", "flame-exact", "flame-diff", "annotate-0"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id} missing");
+    }
+    if !have("chromium") {
+        skip!("audit html: chromium not installed (apt-get install chromium)");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/html-check.sh");
+    let png = dir.join("a.png");
+    let o = Command::new("bash")
+        .arg(script)
+        .arg(dir.join("a.html"))
+        .args([
+            "plot-functions",
+            "flame-sampled",
+            "flame-exact",
+            "flame-diff",
+            "annotate-0",
+        ])
+        .env("SCREENSHOT", &png)
+        .output()
+        .expect("html-check");
+    assert!(
+        o.status.success(),
+        "html-check failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A real screenshot: a PNG as wide as the window.
+    let b = std::fs::read(&png).expect("screenshot written");
+    assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
+    let width = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
+    assert_eq!(width, 1200);
+}
+
+#[test]
+fn bad_input_fails_with_a_clear_message_and_no_file() {
+    let d = sandbox();
+    let dir = d.path();
+    std::fs::write(dir.join("junk"), b"\x00\x01 not a profile").unwrap();
+    for (args, needle) in [
+        (
+            vec!["export", "junk", "--to", "pprof", "-o", "x"],
+            "unknown file format",
+        ),
+        (
+            vec!["export", "tiny.ptsamp", "--to", "folded-diff", "-o", "x"],
+            "--against",
+        ),
+        (
+            vec!["export", "tiny.ptexact", "--to", "annotate", "-o", "x"],
+            "sample profile",
+        ),
+    ] {
+        let o = Command::new(BIN)
+            .args(&args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(!dir.join("x").exists(), "{args:?} left a file");
+    }
+}

@@ -1,0 +1,101 @@
+//! Flame graph SVGs drawn by inferno (the Rust port of FlameGraph) from the folded stacks
+//! of [`crate::write_folded`]: a profile's own flame graph, and the differential flame
+//! graph of two profiles (`flamegraph.pl`'s red/blue: widths are the second profile, red
+//! where it has more than the first, blue where less).
+
+use crate::folded::{check_value, fold, fold_diff, DiffOptions};
+use crate::profile::Profile;
+use crate::symbols::Resolver;
+use crate::ExportError;
+use inferno::flamegraph::{self, Options, Palette};
+use std::io::Write;
+
+/// What a flame graph is called and counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlameOptions {
+    /// Title at the top. Default `"Flame Graph"`.
+    pub title: String,
+    /// Second line under the title. Default none.
+    pub subtitle: Option<String>,
+    /// What a count is (`samples`, `instructions`). Default `"samples"`.
+    pub count_name: String,
+    /// Width in pixels. Default 1200.
+    pub width: usize,
+}
+
+impl Default for FlameOptions {
+    fn default() -> Self {
+        FlameOptions {
+            title: "Flame Graph".into(),
+            subtitle: None,
+            count_name: "samples".into(),
+            width: 1200,
+        }
+    }
+}
+
+fn inferno_options(o: &FlameOptions) -> Options<'static> {
+    let mut opt = Options::default();
+    opt.title = o.title.clone();
+    opt.subtitle = o.subtitle.clone();
+    opt.count_name = o.count_name.clone();
+    opt.image_width = Some(o.width);
+    // Colours by a hash of the name, the same from run to run (golden files, side-by-side
+    // graphs of one program).
+    opt.hash = true;
+    opt.deterministic = true;
+    opt.colors = Palette::Basic(flamegraph::color::BasicPalette::Hot);
+    opt
+}
+
+fn render(lines: &[String], opt: &mut Options<'_>, w: impl Write) -> Result<(), ExportError> {
+    if lines.is_empty() {
+        return Err(ExportError::Empty {
+            what: "flame graph: the profile has no stack with a count of at least 1".into(),
+        });
+    }
+    flamegraph::from_lines(opt, lines.iter().map(|s| s.as_str()), w)
+        .map_err(|e| ExportError::Flamegraph(e.to_string()))
+}
+
+/// Draws `p`'s column `value` as a flame graph SVG.
+pub fn write_flamegraph<W: Write>(
+    w: W,
+    p: &Profile,
+    r: &Resolver<'_>,
+    value: usize,
+    o: &FlameOptions,
+) -> Result<(), ExportError> {
+    check_value(p, value)?;
+    let lines: Vec<String> = fold(p, r, value)
+        .into_iter()
+        .filter_map(|(s, v)| {
+            let n = v.round();
+            (n >= 1.0).then(|| format!("{s} {n:.0}"))
+        })
+        .collect();
+    render(&lines, &mut inferno_options(o), w)
+}
+
+/// Draws the differential flame graph of `before` -> `after` (see
+/// [`crate::write_folded_diff`] for the pairing and normalisation).
+pub fn write_diff_flamegraph<W: Write>(
+    w: W,
+    before: (&Profile, &Resolver<'_>, usize),
+    after: (&Profile, &Resolver<'_>, usize),
+    d: &DiffOptions,
+    o: &FlameOptions,
+) -> Result<(), ExportError> {
+    check_value(before.0, before.2)?;
+    check_value(after.0, after.2)?;
+    let (m, _) = fold_diff(before, after, d);
+    let lines: Vec<String> = m
+        .into_iter()
+        .filter_map(|(s, (b, a))| {
+            let (b, a) = (b.round(), a.round());
+            (b >= 1.0 || a >= 1.0).then(|| format!("{s} {b:.0} {a:.0}"))
+        })
+        .collect();
+    render(&lines, &mut inferno_options(o), w)
+}

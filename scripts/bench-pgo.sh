@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# PGO benchmark (docs/export.md): what a profile is worth to `clang -fprofile-sample-use`.
+#
+# One bundled workload is built with clang (-O2, line tables, -fdebug-info-for-profiling, as
+# AutoFDO asks) and profiled on a training input; each profile is exported as an LLVM sample
+# profile by proftrust and fed back to clang; the PGO binaries are timed on the reference
+# input against the build without PGO:
+#   (a) sampled:    a plain sampled profile, exported as is. This machine has no hardware
+#                   PMU, so two are measured: a1 = `record -e cpu-clock -c 100003` (10 kHz; the timer a user
+#                   without a PMU has, on the reference input: the training run is too short
+#                   for a clock), a2 = the virtual PMU's `instructions` samples with skid
+#                   (period PERIOD, skid SKID cycles, what a PMU's instruction event with
+#                   skid gives; the same samples (b) corrects);
+#   (b) corrected:  a2 after `proftrust correct` (whole-program flow solver), exported with
+#                   `correct --export llvm-sample:FILE`;
+#   (c) exact:      the exact counts of the same virtual-PMU run (the upper bound).
+# Printed: median wall time of RUNS interleaved runs per binary, speedup against no PGO, and
+# how much of (c)'s gain each profile recovers: (t_base - t_x) / (t_base - t_c).
+#
+# Usage: scripts/bench-pgo.sh
+# Environment: WORKLOAD (default hmmer), TRAIN (training scale under the virtual PMU, default
+#   20), REF (reference scale, default 200), RUNS (default 9), SKID (cycles, default 30),
+#   PERIOD (default 1009), SEED (default 1), CLANG (default clang-14), KEEP=DIR keeps the
+#   profiles and binaries.
+# Needs clang (apt-get install clang-14), qemu-user, and proftrust with its QEMU plugin built.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+w="${WORKLOAD:-hmmer}"
+train="${TRAIN:-20}"
+ref="${REF:-200}"
+runs="${RUNS:-9}"
+skid="${SKID:-30}"
+period="${PERIOD:-1009}"
+seed="${SEED:-1}"
+clang="${CLANG:-clang-14}"
+command -v "$clang" >/dev/null || { echo "bench-pgo: $clang not installed (apt-get install clang-14)" >&2; exit 1; }
+cd "$root"
+cargo build -q --release -p proftrust -p proftrust-qemu-plugin
+pt="$CARGO_TARGET_DIR/release/proftrust"
+tmp="${KEEP:-$(mktemp -d)}"
+mkdir -p "$tmp"
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) (2-core VM; wall-clock times)"
+echo "workload $w: training scale $train, reference scale $ref, $runs runs; virtual PMU skid $skid, period $period, seed $seed; $($clang --version | head -1)"
+
+flags=(-O2 -gline-tables-only -fdebug-info-for-profiling -fno-omit-frame-pointer)
+src="workloads/$w.c"
+$clang "${flags[@]}" -o "$tmp/base" "$src" -lm
+
+# Profiles.
+"$pt" -q vpmu --skid "$skid" --period "$period" --seed "$seed" --cpi-model cache \
+  --exact "$tmp/exact.ptexact" -o "$tmp/vpmu.ptsamp" -- "$tmp/base" "$train" >/dev/null
+"$pt" -q record -e cpu-clock -c 100003 --seed "$seed" -o "$tmp/clock.ptsamp" -- "$tmp/base" "$ref" >/dev/null
+ev="$("$pt" read --json "$tmp/vpmu.ptsamp" | python3 -c 'import json,sys; print(next(e["name"] for e in json.load(sys.stdin)["events"] if e["name"].startswith("instructions")))')"
+"$pt" -q export "$tmp/clock.ptsamp" --to llvm-sample -o "$tmp/a1.prof" --binary "$tmp/base"
+"$pt" -q export "$tmp/vpmu.ptsamp" --event "$ev" --to llvm-sample -o "$tmp/a2.prof" --binary "$tmp/base"
+"$pt" -q correct --samples "$tmp/vpmu.ptsamp" --skid "$skid" --binary "$tmp/base" \
+  --truth "$tmp/exact.ptexact" --export "llvm-sample:$tmp/b.prof" > "$tmp/correct.txt"
+"$pt" -q export "$tmp/exact.ptexact" --to llvm-sample -o "$tmp/c.prof" --binary "$tmp/base"
+grep '^epsilon' "$tmp/correct.txt" || true
+
+variants=(base a1 a2 b c)
+for v in a1 a2 b c; do
+  $clang "${flags[@]}" -fprofile-sample-use="$tmp/$v.prof" -o "$tmp/$v" "$src" -lm
+done
+
+# Interleaved timing: one run of every binary per round.
+declare -A times
+for ((r = 0; r < runs; r++)); do
+  for v in "${variants[@]}"; do
+    s=$(date +%s%N)
+    "$tmp/$v" "$ref" >/dev/null
+    e=$(date +%s%N)
+    times[$v]+="$(( (e - s) / 1000 )) "
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A med
+for v in "${variants[@]}"; do med[$v]=$(echo "${times[$v]}" | median); done
+label() {
+  case "$1" in
+    base) echo "no PGO";;
+    a1) echo "(a1) sampled, cpu-clock";;
+    a2) echo "(a2) sampled, instructions with skid";;
+    b) echo "(b) proftrust-corrected";;
+    c) echo "(c) exact counts";;
+  esac
+}
+printf '%-40s %12s %9s %12s\n' profile "median ms" speedup "of (c) gain"
+for v in "${variants[@]}"; do
+  awk -v n="$(label "$v")" -v t="${med[$v]}" -v b="${med[base]}" -v c="${med[c]}" 'BEGIN {
+    g = (b - c); rec = (g != 0) ? sprintf("%11.0f%%", 100 * (b - t) / g) : "          -";
+    printf "%-40s %12.1f %8.3fx %s\n", n, t / 1000, b / t, rec }'
+done

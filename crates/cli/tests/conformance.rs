@@ -262,9 +262,12 @@ fn check_callgrind(f: &Path, ann: &[String]) {
             .filter(|k| theirs[*k] * 100 >= total)
             .collect()
     };
-    // (The main thread of the threads program only waits: nothing of its own above 1%.)
+    // (The main thread of the threads program only waits: nothing of its own above 1%. The
+    // last part of a `--dump-every-bb` run holds what ran after the last dump, which can be
+    // libc's exit path alone: the program's own code then has under 1% of the part.)
+    let own_total: u64 = ours.values().sum();
     assert!(
-        !big.is_empty() || f.to_string_lossy().contains("-01"),
+        !big.is_empty() || f.to_string_lossy().contains("-01") || (part && own_total * 100 < total),
         "{}: nothing above 1%",
         f.display()
     );

@@ -43,6 +43,7 @@ pub mod correct;
 mod flame;
 mod html;
 mod model;
+pub mod paths;
 mod plot;
 mod svg;
 mod text;

@@ -59,6 +59,12 @@ impl TraceArgs {
         Ok(proftrust_pipeline::trace::load_program(&self.program[0])?)
     }
 
+    /// Resolves `--workload` into the program and its arguments.
+    pub fn command(&mut self) -> Result<Vec<String>> {
+        self.program = self.wl.command(std::mem::take(&mut self.program), None)?;
+        Ok(self.program.clone())
+    }
+
     /// The pipeline's trace options.
     pub fn options(&self) -> TraceOptions {
         let mut o = TraceOptions::default();

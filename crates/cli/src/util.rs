@@ -161,16 +161,3 @@ pub fn note_outcome(outcome: Option<&proftrust_model::RunOutcome>, what: &str) {
         Some(o) => note(format_args!("the program was {o}")),
     }
 }
-
-/// A warning when the program did not exit with status 0: `the program was killed by
-/// SIGSEGV: the paths cover the run up to then`; `what` names what the output holds.
-pub fn outcome_warning(o: &proftrust_model::RunOutcome, what: &str) -> Option<String> {
-    use proftrust_model::RunOutcome;
-    match o {
-        RunOutcome::Exited { code: 0 } => None,
-        RunOutcome::Exited { .. } => Some(format!("the program {o}")),
-        _ => Some(format!(
-            "the program was {o}: {what} cover the run up to then"
-        )),
-    }
-}

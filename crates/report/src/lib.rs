@@ -45,6 +45,7 @@ pub mod correct;
 mod flame;
 mod html;
 mod model;
+pub mod paths;
 mod plot;
 mod quote;
 mod svg;
@@ -61,7 +62,7 @@ pub use model::{
     InstructionRow, Metrics, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use quote::quote_name;
+pub use quote::{outcome_warning, quote_name};
 pub use text::{render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

@@ -40,6 +40,20 @@ pub fn quote_name(s: &str) -> Cow<'_, str> {
     Cow::Owned(o)
 }
 
+/// What a report of a traced or recorded run says when the program did not end normally
+/// (`None` for exit status 0): `the program exited with status 3`, `the program was killed
+/// by SIGSEGV: the paths cover the run up to then` (`what` names the report's contents).
+pub fn outcome_warning(o: &proftrust_model::RunOutcome, what: &str) -> Option<String> {
+    use proftrust_model::RunOutcome;
+    match o {
+        RunOutcome::Exited { code: 0 } => None,
+        RunOutcome::Exited { .. } => Some(format!("the program {o}")),
+        _ => Some(format!(
+            "the program was {o}: {what} cover the run up to then"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

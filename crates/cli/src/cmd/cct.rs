@@ -191,7 +191,7 @@ pub fn run(mut a: Args) -> Result<()> {
         !a.json,
     )?;
     let mut warnings = p.warnings.clone();
-    warnings.extend(util::outcome_warning(&outcome, "the contexts"));
+    warnings.extend(proftrust_report::outcome_warning(&outcome, "the contexts"));
     let mut names = FunctionMap::default();
     add_names(
         &mut names,
@@ -338,7 +338,7 @@ pub fn run(mut a: Args) -> Result<()> {
     for x in &warnings {
         util::note(format!("warning: {x}"));
     }
-    if let Some(x) = util::outcome_warning(&outcome, "the contexts") {
+    if let Some(x) = proftrust_report::outcome_warning(&outcome, "the contexts") {
         writeln!(w, "warning: {x}")?;
     }
     writeln!(

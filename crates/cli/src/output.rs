@@ -4,7 +4,7 @@
 //! * [`check`] runs first in every command: a directory is an error, so is a missing parent
 //!   directory or one where no file can be created, and an existing file that cannot be
 //!   written; the program is not run for nothing.
-//! * [`write`] writes a **regular file** (or a new path) atomically: an anonymous file
+//! * [`write()`] writes a **regular file** (or a new path) atomically: an anonymous file
 //!   (`O_TMPFILE`) in the same directory, given a temporary name only once complete and
 //!   renamed over the path, so a failure, an interrupt or a crash leaves no temporary and
 //!   no half-written file (file systems without `O_TMPFILE` get a named temporary that is
@@ -19,7 +19,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where the bytes of a [`write`] go.
+/// Where the bytes of a [`write()`] go.
 #[derive(Debug)]
 pub enum Sink {
     /// A file: the anonymous temporary, the named fallback, or a device/FIFO.
@@ -146,7 +146,7 @@ fn kind(path: &Path) -> Result<Kind> {
 }
 
 /// Checks that `path` can be written (see the module documentation). Call it before any
-/// work; [`write`] checks again when it writes.
+/// work; [`write()`] checks again when it writes.
 pub fn check(path: &Path) -> Result<()> {
     kind(path).map(|_| ())
 }

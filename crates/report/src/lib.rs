@@ -39,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod cct;
 pub mod correct;
 mod flame;
 mod html;

@@ -39,10 +39,12 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod cct;
 pub mod correct;
 mod flame;
 mod html;
 mod model;
+pub mod paths;
 mod plot;
 mod svg;
 mod text;

@@ -832,6 +832,12 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             matches!(sec.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0)
         })
     };
+    // ARM and AArch64 mapping symbols (`$x`, `$d.12`) mark code and data, they name no
+    // function (perf rejects them too, symbol-elf.c).
+    let arm = matches!(
+        file.architecture(),
+        object::Architecture::Arm | object::Architecture::Aarch64
+    );
     let syms = if dynamic {
         file.dynamic_symbols()
     } else {
@@ -863,7 +869,7 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             _ => continue,
         };
         let Ok(name) = s.name() else { continue };
-        if name.is_empty() {
+        if name.is_empty() || arm && is_mapping_symbol(name) {
             continue;
         }
         let rank = if s.is_weak() {
@@ -875,6 +881,13 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
         };
         raw.push((s.address(), s.size(), name.to_string(), rank, label));
     }
+}
+
+/// An ARM ELF mapping symbol: `$a`, `$d`, `$t`, `$x`, alone or followed by `.` and more
+/// (ELF for the Arm Architecture, "Mapping symbols").
+fn is_mapping_symbol(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() >= 2 && b[0] == b'$' && b"adtx".contains(&b[1]) && (b.len() == 2 || b[2] == b'.')
 }
 
 /// Sort key of a raw symbol: by address, and among aliases at one address the one perf

@@ -138,6 +138,12 @@ fn check_architecture(test: &str, prefix: &str, arch: &str, step: u64) {
             .unwrap_or_else(|| panic!("{name} at {addr:#x} not found"));
         assert_eq!(f.start.0, *addr, "{name}");
     }
+    // No ARM mapping symbol (`$x`, `$d`) is taken for a function (nm hides them too).
+    assert!(
+        bin.functions().iter().all(|f| !f.name.starts_with('$')),
+        "{:?}",
+        bin.functions().iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
     // Inline chains and lines of every `step` bytes of `work` equal addr2line's.
     let work = bin.function_by_name("work").unwrap().clone();
     let addrs: Vec<u64> = (work.start.0..work.end().0)

@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod cct;
 pub mod correct;
 mod flame;
 mod html;
@@ -50,6 +51,7 @@ mod plot;
 mod quote;
 mod svg;
 mod text;
+pub mod vpp;
 
 pub use annotate::{
     annotation_html, render_annotation_html, render_annotation_text, AnnotatedInstruction,

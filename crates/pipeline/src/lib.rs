@@ -9,6 +9,8 @@
 //!
 //! * [`audit`] — can I trust this profile? Samples against exact counts, metrics, error
 //!   bars, skid correction, period sweep.
+//! * [`check`] — how far to trust one profile when the run cannot be repeated (no truth
+//!   run: intervals, aliasing, granularity, recording health, verdicts).
 //! * [`correct`] — undo counter skid in an instruction profile (seed 000 §2).
 //! * [`vpmu`] — a program's samples under the virtual PMU (skid, LBR, caches).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
@@ -44,6 +46,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod check;
 pub mod correct;
 mod error;
 mod events;

@@ -42,11 +42,13 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod cct;
 pub mod check;
 pub mod correct;
 mod flame;
 mod html;
 mod model;
+pub mod paths;
 mod plot;
 mod svg;
 mod text;

@@ -17,6 +17,8 @@
 //!   path, seed 003 §6's hot/dense/sparse classes, and the paths its LBR stacks show.
 //! * [`cct`] — a program's exact calling context tree, gprof's error on it, and sampled
 //!   contexts compared with it.
+//! * [`vpp`] — variational path profiling (seed 004): paths timed by the virtual PMU,
+//!   LBR stacks or the program's own probes, ranked by net variation.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -60,6 +62,7 @@ pub mod paths;
 pub mod program;
 pub mod trace;
 pub mod vpmu;
+pub mod vpp;
 
 pub use error::{Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};

@@ -52,6 +52,7 @@ pub mod paths;
 mod plot;
 mod svg;
 mod text;
+pub mod vpp;
 
 pub use annotate::{
     annotation_html, render_annotation_html, render_annotation_text, AnnotatedInstruction,

@@ -47,6 +47,7 @@ pub mod check;
 pub mod correct;
 mod flame;
 mod html;
+pub mod inspect;
 mod model;
 pub mod paths;
 mod plot;

@@ -18,6 +18,10 @@
 //!
 //! * [`quote_name`] — how every text output shows a name from a binary or profile (control
 //!   characters escaped, as `git` and `perf` do), used by every command's text output.
+//!
+//! * [`check::CheckReport`] — the report of `check` (one profile on its own: intervals,
+//!   aliasing, granularity, skid, recording health, verdicts), text, JSON and HTML.
+//!
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
@@ -42,13 +46,16 @@
 
 mod annotate;
 pub mod cct;
+pub mod check;
 pub mod correct;
 mod flame;
 mod html;
+pub mod inspect;
 mod model;
 pub mod paths;
 mod plot;
 mod quote;
+pub mod read;
 mod svg;
 mod text;
 pub mod vpp;

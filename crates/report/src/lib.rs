@@ -16,6 +16,9 @@
 //!   ([`Annotation`], also as text: [`render_annotation_text`]), built by
 //!   `proftrust-export`.
 //!
+//! * [`check::CheckReport`] — the report of `check` (one profile on its own: intervals,
+//!   aliasing, granularity, skid, recording health, verdicts), text, JSON and HTML.
+//!
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
@@ -40,12 +43,15 @@
 
 mod annotate;
 pub mod cct;
+pub mod check;
 pub mod correct;
 mod flame;
 mod html;
+pub mod inspect;
 mod model;
 pub mod paths;
 mod plot;
+pub mod read;
 mod svg;
 mod text;
 pub mod vpp;

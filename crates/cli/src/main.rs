@@ -10,7 +10,6 @@
 mod cmd;
 mod exports;
 mod parse;
-mod profiles;
 mod trace_args;
 mod util;
 mod workload;

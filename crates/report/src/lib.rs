@@ -41,6 +41,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 mod annotate;
 pub mod cct;
 pub mod check;

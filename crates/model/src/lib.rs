@@ -39,6 +39,7 @@ mod cfg;
 mod cost;
 mod exact;
 mod sample;
+mod quote;
 pub mod segments;
 pub mod symbols;
 mod trace;
@@ -49,6 +50,7 @@ pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleL
 pub use cost::{CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
+pub use quote::{outcome_warning, quote_name};
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};

@@ -214,81 +214,16 @@ pub fn execute_with_data(
     let weight = args.truth_weight;
     let mut tool_versions = args.tool_versions.clone();
     let mut warnings = Vec::new();
-    // What an interrupt cut short, for the report: (signal, phase).
-    let mut interrupted: Option<(String, &str)> = None;
-
-    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
-        if let AuditInput::Files {
-            samples: sf,
-            truth: tf,
-        } = &args.input
-        {
-            if !args.sweep.is_empty() {
-                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
-            }
-            let locator = load::locator(&args.binaries, args.symfs.as_deref());
-            let mut s = load::samples_with(sf, &locator, events)?;
-            let e = load::exact_with(tf, &locator, events)?;
-            restrict_to_first_process(&mut s, &mut warnings);
-            let cmd = s.command.clone();
-            (
-                s,
-                Some(e),
-                sf.display().to_string(),
-                tf.display().to_string(),
-                cmd,
-                None,
-            )
-        } else {
-            let AuditInput::Run { command: cmd } = &args.input else {
-                unreachable!("AuditInput has two variants")
-            };
-            let mut cmd = cmd.clone();
-            if cmd.is_empty() {
-                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
-            }
-            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
-            let stop = args.stop.clone().unwrap_or_default();
-            let r = record_once(&cmd, args, args.period, args.randomize, &stop, events)?;
-            let mut s = r.samples;
-            restrict_to_started(&mut s, r.pid, &r.processes, &mut warnings);
-            let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
-                interrupted = Some((name.clone(), "the recording"));
-                warnings.push(format!(
-                "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
-            ));
-                None
-            } else {
-                let (e, backend_note) =
-                    count_exact(&cmd, args, weight, &mut tool_versions, &stop, events)?;
-                if let Some(n) = backend_note {
-                    warnings.push(n);
-                }
-                if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
-                    interrupted = Some((name.clone(), "the exact count"));
-                    warnings.push(format!(
-                    "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
-                ));
-                }
-                Some(e)
-            };
-            let lossy: Vec<String> = cmd
-                .iter()
-                .map(|c| c.to_string_lossy().into_owned())
-                .collect();
-            let truth_source = match &e {
-                Some(e) => format!("an exact run under {}", e.backend),
-                None => "none (interrupted before the exact run)".to_string(),
-            };
-            (
-                s,
-                e,
-                "a perf_event_open recording".to_string(),
-                truth_source,
-                lossy,
-                Some(cmd),
-            )
-        };
+    // `interrupted`: what an interrupt cut short, for the report: (signal, phase).
+    let Inputs {
+        samples,
+        exact,
+        samples_source,
+        truth_source,
+        command,
+        sweep_cmd,
+        interrupted,
+    } = inputs(args, &mut tool_versions, &mut warnings, events)?;
     if let Some(outcome) = &samples.outcome {
         if !matches!(
             outcome,
@@ -812,6 +747,112 @@ type TruthSide<'a> = (
 /// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
 /// estimates enter the comparison as a sample set of the instruction event with
 /// `round(count / period)` samples per address, so every metric is computed the same way
+/// The audit's two sides, read from files or made by running the program, with where they
+/// came from and the command (for a sweep, the one to record again).
+struct Inputs {
+    samples: SampleSet,
+    /// None when an interrupt came before the exact run.
+    exact: Option<ExactProfile>,
+    samples_source: String,
+    truth_source: String,
+    command: Vec<String>,
+    sweep_cmd: Option<Vec<OsString>>,
+    /// What an interrupt cut short: (signal, phase).
+    interrupted: Option<(String, &'static str)>,
+}
+
+/// Step 1: the samples and the exact counts.
+fn inputs(
+    args: &AuditOptions,
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    let weight = args.truth_weight;
+    let mut interrupted: Option<(String, &'static str)> = None;
+    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
+        if let AuditInput::Files {
+            samples: sf,
+            truth: tf,
+        } = &args.input
+        {
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+            }
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let mut s = load::samples_with(sf, &locator, events)?;
+            let e = load::exact_with(tf, &locator, events)?;
+            restrict_to_first_process(&mut s, warnings);
+            let cmd = s.command.clone();
+            (
+                s,
+                Some(e),
+                sf.display().to_string(),
+                tf.display().to_string(),
+                cmd,
+                None,
+            )
+        } else {
+            let AuditInput::Run { command: cmd } = &args.input else {
+                unreachable!("AuditInput has two variants")
+            };
+            let mut cmd = cmd.clone();
+            if cmd.is_empty() {
+                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
+            }
+            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
+            let stop = args.stop.clone().unwrap_or_default();
+            let r = record_once(&cmd, args, args.period, args.randomize, &stop, events)?;
+            let mut s = r.samples;
+            restrict_to_started(&mut s, r.pid, &r.processes, warnings);
+            let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
+                interrupted = Some((name.clone(), "the recording"));
+                warnings.push(format!(
+                "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
+            ));
+                None
+            } else {
+                let (e, backend_note) =
+                    count_exact(&cmd, args, weight, tool_versions, &stop, events)?;
+                if let Some(n) = backend_note {
+                    warnings.push(n);
+                }
+                if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
+                    interrupted = Some((name.clone(), "the exact count"));
+                    warnings.push(format!(
+                    "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
+                ));
+                }
+                Some(e)
+            };
+            let lossy: Vec<String> = cmd
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            let truth_source = match &e {
+                Some(e) => format!("an exact run under {}", e.backend),
+                None => "none (interrupted before the exact run)".to_string(),
+            };
+            (
+                s,
+                e,
+                "a perf_event_open recording".to_string(),
+                truth_source,
+                lossy,
+                Some(cmd),
+            )
+        };
+    Ok(Inputs {
+        samples,
+        exact,
+        samples_source,
+        truth_source,
+        command,
+        sweep_cmd,
+        interrupted,
+    })
+}
+
 /// as for the raw samples.
 fn corrected_side(
     samples: &SampleSet,

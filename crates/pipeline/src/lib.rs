@@ -22,6 +22,7 @@
 //! * [`read`] — what a profile file holds (any format), or its samples as text.
 //! * [`inspect`] — what proftrust sees in a binary: functions, blocks, loops, one
 //!   function's CFG and instructions.
+//! * [`analyze`] — running granularity and sampling intervals of real samples (seed 002).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -54,6 +55,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 pub mod audit;
 pub mod cct;
 pub mod check;

@@ -1,7 +1,7 @@
 //! The report of `correct` (skid correction of an instruction profile, seed 000 §2): its
 //! data, the text table and the JSON document (keys sorted, as `serde_json` maps print).
 
-use crate::quote::quote_name;
+use crate::quote_name;
 use serde::Serialize;
 use std::fmt::Write as _;
 

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 /// characters (which HTML forbids) are shown as [`quote_name`](crate::quote_name) shows
 /// them (`\x1b`, `\n`).
 pub fn escape_html(s: &str) -> String {
-    let s = crate::quote::quote_name(s);
+    let s = crate::quote_name(s);
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -44,6 +44,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 mod annotate;
 pub mod cct;
 pub mod check;
@@ -54,7 +55,6 @@ pub mod inspect;
 mod model;
 pub mod paths;
 mod plot;
-mod quote;
 pub mod read;
 mod svg;
 mod text;
@@ -71,7 +71,7 @@ pub use model::{
     InstructionRow, Metrics, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use quote::{outcome_warning, quote_name};
+pub use proftrust_model::{outcome_warning, quote_name};
 pub use text::{render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

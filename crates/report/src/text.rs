@@ -1,7 +1,7 @@
 //! Aligned terminal tables.
 
 use crate::model::{AuditReport, Metrics};
-use crate::quote::quote_name;
+use crate::quote_name;
 use std::fmt::Write as _;
 
 /// A table of text cells, rendered with aligned columns. The first column is left-aligned,

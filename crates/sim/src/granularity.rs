@@ -465,10 +465,10 @@ pub fn render_text(r: &GranularityReport, top: usize) -> String {
     s
 }
 
-/// `s` as text output shows a name ([`proftrust_report::quote_name`]), cut to `n`
+/// `s` as text output shows a name ([`proftrust_model::quote_name`]), cut to `n`
 /// characters with `~` when longer.
 fn truncate(s: &str, n: usize) -> String {
-    let s = proftrust_report::quote_name(s);
+    let s = proftrust_model::quote_name(s);
     if s.chars().count() <= n {
         s.to_string()
     } else {

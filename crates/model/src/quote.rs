@@ -43,8 +43,8 @@ pub fn quote_name(s: &str) -> Cow<'_, str> {
 /// What a report of a traced or recorded run says when the program did not end normally
 /// (`None` for exit status 0): `the program exited with status 3`, `the program was killed
 /// by SIGSEGV: the paths cover the run up to then` (`what` names the report's contents).
-pub fn outcome_warning(o: &proftrust_model::RunOutcome, what: &str) -> Option<String> {
-    use proftrust_model::RunOutcome;
+pub fn outcome_warning(o: &crate::RunOutcome, what: &str) -> Option<String> {
+    use crate::RunOutcome;
     match o {
         RunOutcome::Exited { code: 0 } => None,
         RunOutcome::Exited { .. } => Some(format!("the program {o}")),

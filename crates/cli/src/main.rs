@@ -10,6 +10,7 @@
 mod cmd;
 mod exports;
 mod parse;
+mod pipe;
 mod trace_args;
 mod util;
 mod workload;
@@ -85,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() {
+    pipe::install();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         util::print_error(&e);

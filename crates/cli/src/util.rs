@@ -103,7 +103,9 @@ impl proftrust_pipeline::Task for Bar {
 }
 
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
+/// A closed pipe (`| head`) is no error: it ends the process quietly (`pipe`).
 pub fn print_error(e: &anyhow::Error) {
+    crate::pipe::end_if_broken_pipe(e);
     let mut msg = String::new();
     for (i, cause) in e.chain().enumerate() {
         if i > 0 {

@@ -3,7 +3,8 @@
 use crate::debuginfo::{find_separate_debug_file, DebugInfo};
 use crate::demangle::demangle;
 use crate::error::BinaryError;
-use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use proftrust_model::segments::{LoadSegment, SegmentTable};
 use proftrust_model::{BuildId, Svma};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,8 @@ pub struct Binary {
     functions: Vec<Function>,
     by_name: HashMap<String, usize>,
     pub(crate) sections: Vec<SectionInfo>,
+    /// `PT_LOAD` program headers.
+    segments: SegmentTable,
     /// GOT slot address -> name of the symbol it holds (from dynamic relocations).
     pub(crate) got_names: HashMap<u64, String>,
     has_symtab: bool,
@@ -296,10 +299,17 @@ impl Binary {
 
     /// Opens an ELF file.
     pub fn open_with(path: &Path, opts: &OpenOptions) -> Result<Binary, BinaryError> {
-        let data = std::fs::read(path).map_err(|source| BinaryError::Io {
+        let io = |err| BinaryError::Io {
             path: path.into(),
-            source,
-        })?;
+            err,
+        };
+        if std::fs::metadata(path).map_err(io)?.is_dir() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "it is a directory, not an ELF file",
+            )));
+        }
+        let data = std::fs::read(path).map_err(io)?;
         Binary::from_bytes_with(path, data, opts)
     }
 
@@ -351,6 +361,24 @@ impl Binary {
                 name,
             });
         }
+
+        let segments = SegmentTable::new(
+            file.segments()
+                .map(|g| {
+                    let (offset, filesz) = g.file_range();
+                    LoadSegment {
+                        offset,
+                        vaddr: g.address(),
+                        filesz,
+                        memsz: g.size(),
+                        flags: match g.flags() {
+                            object::SegmentFlags::Elf { p_flags } => p_flags,
+                            _ => 0,
+                        },
+                    }
+                })
+                .collect(),
+        );
 
         let build_id = match file.build_id() {
             Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
@@ -563,6 +591,7 @@ impl Binary {
             functions,
             by_name,
             sections,
+            segments,
             got_names,
             has_symtab,
             debug,
@@ -578,6 +607,12 @@ impl Binary {
     /// The GNU build-id, when the file has one.
     pub fn build_id(&self) -> Option<&BuildId> {
         self.build_id.as_ref()
+    }
+
+    /// The `PT_LOAD` segments: with the mapping a profiler saw, they turn runtime addresses
+    /// into SVMAs (see [`proftrust_model::segments`]).
+    pub fn segments(&self) -> &SegmentTable {
+        &self.segments
     }
 
     /// Whether the file is position independent (ELF type `ET_DYN`: a PIE executable or a

@@ -9,13 +9,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum BinaryError {
     /// The file could not be read at all.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {err}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
+        /// What the OS said (in the message, not chained: it would be printed twice).
+        err: std::io::Error,
     },
     /// The file has no bytes.
     #[error("{} is empty (0 bytes): expected an ELF executable or shared object", path.display())]

@@ -17,6 +17,12 @@
 //! * [`Binary::instructions`] and [`Binary::cfg`]: iced-x86 decoding, basic blocks (calls do
 //!   not end a block), edge kinds, jump tables, natural loops (module docs of `cfg.rs`).
 //! * [`dominators`], [`natural_loops`], [`simple_loops`] (seed 000 §2.1, Fig. 1).
+//! * [`BinaryLocator`]: finds the binary of a profile's module as perf does (`--binary`,
+//!   `--symfs`, perf's build-id cache, the debuginfod cache, `/usr/lib/debug/.build-id`,
+//!   the recorded path), and is the [`SymbolSource`](proftrust_model::SymbolSource) and
+//!   [`SegmentSource`](proftrust_model::SegmentSource) the readers of
+//!   `proftrust-formats` take.
+//! * [`Kallsyms`]: kernel function symbols from a `/proc/kallsyms` copy (`--kallsyms`).
 //! * [`Symbolizer`]: a profile's [`ModuleTable`](proftrust_model::ModuleTable) mapped to
 //!   binaries on disk, naming any [`Location`](proftrust_model::Location).
 //!
@@ -47,6 +53,8 @@ mod demangle;
 mod disasm;
 mod elf;
 mod error;
+mod kallsyms;
+mod locate;
 mod loops;
 mod srcframes;
 mod symbolizer;
@@ -55,10 +63,12 @@ pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
 pub use elf::{Binary, Frame, Function, OpenOptions};
 pub use error::BinaryError;
+pub use kallsyms::{Kallsyms, KernelSymbol};
+pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
 pub use srcframes::SourceFrame;
-pub use symbolizer::Symbolizer;
+pub use symbolizer::{is_kernel_module, Symbolizer};
 
 /// Default cap on the number of simple loops enumerated per loop.
 pub const DEFAULT_SIMPLE_LOOP_CAP: usize = 10_000;

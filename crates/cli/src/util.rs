@@ -86,6 +86,11 @@ impl proftrust_pipeline::Events for Ui {
     fn note(&self, msg: &str) {
         note(msg);
     }
+    fn detail(&self, msg: &str) {
+        if verbosity() >= 2 {
+            eprintln!("proftrust: {msg}");
+        }
+    }
     fn task(&self, len: Option<u64>, what: &str) -> Box<dyn proftrust_pipeline::Task + '_> {
         Box::new(Bar(progress(len, what)))
     }

@@ -545,7 +545,10 @@ fn bad_inputs_are_refused_with_clear_messages() {
         os("--binary"),
         omnet.as_os_str(),
     ]);
-    assert_refused(&o, "not samples");
+    assert_refused(
+        &o,
+        "this is a callgrind out file, and samples are needed here",
+    );
 }
 
 #[test]

@@ -183,11 +183,19 @@ fn perf_data_symbols_match_perf_report() {
     assert_eq!(lines, total);
     assert!(text.contains(" fa ("), "{}", &text[..text.len().min(500)]);
 
-    // Bad perf.data: truncated, other architecture.
+    // A cut copy: the complete records are read, with a warning (exit 0); another
+    // architecture is read with a note.
     let bytes = std::fs::read(&data).unwrap();
     let cut = dir.path().join("cut.data");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    fails_with(&["read", cut.to_str().unwrap()], "truncated");
+    let v = read_json(&cut, &[]);
+    let n = v["samples"].as_u64().unwrap();
+    assert!(n > 0 && n < total, "{n} of {total}");
+    assert!(
+        v["warnings"].to_string().contains("a cut copy?"),
+        "{}",
+        v["warnings"]
+    );
     let mut arm = bytes.clone();
     let needle = b"x86_64\0";
     for i in 0..arm.len().saturating_sub(needle.len()) {
@@ -197,7 +205,13 @@ fn perf_data_symbols_match_perf_report() {
     }
     let armf = dir.path().join("arm.data");
     std::fs::write(&armf, &arm).unwrap();
-    fails_with(&["read", armf.to_str().unwrap()], "aarch64");
+    let v = read_json(&armf, &[]);
+    assert_eq!(v["samples"].as_u64().unwrap(), total);
+    assert!(
+        v["warnings"].to_string().contains("recorded on aarch64"),
+        "{}",
+        v["warnings"]
+    );
 }
 
 #[test]

@@ -489,7 +489,7 @@ fn bad_input_is_refused_clearly() {
             src.to_str().unwrap(),
         ],
         &["true"],
-        "unknown sample format",
+        "unknown file format",
     );
     fails_with(
         &["vpp", "--source", "probe", "--compare-load", "100"],

@@ -2,11 +2,8 @@
 
 use crate::run;
 use crate::ExactError;
-use object::{Object, ObjectSymbol, SymbolKind};
-use proftrust_formats::callgrind::{
-    self, ExactOptions, FunctionSymbol, ObjectSymbols, SymbolSource,
-};
-use proftrust_model::{BuildId, ExactProfile};
+use proftrust_formats::callgrind::{self, ExactOptions};
+use proftrust_model::ExactProfile;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -40,34 +37,6 @@ impl Default for CallgrindOptions {
             valgrind: None,
             show_output: true,
         }
-    }
-}
-
-/// ELF function symbols for the callgrind import's bias check.
-struct ElfSymbols;
-
-impl SymbolSource for ElfSymbols {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        let mut functions: Vec<FunctionSymbol> = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
-            .filter_map(|s| {
-                Some(FunctionSymbol {
-                    name: s.name().ok()?.to_string(),
-                    start: s.address(),
-                    size: s.size(),
-                })
-            })
-            .collect();
-        functions.sort_by(|a, b| (a.start, &a.name).cmp(&(b.start, &b.name)));
-        functions.dedup();
-        Some(ObjectSymbols {
-            build_id: file.build_id().ok().flatten().map(|b| BuildId(b.to_vec())),
-            functions,
-        })
     }
 }
 
@@ -178,7 +147,10 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         what: e.to_string(),
     })?;
     let mut p = parsed
-        .to_exact(&ExactOptions::default(), &ElfSymbols)
+        .to_exact(
+            &ExactOptions::default(),
+            &proftrust_binary::BinaryLocator::new(proftrust_binary::LocateOptions::default()),
+        )
         .map_err(|e| ExactError::Callgrind {
             path: file.clone(),
             what: e.to_string(),

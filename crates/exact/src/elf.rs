@@ -1,12 +1,14 @@
 //! From (file, file offset) to module-relative address, with the ELF program headers.
 
 use object::{Object, ObjectSegment};
+use proftrust_model::segments::{LoadSegment, Mapping, SegmentTable};
 
-/// The loadable segments and build-id of one ELF file.
+/// The loadable segments and build-id of one ELF file. The address arithmetic is the one
+/// rule of [`proftrust_model::segments`].
 #[derive(Debug, Clone, Default)]
 pub struct ElfInfo {
-    /// (file offset, file size, virtual address) of each loadable segment.
-    segments: Vec<(u64, u64, u64)>,
+    /// The `PT_LOAD` segments.
+    segments: SegmentTable,
     /// GNU build-id, when the file has one.
     pub build_id: Option<Vec<u8>>,
 }
@@ -16,31 +18,41 @@ impl ElfInfo {
     pub fn load(path: &str) -> Option<ElfInfo> {
         let data = std::fs::read(path).ok()?;
         let file = object::File::parse(&*data).ok()?;
-        let segments = file
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, size, s.address())
-            })
-            .collect();
+        let segments = SegmentTable::new(
+            file.segments()
+                .map(|s| {
+                    let (offset, filesz) = s.file_range();
+                    LoadSegment {
+                        offset,
+                        vaddr: s.address(),
+                        filesz,
+                        memsz: s.size(),
+                        flags: match s.flags() {
+                            object::SegmentFlags::Elf { p_flags } => p_flags,
+                            _ => 0,
+                        },
+                    }
+                })
+                .collect(),
+        );
         let build_id = file.build_id().ok().flatten().map(|b| b.to_vec());
         Some(ElfInfo { segments, build_id })
     }
 
     /// The SVMA of file offset `fo`: `fo - p_offset + p_vaddr` of the segment holding it.
     pub fn svma(&self, fo: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|&&(off, size, _)| fo >= off && fo < off + size)
-            .map(|&(off, _, vaddr)| fo - off + vaddr)
+        self.segments.svma_of_offset(fo).map(|s| s.0)
     }
 
     /// Load bias (runtime address minus SVMA) given the runtime address of file offset 0.
     pub fn bias(&self, base: u64) -> u64 {
-        match self.segments.first() {
-            Some(&(off, _, vaddr)) => base.wrapping_add(off).wrapping_sub(vaddr),
-            None => base,
-        }
+        self.segments
+            .load_bias(&Mapping {
+                start: base,
+                end: u64::MAX,
+                pgoff: 0,
+            })
+            .unwrap_or(base)
     }
 }
 
@@ -51,7 +63,10 @@ mod tests {
     #[test]
     fn maps_offsets_through_segments() {
         let e = ElfInfo {
-            segments: vec![(0, 0x600, 0), (0x1000, 0x200, 0x401000)],
+            segments: SegmentTable::new(vec![
+                LoadSegment::new(0, 0, 0x600),
+                LoadSegment::new(0x1000, 0x401000, 0x200),
+            ]),
             build_id: None,
         };
         assert_eq!(e.svma(0x1010), Some(0x401010));
@@ -65,5 +80,6 @@ mod tests {
         let exe = std::env::current_exe().unwrap();
         let e = ElfInfo::load(exe.to_str().unwrap()).unwrap();
         assert!(!e.segments.is_empty());
+        assert!(e.segments.segments().iter().any(|s| s.is_executable()));
     }
 }

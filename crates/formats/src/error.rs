@@ -65,8 +65,8 @@ pub enum FormatError {
         /// What was found instead.
         detail: String,
     },
-    /// A perf.data file recorded on another architecture.
-    #[error("{path}: perf.data was recorded on {arch}; proftrust reads x86-64 profiles only (re-record on an x86-64 machine)")]
+    /// A perf.data file recorded on an architecture this build cannot read.
+    #[error("perf.data was recorded on {arch}, which this build cannot read")]
     WrongArchitecture {
         /// The file.
         path: PathBuf,
@@ -74,7 +74,7 @@ pub enum FormatError {
         arch: String,
     },
     /// The perf.data parser failed.
-    #[error("{path}: cannot read perf.data: {detail}")]
+    #[error("cannot read perf.data: {detail}")]
     PerfData {
         /// The file.
         path: PathBuf,
@@ -90,21 +90,58 @@ pub enum FormatError {
         detail: String,
     },
     /// JSON header of a native file could not be (de)serialised.
-    #[error("{what}: bad header: {source}")]
+    #[error("{what}: bad header: {err}")]
     Header {
         /// Which format.
         what: &'static str,
-        /// The serde_json error.
-        #[source]
-        source: serde_json::Error,
+        /// The serde_json error (in the message, not chained: it would be printed twice).
+        err: serde_json::Error,
     },
     /// A write failed.
-    #[error("cannot write {what}: {source}")]
+    #[error("cannot write {what}: {err}")]
     Io {
         /// What was being written.
         what: &'static str,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The I/O error (in the message, not chained).
+        err: std::io::Error,
+    },
+    /// The input could not be read (missing file, a directory, permission, I/O error).
+    #[error("cannot read it: {detail}")]
+    Read {
+        /// The operating system's words, or what is wrong.
+        detail: String,
+    },
+    /// The input would need more memory than allowed.
+    #[error("{what} is too large: {detail}")]
+    TooLarge {
+        /// What.
+        what: &'static str,
+        /// By how much, and what to do.
+        detail: String,
+    },
+    /// The file holds another kind of profile than the command needs (an exact profile where
+    /// samples are wanted, or the reverse).
+    #[error("this is {found}, and {wanted} are needed here{hint}")]
+    WrongKind {
+        /// What the file is (`a callgrind out file`).
+        found: &'static str,
+        /// What is needed (`samples`).
+        wanted: &'static str,
+        /// `; ...` advice, or empty.
+        hint: &'static str,
+    },
+    /// The loader recognised no format it reads.
+    #[error("unknown file format (it starts with {start}); expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file, compressed with gzip, zstd or xz or not (--format forces one)")]
+    UnknownFormat {
+        /// The first bytes, escaped.
+        start: String,
+    },
+    /// An error of the file named `name` (the loader's errors name their input once).
+    #[error("{name}: {error}")]
+    File {
+        /// The input's name as the user gave it (`p.data`, `<stdin>`).
+        name: String,
+        /// What went wrong (in the message, not chained: anyhow would print it twice).
+        error: Box<FormatError>,
     },
 }

@@ -1,7 +1,33 @@
 //! # proftrust-formats
 //!
 //! Readers and writers of the profile files proftrust meets, all producing the nouns of
-//! `proftrust-model` with **module-relative** addresses:
+//! `proftrust-model` with **module-relative** addresses.
+//!
+//! ## Entry point: the loader
+//!
+//! [`load_samples`], [`load_counts`], [`load_exact`] and [`load`] read any supported file —
+//! perf.data (file or pipe mode), `perf script` text, callgrind out files, proftrust sample
+//! and exact files — from a [`Source`] (path, bytes or reader), undo gzip/zstd/xz
+//! compression by content, sniff the format by content, and return the model's
+//! `SampleSet` / `ExactProfile` with a [`LoadInfo`] (format, compression, warnings). Objects
+//! the profile names are looked up through the [`SymbolSource`] and
+//! [`segments::SegmentSource`] in [`LoadOptions`] (the CLI passes
+//! `proftrust_binary::BinaryLocator`). Keep this API stable: `check`, exports and fleet
+//! build on it.
+//!
+//! ```
+//! use proftrust_formats::{load_exact, LoadOptions, Source};
+//! let text = "version: 1\npositions: instr\nevents: Ir\nob=/bin/prog\nfn=main\n0x1000 3\n";
+//! let (exact, info) = load_exact(
+//!     Source::Bytes { bytes: text.as_bytes(), name: "callgrind.out.1" },
+//!     &LoadOptions::default(),
+//! )
+//! .unwrap();
+//! assert_eq!(exact.total_instructions, 3);
+//! assert_eq!(info.format.name(), "callgrind");
+//! ```
+//!
+//! ## The readers behind it
 //!
 //! * [`native`] — proftrust's own versioned files: samples (`PTSAMP01`) and exact profiles
 //!   (`PTEXACT1`); compact little-endian records behind a JSON header.
@@ -19,22 +45,31 @@
 //!
 //! The formats, layouts and the choices made are described in `docs/file-formats.md`.
 //!
-//! Parsers take byte slices or `&str`; writers take `Write`. Nothing here opens files or
-//! spawns processes, except that the callgrind import may be given ELF files to infer load
-//! biases. Every failure is a [`FormatError`] naming the format, the offset or line, and what
-//! is wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
+//! Parsers take byte slices or `&str`; writers take `Write`. Only the loader opens the file
+//! it is given (mapping large files read-only: the crate's one `unsafe`, in `sys.rs`), and
+//! [`segments::ElfSegmentsFromDisk`] reads program headers; nothing spawns processes.
+//! Every failure is a [`FormatError`] naming the format, the offset or line, and what is
+//! wrong; no input makes a reader panic (see the mutation tests and the fuzz targets).
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod callgrind;
 mod error;
+mod input;
+mod load;
 pub mod native;
 mod perf_counts;
 mod perf_data;
 mod perf_script;
 pub mod segments;
+mod sys;
 
 pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
+pub use input::Compression;
+pub use load::{
+    load, load_counts, load_exact, load_samples, sniff_path, LoadInfo, LoadOptions, Loaded,
+    Profile, Source, SNIFF_BYTES,
+};
 pub use perf_counts::{count_perf_data, LocationCount, SampleCounts};
 pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
 pub use perf_script::{read_perf_script, write_perf_script};
@@ -75,6 +110,17 @@ impl Format {
             Format::NativeExact => "exact",
         }
     }
+
+    /// The format as a noun for messages (`a perf.data file`, `perf script text`).
+    pub fn noun(self) -> &'static str {
+        match self {
+            Format::PerfData => "a perf.data file",
+            Format::PerfScript => "perf script text",
+            Format::Callgrind => "a callgrind out file",
+            Format::NativeSamples => "a proftrust sample file",
+            Format::NativeExact => "a proftrust exact file",
+        }
+    }
 }
 
 /// Guesses the format from the first bytes of a file (4 KiB are plenty).
@@ -84,7 +130,10 @@ impl Format {
 /// `version:`, `creator:`, `events:` and the other header keys); `perf script` text by a line
 /// shaped like a sample header or an indented frame. `None` when nothing fits.
 pub fn sniff(head: &[u8]) -> Option<Format> {
-    if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
+    if head.starts_with(b"PERFILE2")
+        || head.starts_with(b"2ELIFREP")
+        || head.starts_with(b"PERFFILE")
+    {
         return Some(Format::PerfData);
     }
     if head.starts_with(b"PTSAMP") {

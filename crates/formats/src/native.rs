@@ -121,16 +121,14 @@ impl<W: Write> Out<W> {
         let what = self.what;
         self.w
             .write_all(&self.buf)
-            .map_err(|source| FormatError::Io { what, source })?;
+            .map_err(|err| FormatError::Io { what, err })?;
         self.buf.clear();
         Ok(())
     }
     fn finish(mut self) -> Result<(), FormatError> {
         self.flush()?;
         let what = self.what;
-        self.w
-            .flush()
-            .map_err(|source| FormatError::Io { what, source })
+        self.w.flush().map_err(|err| FormatError::Io { what, err })
     }
 }
 
@@ -233,7 +231,7 @@ fn write_header<W: Write, H: Serialize>(
     h: &H,
 ) -> Result<(), FormatError> {
     let what = out.what;
-    let json = serde_json::to_vec(h).map_err(|source| FormatError::Header { what, source })?;
+    let json = serde_json::to_vec(h).map_err(|err| FormatError::Header { what, err })?;
     out.bytes(magic);
     out.u64(json.len() as u64);
     out.bytes(&json);
@@ -285,8 +283,7 @@ fn read_header<'a, H: for<'de> Deserialize<'de>>(
         detail: format!("header length {len} is impossible"),
     })?;
     let json = r.take(len, "the JSON header")?;
-    let h: H =
-        serde_json::from_slice(json).map_err(|source| FormatError::Header { what, source })?;
+    let h: H = serde_json::from_slice(json).map_err(|err| FormatError::Header { what, err })?;
     Ok((h, r))
 }
 

@@ -35,8 +35,9 @@
 
 use crate::error::FormatError;
 use crate::perf_data::{
-    add_mapping, open_perf_data, FileInfo, MapCtx, Mapping, KERNEL_START, MISC_MMAP_BUILD_ID,
-    PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2, PROT_EXEC,
+    add_mapping, arch_note, open_perf_data, prepare, FileInfo, MapCtx, Mapping, Space,
+    UnknownRecords, MISC_MMAP_BUILD_ID, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES,
+    PERF_RECORD_MMAP2, PROT_EXEC,
 };
 use crate::segments::SegmentSource;
 use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
@@ -126,16 +127,21 @@ pub fn count_perf_data(
     opts: &PerfDataOptions,
     segments: &dyn SegmentSource,
 ) -> Result<(SampleCounts, ReadNotes), FormatError> {
+    let (bytes, repairs) = prepare(bytes)?;
+    let bytes = &bytes[..];
     let (reader, info) = open_perf_data(bytes, path)?;
     if !info.pipe {
         let attrs = reader.perf_file.event_attributes();
         if let Some(plan) = Plan::new(attrs) {
-            if let Some(r) = stream(bytes, &plan, info, opts, segments) {
-                return Ok(r);
+            let arch = arch_note(&info);
+            if let Some((c, mut notes)) = stream(bytes, &plan, info, opts, segments) {
+                notes.warnings.splice(0..0, repairs.into_iter().chain(arch));
+                return Ok((c, notes));
             }
         }
     }
-    let (s, notes) = read_perf_data_with(bytes, path, opts, segments)?;
+    let (s, mut notes) = read_perf_data_with(bytes, path, opts, segments)?;
+    notes.warnings.splice(0..0, repairs);
     Ok((SampleCounts::from_samples(&s), notes))
 }
 
@@ -459,7 +465,12 @@ fn read_sample(
         return Some(None);
     };
     let ip = u64_at(body, ip_at)?;
-    let kernel_mode = misc & 7 == MISC_CPUMODE_KERNEL || ip >= KERNEL_START;
+    let kernel_mode = match Space::of_misc(misc).resolve(ip) {
+        Space::Kernel => true,
+        Space::User => false,
+        // Guests and the hypervisor: the full reader names them.
+        _ => return None,
+    };
     if kernel_mode && !keep_kernel {
         return Some(None);
     }
@@ -469,7 +480,7 @@ fn read_sample(
     };
     let time = u64_at(body, l.time)?;
     // Kernel addresses do not depend on the process: one counter for all pids.
-    let key = if ip >= KERNEL_START {
+    let key = if kernel_mode {
         Key::new(0, attr as u16, true, ip)
     } else {
         Key::new(pid, attr as u16, false, ip)
@@ -536,6 +547,8 @@ fn stream(
     } = info;
 
     let mut changes: Vec<MapEvent> = Vec::new();
+    let mut kernel_maps: Vec<Mapping> = Vec::new();
+    let mut unknown = UnknownRecords::default();
     let (mut lost, mut lost_samples) = (0u64, 0u64);
     let mut index: FastMap<Key, u32> = FastMap::default();
     let mut counters: Vec<Counter> = Vec::new();
@@ -585,7 +598,10 @@ fn stream(
                 lost_samples += u64_at(body, 0).unwrap_or(0);
                 continue;
             }
-            _ => continue,
+            _ => {
+                unknown.see(ty);
+                continue;
+            }
         }
         let layout = plan.layouts[match plan.how {
             IdAt::Identifier => plan.attr(u64_at(body, body.len().checked_sub(8)?)?),
@@ -599,9 +615,15 @@ fn stream(
         let pid = u32_at(body, 0)? as i32;
         let user = misc & 7 != MISC_CPUMODE_KERNEL;
         let what = match ty {
+            R_MMAP | PERF_RECORD_MMAP2 if !user => {
+                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
+                let name_at = if ty == R_MMAP { 32 } else { 64 };
+                kernel_maps.push(Mapping::new(addr, len, pgoff, c_str(body, name_at), None));
+                continue;
+            }
             R_MMAP => {
                 let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                if misc & MISC_BIT_13 != 0 || !user {
+                if misc & MISC_BIT_13 != 0 {
                     continue;
                 }
                 MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 32), None))
@@ -619,7 +641,7 @@ fn stream(
                         build_id = Some(BuildId(body.get(36..36 + n)?.to_vec()));
                     }
                 }
-                if prot & PROT_EXEC == 0 || !user {
+                if prot & PROT_EXEC == 0 {
                     continue;
                 }
                 MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 64), build_id))
@@ -684,6 +706,9 @@ fn stream(
 
     // Addresses to locations, once per counter; merge by (event, location).
     let mut ctx = MapCtx::new(build_ids, segments);
+    for m in kernel_maps {
+        add_mapping(&mut ctx.kernel_maps, m);
+    }
     let mut merged: HashMap<(u16, Location), usize> = HashMap::new();
     let mut counts: Vec<LocationCount> = Vec::new();
     let mut add = |event: u16, loc: Location, n: u64| {
@@ -701,7 +726,7 @@ fn stream(
     for c in &counters {
         let k = c.key;
         if k.kernel() {
-            let loc = Location::new(ctx.kernel(), k.ip);
+            let loc = ctx.locate_kernel(k.ip);
             add(k.event(), loc, c.samples);
             continue;
         }
@@ -763,7 +788,8 @@ fn stream(
             add(event, loc, per_version[&k]);
         }
     }
-    let notes = std::mem::take(&mut ctx.notes);
+    let mut notes = std::mem::take(&mut ctx.notes);
+    notes.warnings.extend(unknown.warning());
     Some((
         SampleCounts {
             modules: ctx.modules,

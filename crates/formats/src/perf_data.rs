@@ -17,7 +17,7 @@
 //!   [`FormatError::WrongArchitecture`].
 
 use crate::error::FormatError;
-use crate::segments::{svma_of_offset, ElfSegmentsFromDisk, LoadSegment, SegmentSource};
+use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, SampleFormat, SamplingPolicy,
@@ -28,6 +28,7 @@ use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
     Sample, SampleSet, SamplingConfig,
 };
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Cursor;
 use std::path::Path;
@@ -71,7 +72,7 @@ pub(crate) struct Mapping {
     pub(crate) build_id: Option<BuildId>,
     pub(crate) module: Option<ModuleIdx>,
     /// Load segments of the object, once looked up (`Some(None)`: not readable).
-    pub(crate) segs: Option<Option<Rc<[LoadSegment]>>>,
+    pub(crate) segs: Option<Option<Rc<SegmentTable>>>,
 }
 
 impl Mapping {
@@ -95,12 +96,104 @@ impl Mapping {
     }
 }
 
-/// Adds `m` to one process's mappings (sorted by start, disjoint): mappings it overlaps are
-/// replaced, as a new `mmap` over an old range replaces it in the kernel.
+/// Adds `m` to one process's mappings (sorted by start, disjoint). The parts of older
+/// mappings that `m` overlaps are replaced, as a new `mmap` over part of an old range
+/// replaces just that part in the kernel; the parts before and after stay (perf's
+/// `maps__fixup_overlappings` does the same), so a loader that maps a library and then
+/// remaps a piece of it keeps the rest attributed.
 pub(crate) fn add_mapping(v: &mut Vec<Mapping>, m: Mapping) {
-    v.retain(|x| x.end <= m.start || x.start >= m.end);
-    let i = v.partition_point(|x| x.start < m.start);
-    v.insert(i, m);
+    let first = v.partition_point(|x| x.end <= m.start);
+    let mut last = first;
+    while last < v.len() && v[last].start < m.end {
+        last += 1;
+    }
+    let mut keep: Vec<Mapping> = Vec::new();
+    for x in &v[first..last] {
+        if x.start < m.start {
+            let mut head = x.clone();
+            head.end = m.start;
+            keep.push(head);
+        }
+        if x.end > m.end {
+            let mut tail = x.clone();
+            tail.pgoff = x.pgoff.saturating_add(m.end - x.start);
+            tail.start = m.end;
+            keep.push(tail);
+        }
+    }
+    let mut new = keep;
+    let i = new.partition_point(|x| x.start < m.start);
+    new.insert(i, m);
+    v.splice(first..last, new);
+}
+
+/// The module name perf gives a kernel module mapped from `path`
+/// (`/lib/modules/6.1.0/kernel/arch/x86/kvm/kvm-intel.ko.xz` -> `[kvm_intel]`).
+pub(crate) fn kernel_module_name(path: &str) -> String {
+    if path.starts_with('[') {
+        return path.to_string();
+    }
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let stem = base.split(".ko").next().unwrap_or(base);
+    format!("[{}]", stem.replace('-', "_"))
+}
+
+/// Where a sample or a call-chain entry was taken, from the record's `cpumode`
+/// (`misc & 7`) or a call chain's context marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Space {
+    /// User space of the sampled process.
+    User,
+    /// The host kernel (and its modules).
+    Kernel,
+    /// A guest's kernel.
+    GuestKernel,
+    /// A guest's user space.
+    GuestUser,
+    /// The hypervisor.
+    Hypervisor,
+    /// Not stated (cpumode 0): decided by address, as old perf versions did.
+    Unknown,
+}
+
+impl Space {
+    /// From `misc & PERF_RECORD_MISC_CPUMODE_MASK`.
+    pub(crate) fn of_misc(misc: u16) -> Space {
+        match misc & 7 {
+            1 => Space::Kernel,
+            2 => Space::User,
+            3 => Space::Hypervisor,
+            4 => Space::GuestKernel,
+            5 => Space::GuestUser,
+            _ => Space::Unknown,
+        }
+    }
+
+    /// From a call-chain context marker (`PERF_CONTEXT_*`), `None` when `v` is no marker.
+    pub(crate) fn of_marker(v: u64) -> Option<Space> {
+        Some(match v as i64 {
+            -32 => Space::Hypervisor,
+            -128 => Space::Kernel,
+            -512 => Space::User,
+            -2048 | -2176 => Space::GuestKernel,
+            -2560 => Space::GuestUser,
+            _ => return None,
+        })
+    }
+
+    /// User or kernel for an address of this space (`Unknown` by address).
+    pub(crate) fn resolve(self, ip: u64) -> Space {
+        match self {
+            Space::Unknown if ip >= KERNEL_START => Space::Kernel,
+            Space::Unknown => Space::User,
+            s => s,
+        }
+    }
+
+    /// Whether samples of this space are kernel samples (dropped without `keep_kernel`).
+    pub(crate) fn is_kernel(self) -> bool {
+        matches!(self, Space::Kernel | Space::GuestKernel | Space::Hypervisor)
+    }
 }
 
 /// What turns runtime addresses into module-relative locations: the module table being
@@ -109,8 +202,11 @@ pub(crate) struct MapCtx<'s> {
     pub(crate) modules: ModuleTable,
     pub(crate) build_ids: HashMap<String, BuildId>,
     pub(crate) segments: &'s dyn SegmentSource,
-    pub(crate) seg_cache: HashMap<String, Option<Rc<[LoadSegment]>>>,
+    pub(crate) seg_cache: HashMap<(String, Option<BuildId>), Option<Rc<SegmentTable>>>,
     pub(crate) kernel: Option<ModuleIdx>,
+    /// Kernel mappings (`MMAP` records with cpumode kernel: the image and its modules),
+    /// sorted by start, disjoint.
+    pub(crate) kernel_maps: Vec<Mapping>,
     pub(crate) notes: ReadNotes,
     pub(crate) unreadable: std::collections::HashSet<String>,
 }
@@ -126,6 +222,7 @@ impl<'s> MapCtx<'s> {
             segments,
             seg_cache: HashMap::new(),
             kernel: None,
+            kernel_maps: Vec::new(),
             notes: ReadNotes::default(),
             unreadable: Default::default(),
         }
@@ -138,6 +235,50 @@ impl<'s> MapCtx<'s> {
             .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
     }
 
+    /// The location of kernel address `ip`: in a loadable module's mapping, that module
+    /// (named as perf names it, `[kvm]`), else `[kernel.kallsyms]`; the SVMA is the address
+    /// (kernel symbols, from kallsyms or vmlinux, are stated at run-time addresses).
+    pub(crate) fn locate_kernel(&mut self, ip: u64) -> Location {
+        let i = self.kernel_maps.partition_point(|x| x.start <= ip);
+        if let Some(m) = i
+            .checked_sub(1)
+            .and_then(|i| self.kernel_maps.get_mut(i))
+            .filter(|m| ip < m.end && !m.path.starts_with("[kernel.kallsyms]"))
+        {
+            let idx = match m.module {
+                Some(x) => x,
+                None => {
+                    let mut module = Module::new(kernel_module_name(&m.path));
+                    module.build_id = m
+                        .build_id
+                        .clone()
+                        .or_else(|| self.build_ids.get(&m.path).cloned());
+                    let x = self.modules.intern(module);
+                    m.module = Some(x);
+                    x
+                }
+            };
+            return Location::new(idx, ip);
+        }
+        Location::new(self.kernel(), ip)
+    }
+
+    /// The location of `ip` in a space other than the sampled process's user space.
+    pub(crate) fn locate_other(&mut self, space: Space, ip: u64) -> Location {
+        match space {
+            Space::GuestKernel => {
+                let m = self.modules.intern(Module::new("[guest.kernel.kallsyms]"));
+                Location::new(m, ip)
+            }
+            Space::Hypervisor => {
+                let m = self.modules.intern(Module::new("[hypervisor]"));
+                Location::new(m, ip)
+            }
+            Space::GuestUser => Location::unmapped(ip),
+            _ => self.locate_kernel(ip),
+        }
+    }
+
     /// The location of user-space `ip` in a process whose executable mappings are `v`
     /// (sorted by start, disjoint); unmapped when no mapping holds it.
     pub(crate) fn locate_in(&mut self, v: &mut [Mapping], ip: u64) -> Location {
@@ -145,38 +286,52 @@ impl<'s> MapCtx<'s> {
         let Some(m) = i.checked_sub(1).and_then(|i| v.get_mut(i)) else {
             return Location::unmapped(ip);
         };
-        if ip >= m.end {
-            return Location::unmapped(ip);
-        }
-        // A corrupt page offset can push the file offset past 2^64 (a fuzz finding).
-        let Some(off) = (ip - m.start).checked_add(m.pgoff) else {
+        let range = proftrust_model::segments::Mapping {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+        };
+        // Outside the mapping, or a corrupt page offset that pushes the file offset past
+        // 2^64 (a fuzz finding).
+        let Some(off) = range.file_offset(ip) else {
             return Location::unmapped(ip);
         };
+        let build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.build_ids.get(&m.path).cloned());
         if m.segs.is_none() {
             let path = &m.path;
             let segments = self.segments;
             let s = self
                 .seg_cache
-                .entry(path.clone())
+                .entry((path.clone(), build_id.clone()))
                 .or_insert_with(|| {
                     if path.starts_with('[') || path.starts_with("//") {
                         None
                     } else {
-                        segments.load_segments(path).map(Rc::from)
+                        segments.load_segments(path, build_id.as_ref()).map(Rc::new)
                     }
                 })
                 .clone();
             m.segs = Some(s);
         }
         let segs = m.segs.as_ref().and_then(|s| s.as_deref());
-        let svma = match segs.and_then(|s| svma_of_offset(s, off)) {
-            Some(s) => s,
+        let svma = match segs.and_then(|s| s.svma_of_offset(off)) {
+            Some(s) => s.0,
             None => {
                 if !m.path.starts_with('[') && self.unreadable.insert(m.path.clone()) {
-                    self.notes.warnings.push(format!(
-                        "{}: cannot read its ELF program headers; its addresses are taken as file offsets (exact for PIE executables and shared objects, wrong for non-PIE executables)",
-                        m.path
-                    ));
+                    self.notes.warnings.push(if segs.is_some() {
+                        format!(
+                            "{}: file offset {off:#x} lies in none of its PT_LOAD segments; such addresses are taken as file offsets",
+                            m.path
+                        )
+                    } else {
+                        format!(
+                            "{}: binary not found (give it with --binary or --symfs); its addresses are taken as file offsets (exact for PIE executables and shared objects, wrong for non-PIE executables)",
+                            m.path
+                        )
+                    });
                 }
                 off
             }
@@ -184,10 +339,6 @@ impl<'s> MapCtx<'s> {
         let module = match m.module {
             Some(x) => x,
             None => {
-                let build_id = m
-                    .build_id
-                    .clone()
-                    .or_else(|| self.build_ids.get(&m.path).cloned());
                 let x = self.modules.intern(Module {
                     path: m.path.clone(),
                     build_id,
@@ -211,14 +362,14 @@ impl Mapper<'_> {
         add_mapping(self.by_pid.entry(pid).or_default(), m);
     }
 
-    fn locate(&mut self, pid: i32, ip: u64) -> Location {
-        if ip >= KERNEL_START {
-            return Location::new(self.ctx.kernel(), ip);
+    fn locate(&mut self, pid: i32, space: Space, ip: u64) -> Location {
+        match space.resolve(ip) {
+            Space::User => match self.by_pid.get_mut(&pid) {
+                Some(v) => self.ctx.locate_in(v, ip),
+                None => Location::unmapped(ip),
+            },
+            other => self.ctx.locate_other(other, ip),
         }
-        let Some(v) = self.by_pid.get_mut(&pid) else {
-            return Location::unmapped(ip);
-        };
-        self.ctx.locate_in(v, ip)
     }
 }
 
@@ -389,7 +540,7 @@ fn branch_stack(
 /// Reads a perf.data file with default options, taking ELF load segments from the local
 /// disk (the paths the mmap records name).
 pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet, FormatError> {
-    let segs = ElfSegmentsFromDisk::default();
+    let segs = ElfSegmentsFromDisk;
     read_perf_data_with(bytes, path_for_errors, &PerfDataOptions::default(), &segs).map(|x| x.0)
 }
 
@@ -403,6 +554,166 @@ pub(crate) struct FileInfo {
     pub(crate) command: Vec<String>,
     /// Pipe mode (no header sections, metadata in the stream).
     pub(crate) pipe: bool,
+    /// The recording machine's architecture (`HEADER_ARCH`: `x86_64`, `aarch64`, `i686`).
+    pub(crate) arch: Option<String>,
+}
+
+/// `PERF_RECORD_HEADER_TRACING_DATA`: in pipe mode, followed by that many bytes of tracing
+/// data that its header size does not count.
+const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
+
+/// The bytes to parse, after the repairs perf makes too (each one a warning):
+///
+/// * **pipe mode**: the tracing data after a `HEADER_TRACING_DATA` record (tracepoint
+///   events) is skipped, since its size is not in the record header (linux-perf-data reads
+///   it as records and loses every sample after it); a stream that ends inside a record is
+///   read up to the last complete record ("perf record was interrupted?");
+/// * **file mode**: a header whose data size is 0 (perf record killed before it rewrote the
+///   header; no feature sections either) or whose data section runs past the end of the file
+///   (a cut copy) is read up to the last complete record, without feature sections; a record
+///   whose size field is impossible ends the data section there.
+///
+/// A version-1 file (`PERFFILE`) is refused naming its version.
+pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), FormatError> {
+    let mut warnings = Vec::new();
+    if bytes.starts_with(b"PERFFILE") {
+        return Err(FormatError::UnsupportedVersion {
+            what: "perf.data file",
+            found: "1 (magic PERFFILE)".into(),
+            supported: "version 2 (magic PERFILE2, perf since Linux 2.6.37)",
+            hint: "it was written by a perf from before 2011; convert it with that perf (`perf report -D`) or record again",
+        });
+    }
+    if bytes.len() < 16 || !bytes.starts_with(b"PERFILE2") {
+        return Ok((Cow::Borrowed(bytes), warnings));
+    }
+    let rd = |b: &[u8], o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let header_size = rd(bytes, 8).unwrap_or(0);
+    if header_size == 16 {
+        // Pipe mode: walk the records.
+        let mut p = 16usize;
+        let mut out: Option<Vec<u8>> = None;
+        let mut copied = 0usize;
+        let mut end = bytes.len();
+        while p < bytes.len() {
+            let Some(h) = bytes.get(p..p + 8) else {
+                end = p;
+                break;
+            };
+            let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
+            let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
+            if size < 8 || p + size > bytes.len() {
+                end = p;
+                break;
+            }
+            if ty == PERF_RECORD_HEADER_TRACING_DATA {
+                let data = bytes.get(p + 8..p + 12).map_or(0, |b| {
+                    u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+                });
+                let skip_to = p.saturating_add(size).saturating_add(data);
+                let o = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+                o.extend_from_slice(&bytes[copied..p]);
+                if skip_to > bytes.len() {
+                    warnings.push(format!(
+                        "the tracing data at byte {p} announces {data} bytes but the stream ends first: nothing after it was read (perf record was interrupted?)"
+                    ));
+                    copied = bytes.len();
+                    end = bytes.len();
+                    break;
+                }
+                copied = skip_to;
+                p = skip_to;
+                continue;
+            }
+            p += size;
+        }
+        if end < bytes.len() {
+            warnings.push(format!(
+                "the stream ends inside a record at byte {end} ({} bytes of it are there): the complete records before it were read (perf record was interrupted?)",
+                bytes.len() - end
+            ));
+        }
+        return Ok(match out {
+            Some(mut o) => {
+                if copied < end {
+                    o.extend_from_slice(&bytes[copied..end]);
+                }
+                (Cow::Owned(o), warnings)
+            }
+            None => (Cow::Borrowed(&bytes[..end]), warnings),
+        });
+    }
+    // File mode: data section (offset, size) at 40.
+    let (Some(off), Some(size)) = (rd(bytes, 40), rd(bytes, 48)) else {
+        return Ok((Cow::Borrowed(bytes), warnings));
+    };
+    let len = bytes.len() as u64;
+    if off < 104 || off > len {
+        return Ok((Cow::Borrowed(bytes), warnings));
+    }
+    let stated_end = off.checked_add(size);
+    let killed = size == 0 && len > off;
+    let cut = stated_end.is_none_or(|e| e > len);
+    // Walk the records up to the stated end (or the file's end), stopping at an impossible
+    // record size.
+    let walk_end = if killed || cut {
+        len
+    } else {
+        stated_end.unwrap_or(len)
+    } as usize;
+    let mut p = off as usize;
+    while p < walk_end {
+        let Some(h) = bytes.get(p..p + 8) else { break };
+        let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
+        let rsize = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
+        if rsize < 8 || p + rsize > walk_end {
+            break;
+        }
+        // AUXTRACE data follows its record (checked later by check_records).
+        if ty == 71 {
+            let aux = rd(bytes, p + 8).unwrap_or(u64::MAX);
+            match (p + rsize).checked_add(usize::try_from(aux).unwrap_or(usize::MAX)) {
+                Some(e) if e <= walk_end => {
+                    p = e;
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        p += rsize;
+    }
+    let good = p as u64 - off;
+    if !killed && !cut {
+        // A complete file: its feature table sits right after the stated data section,
+        // so nothing is moved; impossible records there are reported by the reader.
+        return Ok((Cow::Borrowed(bytes), warnings));
+    }
+    if killed {
+        warnings.push(format!(
+            "the header states a data size of 0 and no feature sections: perf record did not finish (killed?); the {good} bytes of complete records up to the end of the file were read; missing: build-ids, the command line, event names and the other header features{}",
+            if good < len - off {
+                format!(", and {} bytes of a last cut record", len - off - good)
+            } else {
+                String::new()
+            }
+        ));
+    } else {
+        warnings.push(format!(
+            "the data section should hold {size} bytes from byte {off} but the file ends after {} (a cut copy?): the {good} bytes of complete records were read; the header features after the data are missing",
+            len - off
+        ));
+    }
+    let mut fixed = bytes[..(off + good) as usize].to_vec();
+    fixed[48..56].copy_from_slice(&good.to_le_bytes());
+    // No feature sections follow the data: clear the feature bitmap.
+    for b in &mut fixed[72..104] {
+        *b = 0;
+    }
+    Ok((Cow::Owned(fixed), warnings))
 }
 
 /// `linux-perf-data`'s reader over a byte slice.
@@ -451,14 +762,7 @@ pub(crate) fn open_perf_data<'b>(
         PerfFileReader::parse_file(Cursor::new(bytes)).map_err(|e| perf_err(path, e))?
     };
     let perf_file = &reader.perf_file;
-    if let Ok(Some(arch)) = perf_file.arch() {
-        if arch != "x86_64" {
-            return Err(FormatError::WrongArchitecture {
-                path: path.to_path_buf(),
-                arch: arch.to_string(),
-            });
-        }
-    }
+    let arch = perf_file.arch().ok().flatten().map(str::to_string);
     if perf_file.endian() != Endianness::LittleEndian {
         return Err(FormatError::WrongArchitecture {
             path: path.to_path_buf(),
@@ -494,6 +798,7 @@ pub(crate) fn open_perf_data<'b>(
             build_ids,
             command,
             pipe,
+            arch,
         },
     ))
 }
@@ -505,10 +810,13 @@ pub fn read_perf_data_with(
     opts: &PerfDataOptions,
     segments: &dyn SegmentSource,
 ) -> Result<(SampleSet, ReadNotes), FormatError> {
+    let (bytes, repairs) = prepare(bytes)?;
+    let bytes = &bytes[..];
     let (reader, info) = open_perf_data(bytes, path)?;
     if !info.pipe {
         check_data_section(bytes)?;
     }
+    let arch_warning = arch_note(&info);
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -526,15 +834,21 @@ pub fn read_perf_data_with(
     // A sample record is at least 40 bytes with the usual fields: reserve once.
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
     let (mut lost, mut lost_samples) = (0u64, 0u64);
+    let mut unknown = UnknownRecords::default();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => return Err(perf_err(path, format!("{e} (file truncated or corrupt?)"))),
         };
-        let PerfFileRecord::EventRecord { attr_index, record } = rec else {
-            continue;
+        let (attr_index, record) = match rec {
+            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
+            PerfFileRecord::UserRecord(u) => {
+                unknown.see(u.record_type.record_type().0);
+                continue;
+            }
         };
+        unknown.see(record.record_type.0);
         if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
             let b = record.data.as_slice();
             if let Some(v) = b.get(..8) {
@@ -569,18 +883,23 @@ pub fn read_perf_data_with(
         match parsed {
             EventRecord::Sample(s) => {
                 let Some(ip) = s.ip else { continue };
-                let kernel = matches!(s.cpu_mode, CpuMode::Kernel) || ip >= KERNEL_START;
-                if kernel && !opts.keep_kernel {
+                // Kernel, user, guest or hypervisor from the record's cpumode (by address
+                // only when the record does not say).
+                let space = Space::of_misc(record.misc).resolve(ip);
+                if space.is_kernel() && !opts.keep_kernel {
                     continue;
                 }
                 let pid = s.pid.unwrap_or(-1);
-                let ip_loc = mapper.locate(pid, ip);
+                let ip_loc = mapper.locate(pid, space, ip);
                 let mut callchain = Vec::new();
                 if let Some(cc) = s.callchain {
                     let mut first = true;
+                    let mut ctx = space;
                     for i in 0..cc.len() {
                         let Some(a) = cc.get(i) else { break };
                         if a >= PERF_CONTEXT_MAX {
+                            // A context marker: the entries after it are in that space.
+                            ctx = Space::of_marker(a).unwrap_or(Space::Unknown);
                             continue;
                         }
                         if first {
@@ -589,15 +908,15 @@ pub fn read_perf_data_with(
                                 continue;
                             }
                         }
-                        callchain.push(mapper.locate(pid, a));
+                        callchain.push(mapper.locate(pid, ctx, a));
                     }
                 }
                 let mut branches = Vec::new();
                 if let Some(bs) = branch_stack(&record.data, &record.parse_info) {
                     for (from, to, flags) in bs {
                         branches.push(Branch {
-                            from: mapper.locate(pid, from),
-                            to: mapper.locate(pid, to),
+                            from: mapper.locate(pid, Space::Unknown, from),
+                            to: mapper.locate(pid, Space::Unknown, to),
                             mispredicted: flags & 1 != 0,
                             predicted_known: flags & 3 != 0,
                             cycles: ((flags >> 4) & 0xffff) as u32,
@@ -629,7 +948,31 @@ pub fn read_perf_data_with(
                     branches,
                 });
             }
-            EventRecord::Mmap(m) if m.is_executable && !matches!(m.cpu_mode, CpuMode::Kernel) => {
+            EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
+                add_mapping(
+                    &mut mapper.ctx.kernel_maps,
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        None,
+                    ),
+                );
+            }
+            EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
+                add_mapping(
+                    &mut mapper.ctx.kernel_maps,
+                    Mapping::new(
+                        m.address,
+                        m.length,
+                        m.page_offset,
+                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                        None,
+                    ),
+                );
+            }
+            EventRecord::Mmap(m) if m.is_executable => {
                 mapper.add(
                     m.pid,
                     Mapping::new(
@@ -641,9 +984,7 @@ pub fn read_perf_data_with(
                     ),
                 );
             }
-            EventRecord::Mmap2(m)
-                if m.protection & PROT_EXEC != 0 && !matches!(m.cpu_mode, CpuMode::Kernel) =>
-            {
+            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
                 let build_id = match &m.file_id {
                     linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(b)
                         if !b.is_empty() =>
@@ -675,7 +1016,13 @@ pub fn read_perf_data_with(
             _ => {}
         }
     }
-    let notes = std::mem::take(&mut mapper.ctx.notes);
+    let mut notes = std::mem::take(&mut mapper.ctx.notes);
+    notes
+        .warnings
+        .splice(0..0, repairs.into_iter().chain(arch_warning));
+    if let Some(w) = unknown.warning() {
+        notes.warnings.push(w);
+    }
     Ok((
         SampleSet {
             modules: mapper.ctx.modules,
@@ -687,6 +1034,52 @@ pub fn read_perf_data_with(
         },
         notes,
     ))
+}
+
+/// The note for a recording from another architecture than x86-64.
+pub(crate) fn arch_note(info: &FileInfo) -> Option<String> {
+    let a = info.arch.as_deref()?;
+    (a != "x86_64").then(|| {
+        format!(
+            "recorded on {a}: samples are attributed to functions, inline frames and lines from the binaries; what decodes machine code (CFG, skid correction, paths) works on x86-64 binaries only"
+        )
+    })
+}
+
+/// Records of types perf 6.1 does not define, counted by type (reported, not silently
+/// skipped: a corrupt size field shows up as such records).
+#[derive(Debug, Default)]
+pub(crate) struct UnknownRecords {
+    by_type: std::collections::BTreeMap<u32, u64>,
+}
+
+impl UnknownRecords {
+    /// Counts `ty` when it is not a record type perf defines (kernel 1-21, user 64-83) or
+    /// simpleperf adds (32768-32776).
+    pub(crate) fn see(&mut self, ty: u32) {
+        if !((1..=21).contains(&ty) || (64..=83).contains(&ty) || (32768..=32776).contains(&ty)) {
+            *self.by_type.entry(ty).or_default() += 1;
+        }
+    }
+
+    /// The warning, when any was seen.
+    pub(crate) fn warning(&self) -> Option<String> {
+        if self.by_type.is_empty() {
+            return None;
+        }
+        let total: u64 = self.by_type.values().sum();
+        let list: Vec<String> = self
+            .by_type
+            .iter()
+            .take(8)
+            .map(|(t, n)| format!("{n} of type {t}"))
+            .collect();
+        Some(format!(
+            "{total} records of types perf does not define were skipped ({}{}): the file may be corrupt or written by a newer perf",
+            list.join(", "),
+            if self.by_type.len() > 8 { ", ..." } else { "" }
+        ))
+    }
 }
 
 /// `PERF_RECORD_FINISHED_ROUND`: a header-only record (8 bytes).

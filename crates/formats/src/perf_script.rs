@@ -28,10 +28,10 @@
 //! 4. Otherwise the address stays unmapped and a warning says how to do better (add
 //!    `--show-mmap-events`, or `-F +symoff,+dso` and the binaries).
 
-use crate::callgrind::SymbolSource;
 use crate::error::FormatError;
-use crate::segments::{svma_of_offset, LoadSegment, SegmentSource};
+use crate::segments::{SegmentSource, SegmentTable};
 use crate::ReadNotes;
+use proftrust_model::symbols::SymbolSource;
 use proftrust_model::{
     Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, Sample, SampleSet,
     SamplingConfig,
@@ -66,7 +66,7 @@ struct Resolver<'s> {
     modules: ModuleTable,
     maps: HashMap<u32, Vec<Map>>,
     syms: HashMap<String, Option<HashMap<String, u64>>>,
-    segs: HashMap<String, Option<Vec<LoadSegment>>>,
+    segs: HashMap<String, Option<SegmentTable>>,
     bias: HashMap<String, u64>,
     notes: ReadNotes,
     warned: std::collections::HashSet<String>,
@@ -100,7 +100,12 @@ impl Resolver<'_> {
             .rev()
             .find(|m| ip >= m.start && ip < m.end)?
             .clone();
-        let off = ip - m.start + m.pgoff;
+        let off = proftrust_model::segments::Mapping {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+        }
+        .file_offset(ip)?;
         let segs = self
             .segs
             .entry(m.path.clone())
@@ -108,14 +113,14 @@ impl Resolver<'_> {
                 if m.path.starts_with('[') {
                     None
                 } else {
-                    self.segments.load_segments(&m.path)
+                    self.segments.load_segments(&m.path, None)
                 }
             })
             .clone();
         let svma = segs
-            .as_deref()
-            .and_then(|s| svma_of_offset(s, off))
-            .unwrap_or(off);
+            .as_ref()
+            .and_then(|s| s.svma_of_offset(off))
+            .map_or(off, |s| s.0);
         let idx = self.module(&m.path, ip.wrapping_sub(svma));
         Some(Location::new(idx, svma))
     }
@@ -126,7 +131,7 @@ impl Resolver<'_> {
             .syms
             .entry(dso.to_string())
             .or_insert_with(|| {
-                self.symbols.symbols(dso).map(|o| {
+                self.symbols.symbols(dso, None).map(|o| {
                     o.functions
                         .into_iter()
                         .map(|s| (s.name, s.start))
@@ -751,12 +756,13 @@ pub fn write_perf_script<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols};
     use crate::segments::NoSegments;
+    use proftrust_model::symbols::{FunctionSymbol, NoSymbols, ObjectSymbols};
+    use proftrust_model::BuildId;
 
     struct Syms;
     impl SymbolSource for Syms {
-        fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
+        fn symbols(&self, path: &str, _: Option<&BuildId>) -> Option<ObjectSymbols> {
             (path == "/tmp/fmt/hot").then(|| ObjectSymbols {
                 build_id: None,
                 functions: vec![FunctionSymbol {

@@ -1,67 +1,32 @@
-//! Runtime address → SVMA through an object's `PT_LOAD` segments.
+//! Load segments of the objects a profile names: the address rule of
+//! [`proftrust_model::segments`] (re-exported here) and [`ElfSegmentsFromDisk`], a
+//! [`SegmentSource`] that reads program headers at the recorded paths.
 //!
 //! A profiler sees a mapping `[start, end)` of file offset `pgoff` and a runtime `ip`; the
 //! file offset of `ip` is `ip - start + pgoff`, and the SVMA is that offset moved into the
-//! `PT_LOAD` segment that contains it: `svma = off - p_offset + p_vaddr`. For PIE executables
-//! and shared objects built by the usual linkers `p_vaddr == p_offset` and the SVMA equals
-//! the file offset; for non-PIE executables (`p_vaddr = 0x401000`, `p_offset = 0x1000`) it
-//! does not, which is why the segments are needed. When the object cannot be read, the
-//! readers fall back to `svma = off` and say so in [`crate::ReadNotes`].
+//! `PT_LOAD` segment that contains it. When the object cannot be found, the readers fall
+//! back to `svma = off` and say so in [`crate::ReadNotes`]. The CLI passes
+//! `proftrust_binary::BinaryLocator` instead, which finds objects the way perf does
+//! (`--binary`, `--symfs`, build-id caches, the recorded path).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+pub use proftrust_model::segments::{
+    LoadSegment, Mapping, NoSegments, SegmentSource, SegmentTable, PF_X,
+};
+use proftrust_model::BuildId;
 
-/// One `PT_LOAD` program header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadSegment {
-    /// `p_offset`.
-    pub offset: u64,
-    /// `p_vaddr`.
-    pub vaddr: u64,
-    /// `p_filesz`.
-    pub filesz: u64,
-}
-
-/// SVMA of file offset `off` given the object's load segments; `None` when no segment holds it.
-pub fn svma_of_offset(segs: &[LoadSegment], off: u64) -> Option<u64> {
-    segs.iter()
-        .find(|s| off >= s.offset && off - s.offset < s.filesz.max(1))
-        .and_then(|s| (off - s.offset).checked_add(s.vaddr))
-}
-
-/// Supplies the load segments of objects named by a profile.
-pub trait SegmentSource {
-    /// `PT_LOAD` segments of the object at `path`, or `None` when it cannot be read.
-    fn load_segments(&self, path: &str) -> Option<Vec<LoadSegment>>;
-}
-
-/// A [`SegmentSource`] that knows no object: every SVMA is taken to equal the file offset.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoSegments;
-
-impl SegmentSource for NoSegments {
-    fn load_segments(&self, _path: &str) -> Option<Vec<LoadSegment>> {
-        None
-    }
-}
-
-/// Reads program headers of ELF files from the local disk, once per path.
-#[derive(Debug, Default)]
-pub struct ElfSegmentsFromDisk {
-    cache: Mutex<HashMap<String, Option<Vec<LoadSegment>>>>,
-}
+/// Reads the program headers of ELF files at the recorded paths (the readers cache the
+/// answer per object). It does not check build-ids (it reads no notes): use
+/// `proftrust_binary::BinaryLocator` for that.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ElfSegmentsFromDisk;
 
 impl SegmentSource for ElfSegmentsFromDisk {
-    fn load_segments(&self, path: &str) -> Option<Vec<LoadSegment>> {
-        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        c.entry(path.to_string())
-            .or_insert_with(|| read_elf_head(path).and_then(|b| parse_elf_load_segments(&b)))
-            .clone()
+    fn load_segments(&self, path: &str, _build_id: Option<&BuildId>) -> Option<SegmentTable> {
+        read_elf_head(path).and_then(|b| parse_elf_load_segments(&b))
     }
 }
 
-/// Reads the first 64 KiB of a file (ELF and program headers live there in practice), or
-/// the program header table wherever it is.
+/// Reads the ELF header and the program header table of a file.
 fn read_elf_head(path: &str) -> Option<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
     if !path.starts_with('/') {
@@ -69,56 +34,129 @@ fn read_elf_head(path: &str) -> Option<Vec<u8>> {
     }
     let mut f = std::fs::File::open(path).ok()?;
     let mut head = vec![0u8; 64];
-    f.read_exact(&mut head).ok()?;
-    if &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
-        return None;
-    }
-    let phoff = u64::from_le_bytes(head[32..40].try_into().ok()?);
-    let phentsize = u64::from(u16::from_le_bytes(head[54..56].try_into().ok()?));
-    let phnum = u64::from(u16::from_le_bytes(head[56..58].try_into().ok()?));
-    let end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
+    let n = f.read(&mut head).ok()?;
+    head.truncate(n);
+    let h = ElfHead::parse(&head)?;
+    let end = h.phoff.checked_add(h.phentsize.checked_mul(h.phnum)?)?;
     if end > 1 << 24 {
         return None;
     }
-    let mut all = vec![0u8; end as usize];
+    let mut all = vec![0u8; usize::try_from(end).ok()?];
     f.seek(SeekFrom::Start(0)).ok()?;
     f.read_exact(&mut all).ok()?;
     Some(all)
 }
 
-/// Parses the `PT_LOAD` program headers of a 64-bit little-endian ELF image (only the
-/// header and the program header table need to be present).
-pub fn parse_elf_load_segments(b: &[u8]) -> Option<Vec<LoadSegment>> {
-    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[4] != 2 || b[5] != 1 {
-        return None;
+/// The fields of an ELF header that locate the program headers.
+struct ElfHead {
+    class64: bool,
+    big: bool,
+    phoff: u64,
+    phentsize: u64,
+    phnum: u64,
+}
+
+impl ElfHead {
+    fn parse(b: &[u8]) -> Option<ElfHead> {
+        if b.len() < 52 || &b[..4] != b"\x7fELF" {
+            return None;
+        }
+        let class64 = match b[4] {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let big = match b[5] {
+            1 => false,
+            2 => true,
+            _ => return None,
+        };
+        let r = Reader { b, big };
+        let (phoff, phentsize, phnum) = if class64 {
+            (r.u64(32)?, r.u16(54)?, r.u16(56)?)
+        } else {
+            (r.u32(28)?, r.u16(42)?, r.u16(44)?)
+        };
+        Some(ElfHead {
+            class64,
+            big,
+            phoff,
+            phentsize,
+            phnum,
+        })
     }
-    let u16_at = |o: usize| -> Option<u64> {
-        Some(u64::from(u16::from_le_bytes(
-            b.get(o..o + 2)?.try_into().ok()?,
-        )))
-    };
-    let u32_at =
-        |o: usize| -> Option<u32> { Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?)) };
-    let u64_at =
-        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?)) };
-    let phoff = usize::try_from(u64_at(32)?).ok()?;
-    let phentsize = usize::try_from(u16_at(54)?).ok()?;
-    let phnum = usize::try_from(u16_at(56)?).ok()?;
-    if phentsize < 56 {
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    big: bool,
+}
+
+impl Reader<'_> {
+    fn bytes<const N: usize>(&self, o: u64) -> Option<[u8; N]> {
+        let o = usize::try_from(o).ok()?;
+        self.b.get(o..o.checked_add(N)?)?.try_into().ok()
+    }
+    fn u16(&self, o: u64) -> Option<u64> {
+        let a = self.bytes::<2>(o)?;
+        Some(u64::from(if self.big {
+            u16::from_be_bytes(a)
+        } else {
+            u16::from_le_bytes(a)
+        }))
+    }
+    fn u32(&self, o: u64) -> Option<u64> {
+        let a = self.bytes::<4>(o)?;
+        Some(u64::from(if self.big {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }))
+    }
+    fn u64(&self, o: u64) -> Option<u64> {
+        let a = self.bytes::<8>(o)?;
+        Some(if self.big {
+            u64::from_be_bytes(a)
+        } else {
+            u64::from_le_bytes(a)
+        })
+    }
+}
+
+/// Parses the `PT_LOAD` program headers of an ELF image, 32- or 64-bit, either byte order
+/// (only the header and the program header table need to be present).
+pub fn parse_elf_load_segments(b: &[u8]) -> Option<SegmentTable> {
+    let h = ElfHead::parse(b)?;
+    let r = Reader { b, big: h.big };
+    let min = if h.class64 { 56 } else { 32 };
+    if h.phentsize < min {
         return None;
     }
     let mut out = Vec::new();
-    for i in 0..phnum {
-        let p = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(p)? == 1 {
-            out.push(LoadSegment {
-                offset: u64_at(p + 8)?,
-                vaddr: u64_at(p + 16)?,
-                filesz: u64_at(p + 32)?,
-            });
+    for i in 0..h.phnum {
+        let p = h.phoff.checked_add(i.checked_mul(h.phentsize)?)?;
+        if r.u32(p)? != 1 {
+            continue;
         }
+        out.push(if h.class64 {
+            LoadSegment {
+                flags: r.u32(p + 4)? as u32,
+                offset: r.u64(p + 8)?,
+                vaddr: r.u64(p + 16)?,
+                filesz: r.u64(p + 32)?,
+                memsz: r.u64(p + 40)?,
+            }
+        } else {
+            LoadSegment {
+                offset: r.u32(p + 4)?,
+                vaddr: r.u32(p + 8)?,
+                filesz: r.u32(p + 16)?,
+                memsz: r.u32(p + 20)?,
+                flags: r.u32(p + 24)? as u32,
+            }
+        });
     }
-    Some(out)
+    Some(SegmentTable::new(out))
 }
 
 #[cfg(test)]
@@ -126,36 +164,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn non_pie_and_pie_offsets() {
-        let non_pie = [
-            LoadSegment {
-                offset: 0,
-                vaddr: 0x400000,
-                filesz: 0x600,
-            },
-            LoadSegment {
-                offset: 0x1000,
-                vaddr: 0x401000,
-                filesz: 0x200,
-            },
-        ];
-        assert_eq!(svma_of_offset(&non_pie, 0x1010), Some(0x401010));
-        assert_eq!(svma_of_offset(&non_pie, 0x1300), None);
-        let pie = [LoadSegment {
-            offset: 0x1000,
-            vaddr: 0x1000,
-            filesz: 0x500,
-        }];
-        assert_eq!(svma_of_offset(&pie, 0x1130), Some(0x1130));
+    fn reads_own_test_binary() {
+        let exe = std::env::current_exe().unwrap();
+        let segs = ElfSegmentsFromDisk
+            .load_segments(exe.to_str().unwrap(), None)
+            .unwrap();
+        assert!(segs
+            .segments()
+            .iter()
+            .any(|s| s.filesz > 0 && s.is_executable()));
+        assert_eq!(parse_elf_load_segments(b"not elf"), None);
     }
 
     #[test]
-    fn reads_own_test_binary() {
-        let exe = std::env::current_exe().unwrap();
-        let segs = ElfSegmentsFromDisk::default()
-            .load_segments(exe.to_str().unwrap())
-            .unwrap();
-        assert!(segs.iter().any(|s| s.filesz > 0));
-        assert_eq!(parse_elf_load_segments(b"not elf"), None);
+    fn parses_32_bit_program_headers() {
+        // A hand-built ELF32 little-endian header with one PT_LOAD at phoff 52.
+        let mut b = vec![0u8; 52 + 32];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 1;
+        b[5] = 1;
+        b[28..32].copy_from_slice(&52u32.to_le_bytes());
+        b[42..44].copy_from_slice(&32u16.to_le_bytes());
+        b[44..46].copy_from_slice(&1u16.to_le_bytes());
+        let p = 52;
+        b[p..p + 4].copy_from_slice(&1u32.to_le_bytes());
+        b[p + 4..p + 8].copy_from_slice(&0x1000u32.to_le_bytes());
+        b[p + 8..p + 12].copy_from_slice(&0x8049000u32.to_le_bytes());
+        b[p + 16..p + 20].copy_from_slice(&0x200u32.to_le_bytes());
+        b[p + 20..p + 24].copy_from_slice(&0x200u32.to_le_bytes());
+        b[p + 24..p + 28].copy_from_slice(&5u32.to_le_bytes());
+        let t = parse_elf_load_segments(&b).unwrap();
+        assert_eq!(t.segments(), &[LoadSegment::new(0x1000, 0x8049000, 0x200)]);
     }
 }

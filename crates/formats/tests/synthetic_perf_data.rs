@@ -388,7 +388,17 @@ fn files_outside_the_streaming_path_use_the_full_reader() {
     let e1 = count_perf_data(&cut, p, &opts, &NoSegments).unwrap_err();
     let e2 = read_perf_data_with(&cut, p, &opts, &NoSegments).unwrap_err();
     assert_eq!(e1.to_string(), e2.to_string());
-    assert!(e1.to_string().contains("cut.data"), "{e1}");
+    // The loader names the input once.
+    let e3 = proftrust_formats::load_samples(
+        proftrust_formats::Source::Bytes {
+            bytes: &cut,
+            name: "cut.data",
+        },
+        &proftrust_formats::LoadOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(e3, format!("cut.data: {e1}"));
 
     // A compressed record (type 81) anywhere: not streamed.
     let mut recs2 = recs.clone();
@@ -403,4 +413,140 @@ fn files_outside_the_streaming_path_use_the_full_reader() {
     if let Ok((c, _)) = count_perf_data(&bytes2, p, &opts, &NoSegments) {
         assert!(!c.streamed);
     }
+}
+
+/// A record made by `f` with its `misc` replaced.
+fn with_misc(mut rec: Vec<u8>, misc: u16) -> Vec<u8> {
+    rec[4..6].copy_from_slice(&misc.to_le_bytes());
+    rec
+}
+
+/// What perf does and the readers must do too (hand-computed): a later mmap over part of an
+/// earlier one keeps the rest of it; kernel samples by cpumode (an old kernel at 0x81000000)
+/// and kernel modules as their own modules (`[kvm_intel]`); a guest kernel sample; an
+/// unknown record type counted. Then the same file killed (data size 0) and cut mid-record.
+#[test]
+fn perf_reads_it_so_hand_computed() {
+    let r = Rec {
+        sample_type: IP | TID | TIME | PERIOD,
+    };
+    let recs = vec![
+        with_misc(
+            r.mmap2(
+                u32::MAX,
+                0x8100_0000,
+                0x100_0000,
+                0,
+                "[kernel.kallsyms]_text",
+                1,
+            ),
+            MISC_KERNEL,
+        ),
+        with_misc(
+            r.mmap2(
+                u32::MAX,
+                0xc000_0000,
+                0x1_0000,
+                0,
+                "/lib/modules/6.1.0/kernel/arch/x86/kvm/kvm-intel.ko",
+                1,
+            ),
+            MISC_KERNEL,
+        ),
+        r.mmap2(10, 0x10000, 0x4000, 0, "/lib/a.so", 2),
+        // ld.so-style remap of one page in the middle, from another file.
+        r.mmap2(10, 0x11000, 0x1000, 0x7000, "/lib/b.so", 3),
+        r.sample(MISC_USER, 0, 0x10100, 10, 4),
+        r.sample(MISC_USER, 0, 0x11100, 10, 5),
+        r.sample(MISC_USER, 0, 0x12100, 10, 6),
+        r.sample(MISC_USER, 0, 0x13100, 10, 7),
+        r.sample(MISC_KERNEL, 0, 0x8100_0100, 10, 8),
+        r.sample(MISC_KERNEL, 0, 0xc000_0100, 10, 9),
+        Rec::record(200, 0, &[0u8; 8]),
+        Rec::finished_round(),
+    ];
+    let bytes = perf_file(
+        &[Attr {
+            sample_type: r.sample_type,
+            ids: vec![],
+        }],
+        &recs,
+    );
+    let want: BTreeMap<(u16, String, u64), u64> = [
+        ((0, "/lib/a.so".to_string(), 0x100), 1),
+        ((0, "/lib/b.so".to_string(), 0x7100), 1),
+        // The tail of a.so after the remapped page: pgoff 0x2000.
+        ((0, "/lib/a.so".to_string(), 0x2100), 1),
+        ((0, "/lib/a.so".to_string(), 0x3100), 1),
+        ((0, "[kernel.kallsyms]".to_string(), 0x8100_0100), 1),
+        ((0, "[kvm_intel]".to_string(), 0xc000_0100), 1),
+    ]
+    .into_iter()
+    .collect();
+    let p = Path::new("synthetic.data");
+    let opts = PerfDataOptions::default();
+    let (fast, notes) = count_perf_data(&bytes, p, &opts, &NoSegments).unwrap();
+    let (full, full_notes) = read_perf_data_with(&bytes, p, &opts, &NoSegments).unwrap();
+    assert!(fast.streamed);
+    assert_eq!(normalized(&fast), want);
+    assert_eq!(normalized(&SampleCounts::from_samples(&full)), want);
+    for n in [&notes, &full_notes] {
+        assert!(
+            n.warnings
+                .iter()
+                .any(|w| w.starts_with("1 records of types perf does not define")
+                    && w.contains("1 of type 200")),
+            "{:?}",
+            n.warnings
+        );
+    }
+
+    // A guest kernel sample (cpumode 4): its own module, in both readers.
+    let mut g = recs.clone();
+    g.insert(6, r.sample(4, 0, 0xffff_ffff_8100_0200, 10, 6));
+    let bytes_g = perf_file(
+        &[Attr {
+            sample_type: r.sample_type,
+            ids: vec![],
+        }],
+        &g,
+    );
+    let (fast, full) = both(&bytes_g);
+    assert_eq!(
+        normalized(&fast).get(&(0, "[guest.kernel.kallsyms]".into(), 0xffff_ffff_8100_0200)),
+        Some(&1)
+    );
+    assert_eq!(normalized(&fast), normalized(&full));
+
+    // Killed: the header says data size 0; everything after the header is read.
+    let mut killed = bytes.clone();
+    killed[48..56].copy_from_slice(&0u64.to_le_bytes());
+    let (fast, notes) = count_perf_data(&killed, p, &opts, &NoSegments).unwrap();
+    assert_eq!(normalized(&fast), want);
+    assert!(notes.warnings[0].contains("perf record did not finish (killed?)"));
+    // Cut in the middle of the last sample: the five complete samples are read.
+    let cut_at = bytes.len() - 8 - 16 - 20;
+    let (full, notes) = read_perf_data_with(&bytes[..cut_at], p, &opts, &NoSegments).unwrap();
+    assert_eq!(full.samples.len(), 5);
+    assert!(
+        notes.warnings[0].contains("a cut copy?"),
+        "{:?}",
+        notes.warnings
+    );
+}
+
+/// A version-1 perf.data file is refused by its version.
+#[test]
+fn version_1_is_named() {
+    let mut b = b"PERFFILE".to_vec();
+    b.extend_from_slice(&[0u8; 200]);
+    let e = read_perf_data_with(
+        &b,
+        Path::new("v1.data"),
+        &PerfDataOptions::default(),
+        &NoSegments,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("version \"1 (magic PERFFILE)\""), "{e}");
 }

@@ -12,6 +12,9 @@
 //! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
 //! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace; [`CostModel`] and
 //!   [`InstrCost`] — what each traced instruction costs under a timing model.
+//! * [`segments`] — the one address rule (file offset ↔ SVMA ↔ runtime address through
+//!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
+//!   function symbols readers need from the objects a profile names.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
@@ -36,6 +39,8 @@ mod cfg;
 mod cost;
 mod exact;
 mod sample;
+pub mod segments;
+pub mod symbols;
 mod trace;
 mod units;
 
@@ -44,5 +49,7 @@ pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleL
 pub use cost::{CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
+pub use segments::{LoadSegment, SegmentSource, SegmentTable};
+pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};

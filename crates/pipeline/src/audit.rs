@@ -61,6 +61,9 @@ pub struct AuditOptions {
     /// The binaries whose code is audited. Default: none, meaning the profiled program (or
     /// the module with most samples).
     pub binaries: Vec<PathBuf>,
+    /// With [`AuditInput::Files`]: a directory holding the files' modules at their recorded
+    /// paths (perf's `--symfs`), tried after `binaries`. Default none.
+    pub symfs: Option<PathBuf>,
     /// Sampled event(s) when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
     /// `rHEX`, with `:p` modifiers; several as perf writes them, `instructions,cycles`).
     /// Default `cpu-clock`.
@@ -105,6 +108,7 @@ impl Default for AuditOptions {
                 command: Vec::new(),
             },
             binaries: Vec::new(),
+            symfs: None,
             event: "cpu-clock".into(),
             period: None,
             frequency: None,
@@ -199,8 +203,9 @@ pub fn execute_with_data(
             if !args.sweep.is_empty() {
                 bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
             }
-            let s = load::samples(sf, &args.binaries, events)?;
-            let e = load::exact(tf, &args.binaries)?;
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let s = load::samples_with(sf, &locator, events)?;
+            let e = load::exact_with(tf, &locator, events)?;
             let cmd = s.command.clone();
             (
                 s,

@@ -8,6 +8,11 @@ pub trait Events {
     /// A note for the person running the command (a warning about an input, what was
     /// written where).
     fn note(&self, msg: &str);
+    /// A detail shown only on request (`-v`): how an input was read, where a binary was
+    /// looked for. Default: dropped.
+    fn detail(&self, msg: &str) {
+        let _ = msg;
+    }
     /// A long step starts; `len` is its number of units when known. The returned task is
     /// advanced and finished by the command.
     fn task(&self, len: Option<u64>, what: &str) -> Box<dyn Task + '_>;

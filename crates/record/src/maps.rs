@@ -6,6 +6,7 @@
 //! `p_offset <= off < p_offset + p_filesz` states it at `svma = off - p_offset + p_vaddr`,
 //! and the module's load bias is `ip - svma` (0 for a non-PIE executable).
 
+use proftrust_model::segments::{LoadSegment, Mapping as Range, SegmentTable};
 use proftrust_model::{BuildId, Location, Module, ModuleIdx, ModuleTable};
 use std::collections::HashMap;
 
@@ -13,8 +14,8 @@ use std::collections::HashMap;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ElfInfo {
     pub build_id: Option<BuildId>,
-    /// `(p_offset, p_filesz, p_vaddr)` of each loadable segment.
-    pub segments: Vec<(u64, u64, u64)>,
+    /// The loadable segments (the address rule is [`proftrust_model::segments`]).
+    pub segments: SegmentTable,
 }
 
 /// Reads the build-id note and the loadable segments of `path`; `None` when the file cannot
@@ -24,13 +25,23 @@ pub(crate) fn read_elf_info(path: &str) -> Option<ElfInfo> {
     let data = std::fs::read(path).ok()?;
     let file = object::File::parse(&*data).ok()?;
     let build_id = file.build_id().ok().flatten().map(|b| BuildId(b.to_vec()));
-    let segments = file
-        .segments()
-        .map(|s| {
-            let (off, size) = s.file_range();
-            (off, size, s.address())
-        })
-        .collect();
+    let segments = SegmentTable::new(
+        file.segments()
+            .map(|s| {
+                let (offset, filesz) = s.file_range();
+                LoadSegment {
+                    offset,
+                    vaddr: s.address(),
+                    filesz,
+                    memsz: s.size(),
+                    flags: match s.flags() {
+                        object::SegmentFlags::Elf { p_flags } => p_flags,
+                        _ => 0,
+                    },
+                }
+            })
+            .collect(),
+    );
     Some(ElfInfo { build_id, segments })
 }
 
@@ -52,17 +63,39 @@ pub(crate) struct AddressSpaces {
 }
 
 impl AddressSpaces {
-    /// Records an executable mapping (later mappings over the same range replace it).
+    /// Records an executable mapping. A later mapping over part of an earlier one replaces
+    /// only that part (as `mmap` does in the kernel, and perf's reader): the pieces before
+    /// and after stay, the tail with its file offset moved.
     pub(crate) fn map(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &str) {
         let end = start.saturating_add(len);
         let v = self.per_pid.entry(pid).or_default();
-        v.retain(|m| m.end <= start || m.start >= end);
-        v.push(Mapping {
+        let mut kept = Vec::with_capacity(v.len() + 2);
+        for m in v.drain(..) {
+            if m.end <= start || m.start >= end {
+                kept.push(m);
+                continue;
+            }
+            if m.start < start {
+                kept.push(Mapping {
+                    end: start,
+                    ..m.clone()
+                });
+            }
+            if m.end > end {
+                kept.push(Mapping {
+                    start: end,
+                    pgoff: m.pgoff.saturating_add(end - m.start),
+                    ..m
+                });
+            }
+        }
+        kept.push(Mapping {
             start,
             end,
             pgoff,
             path: path.to_string(),
         });
+        *v = kept;
     }
 
     /// `pid` called exec: its old mappings are gone.
@@ -118,7 +151,14 @@ impl AddressSpaces {
         if !m.path.starts_with('/') && m.path != "[vdso]" {
             return Location::unmapped(ip);
         }
-        let off = ip - m.start + m.pgoff;
+        let range = Range {
+            start: m.start,
+            end: m.end,
+            pgoff: m.pgoff,
+        };
+        let Some(off) = range.file_offset(ip) else {
+            return Location::unmapped(ip);
+        };
         let info = if m.path.starts_with('/') {
             self.elf
                 .entry(m.path.clone())
@@ -128,12 +168,7 @@ impl AddressSpaces {
             None
         };
         let svma = match &info {
-            Some(i) => i
-                .segments
-                .iter()
-                .find(|(o, s, _)| *o <= off && off < o + s)
-                .map(|(o, _, v)| off - o + v)
-                .unwrap_or(off),
+            Some(i) => i.segments.svma_of_offset(off).map_or(off, |s| s.0),
             // [vdso] is linked at 0 and mapped from its start; other files: file offset.
             None => off,
         };
@@ -163,7 +198,10 @@ mod tests {
             "/x/prog".into(),
             Some(ElfInfo {
                 build_id: Some(BuildId(vec![0xab])),
-                segments: vec![(0, 0x600, 0), (0x1000, 0x200, 0x1000)],
+                segments: SegmentTable::new(vec![
+                    LoadSegment::new(0, 0, 0x600),
+                    LoadSegment::new(0x1000, 0x1000, 0x200),
+                ]),
             }),
         );
         // text segment (file offset 0x1000) mapped at 0x5555_5555_5000
@@ -179,5 +217,11 @@ mod tests {
         a.exec(10);
         assert_eq!(a.locate(10, 0x5555_5555_5123).module, None);
         assert_eq!(a.locate(9, 0x10).module, None);
+        // A later mapping over the middle keeps both ends of the earlier one.
+        a.map(9, 0x5555_5555_5400, 0x100, 0, "/x/other");
+        assert_eq!(a.locate(9, 0x5555_5555_5123).svma.0, 0x1123);
+        assert_eq!(a.locate(9, 0x5555_5555_5600).svma.0, 0x1600);
+        let o = a.locate(9, 0x5555_5555_5410);
+        assert_eq!(a.modules.get(o.module.unwrap()).unwrap().path, "/x/other");
     }
 }

@@ -28,24 +28,42 @@ const FRAME_FLAGS: &[&str] = &[
     "-pthread",
 ];
 
-/// Function ranges `[start, end)` (SVMA) from `nm -S --defined-only`.
+/// Function ranges `[start, end)` (SVMA) from `nm -S -n --defined-only`. A text symbol nm
+/// prints without a size (crtstuff's `__do_global_dtors_aux`, `frame_dummy`, which run at
+/// exit and can take a sample) reaches the next symbol, as perf's symbol-end fix-up does.
 fn nm_functions(bin: &Path) -> Vec<(String, u64, u64)> {
     let out = Command::new("nm")
-        .args(["-S", "--defined-only"])
+        .args(["-S", "-n", "--defined-only"])
         .arg(bin)
         .output()
         .expect("run nm");
-    String::from_utf8_lossy(&out.stdout)
+    let text = String::from_utf8_lossy(&out.stdout);
+    // (name, start, size if printed) in address order.
+    let syms: Vec<(String, u64, Option<u64>)> = text
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() == 4 && matches!(f[2], "T" | "t") {
-                let a = u64::from_str_radix(f[0], 16).ok()?;
-                let s = u64::from_str_radix(f[1], 16).ok()?;
-                Some((f[3].to_string(), a, a + s))
-            } else {
-                None
+            match f.as_slice() {
+                [a, s, "T" | "t", name] => Some((
+                    name.to_string(),
+                    u64::from_str_radix(a, 16).ok()?,
+                    Some(u64::from_str_radix(s, 16).ok()?),
+                )),
+                [a, "T" | "t", name] => {
+                    Some((name.to_string(), u64::from_str_radix(a, 16).ok()?, None))
+                }
+                _ => None,
             }
+        })
+        .collect();
+    syms.iter()
+        .enumerate()
+        .filter_map(|(i, (name, a, size))| {
+            let end = match size {
+                Some(s) => a + s,
+                None => syms[i + 1..].iter().map(|n| n.1).find(|&b| b > *a)?,
+            };
+            Some((name.clone(), *a, end))
         })
         .collect()
 }
@@ -88,9 +106,10 @@ fn per_function(set: &SampleSet, bin: &Path) -> (HashMap<String, u64>, u64, u64)
     for s in &set.samples {
         if s.ip.module.is_some() && s.ip.module == main_mod {
             in_main += 1;
-            match funcs
+            // Sections first: an unsized `_init` would otherwise reach over the PLT.
+            match stubs
                 .iter()
-                .chain(&stubs)
+                .chain(&funcs)
                 .find(|(_, a, b)| *a <= s.ip.svma.0 && s.ip.svma.0 < *b)
             {
                 Some((f, _, _)) => *counts.entry(f.clone()).or_insert(0) += 1,

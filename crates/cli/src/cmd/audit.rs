@@ -29,9 +29,14 @@ pub struct AuditArgs {
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
     truth: Option<PathBuf>,
-    /// Binary to audit (repeat for more). Default: the profiled program.
+    /// Binary to audit (repeat for more). Default: the profiled program. With --samples, the
+    /// files' modules are matched to these binaries by build-id, else file name.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
+    /// With --samples/--truth: look for each module at DIR/RECORDED_PATH first (perf's
+    /// --symfs), then in the build-id caches and at the recorded path.
+    #[arg(long, value_name = "DIR", requires = "samples")]
+    symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
     /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
@@ -136,6 +141,7 @@ impl AuditArgs {
         let mut o = AuditOptions::default();
         o.input = input;
         o.binaries = self.binary.clone();
+        o.symfs = self.symfs.clone();
         o.event = self.event.clone();
         o.period = self.period;
         o.randomize = self.randomize;

@@ -17,21 +17,16 @@
 //! * exact files (`format` = `exact`): `total_instructions`, `functions` (each `name`,
 //!   `module`, `instructions`, sorted by instructions).
 
+use crate::profiles::{self, Lookup};
 use crate::util;
 use anyhow::{bail, Context};
-use proftrust_binary::{Binary, Symbolizer};
 use proftrust_formats::callgrind;
-use proftrust_formats::segments::ElfSegmentsFromDisk;
-use proftrust_formats::{native, sniff, Format};
-use proftrust_formats::{
-    FunctionSymbol, ObjectSymbols, PerfDataOptions, ReadNotes, SampleCounts, SymbolSource,
-};
+use proftrust_formats::{Format, LoadInfo, Profile, SampleCounts};
 use proftrust_model::{ExactProfile, Location, SampleSet};
 use serde::Serialize;
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 /// Arguments of `proftrust read`.
 #[derive(Debug, clap::Args)]
@@ -40,9 +35,18 @@ pub struct Args {
     /// exact file. `-` or nothing reads standard input.
     file: Option<PathBuf>,
     /// A binary of the profile (matched to modules by build-id, else file name); repeat for
-    /// several. Modules are otherwise looked up at their recorded paths.
+    /// several. Modules are otherwise looked up as perf does (see --symfs; `-v` shows each
+    /// step).
     #[arg(long = "binary", value_name = "PATH")]
     binaries: Vec<PathBuf>,
+    /// Look for each module at DIR/RECORDED_PATH first (perf's --symfs), then in perf's
+    /// build-id cache, the debuginfod cache, /usr/lib/debug/.build-id, the recorded path.
+    #[arg(long, value_name = "DIR")]
+    symfs: Option<PathBuf>,
+    /// Name kernel samples from this copy of /proc/kallsyms (taken on the recording machine,
+    /// as root).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long, conflicts_with = "script")]
     json: bool,
@@ -76,52 +80,6 @@ impl From<FormatArg> for Format {
             FormatArg::Samples => Format::NativeSamples,
             FormatArg::Exact => Format::NativeExact,
         }
-    }
-}
-
-/// Symbols of objects from disk (or the `--binary` of the same file name), for perf script
-/// `sym+off` and callgrind bias inference.
-struct DiskSymbols {
-    extra: Vec<PathBuf>,
-    cache: RefCell<HashMap<String, Option<ObjectSymbols>>>,
-}
-
-impl DiskSymbols {
-    fn load(&self, path: &str) -> Option<ObjectSymbols> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let candidate = self
-            .extra
-            .iter()
-            .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(name))
-            .cloned()
-            .or_else(|| {
-                let p = PathBuf::from(path);
-                (path.starts_with('/') && p.is_file()).then_some(p)
-            })?;
-        let b = Binary::open(&candidate).ok()?;
-        Some(ObjectSymbols {
-            build_id: b.build_id().cloned(),
-            functions: b
-                .functions()
-                .iter()
-                .map(|f| FunctionSymbol {
-                    name: f.name.clone(),
-                    start: f.start.0,
-                    size: f.size,
-                })
-                .collect(),
-        })
-    }
-}
-
-impl SymbolSource for DiskSymbols {
-    fn symbols(&self, path: &str) -> Option<ObjectSymbols> {
-        if let Some(v) = self.cache.borrow().get(path) {
-            return v.clone();
-        }
-        let v = self.load(path);
-        self.cache.borrow_mut().insert(path.to_string(), v.clone());
-        v
     }
 }
 
@@ -209,98 +167,46 @@ struct ExactReport {
     warnings: Vec<String>,
 }
 
-mod sys;
-
-fn read_input(file: Option<&Path>) -> anyhow::Result<(sys::FileBytes, String)> {
-    match file {
-        None => read_stdin(),
-        Some(p) if p.as_os_str() == "-" => read_stdin(),
-        Some(p) => {
-            let b = std::fs::File::open(p)
-                .and_then(sys::file_bytes)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            Ok((b, p.display().to_string()))
-        }
-    }
-}
-
-fn read_stdin() -> anyhow::Result<(sys::FileBytes, String)> {
-    let mut b = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut b)
-        .context("cannot read standard input")?;
-    Ok((sys::FileBytes::Owned(b), "<stdin>".to_string()))
-}
-
 /// Runs `proftrust read`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let (bytes, name) = read_input(a.file.as_deref())?;
-    if bytes.is_empty() {
-        bail!("{name}: the file is empty; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file");
-    }
-    let format = match a.format {
-        Some(f) => f.into(),
-        None => sniff(&bytes[..bytes.len().min(8192)]).with_context(|| {
-            format!("{name}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file (use --format to force one)")
-        })?,
-    };
-    let syms = DiskSymbols {
-        extra: a.binaries.clone(),
-        cache: RefCell::new(HashMap::new()),
-    };
-    let text = || -> anyhow::Result<&str> {
-        std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8 text"))
-    };
-    match format {
-        Format::PerfData if !a.script => {
-            // Only counts per address are needed: the streaming reader.
-            let (c, notes) = proftrust_formats::count_perf_data(
-                &bytes,
-                Path::new(&name),
-                &PerfDataOptions::default(),
-                &ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| name.clone())?;
-            show_counts(&a, "perf.data", &name, &c, notes)
-        }
-        Format::PerfData => {
-            let (s, notes) = proftrust_formats::read_perf_data_with(
-                &bytes,
-                Path::new(&name),
-                &PerfDataOptions::default(),
-                &ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| name.clone())?;
-            show_samples(&a, "perf.data", &name, &s, notes)
-        }
-        Format::PerfScript => {
-            let (s, notes) = proftrust_formats::read_perf_script(
-                text()?,
-                &syms,
-                &ElfSegmentsFromDisk::default(),
-            )
-            .with_context(|| name.clone())?;
-            show_samples(&a, "perf-script", &name, &s, notes)
-        }
-        Format::NativeSamples => {
-            let s = native::read_samples(&bytes).with_context(|| name.clone())?;
-            show_samples(&a, "samples", &name, &s, ReadNotes::default())
-        }
-        Format::NativeExact => {
-            let e = native::read_exact(&bytes).with_context(|| name.clone())?;
+    let lookup =
+        Lookup::new(&a.binaries, a.symfs.as_deref()).with_kallsyms(a.kallsyms.as_deref())?;
+    let path = a.file.clone().unwrap_or_else(|| PathBuf::from("-"));
+    let mut opts = lookup.options();
+    opts.format = a.format.map(Format::from);
+    // A per-symbol table needs counts per address only: perf.data by the lean streaming
+    // reader; other sample files are counted after reading.
+    opts.sample_counts = !a.script;
+    let loaded = proftrust_formats::load(profiles::source(&path), &opts);
+    lookup.print_trace();
+    let loaded = loaded?;
+    let info = loaded.info;
+    match loaded.profile {
+        Profile::Samples(s) => show_samples(&a, &lookup, &info, &s),
+        Profile::Counts(c) => show_counts(&a, &lookup, &info, &c),
+        Profile::Exact(e) => {
             if a.script {
-                bail!("{name}: --script prints samples, and this is an exact profile");
+                bail!(
+                    "{}: --script prints samples, and this is an exact profile",
+                    info.name
+                );
             }
-            show_exact(&a, &name, &e)
+            show_exact(&a, &lookup, &info, &e)
         }
-        Format::Callgrind => {
-            let p = callgrind::parse(text()?).with_context(|| name.clone())?;
+        Profile::Callgrind(p) => {
             if a.script {
-                bail!("{name}: --script prints samples, and this is a callgrind profile");
+                bail!(
+                    "{}: --script prints samples, and this is a callgrind profile",
+                    info.name
+                );
             }
-            show_callgrind(&a, &name, &p)
+            show_callgrind(&a, &info, &p)
         }
-        _ => bail!("{name}: this build cannot read {} files", format.name()),
+        _ => bail!(
+            "{}: this build cannot show {}",
+            info.name,
+            info.format.noun()
+        ),
     }
 }
 
@@ -315,18 +221,12 @@ fn modules_json(m: &proftrust_model::ModuleTable) -> Vec<JsonModule> {
 
 /// `--script` prints the samples; otherwise they are counted per address and shown as a
 /// per-symbol table.
-fn show_samples(
-    a: &Args,
-    format: &'static str,
-    name: &str,
-    s: &SampleSet,
-    notes: ReadNotes,
-) -> anyhow::Result<()> {
+fn show_samples(a: &Args, lookup: &Lookup, info: &LoadInfo, s: &SampleSet) -> anyhow::Result<()> {
     if !a.script {
-        return show_counts(a, format, name, &SampleCounts::from_samples(s), notes);
+        return show_counts(a, lookup, info, &SampleCounts::from_samples(s));
     }
-    let symbolizer = Symbolizer::new(&s.modules, &a.binaries);
-    let mut warnings = notes.warnings;
+    let symbolizer = lookup.symbolizer(&s.modules);
+    let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     let stdout = std::io::stdout();
     proftrust_formats::write_perf_script(stdout.lock(), s, |l| symbolizer.function_name(l))
@@ -339,15 +239,10 @@ fn show_samples(
 
 /// The per-symbol table (text or JSON) of per-address counts: each distinct address is
 /// named once, then the counts are summed per (symbol, module).
-fn show_counts(
-    a: &Args,
-    format: &'static str,
-    name: &str,
-    c: &SampleCounts,
-    notes: ReadNotes,
-) -> anyhow::Result<()> {
-    let symbolizer = Symbolizer::new(&c.modules, &a.binaries);
-    let mut warnings = notes.warnings;
+fn show_counts(a: &Args, lookup: &Lookup, info: &LoadInfo, c: &SampleCounts) -> anyhow::Result<()> {
+    let (format, name) = (info.format.name(), info.name.as_str());
+    let symbolizer = lookup.symbolizer(&c.modules);
+    let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // The same address may appear once per event: name each address once.
     let mut per_loc: HashMap<Location, u64> = HashMap::with_capacity(c.counts.len());
@@ -473,7 +368,12 @@ fn show_counts(
     Ok(())
 }
 
-fn show_callgrind(a: &Args, name: &str, p: &callgrind::CallgrindProfile) -> anyhow::Result<()> {
+fn show_callgrind(
+    a: &Args,
+    info: &LoadInfo,
+    p: &callgrind::CallgrindProfile,
+) -> anyhow::Result<()> {
+    let name = info.name.as_str();
     let ir = p.event_index("Ir").unwrap_or(0);
     let totals = p.totals();
     let mut functions: Vec<JsonFunction> = p
@@ -542,8 +442,9 @@ fn show_callgrind(a: &Args, name: &str, p: &callgrind::CallgrindProfile) -> anyh
     Ok(())
 }
 
-fn show_exact(a: &Args, name: &str, e: &ExactProfile) -> anyhow::Result<()> {
-    let symbolizer = Symbolizer::new(&e.modules, &a.binaries);
+fn show_exact(a: &Args, lookup: &Lookup, info: &LoadInfo, e: &ExactProfile) -> anyhow::Result<()> {
+    let name = info.name.as_str();
+    let symbolizer = lookup.symbolizer(&e.modules);
     let mut per: HashMap<(String, String), u64> = HashMap::new();
     for ic in &e.instructions {
         let module = ic
@@ -582,7 +483,12 @@ fn show_exact(a: &Args, name: &str, e: &ExactProfile) -> anyhow::Result<()> {
         calls: e.calls.len(),
         modules: modules_json(&e.modules),
         functions,
-        warnings: symbolizer.warnings(),
+        warnings: info
+            .warnings
+            .iter()
+            .cloned()
+            .chain(symbolizer.warnings())
+            .collect(),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.json {

@@ -1,0 +1,382 @@
+//! Finding the binary of a profile's module the way perf and samply do, and serving its
+//! symbols and segments to the readers ([`SymbolSource`], [`SegmentSource`]).
+//!
+//! For a module recorded at `PATH` with build-id `ID` (when the profile states one), the
+//! places tried, in order (each step is logged in [`BinaryLocator::trace`], which
+//! `proftrust -v` prints):
+//!
+//! 1. `--binary` files ([`LocateOptions::binaries`]): the one whose build-id is `ID`, else
+//!    the one whose file name is `PATH`'s (refused, with a warning naming both build-ids,
+//!    when both are known and differ);
+//! 2. `--symfs DIR` ([`LocateOptions::symfs`], perf's meaning): `DIR/PATH`;
+//! 3. perf's build-id cache ([`LocateOptions::build_id_cache`], `$PERF_BUILDID_DIR` or
+//!    `~/.debug`): `.build-id/ID[..2]/ID[2..]/elf`;
+//! 4. the debuginfod client cache ([`LocateOptions::debuginfod_cache`],
+//!    `$DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`, else
+//!    `~/.cache/debuginfod_client`): `ID/executable`, then `ID/debuginfo`;
+//! 5. the distribution's debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
+//!    `.build-id/ID[..2]/ID[2..].debug`;
+//! 6. `PATH` itself, when its build-id is `ID` or the profile recorded none.
+//!
+//! Steps 3-5 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
+//! known. The module's segments come from the file found; a debug-only file (steps 4-5)
+//! gives symbols and lines, and its program headers are those of the binary it was split
+//! from.
+
+use crate::elf::{Binary, OpenOptions};
+use proftrust_model::segments::{SegmentSource, SegmentTable};
+use proftrust_model::symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
+use proftrust_model::BuildId;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Where [`BinaryLocator`] looks for binaries. See the module documentation for the order.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LocateOptions {
+    /// Binaries given by the user (`--binary`). Default: none.
+    pub binaries: Vec<PathBuf>,
+    /// A directory holding the recorded paths (`--symfs`). Default: none.
+    pub symfs: Option<PathBuf>,
+    /// perf's build-id cache directory. Default: `$PERF_BUILDID_DIR`, else `$HOME/.debug`.
+    pub build_id_cache: Option<PathBuf>,
+    /// The debuginfod client cache. Default: `$DEBUGINFOD_CACHE_PATH`, else
+    /// `$XDG_CACHE_HOME/debuginfod_client`, else `$HOME/.cache/debuginfod_client`.
+    pub debuginfod_cache: Option<PathBuf>,
+    /// Roots of separate debug files. Default: `["/usr/lib/debug"]`.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Try the recorded path (step 6). Default: `true`.
+    pub recorded_path: bool,
+    /// How binaries are opened. Default: [`OpenOptions::default`] with `debug_dirs`.
+    pub open: OpenOptions,
+}
+
+impl Default for LocateOptions {
+    fn default() -> Self {
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home = env("HOME");
+        LocateOptions {
+            binaries: Vec::new(),
+            symfs: None,
+            build_id_cache: env("PERF_BUILDID_DIR")
+                .or_else(|| home.as_ref().map(|h| h.join(".debug"))),
+            debuginfod_cache: env("DEBUGINFOD_CACHE_PATH")
+                .or_else(|| env("XDG_CACHE_HOME").map(|x| x.join("debuginfod_client")))
+                .or_else(|| home.as_ref().map(|h| h.join(".cache/debuginfod_client"))),
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            recorded_path: true,
+            open: OpenOptions::default(),
+        }
+    }
+}
+
+impl LocateOptions {
+    /// Default places plus these `--binary` files and `--symfs` directory.
+    pub fn new(binaries: &[PathBuf], symfs: Option<&Path>) -> LocateOptions {
+        LocateOptions {
+            binaries: binaries.to_vec(),
+            symfs: symfs.map(Path::to_path_buf),
+            ..LocateOptions::default()
+        }
+    }
+}
+
+/// What was found for one module.
+#[derive(Debug, Clone)]
+pub struct Located {
+    /// The binary, when one was found.
+    pub binary: Option<Arc<Binary>>,
+    /// Which step found it (`--binary`, `--symfs`, `build-id cache`, `debuginfod cache`,
+    /// `debug directory`, `recorded path`), or `None`.
+    pub step: Option<&'static str>,
+}
+
+struct Given {
+    binary: Arc<Binary>,
+    used: bool,
+}
+
+struct State {
+    given: Vec<Given>,
+    found: HashMap<(String, Option<BuildId>), Located>,
+    trace: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// Finds the binaries of a profile's modules (see the module documentation) and serves
+/// their symbols and segments. One per profile; lookups are cached per (path, build-id).
+pub struct BinaryLocator {
+    opts: LocateOptions,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for BinaryLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinaryLocator")
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+/// Pseudo-modules perf and the kernel report without a file.
+pub(crate) fn is_pseudo(path: &str) -> bool {
+    path.is_empty()
+        || path.starts_with('[')
+        || path.starts_with("//anon")
+        || path.starts_with("/dev/")
+        || path.starts_with("anon_inode:")
+        || path.starts_with("/memfd:")
+        || path == "???"
+}
+
+fn file_name(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+fn hex_or_none(b: Option<&BuildId>) -> String {
+    b.map_or_else(|| "none".to_string(), |b| b.to_hex())
+}
+
+impl BinaryLocator {
+    /// A locator; the `--binary` files are opened now (a file that cannot be opened is a
+    /// warning).
+    pub fn new(opts: LocateOptions) -> BinaryLocator {
+        let mut warnings = Vec::new();
+        let mut given = Vec::new();
+        for p in &opts.binaries {
+            match Binary::open_with(p, &opts.open) {
+                Ok(b) => given.push(Given {
+                    binary: Arc::new(b),
+                    used: false,
+                }),
+                Err(e) => warnings.push(format!("--binary {}: {e}", p.display())),
+            }
+        }
+        BinaryLocator {
+            opts,
+            state: Mutex::new(State {
+                given,
+                found: HashMap::new(),
+                trace: Vec::new(),
+                warnings,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The binary of the module recorded at `path` with `build_id` (cached).
+    pub fn locate(&self, path: &str, build_id: Option<&BuildId>) -> Located {
+        let key = (path.to_string(), build_id.cloned());
+        if let Some(l) = self.state().found.get(&key) {
+            return l.clone();
+        }
+        let mut st = self.state();
+        let l = self.search(&mut st, path, build_id);
+        st.found.insert(key, l.clone());
+        l
+    }
+
+    fn search(&self, st: &mut State, path: &str, want: Option<&BuildId>) -> Located {
+        let who = format!("{path} (build-id {})", hex_or_none(want));
+        let log = |st: &mut State, msg: String| st.trace.push(format!("{who}: {msg}"));
+        // 1. --binary by build-id, then by file name.
+        if let Some(w) = want {
+            if let Some(g) = st.given.iter_mut().find(|g| g.binary.build_id() == Some(w)) {
+                g.used = true;
+                let b = g.binary.clone();
+                log(
+                    st,
+                    format!("--binary {}: build-id matches: used", b.path().display()),
+                );
+                return Located {
+                    binary: Some(b),
+                    step: Some("--binary"),
+                };
+            }
+        }
+        let by_name = st.given.iter().position(|g| {
+            g.binary.path().file_name().and_then(|n| n.to_str()) == Some(file_name(path))
+        });
+        if let Some(i) = by_name {
+            let b = st.given[i].binary.clone();
+            match (want, b.build_id()) {
+                (Some(w), Some(h)) if w != h => {
+                    let msg = format!(
+                        "--binary {} has build-id {h}, but the profile recorded {path} with build-id {w}: not used (it is another build; give the binary that was profiled)",
+                        b.path().display()
+                    );
+                    log(st, msg.clone());
+                    st.warnings.push(msg);
+                }
+                _ => {
+                    st.given[i].used = true;
+                    log(
+                        st,
+                        format!("--binary {}: file name matches: used", b.path().display()),
+                    );
+                    return Located {
+                        binary: Some(b),
+                        step: Some("--binary"),
+                    };
+                }
+            }
+        }
+        if is_pseudo(path) {
+            log(st, "no file (pseudo-module)".into());
+            return Located {
+                binary: None,
+                step: None,
+            };
+        }
+        // 2-6: candidates in order.
+        let mut candidates: Vec<(&'static str, PathBuf)> = Vec::new();
+        if let Some(dir) = &self.opts.symfs {
+            candidates.push(("--symfs", dir.join(path.trim_start_matches('/'))));
+        }
+        if let Some(w) = want {
+            let hex = w.to_hex();
+            if hex.len() > 2 {
+                if let Some(c) = &self.opts.build_id_cache {
+                    candidates.push((
+                        "build-id cache",
+                        c.join(".build-id")
+                            .join(&hex[..2])
+                            .join(&hex[2..])
+                            .join("elf"),
+                    ));
+                }
+                if let Some(c) = &self.opts.debuginfod_cache {
+                    candidates.push(("debuginfod cache", c.join(&hex).join("executable")));
+                    candidates.push(("debuginfod cache", c.join(&hex).join("debuginfo")));
+                }
+                for d in &self.opts.debug_dirs {
+                    candidates.push((
+                        "debug directory",
+                        d.join(".build-id")
+                            .join(&hex[..2])
+                            .join(format!("{}.debug", &hex[2..])),
+                    ));
+                }
+            }
+        }
+        if self.opts.recorded_path {
+            candidates.push(("recorded path", PathBuf::from(path)));
+        }
+        for (step, p) in candidates {
+            if !p.is_file() {
+                log(st, format!("{step} {}: not found", p.display()));
+                continue;
+            }
+            match Binary::open_with(&p, &self.opts.open) {
+                Ok(b) => match (want, b.build_id()) {
+                    (Some(w), Some(h)) if w != h => {
+                        let msg = format!(
+                            "{step} {} has build-id {h}, but the profile recorded build-id {w}: not used{}",
+                            p.display(),
+                            if step == "recorded path" {
+                                " (rebuilt since the recording? give the original with --binary)"
+                            } else {
+                                ""
+                            }
+                        );
+                        log(st, msg.clone());
+                        if step == "recorded path" || step == "--symfs" {
+                            st.warnings.push(msg);
+                        }
+                    }
+                    _ => {
+                        log(st, format!("{step} {}: used", p.display()));
+                        return Located {
+                            binary: Some(Arc::new(b)),
+                            step: Some(step),
+                        };
+                    }
+                },
+                Err(e) => {
+                    log(st, format!("{step} {}: {e}", p.display()));
+                    st.warnings.push(e.to_string());
+                }
+            }
+        }
+        st.warnings.push(format!(
+            "{path} not found: its samples are shown as {}+0xOFFSET; give the binary with --binary or --symfs",
+            file_name(path)
+        ));
+        Located {
+            binary: None,
+            step: None,
+        }
+    }
+
+    /// Every lookup step so far, one line each (for `-v`).
+    pub fn trace(&self) -> Vec<String> {
+        self.state().trace.clone()
+    }
+
+    /// Warnings: unusable `--binary` files, build-id mismatches, binaries not found, and a
+    /// `--binary` that matched no module looked up so far.
+    pub fn warnings(&self) -> Vec<String> {
+        let st = self.state();
+        let mut w = st.warnings.clone();
+        for g in st.given.iter().filter(|g| !g.used) {
+            w.push(format!(
+                "--binary {} matches no module of the profile (build-id {}, file name {})",
+                g.binary.path().display(),
+                hex_or_none(g.binary.build_id()),
+                g.binary
+                    .path()
+                    .file_name()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ));
+        }
+        w
+    }
+}
+
+/// The symbols of a binary as readers match them: each function under its raw name and,
+/// when different, its demangled name.
+pub fn object_symbols(b: &Binary) -> ObjectSymbols {
+    let mut functions = Vec::with_capacity(b.functions().len());
+    for f in b.functions() {
+        functions.push(FunctionSymbol {
+            name: f.raw_name.clone(),
+            start: f.start.0,
+            size: f.size,
+        });
+        if f.name != f.raw_name {
+            functions.push(FunctionSymbol {
+                name: f.name.clone(),
+                start: f.start.0,
+                size: f.size,
+            });
+        }
+    }
+    ObjectSymbols {
+        build_id: b.build_id().cloned(),
+        functions,
+    }
+}
+
+impl SymbolSource for BinaryLocator {
+    fn symbols(&self, path: &str, build_id: Option<&BuildId>) -> Option<ObjectSymbols> {
+        self.locate(path, build_id)
+            .binary
+            .map(|b| object_symbols(&b))
+    }
+}
+
+impl SegmentSource for BinaryLocator {
+    fn load_segments(&self, path: &str, build_id: Option<&BuildId>) -> Option<SegmentTable> {
+        let b = self.locate(path, build_id).binary?;
+        (!b.segments().is_empty()).then(|| b.segments().clone())
+    }
+}

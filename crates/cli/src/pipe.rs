@@ -67,6 +67,8 @@ mod tests {
         assert!(is_broken_pipe(&e));
         let other = anyhow::Error::new(std::io::Error::from(ErrorKind::NotFound));
         assert!(!is_broken_pipe(&other));
-        assert!(!is_broken_pipe(&anyhow::anyhow!("Broken pipe (os error 32)")));
+        assert!(!is_broken_pipe(&anyhow::anyhow!(
+            "Broken pipe (os error 32)"
+        )));
     }
 }

@@ -342,8 +342,12 @@ mod tests {
         // A relative XDG_CACHE_HOME is ignored (XDG base directory specification); empty
         // values count as unset.
         assert_eq!(
-            dir(&[("XDG_CACHE_HOME", "rel"), ("HOME", "/h"), ("PROFTRUST_WORKLOAD_DIR", "")])
-                .unwrap(),
+            dir(&[
+                ("XDG_CACHE_HOME", "rel"),
+                ("HOME", "/h"),
+                ("PROFTRUST_WORKLOAD_DIR", "")
+            ])
+            .unwrap(),
             PathBuf::from("/h/.cache/proftrust/workloads")
         );
         assert!(dir(&[])

@@ -66,9 +66,8 @@ pub fn too_few(c: &Comparison, opts: &CompareOptions) -> BTreeMap<String, String
     let mut out = BTreeMap::new();
     let n = c.samples;
     if n < MIN_SAMPLES {
-        let why = format!(
-            "{n} samples; {MIN_SAMPLES} needed before a share is known to ±10 points"
-        );
+        let why =
+            format!("{n} samples; {MIN_SAMPLES} needed before a share is known to ±10 points");
         for k in [
             "epsilon_function",
             "epsilon_inline",

@@ -85,8 +85,7 @@ impl EventSpec {
                 if p.is_empty() {
                     Err(RecordError::BadEvent {
                         name: s.to_string(),
-                        why: "an empty event name in the list (write -e a,b or -e a -e b)"
-                            .into(),
+                        why: "an empty event name in the list (write -e a,b or -e a -e b)".into(),
                     })
                 } else {
                     EventSpec::parse(p)

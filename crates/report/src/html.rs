@@ -142,11 +142,9 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
             "epsilon_function",
             |m| m.epsilon_function,
         ),
-        (
-            "ε innermost inlined function",
-            "epsilon_inline",
-            |m| m.epsilon_inline,
-        ),
+        ("ε innermost inlined function", "epsilon_inline", |m| {
+            m.epsilon_inline
+        }),
         ("ε basic block", "epsilon_block", |m| m.epsilon_block),
         ("ε instruction", "epsilon_instruction", |m| {
             m.epsilon_instruction

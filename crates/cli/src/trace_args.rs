@@ -1,10 +1,8 @@
 //! The flags `paths` and `cct` share (timing model, QEMU, the program), turned into
 //! [`proftrust_pipeline::trace::TraceOptions`].
 
-use crate::util;
 use anyhow::Result;
-use proftrust_paths::ProfilerOptions;
-use proftrust_pipeline::trace::{Program, Timing, TraceOptions, Traced};
+use proftrust_pipeline::trace::{Timing, TraceOptions};
 
 /// The flags `paths` and `cct` share: the timing model, QEMU's, and the program.
 #[derive(Debug, clap::Args)]
@@ -52,10 +50,10 @@ pub enum TimingArg {
 }
 
 impl TraceArgs {
-    /// Resolves `--workload` into the program and opens it (binary and CFGs).
-    pub fn load(&mut self) -> Result<Program> {
+    /// Resolves `--workload` into the program and its arguments.
+    pub fn command(&mut self) -> Result<Vec<String>> {
         self.program = self.wl.command(std::mem::take(&mut self.program), None)?;
-        Ok(proftrust_pipeline::trace::load_program(&self.program[0])?)
+        Ok(self.program.clone())
     }
 
     /// The pipeline's trace options.
@@ -70,19 +68,5 @@ impl TraceArgs {
         o.cpu = self.cpu.clone();
         o.timeout = self.timeout;
         o
-    }
-
-    /// Runs `p` (from [`TraceArgs::load`]) under QEMU and profiles its block trace.
-    pub fn trace(&self, p: &Program, build: ProfilerOptions, show_output: bool) -> Result<Traced> {
-        let o = self.options();
-        let args = &self.program[1..];
-        Ok(proftrust_pipeline::trace::trace(
-            p,
-            args,
-            &o,
-            build,
-            show_output,
-            &util::Ui,
-        )?)
     }
 }

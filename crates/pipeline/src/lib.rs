@@ -11,6 +11,12 @@
 //!   bars, skid correction, period sweep.
 //! * [`correct`] — undo counter skid in an instruction profile (seed 000 §2).
 //! * [`vpmu`] — a program's samples under the virtual PMU (skid, LBR, caches).
+//! * [`paths`] — a program's exact Ball-Larus path profile with cycles and misses per
+//!   path, seed 003 §6's hot/dense/sparse classes, and the paths its LBR stacks show.
+//! * [`cct`] — a program's exact calling context tree, gprof's error on it, and sampled
+//!   contexts compared with it.
+//! * [`vpp`] — variational path profiling (seed 004): paths timed by the virtual PMU,
+//!   LBR stacks or the program's own probes, ranked by net variation.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -44,13 +50,16 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod cct;
 pub mod correct;
 mod error;
 mod events;
 pub mod load;
+pub mod paths;
 pub mod program;
 pub mod trace;
 pub mod vpmu;
+pub mod vpp;
 
 pub use error::{Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};

@@ -39,13 +39,16 @@
 #![forbid(unsafe_code)]
 
 mod annotate;
+pub mod cct;
 pub mod correct;
 mod flame;
 mod html;
 mod model;
+pub mod paths;
 mod plot;
 mod svg;
 mod text;
+pub mod vpp;
 
 pub use annotate::{
     annotation_html, render_annotation_html, render_annotation_text, AnnotatedInstruction,

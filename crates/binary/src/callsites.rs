@@ -14,7 +14,7 @@ impl Binary {
     /// for bytes that do not decode).
     fn decode_at(&self, a: u64) -> Option<Instruction> {
         let (sec, bytes) = self.bytes_at(a)?;
-        if !sec.exec {
+        if !sec.exec || !self.is_x86_64() {
             return None;
         }
         let mut d = Decoder::with_ip(64, bytes, a, DecoderOptions::NONE);

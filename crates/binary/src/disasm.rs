@@ -116,6 +116,7 @@ pub(crate) fn code_of<'a>(bin: &'a Binary, f: &Function) -> Result<&'a [u8], Bin
 
 /// Decodes `f` linearly (compilers put no data in x86-64 `.text`).
 pub(crate) fn decode_raw(bin: &Binary, f: &Function) -> Result<Vec<Instruction>, BinaryError> {
+    bin.require_x86_64("instructions, basic blocks, CFGs, skid correction and paths")?;
     let code = code_of(bin, f)?;
     let mut dec = Decoder::with_ip(64, code, f.start.0, DecoderOptions::NONE);
     let mut out = Vec::with_capacity(code.len() / 4 + 1);

@@ -85,6 +85,8 @@ pub(crate) struct SectionInfo {
 pub struct Binary {
     path: PathBuf,
     pub(crate) data: Arc<[u8]>,
+    /// `e_machine` of the ELF header.
+    machine: u16,
     build_id: Option<BuildId>,
     pie: bool,
     shared_object: bool,
@@ -116,7 +118,9 @@ impl std::fmt::Debug for Binary {
 }
 
 const EM_X86_64: u16 = 62;
+const EM_386: u16 = 3;
 
+/// The architecture an ELF `e_machine` names, as messages show it (`AArch64 (EM_AARCH64)`).
 fn machine_name(m: u16) -> String {
     match m {
         3 => "x86 (EM_386)".into(),
@@ -127,6 +131,10 @@ fn machine_name(m: u16) -> String {
         20 => "PowerPC (EM_PPC)".into(),
         21 => "PowerPC64 (EM_PPC64)".into(),
         22 => "s390 (EM_S390)".into(),
+        62 => "x86-64 (EM_X86_64)".into(),
+        2 => "SPARC (EM_SPARC)".into(),
+        43 => "SPARC v9 (EM_SPARCV9)".into(),
+        258 => "LoongArch (EM_LOONGARCH)".into(),
         other => format!("machine {other}"),
     }
 }
@@ -150,17 +158,47 @@ fn describe_non_elf(data: &[u8]) -> String {
     }
 }
 
-fn rd_u16(d: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([d[o], d[o + 1]])
-}
-fn rd_u64(d: &[u8], o: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d[o..o + 8]);
-    u64::from_le_bytes(b)
+/// Reads the ELF header's fields in the file's byte order.
+#[derive(Clone, Copy)]
+struct Header<'a> {
+    data: &'a [u8],
+    big: bool,
 }
 
-/// Checks the ELF header by hand so that each kind of bad input gets its own clear error.
-fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
+impl Header<'_> {
+    fn u16(&self, o: usize) -> u16 {
+        let b = [self.data[o], self.data[o + 1]];
+        if self.big {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
+    }
+    fn u32(&self, o: usize) -> u32 {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&self.data[o..o + 4]);
+        if self.big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    }
+    fn u64(&self, o: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.data[o..o + 8]);
+        if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        }
+    }
+}
+
+/// Checks the ELF header by hand so that each kind of bad input gets its own clear error;
+/// returns `e_machine`. Both classes (32- and 64-bit) and both byte orders are read: the
+/// symbols, inline frames and lines of any architecture's binary are named; only what
+/// decodes machine code needs x86-64 ([`Binary::is_x86_64`]).
+fn check_header(path: &Path, data: &[u8]) -> Result<u16, BinaryError> {
     let len = data.len() as u64;
     if data.is_empty() {
         return Err(BinaryError::Empty { path: path.into() });
@@ -179,50 +217,41 @@ fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
             len,
         });
     }
-    let class = data[4];
-    let endian = data[5];
-    if class != 2 || endian != 1 {
-        let arch = if data.len() >= 20 {
-            let m = if endian == 2 {
-                u16::from_be_bytes([data[18], data[19]])
-            } else {
-                u16::from_le_bytes([data[18], data[19]])
-            };
-            format!(
-                "{} ({}-bit, {}-endian)",
-                machine_name(m),
-                if class == 1 { 32 } else { 64 },
-                if endian == 2 { "big" } else { "little" }
-            )
-        } else {
-            format!("ELF class {class}")
-        };
-        return Err(BinaryError::UnsupportedArch {
+    let (class, endian) = (data[4], data[5]);
+    if !matches!(class, 1 | 2) || !matches!(endian, 1 | 2) {
+        return Err(BinaryError::Malformed {
             path: path.into(),
-            arch,
+            what: format!(
+                "ELF class {class} / data encoding {endian} in the identification (1 or 2 each)"
+            ),
         });
     }
-    if data.len() < 64 {
+    let wide = class == 2;
+    let needed = if wide { 64 } else { 52 };
+    if data.len() < needed {
         return Err(BinaryError::Truncated {
             path: path.into(),
             what: "the ELF header".into(),
-            needed: 64,
+            needed: needed as u64,
             len,
         });
     }
-    let machine = rd_u16(data, 0x12);
-    if machine != EM_X86_64 {
-        return Err(BinaryError::UnsupportedArch {
-            path: path.into(),
-            arch: machine_name(machine),
-        });
-    }
-    let phoff = rd_u64(data, 0x20);
-    let shoff = rd_u64(data, 0x28);
-    let phentsize = rd_u16(data, 0x36) as u64;
-    let phnum = rd_u16(data, 0x38) as u64;
-    let shentsize = rd_u16(data, 0x3a) as u64;
-    let shnum = rd_u16(data, 0x3c) as u64;
+    let h = Header {
+        data,
+        big: endian == 2,
+    };
+    let machine = h.u16(0x12);
+    // e_phoff, e_shoff, then e_phentsize, e_phnum, e_shentsize, e_shnum (ELF gABI, "ELF
+    // Header"; the offsets differ between the classes).
+    let (phoff, shoff, sizes) = if wide {
+        (h.u64(0x20), h.u64(0x28), 0x36)
+    } else {
+        (h.u32(0x1c) as u64, h.u32(0x20) as u64, 0x2a)
+    };
+    let phentsize = h.u16(sizes) as u64;
+    let phnum = h.u16(sizes + 2) as u64;
+    let shentsize = h.u16(sizes + 4) as u64;
+    let shnum = h.u16(sizes + 6) as u64;
     let ph_end = phoff.saturating_add(phentsize.saturating_mul(phnum));
     if phnum > 0 && ph_end > len {
         return Err(BinaryError::Truncated {
@@ -243,7 +272,7 @@ fn check_header(path: &Path, data: &[u8]) -> Result<(), BinaryError> {
             len,
         });
     }
-    Ok(())
+    Ok(machine)
 }
 
 /// Names of functions that never return; a call to one ends its basic block with no
@@ -325,7 +354,7 @@ impl Binary {
         data: Vec<u8>,
         opts: &OpenOptions,
     ) -> Result<Binary, BinaryError> {
-        check_header(path, &data)?;
+        let machine = check_header(path, &data)?;
         let data: Arc<[u8]> = Arc::from(data);
         let malformed = |e: object::Error| BinaryError::Malformed {
             path: path.into(),
@@ -386,7 +415,11 @@ impl Binary {
         };
 
         // ET_DYN = 3: position independent (PIE executable or shared object).
-        let e_type = rd_u16(&data, 0x10);
+        let e_type = Header {
+            data: &data,
+            big: data[5] == 2,
+        }
+        .u16(0x10);
         let pie = e_type == 3;
         let has_interp = sections.iter().any(|s| s.name == ".interp");
         let shared_object = pie && !has_interp;
@@ -461,7 +494,11 @@ impl Binary {
         }
 
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
-        let plt = plt_stubs(&sections, &data, &got_names);
+        let plt = if machine == EM_X86_64 || machine == EM_386 {
+            plt_stubs(&sections, &data, &got_names, machine == EM_386)
+        } else {
+            plt_stubs_by_relocation(&file, machine, &sections, &data, &got_names)
+        };
 
         // Stable: symbol-table order breaks the remaining ties.
         raw.sort_by_key(alias_order);
@@ -585,6 +622,7 @@ impl Binary {
             overlapping,
             path: path.to_path_buf(),
             data,
+            machine,
             build_id,
             pie,
             shared_object,
@@ -602,6 +640,37 @@ impl Binary {
     /// The path it was opened from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// `e_machine` of the ELF header (62 for x86-64, 183 for AArch64).
+    pub fn machine(&self) -> u16 {
+        self.machine
+    }
+
+    /// The architecture as messages name it (`x86-64 (EM_X86_64)`, `AArch64 (EM_AARCH64)`).
+    pub fn arch(&self) -> String {
+        machine_name(self.machine)
+    }
+
+    /// Whether the code is x86-64, the one architecture whose machine code this crate
+    /// decodes (instructions, CFGs, jump tables, call sites). Symbols, inline frames and
+    /// lines work for every architecture.
+    pub fn is_x86_64(&self) -> bool {
+        self.machine == EM_X86_64
+    }
+
+    /// `Ok` for an x86-64 binary, else the one-line [`BinaryError::NotX86_64`] naming
+    /// `what` needed the decoding (`"the control-flow graph"`).
+    pub fn require_x86_64(&self, what: &str) -> Result<(), BinaryError> {
+        if self.is_x86_64() {
+            Ok(())
+        } else {
+            Err(BinaryError::NotX86_64 {
+                path: self.path.clone(),
+                arch: self.arch(),
+                what: what.to_string(),
+            })
+        }
     }
 
     /// The GNU build-id, when the file has one.
@@ -763,6 +832,12 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             matches!(sec.flags(), SectionFlags::Elf { sh_flags } if sh_flags & SHF_EXECINSTR != 0)
         })
     };
+    // ARM and AArch64 mapping symbols (`$x`, `$d.12`) mark code and data, they name no
+    // function (perf rejects them too, symbol-elf.c).
+    let arm = matches!(
+        file.architecture(),
+        object::Architecture::Arm | object::Architecture::Aarch64
+    );
     let syms = if dynamic {
         file.dynamic_symbols()
     } else {
@@ -794,7 +869,7 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             _ => continue,
         };
         let Ok(name) = s.name() else { continue };
-        if name.is_empty() {
+        if name.is_empty() || arm && is_mapping_symbol(name) {
             continue;
         }
         let rank = if s.is_weak() {
@@ -806,6 +881,13 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
         };
         raw.push((s.address(), s.size(), name.to_string(), rank, label));
     }
+}
+
+/// An ARM ELF mapping symbol: `$a`, `$d`, `$t`, `$x`, alone or followed by `.` and more
+/// (ELF for the Arm Architecture, "Mapping symbols").
+fn is_mapping_symbol(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() >= 2 && b[0] == b'$' && b"adtx".contains(&b[1]) && (b.len() == 2 || b[2] == b'.')
 }
 
 /// Sort key of a raw symbol: by address, and among aliases at one address the one perf
@@ -828,11 +910,14 @@ fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<
 
 /// `name@plt` stubs: every `jmp *slot(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose slot
 /// a JUMP_SLOT/GLOB_DAT relocation names. A stub starts after the previous stub's jump
-/// (padding skipped) and runs to the next stub.
+/// (padding skipped) and runs to the next stub. `i386`: 32-bit code, where a PIC stub
+/// jumps through `slot@GOT(%ebx)` (`%ebx` holds `_GLOBAL_OFFSET_TABLE_`, the start of
+/// `.got.plt`) and a non-PIC one through an absolute `*slot`.
 fn plt_stubs(
     sections: &[SectionInfo],
     data: &[u8],
     got_names: &HashMap<u64, String>,
+    i386: bool,
 ) -> Vec<Function> {
     use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic};
     let mut out = Vec::new();
@@ -844,7 +929,13 @@ fn plt_stubs(
         let Some(bytes) = data.get(off as usize..(off + size) as usize) else {
             continue;
         };
-        let mut dec = Decoder::with_ip(64, bytes, s.addr, DecoderOptions::NONE);
+        let got = sections
+            .iter()
+            .find(|g| g.name == ".got.plt")
+            .or_else(|| sections.iter().find(|g| g.name == ".got"))
+            .map_or(0, |g| g.addr);
+        let bitness = if i386 { 32 } else { 64 };
+        let mut dec = Decoder::with_ip(bitness, bytes, s.addr, DecoderOptions::NONE);
         let mut entry: Option<u64> = None;
         let mut pending: Vec<Function> = Vec::new();
         // The lazy-binding header of `.plt` (PLT0: `push GOT+8; jmp *GOT+16`) jumps through
@@ -853,13 +944,36 @@ fn plt_stubs(
         let mut header = s.name == ".plt";
         while dec.can_decode() {
             let ins = dec.decode();
-            let is_pad = matches!(ins.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
+            // Padding: nops, int3, or zero bytes (i386's PLT0 is padded with zeros, which
+            // decode as `add %al,(%eax)`).
+            let at = (ins.ip() - s.addr) as usize;
+            let zeros = bytes
+                .get(at..at + ins.len())
+                .is_some_and(|b| b.iter().all(|&x| x == 0));
+            let is_pad = zeros || matches!(ins.mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
             if entry.is_none() && !is_pad {
                 entry = Some(ins.ip());
             }
-            if ins.flow_control() == FlowControl::IndirectBranch && ins.is_ip_rel_memory_operand() {
-                if let (Some(name), Some(e)) = (got_names.get(&ins.ip_rel_memory_address()), entry)
-                {
+            let slot = if ins.flow_control() != FlowControl::IndirectBranch
+                || ins.op0_kind() != iced_x86::OpKind::Memory
+            {
+                None
+            } else if ins.is_ip_rel_memory_operand() {
+                Some(ins.ip_rel_memory_address())
+            } else if !i386 || ins.memory_index() != iced_x86::Register::None {
+                None
+            } else {
+                match ins.memory_base() {
+                    // 32-bit address arithmetic: `-0x10(%ebx)` wraps at 2^32.
+                    iced_x86::Register::EBX => {
+                        Some((got as u32).wrapping_add(ins.memory_displacement32()) as u64)
+                    }
+                    iced_x86::Register::None => Some(ins.memory_displacement32() as u64),
+                    _ => None,
+                }
+            };
+            if let Some(slot) = slot {
+                if let (Some(name), Some(e)) = (got_names.get(&slot), entry) {
                     pending.push(Function {
                         name: format!("{}@plt", demangle(name)),
                         raw_name: format!("{name}@plt"),
@@ -892,4 +1006,100 @@ fn plt_stubs(
         out.extend(pending);
     }
     out
+}
+
+/// `name@plt` stubs of a non-x86 binary as perf 6.1 synthesizes them
+/// (`dso__synthesize_plt_symbols`, tools/perf/util/symbol-elf.c): a header of
+/// `plt_header_size` bytes, then one `plt_entry_size` stub per `.rela.plt` (`.rel.plt`)
+/// relocation, in relocation order, named after the symbol the relocation binds. The sizes
+/// are perf's: ARM 20 and 12, AArch64 32 and 16, SPARC 48 and 12, SPARC v9 128 and 32,
+/// otherwise the `.plt` section's `sh_entsize` for both (i386 excepted: 16 and 16).
+fn plt_stubs_by_relocation(
+    file: &object::File<'_>,
+    machine: u16,
+    sections: &[SectionInfo],
+    data: &[u8],
+    got_names: &HashMap<u64, String>,
+) -> Vec<Function> {
+    let Some(plt) = sections.iter().find(|s| s.name == ".plt") else {
+        return Vec::new();
+    };
+    let Some(rel) = sections
+        .iter()
+        .find(|s| s.name == ".rela.plt" || s.name == ".rel.plt")
+    else {
+        return Vec::new();
+    };
+    let entsize = section_entsize(file, ".plt").unwrap_or(0);
+    let (header, entry) = match machine {
+        40 => (20, 12),
+        183 => (32, 16),
+        // i386: perf takes sh_entsize (4 in binutils' output), which is not the stub size;
+        // PLT0 and every stub are 16 bytes (the i386 psABI, "Procedure Linkage Table").
+        3 => (16, 16),
+        2 => (48, 12),
+        43 => (128, 32),
+        _ => (entsize, entsize),
+    };
+    if entry == 0 {
+        return Vec::new();
+    }
+    let Some((off, size)) = rel.file else {
+        return Vec::new();
+    };
+    let Some(bytes) = data.get(off as usize..off.saturating_add(size) as usize) else {
+        return Vec::new();
+    };
+    let wide = file.is_64();
+    let big = !file.is_little_endian();
+    let rela = rel.name == ".rela.plt";
+    // Each relocation starts with r_offset, the GOT slot it fills.
+    let step = match (wide, rela) {
+        (true, true) => 24,
+        (true, false) => 16,
+        (false, true) => 12,
+        (false, false) => 8,
+    };
+    let h = Header { data: bytes, big };
+    let mut out = Vec::new();
+    let mut at = plt.addr.saturating_add(header);
+    for i in 0..bytes.len() / step {
+        let slot = if wide {
+            h.u64(i * step)
+        } else {
+            h.u32(i * step) as u64
+        };
+        let end = at.saturating_add(entry);
+        if end > plt.addr.saturating_add(plt.size) {
+            break;
+        }
+        if let Some(name) = got_names.get(&slot) {
+            out.push(Function {
+                name: format!("{}@plt", demangle(name)),
+                raw_name: format!("{name}@plt"),
+                start: Svma(at),
+                size: entry,
+            });
+        }
+        at = end;
+    }
+    out
+}
+
+/// `sh_entsize` of a section (object does not expose it): read from the section header.
+fn section_entsize(file: &object::File<'_>, name: &str) -> Option<u64> {
+    use object::read::elf::SectionHeader;
+    match file {
+        object::File::Elf64(f) => {
+            let e = f.endian();
+            let (_, sh) = f.elf_section_table().section_by_name(e, name.as_bytes())?;
+            Some(sh.sh_entsize(e))
+        }
+        object::File::Elf32(f) => {
+            let e = f.endian();
+            let (_, sh) = f.elf_section_table().section_by_name(e, name.as_bytes())?;
+            Some(sh.sh_entsize(e).into())
+        }
+        _ => None,
+    }
 }

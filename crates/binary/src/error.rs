@@ -23,7 +23,7 @@ pub enum BinaryError {
         path: PathBuf,
     },
     /// The file does not start with the ELF magic.
-    #[error("{} is not an ELF file ({what}): expected an x86-64 Linux executable or shared object", path.display())]
+    #[error("{} is not an ELF file ({what}): expected a Linux executable or shared object", path.display())]
     NotElf {
         /// The file.
         path: PathBuf,
@@ -42,13 +42,17 @@ pub enum BinaryError {
         /// Actual file size.
         len: u64,
     },
-    /// An ELF file for another machine or class.
-    #[error("{} is an ELF file for {arch}: only x86-64 (64-bit little-endian, EM_X86_64) is supported", path.display())]
-    UnsupportedArch {
+    /// Machine-code decoding (instructions, CFG, skid correction, paths) asked of a binary
+    /// of another architecture: symbols, inline frames and lines work for every
+    /// architecture, decoding only for x86-64.
+    #[error("{} is an {arch} binary: {what} need x86-64 machine code; its functions, inline frames and source lines are named all the same (`proftrust read`)", path.display())]
+    NotX86_64 {
         /// The file.
         path: PathBuf,
-        /// What the header says.
+        /// Its architecture as the ELF header states it (`AArch64 (EM_AARCH64)`).
         arch: String,
+        /// What needed the decoding (`the control-flow graph`, `skid correction`).
+        what: String,
     },
     /// The ELF structures are inconsistent.
     #[error("{} is a malformed ELF file: {what}", path.display())]

@@ -60,6 +60,9 @@ enum Command {
     Paths(cmd::paths::Args),
     /// Exact calling context tree of a program; gprof's error; sampled contexts vs exact.
     Cct(cmd::cct::Args),
+    /// How far to trust one profile when the run cannot be repeated: intervals, aliasing,
+    /// granularity, skid, recording health, a verdict per row.
+    Check(cmd::check::Args),
     /// Exact per-instruction counts of a program (QEMU plugin or callgrind) into an exact file.
     Truth(cmd::truth::Args),
     /// Variational path profiling (seed 004): paths ranked by net variation in their timing.
@@ -81,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Read(a) => cmd::read::run(a),
         Command::Paths(a) => cmd::paths::run(a),
         Command::Cct(a) => cmd::cct::run(a),
+        Command::Check(a) => cmd::check::run(a),
         Command::Truth(a) => cmd::truth::run(a),
         Command::Vpp(a) => cmd::vpp::run(a),
     }

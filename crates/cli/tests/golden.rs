@@ -695,3 +695,33 @@ fn record() {
         &digits(&format!("{rec}\n{header}")),
     );
 }
+
+#[test]
+fn check() {
+    let s = Sandbox::new();
+    s.check(
+        "check",
+        &[
+            &["check", "tiny.ptsamp", "--binary", "tiny", "--target", "1%"],
+            &[
+                "check",
+                "tiny.ptsamp",
+                "--binary",
+                "tiny",
+                "--event",
+                "cycles:vpmu",
+                "--interval",
+                "auto",
+                "--top",
+                "3",
+            ],
+            &["check", "tiny.perf.data", "--binary", "tiny"],
+            &["check", "tiny.perf-script", "--binary", "tiny"],
+            &["check", "tiny.callgrind"],
+        ],
+    );
+    s.check_json(
+        "check",
+        &["check", "tiny.ptsamp", "--binary", "tiny", "--json"],
+    );
+}

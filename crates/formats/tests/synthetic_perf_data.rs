@@ -164,6 +164,12 @@ fn attr_bytes(sample_type: u64) -> Vec<u8> {
 /// (bit 12: `u32 nr, u32 attr_size`, then per event the attr, `u32 nr_ids`, the name as
 /// `u32 len` + NUL-padded bytes, the ids), which is where perf readers find the ids.
 fn perf_file(attrs: &[Attr], records: &[Vec<u8>]) -> Vec<u8> {
+    perf_file_on(attrs, records, None)
+}
+
+/// [`perf_file`] with the `HEADER_ARCH` feature (bit 6: a perf string, `u32 len` then the
+/// NUL-padded name, `uname -m` of the recording machine) when `arch` is given.
+fn perf_file_on(attrs: &[Attr], records: &[Vec<u8>], arch: Option<&str>) -> Vec<u8> {
     let attr_entry = 128 + 16;
     let attrs_off = 104u64;
     let ids_off = attrs_off + (attr_entry * attrs.len()) as u64;
@@ -179,7 +185,8 @@ fn perf_file(attrs: &[Attr], records: &[Vec<u8>]) -> Vec<u8> {
     f.extend_from_slice(&data_off.to_le_bytes());
     f.extend_from_slice(&(data.len() as u64).to_le_bytes());
     f.extend_from_slice(&[0u8; 16]); // event_types
-    let features: u64 = if attrs.len() > 1 { 1 << 12 } else { 0 };
+    let features: u64 =
+        if attrs.len() > 1 { 1 << 12 } else { 0 } | if arch.is_some() { 1 << 6 } else { 0 };
     f.extend_from_slice(&features.to_le_bytes()); // feature bitmap
     f.extend_from_slice(&[0u8; 24]);
     assert_eq!(f.len(), 104);
@@ -196,6 +203,31 @@ fn perf_file(attrs: &[Attr], records: &[Vec<u8>]) -> Vec<u8> {
         }
     }
     f.extend_from_slice(&data);
+    // The feature sections' (offset, size) table, in bit order, then their bodies.
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    if let Some(a) = arch {
+        let name = c_string(a);
+        let mut b = (name.len() as u32).to_le_bytes().to_vec();
+        b.extend_from_slice(&name);
+        bodies.push(b);
+    }
+    if arch.is_some() {
+        let mut at = f.len() as u64 + 16 * (bodies.len() as u64 + u64::from(attrs.len() > 1));
+        let table_only = attrs.len() <= 1;
+        for b in &bodies {
+            f.extend_from_slice(&at.to_le_bytes());
+            f.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            at += b.len() as u64;
+        }
+        assert!(
+            table_only,
+            "HEADER_ARCH with HEADER_EVENT_DESC is not built here"
+        );
+        for b in &bodies {
+            f.extend_from_slice(b);
+        }
+        return f;
+    }
     if attrs.len() > 1 {
         let mut desc = Vec::new();
         desc.extend_from_slice(&(attrs.len() as u32).to_le_bytes());
@@ -549,4 +581,105 @@ fn version_1_is_named() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("version \"1 (magic PERFFILE)\""), "{e}");
+}
+
+/// A recording made on an AArch64 machine (`HEADER_ARCH` "aarch64"), read here with the
+/// cross-compiled binary given as `--binary` is: every sample is attributed to the function
+/// `aarch64-linux-gnu-nm` places it in, with inline frames from the binary's DWARF, and a
+/// note that machine-code decoding is x86-64 only. Hand-computed counts.
+#[test]
+fn aarch64_recording_attributed_with_the_binary() {
+    use proftrust_binary::{BinaryLocator, LocateOptions, Symbolizer};
+    use proftrust_formats::{load_samples, LoadOptions, Source};
+    let t = "aarch64_recording_attributed_with_the_binary";
+    if !proftrust_testkit::need(t, &["aarch64-linux-gnu-gcc", "aarch64-linux-gnu-nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../binary/tests/c/inline_loop.c");
+    let exe = dir.path().join("inline_loop");
+    let o = std::process::Command::new("aarch64-linux-gnu-gcc")
+        .args(["-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Oracle: the cross binutils' symbol table.
+    let nm = std::process::Command::new("aarch64-linux-gnu-nm")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout).into_owned();
+    let addr = |name: &str| {
+        nm.lines()
+            .find_map(|l| {
+                let v: Vec<&str> = l.split_whitespace().collect();
+                (v.len() == 3 && v[2] == name).then(|| u64::from_str_radix(v[0], 16).unwrap())
+            })
+            .unwrap_or_else(|| panic!("nm has no {name}"))
+    };
+    let (work, main) = (addr("work"), addr("main"));
+    // Mapped as the loader maps the first PT_LOAD (offset 0, vaddr 0) of a PIE.
+    let base = 0xaaaa_c000_0000u64;
+    let r = Rec {
+        sample_type: IP | TID | TIME | PERIOD,
+    };
+    let mut recs = vec![r.mmap2(7, base, 0x10000, 0, "/home/ci/build/inline_loop", 1)];
+    let mut time = 2;
+    for (at, n) in [(work + 8, 5u32), (work + 16, 2), (main + 4, 3)] {
+        for _ in 0..n {
+            recs.push(r.sample(MISC_USER, 0, base + at, 7, time));
+            time += 1;
+        }
+    }
+    // A sample outside the mapping: counted, unattributed.
+    recs.push(r.sample(MISC_USER, 0, 0x10, 7, time));
+    let attrs = [Attr {
+        sample_type: r.sample_type,
+        ids: vec![],
+    }];
+    let bytes = perf_file_on(&attrs, &recs, Some("aarch64"));
+    let locator = BinaryLocator::new(LocateOptions::new(std::slice::from_ref(&exe), None));
+    let (set, info) = load_samples(
+        Source::Bytes {
+            bytes: &bytes,
+            name: "arm.data",
+        },
+        &LoadOptions::with_sources(&locator, &locator),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        info.warnings
+            .iter()
+            .any(|w| w.contains("recorded on aarch64")),
+        "{:?}",
+        info.warnings
+    );
+    let sym = Symbolizer::with_locator(&set.modules, &locator);
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &set.samples {
+        *counts.entry(sym.function_name(s.ip)).or_default() += 1;
+    }
+    let named: BTreeMap<&str, u64> = counts
+        .iter()
+        .filter(|(k, _)| *k == "work" || *k == "main")
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(
+        named,
+        BTreeMap::from([("main", 3), ("work", 7)]),
+        "{counts:?}"
+    );
+    assert_eq!(set.samples.len(), 11);
+    // Module-relative addresses are the SVMAs nm prints.
+    assert!(set
+        .samples
+        .iter()
+        .any(|s| s.ip.module.is_some() && s.ip.svma.0 == work + 8));
+    let b = sym.binary(set.samples[0].ip.module.unwrap()).unwrap();
+    assert_eq!(b.machine(), 183);
+    // Frames come from the binary's DWARF: a file and line on the innermost frame.
+    let f = sym.frames(set.samples[0].ip);
+    assert!(f[0].line.is_some() && f[0].file.is_some(), "{f:?}");
 }

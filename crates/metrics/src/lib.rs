@@ -10,6 +10,8 @@
 //!   granularity (function, innermost inlined function, block, instruction): the key type is
 //!   the caller's.
 //! * [`wilson_interval`] — confidence interval of a sampled share.
+//! * [`resolution`] — a profile's own statistical resolution (batch-means intervals, the
+//!   smallest share told from zero, neighbouring ranks, samples needed), for `check`.
 //! * [`kendall_tau_b`], [`top_k_overlap`], [`function_coverage`] — rank agreement and coverage.
 //! * [`compare()`] — joins a [`SampleSet`](proftrust_model::SampleSet) and an
 //!   [`ExactProfile`](proftrust_model::ExactProfile) of the same binary on module-relative
@@ -43,6 +45,7 @@ mod cycles;
 pub mod evidence;
 mod order;
 mod rank;
+pub mod resolution;
 mod share;
 
 pub use compare::{

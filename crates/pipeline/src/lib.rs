@@ -9,6 +9,8 @@
 //!
 //! * [`audit`] — can I trust this profile? Samples against exact counts, metrics, error
 //!   bars, skid correction, period sweep.
+//! * [`check`] — how far to trust one profile when the run cannot be repeated (no truth
+//!   run: intervals, aliasing, granularity, recording health, verdicts).
 //! * [`correct`] — undo counter skid in an instruction profile (seed 000 §2).
 //! * [`vpmu`] — a program's samples under the virtual PMU (skid, LBR, caches).
 //! * [`paths`] — a program's exact Ball-Larus path profile with cycles and misses per
@@ -51,6 +53,7 @@
 
 pub mod audit;
 pub mod cct;
+pub mod check;
 pub mod correct;
 mod error;
 mod events;

@@ -168,6 +168,9 @@ pub struct Program {
 pub fn load_program(prog: &str) -> Result<Program> {
     let path = program::find(prog)?;
     let binary = Binary::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+    binary
+        .require_x86_64("paths, calling-context trees and variational path profiles")
+        .context("cannot trace this program")?;
     let mut cfgs = Vec::new();
     let mut failed = 0usize;
     let mut first_err = None;

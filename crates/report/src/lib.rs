@@ -16,6 +16,9 @@
 //!   ([`Annotation`], also as text: [`render_annotation_text`]), built by
 //!   `proftrust-export`.
 //!
+//! * [`check::CheckReport`] — the report of `check` (one profile on its own: intervals,
+//!   aliasing, granularity, skid, recording health, verdicts), text, JSON and HTML.
+//!
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
@@ -40,6 +43,7 @@
 
 mod annotate;
 pub mod cct;
+pub mod check;
 pub mod correct;
 mod flame;
 mod html;

@@ -376,6 +376,16 @@ pub fn correct_profile(
         return Err(SkidError::InvalidSkid { skid: opts.skid });
     }
     let modules = modelled_modules(p, sym, opts);
+    // The model decodes the modelled binaries' code: another architecture's is refused in
+    // one line (its functions and lines are named all the same, by `read` and `audit`).
+    for m in &modules {
+        if let Some(b) = sym.binary(*m) {
+            b.require_x86_64("skid correction")
+                .map_err(|e| SkidError::Profile {
+                    what: e.to_string(),
+                })?;
+        }
+    }
     let in_modelled = |l: &Location| l.module.is_some_and(|m| modules.contains(&m));
     let modelled_total: f64 = p
         .instructions

@@ -3,6 +3,7 @@ pub mod analyze;
 pub mod audit;
 pub mod calibrate;
 pub mod cct;
+pub mod check;
 pub mod correct;
 pub mod export;
 pub mod inspect;

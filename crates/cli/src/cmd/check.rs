@@ -1,0 +1,128 @@
+//! `proftrust check PROFILE`: how far to trust a profile when the run cannot be repeated.
+//! The arguments become [`proftrust_pipeline::check::CheckOptions`]; the report is
+//! `proftrust_report::check::CheckReport` (docs/check.md).
+
+use crate::util;
+use proftrust_pipeline::check::{CheckOptions, IntervalChoice};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Arguments of `proftrust check`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  proftrust check perf.data --binary ./prog\n  proftrust check perf.data --target 1%\n  perf script > p.txt && proftrust check p.txt --json\n  proftrust record -o prog.ptsamp -- ./prog && proftrust check prog.ptsamp --html check.html"
+)]
+pub struct Args {
+    /// The profile: perf.data, `perf script` text, a proftrust sample file (`record`'s
+    /// output), any of them compressed.
+    profile: PathBuf,
+    /// The program's binaries (repeat), matched to the profile's modules by build-id, else
+    /// file name; perf's build-id cache, debug directories and the recorded paths are
+    /// searched too.
+    #[arg(long = "binary", value_name = "PATH")]
+    binaries: Vec<PathBuf>,
+    /// A directory holding the profile's modules at their recorded paths (perf's --symfs).
+    #[arg(long)]
+    symfs: Option<PathBuf>,
+    /// The event to check, by name (default: the file's first event).
+    #[arg(long)]
+    event: Option<String>,
+    /// Wanted precision of the top rows' shares, e.g. `1%` or `0.01`: how much longer to
+    /// record for it.
+    #[arg(long, value_parser = parse_share)]
+    target: Option<f64>,
+    /// Rows shown per table, and rows the advice and the verdict look at.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// Interval stated per row: `wilson` (this run's sampling error), or `auto` (batch
+    /// means over time slices where a row's samples cluster in time).
+    #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
+    interval: IntervalArg,
+    /// Time slices of the batch-means intervals.
+    #[arg(long, default_value_t = 20)]
+    slices: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML report.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+/// Interval stated per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IntervalArg {
+    /// Wilson score interval.
+    Wilson,
+    /// Batch means where the samples cluster in time, else Wilson.
+    Auto,
+}
+
+/// `1%`, `0.5%` or `0.01`.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(n) => (n, 0.01),
+        None => (s, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a share (write 1% or 0.01)"))?;
+    let v = v * scale;
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{s}`: the precision must be between 0 and 100%"))
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut o = CheckOptions::default();
+    o.profile = a.profile;
+    o.binaries = a.binaries;
+    o.symfs = a.symfs;
+    o.event = a.event;
+    o.target = a.target;
+    o.top = a.top.max(1);
+    o.slices = a.slices;
+    o.interval = match a.interval {
+        IntervalArg::Wilson => IntervalChoice::Wilson,
+        IntervalArg::Auto => IntervalChoice::Auto,
+    };
+    let report = proftrust_pipeline::check::execute(&o, &util::Ui)?;
+    if let Some(h) = &a.html {
+        let html = report.render_html(o.top);
+        util::write_atomically(h, |w| {
+            w.write_all(html.as_bytes())?;
+            Ok(())
+        })?;
+        util::note(format!("HTML report written to {}", h.display()));
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if a.json {
+        out.write_all(report.to_json()?.as_bytes())?;
+    } else {
+        let color = stdout_is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        out.write_all(report.render_text(o.top, color).as_bytes())?;
+    }
+    Ok(())
+}
+
+fn stdout_is_terminal() -> bool {
+    std::io::stdout().is_terminal()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_share;
+
+    #[test]
+    fn shares_parse() {
+        assert_eq!(parse_share("1%"), Ok(0.01));
+        assert_eq!(parse_share("0.05"), Ok(0.05));
+        assert!(parse_share("150%").is_err());
+        assert!(parse_share("x").is_err());
+    }
+}

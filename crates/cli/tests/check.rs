@@ -1,0 +1,257 @@
+//! End-to-end tests of `proftrust check` against independent oracles: intervals and
+//! quantities computed by hand, `perf report` sample counts of a perf-recorded perf.data,
+//! and bad input. (The coverage of the intervals against exact shares is in
+//! `check_coverage.rs`; the text and JSON layouts are golden files, `golden.rs`.)
+
+use proftrust_testkit::{have, skip_test};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run proftrust")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "proftrust {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn row<'a>(rows: &'a Value, name: &str) -> &'a Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row {name} in {rows}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap()
+}
+
+/// The fixture's virtual-PMU profile of `tiny`: 754 instruction samples, 358 in `leaf`,
+/// 303 in `work`, 93 in `walk` (the same counts `audit` reads from it).
+#[test]
+fn intervals_and_resolution_by_hand() {
+    let d = fixtures();
+    let p = d.join("tiny.ptsamp");
+    let b = d.join("tiny");
+    let r = json(&[
+        "check",
+        p.to_str().unwrap(),
+        "--binary",
+        b.to_str().unwrap(),
+        "--target",
+        "1%",
+        "--json",
+    ]);
+    assert_eq!(r["samples"], 754);
+    assert_eq!(r["event"]["name"], "instructions:vpmu");
+    let leaf = row(&r["functions"], "leaf");
+    assert_eq!(leaf["samples"], 358);
+    // Wilson by hand: p = 358/754, z = 1.959964: centre (p + z²/2n)/(1 + z²/n) = 0.474929,
+    // half z/(1 + z²/n)·sqrt(p(1−p)/n + z²/4n²) = 0.035553 -> [0.439376, 0.510482].
+    assert!((f(&leaf["ci_low"]) - 0.439_376).abs() < 1e-5, "{leaf}");
+    assert!((f(&leaf["ci_high"]) - 0.510_482).abs() < 1e-5, "{leaf}");
+    assert_eq!(leaf["interval"], "wilson");
+    // Smallest share told from zero: 1 − 0.05^(1/754) = 0.0039652.
+    assert!((f(&r["smallest_share"]) - 0.003_965_2).abs() < 1e-6);
+    // leaf against work: (358 − 303)/sqrt(358 + 303 − 55²/754) = 2.1458 > 1.96.
+    assert_eq!(leaf["distinct_from_next"], true);
+    // ±7% of its share: acted on.
+    assert_eq!(leaf["verdict"], "act");
+    // --target 1%: the widest of the top 3 half-widths, squared over 0.01².
+    let top = r["functions"].as_array().unwrap();
+    let want = top
+        .iter()
+        .take(10)
+        .map(|x| ((f(&x["ci_high"]) - f(&x["ci_low"])) / 2.0 / 0.01).powi(2))
+        .fold(0.0, f64::max);
+    assert!((f(&r["target"]["factor"]) - want).abs() < 1e-9);
+    assert_eq!(r["target"]["samples_needed"], (754.0 * want).ceil() as u64);
+    // Every warning has the contract's keys.
+    for w in r["warnings"].as_array().unwrap() {
+        assert!(w["kind"].is_string() && w["message"].is_string());
+    }
+    // A fixed period on a loop that does not divide it drifts over every phase: no
+    // aliasing (see docs/check.md).
+    assert_eq!(r["aliasing"]["flagged"], false);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.txt");
+    std::fs::write(&garbage, "hello world\n").unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let html = dir.path().join("out.html");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["check".into(), "/nonexistent/perf.data".into()],
+            "no such file",
+        ),
+        (
+            vec!["check".into(), garbage.display().to_string()],
+            "unknown file format",
+        ),
+        (vec!["check".into(), empty.display().to_string()], "empty"),
+        (
+            vec![
+                "check".into(),
+                fixtures().join("tiny.ptsamp").display().to_string(),
+                "--event".into(),
+                "nosuch".into(),
+            ],
+            "it has instructions:vpmu, cycles:vpmu",
+        ),
+        (
+            vec![
+                "check".into(),
+                fixtures().join("tiny.ptsamp").display().to_string(),
+                "--target".into(),
+                "200%".into(),
+            ],
+            "between 0 and 100%",
+        ),
+        (
+            vec![
+                "check".into(),
+                garbage.display().to_string(),
+                "--html".into(),
+                html.display().to_string(),
+            ],
+            "unknown file format",
+        ),
+    ];
+    for (args, want) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {err}");
+        assert!(err.contains(want), "{a:?}: {err}");
+        assert!(!err.contains("panicked"), "{a:?}: {err}");
+    }
+    assert!(!html.exists(), "no report is written for bad input");
+}
+
+/// A cut perf.data is read up to its last complete record and reported as ended early.
+#[test]
+fn truncated_perf_data_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = std::fs::read(fixtures().join("tiny.perf.data")).unwrap();
+    let cut = dir.path().join("cut.data");
+    std::fs::write(&cut, &data[..3000]).unwrap();
+    let r = json(&["check", cut.to_str().unwrap(), "--json"]);
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "ended-early"),
+        "{}",
+        r["warnings"]
+    );
+}
+
+/// perf record -e cpu-clock of a real program: `check`'s per-function samples equal `perf
+/// report`'s, and the HTML report is written.
+#[test]
+fn perf_recorded_cpu_clock() {
+    let t = "perf_recorded_cpu_clock";
+    if !have("perf") || !have("gcc") {
+        return skip_test(t, "perf or gcc not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = proftrust_testkit::compile_c(
+        dir.path(),
+        &fixtures(),
+        "tiny",
+        &[
+            "-O2",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-static",
+            "-nostdlib",
+            "-fno-pie",
+            "-no-pie",
+            "-fno-stack-protector",
+        ],
+    );
+    let data = dir.path().join("perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock:u", "-c", "20011", "-o"])
+        .arg(&data)
+        .arg(&prog)
+        .arg("3000000")
+        .output()
+        .unwrap();
+    if !rec.status.success() {
+        return skip_test(
+            t,
+            &format!(
+                "perf record failed (perf_event_paranoid?): {}",
+                String::from_utf8_lossy(&rec.stderr)
+            ),
+        );
+    }
+    let rep = Command::new("perf")
+        .args(["report", "--stdio", "-F", "sample,sym", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    // Lines like "   1234  [.] leaf".
+    let perf_counts: Vec<(String, u64)> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let n: u64 = it.next()?.parse().ok()?;
+            let _ = it.next()?;
+            Some((it.collect::<Vec<_>>().join(" "), n))
+        })
+        .collect();
+    assert!(
+        !perf_counts.is_empty(),
+        "perf report printed nothing: {text}"
+    );
+    let html = dir.path().join("check.html");
+    let r = json(&[
+        "check",
+        data.to_str().unwrap(),
+        "--binary",
+        prog.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(r["event"]["kind"], "cpu-clock");
+    assert_eq!(r["event"]["measures"], "time on CPU");
+    let total: u64 = perf_counts.iter().map(|x| x.1).sum();
+    assert_eq!(r["samples"], total);
+    for (name, n) in &perf_counts {
+        if name.starts_with("0x") {
+            continue;
+        }
+        assert_eq!(row(&r["functions"], name)["samples"], *n, "{name}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("leaf"));
+    assert!(!page.contains("<script"));
+}

@@ -1,0 +1,1074 @@
+//! `check`: how far to trust one profile when the run cannot be repeated.
+//!
+//! No truth run: everything comes from the samples themselves and the binary's code, with
+//! the sampling theory of the seeds.
+//!
+//! * Statistical resolution per function, inline function, source line (and basic block):
+//!   share with a Wilson interval, and a batch-means interval over time slices where the
+//!   row's samples cluster in time (`proftrust_metrics::resolution`); the smallest share
+//!   told from zero; whether each rank differs from the next; samples needed for a target
+//!   precision. Seed 002 §3.3-3.5 (eqs. 1-9): a sampled share is unbiased for any ratio of
+//!   running granularity to period, with variance at most binomial.
+//! * Aliasing (seed 001 §3.1 and §4.2: the period is randomised "to avoid biased sampling";
+//!   seed 002 §3.3: unbiasedness needs the sampling point independent of the running
+//!   state): recurrence of sampled instruction addresses beyond what independent samples
+//!   give ([`aliasing`]).
+//! * Granularity (seed 002 §5.1.2): running states as runs of consecutive samples in one
+//!   function; `R` of eq. 1 per function.
+//! * Event and recording health: what the event measures, lost samples, unsymbolised share,
+//!   missing debug info, how the program ended.
+//! * Verdict per row and for the profile (act on it / rank only / noise) with its reason.
+//!
+//! ```no_run
+//! use proftrust_pipeline::check::{execute, CheckOptions};
+//!
+//! let mut o = CheckOptions::default();
+//! o.profile = "perf.data".into();
+//! o.binaries = vec!["./prog".into()];
+//! let r = execute(&o, &proftrust_pipeline::Silent)?;
+//! println!("{:?}: {}", r.verdict, r.reason);
+//! # Ok::<(), proftrust_pipeline::Error>(())
+//! ```
+
+use crate::error::{bail, Result};
+use crate::{load, Events};
+use proftrust_binary::Symbolizer;
+use proftrust_metrics::resolution::{
+    batch_means, rank_difference_z, samples_factor, smallest_detectable_share, z_for,
+};
+use proftrust_metrics::wilson_interval;
+use proftrust_model::{EventKind, Location, PeriodMode, RunOutcome, Sample, SampleSet};
+pub use proftrust_report::check::{
+    AliasingCheck, CheckEvent, CheckHealth, CheckReport, CheckRow, CheckWarning, Granularity,
+    TargetAdvice, Verdict,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CheckOptions {
+    /// The profile: perf.data, `perf script` text, a proftrust sample file (`record`'s
+    /// output). Default empty (an error: give one).
+    pub profile: PathBuf,
+    /// The program's binaries (matched to the profile's modules by build-id, else file
+    /// name), on top of perf's places. Default none.
+    pub binaries: Vec<PathBuf>,
+    /// perf's `--symfs`. Default none.
+    pub symfs: Option<PathBuf>,
+    /// Which event to check, by name. Default: the first event of the file.
+    pub event: Option<String>,
+    /// Confidence level of every interval and test. Default 0.95.
+    pub confidence: f64,
+    /// Time slices of the batch-means intervals. Default 20.
+    pub slices: usize,
+    /// Rows the advice and the profile verdict look at (the top k). Default 10.
+    pub top: usize,
+    /// `--target`: wanted half-width of the top rows' intervals, as a share (0.01 = ±1%).
+    /// Default none.
+    pub target: Option<f64>,
+    /// A row is acted on when its interval's half-width is at most this fraction of its
+    /// share. Default 0.2 (±20%, about 100 samples).
+    pub act_precision: f64,
+    /// Beyond this relative half-width a row is noise. Default 0.5 (±50%, about 16
+    /// samples).
+    pub noise_precision: f64,
+    /// Functions seen in fewer running states than this are flagged. Default 5.
+    pub min_states: u64,
+    /// Which interval is stated (`ci_low`, `ci_high`) and judged. Default
+    /// [`IntervalChoice::Wilson`].
+    pub interval: IntervalChoice,
+}
+
+/// Which interval a row states.
+///
+/// The two answer different questions. Wilson bounds the sampling error of *this run's*
+/// shares: with a fixed period the samples are a systematic sample of the run, whose
+/// variance seed 002 §3.4-3.5 (eqs. 6, 9) shows is at most binomial, so Wilson is
+/// conservative even when the run has phases. The batch-means interval measures how much
+/// the share varies between stretches of the run; when a row clusters in time (phases), it
+/// is the interval for "what share would another stretch, or a run like this one, show".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IntervalChoice {
+    /// Always the Wilson score interval (default).
+    #[default]
+    Wilson,
+    /// The batch-means interval where the row's samples cluster in time (and it is wider),
+    /// else Wilson.
+    Auto,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            profile: PathBuf::new(),
+            binaries: Vec::new(),
+            symfs: None,
+            event: None,
+            confidence: 0.95,
+            slices: 20,
+            top: 10,
+            target: None,
+            act_precision: 0.2,
+            noise_precision: 0.5,
+            min_states: 5,
+            interval: IntervalChoice::Wilson,
+        }
+    }
+}
+
+/// Forwards notes to the caller and keeps them for the report.
+struct Collect<'a> {
+    inner: &'a dyn Events,
+    notes: std::sync::Mutex<Vec<String>>,
+}
+
+impl Events for Collect<'_> {
+    fn note(&self, msg: &str) {
+        self.inner.note(msg);
+        if let Ok(mut v) = self.notes.lock() {
+            v.push(msg.to_string());
+        }
+    }
+    fn detail(&self, msg: &str) {
+        self.inner.detail(msg);
+    }
+    fn task(&self, len: Option<u64>, what: &str) -> Box<dyn crate::Task + '_> {
+        self.inner.task(len, what)
+    }
+}
+
+/// What one sampled address is, at every level.
+#[derive(Debug, Clone, Copy)]
+struct LocKeys {
+    function: u32,
+    inline: u32,
+    line: Option<u32>,
+    symbolized: bool,
+}
+
+/// Names interned per level.
+#[derive(Debug, Default)]
+struct Names {
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Names {
+    fn id(&mut self, s: String) -> u32 {
+        if let Some(&i) = self.ids.get(&s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.ids.insert(s.clone(), i);
+        self.names.push(s);
+        i
+    }
+}
+
+/// Runs the check.
+pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
+    if !(o.confidence > 0.5 && o.confidence < 1.0) {
+        bail!(
+            "the confidence level must be between 0.5 and 1 (got {})",
+            o.confidence
+        );
+    }
+    if o.slices < 2 {
+        bail!("--slices must be at least 2 (got {})", o.slices);
+    }
+    if let Some(t) = o.target {
+        if !(t > 0.0 && t < 1.0) {
+            bail!("--target must be a share between 0 and 100% (got {t})");
+        }
+    }
+    if o.profile.as_os_str().is_empty() {
+        bail!("give the profile to check (perf.data, perf script text or a proftrust sample file)");
+    }
+    if o.profile.as_os_str() != "-" && !o.profile.exists() {
+        bail!(
+            "cannot open the profile {}: no such file",
+            o.profile.display()
+        );
+    }
+    let locator = load::locator(&o.binaries, o.symfs.as_deref());
+    // The reader's warnings (a cut file, records it could not use) go to the caller and
+    // into the report.
+    let reader = Collect {
+        inner: events,
+        notes: std::sync::Mutex::new(Vec::new()),
+    };
+    let set = load::samples_with(&o.profile, &locator, &reader)?;
+    let reader_notes = reader.notes.into_inner().unwrap_or_default();
+    let ev = pick_event(&set, o.event.as_deref())?;
+    let samples: Vec<&Sample> = set.samples.iter().filter(|s| s.event == ev).collect();
+    let n = samples.len() as u64;
+    let desc = &set.events[ev as usize];
+    if n == 0 {
+        bail!(
+            "{} holds no samples of {}: nothing to check (was the program too short for the period?)",
+            o.profile.display(),
+            desc.name
+        );
+    }
+    let sym = Symbolizer::with_locator(&set.modules, &locator);
+    for w in sym.warnings() {
+        events.detail(&w);
+    }
+    let pb = events.task(Some(n), "checking");
+
+    // Keys of every distinct sampled address.
+    let mut fnames = Names::default();
+    let mut inames = Names::default();
+    let mut lnames = Names::default();
+    let mut loc_ids: HashMap<Location, u32> = HashMap::new();
+    let mut locs: Vec<(Location, LocKeys)> = Vec::new();
+    let mut per_sample: Vec<u32> = Vec::with_capacity(samples.len());
+    for s in &samples {
+        let id = *loc_ids.entry(s.ip).or_insert_with(|| {
+            let keys = keys_of(&sym, s.ip, &mut fnames, &mut inames, &mut lnames);
+            locs.push((s.ip, keys));
+            (locs.len() - 1) as u32
+        });
+        per_sample.push(id);
+    }
+    pb.inc(n / 2);
+
+    // Counts per level and per time slice.
+    let b = o.slices.min(samples.len()).max(1);
+    let slice_of = |i: usize| i * b / samples.len();
+    let mut sizes = vec![0u64; b];
+    for i in 0..samples.len() {
+        sizes[slice_of(i)] += 1;
+    }
+    let level_counts = |nkeys: usize, key: &dyn Fn(&LocKeys) -> Option<u32>| {
+        let mut c = vec![vec![0u64; b]; nkeys];
+        for (i, &l) in per_sample.iter().enumerate() {
+            if let Some(k) = key(&locs[l as usize].1) {
+                c[k as usize][slice_of(i)] += 1;
+            }
+        }
+        c
+    };
+    let fcounts = level_counts(fnames.names.len(), &|k| Some(k.function));
+    let icounts = level_counts(inames.names.len(), &|k| Some(k.inline));
+    let lcounts = level_counts(lnames.names.len(), &|k| k.line);
+
+    // Running states per function (seed 002 §5.1.2).
+    let func_of: Vec<u32> = per_sample
+        .iter()
+        .map(|&l| locs[l as usize].1.function)
+        .collect();
+    let states = running_states(&samples, &func_of, fnames.names.len());
+
+    let z = z_for(o.confidence);
+    let mut warnings: Vec<CheckWarning> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let warn = |w: &mut Vec<CheckWarning>, kind: &str, message: String| {
+        w.push(CheckWarning {
+            kind: kind.into(),
+            message,
+        })
+    };
+    for msg in reader_notes {
+        let cut = ["ends after", "truncated", "cut copy", "incomplete"]
+            .iter()
+            .any(|k| msg.contains(k));
+        let kind = if cut { "ended-early" } else { "input" };
+        warn(&mut warnings, kind, msg);
+    }
+
+    // Aliasing.
+    let loc_of_sample: Vec<u32> = per_sample.clone();
+    let aliasing = aliasing(&samples, &loc_of_sample, &func_of, 16);
+    let randomized = desc.config.randomize_max.is_some();
+    if let Some(a) = &aliasing {
+        if a.flagged {
+            warn(
+                &mut warnings,
+                "aliasing",
+                format!(
+                    "samples {} apart land on the same instruction {:.1}x as often as independent samples would ({} of {} pairs, {:.0} expected): the period may be locked to periodic code, so shares may be biased (seed 001 §4.2, seed 002 §3.3); {}",
+                    a.lag,
+                    a.ratio,
+                    a.same_observed,
+                    a.pairs,
+                    a.same_expected,
+                    if randomized {
+                        "the period was already randomised: record with a different period"
+                    } else {
+                        "record again with --randomize"
+                    }
+                ),
+            );
+        }
+    }
+    let aliased = aliasing.as_ref().is_some_and(|a| a.flagged);
+
+    let build = |names: &Names,
+                 counts: &[Vec<u64>],
+                 states: Option<&[(u64, u64)]>,
+                 level_note: Option<&str>| {
+        rows(names, counts, &sizes, n, z, o, states, aliased, level_note)
+    };
+    let mut functions = build(&fnames, &fcounts, Some(&states), None);
+    let median_period = period_note(desc);
+    // Granularity flags (seed 002 §3.3, §5.1.2).
+    let mut short_states = Vec::new();
+    let mut few_states = Vec::new();
+    for r in functions.iter_mut().take(o.top) {
+        if let (Some(runs), Some(rm)) = (r.runs, r.r_mean) {
+            if r.samples >= 10 && rm < 1.5 {
+                short_states.push(r.name.clone());
+                r.flags.push("granularity".into());
+                r.reason
+                    .push_str("; running states shorter than the period (unbiased, noisy)");
+            }
+            if runs < o.min_states && r.verdict != Verdict::Noise && r.share < 0.999 {
+                few_states.push(format!("{} ({runs})", r.name));
+                if !r.flags.iter().any(|f| f == "granularity") {
+                    r.flags.push("granularity".into());
+                }
+                r.reason.push_str(&format!(
+                    "; seen in {runs} running state{} only",
+                    if runs == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
+    if !short_states.is_empty() {
+        warn(
+            &mut warnings,
+            "granularity",
+            format!(
+                "{} run{} for less than one sampling period at a time (R < 1.5, seed 002 §3.3 eq. 1): each state is caught or missed by chance, so their shares are unbiased but only as precise as their sample count says; a shorter period sharpens them",
+                short_states.join(", "),
+                if short_states.len() == 1 { "s" } else { "" }
+            ),
+        );
+    }
+    if !few_states.is_empty() {
+        warn(
+            &mut warnings,
+            "granularity",
+            format!(
+                "{} sampled in fewer than {} running states: precise for this run (a long state is caught to within one sample, seed 002 eqs. 5-6), but only that many independent looks at the code, so how long such states usually last is unknown",
+                few_states.join(", "),
+                o.min_states
+            ),
+        );
+    }
+    let has_lines = !lnames.names.is_empty();
+    let inlines = build(&inames, &icounts, None, None);
+    let lines = build(&lnames, &lcounts, None, None);
+    if !has_lines {
+        notes.push("no source lines: the binaries have no DWARF line information (build with -g, or give the debug file with --binary)".into());
+    }
+
+    // Health.
+    let unsym: u64 = per_sample
+        .iter()
+        .filter(|&&l| !locs[l as usize].1.symbolized)
+        .count() as u64;
+    let unsym_share = unsym as f64 / n as f64;
+    if unsym_share > 0.01 {
+        warn(
+            &mut warnings,
+            "unsymbolized",
+            format!(
+                "{} of the samples have no function name (no binary or no symbol found for their module): give the binaries with --binary (or --symfs)",
+                pct(unsym_share)
+            ),
+        );
+    }
+    if set.lost > 0 {
+        let share = set.lost as f64 / (set.lost + n) as f64;
+        warn(
+            &mut warnings,
+            "lost",
+            format!(
+                "{} samples were lost ({} of all): the kernel's ring buffer overflowed; lost samples cluster in time, so shares may be biased toward what ran when the buffer had room; record with a larger buffer (-m) or a longer period",
+                set.lost,
+                pct(share)
+            ),
+        );
+    }
+    let mut no_debug: Vec<String> = Vec::new();
+    {
+        let mut seen = std::collections::BTreeSet::new();
+        for (l, _) in &locs {
+            if let Some(m) = l.module {
+                if seen.insert(m) {
+                    if let Some(bin) = sym.binary(m) {
+                        if !bin.has_debug_info() {
+                            no_debug.push(
+                                set.modules
+                                    .get(m)
+                                    .map(|x| x.file_name().to_string())
+                                    .unwrap_or_default(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let outcome = set.outcome.as_ref().map(|oc| match oc {
+        RunOutcome::Exited { code } => format!("exited with status {code}"),
+        RunOutcome::Signaled { name, .. } => format!("killed by {name}"),
+        RunOutcome::TimedOut { millis } => format!("stopped after the {millis} ms timeout"),
+    });
+    if let Some(oc) = &set.outcome {
+        if !matches!(oc, RunOutcome::Exited { code: 0 }) {
+            warn(
+                &mut warnings,
+                "ended-early",
+                format!(
+                    "the recorded program {}: the profile covers the run up to there only",
+                    outcome.clone().unwrap_or_default()
+                ),
+            );
+        }
+    }
+
+    // Clustering note.
+    let clustered: Vec<&str> = functions
+        .iter()
+        .take(o.top)
+        .filter(|r| r.flags.iter().any(|f| f == "clustering"))
+        .map(|r| r.name.as_str())
+        .collect();
+    if !clustered.is_empty() {
+        warn(
+            &mut warnings,
+            "clustering",
+            format!(
+                "the samples of {} cluster in time (their share varies between the {b} time slices more than sampling explains: the run has phases); {}",
+                clustered.join(", "),
+                if o.interval == IntervalChoice::Auto {
+                    "their intervals are batch means over the slices"
+                } else {
+                    "the Wilson intervals bound this run's shares; for another stretch or run of the same code use the batch-means intervals (--interval auto, JSON batch_low/batch_high)"
+                }
+            ),
+        );
+    }
+
+    // Target.
+    let target = o.target.map(|t| {
+        let top: Vec<&CheckRow> = functions.iter().take(o.top).collect();
+        let factor = top
+            .iter()
+            .map(|r| samples_factor((r.ci_high - r.ci_low) / 2.0, t))
+            .fold(0.0f64, f64::max);
+        let needed = (n as f64 * factor).ceil() as u64;
+        let message = if factor <= 1.0 {
+            format!("the top {} are within ±{} already", top.len(), pct_short(t))
+        } else {
+            format!(
+                "record {:.1}x longer for ±{} on the top {} ({} samples instead of {n})",
+                factor,
+                pct_short(t),
+                top.len(),
+                needed
+            )
+        };
+        TargetAdvice {
+            precision: t,
+            top: top.len(),
+            factor,
+            samples_needed: needed,
+            message,
+        }
+    });
+
+    // Event.
+    let event = CheckEvent {
+        name: desc.name.clone(),
+        kind: kind_name(desc.kind).into(),
+        measures: measures(desc.kind, &desc.name).into(),
+        precise: desc.config.precise,
+        period: median_period,
+        randomized,
+    };
+
+    // The finest trustworthy granularity.
+    let level_ok = |rows: &[CheckRow]| rows.first().is_some_and(|r| r.verdict == Verdict::Act);
+    let trustworthy_at = if !level_ok(&functions) {
+        Granularity {
+            level: "none".into(),
+            reason: "the hottest function's share is not precise enough to act on".into(),
+        }
+    } else if !level_ok(&inlines) {
+        Granularity {
+            level: "function".into(),
+            reason: "inline functions have too few samples".into(),
+        }
+    } else if !has_lines {
+        Granularity {
+            level: "inline".into(),
+            reason: "no line information".into(),
+        }
+    } else if !level_ok(&lines) {
+        Granularity {
+            level: "inline".into(),
+            reason: "source lines have too few samples".into(),
+        }
+    } else {
+        Granularity {
+            level: "line".into(),
+            reason: "block and instruction attribution not examined (needs the skid check)".into(),
+        }
+    };
+
+    // Profile verdict.
+    let (verdict, reason) = profile_verdict(&functions, &warnings, aliased, o.top);
+    pb.finish();
+    Ok(CheckReport {
+        profile: o.profile.display().to_string(),
+        verdict,
+        reason,
+        samples: n,
+        event,
+        confidence: o.confidence,
+        slices: b,
+        smallest_share: smallest_detectable_share(n, o.confidence),
+        trustworthy_at,
+        target,
+        functions: std::mem::take(&mut functions),
+        inlines,
+        lines,
+        blocks: Vec::new(),
+        aliasing,
+        health: CheckHealth {
+            lost: set.lost,
+            throttled: None,
+            running_ratio: None,
+            unsymbolized: unsym_share,
+            no_debug_info: no_debug,
+            outcome,
+        },
+        warnings,
+        notes,
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", 100.0 * x)
+}
+
+fn pct_short(x: f64) -> String {
+    let s = format!("{:.2}", 100.0 * x);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
+fn pick_event(set: &SampleSet, want: Option<&str>) -> Result<u16> {
+    if set.events.is_empty() {
+        bail!("the profile names no event: nothing to check");
+    }
+    match want {
+        None => Ok(0),
+        Some(w) => match set.events.iter().position(|e| e.name == w) {
+            Some(i) => Ok(i as u16),
+            None => bail!(
+                "the profile has no event {w}; it has {}",
+                set.events
+                    .iter()
+                    .map(|e| e.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    }
+}
+
+fn keys_of(
+    sym: &Symbolizer,
+    ip: Location,
+    fnames: &mut Names,
+    inames: &mut Names,
+    lnames: &mut Names,
+) -> LocKeys {
+    let func = sym.function(ip);
+    let fname = sym.function_name(ip);
+    let symbolized = func.is_some() || !(fname.contains("+0x") || fname == "[unknown]");
+    // Code without a symbol is grouped per module (`libc.so.6+0x...` would make every
+    // address its own function).
+    let fname = if symbolized {
+        fname
+    } else {
+        match ip.module.and_then(|m| sym.modules().get(m)) {
+            Some(m) => format!("[{}]", m.file_name()),
+            None => "[unknown]".to_string(),
+        }
+    };
+    let frames = if func.is_some() {
+        sym.frames(ip)
+    } else {
+        Vec::new()
+    };
+    let inner = frames.first();
+    let iname = inner.map_or_else(|| fname.clone(), |f| f.function.clone());
+    let line = inner.and_then(|f| match (&f.file, f.line) {
+        (Some(file), Some(line)) if line > 0 => {
+            let short = file.rsplit('/').next().unwrap_or(file);
+            Some(lnames.id(format!("{short}:{line}")))
+        }
+        _ => None,
+    });
+    LocKeys {
+        function: fnames.id(fname),
+        inline: inames.id(iname),
+        line,
+        symbolized,
+    }
+}
+
+/// Running states of each function: maximal runs of consecutive samples of one thread in
+/// that function (seed 002 §5.1.2: "continuing samples with the same module name" form a
+/// run, the key here is the function). A gap longer than 4 median sampling intervals of
+/// the thread ends a run (the thread was switched out or idle; the reading
+/// `proftrust_sim::granularity` chose too). Returns per function (runs, samples in runs);
+/// `R` of eq. 1 is then samples per run (each sample stands for one sampling interval).
+fn running_states(samples: &[&Sample], func_of: &[u32], nfuncs: usize) -> Vec<(u64, u64)> {
+    let mut out = vec![(0u64, 0u64); nfuncs];
+    // Median interval over consecutive samples of one thread (time stamps, when present).
+    let mut last: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut gaps: Vec<u64> = Vec::new();
+    for s in samples {
+        if let Some((t, _)) = last.get(&s.tid) {
+            if s.time > *t && *t > 0 {
+                gaps.push(s.time - t);
+            }
+        }
+        last.insert(s.tid, (s.time, 0));
+    }
+    let limit = if gaps.is_empty() {
+        u64::MAX
+    } else {
+        let mid = gaps.len() / 2;
+        let (_, m, _) = gaps.select_nth_unstable(mid);
+        m.saturating_mul(4)
+    };
+    last.clear();
+    for (s, &f) in samples.iter().zip(func_of) {
+        let cont = match last.get(&s.tid) {
+            Some(&(t, pf)) => pf == f && s.time.saturating_sub(t) <= limit,
+            None => false,
+        };
+        let e = &mut out[f as usize];
+        if !cont {
+            e.0 += 1;
+        }
+        e.1 += 1;
+        last.insert(s.tid, (s.time, f));
+    }
+    out
+}
+
+/// The aliasing measurement: for lags `1..=max_lag`, pairs of samples `lag` apart in one
+/// thread and in the same function, and how many land on the same instruction, against
+/// what independent samples give.
+///
+/// Model (seed 002 §3.3, line "the sampling point is independent of running this task";
+/// seed 001 §3.1: the period is randomised "to avoid biased sampling result"): if the
+/// sampling point is independent of the code's phase, two samples in function `f` land on
+/// the same instruction with the collision probability `q_f = Σ_a c_a(c_a − 1) / (c_f(c_f −
+/// 1))` of `f`'s sampled instructions (`c_a` samples at `a`, `c_f` in `f`; the unbiased
+/// estimate). Over the pairs, the expected same-instruction count is `E = Σ q_f`, with
+/// variance `V = Σ q_f(1 − q_f)`. A period locked to periodic code (a loop whose length in
+/// events divides, or nearly divides, the period) makes samples recur at one or a few
+/// instructions: the observed count `O` exceeds `E`. Flagged when, at some lag,
+/// `O/E >= 3`, `(O − E)/√V >= 4` (a conservative bound: 16 lags are tried and pairs are
+/// not independent) and `O >= 20`. Reading chosen: the seeds give no test; phases of a
+/// function that run different loops also raise `O/E`, which is why the ratio bound is 3.
+/// A period that divides the loop exactly sends every sample of the loop to one
+/// instruction and leaves `O/E` at 1; that case is found from the code (a block whose
+/// samples sit on one instruction), not here.
+///
+/// A fixed period against a loop whose length does not divide it makes the phase drift: a
+/// pattern recurs every few samples (a stroboscope) but over the run every phase is
+/// visited, and the shares are not biased (on the golden fixture `tiny` with period 1009
+/// the recurrence at lag 11 is 39% of pairs, 4.6x the independent rate, and the profile is
+/// closer to the truth than randomised ones). Only a pattern that recurs in at least
+/// `LOCKED_SHARE` (80%) of the pairs at its lag visits too few phases: that is flagged.
+fn aliasing(
+    samples: &[&Sample],
+    loc_of: &[u32],
+    func_of: &[u32],
+    max_lag: usize,
+) -> Option<AliasingCheck> {
+    // Collision probability per function.
+    let mut by_loc: HashMap<u32, (u32, u64)> = HashMap::new();
+    for (&l, &f) in loc_of.iter().zip(func_of) {
+        by_loc.entry(l).or_insert((f, 0)).1 += 1;
+    }
+    let mut fsum: HashMap<u32, (u64, f64)> = HashMap::new();
+    for (_, &(f, c)) in by_loc.iter() {
+        let e = fsum.entry(f).or_default();
+        e.0 += c;
+        e.1 += (c * c.saturating_sub(1)) as f64;
+    }
+    let q: HashMap<u32, f64> = fsum
+        .iter()
+        .map(|(&f, &(c, s))| {
+            (
+                f,
+                if c >= 2 {
+                    s / (c as f64 * (c - 1) as f64)
+                } else {
+                    0.0
+                },
+            )
+        })
+        .collect();
+    // Samples per thread, in order.
+    let mut threads: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, s) in samples.iter().enumerate() {
+        threads.entry(s.tid).or_default().push(i);
+    }
+    let mut best: Option<AliasingCheck> = None;
+    for lag in 1..=max_lag {
+        let (mut pairs, mut obs, mut exp, mut var) = (0u64, 0u64, 0.0f64, 0.0f64);
+        for idx in threads.values() {
+            for w in lag..idx.len() {
+                let (i, j) = (idx[w - lag], idx[w]);
+                if func_of[i] != func_of[j] {
+                    continue;
+                }
+                let qf = q[&func_of[j]];
+                pairs += 1;
+                exp += qf;
+                var += qf * (1.0 - qf);
+                if loc_of[i] == loc_of[j] {
+                    obs += 1;
+                }
+            }
+        }
+        if pairs == 0 {
+            continue;
+        }
+        let z = if var > 0.0 {
+            (obs as f64 - exp) / var.sqrt()
+        } else {
+            0.0
+        };
+        let ratio = if exp > 0.0 { obs as f64 / exp } else { 1.0 };
+        let flagged =
+            ratio >= 3.0 && z >= 4.0 && obs >= 20 && obs as f64 >= LOCKED_SHARE * pairs as f64;
+        let cand = AliasingCheck {
+            pairs,
+            lag: lag as u64,
+            same_observed: obs as f64,
+            same_expected: exp,
+            ratio,
+            z,
+            flagged,
+        };
+        let better = match &best {
+            None => true,
+            Some(b) => (cand.flagged, cand.z) > (b.flagged, b.z),
+        };
+        if better {
+            best = Some(cand);
+        }
+    }
+    best
+}
+
+/// Share of the pairs at a lag that must recur for a locked phase (see [`aliasing`]).
+const LOCKED_SHARE: f64 = 0.8;
+
+#[allow(clippy::too_many_arguments)]
+fn rows(
+    names: &Names,
+    counts: &[Vec<u64>],
+    sizes: &[u64],
+    n: u64,
+    z: f64,
+    o: &CheckOptions,
+    states: Option<&[(u64, u64)]>,
+    aliased: bool,
+    level_note: Option<&str>,
+) -> Vec<CheckRow> {
+    let mut order: Vec<usize> = (0..names.names.len()).collect();
+    let total = |i: usize| counts[i].iter().sum::<u64>();
+    order.retain(|&i| total(i) > 0);
+    order.sort_by(|&a, &b| {
+        total(b)
+            .cmp(&total(a))
+            .then(names.names[a].cmp(&names.names[b]))
+    });
+    let mut out: Vec<CheckRow> = order
+        .iter()
+        .map(|&i| {
+            let k = total(i);
+            let share = k as f64 / n as f64;
+            let (wl, wh) = wilson_interval(k, n, z);
+            let bm = batch_means(&counts[i], sizes, o.confidence);
+            let use_bm = o.interval == IntervalChoice::Auto
+                && bm.clustered
+                && (bm.high - bm.low) > (wh - wl);
+            let (lo, hi) = if use_bm {
+                (bm.low.min(wl), bm.high.max(wh))
+            } else {
+                (wl, wh)
+            };
+            let (runs, r_mean) = match states.map(|s| s[i]) {
+                Some((r, c)) if r > 0 => (Some(r), Some(c as f64 / r as f64)),
+                _ => (None, None),
+            };
+            let rel = (hi - lo) / 2.0 / share;
+            let (mut verdict, mut reason) = if rel <= o.act_precision {
+                (Verdict::Act, format!("share known to ±{:.0}%", rel * 100.0))
+            } else if rel <= o.noise_precision {
+                (
+                    Verdict::RankOnly,
+                    format!("share known only to ±{:.0}%", rel * 100.0),
+                )
+            } else {
+                (
+                    Verdict::Noise,
+                    format!(
+                        "{k} sample{}: ±{:.0}%",
+                        if k == 1 { "" } else { "s" },
+                        rel * 100.0
+                    ),
+                )
+            };
+            let mut flags = Vec::new();
+            if bm.clustered && k >= 10 {
+                flags.push("clustering".to_string());
+            }
+            if aliased && verdict == Verdict::Act {
+                verdict = Verdict::RankOnly;
+                reason.push_str("; aliasing may bias it");
+                flags.push("aliasing".to_string());
+            }
+            if let Some(note) = level_note {
+                if verdict == Verdict::Act {
+                    verdict = Verdict::RankOnly;
+                }
+                reason.push_str(&format!("; {note}"));
+            }
+            CheckRow {
+                name: names.names[i].clone(),
+                samples: k,
+                share,
+                ci_low: lo,
+                ci_high: hi,
+                interval: if use_bm { "batch-means" } else { "wilson" }.into(),
+                wilson_low: wl,
+                wilson_high: wh,
+                batch_low: bm.low,
+                batch_high: bm.high,
+                inflation: bm.inflation,
+                distinct_from_next: None,
+                runs,
+                r_mean,
+                flags,
+                verdict,
+                reason,
+            }
+        })
+        .collect();
+    for w in 0..out.len().saturating_sub(1) {
+        let (a, b) = (&out[w], &out[w + 1]);
+        let infl = |r: &CheckRow| {
+            if r.interval == "batch-means" {
+                r.inflation
+            } else {
+                1.0
+            }
+        };
+        let zs = rank_difference_z(a.samples, b.samples, n, infl(a).max(infl(b)));
+        out[w].distinct_from_next = Some(zs > z);
+    }
+    out
+}
+
+fn profile_verdict(
+    functions: &[CheckRow],
+    warnings: &[CheckWarning],
+    aliased: bool,
+    top: usize,
+) -> (Verdict, String) {
+    let Some(first) = functions.first() else {
+        return (Verdict::Noise, "no samples".into());
+    };
+    if first.verdict == Verdict::Noise {
+        return (
+            Verdict::Noise,
+            format!(
+                "even the hottest function, {}, has too few samples ({})",
+                first.name, first.samples
+            ),
+        );
+    }
+    if aliased {
+        return (
+            Verdict::RankOnly,
+            "aliasing: the period may be locked to periodic code (record with --randomize)".into(),
+        );
+    }
+    let lost = warnings.iter().any(|w| w.kind == "lost");
+    let top_rows: Vec<&CheckRow> = functions.iter().take(top).collect();
+    let act = top_rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Act)
+        .count();
+    if first.verdict == Verdict::Act && !lost {
+        let tied = top_rows
+            .iter()
+            .take(act.max(1))
+            .filter(|r| r.distinct_from_next == Some(false))
+            .count();
+        let mut reason = format!(
+            "{act} of the top {} function{} can be acted on",
+            top_rows.len(),
+            if top_rows.len() == 1 { "" } else { "s" }
+        );
+        if tied > 0 {
+            reason.push_str(&format!(
+                "; {tied} of them not told apart from the next in rank"
+            ));
+        }
+        (Verdict::Act, reason)
+    } else if lost {
+        (
+            Verdict::RankOnly,
+            "samples were lost: shares may be biased toward what ran when the buffer had room"
+                .into(),
+        )
+    } else {
+        (
+            Verdict::RankOnly,
+            format!(
+                "the hottest function, {}, is known only to ±{:.0}%",
+                first.name,
+                (first.ci_high - first.ci_low) / 2.0 / first.share * 100.0
+            ),
+        )
+    }
+}
+
+fn kind_name(k: EventKind) -> &'static str {
+    match k {
+        EventKind::CpuClock => "cpu-clock",
+        EventKind::TaskClock => "task-clock",
+        EventKind::Cycles => "cycles",
+        EventKind::Instructions => "instructions",
+        EventKind::Raw(_) => "raw",
+        EventKind::Other => "other",
+    }
+}
+
+/// What a share of the event's samples estimates.
+fn measures(k: EventKind, name: &str) -> &'static str {
+    match k {
+        EventKind::CpuClock | EventKind::TaskClock => "time on CPU",
+        EventKind::Cycles if name.contains("vpmu") => "modelled cycles (virtual PMU)",
+        EventKind::Cycles => "CPU cycles",
+        EventKind::Instructions if name.contains("vpmu") => "retired instructions (virtual PMU)",
+        EventKind::Instructions => "retired instructions",
+        EventKind::Raw(_) => "a raw hardware event",
+        EventKind::Other => "an event proftrust does not know",
+    }
+}
+
+fn period_note(d: &proftrust_model::EventDesc) -> String {
+    let unit = if d.kind.is_time_based() { " ns" } else { "" };
+    match d.config.period {
+        PeriodMode::Fixed(p) => format!("{p}{unit}"),
+        PeriodMode::Frequency(hz) => format!("{hz} Hz (kernel-adjusted)"),
+        PeriodMode::Unknown => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proftrust_model::{ModuleIdx, Svma};
+
+    fn sample(tid: u32, time: u64, addr: u64) -> Sample {
+        Sample {
+            event: 0,
+            pid: 1,
+            tid,
+            time,
+            cpu: 0,
+            period: 1,
+            ip: Location {
+                module: Some(ModuleIdx(0)),
+                svma: Svma(addr),
+            },
+            callchain: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn running_states_by_hand() {
+        // f f g f (tid 1), then f after a long gap: f has runs [2], [1], [1] = 3 runs of
+        // 4 samples, g one run.
+        let s = [
+            sample(1, 10, 0),
+            sample(1, 20, 0),
+            sample(1, 30, 0),
+            sample(1, 40, 0),
+            sample(1, 1000, 0),
+        ];
+        let refs: Vec<&Sample> = s.iter().collect();
+        let st = running_states(&refs, &[0, 0, 1, 0, 0], 2);
+        assert_eq!(st, vec![(3, 4), (1, 1)]);
+    }
+
+    #[test]
+    fn aliasing_flags_locked_phase_not_drift_or_random() {
+        // One function of 8 instructions sampled 400 times, in three ways.
+        let s: Vec<Sample> = (0..400).map(|i| sample(1, i as u64, 0)).collect();
+        let refs: Vec<&Sample> = s.iter().collect();
+        let f = vec![0u32; 400];
+        // Locked: the period is a multiple of a third of the loop, so samples cycle over
+        // instructions 0, 3, 6 (every 50th sample is displaced to 1, interrupt jitter).
+        let locked: Vec<u32> = (0..400u32)
+            .map(|i| {
+                if i % 50 == 49 {
+                    1
+                } else {
+                    [0, 3, 6][i as usize % 3]
+                }
+            })
+            .collect();
+        let a = aliasing(&refs, &locked, &f, 16).unwrap();
+        assert!(a.flagged, "{a:?}");
+        assert_eq!(a.lag, 3);
+        // Lag-3 pairs: 397; a pair fails when either end is displaced: samples 49, 99, ...
+        // 399 (8 of them) each break the pair ending there and the one starting there
+        // (except 399, the last, and 49 is reached from 46): 16 - 1 = 15 broken.
+        assert_eq!(a.same_observed, 382.0);
+        // q from the counts: 0 -> 131, 3 -> 131, 6 -> 130, 1 -> 8 (of 400).
+        let q = (131.0 * 130.0 * 2.0 + 130.0 * 129.0 + 8.0 * 7.0) / (400.0 * 399.0);
+        assert!((a.same_expected - 397.0 * q).abs() < 1e-6, "{a:?} {q}");
+        // Drifting: the phase advances one instruction every 4 samples and sweeps the
+        // whole loop (a stroboscope: recurrent, but every phase is visited): not flagged.
+        let drift: Vec<u32> = (0..400u32).map(|i| (i / 4) % 8).collect();
+        let d = aliasing(&refs, &drift, &f, 16).unwrap();
+        assert!(!d.flagged, "{d:?}");
+        assert!(d.ratio > 3.0); // recurrent all the same
+                                // Independent: a fixed pseudo-random sequence.
+        let mut x = 12345u64;
+        let random: Vec<u32> = (0..400)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 33) % 8) as u32
+            })
+            .collect();
+        let r = aliasing(&refs, &random, &f, 16).unwrap();
+        assert!(!r.flagged, "{r:?}");
+    }
+}

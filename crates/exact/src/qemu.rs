@@ -186,7 +186,7 @@ fn managed_qemus() -> Vec<PathBuf> {
 
 /// The QEMU to run: `$PROFTRUST_QEMU` when set, else the newest `qemu-x86_64` with plugin
 /// support among those on `PATH` and those `scripts/install-qemu.sh` builds (see
-/// [`managed_qemus`]). QEMU >= 9.2 (plugin API v4) is the fast path: per-vCPU counters and
+/// `managed_qemus`). QEMU >= 9.2 (plugin API v4) is the fast path: per-vCPU counters and
 /// edges derived from block counts; QEMU 7.x/8.x (API v1) count with a callback per block
 /// when edges are on. Decided once per process.
 pub fn find_qemu() -> Result<PathBuf, ExactError> {

@@ -12,7 +12,7 @@
 //! * Aliasing (seed 001 §3.1 and §4.2: the period is randomised "to avoid biased sampling";
 //!   seed 002 §3.3: unbiasedness needs the sampling point independent of the running
 //!   state): recurrence of sampled instruction addresses beyond what independent samples
-//!   give ([`aliasing`]).
+//!   give (`aliasing`).
 //! * Granularity (seed 002 §5.1.2): running states as runs of consecutive samples in one
 //!   function; `R` of eq. 1 per function.
 //! * Event and recording health: what the event measures, lost samples, unsymbolised share,

@@ -1,7 +1,7 @@
 //! # proftrust-qemu-plugin
 //!
 //! A QEMU user-mode TCG plugin that gives proftrust exact ground truth. One shared object
-//! serves QEMU 7.x/8.x (plugin API version 1) and QEMU >= 9.2 (version 4): [`ffi`] picks the
+//! serves QEMU 7.x/8.x (plugin API version 1) and QEMU >= 9.2 (version 4): `ffi` picks the
 //! version at load and resolves the API at run time. Under version 4 blocks count with
 //! per-vCPU inline adds and only transitions to an unexpected successor call back; the
 //! expected edges are derived from the counts (`docs/exact.md`, "API v4"). What follows

@@ -11,7 +11,6 @@ mod cmd;
 mod exports;
 mod parse;
 mod pipe;
-mod profiles;
 mod trace_args;
 mod util;
 mod workload;

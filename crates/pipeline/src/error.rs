@@ -21,6 +21,13 @@ pub enum Error {
     /// A metric could not be computed (empty sides, mismatched inputs).
     #[error(transparent)]
     Metrics(#[from] proftrust_metrics::Error),
+    /// A profile file could not be read (the reader's message names the file and the
+    /// problem).
+    #[error(transparent)]
+    Format(#[from] proftrust_formats::FormatError),
+    /// A binary or symbol file could not be read.
+    #[error(transparent)]
+    Binary(#[from] proftrust_binary::BinaryError),
 }
 
 /// The crate's result type.

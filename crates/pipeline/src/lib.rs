@@ -19,6 +19,7 @@
 //!   contexts compared with it.
 //! * [`vpp`] — variational path profiling (seed 004): paths timed by the virtual PMU,
 //!   LBR stacks or the program's own probes, ranked by net variation.
+//! * [`read`] — what a profile file holds (any format), or its samples as text.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -60,6 +61,7 @@ mod events;
 pub mod load;
 pub mod paths;
 pub mod program;
+pub mod read;
 pub mod trace;
 pub mod vpmu;
 pub mod vpp;

@@ -50,6 +50,7 @@ mod html;
 mod model;
 pub mod paths;
 mod plot;
+pub mod read;
 mod svg;
 mod text;
 pub mod vpp;

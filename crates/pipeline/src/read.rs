@@ -1,0 +1,341 @@
+//! `read`: what a profile file holds — perf.data, `perf script` text, callgrind out files,
+//! proftrust's own sample and exact files (format sniffed from the content unless given) —
+//! as a per-symbol or per-function summary ([`execute`]), or its samples as
+//! perf-script-like text ([`script`]).
+
+use crate::error::{bail, Context, Result};
+use crate::Events;
+use proftrust_binary::{BinaryLocator, Kallsyms, LocateOptions, Symbolizer};
+use proftrust_formats::callgrind::CallgrindProfile;
+use proftrust_formats::{Format, LoadInfo, LoadOptions, Loaded, Profile, SampleCounts};
+use proftrust_model::{ExactProfile, Location, ModuleTable};
+pub use proftrust_report::read::{
+    ReadCallgrind, ReadCgEvent, ReadEvent, ReadExact, ReadFunction, ReadModule, ReadReport,
+    ReadSamples, ReadSymbol,
+};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Settings of [`execute`] and [`script`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ReadOptions {
+    /// The profile file; `-` is standard input. Default `-`.
+    pub file: PathBuf,
+    /// Binaries of the profile (matched to modules by build-id, else file name). Default
+    /// none (modules are looked up as perf does).
+    pub binaries: Vec<PathBuf>,
+    /// Look for each module at DIR/RECORDED_PATH first (perf's `--symfs`). Default none.
+    pub symfs: Option<PathBuf>,
+    /// A copy of `/proc/kallsyms` naming kernel samples. Default none.
+    pub kallsyms: Option<PathBuf>,
+    /// Read the file as this format instead of sniffing it. Default none.
+    pub format: Option<Format>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            file: PathBuf::from("-"),
+            binaries: Vec::new(),
+            symfs: None,
+            kallsyms: None,
+            format: None,
+        }
+    }
+}
+
+/// Reads the file and summarises it. Binary lookup steps are details of `events`.
+pub fn execute(o: &ReadOptions, events: &dyn Events) -> Result<ReadReport> {
+    let lookup = Lookup::new(o)?;
+    // A per-symbol table needs counts per address only: perf.data by the lean streaming
+    // reader; other sample files are counted after reading.
+    let loaded = lookup.load(o, true, events)?;
+    let info = loaded.info;
+    match loaded.profile {
+        Profile::Samples(s) => Ok(ReadReport::Samples(samples(
+            &lookup,
+            &info,
+            &SampleCounts::from_samples(&s),
+            events,
+        ))),
+        Profile::Counts(c) => Ok(ReadReport::Samples(samples(&lookup, &info, &c, events))),
+        Profile::Exact(e) => Ok(ReadReport::Exact(exact(&lookup, &info, &e, events))),
+        Profile::Callgrind(p) => Ok(ReadReport::Callgrind(callgrind(&info, &p))),
+        _ => bail!(
+            "{}: this build cannot show {}",
+            info.name,
+            info.format.noun()
+        ),
+    }
+}
+
+/// Writes the file's samples to `out` as perf-script-like text (module-relative
+/// addresses); returns the reader's and symbolizer's warnings.
+pub fn script(
+    o: &ReadOptions,
+    out: &mut dyn std::io::Write,
+    events: &dyn Events,
+) -> Result<Vec<String>> {
+    let lookup = Lookup::new(o)?;
+    let loaded = lookup.load(o, false, events)?;
+    let info = loaded.info;
+    let s = match loaded.profile {
+        Profile::Samples(s) => s,
+        Profile::Exact(_) => bail!(
+            "{}: --script prints samples, and this is an exact profile",
+            info.name
+        ),
+        Profile::Callgrind(_) => bail!(
+            "{}: --script prints samples, and this is a callgrind profile",
+            info.name
+        ),
+        _ => bail!(
+            "{}: this build cannot show {}",
+            info.name,
+            info.format.noun()
+        ),
+    };
+    let symbolizer = lookup.symbolizer(&s.modules, events);
+    let mut warnings = info.warnings.clone();
+    warnings.extend(symbolizer.warnings());
+    proftrust_formats::write_perf_script(out, &s, |l| symbolizer.function_name(l))
+        .context("cannot write to standard output")?;
+    Ok(warnings)
+}
+
+/// The binaries of the profile, found as perf finds them; each lookup step is reported
+/// once as a detail.
+struct Lookup {
+    locator: BinaryLocator,
+    kallsyms: Option<Arc<Kallsyms>>,
+    traced: Cell<usize>,
+}
+
+impl Lookup {
+    fn new(o: &ReadOptions) -> Result<Lookup> {
+        let kallsyms = match &o.kallsyms {
+            Some(p) => Some(Arc::new(Kallsyms::open(p)?)),
+            None => None,
+        };
+        Ok(Lookup {
+            locator: BinaryLocator::new(LocateOptions::new(&o.binaries, o.symfs.as_deref())),
+            kallsyms,
+            traced: Cell::new(0),
+        })
+    }
+
+    fn load(&self, o: &ReadOptions, counts: bool, events: &dyn Events) -> Result<Loaded> {
+        let mut opts = LoadOptions::with_sources(&self.locator, &self.locator);
+        opts.format = o.format;
+        opts.sample_counts = counts;
+        let loaded = proftrust_formats::load(source(&o.file), &opts);
+        self.trace(events);
+        Ok(loaded?)
+    }
+
+    fn symbolizer(&self, modules: &ModuleTable, events: &dyn Events) -> Symbolizer {
+        let s = Symbolizer::with_locator(modules, &self.locator);
+        self.trace(events);
+        match &self.kallsyms {
+            Some(k) => s.with_kallsyms(k.clone()),
+            None => s,
+        }
+    }
+
+    /// Reports the lookup steps not reported yet.
+    fn trace(&self, events: &dyn Events) {
+        let t = self.locator.trace();
+        for line in t.iter().skip(self.traced.get()) {
+            events.detail(&format!("binary lookup: {line}"));
+        }
+        self.traced.set(t.len());
+    }
+}
+
+fn source(path: &Path) -> proftrust_formats::Source<'_> {
+    if path.as_os_str() == "-" {
+        proftrust_formats::Source::stdin()
+    } else {
+        proftrust_formats::Source::Path(path)
+    }
+}
+
+fn modules(m: &ModuleTable) -> Vec<ReadModule> {
+    m.iter()
+        .map(|(_, m)| ReadModule {
+            path: m.path.clone(),
+            build_id: m.build_id.as_ref().map(|b| b.to_hex()),
+        })
+        .collect()
+}
+
+/// The per-symbol table of per-address counts: each distinct address is named once, then
+/// the counts are summed per (symbol, module).
+fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Events) -> ReadSamples {
+    let symbolizer = lookup.symbolizer(&c.modules, events);
+    let mut warnings = info.warnings.clone();
+    warnings.extend(symbolizer.warnings());
+    // The same address may appear once per event: name each address once.
+    let mut per_loc: HashMap<Location, u64> = HashMap::with_capacity(c.counts.len());
+    for x in &c.counts {
+        *per_loc.entry(x.ip).or_default() += x.samples;
+    }
+    let module_names: Vec<&str> = c.modules.iter().map(|(_, m)| m.path.as_str()).collect();
+    let names: HashMap<Location, (String, &str)> = per_loc
+        .keys()
+        .map(|&loc| {
+            let module = loc
+                .module
+                .and_then(|m| module_names.get(m.0 as usize).copied())
+                .unwrap_or("[unknown]");
+            (loc, (symbolizer.function_name(loc), module))
+        })
+        .collect();
+    let table = |counts: &mut dyn Iterator<Item = (Location, u64)>| -> Vec<ReadSymbol> {
+        let mut per_sym: HashMap<(&str, &str), u64> = HashMap::new();
+        for (loc, n) in counts {
+            let (name, module) = &names[&loc];
+            *per_sym.entry((name.as_str(), module)).or_default() += n;
+        }
+        let mut symbols: Vec<ReadSymbol> = per_sym
+            .into_iter()
+            .map(|((name, module), samples)| ReadSymbol {
+                name: name.to_string(),
+                module: module.to_string(),
+                samples,
+            })
+            .collect();
+        symbols.sort_by(|x, y| {
+            y.samples
+                .cmp(&x.samples)
+                .then_with(|| x.name.cmp(&y.name))
+                .then_with(|| x.module.cmp(&y.module))
+        });
+        symbols
+    };
+    let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
+    let several = c.events.len() > 1;
+    let counts = c.per_event();
+    ReadSamples {
+        format: info.format.name().to_string(),
+        file: info.name.clone(),
+        events: c
+            .events
+            .iter()
+            .zip(&counts)
+            .enumerate()
+            .map(|(i, (e, &n))| ReadEvent {
+                name: e.name.clone(),
+                kind: format!("{:?}", e.kind),
+                samples: n,
+                symbols: several.then(|| {
+                    table(
+                        &mut c
+                            .counts
+                            .iter()
+                            .filter(|x| x.event as usize == i)
+                            .map(|x| (x.ip, x.samples)),
+                    )
+                }),
+            })
+            .collect(),
+        lost: c.lost,
+        samples: c.total(),
+        modules: modules(&c.modules),
+        symbols,
+        warnings,
+    }
+}
+
+fn callgrind(info: &LoadInfo, p: &CallgrindProfile) -> ReadCallgrind {
+    let ir = p.event_index("Ir").unwrap_or(0);
+    let totals = p.totals();
+    let mut functions: Vec<ReadFunction> = p
+        .function_totals()
+        .into_iter()
+        .map(|f| ReadFunction {
+            name: f.name,
+            module: f.object,
+            file: f.file,
+            instructions: f.costs.get(ir).copied().unwrap_or(0),
+        })
+        .collect();
+    functions.sort_by(|x, y| {
+        y.instructions
+            .cmp(&x.instructions)
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    ReadCallgrind {
+        format: "callgrind".to_string(),
+        file: info.name.clone(),
+        creator: p.creator.clone(),
+        command: p.command.clone(),
+        parts: p.parts.len(),
+        total_instructions: totals.get(ir).copied().unwrap_or(0),
+        stated_totals: p.stated_totals(),
+        events: p
+            .events
+            .iter()
+            .zip(&totals)
+            .map(|(n, &t)| ReadCgEvent {
+                name: n.clone(),
+                total: t,
+            })
+            .collect(),
+        calls: p.calls.len(),
+        jumps: p.jumps.len(),
+        functions,
+    }
+}
+
+fn exact(lookup: &Lookup, info: &LoadInfo, e: &ExactProfile, events: &dyn Events) -> ReadExact {
+    let symbolizer = lookup.symbolizer(&e.modules, events);
+    let mut per: HashMap<(String, String), u64> = HashMap::new();
+    for ic in &e.instructions {
+        let module = ic
+            .loc
+            .module
+            .and_then(|m| e.modules.get(m))
+            .map_or_else(|| "[unknown]".to_string(), |m| m.path.clone());
+        *per.entry((symbolizer.function_name(ic.loc), module))
+            .or_default() += ic.count;
+    }
+    let mut functions: Vec<ReadFunction> = per
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|((name, module), n)| ReadFunction {
+            name,
+            module: Some(module),
+            file: None,
+            instructions: n,
+        })
+        .collect();
+    functions.sort_by(|x, y| {
+        y.instructions
+            .cmp(&x.instructions)
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    ReadExact {
+        format: "exact".to_string(),
+        file: info.name.clone(),
+        backend: e.backend.clone(),
+        backend_detail: e.backend_detail.clone(),
+        command: e.command.clone(),
+        outcome: e.outcome.clone(),
+        total_instructions: e.total_instructions,
+        distinct_instructions: e.instructions.len(),
+        edges: e.edges.len(),
+        calls: e.calls.len(),
+        modules: modules(&e.modules),
+        functions,
+        warnings: info
+            .warnings
+            .iter()
+            .cloned()
+            .chain(symbolizer.warnings())
+            .collect(),
+    }
+}

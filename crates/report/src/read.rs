@@ -1,0 +1,283 @@
+//! The report of `read` (what a profile file holds): per kind of file its data, which is
+//! the `--json` document (keys in field order), and the text summary and table.
+
+use proftrust_model::RunOutcome;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// What `read` found, by kind of file.
+#[derive(Debug, Clone)]
+pub enum ReadReport {
+    /// A sample file (perf.data, `perf script` text, proftrust samples).
+    Samples(ReadSamples),
+    /// An exact-count file.
+    Exact(ReadExact),
+    /// A callgrind out file.
+    Callgrind(ReadCallgrind),
+}
+
+/// A sample file's events and per-symbol counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadSamples {
+    /// `perf.data`, `perf-script` or `samples`.
+    pub format: String,
+    /// The file as named.
+    pub file: String,
+    /// Its events.
+    pub events: Vec<ReadEvent>,
+    /// Lost samples.
+    pub lost: u64,
+    /// Samples of all events.
+    pub samples: u64,
+    /// Its modules.
+    pub modules: Vec<ReadModule>,
+    /// Samples per symbol over all events, largest first.
+    pub symbols: Vec<ReadSymbol>,
+    /// Reader and symbolizer warnings.
+    pub warnings: Vec<String>,
+}
+
+/// One event of a sample file.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadEvent {
+    /// Name.
+    pub name: String,
+    /// Kind (debug form).
+    pub kind: String,
+    /// Samples.
+    pub samples: u64,
+    /// This event's per-symbol table, when the file holds several events (the top-level
+    /// `symbols` then sums all events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbols: Option<Vec<ReadSymbol>>,
+}
+
+/// Samples of one symbol.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadSymbol {
+    /// Function name.
+    pub name: String,
+    /// Module path.
+    pub module: String,
+    /// Samples.
+    pub samples: u64,
+}
+
+/// A module of the profile.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadModule {
+    /// Recorded path.
+    pub path: String,
+    /// Build-id (hex).
+    pub build_id: Option<String>,
+}
+
+/// Instructions of one function.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadFunction {
+    /// Name.
+    pub name: String,
+    /// Module (exact files) or object (callgrind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Source file (callgrind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Instructions (self).
+    pub instructions: u64,
+}
+
+/// An event total of a callgrind file.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadCgEvent {
+    /// Name.
+    pub name: String,
+    /// Total.
+    pub total: u64,
+}
+
+/// A callgrind file's totals and functions.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadCallgrind {
+    /// `callgrind`.
+    pub format: String,
+    /// The file as named.
+    pub file: String,
+    /// `creator:` line.
+    pub creator: Option<String>,
+    /// `cmd:` line.
+    pub command: Option<String>,
+    /// Parts.
+    pub parts: usize,
+    /// The `Ir` total.
+    pub total_instructions: u64,
+    /// The `totals:`/`summary:` the file states.
+    pub stated_totals: Option<Vec<u64>>,
+    /// Per event, its total.
+    pub events: Vec<ReadCgEvent>,
+    /// Call lines.
+    pub calls: usize,
+    /// Jump lines.
+    pub jumps: usize,
+    /// Per function, self `Ir`, largest first.
+    pub functions: Vec<ReadFunction>,
+}
+
+/// An exact file's totals and functions.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadExact {
+    /// `exact`.
+    pub format: String,
+    /// The file as named.
+    pub file: String,
+    /// Backend (`qemu`, `callgrind`).
+    pub backend: String,
+    /// Its version and settings.
+    pub backend_detail: String,
+    /// The program run.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub outcome: Option<RunOutcome>,
+    /// Instructions in all.
+    pub total_instructions: u64,
+    /// Distinct instructions.
+    pub distinct_instructions: usize,
+    /// Edges.
+    pub edges: usize,
+    /// Call sites.
+    pub calls: usize,
+    /// Its modules.
+    pub modules: Vec<ReadModule>,
+    /// Per function, instructions, largest first.
+    pub functions: Vec<ReadFunction>,
+    /// Reader and symbolizer warnings.
+    pub warnings: Vec<String>,
+}
+
+impl ReadReport {
+    /// The JSON document (keys in field order), pretty-printed, without a final newline.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        match self {
+            ReadReport::Samples(r) => serde_json::to_string_pretty(r),
+            ReadReport::Exact(r) => serde_json::to_string_pretty(r),
+            ReadReport::Callgrind(r) => serde_json::to_string_pretty(r),
+        }
+    }
+
+    /// Warnings to show beside the text report.
+    pub fn warnings(&self) -> &[String] {
+        match self {
+            ReadReport::Samples(r) => &r.warnings,
+            ReadReport::Exact(r) => &r.warnings,
+            ReadReport::Callgrind(_) => &[],
+        }
+    }
+
+    /// The text summary and table of the `top` first rows (all when 0). Warnings are not
+    /// included.
+    pub fn render_text(&self, top: usize) -> String {
+        let n = if top == 0 { usize::MAX } else { top };
+        let mut out = String::new();
+        match self {
+            ReadReport::Samples(r) => r.render(&mut out, n),
+            ReadReport::Exact(r) => {
+                _ = writeln!(
+                    out,
+                    "{}: exact profile ({} {}), {} instructions, {} distinct, {} edges, {} call sites",
+                    r.file,
+                    r.backend,
+                    r.backend_detail,
+                    r.total_instructions,
+                    r.distinct_instructions,
+                    r.edges,
+                    r.calls
+                );
+                instruction_table(&mut out, &r.functions, r.total_instructions, n, "module");
+            }
+            ReadReport::Callgrind(r) => {
+                _ = writeln!(
+                    out,
+                    "{}: callgrind ({}), {} instructions, {} part(s), {} calls, {} jumps",
+                    r.file,
+                    r.creator.as_deref().unwrap_or("unknown creator"),
+                    r.total_instructions,
+                    r.parts,
+                    r.calls,
+                    r.jumps
+                );
+                for e in &r.events {
+                    _ = writeln!(out, "  event {}: {}", e.name, e.total);
+                }
+                instruction_table(&mut out, &r.functions, r.total_instructions, n, "object");
+            }
+        }
+        out
+    }
+}
+
+impl ReadSamples {
+    fn render(&self, out: &mut String, n: usize) {
+        _ = writeln!(
+            out,
+            "{}: {} ({} samples, {} lost)",
+            self.file, self.format, self.samples, self.lost
+        );
+        for e in &self.events {
+            _ = writeln!(
+                out,
+                "  event {} ({}): {} samples",
+                e.name, e.kind, e.samples
+            );
+        }
+        let table = |out: &mut String, title: Option<&str>, symbols: &[ReadSymbol], total: u64| {
+            if let Some(t) = title {
+                _ = writeln!(out, "\n{t}");
+            }
+            _ = writeln!(out, "{:>10} {:>7}  symbol (module)", "samples", "%");
+            for x in symbols.iter().take(n) {
+                _ = writeln!(
+                    out,
+                    "{:>10} {:>6.2}%  {} ({})",
+                    x.samples,
+                    100.0 * x.samples as f64 / total.max(1) as f64,
+                    x.name,
+                    x.module
+                );
+            }
+        };
+        if self.events.len() > 1 {
+            // One table per event, as `perf report` does: summing instruction and cycle
+            // samples would mean nothing.
+            for e in &self.events {
+                if let Some(syms) = &e.symbols {
+                    table(out, Some(&format!("event {}:", e.name)), syms, e.samples);
+                }
+            }
+        } else {
+            table(out, None, &self.symbols, self.samples);
+        }
+    }
+}
+
+/// The per-function instruction table of callgrind and exact files: the `n` first
+/// functions with their share of `total`; `place` names the module column.
+fn instruction_table(
+    out: &mut String,
+    functions: &[ReadFunction],
+    total: u64,
+    n: usize,
+    place: &str,
+) {
+    let total = total.max(1) as f64;
+    _ = writeln!(out, "{:>14} {:>7}  function ({place})", "instructions", "%");
+    for f in functions.iter().take(n) {
+        _ = writeln!(
+            out,
+            "{:>14} {:>6.2}%  {} ({})",
+            f.instructions,
+            100.0 * f.instructions as f64 / total,
+            f.name,
+            f.module.as_deref().unwrap_or("?")
+        );
+    }
+}

@@ -262,9 +262,11 @@ fn check_callgrind(f: &Path, ann: &[String]) {
             .filter(|k| theirs[*k] * 100 >= total)
             .collect()
     };
-    // (The main thread of the threads program only waits: nothing of its own above 1%.)
+    // (The main thread of the threads program only waits: nothing of its own above 1%. The
+    // last `--dump-every-bb` part may hold only the exit path in ld.so and libc: here
+    // 9,017 Ir of which main has 21.)
     assert!(
-        !big.is_empty() || f.to_string_lossy().contains("-01"),
+        !big.is_empty() || part || f.to_string_lossy().contains("-01"),
         "{}: nothing above 1%",
         f.display()
     );

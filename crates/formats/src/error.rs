@@ -111,6 +111,23 @@ pub enum FormatError {
         /// The operating system's words, or what is wrong.
         detail: String,
     },
+    /// The totals a file states (`summary:`/`totals:`, a header's sample count) disagree
+    /// with what its records add up to: a cut or edited file, not to be taken as the truth.
+    #[error("{what}: {stated_as} states {stated} {unit}, but its records add up to {read}{hint}")]
+    TotalsMismatch {
+        /// Which format.
+        what: &'static str,
+        /// Where the stated total is (`its summary: line`).
+        stated_as: String,
+        /// The stated total.
+        stated: u64,
+        /// What the records add up to.
+        read: u64,
+        /// The unit (`Ir`, `instructions`).
+        unit: String,
+        /// What it likely means and what to do.
+        hint: String,
+    },
     /// The input would need more memory than allowed.
     #[error("{what} is too large: {detail}")]
     TooLarge {

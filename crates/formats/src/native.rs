@@ -464,6 +464,26 @@ pub fn read_exact(bytes: &[u8]) -> Result<ExactProfile, FormatError> {
             extra_costs.push((0..k).map(|_| r.u64(e)).collect::<Result<Vec<_>, _>>()?);
         }
     }
+    // Issue 20: the stated total must be what the counts add up to (checked, no wrap), or
+    // every share computed from it is wrong (a total 10^6 times too small printed shares
+    // of millions of per cent).
+    let mut sum = 0u64;
+    for i in &instructions {
+        sum = sum.checked_add(i.count).ok_or(FormatError::TooLarge {
+            what: EXACT_WHAT,
+            detail: "its instruction counts add up to more than 2^64 - 1".into(),
+        })?;
+    }
+    if sum != h.total_instructions {
+        return Err(FormatError::TotalsMismatch {
+            what: EXACT_WHAT,
+            stated_as: "its header".into(),
+            stated: h.total_instructions,
+            read: sum,
+            unit: "instructions".into(),
+            hint: ": the file was edited or is corrupt; record the truth again".into(),
+        });
+    }
     r.check_fits(h.edge_count, 2 * LOC_BYTES + 8, "edge counts")?;
     let mut edges = Vec::with_capacity(h.edge_count as usize);
     for _ in 0..h.edge_count {
@@ -675,5 +695,36 @@ mod tests {
             m[i] ^= 0xff;
             let _ = read_exact(&m);
         }
+    }
+
+    /// Issue 20: an exact file whose header total disagrees with its counts (here 10^6
+    /// times too small once, too large once) is an error naming both numbers, and counts
+    /// past 2^64 - 1 do not wrap.
+    #[test]
+    fn exact_totals_are_checked() {
+        let mut e = exact();
+        let mut ok = Vec::new();
+        write_exact(&mut ok, &e).unwrap();
+        assert_eq!(read_exact(&ok).unwrap().total_instructions, 11);
+        for stated in [0u64, 12, 11_000_000] {
+            e.total_instructions = stated;
+            let mut b = Vec::new();
+            write_exact(&mut b, &e).unwrap();
+            let err = read_exact(&b).unwrap_err();
+            assert!(matches!(err, FormatError::TotalsMismatch { .. }), "{err}");
+            let m = err.to_string();
+            assert!(
+                m.contains(&format!("states {stated} instructions")) && m.contains("add up to 11"),
+                "{m}"
+            );
+        }
+        e.instructions[0].count = u64::MAX;
+        e.total_instructions = 0;
+        let mut b = Vec::new();
+        write_exact(&mut b, &e).unwrap();
+        assert!(read_exact(&b)
+            .unwrap_err()
+            .to_string()
+            .contains("more than 2^64 - 1"));
     }
 }

@@ -15,6 +15,12 @@
 //! * `brstack` tokens `0xFROM/0xTO/P|M|-/X/A/CYCLES` (and the longer forms newer perf prints,
 //!   whose extra fields are ignored).
 //! * `--show-mmap-events` lines (`PERF_RECORD_MMAP`/`PERF_RECORD_MMAP2`).
+//! * Branch-stack lines (` 0xFROM/0xTO/...` only) after a call stack: they end the sample.
+//! * llvm-profgen's perf scripts: LBR-only (`-F ip,brstack`), hybrid (bare call-stack
+//!   addresses, leaf first, then a branch-stack line) and aggregated (an unindented decimal
+//!   count before each sample: its weight, the sample is repeated that many times).
+//! * Lines that are none of the above are skipped, and samples without an address dropped;
+//!   both are counted in one warning.
 //!
 //! ## Module-relative addresses (in order of preference)
 //!
@@ -417,28 +423,27 @@ pub fn read_perf_script(
         warned: Default::default(),
     };
     let mut events: Vec<EventDesc> = Vec::new();
-    let mut samples: Vec<Sample> = Vec::new();
+    let mut out = Sink::default();
     let mut cur: Option<Pending> = None;
     let mut recognised = 0usize;
-    let finish = |cur: &mut Option<Pending>, samples: &mut Vec<Sample>| {
-        if let Some(p) = cur.take() {
-            if p.ip_known {
-                samples.push(p.sample);
-            }
-        }
-    };
+    // Bare addresses (`\t4005dc`) not yet known to be a call stack (followed by a
+    // branch-stack line: llvm-profgen's hybrid sample) or samples of their own (`-F ip`).
+    let mut bare: Vec<u64> = Vec::new();
+    let mut dropped = Dropped::default();
     for (i, raw) in text.split('\n').enumerate() {
         let lineno = i + 1;
         let line = raw.trim_end_matches('\r');
         if line.trim().is_empty() {
-            finish(&mut cur, &mut samples);
+            out.finish(&mut cur, &mut dropped, lineno)?;
+            out.flush_bare(&mut r, &mut bare, &mut events)?;
             continue;
         }
         if line.trim_start().starts_with('#') {
             continue;
         }
         if line.contains("PERF_RECORD_") {
-            finish(&mut cur, &mut samples);
+            out.finish(&mut cur, &mut dropped, lineno)?;
+            out.flush_bare(&mut r, &mut bare, &mut events)?;
             if let Some((pid, m, exec)) = parse_mmap(line) {
                 if exec {
                     let v = r.maps.entry(pid).or_default();
@@ -447,6 +452,44 @@ pub fn read_perf_script(
                 }
             }
             recognised += 1;
+            continue;
+        }
+        // llvm-profgen's aggregated script: a count before each sample.
+        if is_count_line(line) && !line.starts_with([' ', '\t']) && cur.is_none() {
+            out.flush_bare(&mut r, &mut bare, &mut events)?;
+            out.weight = line.trim_end().parse().map_err(|_| FormatError::Syntax {
+                what: WHAT,
+                line: lineno,
+                detail: format!("sample count {:?} is over 2^64 - 1", line.trim_end()),
+            })?;
+            recognised += 1;
+            continue;
+        }
+        // A branch-stack line: it ends the sample before it (call stack, or header).
+        if is_branch_line(line) {
+            recognised += 1;
+            if let Some(p) = cur.as_mut() {
+                let dso = p.dso.clone();
+                branches_into(&mut r, &mut p.sample, line, dso.as_deref());
+                out.finish(&mut cur, &mut dropped, lineno)?;
+                continue;
+            }
+            ensure_event(&mut events);
+            let mut s = blank_sample();
+            branches_into(&mut r, &mut s, line, None);
+            if let Some((&leaf, callers)) = bare.split_first() {
+                s.ip = r.resolve(u32::MAX, &frame_at(leaf), None);
+                s.callchain = callers
+                    .iter()
+                    .map(|&a| r.resolve(u32::MAX, &frame_at(a), None))
+                    .collect();
+                bare.clear();
+            } else if let Some(b) = s.branches.first() {
+                // No ip printed: the newest branch's target is where the sample was taken
+                // (llvm-profgen takes it as the leaf too).
+                s.ip = b.to;
+            }
+            out.push(s)?;
             continue;
         }
         let toks: Vec<&str> = line.split_ascii_whitespace().collect();
@@ -479,14 +522,10 @@ pub fn read_perf_script(
                         ),
                     });
                 }
-                return Err(FormatError::Syntax {
-                    what: WHAT,
-                    line: lineno,
-                    detail: format!(
-                        "expected a frame `ADDR sym (dso)`, got {:?}",
-                        line.chars().take(60).collect::<String>()
-                    ),
-                });
+                // Tolerant: a line neither header nor frame (a non-hex address, a field
+                // this reader does not know) is skipped, counted and reported.
+                dropped.line(lineno, line);
+                continue;
             };
             recognised += 1;
             match cur.as_mut() {
@@ -501,27 +540,28 @@ pub fn read_perf_script(
                         p.dso = f.dso.map(str::to_string);
                     }
                 }
+                None if f.sym.is_none() && f.dso.is_none() && rest.trim().is_empty() => {
+                    // A bare address: a call-stack line or a sample of its own, decided by
+                    // what follows.
+                    bare.push(f.addr);
+                }
                 None => {
                     // A sample of its own (`-F ip,sym,dso`).
-                    if events.is_empty() {
-                        events.push(EventDesc {
-                            name: "unknown".into(),
-                            kind: EventKind::Other,
-                            config: SamplingConfig::default(),
-                        });
-                    }
+                    out.flush_bare(&mut r, &mut bare, &mut events)?;
+                    ensure_event(&mut events);
                     let loc = r.resolve(u32::MAX, &f, None);
                     let mut s = blank_sample();
                     s.ip = loc;
                     let dso = f.dso.map(str::to_string);
                     branches_into(&mut r, &mut s, rest, dso.as_deref());
-                    samples.push(s);
+                    out.push(s)?;
                 }
             }
             continue;
         }
         // Header line.
-        finish(&mut cur, &mut samples);
+        out.finish(&mut cur, &mut dropped, lineno)?;
+        out.flush_bare(&mut r, &mut bare, &mut events)?;
         recognised += 1;
         let stop = time_i.or(ev_i).unwrap_or(0);
         let cpu_i = toks[..stop].iter().position(|t| is_cpu(t));
@@ -604,13 +644,17 @@ pub fn read_perf_script(
             dso,
         });
     }
-    finish(&mut cur, &mut samples);
-    let _ = cur.map(|p| p.dso);
+    out.finish(&mut cur, &mut dropped, text.lines().count())?;
+    out.flush_bare(&mut r, &mut bare, &mut events)?;
+    let samples = out.samples;
     if samples.is_empty() && recognised == 0 {
         return Err(FormatError::NotThisFormat {
             what: WHAT,
             detail: "no sample lines found".into(),
         });
+    }
+    if let Some(w) = dropped.warning() {
+        r.notes.warnings.push(w);
     }
     Ok((
         SampleSet {
@@ -625,10 +669,14 @@ pub fn read_perf_script(
     ))
 }
 
-/// Whether the first lines of `text` look like `perf script` output (a sample header with a
-/// time and an event, an `ADDR sym (dso)` frame, or a `PERF_RECORD_` line).
+/// Whether `text` looks like `perf script` output: the first line that decides (up to 200
+/// lines in, past comments, blank lines and the lines that decide nothing: bare addresses
+/// and llvm-profgen's sample counts) is a sample header (a time or an `event:` after a pid),
+/// an `ADDR sym (dso)` frame, a branch-stack line (`0xFROM/0xTO/...`, optionally after a
+/// leading ip, as `perf script -F ip,brstack` and llvm-profgen write it) or a
+/// `PERF_RECORD_` line.
 pub(crate) fn looks_like_perf_script(text: &str) -> bool {
-    for line in text.lines().filter(|l| !l.trim().is_empty()).take(20) {
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(200) {
         if line.trim_start().starts_with('#') {
             continue;
         }
@@ -644,14 +692,192 @@ pub(crate) fn looks_like_perf_script(text: &str) -> bool {
                 return true;
             }
         }
-        if let Some((f, _)) = parse_frame(line) {
-            if f.dso.is_some() {
+        if header_event(&toks).is_some() {
+            return true;
+        }
+        if is_branch_line(line) {
+            return true;
+        }
+        if is_count_line(line) || toks.len() == 1 && parse_hex(toks[0]).is_some() {
+            continue;
+        }
+        if let Some((f, rest)) = parse_frame(line) {
+            if f.dso.is_some()
+                || rest
+                    .split_ascii_whitespace()
+                    .any(|t| parse_branch(t).is_some())
+            {
                 return true;
             }
         }
         return false;
     }
     false
+}
+
+/// The index of an `event:` token that follows a `pid` or `pid/tid` token (a header
+/// printed without a time, `-F comm,pid,event,ip,sym`).
+fn header_event(toks: &[&str]) -> Option<usize> {
+    let pid = toks.iter().position(|t| is_pid(t))?;
+    toks.iter()
+        .enumerate()
+        .skip(pid + 1)
+        .find(|(_, t)| t.len() > 1 && t.ends_with(':') && !is_time(t))
+        .map(|(k, _)| k)
+}
+
+/// A line of branch-stack entries only (`0xFROM/0xTO/P/-/-/0 ...`), what llvm-profgen's
+/// hybrid scripts put after a call stack and `perf script -F brstack` prints.
+fn is_branch_line(line: &str) -> bool {
+    let mut toks = line.split_ascii_whitespace();
+    toks.next().is_some_and(|t| parse_branch(t).is_some())
+}
+
+/// An llvm-profgen aggregated-script count: an unindented line of decimal digits before a
+/// sample, the number of identical samples it stands for.
+fn is_count_line(line: &str) -> bool {
+    let t = line.trim_end();
+    !t.is_empty() && t.len() <= 20 && t.bytes().all(|c| c.is_ascii_digit())
+}
+
+/// Most samples an aggregated script may expand to (its counts are replicated into
+/// samples): 2^27, about 13 GB of samples with short call stacks.
+const MAX_SAMPLES: u64 = 1 << 27;
+
+/// The samples read so far, and the weight of the next one (llvm-profgen's count line).
+struct Sink {
+    samples: Vec<Sample>,
+    weight: u64,
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        Sink {
+            samples: Vec::new(),
+            weight: 1,
+        }
+    }
+}
+
+impl Sink {
+    /// Adds `s` as many times as the pending count says (once without one).
+    fn push(&mut self, s: Sample) -> Result<(), FormatError> {
+        let n = std::mem::replace(&mut self.weight, 1);
+        let total = (self.samples.len() as u64).saturating_add(n);
+        if total > MAX_SAMPLES {
+            return Err(FormatError::TooLarge {
+                what: WHAT,
+                detail: format!(
+                    "its sample counts add up to more than {MAX_SAMPLES} samples (a count of {n} at sample {}); an aggregated script this large is not read",
+                    self.samples.len() + 1
+                ),
+            });
+        }
+        for _ in 1..n {
+            self.samples.push(s.clone());
+        }
+        if n > 0 {
+            self.samples.push(s);
+        }
+        Ok(())
+    }
+
+    /// Ends the sample being read: kept when it has an address, else counted as dropped.
+    fn finish(
+        &mut self,
+        cur: &mut Option<Pending>,
+        dropped: &mut Dropped,
+        lineno: usize,
+    ) -> Result<(), FormatError> {
+        if let Some(p) = cur.take() {
+            if p.ip_known {
+                self.push(p.sample)?;
+            } else if p.sample.branches.is_empty() {
+                dropped.no_address(lineno);
+            } else {
+                let mut s = p.sample;
+                s.ip = s.branches[0].to;
+                self.push(s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bare addresses no branch-stack line followed: one sample each (`-F ip`).
+    fn flush_bare(
+        &mut self,
+        r: &mut Resolver<'_>,
+        bare: &mut Vec<u64>,
+        events: &mut Vec<EventDesc>,
+    ) -> Result<(), FormatError> {
+        if bare.is_empty() {
+            return Ok(());
+        }
+        ensure_event(events);
+        for a in std::mem::take(bare) {
+            let mut s = blank_sample();
+            s.ip = r.resolve(u32::MAX, &frame_at(a), None);
+            self.push(s)?;
+        }
+        Ok(())
+    }
+}
+
+/// Lines skipped and samples without an address, reported in one warning.
+#[derive(Default)]
+struct Dropped {
+    lines: usize,
+    first: Option<(usize, String)>,
+    no_address: usize,
+    first_no_address: usize,
+}
+
+impl Dropped {
+    fn line(&mut self, lineno: usize, line: &str) {
+        self.lines += 1;
+        self.first
+            .get_or_insert_with(|| (lineno, line.chars().take(60).collect()));
+    }
+    fn no_address(&mut self, lineno: usize) {
+        self.no_address += 1;
+        if self.first_no_address == 0 {
+            self.first_no_address = lineno;
+        }
+    }
+    fn warning(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some((n, l)) = &self.first {
+            parts.push(format!(
+                "{} line(s) neither a sample header, a frame nor a branch stack were skipped (first: line {n}: {l:?})",
+                self.lines
+            ));
+        }
+        if self.no_address > 0 {
+            parts.push(format!(
+                "{} sample(s) without a readable address were dropped (first ends at line {}; an ip field that is not hex?)",
+                self.no_address, self.first_no_address
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("perf script text: {}", parts.join("; ")))
+    }
+}
+
+/// The one event of a script whose samples name none.
+fn ensure_event(events: &mut Vec<EventDesc>) {
+    if events.is_empty() {
+        events.push(EventDesc {
+            name: "unknown".into(),
+            kind: EventKind::Other,
+            config: SamplingConfig::default(),
+        });
+    }
+}
+
+fn frame_at(addr: u64) -> Frame<'static> {
+    Frame {
+        addr,
+        ..Frame::default()
+    }
 }
 
 fn blank_sample() -> Sample {
@@ -878,5 +1104,126 @@ hot 26197/26198 [001] 3274.699000: 1000 cycles:  555cafb9b1ed fa+0x2d (/tmp/fmt/
                 let _ = read_perf_script(s, &Syms, &NoSegments);
             }
         }
+    }
+
+    /// llvm-profgen's hybrid sample (its PerfReader.h comment): a call stack of bare
+    /// addresses, leaf first, ended by a branch-stack line; and a second sample whose stack
+    /// leaf has no branch line yet is followed by a header, so it is a sample of its own.
+    #[test]
+    fn llvm_profgen_hybrid_samples() {
+        let text = "\
+\t          4005dc
+\t          400634
+\t          400684
+ 0x4005c8/0x4005dc/P/-/-/0   0x40062f/0x4005b0/M/-/-/7
+\t          4005e0
+\t          400634
+ 0x4005d0/0x4005e0/P/-/-/3
+";
+        let (s, notes) = read_perf_script(text, &NoSymbols, &NoSegments).unwrap();
+        assert!(notes.warnings.is_empty(), "{notes:?}");
+        assert_eq!(s.samples.len(), 2);
+        let a = &s.samples[0];
+        assert_eq!(a.ip.svma.0, 0x4005dc);
+        let chain: Vec<u64> = a.callchain.iter().map(|l| l.svma.0).collect();
+        assert_eq!(chain, vec![0x400634, 0x400684]);
+        assert_eq!(a.branches.len(), 2);
+        assert_eq!(
+            (a.branches[0].from.svma.0, a.branches[0].to.svma.0),
+            (0x4005c8, 0x4005dc)
+        );
+        assert!(!a.branches[0].mispredicted && a.branches[0].predicted_known);
+        assert!(a.branches[1].mispredicted);
+        assert_eq!(a.branches[1].cycles, 7);
+        assert_eq!(s.samples[1].ip.svma.0, 0x4005e0);
+        assert_eq!(s.samples[1].branches[0].cycles, 3);
+        assert!(looks_like_perf_script(text));
+    }
+
+    /// The aggregated forms: a count line before each sample weighs it (hybrid and
+    /// LBR-only, `perf script -F ip,brstack` with a leading ip). 3 + 2 + 1 samples.
+    #[test]
+    fn llvm_profgen_aggregated_counts_are_weights() {
+        let text = "\
+3
+\t          4005dc
+\t          400684
+ 0x4005c8/0x4005dc/P/-/-/0
+2
+ 0x4005c8/0x4005dc/P/-/-/0   0x40062f/0x4005b0/P/-/-/0
+";
+        let (s, _) = read_perf_script(text, &NoSymbols, &NoSegments).unwrap();
+        assert_eq!(s.samples.len(), 5);
+        assert!(s.samples[..3]
+            .iter()
+            .all(|x| x.ip.svma.0 == 0x4005dc && x.callchain.len() == 1 && x.branches.len() == 1));
+        // No ip printed: the newest branch's target is the sample's address.
+        assert!(s.samples[3..]
+            .iter()
+            .all(|x| x.ip.svma.0 == 0x4005dc && x.branches.len() == 2));
+        // LBR-only with the leading ip (`-F ip,brstack`), and a count of 0 (no sample).
+        let text = "\
+4
+          40062f 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0
+0
+          400700 0x4005c8/0x4005dc/P/-/-/0
+          400800 0x4005c8/0x4005dc/P/-/-/0
+";
+        let (s, _) = read_perf_script(text, &NoSymbols, &NoSegments).unwrap();
+        let ips: Vec<u64> = s.samples.iter().map(|x| x.ip.svma.0).collect();
+        assert_eq!(ips, vec![0x40062f, 0x40062f, 0x40062f, 0x40062f, 0x400800]);
+        assert!(s.samples.iter().all(|x| !x.branches.is_empty()));
+        assert!(looks_like_perf_script(text));
+        // A count that would expand beyond the limit is refused up front.
+        let e = read_perf_script(
+            "18446744073709551615\n 0x1/0x2/P/-/-/0\n",
+            &NoSymbols,
+            &NoSegments,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
+    }
+
+    /// perf's own call-stack output followed by a branch-stack line (`-F +brstack` with
+    /// `-g` on some perf versions); a header without a time (`-F comm,pid,event,ip,sym`);
+    /// frames without `sym (dso)`; lines that are none of these are counted, not fatal.
+    #[test]
+    fn tolerant_frames_lbr_after_callchain_and_dropped_lines() {
+        let text = "\
+hot 23174 cpu-clock:  5560a69e91ed fa+0x2d (/tmp/fmt/hot)
+\t    5560a69e9200 main+0x10 (/tmp/fmt/hot)
+\t    5560a69e9300
+ 0x5560a69e91c0/0x5560a69e91ed/P/-/-/0
+hot 23174 cpu-clock:  5560a69e91f0 fa+0x30 (/tmp/fmt/hot)
+\t    zzzz not a frame
+hot 23174 cpu-clock:  xyz fa (/tmp/fmt/hot)
+";
+        assert!(looks_like_perf_script(text));
+        let (s, notes) = read_perf_script(text, &Syms, &NoSegments).unwrap();
+        assert_eq!(s.samples.len(), 2);
+        let a = &s.samples[0];
+        assert_eq!(a.ip.svma.0, 0x11c0 + 0x2d);
+        assert_eq!(a.callchain.len(), 2);
+        assert_eq!(a.branches.len(), 1);
+        // The branch is made module-relative with the bias `fa+0x2d` taught.
+        assert_eq!(a.branches[0].to.svma.0, 0x11ed);
+        assert_eq!(s.samples[1].ip.svma.0, 0x11f0);
+        let w = notes.warnings.join(" ");
+        assert!(w.contains("1 line(s)") && w.contains("line 6"), "{w}");
+        assert!(w.contains("1 sample(s) without a readable address"), "{w}");
+    }
+
+    /// Sniffing looks past long comment headers and decides on the first line that says
+    /// something.
+    #[test]
+    fn sniffing_past_long_headers() {
+        let mut text = String::new();
+        for i in 0..150 {
+            text.push_str(&format!("# header line {i}\n"));
+        }
+        text.push_str("hot 23174 cpu-clock:  5560a69e91ed fa+0x2d (/tmp/fmt/hot)\n");
+        assert!(looks_like_perf_script(&text));
+        assert!(!looks_like_perf_script("hello world\n0x1/0x2/P/-/-/0\n"));
+        assert!(!looks_like_perf_script("12\n13\n"));
     }
 }

@@ -20,6 +20,9 @@
 //! * [`vpp`] — variational path profiling (seed 004): paths timed by the virtual PMU,
 //!   LBR stacks or the program's own probes, ranked by net variation.
 //! * [`read`] — what a profile file holds (any format), or its samples as text.
+//! * [`inspect`] — what proftrust sees in a binary: functions, blocks, loops, one
+//!   function's CFG and instructions.
+//! * [`analyze`] — running granularity and sampling intervals of real samples (seed 002).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -52,12 +55,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 pub mod audit;
 pub mod cct;
 pub mod check;
 pub mod correct;
 mod error;
 mod events;
+pub mod inspect;
 pub mod load;
 pub mod paths;
 pub mod program;

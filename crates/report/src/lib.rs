@@ -41,12 +41,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analyze;
 mod annotate;
 pub mod cct;
 pub mod check;
 pub mod correct;
 mod flame;
 mod html;
+pub mod inspect;
 mod model;
 pub mod paths;
 mod plot;

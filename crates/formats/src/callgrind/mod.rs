@@ -767,10 +767,79 @@ pub fn parse(text: &str) -> Result<CallgrindProfile, FormatError> {
         ps.p.parts.push(Part::default());
     }
     let _ = ps.version_seen;
+    check_totals(&ps.p)?;
     ps.p.objects = ps.objects.names;
     ps.p.files = ps.files.names;
     ps.p.names = ps.fnames.names;
     Ok(ps.p)
+}
+
+/// Issue 20: the costs must add up without overflowing 64 bits, and, when every part states
+/// its totals (`totals:`, else `summary:`; the format says they are the part's total cost),
+/// to what the parts state. A file cut mid-way keeps its `summary:` header and loses cost
+/// lines: taken as the truth it would move every share, so it is an error naming both
+/// numbers.
+fn check_totals(p: &CallgrindProfile) -> Result<(), FormatError> {
+    let k = p.events.len().max(1);
+    let mut sums = vec![0u64; p.events.len()];
+    for row in p.cost_values.chunks_exact(k) {
+        for (e, (a, b)) in sums.iter_mut().zip(row).enumerate() {
+            *a = a.checked_add(*b).ok_or_else(|| FormatError::TooLarge {
+                what: WHAT,
+                detail: format!(
+                    "its {} costs add up to more than 2^64 - 1 (a corrupt cost line?)",
+                    p.events[e]
+                ),
+            })?;
+        }
+    }
+    if !p
+        .parts
+        .iter()
+        .all(|x| x.totals.is_some() || x.summary.is_some())
+    {
+        return Ok(());
+    }
+    let mut stated = vec![0u64; p.events.len()];
+    for part in &p.parts {
+        let v = part
+            .totals
+            .as_ref()
+            .or(part.summary.as_ref())
+            .expect("checked above");
+        for (a, b) in stated.iter_mut().zip(v) {
+            *a = a.checked_add(*b).ok_or_else(|| FormatError::TooLarge {
+                what: WHAT,
+                detail: "its stated totals add up to more than 2^64 - 1".into(),
+            })?;
+        }
+    }
+    for (e, (s, r)) in stated.iter().zip(&sums).enumerate() {
+        if s != r {
+            let from = if p.parts.iter().all(|x| x.totals.is_some()) {
+                "its totals: line"
+            } else {
+                "its summary: line"
+            };
+            return Err(FormatError::TotalsMismatch {
+                what: WHAT,
+                stated_as: if p.parts.len() > 1 {
+                    format!("{from}s of {} parts", p.parts.len())
+                } else {
+                    from.to_string()
+                },
+                stated: *s,
+                read: *r,
+                unit: p.events[e].clone(),
+                hint: if r < s {
+                    ": the file is cut short (a copy still being written, a full disk?); use the complete file or re-run callgrind".into()
+                } else {
+                    ": the file was edited or is corrupt; re-run callgrind".into()
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 fn shorten(t: &str) -> String {
@@ -792,9 +861,10 @@ impl CallgrindProfile {
     pub fn totals(&self) -> Vec<u64> {
         let k = self.events.len();
         let mut t = vec![0u64; k];
+        // `parse` checked the sums fit in 64 bits.
         for row in self.cost_values.chunks_exact(k.max(1)) {
             for (a, b) in t.iter_mut().zip(row) {
-                *a += b;
+                *a = a.saturating_add(*b);
             }
         }
         t
@@ -808,7 +878,7 @@ impl CallgrindProfile {
             if let Some(v) = p.totals.as_ref().or(p.summary.as_ref()) {
                 let o = out.get_or_insert_with(|| vec![0; self.events.len()]);
                 for (a, b) in o.iter_mut().zip(v) {
-                    *a += b;
+                    *a = a.saturating_add(*b);
                 }
             }
         }
@@ -830,7 +900,7 @@ impl CallgrindProfile {
             .zip(self.cost_values.chunks_exact(k.max(1)))
         {
             for (a, b) in per[c.function as usize].iter_mut().zip(row) {
-                *a += b;
+                *a = a.saturating_add(*b);
             }
         }
         let mut out: Vec<FunctionTotal> = self
@@ -871,7 +941,7 @@ cmd: ./prog arg
 part: 1
 positions: instr line
 events: Ir D1mr
-summary: 31 2
+summary: 25 1
 
 ob=(1) /bin/prog
 fl=(1) prog.c
@@ -919,7 +989,30 @@ fn=(2)
         // Self costs by hand: part 1 main 5+3+2+1 = 11, helper 7+7 = 14; part 2 main 4,
         // helper 3+2 = 5. Total Ir 34; D1mr: 1 (main 0x1000).
         assert_eq!(p.totals(), vec![34, 1]);
-        assert_eq!(p.stated_totals(), Some(vec![40, 2]));
+        assert_eq!(p.stated_totals(), Some(vec![34, 1]));
+        // Issue 20: a stated total the cost lines do not reach (a cut file) is an error
+        // naming both numbers; one they exceed, too; costs past 2^64 - 1 do not wrap.
+        let e = parse(&HAND.replace("summary: 25 1", "summary: 31 1")).unwrap_err();
+        assert!(matches!(e, FormatError::TotalsMismatch { .. }), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("states 40 Ir") && m.contains("add up to 34"),
+            "{m}"
+        );
+        assert!(m.contains("cut short"), "{m}");
+        let e = parse(&HAND.replace("summary: 25 1", "summary: 25 0")).unwrap_err();
+        assert!(e.to_string().contains("edited or is corrupt"), "{e}");
+        let cut = &HAND[..HAND.find("fn=(2)\n0x2000 20 7").unwrap()];
+        assert!(matches!(
+            parse(cut).unwrap_err(),
+            FormatError::TotalsMismatch { .. }
+        ));
+        let huge = HAND.replace("0x1000 10 4\n", "0x1000 10 18446744073709551615\n");
+        let e = parse(&huge).unwrap_err();
+        assert!(e.to_string().contains("more than 2^64 - 1"), "{e}");
+        // Without stated totals nothing is compared.
+        let none = HAND.replace("summary: 25 1\n", "");
+        assert!(parse(&none).is_ok());
         let ft = p.function_totals();
         assert_eq!(ft.len(), 2);
         assert_eq!((ft[0].name.as_str(), ft[0].costs[0]), ("helper", 19));

@@ -194,55 +194,14 @@ pub fn execute_with_data(
     let mut tool_versions = args.tool_versions.clone();
     let mut warnings = Vec::new();
 
-    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
-        if let AuditInput::Files {
-            samples: sf,
-            truth: tf,
-        } = &args.input
-        {
-            if !args.sweep.is_empty() {
-                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
-            }
-            let locator = load::locator(&args.binaries, args.symfs.as_deref());
-            let s = load::samples_with(sf, &locator, events)?;
-            let e = load::exact_with(tf, &locator, events)?;
-            let cmd = s.command.clone();
-            (
-                s,
-                e,
-                sf.display().to_string(),
-                tf.display().to_string(),
-                cmd,
-                None,
-            )
-        } else {
-            let AuditInput::Run { command: cmd } = &args.input else {
-                unreachable!("AuditInput has two variants")
-            };
-            let mut cmd = cmd.clone();
-            if cmd.is_empty() {
-                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
-            }
-            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
-            let s = record_once(&cmd, args, args.period, args.randomize, events)?;
-            let (e, backend_note) = count_exact(&cmd, args, weight, &mut tool_versions, events)?;
-            if let Some(n) = backend_note {
-                warnings.push(n);
-            }
-            let lossy: Vec<String> = cmd
-                .iter()
-                .map(|c| c.to_string_lossy().into_owned())
-                .collect();
-            let truth_source = format!("an exact run under {}", e.backend);
-            (
-                s,
-                e,
-                "a perf_event_open recording".to_string(),
-                truth_source,
-                lossy,
-                Some(cmd),
-            )
-        };
+    let Inputs {
+        samples,
+        exact,
+        samples_source,
+        truth_source,
+        command,
+        sweep_cmd,
+    } = inputs(args, &mut tool_versions, &mut warnings, events)?;
     if let Some(outcome) = &samples.outcome {
         if !matches!(outcome, proftrust_model::RunOutcome::Exited { code: 0 }) {
             warnings.push(format!("the profiled program ended with {outcome:?}"));
@@ -497,6 +456,84 @@ type TruthSide<'a> = (
 /// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
 /// estimates enter the comparison as a sample set of the instruction event with
 /// `round(count / period)` samples per address, so every metric is computed the same way
+/// The audit's two sides, read from files or made by running the program, with where they
+/// came from and the command (for a sweep, the one to record again).
+struct Inputs {
+    samples: SampleSet,
+    exact: ExactProfile,
+    samples_source: String,
+    truth_source: String,
+    command: Vec<String>,
+    sweep_cmd: Option<Vec<OsString>>,
+}
+
+/// Step 1: the samples and the exact counts.
+fn inputs(
+    args: &AuditOptions,
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    let weight = args.truth_weight;
+    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
+        if let AuditInput::Files {
+            samples: sf,
+            truth: tf,
+        } = &args.input
+        {
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+            }
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let s = load::samples_with(sf, &locator, events)?;
+            let e = load::exact_with(tf, &locator, events)?;
+            let cmd = s.command.clone();
+            (
+                s,
+                e,
+                sf.display().to_string(),
+                tf.display().to_string(),
+                cmd,
+                None,
+            )
+        } else {
+            let AuditInput::Run { command: cmd } = &args.input else {
+                unreachable!("AuditInput has two variants")
+            };
+            let mut cmd = cmd.clone();
+            if cmd.is_empty() {
+                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
+            }
+            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
+            let s = record_once(&cmd, args, args.period, args.randomize, events)?;
+            let (e, backend_note) = count_exact(&cmd, args, weight, tool_versions, events)?;
+            if let Some(n) = backend_note {
+                warnings.push(n);
+            }
+            let lossy: Vec<String> = cmd
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            let truth_source = format!("an exact run under {}", e.backend);
+            (
+                s,
+                e,
+                "a perf_event_open recording".to_string(),
+                truth_source,
+                lossy,
+                Some(cmd),
+            )
+        };
+    Ok(Inputs {
+        samples,
+        exact,
+        samples_source,
+        truth_source,
+        command,
+        sweep_cmd,
+    })
+}
+
 /// as for the raw samples.
 fn corrected_side(
     samples: &SampleSet,

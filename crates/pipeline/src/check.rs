@@ -242,18 +242,25 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     for i in 0..samples.len() {
         sizes[slice_of(i)] += 1;
     }
-    let level_counts = |nkeys: usize, key: &dyn Fn(&LocKeys) -> Option<u32>| {
+    let level_counts = |nkeys: usize, key: &dyn Fn(u32) -> Option<u32>| {
         let mut c = vec![vec![0u64; b]; nkeys];
         for (i, &l) in per_sample.iter().enumerate() {
-            if let Some(k) = key(&locs[l as usize].1) {
+            if let Some(k) = key(l) {
                 c[k as usize][slice_of(i)] += 1;
             }
         }
         c
     };
-    let fcounts = level_counts(fnames.names.len(), &|k| Some(k.function));
-    let icounts = level_counts(inames.names.len(), &|k| Some(k.inline));
-    let lcounts = level_counts(lnames.names.len(), &|k| k.line);
+    let fcounts = level_counts(fnames.names.len(), &|l| Some(locs[l as usize].1.function));
+    let icounts = level_counts(inames.names.len(), &|l| Some(locs[l as usize].1.inline));
+    let lcounts = level_counts(lnames.names.len(), &|l| locs[l as usize].1.line);
+    // The code: blocks, skid shadow, locked blocks.
+    let mut loc_counts = vec![0u64; locs.len()];
+    for &l in &per_sample {
+        loc_counts[l as usize] += 1;
+    }
+    let code = code_findings(&sym, &locs, &loc_counts, &fnames, 300);
+    let bcounts = level_counts(code.blocks.names.len(), &|l| code.block_of.get(&l).copied());
 
     // Running states per function (seed 002 §5.1.2).
     let func_of: Vec<u32> = per_sample
@@ -304,7 +311,63 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             );
         }
     }
-    let aliased = aliasing.as_ref().is_some_and(|a| a.flagged);
+    let mut aliased = aliasing.as_ref().is_some_and(|a| a.flagged);
+    let locked: u64 = code.locked.iter().map(|x| x.1).sum();
+    if desc.kind == EventKind::Instructions && locked as f64 >= 0.05 * n as f64 {
+        aliased = true;
+        let mut names: Vec<&str> = code.locked.iter().map(|x| x.0.as_str()).collect();
+        names.truncate(5);
+        warn(
+            &mut warnings,
+            "aliasing",
+            format!(
+                "{} basic block{} holding {} of the samples ({}) have 80% of their samples on one instruction, though every instruction of a block retires equally often: the period is locked to the loop, so shares may be biased (seed 001 §4.2); {}",
+                code.locked.len(),
+                if code.locked.len() == 1 { "" } else { "s" },
+                pct(locked as f64 / n as f64),
+                names.join(", "),
+                if randomized {
+                    "the period was already randomised: record with a different period"
+                } else {
+                    "record again with --randomize"
+                }
+            ),
+        );
+    }
+    // Skid (seed 000 §1.2).
+    let two_sided = desc.kind == EventKind::Instructions;
+    let skid_within = skid_shows(code.within, two_sided);
+    let skid_across = skid_shows(code.across, two_sided);
+    let within_bad = skid_within.is_some_and(|x| x.1);
+    let across_bad = skid_across.is_some_and(|x| x.1);
+    if within_bad || across_bad {
+        let (f, _) = if within_bad {
+            skid_within.unwrap_or_default()
+        } else {
+            skid_across.unwrap_or_default()
+        };
+        warn(
+            &mut warnings,
+            "skid",
+            format!(
+                "{} of the samples on a slow instruction (load, division{}) and the one after it sit on the one after it (about half without skid): samples gather at or just after slow instructions (seed 000 §1.2), so instruction-level{} attribution is unreliable; {}",
+                pct(f),
+                if across_bad { ", call" } else { "" },
+                if across_bad { " and block-level" } else { "" },
+                if desc.kind.is_hardware() && desc.config.precise < 2 {
+                    "a precise event (:pp) or `proftrust correct` undoes most of it"
+                } else {
+                    "`proftrust correct --skid S` estimates the counts without it"
+                }
+            ),
+        );
+    }
+    if code.functions == 0 {
+        notes.push("no code examined (no binary found for the sampled modules): block and instruction checks skipped".into());
+    }
+    for u in code.unreadable.iter().take(3) {
+        notes.push(format!("cannot read the code of {u}"));
+    }
 
     let build = |names: &Names,
                  counts: &[Vec<u64>],
@@ -359,9 +422,25 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             ),
         );
     }
+    for r in functions.iter_mut() {
+        if let Some(&(pairs, shadow)) = code.per_function.get(&r.name) {
+            let f = shadow as f64 / pairs.max(1) as f64;
+            if pairs >= 20 && (f >= 0.8 || (two_sided && f <= 0.2)) {
+                r.flags.push("skid".into());
+                r.reason
+                    .push_str("; skid shadow inside it: instruction-level attribution unreliable");
+            }
+        }
+    }
     let has_lines = !lnames.names.is_empty();
     let inlines = build(&inames, &icounts, None, None);
     let lines = build(&lnames, &lcounts, None, None);
+    let blocks = build(
+        &code.blocks,
+        &bcounts,
+        None,
+        across_bad.then_some("skid moves samples across blocks"),
+    );
     if !has_lines {
         notes.push("no source lines: the binaries have no DWARF line information (build with -g, or give the debug file with --binary)".into());
     }
@@ -515,10 +594,61 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             level: "inline".into(),
             reason: "source lines have too few samples".into(),
         }
-    } else {
+    } else if code.functions == 0 {
         Granularity {
             level: "line".into(),
-            reason: "block and instruction attribution not examined (needs the skid check)".into(),
+            reason: "no code to examine block and instruction attribution (give the binary)".into(),
+        }
+    } else if across_bad {
+        Granularity {
+            level: "line".into(),
+            reason: format!(
+                "samples skid across blocks: {} of the samples on a call and its return site sit on the return site",
+                pct(skid_across.unwrap_or_default().0)
+            ),
+        }
+    } else if !level_ok(&blocks) {
+        Granularity {
+            level: "line".into(),
+            reason: "basic blocks have too few samples".into(),
+        }
+    } else if within_bad {
+        Granularity {
+            level: "block".into(),
+            reason: format!(
+                "skid shadow: {} of the samples on a slow instruction and the next sit on the next",
+                pct(skid_within.unwrap_or_default().0)
+            ),
+        }
+    } else if aliased {
+        Granularity {
+            level: "block".into(),
+            reason: "aliasing: instruction shares may be biased".into(),
+        }
+    } else if !(desc.kind.is_hardware() && desc.config.precise >= 2) {
+        Granularity {
+            level: "block".into(),
+            reason: format!(
+                "{} event: each sample lands some cycles after the instruction that triggered it (seed 000 §1.2), so single instructions are unreliable even without a visible pile-up",
+                if desc.name.contains("vpmu") {
+                    "a virtual-PMU (skid as modelled)".to_string()
+                } else if desc.kind.is_hardware() {
+                    format!("an imprecise (precise level {})", desc.config.precise)
+                } else {
+                    "a software timer".to_string()
+                }
+            ),
+        }
+    } else {
+        Granularity {
+            level: "instruction".into(),
+            reason: match skid_within {
+                Some((f, _)) => format!(
+                    "no skid shadow ({} of the samples on slow instructions and their successors sit on the successors)",
+                    pct(f)
+                ),
+                None => "no slow instruction sampled to test for skid".into(),
+            },
         }
     };
 
@@ -539,7 +669,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         functions: std::mem::take(&mut functions),
         inlines,
         lines,
-        blocks: Vec::new(),
+        blocks,
         aliasing,
         health: CheckHealth {
             lost: set.lost,
@@ -1071,4 +1201,177 @@ mod tests {
         let r = aliasing(&refs, &random, &f, 16).unwrap();
         assert!(!r.flagged, "{r:?}");
     }
+}
+
+/// What the binary's code says about the samples: basic blocks, the skid shadow and
+/// samples locked onto one instruction of a block.
+#[derive(Debug, Default)]
+struct CodeFindings {
+    /// Block name per sampled location id (`function@0xSTART`).
+    block_of: HashMap<u32, u32>,
+    /// Block names.
+    blocks: Names,
+    /// Samples on the instruction before a shadow position, and on the shadow position,
+    /// within a block (after long-latency instructions).
+    within: (u64, u64),
+    /// The same across a block boundary (the return site after a call).
+    across: (u64, u64),
+    /// Per function name: (samples on pairs, samples in the shadow).
+    per_function: HashMap<String, (u64, u64)>,
+    /// Blocks whose samples sit on one instruction that is not a shadow position:
+    /// (block, samples).
+    locked: Vec<(String, u64)>,
+    /// Functions whose code could not be read, with the reason.
+    unreadable: Vec<String>,
+    /// Functions examined.
+    functions: usize,
+}
+
+/// Whether an instruction takes long enough that a sample skids past it: an explicit
+/// memory load (a cache miss costs hundreds of cycles), a division or a square root.
+fn long_latency(i: &proftrust_binary::Instr) -> bool {
+    let mnemonic = i.text.split_whitespace().next().unwrap_or("");
+    (i.memory && i.loads) || mnemonic.contains("div") || mnemonic.contains("sqrt")
+}
+
+/// Examines the code of the sampled functions (the `max_functions` with most samples).
+///
+/// Skid shadow (seed 000 §1.2, eqs. 1-2): a sample triggered at instruction `I_m` is
+/// attributed to `I_{m+g(S,m,c)}`, `g` counting the instructions retired during the skid `S`
+/// cycles. After an instruction of long latency `c_m >> S` the skid ends on its successor
+/// (`g = 1`), so the samples of the slow instruction *and* of the instructions before it
+/// within `S` cycles pile up on the successor, and the slow instruction itself keeps few.
+/// For each pair (long-latency or call instruction `L`, next instruction `N` in address
+/// order) the pile-up is `c_N / (c_L + c_N)`: about 1/2 without skid for an instruction
+/// event (both retire equally often), at most 1/2 for a time or cycles event (the slow
+/// instruction holds its own time), near 1 under skid. Pairs whose `N` starts another
+/// basic block (the return site after a call) measure skid across blocks and functions.
+///
+/// Locked phase (seed 001 §4.2, seed 002 §3.3): every instruction of a basic block retires
+/// equally often, so under an instruction event a block's samples spread over its
+/// instructions (shifted, not gathered, by a constant skid); a block of at least 4
+/// instructions with at least 30 samples, 80% of them on one instruction that is no shadow
+/// position, means the period is locked to the loop.
+fn code_findings(
+    sym: &Symbolizer,
+    locs: &[(Location, LocKeys)],
+    loc_counts: &[u64],
+    fnames: &Names,
+    max_functions: usize,
+) -> CodeFindings {
+    let mut out = CodeFindings::default();
+    // Sampled locations per (module, function start).
+    let mut by_fn: HashMap<(proftrust_model::ModuleIdx, u64), Vec<u32>> = HashMap::new();
+    for (id, (l, _)) in locs.iter().enumerate() {
+        let Some(m) = l.module else { continue };
+        let Some(f) = sym.binary(m).and_then(|b| b.function_at(l.svma)) else {
+            continue;
+        };
+        by_fn.entry((m, f.start.0)).or_default().push(id as u32);
+    }
+    let mut fns: Vec<((proftrust_model::ModuleIdx, u64), Vec<u32>)> = by_fn.into_iter().collect();
+    let samples_of = |v: &[u32]| v.iter().map(|&i| loc_counts[i as usize]).sum::<u64>();
+    fns.sort_by(|a, b| samples_of(&b.1).cmp(&samples_of(&a.1)).then(a.0.cmp(&b.0)));
+    fns.truncate(max_functions);
+    for ((m, start), ids) in fns {
+        let Some(bin) = sym.binary(m) else { continue };
+        let Some(func) = bin.function_at(proftrust_model::Svma(start)) else {
+            continue;
+        };
+        let fname = fnames.names[locs[ids[0] as usize].1.function as usize].clone();
+        let (instrs, cfg) = match (bin.instructions(func), bin.cfg(func)) {
+            (Ok(i), Ok(c)) => (i, c),
+            (Err(e), _) | (_, Err(e)) => {
+                out.unreadable.push(format!("{fname}: {e}"));
+                continue;
+            }
+        };
+        out.functions += 1;
+        let count: HashMap<u64, u64> = ids
+            .iter()
+            .map(|&i| (locs[i as usize].0.svma.0, loc_counts[i as usize]))
+            .collect();
+        let c = |a: proftrust_model::Svma| count.get(&a.0).copied().unwrap_or(0);
+        // Blocks.
+        for &id in &ids {
+            let a = locs[id as usize].0.svma;
+            if let Some(b) = cfg.block_at(a) {
+                let start = cfg.blocks[b.0 as usize].start;
+                let name = format!("{fname}@{:#x}", start.0);
+                let bid = out.blocks.id(name);
+                out.block_of.insert(id, bid);
+            }
+        }
+        // Skid shadow.
+        let block_start: std::collections::HashSet<u64> =
+            cfg.blocks.iter().map(|b| b.start.0).collect();
+        let mut shadow_pos: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let fe = out.per_function.entry(fname.clone()).or_default();
+        for w in instrs.windows(2) {
+            let (l, n) = (&w[0], &w[1]);
+            let call = matches!(
+                l.flow,
+                proftrust_binary::Flow::Call | proftrust_binary::Flow::IndirectCall
+            );
+            if !(call || (long_latency(l) && l.flow == proftrust_binary::Flow::Next)) {
+                continue;
+            }
+            shadow_pos.insert(n.addr.0);
+            let (cl, cn) = (c(l.addr), c(n.addr));
+            let across = block_start.contains(&n.addr.0);
+            let acc = if across {
+                &mut out.across
+            } else {
+                &mut out.within
+            };
+            acc.0 += cl + cn;
+            acc.1 += cn;
+            fe.0 += cl + cn;
+            fe.1 += cn;
+        }
+        // Locked blocks.
+        for b in &cfg.blocks {
+            if b.instructions.len() < 4 {
+                continue;
+            }
+            let total: u64 = b.instructions.iter().map(|&a| c(a)).sum();
+            if total < 30 {
+                continue;
+            }
+            let (top_addr, top) = b
+                .instructions
+                .iter()
+                .map(|&a| (a, c(a)))
+                .max_by_key(|x| x.1)
+                .unwrap_or((b.start, 0));
+            if top as f64 >= 0.8 * total as f64 && !shadow_pos.contains(&top_addr.0) {
+                out.locked
+                    .push((format!("{fname}@{:#x}", b.start.0), total));
+            }
+        }
+    }
+    out
+}
+
+/// `c_N / (c_L + c_N)` of [`code_findings`] and whether it shows skid: at least 50 samples on
+/// the pairs and 3 standard deviations away from the 1/2 of an instruction event without
+/// skid, by at least 1/4. Under an instruction event (`two_sided`) both directions are skid:
+/// seed 000's `g(S,m,c)` (eq. 1) ends the skid on the instruction executing when `S` cycles
+/// have passed, which is the slow instruction itself when it is reached (samples gather *on*
+/// it, as the virtual PMU models), and hardware that reports the next instruction to retire
+/// puts them on its successor. Under a time or cycles event the slow instruction rightly
+/// holds more than half, so only a pile-up on the successor counts.
+fn skid_shows(pair: (u64, u64), two_sided: bool) -> Option<(f64, bool)> {
+    let (n, s) = pair;
+    if n == 0 {
+        return None;
+    }
+    let f = s as f64 / n as f64;
+    let z = (s as f64 - 0.5 * n as f64) / (0.25 * n as f64).sqrt();
+    let off = if two_sided {
+        (f - 0.5).abs() >= 0.25 && z.abs() >= 3.0
+    } else {
+        f >= 0.75 && z >= 3.0
+    };
+    Some((f, n >= 50 && off))
 }

@@ -1,0 +1,274 @@
+//! `proftrust check` against the exact truth, where truth exists (issue 14, "Show"):
+//!
+//! * coverage: virtual-PMU profiles of bundled workloads (randomised period, several seeds)
+//!   and their exact counts from the same QEMU run; the 95% intervals `check` states for
+//!   the functions it does not call noise hold the exact share (`audit`'s `exact_share`) at
+//!   about the stated rate;
+//! * skid: with a skid of 30 cycles and heavy loads, `check` warns of skid and stops trusting
+//!   instruction-level attribution, and the audit measures a large instruction-level error;
+//!   without skid it does neither;
+//! * aliasing: a five-instruction loop under an instructions period that is a multiple of
+//!   five is flagged with a fixed period and not with `--randomize`.
+//!
+//! Needs qemu-x86_64, gcc and the QEMU plugin (built with the CLI); skips loudly otherwise.
+
+use proftrust_testkit::{have, skip_test};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run_ok(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(BIN)
+        .arg("-q")
+        .args(args)
+        .output()
+        .expect("run proftrust");
+    assert!(
+        out.status.success(),
+        "proftrust {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_slice(&run_ok(args)).expect("JSON")
+}
+
+fn ready(test: &str) -> bool {
+    for tool in ["qemu-x86_64", "gcc"] {
+        if !have(tool) {
+            skip_test(test, &format!("{tool} not installed"));
+            return false;
+        }
+    }
+    true
+}
+
+/// The bundled workloads, linked statically: every sample and every counted instruction is
+/// in the one binary, so `check`'s shares (of all samples) and `audit`'s exact shares (of the
+/// binary's instructions) have the same denominator.
+fn workloads(dir: &Path) -> PathBuf {
+    let out = dir.join("bin");
+    std::fs::create_dir_all(&out).unwrap();
+    for w in ["omnet", "hmmer"] {
+        proftrust_testkit::gcc(
+            &out.join(w),
+            &[&repo().join(format!("workloads/{w}.c"))],
+            &["-fno-omit-frame-pointer", "-static", "-lm"],
+        );
+    }
+    out
+}
+
+/// `vpmu` samples and exact counts of one run.
+fn vpmu(dir: &Path, prog: &Path, args: &[&str], extra: &[&str], tag: &str) -> (PathBuf, PathBuf) {
+    let s = dir.join(format!("{tag}.ptsamp"));
+    let e = dir.join(format!("{tag}.ptexact"));
+    let mut a: Vec<&str> = vec!["vpmu"];
+    a.extend_from_slice(extra);
+    let (ss, es) = (s.display().to_string(), e.display().to_string());
+    a.extend_from_slice(&["--exact", &es, "-o", &ss, "--"]);
+    let p = prog.display().to_string();
+    a.push(&p);
+    a.extend_from_slice(args);
+    run_ok(&a);
+    (s, e)
+}
+
+fn exact_shares(s: &Path, e: &Path, prog: &Path) -> Vec<(String, f64)> {
+    let a = json(&[
+        "audit",
+        "--samples",
+        s.to_str().unwrap(),
+        "--truth",
+        e.to_str().unwrap(),
+        "--binary",
+        prog.to_str().unwrap(),
+        "--json",
+    ]);
+    a["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["exact_share"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn intervals_cover_exact_shares() {
+    let t = "intervals_cover_exact_shares";
+    if !ready(t) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = workloads(dir.path());
+    let (mut rows, mut covered) = (0u32, 0u32);
+    let runs: [(&str, &str, u64); 8] = [
+        ("omnet", "5", 1),
+        ("omnet", "5", 2),
+        ("omnet", "5", 3),
+        ("omnet", "5", 4),
+        ("omnet", "5", 5),
+        ("omnet", "5", 6),
+        ("hmmer", "1", 1),
+        ("hmmer", "1", 2),
+    ];
+    for (w, size, seed) in runs {
+        let prog = bin.join(w);
+        let seed_s = seed.to_string();
+        let (s, e) = vpmu(
+            dir.path(),
+            &prog,
+            &[size],
+            &["--period", "1009", "--randomize", "--seed", &seed_s],
+            &format!("{w}{seed}"),
+        );
+        let exact = exact_shares(&s, &e, &prog);
+        let c = json(&[
+            "check",
+            s.to_str().unwrap(),
+            "--binary",
+            prog.to_str().unwrap(),
+            "--json",
+        ]);
+        for r in c["functions"].as_array().unwrap() {
+            if r["verdict"] == "noise" {
+                continue;
+            }
+            let name = r["name"].as_str().unwrap();
+            let Some((_, x)) = exact.iter().find(|(n, _)| n == name) else {
+                continue; // outside the audited binary (the dynamic loader)
+            };
+            let (lo, hi) = (
+                r["ci_low"].as_f64().unwrap(),
+                r["ci_high"].as_f64().unwrap(),
+            );
+            rows += 1;
+            if (lo..=hi).contains(x) {
+                covered += 1;
+            } else {
+                eprintln!("{w} seed {seed}: {name} exact {x:.4} outside [{lo:.4}, {hi:.4}]");
+            }
+        }
+    }
+    let rate = covered as f64 / rows as f64;
+    eprintln!("coverage of the stated 95% intervals: {covered} of {rows} = {rate:.3}");
+    assert!(rows >= 12, "too few rows ({rows}) to measure coverage");
+    // 95% stated; with ~20 rows a rate below 0.8 has probability < 2% if the intervals
+    // hold their level.
+    assert!(rate >= 0.8, "coverage {rate:.3} ({covered} of {rows})");
+}
+
+#[test]
+fn skid_is_flagged_where_the_audit_measures_it() {
+    let t = "skid_is_flagged_where_the_audit_measures_it";
+    if !ready(t) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = workloads(dir.path());
+    let prog = bin.join("omnet");
+    let mut results = Vec::new();
+    for skid in ["0", "30"] {
+        let (s, e) = vpmu(
+            dir.path(),
+            &prog,
+            &["5"],
+            &[
+                "--period",
+                "1009",
+                "--randomize",
+                "--seed",
+                "3",
+                "--cpi-model",
+                "cache",
+                "--skid",
+                skid,
+            ],
+            &format!("skid{skid}"),
+        );
+        let c = json(&[
+            "check",
+            s.to_str().unwrap(),
+            "--binary",
+            prog.to_str().unwrap(),
+            "--json",
+        ]);
+        let a = json(&[
+            "audit",
+            "--samples",
+            s.to_str().unwrap(),
+            "--truth",
+            e.to_str().unwrap(),
+            "--binary",
+            prog.to_str().unwrap(),
+            "--json",
+        ]);
+        let warned = c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "skid");
+        let level = c["trustworthy_at"]["level"].as_str().unwrap().to_string();
+        let eps = a["metrics"]["epsilon_instruction"].as_f64().unwrap();
+        eprintln!("skid {skid}: check warns {warned}, trust down to {level}; audit epsilon(instruction) {eps:.4}");
+        results.push((warned, level, eps));
+    }
+    let (w0, l0, e0) = &results[0];
+    let (w30, l30, e30) = &results[1];
+    assert!(!w0, "no skid, but check warned of it");
+    assert!(*w30, "skid 30 with heavy loads, but check did not warn");
+    assert_ne!(l30, "instruction");
+    assert!(l0 == "instruction" || l0 == "block", "{l0}");
+    assert!(e30 > &(2.0 * e0), "audit: {e30} against {e0}");
+}
+
+#[test]
+fn aliasing_flagged_with_fixed_period_only() {
+    let t = "aliasing_flagged_with_fixed_period_only";
+    if !ready(t) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/check");
+    let prog = proftrust_testkit::compile_c(dir.path(), &src, "alias", &["-O1"]);
+    let mut flagged = Vec::new();
+    for extra in [&[][..], &["--randomize"][..]] {
+        let mut a = vec!["--period", "10000", "--seed", "1"];
+        a.extend_from_slice(extra);
+        let tag = if extra.is_empty() { "fixed" } else { "random" };
+        let (s, _) = vpmu(dir.path(), &prog, &["2000000"], &a, tag);
+        let c = json(&[
+            "check",
+            s.to_str().unwrap(),
+            "--binary",
+            prog.to_str().unwrap(),
+            "--json",
+        ]);
+        let f = c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["kind"] == "aliasing");
+        eprintln!("{tag} period: aliasing {f}; verdict {}", c["verdict"]);
+        flagged.push((f, c["verdict"].clone()));
+    }
+    assert!(
+        flagged[0].0,
+        "fixed period 10000 on a 5-instruction loop: not flagged"
+    );
+    assert_ne!(flagged[0].1, "act");
+    assert!(!flagged[1].0, "randomised period: flagged");
+}

@@ -13,6 +13,7 @@ mod exports;
 mod interrupt;
 mod output;
 mod parse;
+mod pipe;
 mod sys;
 mod trace_args;
 mod util;
@@ -114,6 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() {
+    pipe::install();
     let cli = Cli::parse();
     let r = run(cli);
     if let Err(e) = &r {

@@ -76,7 +76,9 @@ impl proftrust_pipeline::Task for Bar {
 }
 
 /// Prints an error chain as `error: outer: inner` plus any `hint:` lines the chain carries.
+/// A closed pipe (`| head`) is no error: it ends the process quietly (`pipe`).
 pub fn print_error(e: &anyhow::Error) {
+    crate::pipe::end_if_broken_pipe(e);
     eprintln!("error: {}", terminal_safe(&chain_text(e)));
 }
 

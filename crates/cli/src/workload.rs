@@ -1,5 +1,6 @@
 //! The bundled workloads, shared by every subcommand that runs a program: `--workload NAME
-//! [--size N]` stands for `-- target/workloads/NAME N`, built on first use. Two kinds: small
+//! [--size N]` stands for `-- DIR/NAME N`, built on first use into a user cache directory
+//! ([`workload_dir`]). Two kinds: small
 //! C kernels (`workloads/*.c`, after the case studies of seed 000 §4, built with gcc), and
 //! real third-party code (`workloads/thirdparty`: bzip2, zlib, Lua, SQLite from the C
 //! sources vendored in crates.io's -sys crates, Rust's regex and std sorting; built with
@@ -185,8 +186,9 @@ fn build_third_party(dir: &std::path::Path, w: Workload) -> Result<PathBuf> {
 /// `--workload NAME [--size N]`, flattened into the subcommands that run a program.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkloadArgs {
-    /// Run a bundled workload instead of a program after `--` (built with gcc -O2 -g into
-    /// target/workloads, or $PROFTRUST_WORKLOAD_DIR).
+    /// Run a bundled workload instead of a program after `--` (built on first use into
+    /// $PROFTRUST_WORKLOAD_DIR, else $XDG_CACHE_HOME/proftrust/workloads, else
+    /// ~/.cache/proftrust/workloads).
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
     /// Size scale of the bundled workload (100 = about 0.5 s natively).
@@ -223,14 +225,33 @@ impl WorkloadArgs {
     }
 }
 
-/// Builds a bundled workload into `target/workloads` (or `$PROFTRUST_WORKLOAD_DIR`) with
+/// Where the bundled workloads are built, in this order: `$PROFTRUST_WORKLOAD_DIR`;
+/// `$XDG_CACHE_HOME/proftrust/workloads` (an absolute `XDG_CACHE_HOME` only, as the XDG base
+/// directory specification says); `$HOME/.cache/proftrust/workloads`. A user cache rather than
+/// the current directory: the same build serves every directory proftrust runs in, and none
+/// gets a `target/` it did not ask for. `env` reads the environment (a parameter for tests).
+pub fn workload_dir(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = nonempty("PROFTRUST_WORKLOAD_DIR") {
+        return Ok(d);
+    }
+    if let Some(x) = nonempty("XDG_CACHE_HOME").filter(|p| p.is_absolute()) {
+        return Ok(x.join("proftrust/workloads"));
+    }
+    match nonempty("HOME") {
+        Some(h) => Ok(h.join(".cache/proftrust/workloads")),
+        None => bail!(
+            "cannot tell where to build the workload: neither HOME nor XDG_CACHE_HOME is set; set PROFTRUST_WORKLOAD_DIR=DIR"
+        ),
+    }
+}
+
+/// Builds a bundled workload into [`workload_dir`] with
 /// `gcc -O2 -g -fno-omit-frame-pointer`, unless an up-to-date build is there. Every file is
 /// written under a temporary name and renamed into place, so two proftrust processes
 /// building at once never run (or compile) a half-written file.
 fn build(w: Workload, versions: Option<&mut BTreeMap<String, String>>) -> Result<PathBuf> {
-    let dir = std::env::var_os("PROFTRUST_WORKLOAD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("target/workloads"));
+    let dir = workload_dir(|k| std::env::var_os(k))?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     if w.third_party() {
         let exe = build_third_party(&dir, w)?;
@@ -287,4 +308,51 @@ fn build(w: Workload, versions: Option<&mut BTreeMap<String, String>>) -> Result
             .with_context(|| format!("cannot write {}", exe.display()))?;
     }
     std::fs::canonicalize(&exe).with_context(|| format!("cannot find {}", exe.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn dir(vars: &[(&str, &str)]) -> Result<PathBuf> {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        workload_dir(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn workload_dir_follows_xdg() {
+        let all = [
+            ("PROFTRUST_WORKLOAD_DIR", "/w"),
+            ("XDG_CACHE_HOME", "/x"),
+            ("HOME", "/h"),
+        ];
+        assert_eq!(dir(&all).unwrap(), PathBuf::from("/w"));
+        assert_eq!(
+            dir(&all[1..]).unwrap(),
+            PathBuf::from("/x/proftrust/workloads")
+        );
+        assert_eq!(
+            dir(&all[2..]).unwrap(),
+            PathBuf::from("/h/.cache/proftrust/workloads")
+        );
+        // A relative XDG_CACHE_HOME is ignored (XDG base directory specification); empty
+        // values count as unset.
+        assert_eq!(
+            dir(&[
+                ("XDG_CACHE_HOME", "rel"),
+                ("HOME", "/h"),
+                ("PROFTRUST_WORKLOAD_DIR", "")
+            ])
+            .unwrap(),
+            PathBuf::from("/h/.cache/proftrust/workloads")
+        );
+        assert!(dir(&[])
+            .unwrap_err()
+            .to_string()
+            .contains("PROFTRUST_WORKLOAD_DIR"));
+    }
 }

@@ -1021,7 +1021,22 @@ fn derived_edges_equal_recorded_edges() {
     // QEMUs (and even between two runs: Rust's std start-up, allocation sizes), so there
     // the check is the derivation's own: every execution placed (no WARNING: the flow sums
     // close on every block and address), and edges and calls found.
-    let tp = root.join("target/workloads/thirdparty/target/release");
+    // Where `--workload` builds them (crates/cli/src/workload.rs, `workload_dir`).
+    let wl_dir = std::env::var_os("PROFTRUST_WORKLOAD_DIR")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|x| x.join("proftrust/workloads"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/proftrust/workloads"))
+        })
+        .unwrap_or_else(|| root.join("target/workloads"));
+    let tp = wl_dir.join("thirdparty/target/release");
     for w in ["bzip2", "zlib", "lua", "sqlite", "regex", "sort"] {
         let exe = tp.join(w);
         if !exe.is_file() {

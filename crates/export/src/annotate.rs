@@ -244,7 +244,13 @@ pub fn annotate(
                         0.0
                     }
                 }),
-                outside_ci: n > 0 && exact_share.is_some_and(|e| e < lo - 1e-12 || e > hi + 1e-12),
+                // The `!` of the annotation: outside the interval on enough samples to call
+                // it bias (proftrust_metrics::evidence, as the audit's function table).
+                outside_ci: n > 0
+                    && exact_share.is_some_and(|e| {
+                        (e < lo - 1e-12 || e > hi + 1e-12)
+                            && proftrust_metrics::evidence::enough_for_bias(k, n, e)
+                    }),
             }
         };
         // Lines: innermost frame of each instruction.

@@ -107,6 +107,11 @@ pub struct FunctionComparison {
     pub exact_share: f64,
     /// Whether `exact_share` lies outside `ci`.
     pub outside_ci: bool,
+    /// Whether the difference is bias: `outside_ci` with enough samples to say so (observed
+    /// or expected, [`crate::evidence::enough_for_bias`]); a function outside its interval on
+    /// one or two samples is not called biased.
+    #[serde(default)]
+    pub bias: bool,
 }
 
 /// The hottest function instruction by instruction: its name and
@@ -136,6 +141,10 @@ pub struct Comparison {
     pub top10_overlap: Option<f64>,
     /// Function coverage.
     pub coverage: Option<f64>,
+    /// Functions that took part in the rank metrics (sampled, or at least
+    /// [`CompareOptions::rank_threshold`] of the exact weight).
+    #[serde(default)]
+    pub ranked_functions: usize,
     /// N_S.
     pub samples: u64,
     /// Samples of the event outside the scope.
@@ -486,6 +495,8 @@ pub fn compare(
                 ci,
                 exact_share,
                 outside_ci: exact_share < ci.0 || exact_share > ci.1,
+                bias: (exact_share < ci.0 || exact_share > ci.1)
+                    && crate::evidence::enough_for_bias(s, n_s, exact_share),
             }
         })
         .collect();
@@ -526,6 +537,7 @@ pub fn compare(
         top5_overlap,
         top10_overlap,
         coverage,
+        ranked_functions: ranked.len(),
         samples: n_s,
         samples_elsewhere: elsewhere,
         instructions: n_i,
@@ -533,6 +545,39 @@ pub fn compare(
         static_blocks,
         hottest,
     })
+}
+
+#[cfg(test)]
+impl Comparison {
+    /// An all-zero comparison for tests of code that reads a few fields.
+    pub(crate) fn empty_for_tests() -> Comparison {
+        Comparison {
+            functions: Vec::new(),
+            hotspot: HotspotMetrics {
+                nrmse_sr: 0.0,
+                sc: 0.0,
+                od: 0.0,
+                m: 0,
+                n_s: 0,
+                n_i: 0,
+            },
+            epsilon_function: 0.0,
+            epsilon_inline: 0.0,
+            epsilon_block: 0.0,
+            epsilon_instruction: 0.0,
+            kendall_tau: None,
+            top5_overlap: None,
+            top10_overlap: None,
+            coverage: None,
+            ranked_functions: 0,
+            samples: 0,
+            samples_elsewhere: 0,
+            instructions: 0,
+            exact_weight: 0,
+            static_blocks: false,
+            hottest: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 //!   addresses and computes all of the above ([`Comparison`]); attribution (function, inline
 //!   frame, block) comes from the caller through the [`Attribution`] trait.
 //! * [`cycles_estimate`] — the documented cycle estimate from callgrind's simulated events.
+//! * [`evidence`] — minimum-evidence rules: which metrics and verdicts rest on too few samples
+//!   (seed 002's binomial sampling model).
 //!
 //! Design constraints: every function takes plain counts (`u64`) so that the caller decides
 //! what a "unit" is (an instruction address, a block, a function); degenerate input (no
@@ -40,6 +42,7 @@
 
 pub mod compare;
 mod cycles;
+pub mod evidence;
 mod order;
 mod rank;
 pub mod resolution;

@@ -67,15 +67,19 @@ pub struct AuditOptions {
     /// With [`AuditInput::Files`]: a directory holding the files' modules at their recorded
     /// paths (perf's `--symfs`), tried after `binaries`. Default none.
     pub symfs: Option<PathBuf>,
-    /// Sampled event when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
-    /// `rHEX`, with `:p` modifiers). Default `cpu-clock`.
+    /// Sampled event(s) when recording (`cpu-clock`, `task-clock`, `cycles`, `instructions`,
+    /// `rHEX`, with `:p` modifiers; several as perf writes them, `instructions,cycles`).
+    /// Default `cpu-clock`.
     pub event: String,
-    /// Sampling period when recording (events, or ns for clock events). Default: 100 003 ns
-    /// for clock events (~10 kHz), the recorder's default otherwise.
+    /// Sampling period when recording (events, or ns for clock events). Default: the
+    /// recorder's, 100 003 ns for clock events (~10 kHz, [`AUDIT_CLOCK_PERIOD_NS`]).
     pub period: Option<u64>,
+    /// Sampling frequency in Hz when recording (the kernel adapts the period), instead of a
+    /// period. Default none.
+    pub frequency: Option<u64>,
     /// Randomise the period when recording (seed 001 §4). Default false.
     pub randomize: bool,
-    /// Seed of every random choice (stored in the report). Default 1.
+    /// Seed of every random choice (stored in the report). Default [`crate::DEFAULT_SEED`].
     pub seed: u64,
     /// Exact-count backend when recording. Default [`Backend::Auto`].
     pub backend: Backend,
@@ -113,8 +117,9 @@ impl Default for AuditOptions {
             symfs: None,
             event: "cpu-clock".into(),
             period: None,
+            frequency: None,
             randomize: false,
-            seed: 1,
+            seed: crate::DEFAULT_SEED,
             backend: Backend::Auto,
             truth_weight: TruthWeight::Instructions,
             sweep: Vec::new(),
@@ -128,8 +133,9 @@ impl Default for AuditOptions {
     }
 }
 
-/// Default period of clock events in `audit`: 100 003 ns (a prime, ~10 kHz).
-pub const AUDIT_CLOCK_PERIOD_NS: u64 = 100_003;
+/// Default period of clock events in `audit`: the recorder's, 100 003 ns (a prime, ~10 kHz),
+/// so `record` and `audit` sample alike.
+pub const AUDIT_CLOCK_PERIOD_NS: u64 = proftrust_record::DEFAULT_CLOCK_PERIOD_NS;
 
 /// Attribution through the ELF symbols, DWARF inline frames and CFGs of the scope binaries.
 struct BinaryAttribution<'a> {
@@ -472,6 +478,13 @@ pub fn execute_with_data(
             cmp.samples_elsewhere,
         ));
     }
+    if cmp.samples < proftrust_metrics::evidence::MIN_SAMPLES {
+        warnings.push(format!(
+            "only {} samples in the audited binary: too few for any verdict ({} needed: a share's standard deviation is up to 0.5/sqrt(N), paper 002 §3.5 eq. 9, so below 100 every share is uncertain by more than ±10 points); profile a longer run (--size, a bigger input) or sample more often (--period)",
+            cmp.samples,
+            proftrust_metrics::evidence::MIN_SAMPLES
+        ));
+    }
     if !cmp.static_blocks {
         warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
@@ -546,7 +559,7 @@ pub fn execute_with_data(
 
     let report = AuditReport {
         config,
-        metrics: metrics_of(&cmp),
+        metrics: metrics_of(&cmp, &opts),
         functions: rows_of(&cmp),
         hottest: picture_of(&cmp),
         sweep,
@@ -932,7 +945,7 @@ fn corrected_side(
     let side = CorrectedSide {
         skid,
         method: format!("{:?}", cor.method).to_lowercase(),
-        metrics: metrics_of(&c),
+        metrics: metrics_of(&c, &opts),
         functions: c
             .functions
             .iter()
@@ -950,7 +963,7 @@ fn corrected_side(
     Ok((side, cor.corrected))
 }
 
-fn metrics_of(c: &Comparison) -> Metrics {
+fn metrics_of(c: &Comparison, opts: &CompareOptions) -> Metrics {
     Metrics {
         nrmse_sr: Some(c.hotspot.nrmse_sr),
         sc: Some(c.hotspot.sc),
@@ -969,6 +982,8 @@ fn metrics_of(c: &Comparison) -> Metrics {
         exact_weight: c.exact_weight,
         sampled_ips: c.hotspot.m as u64,
         functions_outside_ci: c.functions.iter().filter(|f| f.outside_ci).count() as u64,
+        functions_biased: c.functions.iter().filter(|f| f.bias).count() as u64,
+        too_few: proftrust_metrics::evidence::too_few(c, opts),
     }
 }
 
@@ -986,6 +1001,7 @@ fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
             exact_share: f.exact_share,
             difference: f.sampled_share - f.exact_share,
             outside_ci: f.outside_ci,
+            bias: f.bias,
         })
         .collect()
 }
@@ -1061,13 +1077,18 @@ fn record_once(
     stop: &StopSignal,
     events: &dyn Events,
 ) -> Result<Recorded> {
-    let ev = proftrust_record::EventSpec::parse(&args.event)
+    let evs = proftrust_record::EventSpec::parse_list(&args.event)
         .with_context(|| format!("bad --event {:?}", args.event))?;
     let mut o = proftrust_record::RecordOptions::default();
-    // A clock event at the recorder's 1 kHz gives a 0.5 s program ~500 samples: Wilson
-    // intervals of several percent. The audit samples at ~10 kHz unless told otherwise.
-    o.period = period.or_else(|| ev.kind.is_time_based().then_some(AUDIT_CLOCK_PERIOD_NS));
-    o.events = vec![ev];
+    // The recorder's defaults are the audit's (~10 kHz for clock events): a sweep point or
+    // --period sets a period, --frequency a frequency, else each event's default period.
+    o.period = period;
+    o.frequency = if period.is_none() {
+        args.frequency
+    } else {
+        None
+    };
+    o.events = evs;
     o.randomize = randomize;
     o.seed = Some(args.seed);
     o.timeout = args.timeout;

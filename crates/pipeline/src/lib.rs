@@ -90,6 +90,12 @@ pub fn with_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
     })
 }
 
+/// The seed of every command's random choices when none is given: 1, the same for `audit`,
+/// `record`, `vpmu`, `vpp`, `simulate`, `correct` and `calibrate`, so that two runs of a
+/// command with the same inputs make the same choices. Every report and file states the
+/// seed it used; `--seed N` picks another stream (docs/ARCHITECTURE.md, "Conventions").
+pub const DEFAULT_SEED: u64 = 1;
+
 /// Where exact counts come from when a command runs the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {

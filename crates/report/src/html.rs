@@ -138,7 +138,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         Some(c) => {
             let _ = writeln!(
                 h,
-                "<h2>Metrics</h2><p>Corrected: the samples after undoing a skid of {} cycles ({} solver, seed 000), compared with the same truth.</p><table><tr><th>metric</th><th>value</th><th>corrected</th></tr>",
+                "<h2>Metrics</h2><p>Corrected: the samples after undoing a skid of {} cycles ({} solver, paper 000), compared with the same truth.</p><table><tr><th>metric</th><th>value</th><th>corrected</th></tr>",
                 c.skid,
                 escape_html(&c.method)
             );
@@ -146,31 +146,50 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         None => h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n"),
     }
     type Get = fn(&crate::model::Metrics) -> Option<f64>;
-    let rows: [(&str, Get); 11] = [
+    let rows: [(&str, &str, Get); 11] = [
         (
-            "ε function (share of samples in the wrong function, seed 000)",
+            "ε function (share of samples in the wrong function, paper 000)",
+            "epsilon_function",
             |m| m.epsilon_function,
         ),
-        ("ε innermost inlined function", |m| m.epsilon_inline),
-        ("ε basic block", |m| m.epsilon_block),
-        ("ε instruction", |m| m.epsilon_instruction),
-        ("NRMSE_SR (seed 001)", |m| m.nrmse_sr),
-        ("SC sample coverage (seed 001)", |m| m.sc),
-        ("OD order deviation (seed 001)", |m| m.od),
-        ("Kendall tau-b of function ranks", |m| m.kendall_tau),
-        ("top-5 overlap", |m| m.top5_overlap),
-        ("top-10 overlap", |m| m.top10_overlap),
-        ("function coverage (>1% exact with a sample)", |m| {
-            m.coverage
+        ("ε innermost inlined function", "epsilon_inline", |m| {
+            m.epsilon_inline
         }),
+        ("ε basic block", "epsilon_block", |m| m.epsilon_block),
+        ("ε instruction", "epsilon_instruction", |m| {
+            m.epsilon_instruction
+        }),
+        ("NRMSE_SR (paper 001)", "nrmse_sr", |m| m.nrmse_sr),
+        ("SC sample coverage (paper 001)", "sc", |m| m.sc),
+        ("OD order deviation (paper 001)", "od", |m| m.od),
+        ("Kendall tau-b of function ranks", "kendall_tau", |m| {
+            m.kendall_tau
+        }),
+        ("top-5 overlap", "top5_overlap", |m| m.top5_overlap),
+        ("top-10 overlap", "top10_overlap", |m| m.top10_overlap),
+        (
+            "function coverage (>1% exact with a sample)",
+            "coverage",
+            |m| m.coverage,
+        ),
     ];
-    for (k, get) in rows {
+    for (k, key, get) in rows {
         let corrected = cm
             .map(|c| format!("<td class=\"n\">{}</td>", opt(get(c))))
             .unwrap_or_default();
+        let note = m
+            .too_few
+            .get(key)
+            .map(|why| {
+                format!(
+                    "<td class=\"warn\">too few to judge: {}</td>",
+                    escape_html(why)
+                )
+            })
+            .unwrap_or_default();
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td class=\"n\">{}</td>{corrected}</tr>",
+            "<tr><td>{}</td><td class=\"n\">{}</td>{corrected}{note}</tr>",
             escape_html(k),
             opt(get(m)),
         );
@@ -213,7 +232,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         let _ = writeln!(
             h,
             "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td>{corrected}</tr>",
-            if f.outside_ci { " class=\"out\"" } else { "" },
+            if f.bias { " class=\"out\"" } else { "" },
             escape_html(&f.name),
             f.samples,
             pct(f.sampled_share),
@@ -222,7 +241,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
             f.exact_instructions,
             pct(f.exact_share),
             crate::text::signed_pct(f.difference),
-            if f.outside_ci { " !" } else { "" }
+            if f.bias { " !" } else { "" }
         );
     }
     h.push_str("</table>\n");
@@ -236,7 +255,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     if let Some(p) = &r.hottest {
         let _ = writeln!(
             h,
-            "<h2>Per instruction: <span class=\"mono\">{}</span></h2>\n<p>As in seed 001 Fig. 1: each instruction address of the hottest function, its share of the function's samples next to its share of the function's exact executions.</p>",
+            "<h2>Per instruction: <span class=\"mono\">{}</span></h2>\n<p>As in paper 001 (Wu &amp; Mencer) Fig. 1: each instruction address of the hottest function, its share of the function's samples next to its share of the function's exact executions.</p>",
             escape_html(&p.function)
         );
         h.push_str(&svg::instruction_picture(p));
@@ -249,7 +268,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         h.push_str(&crate::annotate::annotation_html(&extras.annotations));
     }
     if !r.sweep.is_empty() {
-        h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (seed 001 §4).</p>\n");
+        h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (paper 001 §4).</p>\n");
         h.push_str(&svg::sweep_plot(&r.sweep, false));
         h.push_str(&svg::sweep_plot(&r.sweep, true));
         h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>ε</th></tr>\n");
@@ -299,6 +318,7 @@ mod tests {
                 exact_share: 0.5,
                 difference: 0.25,
                 outside_ci: false,
+                bias: false,
             }],
             hottest: Some(InstructionPicture {
                 function: "f<int>".into(),

@@ -136,6 +136,14 @@ pub struct Metrics {
     pub sampled_ips: u64,
     /// Functions whose exact share lies outside the 95% interval of the sampled share.
     pub functions_outside_ci: u64,
+    /// Of those, the functions with enough samples (observed or expected) to call the
+    /// difference bias (`proftrust_metrics::evidence`); the rest rest on too few samples.
+    #[serde(default)]
+    pub functions_biased: u64,
+    /// The metrics that rest on too few samples to be evidence, by key (`kendall_tau`,
+    /// `coverage`, ...), with the reason (`proftrust_metrics::evidence::too_few`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub too_few: BTreeMap<String, String>,
 }
 
 impl FunctionRow {
@@ -169,6 +177,10 @@ pub struct FunctionRow {
     pub difference: f64,
     /// Whether `exact_share` lies outside `[ci_low, ci_high]`.
     pub outside_ci: bool,
+    /// Whether the difference is bias: outside the interval with enough samples (observed,
+    /// or expected from the exact share) to say so; the `!` of the reports.
+    #[serde(default)]
+    pub bias: bool,
 }
 
 /// Per-instruction comparison inside one function (seed 001 Fig. 1).

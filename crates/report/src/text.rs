@@ -128,8 +128,9 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 }
 
 /// Renders the terminal report: what was compared, the metrics, and the `top` functions
-/// by exact share. Rows whose exact share is outside the sampled share's 95% interval are
-/// marked `!` (and red when `color`).
+/// by exact share. Rows whose exact share is outside the sampled share's 95% interval on
+/// enough samples to call it bias are marked `!` (and red when `color`); a metric on too few
+/// samples says so in its meaning column (`Metrics::too_few`).
 pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let c = &r.config;
     let m = &r.metrics;
@@ -181,57 +182,74 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         None => Table::new(["metric", "value", "meaning"]).left_align(&[2]),
     };
     type Get = fn(&Metrics) -> Option<f64>;
-    let rows: [(&str, Get, &str); 11] = [
+    let rows: [(&str, &str, Get, &str); 11] = [
         (
             "epsilon (function)",
+            "epsilon_function",
             |m| m.epsilon_function,
             "share of samples in the wrong function",
         ),
         (
             "epsilon (inline)",
+            "epsilon_inline",
             |m| m.epsilon_inline,
             "same, innermost inlined function",
         ),
-        ("epsilon (block)", |m| m.epsilon_block, "same, basic block"),
+        (
+            "epsilon (block)",
+            "epsilon_block",
+            |m| m.epsilon_block,
+            "same, basic block",
+        ),
         (
             "epsilon (instruction)",
+            "epsilon_instruction",
             |m| m.epsilon_instruction,
             "same, instruction address",
         ),
         (
             "NRMSE_SR",
+            "nrmse_sr",
             |m| m.nrmse_sr,
-            "weighted error of IP shares (seed 001)",
+            "weighted error of IP shares (paper 001)",
         ),
-        ("SC", |m| m.sc, "share of executions at sampled IPs"),
-        ("OD", |m| m.od, "order deviation of sampled IPs"),
+        ("SC", "sc", |m| m.sc, "share of executions at sampled IPs"),
+        ("OD", "od", |m| m.od, "order deviation of sampled IPs"),
         (
             "Kendall tau-b",
+            "kendall_tau",
             |m| m.kendall_tau,
             "function rank agreement (1 = same)",
         ),
         (
             "top-5 overlap",
+            "top5_overlap",
             |m| m.top5_overlap,
             "hottest 5 functions in common",
         ),
         (
             "top-10 overlap",
+            "top10_overlap",
             |m| m.top10_overlap,
             "hottest 10 functions in common",
         ),
         (
             "coverage",
+            "coverage",
             |m| m.coverage,
             "functions >1% exact with a sample",
         ),
     ];
-    for (name, get, meaning) in rows {
+    for (name, key, get, meaning) in rows {
         let mut cells = vec![name.to_string(), opt(get(m), 4)];
         if let Some(c) = cm {
             cells.push(opt(get(c), 4));
         }
-        cells.push(meaning.to_string());
+        // A metric on too few samples keeps its value, but says it is no evidence (and why).
+        match m.too_few.get(key) {
+            Some(why) => cells.push(format!("too few to judge: {why}")),
+            None => cells.push(meaning.to_string()),
+        }
         t.row(cells, false);
     }
     out.push_str(&t.render(color));
@@ -266,14 +284,14 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
             cells.extend([
                 pct(f.exact_share),
                 signed_pct(f.difference),
-                if f.outside_ci { "!" } else { "" }.to_string(),
+                if f.bias { "!" } else { "" }.to_string(),
             ]);
         }
         if let Some(cs) = corrected_share(&f.name) {
             cells.push(pct(cs));
             cells.push(signed_pct(cs - f.exact_share));
         }
-        t.row(cells, f.outside_ci);
+        t.row(cells, f.bias);
     }
     out.push_str(&t.render(color));
     let shown = visible.len().min(top);
@@ -287,9 +305,17 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let _ = writeln!(
         out,
         "{} of {} functions: exact share outside the sampled 95% interval (!)",
-        m.functions_outside_ci,
+        m.functions_biased,
         r.functions.len()
     );
+    let thin = m.functions_outside_ci.saturating_sub(m.functions_biased);
+    if thin > 0 {
+        // proftrust_metrics::evidence::MIN_BIAS_SAMPLES
+        let _ = writeln!(
+            out,
+            "{thin} more outside it on fewer than 5 samples (observed and expected): too few to call bias, not marked"
+        );
+    }
     if !c.randomized && c.period.is_some() {
         // docs/sampling-theory.md, "Wilson coverage": with a fixed period the 95% intervals
         // covered 87-91% on mixed tasks and far less on code periodic with the sampler.

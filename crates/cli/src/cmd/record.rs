@@ -13,7 +13,7 @@ use std::time::Duration;
 #[command(after_help = "\
 Events: cpu-clock and task-clock (software timers, work everywhere; period in ns), cycles,
 instructions and raw codes rNNNN (need a hardware PMU), with :p/:pp/:ppp precise levels.
-Default periods are primes: 1000003 ns for clocks, 2000003 for cycles/instructions, 100003
+Default periods are primes: 100003 ns (~10 kHz) for clocks, 2000003 for cycles/instructions, 100003
 for raw events. Examples:
   proftrust record -o prof.ptsamp -- ./prog arg
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog

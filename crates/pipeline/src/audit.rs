@@ -422,9 +422,20 @@ pub fn execute_with_data(
 
     let Some(exact) = exact else {
         // Interrupted before the exact run: the samples alone.
+        // An interrupt in the first moments of the recording can leave samples of the
+        // loader alone: nothing of the binary yet is a report with no rows, not an error.
         let (per, elsewhere) =
-            proftrust_metrics::sampled_functions(&samples, &scope, &attr, event_idx)
-                .context("cannot attribute the samples")?;
+            match proftrust_metrics::sampled_functions(&samples, &scope, &attr, event_idx) {
+                Err(proftrust_metrics::Error::BinaryNotInProfile { .. }) => (
+                    Vec::new(),
+                    samples
+                        .samples
+                        .iter()
+                        .filter(|s| s.event == event_idx)
+                        .count() as u64,
+                ),
+                r => r.context("cannot attribute the samples")?,
+            };
         if elsewhere > 0 {
             warnings.push(elsewhere_warning(&samples, event_idx, &scope, elsewhere));
         }

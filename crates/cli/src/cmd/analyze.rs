@@ -47,7 +47,7 @@ struct GranArgs {
     #[arg(long)]
     second_event: Option<u16>,
     /// Rows per table.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(1, 1_000_000))]
     top: usize,
     /// Print JSON instead of tables.
     #[arg(long)]

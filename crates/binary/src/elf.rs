@@ -391,23 +391,7 @@ impl Binary {
             });
         }
 
-        let segments = SegmentTable::new(
-            file.segments()
-                .map(|g| {
-                    let (offset, filesz) = g.file_range();
-                    LoadSegment {
-                        offset,
-                        vaddr: g.address(),
-                        filesz,
-                        memsz: g.size(),
-                        flags: match g.flags() {
-                            object::SegmentFlags::Elf { p_flags } => p_flags,
-                            _ => 0,
-                        },
-                    }
-                })
-                .collect(),
-        );
+        let segments = segment_table(&file);
 
         let build_id = match file.build_id() {
             Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
@@ -1101,5 +1085,54 @@ fn section_entsize(file: &object::File<'_>, name: &str) -> Option<u64> {
             Some(sh.sh_entsize(e).into())
         }
         _ => None,
+    }
+}
+
+/// The `PT_LOAD` program headers of a parsed object as the one address rule's table
+/// ([`proftrust_model::segments`]).
+pub fn segment_table(file: &object::File<'_>) -> SegmentTable {
+    SegmentTable::new(
+        file.segments()
+            .map(|g| {
+                let (offset, filesz) = g.file_range();
+                LoadSegment {
+                    offset,
+                    vaddr: g.address(),
+                    filesz,
+                    memsz: g.size(),
+                    flags: match g.flags() {
+                        object::SegmentFlags::Elf { p_flags } => p_flags,
+                        _ => 0,
+                    },
+                }
+            })
+            .collect(),
+    )
+}
+
+/// What a recorder or a tracer needs of an object file to turn file offsets into SVMAs:
+/// its loadable segments and its build-id (no symbols, no debug information).
+#[derive(Debug, Clone, Default)]
+pub struct LoadHeaders {
+    /// GNU build-id, when the file has a non-empty one.
+    pub build_id: Option<BuildId>,
+    /// The `PT_LOAD` segments.
+    pub segments: SegmentTable,
+}
+
+impl LoadHeaders {
+    /// Reads `path`; `None` when it cannot be read or is not an object file (the caller then
+    /// takes file offsets as addresses and says so).
+    pub fn read(path: &Path) -> Option<LoadHeaders> {
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let build_id = match file.build_id() {
+            Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
+            _ => None,
+        };
+        Some(LoadHeaders {
+            build_id,
+            segments: segment_table(&file),
+        })
     }
 }

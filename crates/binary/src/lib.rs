@@ -61,7 +61,7 @@ mod symbolizer;
 
 pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
-pub use elf::{Binary, Frame, Function, OpenOptions};
+pub use elf::{segment_table, Binary, Frame, Function, LoadHeaders, OpenOptions};
 pub use error::BinaryError;
 pub use kallsyms::{Kallsyms, KernelSymbol};
 pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};

@@ -1,7 +1,6 @@
 //! From (file, file offset) to module-relative address, with the ELF program headers.
 
-use object::{Object, ObjectSegment};
-use proftrust_model::segments::{LoadSegment, Mapping, SegmentTable};
+use proftrust_model::segments::{Mapping, SegmentTable};
 
 /// The loadable segments and build-id of one ELF file. The address arithmetic is the one
 /// rule of [`proftrust_model::segments`].
@@ -16,27 +15,11 @@ pub struct ElfInfo {
 impl ElfInfo {
     /// Reads `path`; `None` when it is unreadable or not an object file.
     pub fn load(path: &str) -> Option<ElfInfo> {
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        let segments = SegmentTable::new(
-            file.segments()
-                .map(|s| {
-                    let (offset, filesz) = s.file_range();
-                    LoadSegment {
-                        offset,
-                        vaddr: s.address(),
-                        filesz,
-                        memsz: s.size(),
-                        flags: match s.flags() {
-                            object::SegmentFlags::Elf { p_flags } => p_flags,
-                            _ => 0,
-                        },
-                    }
-                })
-                .collect(),
-        );
-        let build_id = file.build_id().ok().flatten().map(|b| b.to_vec());
-        Some(ElfInfo { segments, build_id })
+        let h = proftrust_binary::LoadHeaders::read(std::path::Path::new(path))?;
+        Some(ElfInfo {
+            segments: h.segments,
+            build_id: h.build_id.map(|b| b.0),
+        })
     }
 
     /// The SVMA of file offset `fo`: `fo - p_offset + p_vaddr` of the segment holding it.
@@ -59,6 +42,7 @@ impl ElfInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proftrust_model::segments::LoadSegment;
 
     #[test]
     fn maps_offsets_through_segments() {

@@ -6,43 +6,18 @@
 //! `p_offset <= off < p_offset + p_filesz` states it at `svma = off - p_offset + p_vaddr`,
 //! and the module's load bias is `ip - svma` (0 for a non-PIE executable).
 
-use proftrust_model::segments::{LoadSegment, Mapping as Range, SegmentTable};
-use proftrust_model::{BuildId, Location, Module, ModuleIdx, ModuleTable};
+use proftrust_model::segments::Mapping as Range;
+use proftrust_model::{Location, Module, ModuleIdx, ModuleTable};
 use std::collections::HashMap;
 
-/// What we need from an ELF file: its build-id and its `PT_LOAD` segments.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ElfInfo {
-    pub build_id: Option<BuildId>,
-    /// The loadable segments (the address rule is [`proftrust_model::segments`]).
-    pub segments: SegmentTable,
-}
+/// What we need from an ELF file: its build-id and its `PT_LOAD` segments (the address
+/// rule is [`proftrust_model::segments`]).
+pub(crate) use proftrust_binary::LoadHeaders as ElfInfo;
 
 /// Reads the build-id note and the loadable segments of `path`; `None` when the file cannot
 /// be read or is not an object file (the mapping then gets file-offset addresses).
 pub(crate) fn read_elf_info(path: &str) -> Option<ElfInfo> {
-    use object::{Object, ObjectSegment};
-    let data = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    let build_id = file.build_id().ok().flatten().map(|b| BuildId(b.to_vec()));
-    let segments = SegmentTable::new(
-        file.segments()
-            .map(|s| {
-                let (offset, filesz) = s.file_range();
-                LoadSegment {
-                    offset,
-                    vaddr: s.address(),
-                    filesz,
-                    memsz: s.size(),
-                    flags: match s.flags() {
-                        object::SegmentFlags::Elf { p_flags } => p_flags,
-                        _ => 0,
-                    },
-                }
-            })
-            .collect(),
-    );
-    Some(ElfInfo { build_id, segments })
+    ElfInfo::read(std::path::Path::new(path))
 }
 
 #[derive(Debug, Clone)]
@@ -190,6 +165,8 @@ impl AddressSpaces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proftrust_model::segments::{LoadSegment, SegmentTable};
+    use proftrust_model::BuildId;
 
     #[test]
     fn pie_address_becomes_svma_via_segments() {

@@ -473,6 +473,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             ),
         );
     }
+    let (throttled, running_ratio) = throttle_and_multiplex(&set, ev, &samples, &mut warnings);
     let mut no_debug: Vec<String> = Vec::new();
     {
         let mut seen = std::collections::BTreeSet::new();
@@ -674,8 +675,8 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         aliasing,
         health: CheckHealth {
             lost: set.lost,
-            throttled: None,
-            running_ratio: None,
+            throttled,
+            running_ratio,
             unsymbolized: unsym_share,
             no_debug_info: no_debug,
             outcome,
@@ -683,6 +684,68 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         warnings,
         notes,
     })
+}
+
+/// The `throttling` and `multiplexing` warnings from the file's own record of them
+/// ([`proftrust_model::RecordingHealth`]); returns the throttle count and the checked event's
+/// running / enabled ratio for the report's `health`.
+///
+/// Both stop the event's sampling for stretches of the run: a throttled event loses its
+/// interrupts until the next timer tick (`perf_event_max_sample_rate`), a multiplexed one
+/// is off the PMU while other events count. The samples then stand for the stretches the
+/// event was on only, so shares are unbiased only if the program behaved the same while it
+/// was off (seed 002 §3.3: the sampling point must not depend on the running state).
+fn throttle_and_multiplex(
+    set: &SampleSet,
+    ev: u16,
+    samples: &[&Sample],
+    warnings: &mut Vec<CheckWarning>,
+) -> (Option<u64>, Option<f64>) {
+    let h = &set.health;
+    if h.throttles > 0 {
+        let first = samples.iter().map(|s| s.time).filter(|&t| t > 0).min();
+        let last = samples.iter().map(|s| s.time).max();
+        let span = match (first, last) {
+            (Some(a), Some(b)) if b > a => Some(b - a),
+            _ => None,
+        };
+        let of_span = span.map_or(String::new(), |sp| {
+            format!(
+                " ({} of the sampled span)",
+                pct(h.throttled_ns as f64 / sp as f64)
+            )
+        });
+        warnings.push(CheckWarning {
+            kind: "throttling".into(),
+            message:
+            format!(
+                "the kernel throttled sampling {} time{} for {:.3} ms in all{}: the event interrupted more often than perf_event_max_sample_rate allows, and what ran while it was throttled has no samples; record with a longer period (-c) or a lower frequency (-F)",
+                h.throttles,
+                if h.throttles == 1 { "" } else { "s" },
+                h.throttled_ns as f64 / 1e6,
+                of_span
+            ),
+        });
+    }
+    let times = h.event_times.iter().find(|t| t.event == ev);
+    let ratio = times.map(|t| t.running_fraction());
+    if let (Some(t), Some(r)) = (times, ratio) {
+        // Below 99%: a counter that ran its whole enabled time reads running == enabled.
+        if r < 0.99 {
+            warnings.push(CheckWarning {
+                kind: "multiplexing".into(),
+                message:
+                format!(
+                    "{} counted during {} of the time it was enabled ({:.3} of {:.3} ms): the kernel multiplexed it with other events on the PMU, and what ran while it was off has no samples; record fewer events at once",
+                    set.events[ev as usize].name,
+                    pct(r),
+                    t.running_ns as f64 / 1e6,
+                    t.enabled_ns as f64 / 1e6
+                ),
+            });
+        }
+    }
+    (Some(h.throttles), ratio)
 }
 
 fn pct(x: f64) -> String {
@@ -1044,7 +1107,11 @@ fn profile_verdict(
             "aliasing: the period may be locked to periodic code (record with --randomize)".into(),
         );
     }
-    let lost = warnings.iter().any(|w| w.kind == "lost");
+    // Lost samples, throttling and multiplexing all leave stretches of the run unsampled.
+    let gap = warnings
+        .iter()
+        .find(|w| matches!(w.kind.as_str(), "lost" | "throttling" | "multiplexing"));
+    let lost = gap.is_some();
     let top_rows: Vec<&CheckRow> = functions.iter().take(top).collect();
     let act = top_rows
         .iter()
@@ -1067,11 +1134,15 @@ fn profile_verdict(
             ));
         }
         (Verdict::Act, reason)
-    } else if lost {
+    } else if let Some(w) = gap {
         (
             Verdict::RankOnly,
-            "samples were lost: shares may be biased toward what ran when the buffer had room"
-                .into(),
+            match w.kind.as_str() {
+                "lost" => "samples were lost: shares may be biased toward what ran when the buffer had room",
+                "throttling" => "the kernel throttled sampling: shares may be biased against what ran while it was off",
+                _ => "the event was multiplexed: shares may be biased against what ran while it was off",
+            }
+            .into(),
         )
     } else {
         (

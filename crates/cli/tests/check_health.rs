@@ -81,6 +81,14 @@ fn read_record(time: u64, enabled: u64, running: u64) -> Vec<u8> {
     record(8, 0, &b)
 }
 
+/// `PERF_RECORD_LOST` (2): id, lost, trailer.
+fn lost_record(time: u64, n: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    u64s(&mut b, &[STREAM, n]);
+    b.extend_from_slice(&trailer(time));
+    record(2, 0, &b)
+}
+
 /// A `COMM` record (3): pid, tid, name, trailer.
 fn comm(time: u64) -> Vec<u8> {
     let mut b = Vec::new();
@@ -135,7 +143,8 @@ fn perf_file(records: &[Vec<u8>]) -> Vec<u8> {
 
 /// 400 samples 1 µs apart on four addresses; the event ran half the time it was enabled
 /// (enabled = 2 × running on every read); two throttles, of 4000 ns and 1000 ns; a final
-/// `READ` record with enabled 900000, running 450000 (the last values of the stream).
+/// `READ` record with enabled 900000, running 450000 (the last values of the stream); 12
+/// samples lost. No `MMAP`: every sample is unsymbolised.
 fn health_file() -> Vec<u8> {
     let mut recs = vec![comm(500)];
     for k in 1..=400u64 {
@@ -148,6 +157,9 @@ fn health_file() -> Vec<u8> {
         if t == 120_000 {
             recs.push(throttle(false, 120_000));
             recs.push(throttle(true, 121_000));
+        }
+        if t == 300_000 {
+            recs.push(lost_record(300_100, 12));
         }
     }
     recs.push(read_record(400_500, 900_000, 450_000));
@@ -227,6 +239,7 @@ fn throttling_and_multiplexing_from_a_perf_data() {
         m.contains("counted during 50.00% of the time it was enabled (0.450 of 0.900 ms)"),
         "{m}"
     );
+    assert_eq!(r["health"]["lost"], 12);
     assert_eq!(r["verdict"], "rank-only", "{}", r["reason"]);
 
     // perf's own reading of the same file.
@@ -243,6 +256,7 @@ fn throttling_and_multiplexing_from_a_perf_data() {
     assert_eq!(stat(&stats, "UNTHROTTLE"), 2, "{stats}");
     assert_eq!(stat(&stats, "READ"), 1, "{stats}");
     assert_eq!(stat(&stats, "SAMPLE"), 400, "{stats}");
+    assert_eq!(stat(&stats, "LOST"), 1, "{stats}");
     // perf's own decoding of the last read values.
     let dump = perf(&["script", "-i", ps, "-D"]);
     let enabled: Vec<u64> = dump
@@ -400,4 +414,147 @@ fn check_event_samples(p: &Path, e: usize) -> u64 {
     );
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     r["samples"].as_u64().unwrap()
+}
+
+/// The fixture binary `tiny` (its disassembly: `leaf`'s loop at 0x401098.., `walk` from
+/// 0x4010b0, `work` from 0x401120, `main` calls `work` at 0x401046 and returns to 0x40104b).
+fn tiny() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures/tiny")
+}
+
+/// `perf script` text, one sample per line (`comm pid [cpu] time: period event: ip sym+off
+/// (dso)`), 1 ms apart, for `tiny`.
+fn script(samples: &[(u64, &str, u64)]) -> String {
+    let mut out = String::new();
+    for (i, &(ip, sym, base)) in samples.iter().enumerate() {
+        let t = 1_000_000 + 1000 * i as u64; // µs
+        out.push_str(&format!(
+            "tiny 22000 [000] {}.{:06}: 1000000 cpu-clock:u: {ip:x} {sym}+{:#x} (/tmp/x/tiny)\n",
+            t / 1_000_000,
+            t % 1_000_000,
+            ip - base
+        ));
+    }
+    out
+}
+
+/// Issue 14's CLI contract: `proftrust check PROFILE [--binary PATH]... [--json]`, the JSON
+/// top-level keys `verdict`, `samples`, `event`, `functions` (each `name`, `samples`,
+/// `share`, `ci_low`, `ci_high`, `verdict`) and `warnings` (each `kind`, `message`), and a
+/// case that triggers each of the kinds `aliasing`, `skid`, `granularity`, `lost`,
+/// `throttling`, `multiplexing`, `unsymbolized`:
+/// - the synthetic perf.data above (no binary): lost, throttling, multiplexing,
+///   unsymbolized;
+/// - `walk` and `work` alternating sample by sample (running states of one sample, R = 1 <
+///   1.5: granularity) and `main`'s call of `work` with 60 of its 64 samples on the return
+///   site after it (93.75% >= 75% on the successor of a call: skid);
+/// - `leaf`'s four-instruction loop sampled in a fixed order 240 times: at lag 4 all 236
+///   pairs recur against 236 × q = 58.26 expected (q = 4·60·59 / (240·239)): aliasing.
+#[test]
+fn contract_names_and_every_warning_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("health.perf.data");
+    std::fs::write(&data, health_file()).unwrap();
+    let leaf = 0x40_1080;
+    let (walk, work, main) = (0x40_10b0, 0x40_1120, 0x40_1000);
+    let mut gs: Vec<(u64, &str, u64)> = Vec::new();
+    // A fixed scramble of each function's first instructions (not periodic at any lag).
+    let walk_at = [0x40_10d8, 0x40_10db, 0x40_10df, 0x40_10b0];
+    let work_at = [0x40_1120, 0x40_1123, 0x40_1126, 0x40_1129];
+    for k in 0..120usize {
+        let j = (k * 7 + k / 5) % 4;
+        gs.push(if k % 2 == 1 {
+            (walk_at[j], "walk", walk)
+        } else {
+            (work_at[j], "work", work)
+        });
+    }
+    for k in 0..64 {
+        gs.push(if k % 16 == 0 {
+            (0x40_1046, "main", main)
+        } else {
+            (0x40_104b, "main", main)
+        });
+    }
+    let gran = dir.path().join("granularity-skid.perf-script");
+    std::fs::write(&gran, script(&gs)).unwrap();
+    let loop_at = [0x40_1098, 0x40_109b, 0x40_109f, 0x40_10a3];
+    let al: Vec<(u64, &str, u64)> = (0..240).map(|k| (loop_at[k % 4], "leaf", leaf)).collect();
+    let alias = dir.path().join("alias.perf-script");
+    std::fs::write(&alias, script(&al)).unwrap();
+
+    let bin = tiny();
+    let b = bin.to_str().unwrap();
+    let mut kinds = std::collections::BTreeSet::new();
+    for (p, with_binary) in [(&data, false), (&gran, true), (&alias, true)] {
+        let ps = p.to_str().unwrap();
+        let args: Vec<&str> = if with_binary {
+            vec!["check", ps, "--binary", b, "--json"]
+        } else {
+            vec!["check", ps, "--json"]
+        };
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for key in ["verdict", "samples", "event", "functions", "warnings"] {
+            assert!(r.get(key).is_some(), "{p:?}: no top-level {key}");
+        }
+        assert!(["act", "rank-only", "noise"].contains(&r["verdict"].as_str().unwrap()));
+        assert!(r["samples"].as_u64().unwrap() > 0);
+        let rows = r["functions"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        let total: u64 = rows.iter().map(|f| f["samples"].as_u64().unwrap()).sum();
+        assert_eq!(total, r["samples"].as_u64().unwrap(), "{p:?}");
+        for f in rows {
+            for key in ["name", "samples", "share", "ci_low", "ci_high", "verdict"] {
+                assert!(
+                    f.get(key).is_some(),
+                    "{p:?}: function row without {key}: {f}"
+                );
+            }
+            let (lo, sh, hi) = (
+                f["ci_low"].as_f64().unwrap(),
+                f["share"].as_f64().unwrap(),
+                f["ci_high"].as_f64().unwrap(),
+            );
+            assert!(lo <= sh && sh <= hi, "{f}");
+        }
+        for w in r["warnings"].as_array().unwrap() {
+            assert!(!w["message"].as_str().unwrap().is_empty(), "{w}");
+            kinds.insert(w["kind"].as_str().unwrap().to_string());
+        }
+        if p == &alias {
+            let a = &r["aliasing"];
+            assert_eq!(a["lag"], 4, "{a}");
+            assert_eq!(a["pairs"], 236, "{a}");
+            assert_eq!(a["same_observed"], 236.0, "{a}");
+            let q = 4.0 * 60.0 * 59.0 / (240.0 * 239.0);
+            assert!((a["same_expected"].as_f64().unwrap() - 236.0 * q).abs() < 1e-9);
+            assert_eq!(r["verdict"], "rank-only");
+        }
+        if p == &gran {
+            let skid = warning(&r, "skid").expect("skid");
+            assert!(skid.starts_with("93.75% of the samples"), "{skid}");
+            let g = warning(&r, "granularity").expect("granularity");
+            assert!(
+                g.starts_with("walk, work run for less than one sampling period"),
+                "{g}"
+            );
+        }
+    }
+    for k in [
+        "aliasing",
+        "skid",
+        "granularity",
+        "lost",
+        "throttling",
+        "multiplexing",
+        "unsymbolized",
+    ] {
+        assert!(kinds.contains(k), "no {k} warning in {kinds:?}");
+    }
 }

@@ -147,21 +147,6 @@ pub fn human_bytes(b: f64) -> String {
     }
 }
 
-/// `3 s`, `2.5 h`, `41 days`, `3.2e6 years`.
-pub fn human_seconds(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s < 3.0e7 {
-        format!("{:.0} days", s / 86_400.0)
-    } else {
-        format!("{:.1e} years", s / 3.15e7)
-    }
-}
-
 /// Refuses work whose estimated memory exceeds what the machine has available (or
 /// `fallback` bytes when that is unknown): `"--reps 1e12 needs ~2 TB of memory (this
 /// machine has 3.1 GB available); use --reps 1000000 or less"`.
@@ -182,6 +167,18 @@ pub fn check_memory(
         );
     }
     Ok(())
+}
+
+/// `--seed N`, the same in every command that draws (`audit`, `record`, `vpmu`, `vpp`,
+/// `correct`, `simulate`, `calibrate`): default [`proftrust_pipeline::DEFAULT_SEED`], printed
+/// in the text report (or as a note by commands that write a file) and stored in the JSON
+/// and in written files (docs/ARCHITECTURE.md, "Randomness").
+#[derive(Debug, Clone, clap::Args)]
+pub struct Seed {
+    /// Seed of every random choice (0 to 2^64-1): printed, and stored in the report
+    /// and in written files; the same seed and inputs make the same choices.
+    #[arg(long, value_name = "N", default_value_t = proftrust_pipeline::DEFAULT_SEED)]
+    pub seed: u64,
 }
 
 #[cfg(test)]
@@ -253,7 +250,5 @@ mod tests {
     fn human_units() {
         assert_eq!(human_bytes(2.0e12), "2.0 TB");
         assert_eq!(human_bytes(640_000.0), "640 KB");
-        assert_eq!(human_seconds(30.0), "30 s");
-        assert_eq!(human_seconds(90_000.0), "25.0 h");
     }
 }

@@ -177,6 +177,23 @@ pub fn write(path: &Path, f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>) ->
     }
 }
 
+/// Writes `text` to `path` as [`write()`] does, or to standard output when there is no path
+/// (a command's `-o FILE` or its report on stdout).
+pub fn write_text(path: Option<&Path>, text: &str) -> Result<()> {
+    match path {
+        Some(p) => write(p, |w| {
+            w.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))
+        }),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .context("cannot write to stdout")
+        }
+    }
+}
+
 /// A name for the temporary link, unique in this process.
 fn temporary_name(target: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};

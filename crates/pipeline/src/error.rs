@@ -28,6 +28,10 @@ pub enum Error {
     /// A binary or symbol file could not be read.
     #[error(transparent)]
     Binary(#[from] proftrust_binary::BinaryError),
+    /// The recorder could not record (bad events or options, no permission, a missing
+    /// PMU); the message says which and how to fix it.
+    #[error(transparent)]
+    Record(#[from] proftrust_record::RecordError),
 }
 
 /// The crate's result type.

@@ -22,6 +22,8 @@
 //! * [`read`] — what a profile file holds (any format), or its samples as text.
 //! * [`inspect`] — what proftrust sees in a binary: functions, blocks, loops, one
 //!   function's CFG and instructions.
+//! * [`calibrate`] — the skid of a PMU fitted from a kernel with a known instruction mix
+//!   (seed 000 eq. 2; on the virtual PMU).
 //! * [`analyze`] — running granularity and sampling intervals of real samples (seed 002).
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
@@ -57,6 +59,7 @@
 
 pub mod analyze;
 pub mod audit;
+pub mod calibrate;
 pub mod cct;
 pub mod check;
 pub mod correct;
@@ -67,7 +70,10 @@ pub mod load;
 pub mod paths;
 pub mod program;
 pub mod read;
+pub mod record;
+pub mod simulate;
 pub mod trace;
+pub mod truth;
 pub mod vpmu;
 pub mod vpp;
 

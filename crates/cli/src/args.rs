@@ -169,6 +169,18 @@ pub fn check_memory(
     Ok(())
 }
 
+/// Value parser of `export --to`: the formats of [`proftrust_pipeline::export::Target`],
+/// each with its description in `--help`.
+pub fn export_target(
+) -> impl clap::builder::TypedValueParser<Value = proftrust_pipeline::export::Target> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    use proftrust_pipeline::export::Target;
+    PossibleValuesParser::new(
+        Target::ALL.map(|t| PossibleValue::new(t.name()).help(t.description())),
+    )
+    .map(|s| Target::parse(&s).expect("one of the possible values"))
+}
+
 /// `--seed N`, the same in every command that draws (`audit`, `record`, `vpmu`, `vpp`,
 /// `correct`, `simulate`, `calibrate`): default [`proftrust_pipeline::DEFAULT_SEED`], printed
 /// in the text report (or as a note by commands that write a file) and stored in the JSON

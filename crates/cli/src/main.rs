@@ -9,7 +9,6 @@
 
 mod args;
 mod cmd;
-mod exports;
 mod interrupt;
 mod output;
 mod parse;

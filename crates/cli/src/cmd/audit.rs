@@ -39,19 +39,23 @@ pub struct AuditArgs {
     symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
-    /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
-    #[arg(long, default_value = "cpu-clock")]
-    event: String,
+    /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers;
+    /// several as perf takes them, `-e a,b` or `-e a -e b`.
+    #[arg(short = 'e', long, default_value = "cpu-clock")]
+    event: Vec<String>,
     /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
     /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
-    #[arg(long, value_parser = crate::parse::period)]
+    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::parse::period)]
     period: Option<u64>,
+    /// Sampling frequency in Hz instead of a period (the kernel adapts the period), 1 to
+    /// 1000000.
+    #[arg(short = 'F', long, conflicts_with = "sweep", value_parser = crate::args::int::<u64>(1, 1_000_000))]
+    freq: Option<u64>,
     /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
     #[arg(long)]
     randomize: bool,
-    /// Seed of every random choice (printed and stored in every report).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Ground-truth backend when recording.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     backend: Backend,
@@ -90,8 +94,8 @@ pub struct AuditArgs {
     /// with --correct-skid), folded-diff, flamegraph-diff (samples -> exact), annotate,
     /// annotate-html (samples against exact, and corrected); FORMAT@SIDE:FILE picks the
     /// side (samples, exact, corrected). See docs/export.md.
-    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
-    export: Vec<crate::exports::ExportSpec>,
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = proftrust_pipeline::export::parse_export_spec)]
+    export: Vec<proftrust_pipeline::export::ExportSpec>,
     /// Stop the program (each run) after this many seconds (at most 30 days).
     #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
     timeout: Option<std::time::Duration>,
@@ -142,10 +146,10 @@ impl AuditArgs {
         o.input = input;
         o.binaries = self.binary.clone();
         o.symfs = self.symfs.clone();
-        o.event = self.event.clone();
-        o.period = self.period;
+        o.event = self.event.join(",");
+        (o.period, o.frequency) = (self.period, self.freq);
         o.randomize = self.randomize;
-        o.seed = self.seed;
+        o.seed = self.seed.seed;
         o.backend = match self.backend {
             Backend::Auto => proftrust_pipeline::Backend::Auto,
             Backend::Qemu => proftrust_pipeline::Backend::Qemu,
@@ -169,7 +173,7 @@ impl AuditArgs {
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     crate::output::check_opt(args.html.as_ref()).context("--html")?;
-    crate::exports::check_exports(&args.export)?;
+    crate::output::check_exports(&args.export)?;
     let options = args.options()?;
     // The profiled program's output must not mix with --json on stdout.
     let guard = match args.json {
@@ -178,9 +182,12 @@ pub fn run(args: AuditArgs) -> Result<()> {
     };
     let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
-    crate::exports::audit_exports(&args.export, &data)?;
+    if !args.export.is_empty() {
+        let sides = proftrust_pipeline::export::audit_sides(&data);
+        crate::output::write_exports(&args.export, &sides.sides())?;
+    }
     if let Some(h) = &args.html {
-        let extras = crate::exports::audit_html_extras(&data);
+        let extras = proftrust_pipeline::export::audit_html_extras(&data, &util::Ui);
         let html = proftrust_report::render_html_with(&report, &extras);
         crate::output::write(h, |w| {
             w.write_all(html.as_bytes())?;

@@ -45,9 +45,8 @@ pub struct Args {
     /// Randomise periods: T + U(0, T/8).
     #[arg(long)]
     randomize: bool,
-    /// Seed of the random choices (printed and stored in the file).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Per-instruction cycle model.
     #[arg(long, value_enum, default_value_t = CpiModelArg::Class)]
     cpi_model: CpiModelArg,
@@ -133,7 +132,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     o.period = a.period;
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;
-    o.seed = a.seed;
+    o.seed = a.seed.seed;
     o.cpi_model = match a.cpi_model {
         CpiModelArg::Flat => CpiModel::Flat,
         CpiModelArg::Class => CpiModel::Class,

@@ -75,9 +75,8 @@ pub struct Args {
     /// Jitter every nCheck reset by U(0, nCheck/8) (against aliasing).
     #[arg(long)]
     randomize: bool,
-    /// Seed of the jitter (printed and stored in the JSON).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// vpmu/lbr: QEMU CPU model.
     #[arg(long)]
     cpu: Option<String>,
@@ -147,7 +146,7 @@ pub fn run(a: Args) -> Result<()> {
     o.svg = a.svg.is_some();
     (o.histogram_paths, o.bins) = (a.histogram_paths, a.bins);
     (o.min_samples, o.max_time) = (a.min_samples, a.max_time);
-    (o.n_check, o.n_instr, o.randomize, o.seed) = (a.n_check, a.n_instr, a.randomize, a.seed);
+    (o.n_check, o.n_instr, o.randomize, o.seed) = (a.n_check, a.n_instr, a.randomize, a.seed.seed);
     (o.cpu, o.timeout) = (a.cpu.clone(), a.timeout);
     (o.no_cache, o.l1_kib, o.llc_kib) = (a.no_cache, a.l1_kib, a.llc_kib);
     (o.llc_latency, o.memory_latency) = (a.llc_latency, a.memory_latency);

@@ -169,6 +169,49 @@ pub fn check_memory(
     Ok(())
 }
 
+/// `--skid-dist`: `uniform:LO:HI`, `normal:MEAN:SD` or `constant:S`, in cycles from 0 to
+/// [`MAX_SKID`].
+pub fn skid_dist(s: &str) -> Result<proftrust_pipeline::vpmu::SkidDist, String> {
+    use proftrust_pipeline::vpmu::SkidDist;
+    let max = MAX_SKID as f64;
+    let cycles = |x: &str| -> Result<f64, String> {
+        let v: f64 = x.parse().map_err(|_| format!("{x:?} is not a number"))?;
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
+            return Err(format!("{x:?} must be from 0 to {max} cycles"));
+        }
+        Ok(v)
+    };
+    match s.split(':').collect::<Vec<_>>().as_slice() {
+        ["uniform", lo, hi] => {
+            let (lo, hi) = (cycles(lo)?, cycles(hi)?);
+            if lo > hi {
+                return Err("LO must not exceed HI".into());
+            }
+            Ok(SkidDist::Uniform {
+                lo: lo as u64,
+                hi: hi as u64,
+            })
+        }
+        ["normal", m, sd] => Ok(SkidDist::Normal {
+            mean: cycles(m)?,
+            sd: cycles(sd)?,
+        }),
+        ["constant", s0] => Ok(SkidDist::Constant(cycles(s0)? as u64)),
+        _ => Err("expected uniform:LO:HI, normal:MEAN:SD or constant:S".into()),
+    }
+}
+
+/// `--latency 0xSVMA=CYCLES`: a module-relative address (hex) and its cycles.
+pub fn latency(s: &str) -> Result<(u64, u32), String> {
+    let (addr, cyc) = s.split_once('=').ok_or("expected 0xADDR=CYCLES")?;
+    let a = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{addr:?} is not a hex address"))?;
+    let c = cyc
+        .parse()
+        .map_err(|_| format!("{cyc:?} is not a cycle count"))?;
+    Ok((a, c))
+}
+
 /// Value parser of `export --to`: the formats of [`proftrust_pipeline::export::Target`],
 /// each with its description in `--help`.
 pub fn export_target(
@@ -256,6 +299,26 @@ mod tests {
         assert_eq!(timeout("0.5"), Ok(Duration::from_millis(500)));
         assert!(int("0").unwrap_err().contains("1 to 1000000"));
         assert!(super::int::<u8>(0, 300)("300").is_err());
+    }
+
+    #[test]
+    fn skid_dist_and_latency_by_hand() {
+        use proftrust_pipeline::vpmu::SkidDist;
+        assert_eq!(
+            skid_dist("uniform:0:8"),
+            Ok(SkidDist::Uniform { lo: 0, hi: 8 })
+        );
+        assert_eq!(skid_dist("constant:3"), Ok(SkidDist::Constant(3)));
+        assert!(skid_dist("uniform:8:0")
+            .unwrap_err()
+            .contains("LO must not"));
+        assert!(skid_dist("normal:1:9999")
+            .unwrap_err()
+            .contains("from 0 to 1024"));
+        assert!(skid_dist("gauss:1").is_err());
+        assert_eq!(latency("0x401000=200"), Ok((0x401000, 200)));
+        assert!(latency("401000").is_err());
+        assert!(latency("0xzz=1").unwrap_err().contains("hex address"));
     }
 
     #[test]

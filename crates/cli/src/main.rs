@@ -9,6 +9,7 @@
 
 mod args;
 mod cmd;
+mod flag_groups;
 mod interrupt;
 mod output;
 mod parse;

@@ -4,8 +4,7 @@
 use crate::util;
 use crate::workload::WorkloadArgs;
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use proftrust_metrics::TruthWeight;
+use clap::Args;
 use proftrust_pipeline::audit::{AuditInput, AuditOptions};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -39,29 +38,10 @@ pub struct AuditArgs {
     symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
-    /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers;
-    /// several as perf takes them, `-e a,b` or `-e a -e b`.
-    #[arg(short = 'e', long, default_value = "cpu-clock")]
-    event: Vec<String>,
-    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
-    /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
-    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::parse::period)]
-    period: Option<u64>,
-    /// Sampling frequency in Hz instead of a period (the kernel adapts the period), 1 to
-    /// 1000000.
-    #[arg(short = 'F', long, conflicts_with = "sweep", value_parser = crate::args::int::<u64>(1, 1_000_000))]
-    freq: Option<u64>,
-    /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
-    #[arg(long)]
-    randomize: bool,
     #[command(flatten)]
-    seed: crate::args::Seed,
-    /// Ground-truth backend when recording.
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
-    /// What the exact side counts.
-    #[arg(long, value_enum, default_value_t = WeightArg::Instructions)]
-    truth_weight: WeightArg,
+    sampling: crate::flag_groups::Sampling,
+    #[command(flatten)]
+    exact_side: crate::flag_groups::ExactSide,
     /// Sweep of periods, e.g. 64K,128K,256K,1M,4M,16M: records once per period with and
     /// without randomisation and reports metrics against period.
     #[arg(long, value_delimiter = ',', value_parser = crate::parse::period)]
@@ -104,24 +84,6 @@ pub struct AuditArgs {
     command: Vec<OsString>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
-    /// QEMU plugin when it is found, else callgrind.
-    Auto,
-    /// QEMU user mode with the proftrust plugin.
-    Qemu,
-    /// valgrind --tool=callgrind.
-    Callgrind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum WeightArg {
-    /// Executed instructions.
-    Instructions,
-    /// Cycle estimate from callgrind's cache and branch simulation.
-    CyclesEstimate,
-}
-
 impl AuditArgs {
     /// The pipeline's options (builds a bundled workload if one is named).
     fn options(&self) -> Result<AuditOptions> {
@@ -146,19 +108,8 @@ impl AuditArgs {
         o.input = input;
         o.binaries = self.binary.clone();
         o.symfs = self.symfs.clone();
-        o.event = self.event.join(",");
-        (o.period, o.frequency) = (self.period, self.freq);
-        o.randomize = self.randomize;
-        o.seed = self.seed.seed;
-        o.backend = match self.backend {
-            Backend::Auto => proftrust_pipeline::Backend::Auto,
-            Backend::Qemu => proftrust_pipeline::Backend::Qemu,
-            Backend::Callgrind => proftrust_pipeline::Backend::Callgrind,
-        };
-        o.truth_weight = match self.truth_weight {
-            WeightArg::Instructions => TruthWeight::Instructions,
-            WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
-        };
+        self.sampling.apply(&mut o);
+        self.exact_side.apply(&mut o);
         o.sweep = self.sweep.clone();
         o.rank_threshold = self.rank_threshold;
         o.sample_event = self.sample_event.clone();
@@ -189,10 +140,7 @@ pub fn run(args: AuditArgs) -> Result<()> {
     if let Some(h) = &args.html {
         let extras = proftrust_pipeline::export::audit_html_extras(&data, &util::Ui);
         let html = proftrust_report::render_html_with(&report, &extras);
-        crate::output::write(h, |w| {
-            w.write_all(html.as_bytes())?;
-            Ok(())
-        })?;
+        crate::output::write_text(Some(h), &html)?;
         util::note(format!("HTML report written to {}", h.display()));
     }
     let stdout = std::io::stdout();

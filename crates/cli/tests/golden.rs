@@ -43,6 +43,18 @@ impl Sandbox {
             let p = entry.expect("fixture").path();
             std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).expect("copy fixture");
         }
+        // The recorded fixtures (perf.data, perf script, ptsamp) name the program where
+        // make.sh ran it, /tmp/proftrust-golden/tiny, and proftrust finds the binary by that
+        // recorded path as perf does: put the committed binary there when it is missing
+        // (a fresh machine), or the reports lose their symbols.
+        let recorded = Path::new("/tmp/proftrust-golden/tiny");
+        if !recorded.exists() {
+            let tmp = recorded.with_extension(format!("tmp{}", std::process::id()));
+            _ = std::fs::create_dir_all(recorded.parent().unwrap());
+            if std::fs::copy(golden_dir().join("fixtures/tiny"), &tmp).is_ok() {
+                _ = std::fs::rename(&tmp, recorded);
+            }
+        }
         let build = Path::new(BIN).parent().unwrap().to_path_buf();
         let canonical = dir.path().canonicalize().unwrap();
         let masks = Masks::new()
@@ -62,6 +74,11 @@ impl Sandbox {
             .add(
                 tool_version("valgrind", "--version", "valgrind-"),
                 "[VALGRIND-VERSION]",
+            )
+            // The audit page states the kernel it ran on.
+            .add(
+                format!("linux: {}", kernel_release()),
+                "linux: [KERNEL-RELEASE]",
             )
             .add(
                 format!("\"proftrust_version\": \"{VERSION}\""),
@@ -149,6 +166,13 @@ impl Sandbox {
 
 /// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
 /// or "" when the tool is absent.
+/// `uname -r`: the kernel release the audit page names.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn tool_version(tool: &str, flag: &str, marker: &str) -> String {
     let Ok(out) = Command::new(tool).arg(flag).output() else {
         return String::new();

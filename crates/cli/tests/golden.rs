@@ -81,6 +81,10 @@ impl Sandbox {
                 "linux: [KERNEL-RELEASE]",
             )
             .add(
+                format!("\"linux\": \"{}\"", kernel_release()),
+                "\"linux\": \"[KERNEL-RELEASE]\"",
+            )
+            .add(
                 format!("\"proftrust_version\": \"{VERSION}\""),
                 "\"proftrust_version\": \"[VERSION]\"",
             )

@@ -562,7 +562,7 @@ fn lbr_paths_from_vpmu_stacks_and_perf_script_brstack() {
     let bin = compile(dir.path(), "branches");
     let raw = dir.path().join("lbr-all.ptsamp");
     let out = Command::new(env!("CARGO_BIN_EXE_proftrust"))
-        .args(["-q", "vpmu", "--lbr", "--period", "31", "-o"])
+        .args(["-q", "vpmu", "--skid", "0", "--lbr", "--period", "31", "-o"])
         .arg(&raw)
         .arg("--")
         .arg(&bin)

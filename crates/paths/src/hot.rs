@@ -33,6 +33,16 @@ pub enum HotMetric {
 }
 
 impl HotMetric {
+    /// The metric in words (`L1D misses`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HotMetric::Count => "executions",
+            HotMetric::Instructions => "instructions",
+            HotMetric::Cycles => "cycles",
+            HotMetric::L1Misses => "L1D misses",
+            HotMetric::LlcMisses => "LLC misses",
+        }
+    }
     /// The metric's value in `m`.
     pub fn of(self, m: &PathMetrics) -> u64 {
         match self {
@@ -142,8 +152,8 @@ pub fn classify_hot(p: &PathProfile, opts: &HotOptions) -> Result<HotReport, Err
         return Err(Error::Empty {
             what: "hot path classification",
             why: format!(
-                "no {:?} on complete paths (the flat CPI model has no cache misses: use a cache simulation)",
-                opts.metric
+                "no {} on complete paths (the flat CPI model has no cache misses: use a cache simulation)",
+                opts.metric.name()
             ),
         });
     }

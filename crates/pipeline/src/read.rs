@@ -232,7 +232,7 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
             .enumerate()
             .map(|(i, (e, &n))| ReadEvent {
                 name: e.name.clone(),
-                kind: format!("{:?}", e.kind),
+                kind: e.kind.perf_name(),
                 samples: n,
                 symbols: several.then(|| {
                     table(

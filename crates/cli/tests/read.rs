@@ -468,7 +468,7 @@ fn read_script_comm_is_perf_scripts() {
     let comms = |out: &[u8]| -> Vec<String> {
         String::from_utf8_lossy(out)
             .lines()
-            .filter(|l| !l.starts_with(char::is_whitespace) && !l.is_empty())
+            .filter(|l| !l.starts_with('\t') && !l.trim().is_empty())
             .map(|l| l.split_whitespace().next().unwrap().to_string())
             .collect()
     };

@@ -1236,14 +1236,16 @@ fn time_model_truth(
     stop: &StopSignal,
     events: &dyn Events,
 ) -> Result<ExactProfile> {
-    let mut o = crate::vpmu::VpmuRunOptions::default();
-    o.command = cmd.to_vec();
-    o.mode = proftrust_vpmu::PmuMode::Tip;
-    o.cpi_model = crate::vpmu::CpiModel::CacheSim;
-    o.exact = true;
-    o.sample = false;
-    o.timeout = args.timeout;
-    o.stop = Some(stop.clone());
+    let o = crate::vpmu::VpmuRunOptions {
+        command: cmd.to_vec(),
+        mode: proftrust_vpmu::PmuMode::Tip,
+        cpi_model: crate::vpmu::CpiModel::CacheSim,
+        exact: true,
+        sample: false,
+        timeout: args.timeout,
+        stop: Some(stop.clone()),
+        ..Default::default()
+    };
     versions.insert(
         "qemu-x86_64".into(),
         program::tool_version(&qemu_path(), &["--version"]),

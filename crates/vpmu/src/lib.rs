@@ -314,6 +314,8 @@ struct Thread {
     ooo_pending: Vec<OooPending>,
     tip_waiting: usize,
     prev_commit: u64,
+    /// Completion cycle of the latest traced load (dependent loads wait for it).
+    last_load_done: u64,
 }
 
 /// The virtual PMU, a [`proftrust_model::BlockVisitor`].
@@ -471,6 +473,7 @@ impl Vpmu {
             ooo_pending: Vec::new(),
             tip_waiting: 0,
             prev_commit: 0,
+            last_load_done: 0,
         }
     }
 
@@ -557,7 +560,15 @@ impl Vpmu {
         let slot = self.slot(loc);
         self.track_branch(th, loc, slot.len, end_of_block);
         let lat = timing.cycles as u64;
-        let rt = th.rob.push(lat);
+        let ready = if timing.dependent {
+            th.last_load_done
+        } else {
+            0
+        };
+        let rt = th.rob.push_after(lat, ready);
+        if timing.loads {
+            th.last_load_done = rt.complete;
+        }
         let c = rt.commit;
         th.now = c;
         let exact = self.opts.exact;

@@ -11,17 +11,21 @@
 //! * dispatched (enters the ROB) in cycle `d_k = max(d_{k-1}, d_{k-w} + 1, c_{k-R} + 1)`:
 //!   in order, at most `w` per cycle, and only once the instruction `R` places earlier has
 //!   committed and freed its entry;
-//! * complete in cycle `f_k = d_k + l_k`;
+//! * complete in cycle `f_k = d_k + l_k`, or `f_k = max(d_k, r_k) + l_k` when its operand
+//!   is ready only in cycle `r_k` ([`Rob::push_after`]): the virtual PMU starts a load whose
+//!   address register was last written by a load ([`CostTable::dependent`](crate::CostTable))
+//!   when the latest traced load has completed, so pointer chases serialise while
+//!   independent misses overlap;
 //! * committed in cycle `c_k = max(f_k, c_{k-1}, c_{k-w} + 1)`: in order, at most `w` per
 //!   cycle, not before it completes.
 //!
 //! Histories before the first instruction are 0, so the first dispatch is cycle 1. Cycles
 //! are numbered from 1; cycle `t` belongs to the run when `t <= c_last`.
 //!
-//! **Left out** (a documented approximation, not a core): data dependencies between
-//! instructions (every instruction may start as soon as it is dispatched, so a chain of
-//! dependent cache misses overlaps like independent ones: pointer chasing is modelled
-//! faster than it runs), branch prediction and wrong-path work, the front end (fetch,
+//! **Left out** (a documented approximation, not a core): data dependencies other than the
+//! dependent-load rule above (an instruction may start as soon as it is dispatched; the
+//! rule is a decode-order approximation and waits for the latest load, not necessarily the
+//! producing one; without a cache simulation no load is known and nothing waits), branch prediction and wrong-path work, the front end (fetch,
 //! decode, instruction cache), functional-unit and port limits, and store-buffer limits.
 //! What it keeps is the property the attribution rules of [`PmuMode`](crate::PmuMode) are
 //! about: commit is in order, so an instruction waiting at the head of the ROB (a load
@@ -111,11 +115,17 @@ impl Rob {
 
     /// Times the next instruction of the thread, of latency `latency` cycles.
     pub fn push(&mut self, latency: u64) -> RobTiming {
+        self.push_after(latency, 0)
+    }
+
+    /// [`Rob::push`] for an instruction whose operand is ready only in cycle `ready`: it
+    /// executes from `max(d_k, ready)`, so `f_k = max(d_k, ready) + l_k`.
+    pub fn push_after(&mut self, latency: u64, ready: u64) -> RobTiming {
         let (r, w) = (self.cfg.entries as usize, self.cfg.width as usize);
         let d = Self::back(&self.dispatches, 1)
             .max(Self::back(&self.dispatches, w) + 1)
             .max(Self::back(&self.commits, r) + 1);
-        let f = d + latency;
+        let f = d.max(ready) + latency;
         let c = f
             .max(Self::back(&self.commits, 1))
             .max(Self::back(&self.commits, w) + 1);
@@ -283,6 +293,13 @@ mod tests {
         assert_eq!((t[1].dispatch, t[2].dispatch), (1, 1));
         assert_eq!(t[3].dispatch, 102);
         assert_eq!(t[3].commit, 103);
+        // A load whose address comes from a 100-cycle load starts when that one completes.
+        let mut rob = Rob::new(RobConfig::default());
+        let a = rob.push(100);
+        let b = rob.push_after(100, a.complete);
+        assert_eq!((a.complete, b.complete, b.commit), (101, 201, 201));
+        let c = rob.push(100);
+        assert_eq!(c.commit, 201);
         // A flat stream of 1-cycle instructions runs at the width: 4 per cycle.
         let mut rob = Rob::new(RobConfig::default());
         let last = (0..4000).map(|_| rob.push(1)).last().unwrap();

@@ -170,7 +170,6 @@ fn kernel_release() -> String {
 
 /// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
 /// or "" when the tool is absent.
-
 fn tool_version(tool: &str, flag: &str, marker: &str) -> String {
     let Ok(out) = Command::new(tool).arg(flag).output() else {
         return String::new();

@@ -119,7 +119,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check_opt(a.exact.as_ref())?;
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
-    o.skid = a.skid_dist.clone().unwrap_or(SkidDist::Constant(a.skid));
+    o.skid = a.skid_dist.unwrap_or(SkidDist::Constant(a.skid));
     o.mode = match a.mode {
         ModeArg::InOrder => PmuMode::InOrder,
         ModeArg::Interrupt => PmuMode::Interrupt,

@@ -190,7 +190,7 @@ mod tests {
             vpmu: true,
             passes: 2000,
             seed: 5,
-            ..Default::default()
+            ..CalibrateOptions::default()
         };
         let r = execute(&o).unwrap();
         assert_eq!((r.fitted_skid, r.true_skid), (37.0, 37));
@@ -205,7 +205,7 @@ mod tests {
         let o = CalibrateOptions {
             vpmu: true,
             passes: 1_000_000_000,
-            ..Default::default()
+            ..CalibrateOptions::default()
         };
         let e = execute(&o).unwrap_err().to_string();
         assert!(e.contains("lower --passes or --light"), "{e}");

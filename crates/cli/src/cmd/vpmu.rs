@@ -120,7 +120,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
     o.skid = a.skid_dist.unwrap_or(SkidDist::Constant(a.skid));
-<<<<<<< HEAD
     o.mode = match a.mode {
         ModeArg::InOrder => PmuMode::InOrder,
         ModeArg::Interrupt => PmuMode::Interrupt,
@@ -132,8 +131,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         entries: a.rob,
         ..RobConfig::default()
     };
-=======
->>>>>>> main
     o.period = a.period;
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;

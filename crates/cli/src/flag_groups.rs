@@ -124,6 +124,12 @@ pub enum WeightArg {
     Instructions,
     /// Cycle estimate from callgrind's cache and branch simulation.
     CyclesEstimate,
+    /// Cycles per instruction from proftrust's timing model (a model, not a measurement):
+    /// the QEMU trace replayed through the virtual PMU's out-of-order model with simulated
+    /// caches, each cycle charged to the instruction committing or stalling in it (TIP).
+    /// For cpu-clock and cycles profiles. With --samples/--truth, the truth file must come
+    /// from `vpmu --mode tip --cpi-model cache-sim --exact FILE`.
+    TimeModel,
 }
 
 impl ExactSide {
@@ -137,6 +143,7 @@ impl ExactSide {
         o.truth_weight = match self.truth_weight {
             WeightArg::Instructions => TruthWeight::Instructions,
             WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
+            WeightArg::TimeModel => TruthWeight::TimeModel,
         };
     }
 }

@@ -570,6 +570,70 @@ fn vpmu() {
     );
 }
 
+/// The out-of-order PMU modes: a TIP run with its time truth (`tip_cycles`), the audit of
+/// its cycle samples against that truth (`--truth-weight time-model`), and a PEBS run.
+#[test]
+fn vpmu_modes() {
+    if !need("golden vpmu modes", &["qemu-x86_64"]) {
+        return;
+    }
+    let s = Sandbox::new();
+    s.check(
+        "vpmu-modes",
+        &[
+            &[
+                "vpmu",
+                "--mode",
+                "tip",
+                "--period",
+                "101",
+                "--seed",
+                "7",
+                "--cpi-model",
+                "cache-sim",
+                "-o",
+                "t.ptsamp",
+                "--exact",
+                "t.ptexact",
+                "--",
+                "./tiny",
+            ],
+            &["read", "t.ptexact"],
+            &[
+                "audit",
+                "--samples",
+                "t.ptsamp",
+                "--truth",
+                "t.ptexact",
+                "--binary",
+                "tiny",
+                "--sample-event",
+                "cycles:vpmu",
+                "--truth-weight",
+                "time-model",
+                "--top",
+                "3",
+            ],
+            &[
+                "audit",
+                "--samples",
+                "tiny.ptsamp",
+                "--truth",
+                "tiny.ptexact",
+                "--binary",
+                "tiny",
+                "--truth-weight",
+                "time-model",
+            ],
+            &[
+                "vpmu", "--mode", "pebs", "--rob", "32", "--period", "997", "--seed", "7", "-o",
+                "p.ptsamp", "--", "./tiny",
+            ],
+            &["read", "p.ptsamp"],
+        ],
+    );
+}
+
 #[test]
 fn paths() {
     if !need("golden paths", &["qemu-x86_64"]) {

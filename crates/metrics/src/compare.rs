@@ -42,14 +42,23 @@ pub enum TruthWeight {
     Instructions,
     /// The cycle estimate of [`cycles_estimate`] from callgrind's cache and branch simulation.
     CyclesEstimate,
+    /// Each instruction's cycles in a timing model: the exact profile's
+    /// [`TIME_MODEL_COLUMN`] extra cost (the virtual PMU's time-proportional attribution on
+    /// its out-of-order model with simulated caches, `proftrust_vpmu::TIP_CYCLES`).
+    TimeModel,
 }
 
+/// The extra cost a [`TruthWeight::TimeModel`] truth carries: cycles per instruction as the
+/// virtual PMU's TIP attribution charges them (`proftrust_vpmu::TIP_CYCLES`).
+pub const TIME_MODEL_COLUMN: &str = "tip_cycles";
+
 impl TruthWeight {
-    /// `instructions` or `cycles-estimate`.
+    /// `instructions`, `cycles-estimate` or `time-model`.
     pub fn name(self) -> &'static str {
         match self {
             TruthWeight::Instructions => "instructions",
             TruthWeight::CyclesEstimate => "cycles-estimate",
+            TruthWeight::TimeModel => "time-model",
         }
     }
 }
@@ -309,6 +318,19 @@ pub fn compare(
     if opts.truth_weight == TruthWeight::CyclesEstimate {
         check_columns(&exact.extra_cost_names)?;
     }
+    let time_column = exact
+        .extra_cost_names
+        .iter()
+        .position(|n| n == TIME_MODEL_COLUMN);
+    if opts.truth_weight == TruthWeight::TimeModel && time_column.is_none() {
+        return Err(Error::MissingTimeColumn {
+            found: if exact.extra_cost_names.is_empty() {
+                "instruction counts only".into()
+            } else {
+                exact.extra_cost_names.join(", ")
+            },
+        });
+    }
 
     // Sampled IP histogram.
     let mut hist: BTreeMap<(usize, u64), u64> = BTreeMap::new();
@@ -339,6 +361,9 @@ pub fn compare(
                 let costs = exact.extra_costs.get(k).map(Vec::as_slice).unwrap_or(&[]);
                 cycles_estimate(&exact.extra_cost_names, costs, ic.count)
             }
+            TruthWeight::TimeModel => time_column
+                .and_then(|c| exact.extra_costs.get(k)?.get(c).copied())
+                .unwrap_or(0),
         };
         let e = counts.entry((j, ic.loc.svma.0)).or_default();
         e.0 += ic.count;
@@ -763,6 +788,38 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("0909"));
+    }
+
+    /// The time-model weight reads the `tip_cycles` column: with f charged 60 cycles and g
+    /// 40 (of 100), the truth shares equal the sample shares (6 and 4 of 10): ε_function 0,
+    /// where the instruction weight gives 0.1 (`hand_computed_comparison`). Without the
+    /// column it is an error naming the fix.
+    #[test]
+    fn time_model_weight_reads_the_tip_column() {
+        let (s, mut e, prog) = fixture(Some(BuildId(vec![1, 2, 3])));
+        let tip = |a: u64| match a {
+            0x100 | 0x104 => 30,
+            0x108 => 0,
+            0x200 | 0x204 => 10,
+            _ => 20,
+        };
+        e.extra_cost_names = vec!["cycles".into(), TIME_MODEL_COLUMN.into()];
+        e.extra_costs = e
+            .instructions
+            .iter()
+            .map(|i| vec![i.count, tip(i.loc.svma.0)])
+            .collect();
+        let opts = CompareOptions {
+            truth_weight: TruthWeight::TimeModel,
+            ..Default::default()
+        };
+        let c = compare(&s, &e, std::slice::from_ref(&prog), &Fake, &opts).unwrap();
+        assert!(c.epsilon_function.abs() < 1e-12, "{}", c.epsilon_function);
+        assert!((c.functions[0].exact_share - 0.6).abs() < 1e-12);
+        let (s, e, _) = fixture(None);
+        let err = compare(&s, &e, &[prog], &Fake, &opts).unwrap_err();
+        assert!(matches!(err, Error::MissingTimeColumn { .. }));
+        assert!(err.to_string().contains("--mode tip"), "{err}");
     }
 
     #[test]

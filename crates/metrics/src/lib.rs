@@ -50,7 +50,7 @@ mod share;
 
 pub use compare::{
     check_same_program, compare, sampled_functions, Attribution, CompareOptions, Comparison,
-    FunctionComparison, TruthWeight,
+    FunctionComparison, TruthWeight, TIME_MODEL_COLUMN,
 };
 pub use cycles::{cycles_estimate, CYCLES_FORMULA};
 pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};
@@ -126,6 +126,12 @@ pub enum Error {
     MissingCostColumn {
         /// The missing event name.
         missing: String,
+        /// The columns present.
+        found: String,
+    },
+    /// `--truth-weight time-model` on a truth without the timing model's column.
+    #[error("the truth has no tip_cycles column (found: {found}): the time-model weight needs the exact profile of the virtual PMU's out-of-order model (`proftrust vpmu --mode tip --cpi-model cache-sim --exact FILE`, or let audit run the program)")]
+    MissingTimeColumn {
         /// The columns present.
         found: String,
     },

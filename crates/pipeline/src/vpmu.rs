@@ -5,10 +5,10 @@
 use crate::error::{bail, Context, Result};
 use crate::{program, trace, Events};
 use proftrust_model::{ExactProfile, RunOutcome, SampleSet};
-pub use proftrust_vpmu::SkidDist;
 use proftrust_vpmu::{
     CacheConfig, ClassCycles, CostTable, CycleModel, Vpmu, VpmuEvents, VpmuOptions,
 };
+pub use proftrust_vpmu::{PmuMode, RobConfig, SkidDist};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -70,6 +70,15 @@ pub struct VpmuRunOptions {
     pub command: Vec<OsString>,
     /// Skid in cycles. Default constant [`DEFAULT_SKID`] (30).
     pub skid: SkidDist,
+    /// Timing model and attribution rule (docs/skid.md, "PMU modes"). Default
+    /// [`PmuMode::InOrder`], the original in-order model.
+    pub mode: PmuMode,
+    /// Reorder buffer of the out-of-order modes. Default [`RobConfig::default`] (224
+    /// entries, width 4).
+    pub rob: RobConfig,
+    /// Sample the instruction and cycle events. Default true; false with
+    /// [`VpmuRunOptions::exact`] only times and counts (the time truth of `audit`).
+    pub sample: bool,
     /// Instruction-event period. Default 10007.
     pub period: u64,
     /// Cycle-event period. Default: [`VpmuRunOptions::period`].
@@ -107,6 +116,9 @@ impl Default for VpmuRunOptions {
         VpmuRunOptions {
             command: Vec::new(),
             skid: SkidDist::Constant(DEFAULT_SKID),
+            mode: PmuMode::InOrder,
+            rob: RobConfig::default(),
+            sample: true,
             period: 10007,
             cycle_period: None,
             randomize: false,
@@ -178,9 +190,11 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
     opts.skid = skid;
     opts.seed = a.seed;
     opts.events = VpmuEvents {
-        instructions: true,
-        cycles: true,
+        instructions: a.sample,
+        cycles: a.sample,
     };
+    opts.mode = a.mode;
+    opts.rob = a.rob;
     opts.lbr = a.lbr;
     opts.exact = a.exact;
     opts.max_samples = a.max_samples;
@@ -200,9 +214,24 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         stop: a.stop.clone(),
         ..proftrust_exact::QemuOptions::default()
     };
+    // The in-order mode (the default) keeps its original note.
+    let mode = if a.mode.out_of_order() {
+        format!(
+            "mode {} (out-of-order model: ROB {} entries, width {}), ",
+            a.mode.name(),
+            a.rob.entries,
+            a.rob.width
+        )
+    } else {
+        String::new()
+    };
+    // PEBS, IBS and TIP have no skid parameter.
+    let skid_text = match a.mode {
+        PmuMode::InOrder | PmuMode::Interrupt => format!("skid {}, ", describe_skid(&skid)),
+        PmuMode::Pebs | PmuMode::Ibs | PmuMode::Tip => String::new(),
+    };
     events.note(&format!(
-        "virtual PMU: skid {}, period {}{}, cpi model {}, seed {}",
-        describe_skid(&skid),
+        "virtual PMU: {mode}{skid_text}period {}{}, cpi model {}, seed {}",
         a.period,
         if a.randomize { " randomised" } else { "" },
         a.cpi_model.name(),

@@ -11,7 +11,7 @@
 //! ([`CostTable::set`]) or by the class rule [`ClassCycles::heavy_load`].
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Static cost of one instruction in a [`CostTable`] (what it takes without caches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,10 @@ pub struct CostTable {
     pub module_file_name: String,
     /// Costs by SVMA.
     pub costs: HashMap<u64, StaticCost>,
+    /// Memory instructions whose address register was last written by a load, in decode
+    /// order (pointer chasing, `a[idx[j]]`; the rule of [`ClassCycles::heavy_load`]): the
+    /// out-of-order model starts them only when the latest load has completed.
+    pub dependent: HashSet<u64>,
 }
 
 impl CostTable {
@@ -37,6 +41,7 @@ impl CostTable {
         CostTable {
             module_file_name: file_name.into(),
             costs: HashMap::new(),
+            dependent: HashSet::new(),
         }
     }
     /// Sets the cycles of the instruction at `svma` (keeps a known length).
@@ -252,6 +257,9 @@ pub fn class_costs(file_name: &str, code: &[u8], svma: u64, t: &ClassCycles) -> 
             && [ins.memory_base(), ins.memory_index()]
                 .iter()
                 .any(|r| *r != Register::None && loaded.contains(&r.full_register()));
+        if dependent {
+            table.dependent.insert(ins.ip());
+        }
         table.costs.insert(
             ins.ip(),
             StaticCost {
@@ -337,5 +345,8 @@ mod tests {
             }
         );
         assert_eq!(tab.costs.len(), 9);
+        let mut dep: Vec<u64> = tab.dependent.iter().copied().collect();
+        dep.sort_unstable();
+        assert_eq!(dep, vec![0x1013, 0x1016]);
     }
 }

@@ -59,12 +59,14 @@
 mod cost;
 mod cycles;
 mod error;
+mod ooo;
 mod timer;
 
 pub use error::VpmuError;
 
 pub use cost::TraceCost;
 pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
+pub use ooo::{Rob, RobConfig, RobTiming, TipAttribution};
 pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
 use proftrust_model::{
@@ -118,6 +120,64 @@ impl SkidDist {
     }
 }
 
+/// How the virtual PMU times instructions and attributes a sample (docs/skid.md, "PMU
+/// modes"). [`PmuMode::InOrder`] is the original model; the other four run on the
+/// out-of-order approximation of [`Rob`] (commit cycles `c_k`, dispatch cycles `d_k`) and
+/// follow the published semantics of four kinds of hardware sampling:
+///
+/// | mode | instruction event (overflow when `I_m` commits) | cycle event (overflow in cycle `t_o`) |
+/// |---|---|---|
+/// | `Interrupt` | the head of the ROB `S` cycles after `c_m`: the first `k > m` with `c_k >= c_m + S` (`S = 0`: `I_m`) | the head at `t_o + S`: the first `k` with `c_k >= t_o + S` |
+/// | `Pebs` | `I_{m+1}` | `I_{h+1}`, `h` the head at `t_o` (first `k` with `c_k >= t_o`) |
+/// | `Ibs` | `I_m`, the tagged op, exactly | the first instruction dispatched at or after `t_o` (`d_k >= t_o`) |
+/// | `Tip` | `I_m` (no skid) | the instruction(s) committing in `t_o` (one drawn uniformly), else the head |
+///
+/// Sources: interrupt skid — the sample is taken where the program is interrupted, after the
+/// overflow (seed 000 §1.2: "If the instruction counter overflow happens at `I_m`, and the
+/// attributed instruction is `I_{m'}`, we can guarantee `m' > m`", skid `S` in cycles, "can
+/// be measured for a specific machine" §2.1, no value given); `S` is drawn from
+/// [`VpmuOptions::skid`]. PEBS — Intel SDM Vol. 3B §18 (precise event-based sampling): the
+/// record is written after the overflowing instruction retires and holds the architectural
+/// state, so its IP is that of the *next* instruction (the well-known off-by-one; the
+/// `EventingIP` of later cores corrects it). IBS — AMD's instruction-based sampling tags
+/// one op after a programmed count (ops or cycles) and records that op's own address when it
+/// retires (AMD Family 10h BKDG, "Instruction Based Sampling"; Drongowski, AMD 2007); the
+/// count is randomised so tags do not alias with loops: here every period is drawn uniformly
+/// from `[T - T/2, T + T/2]` (mean `T`; the range is our choice). TIP — Gottschall, Eeckhout,
+/// Jahre, MICRO 2021 ([`TipAttribution`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PmuMode {
+    /// The original model: in-order timing (instruction `k` occupies `(t_{k-1}, t_k]`), the
+    /// sample lands `S` cycles after the overflow (module documentation). Default.
+    #[default]
+    InOrder,
+    /// Interrupt-based sampling with skid on the out-of-order model.
+    Interrupt,
+    /// Precise sampling (PEBS): the instruction after the overflowing one.
+    Pebs,
+    /// Tagged-op sampling (IBS-like): a random op every `T` on average, attributed exactly.
+    Ibs,
+    /// The time-proportional oracle (TIP).
+    Tip,
+}
+
+impl PmuMode {
+    /// `in-order`, `interrupt`, `pebs`, `ibs` or `tip`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PmuMode::InOrder => "in-order",
+            PmuMode::Interrupt => "interrupt",
+            PmuMode::Pebs => "pebs",
+            PmuMode::Ibs => "ibs",
+            PmuMode::Tip => "tip",
+        }
+    }
+    /// Whether the mode runs on the out-of-order model.
+    pub fn out_of_order(self) -> bool {
+        self != PmuMode::InOrder
+    }
+}
+
 /// Which events the virtual PMU samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VpmuEvents {
@@ -144,8 +204,15 @@ pub struct VpmuOptions {
     pub cycle_skid: Option<SkidDist>,
     /// Seed of every random draw. Default 0.
     pub seed: u64,
-    /// Events sampled. Default both.
+    /// Events sampled. Default both. Neither is allowed with [`VpmuOptions::exact`]: the
+    /// replay then only counts and times (the time truth of `audit --truth-weight
+    /// time-model`).
     pub events: VpmuEvents,
+    /// Timing model and attribution rule. Default [`PmuMode::InOrder`].
+    pub mode: PmuMode,
+    /// The out-of-order model's geometry (modes other than [`PmuMode::InOrder`]). Default
+    /// [`RobConfig::default`].
+    pub rob: RobConfig,
     /// Record LBR stacks (last 32 taken branches). Default false.
     pub lbr: bool,
     /// Collect exact per-instruction counts and cycles. Default true.
@@ -173,6 +240,8 @@ impl Default for VpmuOptions {
                 instructions: true,
                 cycles: true,
             },
+            mode: PmuMode::InOrder,
+            rob: RobConfig::default(),
             lbr: false,
             exact: true,
             cache: None,
@@ -184,6 +253,11 @@ impl Default for VpmuOptions {
 /// LBR depth.
 pub const LBR_DEPTH: usize = 32;
 
+/// Name of the exact profile's extra cost holding each instruction's TIP cycles under the
+/// out-of-order modes ([`TipAttribution`], rounded per instruction): the time truth of
+/// `audit --truth-weight time-model`.
+pub const TIP_CYCLES: &str = "tip_cycles";
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     len: u8,
@@ -191,6 +265,28 @@ struct Slot {
     total_cycles: u64,
     l1_misses: u64,
     llc_misses: u64,
+    /// TIP cycles (out-of-order modes).
+    tip_cycles: f64,
+}
+
+/// Where a sample of the out-of-order modes lands (see [`PmuMode`]).
+#[derive(Debug, Clone, Copy)]
+enum Land {
+    /// The first instruction committing at or after this cycle.
+    Commit(u64),
+    /// The next instruction.
+    Next,
+    /// The first instruction dispatched at or after this cycle.
+    Dispatch(u64),
+    /// One of the instructions committing in this cycle, drawn uniformly.
+    TipGroup(u64),
+}
+
+#[derive(Debug)]
+struct OooPending {
+    event: u16,
+    period: u64,
+    land: Land,
 }
 
 #[derive(Debug)]
@@ -211,6 +307,15 @@ struct Thread {
     lbr: VecDeque<Branch>,
     last_branch_cycle: u64,
     prev: Option<(Location, u8, bool, TraceEnd)>,
+    /// Out-of-order modes: the ROB, the TIP attribution, samples not yet landed, how many of
+    /// them wait for a commit group, the previous commit cycle.
+    rob: Rob,
+    tip: TipAttribution<Location>,
+    ooo_pending: Vec<OooPending>,
+    tip_waiting: usize,
+    prev_commit: u64,
+    /// Completion cycle of the latest traced load (dependent loads wait for it).
+    last_load_done: u64,
 }
 
 /// The virtual PMU, a [`proftrust_model::BlockVisitor`].
@@ -234,6 +339,9 @@ pub struct Vpmu {
     outcome: Option<RunOutcome>,
     ev_instr: Option<u16>,
     ev_cycles: Option<u16>,
+    /// Scratch: samples landed by one instruction; a commit group.
+    landed: Vec<(u16, u64, Location)>,
+    group_buf: Vec<Location>,
 }
 
 impl Vpmu {
@@ -247,10 +355,19 @@ impl Vpmu {
                 fix: "give a period >= 1 (a prime such as 10007 is best)",
             });
         }
-        if !opts.events.instructions && !opts.events.cycles {
+        if !opts.events.instructions && !opts.events.cycles && !opts.exact {
             return Err(VpmuError::InvalidOptions {
-                what: "no event to sample".into(),
-                fix: "enable the instruction event, the cycle event, or both",
+                what: "no event to sample and no exact profile to collect".into(),
+                fix: "enable the instruction event, the cycle event, or the exact profile",
+            });
+        }
+        if opts.rob.entries == 0 || opts.rob.width == 0 {
+            return Err(VpmuError::InvalidOptions {
+                what: format!(
+                    "a reorder buffer of {} entries and width {}",
+                    opts.rob.entries, opts.rob.width
+                ),
+                fix: "give at least 1 entry and a width of at least 1",
             });
         }
         if let Some(c) = &opts.cache {
@@ -295,7 +412,18 @@ impl Vpmu {
             outcome: None,
             ev_instr,
             ev_cycles,
+            landed: Vec::new(),
+            group_buf: Vec::new(),
         })
+    }
+
+    /// The next period: under [`PmuMode::Ibs`] uniform in `[T - T/2, T + T/2]`, else `T`
+    /// or, randomised, `T + U(0, T/8)`.
+    fn period(&mut self, t: u64) -> u64 {
+        if self.opts.mode == PmuMode::Ibs && t >= 2 {
+            return self.rng.gen_range(t - t / 2..=t + t / 2);
+        }
+        Self::next_period(&mut self.rng, t, self.opts.randomize)
     }
 
     fn next_period(rng: &mut ChaCha8Rng, t: u64, randomize: bool) -> u64 {
@@ -328,12 +456,8 @@ impl Vpmu {
     }
 
     fn new_thread(&mut self) -> Thread {
-        let ip = Self::next_period(
-            &mut self.rng,
-            self.opts.instruction_period,
-            self.opts.randomize,
-        );
-        let cp = Self::next_period(&mut self.rng, self.opts.cycle_period, self.opts.randomize);
+        let ip = self.period(self.opts.instruction_period);
+        let cp = self.period(self.opts.cycle_period);
         Thread {
             instr_left: ip,
             instr_period: ip,
@@ -344,6 +468,12 @@ impl Vpmu {
             lbr: VecDeque::with_capacity(LBR_DEPTH),
             last_branch_cycle: 0,
             prev: None,
+            rob: Rob::new(self.opts.rob),
+            tip: TipAttribution::default(),
+            ooo_pending: Vec::new(),
+            tip_waiting: 0,
+            prev_commit: 0,
+            last_load_done: 0,
         }
     }
 
@@ -373,6 +503,285 @@ impl Vpmu {
         });
     }
 
+    /// LBR: records a taken branch into `loc` (see the module documentation).
+    fn track_branch(
+        &self,
+        th: &mut Thread,
+        loc: Location,
+        len: u8,
+        end_of_block: Option<TraceEnd>,
+    ) {
+        if !self.opts.lbr {
+            return;
+        }
+        if let Some((from, len, was_end, how)) = th.prev {
+            if was_end {
+                let fall = if len > 0 {
+                    from.module == loc.module && loc.svma.0 == from.svma.0 + len as u64
+                } else {
+                    from.module == loc.module
+                        && loc.svma.0 > from.svma.0
+                        && loc.svma.0 - from.svma.0 <= 15
+                };
+                let taken = !matches!(how, TraceEnd::Other) || !fall;
+                if taken {
+                    if th.lbr.len() == LBR_DEPTH {
+                        th.lbr.pop_back();
+                    }
+                    th.lbr.push_front(Branch {
+                        from,
+                        to: loc,
+                        mispredicted: false,
+                        predicted_known: false,
+                        cycles: (th.now - th.last_branch_cycle).min(u32::MAX as u64) as u32,
+                    });
+                    th.last_branch_cycle = th.now;
+                }
+            }
+        }
+        th.prev = Some((
+            loc,
+            len,
+            end_of_block.is_some(),
+            end_of_block.unwrap_or(TraceEnd::Other),
+        ));
+    }
+
+    /// One instruction under an out-of-order mode ([`PmuMode`]): times it in the thread's
+    /// ROB, charges the TIP cycles made final, lands waiting samples, counts both events.
+    fn step_ooo(
+        &mut self,
+        th: &mut Thread,
+        tid: u32,
+        loc: Location,
+        timing: InstrTiming,
+        end_of_block: Option<TraceEnd>,
+    ) {
+        let slot = self.slot(loc);
+        self.track_branch(th, loc, slot.len, end_of_block);
+        let lat = timing.cycles as u64;
+        let ready = if timing.dependent {
+            th.last_load_done
+        } else {
+            0
+        };
+        let rt = th.rob.push_after(lat, ready);
+        if timing.loads {
+            th.last_load_done = rt.complete;
+        }
+        let c = rt.commit;
+        th.now = c;
+        let exact = self.opts.exact;
+        if exact {
+            if let Some(s) = self.slots.get_mut(&loc) {
+                s.count += 1;
+                s.total_cycles += lat;
+                s.l1_misses += timing.l1_misses as u64;
+                s.llc_misses += timing.llc_misses as u64;
+            }
+        }
+        let mut landed = std::mem::take(&mut self.landed);
+        landed.clear();
+        // Samples waiting for a later instruction.
+        let mut k = 0;
+        while k < th.ooo_pending.len() {
+            let hit = match th.ooo_pending[k].land {
+                Land::Next => true,
+                Land::Commit(t) => c >= t,
+                Land::Dispatch(t) => rt.dispatch >= t,
+                Land::TipGroup(_) => false,
+            };
+            if hit {
+                let p = th.ooo_pending.swap_remove(k);
+                landed.push((p.event, p.period, loc));
+            } else {
+                k += 1;
+            }
+        }
+        // TIP: the cycles this commit makes final; a commit group that ended lands the
+        // cycle samples taken in its cycle.
+        let want_group = th.tip_waiting > 0;
+        let mut ended = None;
+        {
+            let slots = &mut self.slots;
+            let group_buf = &mut self.group_buf;
+            th.tip.push(
+                loc,
+                c,
+                &mut |l, x| {
+                    if exact {
+                        if let Some(s) = slots.get_mut(&l) {
+                            s.tip_cycles += x;
+                        }
+                    }
+                },
+                &mut |cyc, g| {
+                    if want_group {
+                        ended = Some(cyc);
+                        group_buf.clear();
+                        group_buf.extend_from_slice(g);
+                    }
+                },
+            );
+        }
+        if let Some(cyc) = ended {
+            self.land_group(th, cyc, &mut landed);
+        }
+        let mode = self.opts.mode;
+        // Cycle counter over the cycles (prev_commit, c].
+        if let Some(ev) = self.ev_cycles {
+            let elapsed = c - th.prev_commit;
+            let mut consumed = 0u64;
+            while elapsed > 0 && elapsed - consumed >= th.cycle_left {
+                consumed += th.cycle_left;
+                let t_o = th.prev_commit + consumed;
+                let period = th.cycle_period;
+                let mut wait = |land| {
+                    th.ooo_pending.push(OooPending {
+                        event: ev,
+                        period,
+                        land,
+                    })
+                };
+                match mode {
+                    PmuMode::Interrupt => {
+                        let s = self
+                            .opts
+                            .cycle_skid
+                            .unwrap_or(self.opts.skid)
+                            .draw(&mut self.rng);
+                        if c >= t_o + s {
+                            landed.push((ev, period, loc));
+                        } else {
+                            wait(Land::Commit(t_o + s));
+                        }
+                    }
+                    // This instruction is the head at t_o; the sample names the next one.
+                    PmuMode::Pebs => wait(Land::Next),
+                    PmuMode::Ibs => {
+                        if rt.dispatch >= t_o {
+                            landed.push((ev, period, loc));
+                        } else {
+                            wait(Land::Dispatch(t_o));
+                        }
+                    }
+                    PmuMode::Tip | PmuMode::InOrder => {
+                        if t_o < c {
+                            landed.push((ev, period, loc));
+                        } else {
+                            wait(Land::TipGroup(c));
+                            th.tip_waiting += 1;
+                        }
+                    }
+                }
+                th.cycle_period = self.period(self.opts.cycle_period);
+                th.cycle_left = th.cycle_period;
+            }
+            th.cycle_left -= elapsed - consumed;
+        }
+        // Instruction counter: overflows when this instruction commits.
+        if let Some(ev) = self.ev_instr {
+            th.instr_left -= 1;
+            if th.instr_left == 0 {
+                let period = th.instr_period;
+                match mode {
+                    PmuMode::Interrupt => {
+                        let s = self.opts.skid.draw(&mut self.rng);
+                        if s == 0 {
+                            landed.push((ev, period, loc));
+                        } else {
+                            th.ooo_pending.push(OooPending {
+                                event: ev,
+                                period,
+                                land: Land::Commit(c + s),
+                            });
+                        }
+                    }
+                    PmuMode::Pebs => th.ooo_pending.push(OooPending {
+                        event: ev,
+                        period,
+                        land: Land::Next,
+                    }),
+                    PmuMode::Ibs | PmuMode::Tip | PmuMode::InOrder => {
+                        landed.push((ev, period, loc))
+                    }
+                }
+                th.instr_period = self.period(self.opts.instruction_period);
+                th.instr_left = th.instr_period;
+            }
+        }
+        th.prev_commit = c;
+        for &(ev, period, l) in &landed {
+            self.emit(th, tid, ev, period, l);
+        }
+        self.landed = landed;
+    }
+
+    /// Lands the cycle samples waiting for the commit group of cycle `cyc` (in
+    /// `self.group_buf`) on members drawn uniformly.
+    fn land_group(&mut self, th: &mut Thread, cyc: u64, landed: &mut Vec<(u16, u64, Location)>) {
+        let mut k = 0;
+        while k < th.ooo_pending.len() {
+            if matches!(th.ooo_pending[k].land, Land::TipGroup(t) if t <= cyc) {
+                let p = th.ooo_pending.swap_remove(k);
+                th.tip_waiting -= 1;
+                let n = self.group_buf.len();
+                let at = if n > 1 { self.rng.gen_range(0..n) } else { 0 };
+                if let Some(&l) = self.group_buf.get(at) {
+                    landed.push((p.event, p.period, l));
+                }
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Out-of-order modes, end of the replay: charges each thread's last commit group and
+    /// lands the samples taken in its cycle.
+    fn end_threads(&mut self) {
+        if !self.opts.mode.out_of_order() {
+            return;
+        }
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_unstable();
+        for tid in tids {
+            let Some(mut th) = self.threads.remove(&tid) else {
+                continue;
+            };
+            let want_group = th.tip_waiting > 0;
+            let mut ended = None;
+            {
+                let exact = self.opts.exact;
+                let slots = &mut self.slots;
+                let group_buf = &mut self.group_buf;
+                th.tip.flush(
+                    &mut |l, x| {
+                        if exact {
+                            if let Some(s) = slots.get_mut(&l) {
+                                s.tip_cycles += x;
+                            }
+                        }
+                    },
+                    &mut |cyc, g| {
+                        if want_group {
+                            ended = Some(cyc);
+                            group_buf.clear();
+                            group_buf.extend_from_slice(g);
+                        }
+                    },
+                );
+            }
+            if let Some(cyc) = ended {
+                let mut landed = Vec::new();
+                self.land_group(&mut th, cyc, &mut landed);
+                for (ev, period, l) in landed {
+                    self.emit(&th, tid, ev, period, l);
+                }
+            }
+            self.threads.insert(tid, th);
+        }
+    }
+
     fn step(
         &mut self,
         th: &mut Thread,
@@ -383,40 +792,7 @@ impl Vpmu {
     ) {
         let slot = self.slot(loc);
         let c = timing.cycles as u64;
-        // Taken branch into this instruction?
-        if self.opts.lbr {
-            if let Some((from, len, was_end, how)) = th.prev {
-                if was_end {
-                    let fall = if len > 0 {
-                        from.module == loc.module && loc.svma.0 == from.svma.0 + len as u64
-                    } else {
-                        from.module == loc.module
-                            && loc.svma.0 > from.svma.0
-                            && loc.svma.0 - from.svma.0 <= 15
-                    };
-                    let taken = !matches!(how, TraceEnd::Other) || !fall;
-                    if taken {
-                        if th.lbr.len() == LBR_DEPTH {
-                            th.lbr.pop_back();
-                        }
-                        th.lbr.push_front(Branch {
-                            from,
-                            to: loc,
-                            mispredicted: false,
-                            predicted_known: false,
-                            cycles: (th.now - th.last_branch_cycle).min(u32::MAX as u64) as u32,
-                        });
-                        th.last_branch_cycle = th.now;
-                    }
-                }
-            }
-            th.prev = Some((
-                loc,
-                slot.len,
-                end_of_block.is_some(),
-                end_of_block.unwrap_or(TraceEnd::Other),
-            ));
-        }
+        self.track_branch(th, loc, slot.len, end_of_block);
         let start = th.now;
         let end = start + c;
         th.now = end;
@@ -461,8 +837,7 @@ impl Vpmu {
                         period,
                     });
                 }
-                th.cycle_period =
-                    Self::next_period(&mut self.rng, self.opts.cycle_period, self.opts.randomize);
+                th.cycle_period = self.period(self.opts.cycle_period);
                 th.cycle_left = th.cycle_period;
             }
             th.cycle_left -= c - consumed;
@@ -482,11 +857,7 @@ impl Vpmu {
                         period,
                     });
                 }
-                th.instr_period = Self::next_period(
-                    &mut self.rng,
-                    self.opts.instruction_period,
-                    self.opts.randomize,
-                );
+                th.instr_period = self.period(self.opts.instruction_period);
                 th.instr_left = th.instr_period;
             }
         }
@@ -509,11 +880,21 @@ impl Vpmu {
 
     /// Ends the replay: the sample set (pending samples of a thread that ended are dropped,
     /// as a PMI after exit would be) and, when [`VpmuOptions::exact`], the exact profile.
-    pub fn finish(self) -> (SampleSet, Option<ExactProfile>) {
+    pub fn finish(mut self) -> (SampleSet, Option<ExactProfile>) {
+        self.end_threads();
+        let mode = self.opts.mode;
         let cfg = |t: u64| SamplingConfig {
             period: PeriodMode::Fixed(t),
-            randomize_max: self.opts.randomize.then_some(t / 8),
-            precise: 0,
+            randomize_max: if mode == PmuMode::Ibs {
+                Some(t / 2)
+            } else {
+                self.opts.randomize.then_some(t / 8)
+            },
+            precise: match mode {
+                PmuMode::Pebs | PmuMode::Ibs => 2,
+                PmuMode::Tip => 3,
+                PmuMode::InOrder | PmuMode::Interrupt => 0,
+            },
             seed: Some(self.opts.seed),
             user_only: true,
             callchain: false,
@@ -535,6 +916,7 @@ impl Vpmu {
             });
         }
         let cache = self.timer.has_cache();
+        let ooo = mode.out_of_order();
         let exact = self.opts.exact.then(|| {
             let mut v: Vec<(Location, Slot)> = self
                 .slots
@@ -555,17 +937,25 @@ impl Vpmu {
                 extra_costs: v
                     .iter()
                     .map(|(_, s)| {
+                        let mut v = vec![s.total_cycles];
                         if cache {
-                            vec![s.total_cycles, s.l1_misses, s.llc_misses]
-                        } else {
-                            vec![s.total_cycles]
+                            v.extend([s.l1_misses, s.llc_misses]);
                         }
+                        if ooo {
+                            v.push(s.tip_cycles.round() as u64);
+                        }
+                        v
                     })
                     .collect(),
-                extra_cost_names: if cache {
-                    vec!["cycles".into(), "l1d_misses".into(), "llc_misses".into()]
-                } else {
-                    vec!["cycles".into()]
+                extra_cost_names: {
+                    let mut v = vec!["cycles".to_string()];
+                    if cache {
+                        v.extend(["l1d_misses".into(), "llc_misses".into()]);
+                    }
+                    if ooo {
+                        v.push(TIP_CYCLES.into());
+                    }
+                    v
                 },
                 backend: "vpmu".into(),
                 backend_detail: "virtual PMU replay of an exact block trace".into(),
@@ -612,12 +1002,18 @@ impl proftrust_model::BlockVisitor for Vpmu {
         let n = b.instructions.len();
         let mut timing = std::mem::take(&mut self.timing);
         self.timer.time_block(b, &mut timing);
+        let ooo = self.opts.mode.out_of_order();
         for (k, (&Svma(a), &t)) in b.instructions.iter().zip(&timing).enumerate() {
             let loc = Location {
                 module,
                 svma: Svma(a),
             };
-            self.step(&mut th, b.tid, loc, t, (k + 1 == n).then_some(b.end));
+            let end = (k + 1 == n).then_some(b.end);
+            if ooo {
+                self.step_ooo(&mut th, b.tid, loc, t, end);
+            } else {
+                self.step(&mut th, b.tid, loc, t, end);
+            }
         }
         self.timing = timing;
         self.threads.insert(b.tid, th);
@@ -818,6 +1214,278 @@ mod tests {
             ..VpmuOptions::default()
         };
         assert!(Vpmu::new(bad, CycleModel::flat(1)).is_err());
+    }
+
+    /// Replays blocks `(tid, first address, CPIs)` (4-byte instructions at `first`,
+    /// `first + 4`, ...), each `reps` times in turn, under `opts`.
+    fn replay(
+        blocks: &[(u32, u64, Vec<u32>)],
+        reps: usize,
+        opts: VpmuOptions,
+    ) -> (SampleSet, ExactProfile) {
+        let mut table = CostTable::new("prog");
+        for (_, first, cpi) in blocks {
+            for (k, &c) in cpi.iter().enumerate() {
+                table
+                    .costs
+                    .insert(first + 4 * k as u64, StaticCost { cycles: c, len: 4 });
+            }
+        }
+        let model = CycleModel {
+            default_cycles: 1,
+            tables: vec![table],
+        };
+        let mut v = Vpmu::new(opts, model).unwrap();
+        v.module(ModuleIdx(0), &Module::new("/t/prog"));
+        let ins: Vec<Vec<Svma>> = blocks
+            .iter()
+            .map(|(_, first, cpi)| (0..cpi.len()).map(|k| Svma(first + 4 * k as u64)).collect())
+            .collect();
+        for _ in 0..reps {
+            for ((tid, _, _), ins) in blocks.iter().zip(&ins) {
+                v.block(&TraceBlock {
+                    tid: *tid,
+                    module: Some(ModuleIdx(0)),
+                    instructions: ins,
+                    end: TraceEnd::Other,
+                    mem: &[],
+                });
+            }
+        }
+        v.end(&RunOutcome::Exited { code: 0 });
+        let (s, e) = v.finish();
+        (s, e.unwrap())
+    }
+
+    fn ooo(mode: PmuMode, ev: (bool, bool), period: u64, rob: (u32, u32)) -> VpmuOptions {
+        VpmuOptions {
+            mode,
+            instruction_period: period,
+            cycle_period: period,
+            events: VpmuEvents {
+                instructions: ev.0,
+                cycles: ev.1,
+            },
+            rob: RobConfig {
+                entries: rob.0,
+                width: rob.1,
+            },
+            ..VpmuOptions::default()
+        }
+    }
+
+    /// Samples per instruction of a block at 0x100 with `n` instructions.
+    fn per_position(s: &SampleSet, n: usize) -> Vec<u64> {
+        let mut h = vec![0; n];
+        for x in &s.samples {
+            h[((x.ip.svma.0 - 0x100) / 4) as usize] += 1;
+        }
+        h
+    }
+
+    /// The 5-instruction trace of `ooo::tests::head_of_rob_by_hand` (latencies 1, 10, 1,
+    /// 1, 1 on a ROB of 4 entries and width 2: commits at 2, 11, 11, 12, 12), replayed once
+    /// in each of two threads (each its own ROB), every cycle sampled (period 1).
+    ///
+    /// * TIP: cycles 1-2 -> I0, 3-10 -> I1 (head, stalled), 11 -> I1 or I2 (both commit),
+    ///   12 -> I3 or I4; the exact `tip_cycles` column is (2, 8.5, 0.5, 0.5, 0.5) per
+    ///   thread, (4, 17, 1, 1, 1) for two.
+    /// * PEBS: the instruction after the head: cycles 1-2 -> I1, 3-11 -> I2, 12 -> I4.
+    /// * Interrupt, skid 3: the head at t + 3: t = 1..8 -> I1 (c = 11 >= t + 3), t = 9 ->
+    ///   I3 (first c >= 12); t = 10..12 land after the end and are dropped.
+    /// * IBS (cycles): the first instruction dispatched at or after t (dispatch cycles 1, 1,
+    ///   2, 2, 3): t = 1 -> I0, t = 2 -> I2, t = 3 -> I4; later cycles dispatch nothing.
+    #[test]
+    fn cycle_samples_follow_each_mode_on_a_hand_trace() {
+        let blocks = vec![
+            (1, 0x100, vec![1, 10, 1, 1, 1]),
+            (2, 0x100, vec![1, 10, 1, 1, 1]),
+        ];
+        let run = |mode, skid| {
+            let mut o = ooo(mode, (false, true), 1, (4, 2));
+            o.skid = SkidDist::Constant(skid);
+            replay(&blocks, 1, o)
+        };
+        let (s, e) = run(PmuMode::Tip, 0);
+        let h = per_position(&s, 5);
+        assert_eq!(s.samples.len(), 24);
+        assert_eq!(h[0], 4);
+        assert_eq!(h[1] + h[2], 18);
+        assert!(h[1] >= 16, "{h:?}");
+        assert_eq!(h[3] + h[4], 2);
+        assert_eq!(e.extra_cost_names, vec!["cycles", TIP_CYCLES]);
+        let tip: Vec<u64> = e.extra_costs.iter().map(|c| c[1]).collect();
+        assert_eq!(tip, vec![4, 17, 1, 1, 1]);
+        let own: Vec<u64> = e.extra_costs.iter().map(|c| c[0]).collect();
+        assert_eq!(own, vec![2, 20, 2, 2, 2]);
+        assert_eq!(s.events[0].config.precise, 3);
+
+        let (s, _) = run(PmuMode::Pebs, 0);
+        assert_eq!(per_position(&s, 5), vec![0, 4, 18, 0, 2]);
+        let (s, _) = run(PmuMode::Interrupt, 3);
+        assert_eq!(per_position(&s, 5), vec![0, 16, 0, 2, 0]);
+        let (s, _) = run(PmuMode::Ibs, 0);
+        assert_eq!(per_position(&s, 5), vec![2, 0, 2, 0, 2]);
+    }
+
+    /// PEBS off-by-one: whatever the latencies and ROB, every instruction sample names the
+    /// instruction after the overflowing one. A block of 61 distinct instructions with
+    /// irregular latencies (misses of 200 cycles among 1-cycle ones), period 997 (prime): the
+    /// j-th overflow is at global instruction j * 997 - 1, the sample at j * 997.
+    #[test]
+    fn pebs_names_the_next_instruction() {
+        let cpi: Vec<u32> = (0..61)
+            .map(|k| if k % 7 == 3 { 200 } else { 1 + k % 3 })
+            .collect();
+        let (s, _) = replay(
+            &[(1, 0x100, cpi)],
+            61 * 997 / 61 * 40,
+            ooo(PmuMode::Pebs, (true, false), 997, (224, 4)),
+        );
+        assert!(s.samples.len() > 30);
+        for (j, x) in s.samples.iter().enumerate() {
+            let want = ((j as u64 + 1) * 997) % 61;
+            assert_eq!((x.ip.svma.0 - 0x100) / 4, want, "sample {j}");
+        }
+        assert_eq!(s.events[0].config.precise, 2);
+    }
+
+    /// Upper-tail probability of the normal distribution (Abramowitz & Stegun 7.1.26 for
+    /// erf, absolute error < 1.5e-7).
+    fn phi(x: f64) -> f64 {
+        let z = x.abs() / std::f64::consts::SQRT_2;
+        let t = 1.0 / (1.0 + 0.3275911 * z);
+        let poly = t
+            * (0.254829592
+                + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+        let erf = 1.0 - poly * (-z * z).exp();
+        if x >= 0.0 {
+            0.5 * (1.0 + erf)
+        } else {
+            0.5 * (1.0 - erf)
+        }
+    }
+
+    /// Pearson's chi-square of observed counts against probabilities, bins merged left to
+    /// right until each expects at least 5; returns (statistic, degrees of freedom).
+    fn chi_square(obs: &[u64], p: &[f64]) -> (f64, usize) {
+        let n: u64 = obs.iter().sum();
+        let (mut stat, mut bins) = (0.0, 0);
+        let (mut o, mut e) = (0.0, 0.0);
+        for (k, (&ok, &pk)) in obs.iter().zip(p).enumerate() {
+            o += ok as f64;
+            e += pk * n as f64;
+            if e >= 5.0 || k + 1 == obs.len() {
+                stat += (o - e) * (o - e) / e.max(1e-9);
+                bins += 1;
+                o = 0.0;
+                e = 0.0;
+            }
+        }
+        (stat, bins - 1)
+    }
+
+    /// The chi-square critical value at p = 0.001 (Wilson–Hilferty, z = 3.09).
+    fn chi_crit(df: usize) -> f64 {
+        let d = df as f64;
+        let a = 2.0 / (9.0 * d);
+        d * (1.0 - a + 3.09 * a.sqrt()).powi(3)
+    }
+
+    /// Interrupt mode: the distance from the overflowing instruction to the sampled one
+    /// follows the configured skid distribution. A straight block of 4096 distinct 1-cycle
+    /// instructions on a width-1 ROB commits one instruction per cycle (c_k = k + 2), so a
+    /// skid of S cycles moves the sample exactly S instructions. The empirical distances of
+    /// 6000 samples with skid normal(40, 12) (rounded, clamped at 0) pass Pearson's
+    /// chi-square against that distribution at p = 0.001, and fail against normal(44, 12).
+    #[test]
+    fn interrupt_skid_follows_the_configured_distribution() {
+        let n = 4096u64;
+        let t = 1009u64;
+        let mut o = ooo(PmuMode::Interrupt, (true, false), t, (224, 1));
+        o.skid = SkidDist::Normal {
+            mean: 40.0,
+            sd: 12.0,
+        };
+        o.seed = 5;
+        let reps = (6000 * t / n + 1) as usize;
+        let (s, _) = replay(&[(1, 0x100, vec![1; n as usize])], reps, o);
+        let mut dist = vec![0u64; 120];
+        for (j, x) in s.samples.iter().enumerate() {
+            let over = ((j as u64 + 1) * t - 1) % n;
+            let at = (x.ip.svma.0 - 0x100) / 4;
+            let d = (at + n - over) % n;
+            dist[d.min(119) as usize] += 1;
+        }
+        assert!(s.samples.len() >= 6000);
+        let probs = |mean: f64, sd: f64| -> Vec<f64> {
+            (0..120)
+                .map(|k| {
+                    let hi = if k == 119 {
+                        1.0
+                    } else {
+                        phi((k as f64 + 0.5 - mean) / sd)
+                    };
+                    let lo = if k == 0 {
+                        0.0
+                    } else {
+                        phi((k as f64 - 0.5 - mean) / sd)
+                    };
+                    hi - lo
+                })
+                .collect()
+        };
+        let (stat, df) = chi_square(&dist, &probs(40.0, 12.0));
+        assert!(stat < chi_crit(df), "chi2 {stat} df {df}");
+        let (stat, df) = chi_square(&dist, &probs(44.0, 12.0));
+        assert!(
+            stat > chi_crit(df),
+            "a 4-cycle shift not detected: chi2 {stat} df {df}"
+        );
+    }
+
+    /// IBS: tagged ops are attributed exactly, so on a loop whose third instruction is a
+    /// 200-cycle miss the samples spread evenly over the 4 instructions (chi-square against
+    /// uniform at p = 0.001), with randomised periods in [T/2, 3T/2]; interrupt sampling
+    /// with a 3-cycle skid on the same loop piles them on the miss.
+    #[test]
+    fn ibs_attributes_uniformly() {
+        let cpi = vec![1, 1, 200, 1];
+        let mut o = ooo(PmuMode::Ibs, (true, false), 101, (224, 4));
+        o.seed = 3;
+        let (s, _) = replay(&[(1, 0x100, cpi.clone())], 101_000, o);
+        let h = per_position(&s, 4);
+        let (stat, df) = chi_square(&h, &[0.25; 4]);
+        assert!(s.samples.len() > 3500);
+        assert!(stat < chi_crit(df), "{h:?}: chi2 {stat}");
+        assert!(s.samples.iter().all(|x| (50..=152).contains(&x.period)));
+        assert!(s.samples.iter().any(|x| x.period != 101));
+        let mut o = ooo(PmuMode::Interrupt, (true, false), 101, (224, 4));
+        o.skid = SkidDist::Constant(3);
+        let (s, _) = replay(&[(1, 0x100, cpi)], 101_000, o);
+        let h = per_position(&s, 4);
+        let (stat, df) = chi_square(&h, &[0.25; 4]);
+        assert!(stat > chi_crit(df), "{h:?}");
+    }
+
+    /// The time truth alone (no event, exact profile only): TIP cycles sum to the run's
+    /// cycles; a ROB of 0 entries is refused.
+    #[test]
+    fn time_truth_without_events() {
+        let (s, e) = replay(
+            &[(1, 0x100, vec![1, 1, 200, 1, 3])],
+            1000,
+            ooo(PmuMode::Tip, (false, false), 97, (224, 4)),
+        );
+        assert!(s.samples.is_empty());
+        let tip: u64 = e.extra_costs.iter().map(|c| c[1]).sum();
+        // One miss per pass of 5 instructions on a ROB far larger than a pass: the misses of
+        // consecutive passes overlap, the run takes about 1000 * 200 / (passes in flight).
+        let own: u64 = e.extra_costs.iter().map(|c| c[0]).sum();
+        assert!(tip < own / 10, "tip {tip} own {own}");
+        assert!(tip > 1000 * 200 / 45, "tip {tip}");
+        let bad = ooo(PmuMode::Tip, (true, false), 97, (0, 4));
+        assert!(Vpmu::new(bad, CycleModel::default()).is_err());
     }
 
     #[test]

@@ -121,6 +121,10 @@ pub struct InstrTiming {
     pub l1_misses: u8,
     /// Its data accesses that missed the last-level cache (went to memory).
     pub llc_misses: u8,
+    /// Its address depends on a loaded register ([`CostTable::dependent`]).
+    pub dependent: bool,
+    /// It read memory (a traced load; known with a cache only).
+    pub loads: bool,
 }
 
 /// Totals of the cache simulation so far.
@@ -281,6 +285,8 @@ impl InstrTimer {
                     .map_or(default, |c| c.cycles),
                 l1_misses: 0,
                 llc_misses: 0,
+                dependent: table.is_some_and(|t| t.dependent.contains(&s.0)),
+                loads: false,
             }
         }));
         let Some(cache) = self.cache.as_mut() else {
@@ -292,6 +298,7 @@ impl InstrTimer {
                 t.cycles = t.cycles.saturating_add(lat);
                 t.l1_misses = t.l1_misses.saturating_add(m1 as u8);
                 t.llc_misses = t.llc_misses.saturating_add(m2 as u8);
+                t.loads |= !a.store;
             }
         }
     }
@@ -432,17 +439,26 @@ mod tests {
         };
         let mut out = vec![InstrTiming::default(); 9];
         timer.time_block(&b, &mut out);
-        let t = |cycles, l1_misses, llc_misses| InstrTiming {
+        let t = |cycles, l1_misses, llc_misses, loads| InstrTiming {
             cycles,
             l1_misses,
             llc_misses,
+            dependent: false,
+            loads,
         };
         // 0x18 is in no table: default 7, plus an L1 hit on line 0.
-        assert_eq!(out, vec![t(1, 0, 0), t(2 + 600, 2, 2), t(7 + 3, 0, 0)]);
+        assert_eq!(
+            out,
+            vec![
+                t(1, 0, 0, false),
+                t(2 + 600, 2, 2, true),
+                t(7 + 3, 0, 0, true)
+            ]
+        );
         // Without a cache: static costs only; an unknown module gets the default.
         let mut plain = InstrTimer::new(model, None);
         plain.time_block(&b, &mut out);
-        assert_eq!(out, vec![t(7, 0, 0); 3]);
+        assert_eq!(out, vec![t(7, 0, 0, false); 3]);
         assert!(plain.cache_stats().is_none());
         assert_eq!(timer.cache_stats().unwrap().accesses, 3);
     }

@@ -4,7 +4,7 @@
 
 use crate::util;
 use anyhow::Context;
-use proftrust_pipeline::vpmu::{CpiModel, SkidDist, VpmuRunOptions};
+use proftrust_pipeline::vpmu::{CpiModel, PmuMode, RobConfig, SkidDist, VpmuRunOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -26,9 +26,35 @@ pub enum CpiModelArg {
     CacheSim,
 }
 
+/// How samples are timed and attributed (docs/skid.md, "PMU modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// The original model: in-order timing, the sample lands --skid cycles after the
+    /// overflow.
+    InOrder,
+    /// Interrupt-based sampling on the out-of-order model: the sample names the instruction
+    /// at the head of the reorder buffer --skid cycles after the overflow.
+    Interrupt,
+    /// Precise sampling (PEBS): the instruction after the overflowing one.
+    Pebs,
+    /// Tagged-op sampling (IBS-like): one op every --period on average (randomised), its own
+    /// address.
+    Ibs,
+    /// Time-proportional oracle (TIP): each sampled cycle goes to the instruction committing
+    /// in it, else to the head of the reorder buffer; --exact then carries `tip_cycles`.
+    Tip,
+}
+
 /// Arguments of `proftrust vpmu`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// PMU mode: timing model and attribution rule.
+    #[arg(long, value_enum, default_value_t = ModeArg::InOrder)]
+    mode: ModeArg,
+    /// Reorder-buffer entries of the out-of-order modes (1 to 4096; dispatch and commit
+    /// width 4).
+    #[arg(long, default_value_t = 224, value_parser = crate::args::int::<u32>(1, 4096))]
+    rob: u32,
     /// Constant skid in cycles (0 to 4096). The default 30 is the order of a non-precise
     /// counter overflow's interrupt delay and what `audit --correct-skid` assumes without a
     /// value; measure your PMU's with `proftrust calibrate` (docs/skid.md).
@@ -94,6 +120,17 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
     o.skid = a.skid_dist.unwrap_or(SkidDist::Constant(a.skid));
+    o.mode = match a.mode {
+        ModeArg::InOrder => PmuMode::InOrder,
+        ModeArg::Interrupt => PmuMode::Interrupt,
+        ModeArg::Pebs => PmuMode::Pebs,
+        ModeArg::Ibs => PmuMode::Ibs,
+        ModeArg::Tip => PmuMode::Tip,
+    };
+    o.rob = RobConfig {
+        entries: a.rob,
+        ..RobConfig::default()
+    };
     o.period = a.period;
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;

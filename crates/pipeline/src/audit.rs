@@ -529,7 +529,8 @@ pub fn execute_with_data(
             let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
             'sweep: for &p in &args.sweep {
                 for randomized in [false, true] {
-                    let mut r = record_once(cmd, args, Some(p), randomized, &stop, events)?;
+                    // The program's output was shown by the main recording: not again per point.
+                    let mut r = record_once(cmd, args, Some(p), randomized, true, &stop, events)?;
                     if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
                         warnings.push(format!(
                             "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
@@ -826,7 +827,15 @@ fn inputs(
             }
             cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
             let stop = args.stop.clone().unwrap_or_default();
-            let r = record_once(&cmd, args, args.period, args.randomize, &stop, events)?;
+            let r = record_once(
+                &cmd,
+                args,
+                args.period,
+                args.randomize,
+                false,
+                &stop,
+                events,
+            )?;
             let mut s = r.samples;
             restrict_to_started(&mut s, r.pid, &r.processes, warnings);
             let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
@@ -1104,6 +1113,7 @@ fn record_once(
     args: &AuditOptions,
     period: Option<u64>,
     randomize: bool,
+    discard_stdout: bool,
     stop: &StopSignal,
     events: &dyn Events,
 ) -> Result<Recorded> {
@@ -1123,6 +1133,7 @@ fn record_once(
     o.seed = Some(args.seed);
     o.timeout = args.timeout;
     o.stop = Some(stop.clone());
+    o.discard_stdout = discard_stdout;
     let argv: Vec<String> = cmd
         .iter()
         .map(|c| c.to_string_lossy().into_owned())

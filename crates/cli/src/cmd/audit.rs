@@ -50,7 +50,7 @@ pub struct AuditArgs {
     /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
     #[arg(long, value_parser = crate::parse::period)]
     period: Option<u64>,
-    /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
+    /// Randomise the period (paper 001 §4: add U(0, T/8) to each period).
     #[arg(long)]
     randomize: bool,
     /// Seed of every random choice (printed and stored in every report).

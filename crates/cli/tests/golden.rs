@@ -75,15 +75,8 @@ impl Sandbox {
                 tool_version("valgrind", "--version", "valgrind-"),
                 "[VALGRIND-VERSION]",
             )
-            // The audit page states the kernel it ran on.
-            .add(
-                format!("linux: {}", kernel_release()),
-                "linux: [KERNEL-RELEASE]",
-            )
-            .add(
-                format!("\"linux\": \"{}\"", kernel_release()),
-                "\"linux\": \"[KERNEL-RELEASE]\"",
-            )
+            // The kernel release the audit stores among its tool versions.
+            .add(kernel_release(), "[KERNEL]")
             .add(
                 format!("\"proftrust_version\": \"{VERSION}\""),
                 "\"proftrust_version\": \"[VERSION]\"",
@@ -168,15 +161,15 @@ impl Sandbox {
     }
 }
 
-/// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
-/// or "" when the tool is absent.
-/// `uname -r`: the kernel release the audit page names.
+/// `uname -r`: the kernel release the audit stores among its tool versions.
 fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
+/// or "" when the tool is absent.
 fn tool_version(tool: &str, flag: &str, marker: &str) -> String {
     let Ok(out) = Command::new(tool).arg(flag).output() else {
         return String::new();

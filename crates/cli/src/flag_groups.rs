@@ -24,7 +24,7 @@ pub struct Sampling {
     /// 1000000.
     #[arg(short = 'F', long, conflicts_with = "sweep", value_parser = crate::args::int::<u64>(1, 1_000_000))]
     pub freq: Option<u64>,
-    /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
+    /// Randomise the period (paper 001 §4: add U(0, T/8) to each period).
     #[arg(long)]
     pub randomize: bool,
     #[command(flatten)]
@@ -75,14 +75,14 @@ pub struct VppProbe {
     /// probe: read this probe file instead of running the program.
     #[arg(long, value_name = "FILE")]
     pub probe_file: Option<PathBuf>,
-    /// probe: do not subtract the instrumentation bias (seed 004 §4.2).
+    /// probe: do not subtract the instrumentation bias (paper 004 §4.2).
     #[arg(long)]
     pub no_bias: bool,
     /// probe: run the program under N busy background threads (heavy system load).
     #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(0, proftrust_pipeline::vpp::MAX_LOAD_THREADS as u64))]
     pub load: Option<usize>,
     /// probe: run twice, without and with N busy background threads, and compare the top
-    /// paths (seed 004 §5.3.1, Fig. 4).
+    /// paths (paper 004 §5.3.1, Fig. 4).
     #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(1, proftrust_pipeline::vpp::MAX_LOAD_THREADS as u64))]
     pub compare_load: Option<usize>,
 }

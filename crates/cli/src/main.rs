@@ -21,9 +21,19 @@ mod workload;
 
 use clap::{Parser, Subcommand};
 
+/// The papers the help and the reports cite as "paper 000".."paper 004" (a paper, not a
+/// `--seed`, which seeds randomness); docs/references.md lists them.
+const PAPERS: &str = "Papers cited as \"paper NNN\" (docs/references.md; --seed is something else: the random seed):
+  paper 000  Can We Trust Profiling Results? Understanding and Fixing the Inaccuracy in Modern Profilers (skid)
+  paper 001  Wu & Mencer, Evaluating Sampling Based Hotspot Detection (NRMSE_SR, SC, OD, period sweep)
+  paper 002  Wen et al., Probability Analysis to Improve the Confidence in Profiling Accuracy (sampling theory)
+  paper 003  Ammons, Ball & Larus, Exploiting Hardware Performance Counters with Flow and Context Sensitive Profiling (paths, CCT)
+  paper 004  Perelman, Chilimbi & Calder, Variational Path Profiling (vpp)";
+
 /// Tells whether a sampling profile can be trusted, and fixes it when it cannot.
 #[derive(Debug, Parser)]
-#[command(name = "proftrust", version, about, long_about = None, propagate_version = true)]
+#[command(name = "proftrust", version, about, long_about = None, propagate_version = true,
+          after_help = PAPERS)]
 struct Cli {
     /// More detail on stderr (repeat for more).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -40,13 +50,13 @@ enum Command {
     // Each helper adds one variant here and one arm in `run` below; keep them alphabetical.
     /// Can I trust this profile? Samples against exact counts, with metrics and reports.
     Audit(cmd::audit::AuditArgs),
-    /// Running granularity and sampling-interval analysis of real samples (seed 002 §5.1).
+    /// Running granularity and sampling-interval analysis of real samples (paper 002 §5.1).
     Analyze(cmd::analyze::Args),
-    /// Sampling-theory simulations (seed 002): paper tables, aliasing, Wilson coverage.
+    /// Sampling-theory simulations (paper 002): paper tables, aliasing, Wilson coverage.
     Simulate(cmd::simulate::Args),
-    /// Fit the skid S of a PMU from a kernel with a known instruction mix (seed 000).
+    /// Fit the skid S of a PMU from a kernel with a known instruction mix (paper 000).
     Calibrate(cmd::calibrate::Args),
-    /// Undo counter skid in an instruction profile by simple-loop fitting (seed 000).
+    /// Undo counter skid in an instruction profile by simple-loop fitting (paper 000).
     Correct(cmd::correct::Args),
     /// Any profile into pprof, Firefox Profiler, speedscope, flame graphs, annotated
     /// source, LLVM sample profiles (PGO).
@@ -59,7 +69,7 @@ enum Command {
     Record(cmd::record::Args),
     /// What a profile file holds: perf.data, perf script, callgrind, proftrust files.
     Read(cmd::read::Args),
-    /// Exact Ball-Larus path profile of a program, with instructions per path (seed 003).
+    /// Exact Ball-Larus path profile of a program, with instructions per path (paper 003).
     Paths(cmd::paths::Args),
     /// Exact calling context tree of a program; gprof's error; sampled contexts vs exact.
     Cct(cmd::cct::Args),
@@ -68,7 +78,7 @@ enum Command {
     Check(cmd::check::Args),
     /// Exact per-instruction counts of a program (QEMU plugin or callgrind) into an exact file.
     Truth(cmd::truth::Args),
-    /// Variational path profiling (seed 004): paths ranked by net variation in their timing.
+    /// Variational path profiling (paper 004): paths ranked by net variation in their timing.
     Vpp(cmd::vpp::Args),
     /// Internal: kills the process groups of proftrust's runs if proftrust dies.
     #[command(name = "__watchdog", hide = true)]

@@ -7,7 +7,7 @@ use proftrust_pipeline::trace::{Timing, TraceOptions};
 /// The flags `paths` and `cct` share: the timing model, QEMU's, and the program.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
-    /// Timing model of the hardware metrics per path or context (seed 003 §3-4):
+    /// Timing model of the hardware metrics per path or context (paper 003 §3-4):
     /// `cache-sim` (default) traces data addresses and simulates an L1D and a last-level
     /// cache (the virtual PMU's `InstrTimer`; cycles by instruction class plus each access's
     /// latency), `class` gives cycles by instruction class without caches, `flat` one cycle

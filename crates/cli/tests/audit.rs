@@ -745,3 +745,52 @@ fn default_vpmu_skid_and_correct_skid_agree() {
         j["corrected"]
     );
 }
+
+/// `--sweep` records the program once per point, and its output is shown once (by the main
+/// recording), not once per point; the sweep's period column and plot axis give the unit
+/// (cpu-clock periods are nanoseconds).
+#[test]
+fn sweep_shows_the_programs_output_once_and_the_period_unit() {
+    let name = "sweep_shows_the_programs_output_once_and_the_period_unit";
+    if !have("gcc") || !have("qemu-x86_64") {
+        return skip_test(name, "gcc or qemu-user not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hello.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(void){volatile unsigned long s=0;\
+         for(unsigned long i=0;i<30000000UL;i++)s+=i*i;\
+         printf(\"hello-from-prog %lu\\n\",s%7);return 0;}\n",
+    )
+    .unwrap();
+    let bin = dir.path().join("hello");
+    assert!(Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let html = dir.path().join("s.html");
+    let o = Command::new(BIN)
+        .args(["audit", "--backend", "qemu", "--sweep", "1M,2M", "--html"])
+        .arg(&html)
+        .arg("--")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    if !o.status.success() && (err.contains("perf_event_paranoid") || err.contains("Permission")) {
+        return skip_test(name, "perf_event_open not permitted here");
+    }
+    assert!(o.status.success(), "{err}");
+    let shown = out.matches("hello-from-prog").count() + err.matches("hello-from-prog").count();
+    assert_eq!(shown, 1, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("period (ns)"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("sampling period (ns)"));
+}

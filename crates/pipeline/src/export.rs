@@ -599,6 +599,9 @@ pub fn audit_html_extras(
     let mut extras = proftrust_report::HtmlExtras::default();
     let rs = s.samples.resolver();
     let re = s.exact.resolver();
+    // Graphs left out for the same reason (an empty exact side fails the exact and the
+    // differential graph alike) get one note naming them all.
+    let missing: std::cell::RefCell<Vec<(String, String)>> = Default::default();
     let svg =
         |f: &dyn Fn(&mut Vec<u8>) -> std::result::Result<(), proftrust_export::ExportError>,
          what: &str|
@@ -607,7 +610,7 @@ pub fn audit_html_extras(
             match f(&mut v) {
                 Ok(()) => String::from_utf8(v).ok(),
                 Err(e) => {
-                    events.note(&format!("HTML report: no {what} flame graph: {e}"));
+                    missing.borrow_mut().push((what.to_string(), e.to_string()));
                     None
                 }
             }
@@ -643,6 +646,20 @@ pub fn audit_html_extras(
         },
         "differential",
     );
+    let mut why: Vec<(Vec<String>, String)> = Vec::new();
+    for (what, e) in missing.into_inner() {
+        match why.iter_mut().find(|(_, x)| *x == e) {
+            Some((w, _)) => w.push(what),
+            None => why.push((vec![what], e)),
+        }
+    }
+    for (whats, e) in why {
+        let graphs = match whats.len() {
+            1 => format!("no {} flame graph", whats[0]),
+            _ => format!("no {} flame graphs", whats.join(" or ")),
+        };
+        events.note(&format!("HTML report: {graphs}: {e}"));
+    }
     let note = if s.samples.profile.has_callers {
         "The sampled graph shows the recorded call chains; the exact counts have no call chains, so the exact and the differential graphs show each function with the functions inlined into it (the differential graph cuts the samples to the same depth).".into()
     } else {

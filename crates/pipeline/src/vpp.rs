@@ -653,7 +653,7 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
     warnings.extend(m.warnings.iter().cloned());
     if !an.paths.is_empty() && an.net_variation == 0 {
         warnings.push(
-            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, seed 004 §1)"
+            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, paper 004 §1)"
                 .to_string(),
         );
     }

@@ -98,6 +98,9 @@ pub struct RecordOptions {
     /// its outcome is [`RunOutcome::Interrupted`]; a `--pid` recording detaches. Default
     /// `None`: a `Target::Pid` recording then installs its own SIGINT/SIGTERM handler.
     pub stop: Option<StopSignal>,
+    /// Send a started program's standard output to `/dev/null` (repeated recordings of one
+    /// program, such as `audit --sweep`, whose output was already shown once). Default false.
+    pub discard_stdout: bool,
 }
 
 impl Default for RecordOptions {
@@ -118,6 +121,7 @@ impl Default for RecordOptions {
             timeout: None,
             buffer_pages: 128,
             stop: None,
+            discard_stdout: false,
         }
     }
 }
@@ -584,9 +588,20 @@ fn record_command(
     // Descendants orphaned while we record are reparented to this process, so that none is
     // left running or unreaped when `record` returns (see `reap_descendants` and the sweep
     // when `supervision` is dropped).
+    let devnull = if opts.discard_stdout {
+        Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .map_err(|e| RecordError::sys("cannot open /dev/null", e))?,
+        )
+    } else {
+        None
+    };
+    let out_fd = devnull.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let mut supervision = proftrust_supervise::Run::begin();
     let mut child = supervision
-        .spawn(|| sys::spawn_blocked(&path, &cargs), |c| c.pid)
+        .spawn(|| sys::spawn_blocked(&path, &cargs, out_fd), |c| c.pid)
         .map_err(|e| RecordError::sys("fork failed", e))?;
     let pid = child.pid;
     // From here on, any error must not leave the child behind.

@@ -271,8 +271,13 @@ fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Forks a child that puts itself in its own process group, asks to be killed if we die,
 /// and blocks reading a pipe until [`BlockedChild::release`]; then it `execv`s `path` with
 /// `argv`. Everything the child needs is allocated before `fork`, so the child only makes
-/// async-signal-safe calls.
-pub(crate) fn spawn_blocked(path: &CString, argv: &[CString]) -> io::Result<BlockedChild> {
+/// async-signal-safe calls. With `stdout`, the child's standard output is that descriptor
+/// (`dup2` before the exec).
+pub(crate) fn spawn_blocked(
+    path: &CString,
+    argv: &[CString],
+    stdout: Option<libc::c_int>,
+) -> io::Result<BlockedChild> {
     let (go_r, go_w) = pipe_cloexec()?;
     let (err_r, err_w) = pipe_cloexec()?;
     let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
@@ -280,7 +285,7 @@ pub(crate) fn spawn_blocked(path: &CString, argv: &[CString]) -> io::Result<Bloc
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     // SAFETY: after fork the child only calls async-signal-safe functions (setpgid, prctl,
-    // getppid, read, execv, write, _exit) on memory prepared before the fork.
+    // getppid, read, dup2, execv, write, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -297,6 +302,11 @@ pub(crate) fn spawn_blocked(path: &CString, argv: &[CString]) -> io::Result<Bloc
             let n = libc::read(go_r.as_raw_fd(), &mut b as *mut u8 as *mut libc::c_void, 1);
             if n != 1 {
                 libc::_exit(127);
+            }
+            if let Some(fd) = stdout {
+                if libc::dup2(fd, 1) < 0 {
+                    libc::_exit(127);
+                }
             }
             libc::execv(path.as_ptr(), ptrs.as_ptr());
             let errno = *libc::__errno_location();

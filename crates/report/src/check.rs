@@ -303,7 +303,7 @@ impl CheckReport {
             }
         }
         s.push_str(
-            "(next: > the share differs from the next row's, ~ it does not at 95%; R: mean running-state length in sampling periods, seed 002)\n",
+            "(next: > the share differs from the next row's, ~ it does not at 95%; R: mean running-state length in sampling periods, paper 002)\n",
         );
         s
     }

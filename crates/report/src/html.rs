@@ -269,8 +269,9 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     }
     if !r.sweep.is_empty() {
         h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (paper 001 §4).</p>\n");
-        h.push_str(&svg::sweep_plot(&r.sweep, false));
-        h.push_str(&svg::sweep_plot(&r.sweep, true));
+        let unit = crate::text::period_unit(&r.config.event);
+        h.push_str(&svg::sweep_plot(&r.sweep, false, &unit));
+        h.push_str(&svg::sweep_plot(&r.sweep, true, &unit));
         h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>ε</th></tr>\n");
         for p in &r.sweep {
             let _ = writeln!(

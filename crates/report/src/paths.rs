@@ -281,7 +281,7 @@ impl PathsReport {
             None => {
                 _ = writeln!(
                     w,
-                    "\nno {} on complete paths: no hot/dense/sparse classification (seed 003 §6 needs `--cpi-model cache-sim`)",
+                    "\nno {} on complete paths: no hot/dense/sparse classification (paper 003 §6 needs `--cpi-model cache-sim`)",
                     self.misses
                 );
             }

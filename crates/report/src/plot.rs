@@ -127,26 +127,71 @@ pub fn render_line_plot(p: &LinePlot) -> String {
         top + plot_h / 2.0,
         escape_html(&p.y_label)
     );
+    // Series that coincide stay visible: each has its own colour, dash pattern and marker
+    // shape (on the line and in the legend), and later lines are thinner.
+    const DASHES: [&str; 4] = ["", "7 4", "2 3", "9 3 2 3"];
+    let marker = |i: usize, cx: f64, cy: f64, color: &str| -> String {
+        match i % 4 {
+            0 => format!(
+                r#"<circle class="marker" cx="{cx:.2}" cy="{cy:.2}" r="3" fill="{color}"/>"#
+            ),
+            1 => format!(
+                r#"<rect class="marker" x="{:.2}" y="{:.2}" width="6" height="6" fill="none" stroke="{color}" stroke-width="1.5"/>"#,
+                cx - 3.0,
+                cy - 3.0
+            ),
+            2 => format!(
+                r#"<path class="marker" d="M{:.2},{:.2}L{:.2},{:.2}L{:.2},{:.2}Z" fill="{color}"/>"#,
+                cx,
+                cy - 4.0,
+                cx + 4.0,
+                cy + 3.0,
+                cx - 4.0,
+                cy + 3.0
+            ),
+            _ => format!(
+                r#"<path class="marker" d="M{:.2},{:.2}L{:.2},{:.2}L{:.2},{:.2}L{:.2},{:.2}Z" fill="none" stroke="{color}" stroke-width="1.5"/>"#,
+                cx,
+                cy - 4.0,
+                cx + 4.0,
+                cy,
+                cx,
+                cy + 4.0,
+                cx - 4.0,
+                cy
+            ),
+        }
+    };
     for (i, ser) in p.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let coords: Vec<String> = ser
+        let dash = match DASHES[i % DASHES.len()] {
+            "" => String::new(),
+            d => format!(r#" stroke-dasharray="{d}""#),
+        };
+        let width = (2.4 - 0.4 * i as f64).max(1.2);
+        let pts: Vec<(f64, f64)> = ser
             .points
             .iter()
             .filter(|(a, b)| a.is_finite() && b.is_finite())
-            .map(|&(a, b)| format!("{:.2},{:.2}", x(a), y(b)))
+            .map(|&(a, b)| (x(a), y(b)))
             .collect();
+        let coords: Vec<String> = pts.iter().map(|(a, b)| format!("{a:.2},{b:.2}")).collect();
         let _ = write!(
             s,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="1.8"><title>{}</title></polyline>"#,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width:.1}"{dash}><title>{}</title></polyline>"#,
             coords.join(" "),
             escape_html(&ser.label)
         );
+        for &(cx, cy) in &pts {
+            s.push_str(&marker(i, cx, cy, color));
+        }
         let ly = top + 10.0 + 18.0 * i as f64;
         let lx = left + plot_w + 16.0;
         let _ = write!(
             s,
-            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}" font-size="11" font-family="monospace">{}</text>"#,
+            r#"<line x1="{lx}" x2="{}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="{width:.1}"{dash}/>{}<text x="{}" y="{}" font-size="11" font-family="monospace">{}</text>"#,
             lx + 22.0,
+            marker(i, lx + 11.0, ly, color),
             lx + 28.0,
             ly + 4.0,
             escape_html(&ser.label)
@@ -191,5 +236,10 @@ mod tests {
         assert_eq!(nice_step(0.9, 5.0), 0.2);
         // First series' first point: x = 70, y = 40 + 280 * (1 - 5/10) = 180.
         assert!(s.contains("points=\"70.00,180.00 "), "{s}");
+        // Coinciding series stay apart: the second is dashed with square markers (one per
+        // point and one in the legend), the first solid with round ones.
+        assert_eq!(s.matches("stroke-dasharray=\"7 4\"").count(), 2);
+        assert_eq!(s.matches("<circle class=\"marker\"").count(), 3 + 1);
+        assert_eq!(s.matches("<rect class=\"marker\"").count(), 2 + 1);
     }
 }

@@ -184,7 +184,7 @@ pub(crate) fn instruction_picture(p: &InstructionPicture) -> String {
 /// Metrics against the sampling period (seed 001 Figs. 2-4): one polyline per metric and
 /// randomisation setting; `od` selects the order-deviation plot (its own scale) instead of
 /// the share-valued metrics (NRMSE_SR, SC, ε).
-pub(crate) fn sweep_plot(points: &[SweepPoint], od: bool) -> String {
+pub(crate) fn sweep_plot(points: &[SweepPoint], od: bool, unit: &str) -> String {
     let mut periods: Vec<u64> = points.iter().map(|p| p.period).collect();
     periods.sort_unstable();
     periods.dedup();
@@ -252,9 +252,10 @@ pub(crate) fn sweep_plot(points: &[SweepPoint], od: bool) -> String {
     }
     let _ = write!(
         s,
-        r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">sampling period</text>"#,
+        r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">sampling period ({})</text>"#,
         left + plot_w / 2.0,
-        base + 36.0
+        base + 36.0,
+        escape_html(unit)
     );
     let mut legend_y = top;
     for (mi, (name, get)) in metrics.iter().enumerate() {

@@ -331,10 +331,21 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     out
 }
 
+/// The unit of an event's sampling period: nanoseconds for the clock events
+/// (`cpu-clock`, `task-clock`, with or without modifiers), else occurrences of the event.
+pub fn period_unit(event: &str) -> String {
+    let base = event.split(':').next().unwrap_or(event);
+    match base {
+        "cpu-clock" | "task-clock" => "ns".into(),
+        _ => format!("{base} events"),
+    }
+}
+
 /// Renders the sweep table (metrics against period).
 pub fn render_sweep_text(r: &AuditReport, color: bool) -> String {
+    let period = format!("period ({})", period_unit(&r.config.event));
     let mut t = Table::new([
-        "period",
+        period.as_str(),
         "randomised",
         "samples",
         "NRMSE_SR",

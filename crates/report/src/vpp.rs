@@ -288,7 +288,7 @@ impl VppReport {
         for r in &self.rankings {
             _ = writeln!(
                 w,
-                "{} of the top {} by net variation are not in the top {} by {} (seed 004 Fig. 11)",
+                "{} of the top {} by net variation are not in the top {} by {} (paper 004 Fig. 11)",
                 r.not_in_other,
                 r.vpp.len(),
                 r.k,

@@ -438,7 +438,7 @@ pub fn render_text(r: &GranularityReport, top: usize) -> String {
     if let Some(sec) = &r.second {
         let _ = writeln!(
             s,
-            "second event {}: {} {}s with > 10 intervals; mean variance of the proportion of max {:.4} (seed 002: 0.3171); mean CV^2 {:.4} (compare sigma^2 of eq. 10)",
+            "second event {}: {} {}s with > 10 intervals; mean variance of the proportion of max {:.4} (paper 002: 0.3171); mean CV^2 {:.4} (compare sigma^2 of eq. 10)",
             sec.event,
             sec.per_key.len(),
             r.level,

@@ -28,7 +28,7 @@ pub struct Args {
 enum What {
     /// Running granularity per module and function from consecutive samples, the
     /// distribution of sampling intervals, and the per-module variance of a second event
-    /// (seed 002 Figs. 6-9).
+    /// (paper 002 Figs. 6-9).
     Granularity(GranArgs),
 }
 

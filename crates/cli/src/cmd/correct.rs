@@ -11,7 +11,7 @@ use std::path::PathBuf;
 pub enum SolverArg {
     /// Whole-program flow formulation (interprocedural; default).
     Flow,
-    /// Per hot innermost loop: Gibbs sampling (seed 000 Algorithm 1).
+    /// Per hot innermost loop: Gibbs sampling (paper 000 Algorithm 1).
     Gibbs,
     /// Per hot innermost loop: alternating non-negative least squares.
     Lsq,

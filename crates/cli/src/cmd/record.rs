@@ -31,7 +31,7 @@ pub struct Args {
     /// perf_event_max_sample_rate may refuse less).
     #[arg(short = 'F', long, value_parser = crate::args::int::<u64>(1, 1_000_000))]
     freq: Option<u64>,
-    /// Randomise the period (seed 001 §4): each next period is T + uniform(0..=T/8).
+    /// Randomise the period (paper 001 §4): each next period is T + uniform(0..=T/8).
     #[arg(long)]
     randomize: bool,
     #[command(flatten)]

@@ -16,7 +16,7 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum What {
-    /// Running-state simulation of sampling (seed 002): the paper's Tables 2-6, aliasing,
+    /// Running-state simulation of sampling (paper 002): the paper's Tables 2-6, aliasing,
     /// self-time fragmentation and Wilson-interval coverage.
     Sampling(SamplingArgs),
 }

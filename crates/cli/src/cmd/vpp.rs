@@ -49,7 +49,7 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// Write the delta histograms of the top paths (seed 004 Figs. 2 and 6) as SVG.
+    /// Write the delta histograms of the top paths (paper 004 Figs. 2 and 6) as SVG.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
     /// Paths in the delta histograms.
@@ -58,7 +58,7 @@ pub struct Args {
     /// Bins of the delta histograms (1 to 10000).
     #[arg(long, default_value_t = 40, value_parser = crate::args::int::<usize>(1, 10_000))]
     bins: usize,
-    /// Paths need at least this many timed samples (seed 004 §5.1: two).
+    /// Paths need at least this many timed samples (paper 004 §5.1: two).
     #[arg(long, default_value_t = 2, value_parser = crate::args::int::<u64>(1, 1_000_000_000))]
     min_samples: u64,
     /// Leave out timed samples longer than this (in the source's unit, before the bias is
@@ -66,10 +66,10 @@ pub struct Args {
     #[arg(long, value_name = "T", value_parser = crate::args::int::<u64>(1, u64::MAX / 2))]
     max_time: Option<u64>,
     /// Bursty tracing nCheck: path boundaries passed between timed bursts (0 = time every
-    /// path). Default: 0 for vpmu, 10000 for probe (seed 004 §4.1).
+    /// path). Default: 0 for vpmu, 10000 for probe (paper 004 §4.1).
     #[arg(long, value_name = "N", value_parser = crate::args::int::<u64>(0, 1_000_000_000_000))]
     n_check: Option<u64>,
-    /// Bursty tracing nInstr: paths timed per burst (seed 004 §4.2: 1).
+    /// Bursty tracing nInstr: paths timed per burst (paper 004 §4.2: 1).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = crate::args::int::<u64>(1, 1_000_000_000))]
     n_instr: u64,
     /// Jitter every nCheck reset by U(0, nCheck/8) (against aliasing).
@@ -96,7 +96,7 @@ pub struct Args {
     #[command(flatten)]
     probe: crate::flag_groups::VppProbe,
     /// Also run with these arguments as the training input (whitespace-separated) and
-    /// compare self- and cross-trained top paths on the main run (seed 004 §5.3.2, Fig. 5).
+    /// compare self- and cross-trained top paths on the main run (paper 004 §5.3.2, Fig. 5).
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     train: Option<String>,
     /// The program and its arguments (the reference input).

@@ -596,7 +596,10 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
     assert_eq!(sweep[1]["randomized"], true);
     assert_eq!(sweep[3]["period"], 262144);
     let n64k = sweep[0]["samples"].as_f64().unwrap();
-    assert!(n64k * 65536.0 / 536_870_912.0 < 100.0, "{n64k} samples at 64K");
+    assert!(
+        n64k * 65536.0 / 536_870_912.0 < 100.0,
+        "{n64k} samples at 64K"
+    );
     let warnings = j["warnings"].to_string();
     assert!(warnings.contains("536870912 not recorded"), "{warnings}");
     // Points under 100 samples carry no metrics (noise), the others carry both ODs.

@@ -86,6 +86,11 @@ struct SamplingArgs {
     /// below 1.
     #[arg(long, default_value_t = 0.5, value_parser = crate::args::utilisation)]
     util: f64,
+    /// Tables 2-6 (`table2`..`table6`, `all`): noise on the sampling interval, each interval
+    /// `T ± U{0..J}` with T = 100 (seed 002 §4: "we add random noise into the sampling
+    /// interval"). 0 (default) = a fixed interval with a random start, the setting of eq. 2.
+    #[arg(long, default_value_t = 0, value_name = "J", value_parser = crate::args::int::<u64>(0, 99))]
+    interval_noise: u64,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -115,11 +120,24 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     if !matches!(a.preset, PresetArg::Sweep) && !a.r_values.is_empty() {
         anyhow::bail!("--r sets the R values of --preset sweep; the other presets have the paper's fixed grids");
     }
+    let tables = matches!(
+        a.preset,
+        PresetArg::Table2
+            | PresetArg::Table3
+            | PresetArg::Table4
+            | PresetArg::Table5
+            | PresetArg::Table6
+            | PresetArg::All
+    );
+    if a.interval_noise > 0 && !tables {
+        anyhow::bail!("--interval-noise applies to the paper's Tables 2-6 (--preset table2..table6 or all); the other presets set their own intervals");
+    }
     let mut opts = PresetOptions {
         reps: a.reps,
         seed,
         threads: a.threads,
         sweep_util: a.util,
+        interval_noise: a.interval_noise,
         ..Default::default()
     };
     if !a.r_values.is_empty() {

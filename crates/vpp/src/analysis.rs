@@ -219,7 +219,7 @@ pub fn path_variation_quantised(
     let q = q.max(1);
     let kept: Vec<(u64, u64)> = p
         .iter()
-        .filter(|&(t, _)| !max_time.is_some_and(|m| t > m))
+        .filter(|&(t, _)| max_time.is_none_or(|m| t <= m))
         .collect();
     let count: u64 = kept.iter().map(|x| x.1).sum();
     let sum: f64 = kept.iter().map(|&(t, n)| t as f64 * n as f64).sum();

@@ -572,7 +572,7 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
             "--period",
             "100003",
             "--sweep",
-            "64K,256K",
+            "64K,256K,512M",
             "--json",
             "--html",
         ])
@@ -589,11 +589,25 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
     assert_eq!(j["config"]["seed"], 1);
     assert_eq!(j["config"]["period"], 100003);
     let sweep = j["sweep"].as_array().unwrap();
-    // two periods, each fixed and randomised
+    // two periods, each fixed and randomised; 512M is not recorded: the 64K points' samples
+    // x period predict far fewer than 100 samples there (minimum evidence).
     assert_eq!(sweep.len(), 4);
     assert_eq!(sweep[0]["period"], 65536);
     assert_eq!(sweep[1]["randomized"], true);
     assert_eq!(sweep[3]["period"], 262144);
+    let n64k = sweep[0]["samples"].as_f64().unwrap();
+    assert!(
+        n64k * 65536.0 / 536_870_912.0 < 100.0,
+        "{n64k} samples at 64K"
+    );
+    let warnings = j["warnings"].to_string();
+    assert!(warnings.contains("536870912 not recorded"), "{warnings}");
+    // Points under 100 samples carry no metrics (noise), the others carry both ODs.
+    for p in sweep {
+        let few = p["samples"].as_u64().unwrap() < 100;
+        assert_eq!(p["od"].is_null(), few, "{p}");
+        assert_eq!(p["od_prose"].is_null(), few, "{p}");
+    }
     let names: Vec<&str> = j["functions"]
         .as_array()
         .unwrap()

@@ -395,3 +395,47 @@ fn simulate_sweep_any_r_and_argument_errors() {
     // Refused when the flag is parsed (range (0, 1000], docs/processes.md).
     assert!(String::from_utf8_lossy(&out.stderr).contains("--r"));
 }
+
+/// `--interval-noise J` (seed 002 §4): on a Table preset the report states it and every
+/// row's setting says `T±J`; the means stay within 0.01 of the actual shares (Table 2: 80%
+/// utilisation); outside Tables 2-6 and at J >= T = 100 it is refused with status 2.
+#[test]
+fn simulate_interval_noise_option() {
+    let v = json(&[
+        "simulate",
+        "sampling",
+        "--preset",
+        "table2",
+        "--interval-noise",
+        "25",
+        "--reps",
+        "100",
+        "--seed",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(v["interval_noise"], 25);
+    for r in v["rows"].as_array().unwrap() {
+        assert!(r["setting"].as_str().unwrap().ends_with("T±25"), "{r}");
+        let (p, a) = (
+            r["profiled_mean"].as_f64().unwrap(),
+            r["actual_mean"].as_f64().unwrap(),
+        );
+        assert!((p - a).abs() < 0.01, "{r}");
+    }
+    // Without the flag the JSON has no interval_noise (a fixed interval).
+    let v = json(&[
+        "simulate", "sampling", "--preset", "table2", "--reps", "10", "--seed", "4", "--json",
+    ]);
+    assert!(v.get("interval_noise").is_none());
+    for bad in [
+        &["--preset", "aliasing", "--interval-noise", "5"][..],
+        &["--preset", "table2", "--interval-noise", "100"][..],
+    ] {
+        let mut args = vec!["simulate", "sampling"];
+        args.extend_from_slice(bad);
+        let out = proftrust(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--interval-noise"));
+    }
+}

@@ -310,10 +310,42 @@ fn probe_source_end_to_end() {
         proftrust_probe::expected_timed(250_000, 100, 1)
     );
     assert_eq!(v["unit"], "ticks");
-    assert_eq!(v["time_base"], "timed_paths");
-    let bias = v["bias"]["median"].as_u64().unwrap();
+    // Shares of the run's ticks (seed 004 Fig. 3), the timed-path shares beside them.
+    assert_eq!(v["time_base"], "program");
+    let b = &v["bias"];
+    let bias = b["subtracted"].as_u64().unwrap();
     assert!(bias > 0);
     assert_eq!(v["config"]["bias_subtracted"].as_u64().unwrap(), bias);
+    // The bias is the mean of the calibration inside the band around the median.
+    let (median, tol) = (
+        b["median"].as_u64().unwrap(),
+        b["tolerance"].as_u64().unwrap(),
+    );
+    assert!(bias.abs_diff(median) <= tol, "{b}");
+    // The timer's resolution divides every calibration percentile.
+    let q = v["timer_resolution"].as_u64().unwrap();
+    assert_eq!(b["resolution"].as_u64().unwrap(), q);
+    for k in ["min", "p10", "median", "p90", "max"] {
+        assert_eq!(
+            b[k].as_u64().unwrap() % q,
+            b["min"].as_u64().unwrap() % q,
+            "{k}"
+        );
+    }
+    let mut share = 0.0;
+    for p in v["paths"].as_array().unwrap() {
+        assert!(p["resolved"].is_boolean(), "{p}");
+        let (s, st) = (
+            p["share_of_time"].as_f64().unwrap(),
+            p["share_of_timed"].as_f64().unwrap(),
+        );
+        assert!(
+            s <= st + 1e-12,
+            "a share of the run is at most the share of the timed paths: {p}"
+        );
+        share += s;
+    }
+    assert!(share <= 1.0 + 1e-9, "shares of the run add up to {share}");
     // Every entry lies on a PT_BOUNDARY() line (the return address of the probe's call).
     let lines = [
         boundary_line("score"),
@@ -348,6 +380,14 @@ fn probe_source_end_to_end() {
         seen_lines.push(line);
     }
     assert_eq!(seen_lines[0], boundary_line("lookup"), "lookup() leads");
+    // lookup(), the variational path: a basetime above 0 and a net variation below its
+    // total time (the old reading floored every basetime to 0, so NV = total).
+    let top = &paths[0];
+    assert!(top["basetime"].as_u64().unwrap() > 0, "{top}");
+    assert!(
+        top["net_variation"].as_u64().unwrap() < top["total_time"].as_u64().unwrap(),
+        "{top}"
+    );
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert_eq!(s.matches("<polyline").count(), paths.len().min(5));

@@ -582,6 +582,7 @@ impl Comparison {
                 nrmse_sr: 0.0,
                 sc: 0.0,
                 od: 0.0,
+                od_prose: 0.0,
                 m: 0,
                 n_s: 0,
                 n_i: 0,
@@ -722,6 +723,7 @@ mod tests {
         //   ROLevel: distinct exact counts {30,10} -> [1,1,2,3 (unexecuted)]
         //   d = [0,2,0,1]; Σ w d² = .2*4 + .1*1 = .9; /4 = .225 -> OD = sqrt(.225)
         assert!((c.hotspot.od - 0.225f64.sqrt()).abs() < 1e-12);
+        assert!((c.hotspot.od_prose - 0.9f64.sqrt()).abs() < 1e-12);
         // function rows: f first (exact 70)
         assert_eq!(c.functions[0].name, "f");
         assert_eq!(c.functions[0].samples, 6);

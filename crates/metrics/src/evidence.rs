@@ -76,6 +76,7 @@ pub fn too_few(c: &Comparison, opts: &CompareOptions) -> BTreeMap<String, String
             "nrmse_sr",
             "sc",
             "od",
+            "od_prose",
         ] {
             out.insert(k.to_string(), why.clone());
         }
@@ -157,6 +158,7 @@ mod tests {
             "nrmse_sr",
             "sc",
             "od",
+            "od_prose",
             "kendall_tau",
             "top5_overlap",
             "top10_overlap",

@@ -23,8 +23,14 @@ pub struct HotspotMetrics {
     pub nrmse_sr: f64,
     /// Sample coverage SC (share of all executed instructions that sit at sampled IPs).
     pub sc: f64,
-    /// Order deviation OD (weighted root mean square difference of order levels).
+    /// Order deviation OD as printed (seed 001 §3.2's displayed equation, `/m` under the
+    /// root).
     pub od: f64,
+    /// Order deviation per seed 001 §4.2's prose ("an OD value of 2.0 means that in average
+    /// the order of each sampled IP address is deviated by 2"): the sample-weighted root
+    /// mean square level difference `sqrt(Σ_i (c_i/N_S) d_i²)`, without `/m` (the weights
+    /// already sum to 1). `od_prose = od · √m`.
+    pub od_prose: f64,
     /// `m`, the number of distinct sampled IPs.
     pub m: usize,
     /// `N_S`, the number of samples.
@@ -71,6 +77,14 @@ fn level_in(distinct_desc: &[u64], x: u64) -> u32 {
 ///   (`all_block_counts`, zeros ignored). A sampled IP whose block never executed (a skidded
 ///   or foreign sample) gets the level after the last executed block — our reading, since the
 ///   paper's IPs always fall in executed blocks.
+/// * `OD_prose = sqrt( Σ_i (c_i/N_S) (SOLevel(IP_i) − ROLevel(IP_i))² )`: §4.2 reads OD as
+///   an average deviation in levels ("an OD value of 2.0 means that in average the order of
+///   each sampled IP address is deviated by 2 from the real execution order"), which the
+///   printed `/m` contradicts (every IP deviated by 2 gives `2/√m`). The weights `c_i/N_S`
+///   sum to 1, so without `/m` the value is that weighted average (RMS) deviation. Both are
+///   reported: `od` keeps the printed equation (comparable with the paper's Fig. 4 values if
+///   those were computed as printed), `od_prose` the stated meaning (comparable with its
+///   "above 2 is not good" threshold).
 ///
 /// `ips` holds one entry per distinct sampled IP (entries with `samples == 0` are ignored);
 /// `n_i` is `N_I`, all instructions executed in scope.
@@ -129,11 +143,13 @@ pub fn hotspot_metrics(
         acc += (x.samples as f64 / ns) * d * d;
     }
     let od = (acc / m as f64).sqrt();
+    let od_prose = acc.sqrt();
 
     Ok(HotspotMetrics {
         nrmse_sr,
         sc,
         od,
+        od_prose,
         m,
         n_s,
         n_i,
@@ -179,6 +195,9 @@ mod tests {
         assert!((h.nrmse_sr - 0.25).abs() < 1e-12, "{h:?}");
         assert!((h.sc - 0.9).abs() < 1e-12);
         assert!((h.od - (1.0f64 / 6.0).sqrt()).abs() < 1e-12);
+        // Prose reading: sqrt(.5) = 0.7071...: the samples' RMS level deviation (0 for half
+        // of them, 1 for the other half).
+        assert!((h.od_prose - 0.5f64.sqrt()).abs() < 1e-12);
         assert_eq!((h.m, h.n_s, h.n_i), (3, 10, 100));
     }
 
@@ -190,6 +209,7 @@ mod tests {
         let ips = [ip(4, 30), ip(4, 20), ip(2, 20)];
         let h = hotspot_metrics(&ips, &[30, 20, 20, 10], 100).unwrap();
         assert!((h.od - (0.4f64 / 3.0).sqrt()).abs() < 1e-12, "{h:?}");
+        assert!((h.od_prose - 0.4f64.sqrt()).abs() < 1e-12, "{h:?}");
         // NRMSE: s = [.4,.4,.2], r = [.3,.2,.2]; d = [.1,.2,0];
         //   Σ w d² = .4*.01 + .4*.04 = .004 + .016 = .02; sqrt = .141421...;
         //   F range = .4 - .2 = .2 -> .707106...
@@ -204,9 +224,22 @@ mod tests {
         // SOLevel 1, ROLevel 3 (after levels 1 and 2): OD = sqrt(1 * 4 / 1) = 2.
         let h = hotspot_metrics(&[ip(1, 0)], &[9, 3], 12).unwrap();
         assert!((h.od - 2.0).abs() < 1e-12);
+        assert!((h.od_prose - 2.0).abs() < 1e-12);
         assert_eq!(h.sc, 0.0);
         // F = {1, 0}: sqrt(1*(1-0)^2)/1 = 1
         assert!((h.nrmse_sr - 1.0).abs() < 1e-12);
+    }
+
+    /// The paper's prose: every sampled IP deviated by exactly 2 levels. Sampled counts
+    /// [4, 3, 2, 1] (SOLevels 1..4); blocks [10, 9, 8, 7, 6, 5] with the IPs in the blocks
+    /// of 8, 7, 6, 5 (ROLevels 3..6): d = -2 for each. OD_prose = sqrt(Σ w·4) = 2; OD as
+    /// printed = sqrt(4/4) = 1 (the `/m` shrinks it by √m = 2).
+    #[test]
+    fn prose_reading_deviated_by_two_is_two() {
+        let ips = [ip(4, 8), ip(3, 7), ip(2, 6), ip(1, 5)];
+        let h = hotspot_metrics(&ips, &[10, 9, 8, 7, 6, 5], 100).unwrap();
+        assert!((h.od_prose - 2.0).abs() < 1e-12, "{h:?}");
+        assert!((h.od - 1.0).abs() < 1e-12, "{h:?}");
     }
 
     #[test]

@@ -533,7 +533,19 @@ pub fn execute_with_data(
         } else {
             let stop = args.stop.clone().unwrap_or_default();
             let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
+            // Minimum evidence (crates/metrics `evidence::MIN_SAMPLES`, seed 002 §3.5 eq. 9):
+            // a point with fewer samples is noise of ±10 points or more, so it is not
+            // plotted, and a period at which the events seen so far (samples × period of
+            // the recorded points) predict fewer samples is not recorded at all.
+            let min = proftrust_metrics::evidence::MIN_SAMPLES;
+            let mut events_seen: f64 = 0.0;
+            let (mut skipped, mut too_few) = (Vec::new(), Vec::new());
             'sweep: for &p in &args.sweep {
+                if events_seen > 0.0 && events_seen / (p as f64) < min as f64 {
+                    skipped.push(p);
+                    pb.inc(2);
+                    continue;
+                }
                 for randomized in [false, true] {
                     // The program's output was shown by the main recording: not again per point.
                     let mut r = record_once(cmd, args, Some(p), randomized, true, &stop, events)?;
@@ -550,6 +562,16 @@ pub fn execute_with_data(
                     let point = match proftrust_metrics::compare(
                         &r.samples, &exact, &scope, &attr, &opts,
                     ) {
+                        Ok(c) if c.samples < min => {
+                            too_few.push(p);
+                            events_seen = events_seen.max(c.samples as f64 * p as f64);
+                            SweepPoint {
+                                period: p,
+                                randomized,
+                                samples: c.samples,
+                                ..Default::default()
+                            }
+                        }
                         Ok(c) => SweepPoint {
                             period: p,
                             randomized,
@@ -557,6 +579,7 @@ pub fn execute_with_data(
                             nrmse_sr: Some(c.hotspot.nrmse_sr),
                             sc: Some(c.hotspot.sc),
                             od: Some(c.hotspot.od),
+                            od_prose: Some(c.hotspot.od_prose),
                             epsilon_function: Some(c.epsilon_function),
                         },
                         Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
@@ -567,11 +590,25 @@ pub fn execute_with_data(
                         },
                         Err(e) => return Err(e).context("sweep comparison failed"),
                     };
+                    events_seen = events_seen.max(point.samples as f64 * p as f64);
                     sweep.push(point);
                     pb.inc(1);
                 }
             }
             pb.finish();
+            too_few.dedup();
+            if !too_few.is_empty() {
+                warnings.push(format!(
+                    "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, seed 002 §3.5 eq. 9)",
+                    join_periods(&too_few)
+                ));
+            }
+            if !skipped.is_empty() {
+                warnings.push(format!(
+                    "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (seed 002 §3.5 eq. 9); use shorter periods or a longer run",
+                    join_periods(&skipped)
+                ));
+            }
         }
     }
 
@@ -1020,11 +1057,20 @@ fn corrected_side(
     Ok((side, cor.corrected))
 }
 
+/// `64K, 1M, ...` for a warning.
+fn join_periods(ps: &[u64]) -> String {
+    ps.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn metrics_of(c: &Comparison, opts: &CompareOptions) -> Metrics {
     Metrics {
         nrmse_sr: Some(c.hotspot.nrmse_sr),
         sc: Some(c.hotspot.sc),
         od: Some(c.hotspot.od),
+        od_prose: Some(c.hotspot.od_prose),
         epsilon_function: Some(c.epsilon_function),
         epsilon_inline: Some(c.epsilon_inline),
         epsilon_block: Some(c.epsilon_block),

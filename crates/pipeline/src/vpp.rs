@@ -27,9 +27,9 @@ use proftrust_vpmu::{
     CacheConfig, ClassCycles, CycleModel, TraceCost, Vpmu, VpmuEvents, VpmuOptions,
 };
 use proftrust_vpp::{
-    analyze, compare_runs, lbr_timings, probe_timings, ranked, top_delta_histograms,
-    top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram, PathSignature, PathTimings,
-    Ranking, TracePathTimer, TraceSourceOptions, VppAnalysis,
+    analyze, compare_runs, lbr_timings, probe_resolution, probe_timings, ranked,
+    top_delta_histograms, top_k_difference, AnalysisOptions, BiasEstimate, DeltaHistogram,
+    PathSignature, PathTimings, Ranking, TracePathTimer, TraceSourceOptions, VppAnalysis,
 };
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -211,6 +211,8 @@ struct Measured {
     stats: serde_json::Value,
     /// The whole run's time in the timings' unit, when known.
     run_time: Option<u64>,
+    /// Probes: the timer's resolution in ticks (seed 004 readings for coarse timers).
+    resolution: Option<u64>,
     warnings: Vec<String>,
 }
 
@@ -338,6 +340,7 @@ fn measure_vpmu(
         exact: r.exact,
         stats,
         run_time: Some(r.profile.total_cycles),
+        resolution: None,
         warnings,
     })
 }
@@ -434,6 +437,7 @@ fn measure_lbr(
         exact: HashMap::new(),
         stats,
         run_time: None,
+        resolution: None,
         warnings,
     })
 }
@@ -531,6 +535,7 @@ fn measure_probe(
         ));
     }
     let (timings, bias) = probe_timings(&file);
+    let resolution = probe_resolution(&file);
     if let Some(b) = &bias {
         if !b.consistent {
             warnings.push(format!(
@@ -548,6 +553,7 @@ fn measure_probe(
         "foreign_threads": file.foreign,
         "program_ticks": file.program_ticks,
         "tsc_per_ns": file.tsc_per_ns,
+        "timer_resolution": resolution,
         "n_check": file.n_check,
         "n_instr": file.n_instr,
         "randomize": file.randomize,
@@ -561,6 +567,7 @@ fn measure_probe(
         exact: HashMap::new(),
         stats,
         run_time: (file.program_ticks > 0).then_some(file.program_ticks),
+        resolution: Some(resolution),
         warnings,
     })
 }
@@ -732,6 +739,8 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
         executions_per_sample: an.executions_per_sample,
         run_time: m.run_time,
         timed_coverage: coverage,
+        timer_resolution: m.resolution,
+        timing_inflation: an.timing_inflation,
         paths,
         rankings,
         bias: m.bias.clone(),
@@ -752,8 +761,9 @@ fn analysis_options(a: &VppOptions, m: &Measured) -> AnalysisOptions {
         bias: if a.no_bias {
             0
         } else {
-            m.bias.as_ref().map_or(0, |b| b.median)
+            m.bias.as_ref().map_or(0, |b| b.subtracted)
         },
+        resolution: m.resolution,
     }
 }
 
@@ -820,6 +830,8 @@ fn path_rows(
                 total_time: v.total_time,
                 net_variation: v.net_variation,
                 share_of_time: v.share_of_time,
+                share_of_timed: v.resolved.map(|_| v.share_of_timed),
+                resolved: v.resolved,
                 max_time: v.max_time,
                 mean_time: v.mean_time,
                 function: match (program, info) {

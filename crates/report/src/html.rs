@@ -146,7 +146,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         None => h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n"),
     }
     type Get = fn(&crate::model::Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get); 11] = [
+    let rows: [(&str, &str, Get); 12] = [
         (
             "ε function (share of samples in the wrong function, paper 000)",
             "epsilon_function",
@@ -161,7 +161,12 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         }),
         ("NRMSE_SR (paper 001)", "nrmse_sr", |m| m.nrmse_sr),
         ("SC sample coverage (paper 001)", "sc", |m| m.sc),
-        ("OD order deviation (paper 001)", "od", |m| m.od),
+        ("OD order deviation (paper 001, as printed)", "od", |m| m.od),
+        (
+            "OD without /m (paper 001's prose reading)",
+            "od_prose",
+            |m| m.od_prose,
+        ),
         ("Kendall tau-b of function ranks", "kendall_tau", |m| {
             m.kendall_tau
         }),
@@ -272,17 +277,18 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         let unit = crate::text::period_unit(&r.config.event);
         h.push_str(&svg::sweep_plot(&r.sweep, false, &unit));
         h.push_str(&svg::sweep_plot(&r.sweep, true, &unit));
-        h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>ε</th></tr>\n");
+        h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>OD prose</th><th>ε</th></tr>\n");
         for p in &r.sweep {
             let _ = writeln!(
                 h,
-                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 svg::human_period(p.period),
                 if p.randomized { "yes" } else { "no" },
                 p.samples,
                 opt(p.nrmse_sr),
                 opt(p.sc),
                 opt(p.od),
+                opt(p.od_prose),
                 opt(p.epsilon_function)
             );
         }
@@ -339,6 +345,7 @@ mod tests {
                     nrmse_sr: Some(0.1),
                     sc: Some(0.5),
                     od: Some(1.0),
+                    od_prose: Some(2.0),
                     epsilon_function: Some(0.2),
                 },
                 SweepPoint {
@@ -348,6 +355,7 @@ mod tests {
                     nrmse_sr: Some(0.2),
                     sc: Some(0.4),
                     od: Some(2.0),
+                    od_prose: Some(4.0),
                     epsilon_function: Some(0.3),
                 },
             ],

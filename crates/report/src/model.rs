@@ -106,8 +106,12 @@ pub struct Metrics {
     pub nrmse_sr: Option<f64>,
     /// Sample coverage of seed 001.
     pub sc: Option<f64>,
-    /// Order deviation of seed 001 (block order levels).
+    /// Order deviation of seed 001 (block order levels), as printed (`/m` inside the root).
     pub od: Option<f64>,
+    /// Order deviation per seed 001 §4.2's prose (no `/m`: the samples' RMS level
+    /// deviation; "OD 2.0 means deviated by 2").
+    #[serde(default)]
+    pub od_prose: Option<f64>,
     /// Mis-attribution ε per outermost function (seed 000).
     pub epsilon_function: Option<f64>,
     /// ε per innermost inlined function.
@@ -220,8 +224,11 @@ pub struct SweepPoint {
     pub nrmse_sr: Option<f64>,
     /// SC.
     pub sc: Option<f64>,
-    /// OD.
+    /// OD as printed.
     pub od: Option<f64>,
+    /// OD per the paper's prose (no `/m`).
+    #[serde(default)]
+    pub od_prose: Option<f64>,
     /// ε per function.
     pub epsilon_function: Option<f64>,
 }

@@ -182,7 +182,7 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         None => Table::new(["metric", "value", "meaning"]).left_align(&[2]),
     };
     type Get = fn(&Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get, &str); 11] = [
+    let rows: [(&str, &str, Get, &str); 12] = [
         (
             "epsilon (function)",
             "epsilon_function",
@@ -214,7 +214,18 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
             "weighted error of IP shares (paper 001)",
         ),
         ("SC", "sc", |m| m.sc, "share of executions at sampled IPs"),
-        ("OD", "od", |m| m.od, "order deviation of sampled IPs"),
+        (
+            "OD",
+            "od",
+            |m| m.od,
+            "order deviation of sampled IPs (paper 001 as printed, /m)",
+        ),
+        (
+            "OD (prose)",
+            "od_prose",
+            |m| m.od_prose,
+            "same without /m: mean level deviation (paper: 2 = deviated by 2)",
+        ),
         (
             "Kendall tau-b",
             "kendall_tau",
@@ -351,6 +362,7 @@ pub fn render_sweep_text(r: &AuditReport, color: bool) -> String {
         "NRMSE_SR",
         "SC",
         "OD",
+        "OD prose",
         "epsilon",
     ]);
     for p in &r.sweep {
@@ -362,6 +374,7 @@ pub fn render_sweep_text(r: &AuditReport, color: bool) -> String {
                 opt(p.nrmse_sr, 4),
                 opt(p.sc, 4),
                 opt(p.od, 3),
+                opt(p.od_prose, 3),
                 opt(p.epsilon_function, 4),
             ],
             false,

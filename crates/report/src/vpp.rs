@@ -70,6 +70,13 @@ pub struct VppReport {
     pub run_time: Option<u64>,
     /// Timed paths' time extrapolated to every execution, as a share of `run_time`.
     pub timed_coverage: Option<f64>,
+    /// Probes: the timer's resolution in ticks (every time is a multiple of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_resolution: Option<u64>,
+    /// `timed_coverage` when above 1: shares of program time are then of the extrapolated
+    /// timed time (every timed time deflated by this factor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing_inflation: Option<f64>,
     /// The paths by net variation.
     pub paths: Vec<VppPath>,
     /// Top paths by net variation against the top by frequency and by total time.
@@ -109,6 +116,13 @@ pub struct VppPath {
     pub net_variation: u64,
     /// Net variation as a share of the time base.
     pub share_of_time: f64,
+    /// Probes: net variation as a share of the timed paths' time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_of_timed: Option<f64>,
+    /// Probes: whether the basetime is at least one timer step (below it the probes cannot
+    /// resolve the path's fastest time from the bias).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<bool>,
     /// Slowest time.
     pub max_time: u64,
     /// Mean time.
@@ -250,15 +264,30 @@ impl VppReport {
         if let Some(b) = &self.bias {
             _ = writeln!(
                 w,
-                "instrumentation bias: median {} {unit} of {} empty paths (p10 {}, p90 {}; {:.0}% within ±{}: {}){}",
-                b.median,
+                "instrumentation bias: {} {unit} = mean of the {:.0}% of {} empty paths within ±{} of their median {} (p10 {}, p90 {}; {}){}",
+                b.subtracted,
+                b.within * 100.0,
                 b.samples,
+                b.tolerance,
+                b.median,
                 b.p10,
                 b.p90,
-                b.within * 100.0,
-                b.tolerance,
                 if b.consistent { "consistent" } else { "NOT consistent" },
                 if self.config.bias_subtracted > 0 { ", subtracted" } else { ", not subtracted" }
+            );
+        }
+        if let Some(q) = self.timer_resolution {
+            let unresolved = self
+                .paths
+                .iter()
+                .filter(|p| p.resolved == Some(false))
+                .count();
+            let bias = self.config.bias_subtracted as f64;
+            let dwarfed = self.paths.iter().filter(|p| p.mean_time < bias).count();
+            _ = writeln!(
+                w,
+                "timer resolution: {q} {unit} (every time is a multiple of it); basetime = mean of a path's readings within 2 steps of its fastest, minus the bias; {unresolved} of {} listed paths below one step (*: the probes cannot resolve their basetime), {dwarfed} shorter on average than the bias",
+                self.paths.len()
             );
         }
         _ = writeln!(
@@ -277,10 +306,11 @@ impl VppReport {
                 w,
                 "timed paths, extrapolated to every execution: {:.1}% of the run's {rt} {unit}{}",
                 c * 100.0,
-                if c > 1.05 {
-                    " (timing slows the timed paths: serialised TSC reads expose their memory latency)"
-                } else {
-                    ""
+                match self.timing_inflation {
+                    Some(f) => format!(
+                        " (timing slows the timed paths: serialised TSC reads expose their memory latency; shares of the run are of the extrapolated time, every timed time deflated {f:.2}x)"
+                    ),
+                    None => String::new(),
                 }
             );
         }
@@ -327,7 +357,8 @@ impl VppReport {
     }
 
     fn path_table(&self) -> Table {
-        let mut t = Table::new([
+        let probes = self.timer_resolution.is_some();
+        let mut head = vec![
             "rank",
             "signature",
             "where",
@@ -337,28 +368,36 @@ impl VppReport {
             "total",
             "net var",
             "share",
-        ])
-        .left_align(&[1, 2]);
+        ];
+        if probes {
+            head.push("of timed");
+        }
+        let mut t = Table::new(head).left_align(&[1, 2]);
         for r in &self.paths {
             let place = if r.function.is_empty() {
                 r.source.clone()
             } else {
                 format!("{} {}", r.function, r.source)
             };
-            t.row(
-                [
-                    r.rank.to_string(),
-                    r.signature.to_string(),
-                    place,
-                    r.count.to_string(),
-                    r.basetime.to_string(),
-                    format!("{:.1}", r.mean_time),
-                    r.total_time.to_string(),
-                    r.net_variation.to_string(),
-                    format!("{:.2}%", r.share_of_time * 100.0),
-                ],
-                false,
-            );
+            let mut row = vec![
+                r.rank.to_string(),
+                r.signature.to_string(),
+                place,
+                r.count.to_string(),
+                format!(
+                    "{}{}",
+                    r.basetime,
+                    if r.resolved == Some(false) { "*" } else { "" }
+                ),
+                format!("{:.1}", r.mean_time),
+                r.total_time.to_string(),
+                r.net_variation.to_string(),
+                format!("{:.2}%", r.share_of_time * 100.0),
+            ];
+            if probes {
+                row.push(format!("{:.2}%", r.share_of_timed.unwrap_or(0.0) * 100.0));
+            }
+            t.row(row, false);
         }
         t
     }

@@ -258,6 +258,7 @@ fn sweep_matches_the_per_run_model_for_any_r() {
             threads: 2,
             r_values: r_values.clone(),
             sweep_util: 0.4,
+            interval_noise: 0,
         },
     )
     .unwrap();
@@ -365,4 +366,44 @@ fn randomised_period_and_noise_widening_restore_coverage() {
             assert_eq!(r.widened_coverage, r.wilson_coverage, "{r:?}");
         }
     }
+}
+
+/// Seed 002 §4's interval noise as an option of the presets (`T ± 20` on Table 2): the
+/// profiled means stay unbiased (4 standard errors + 1/n, as above), every row says so in
+/// its setting, and the integer-R rows lose their exactness — with a fixed interval a run of
+/// R intervals gets exactly R samples (SD under 2/n, `integer_r_is_exact_in_every_repetition`);
+/// with a noisy one it does not. Noise of a whole interval is refused.
+#[test]
+fn interval_noise_keeps_table2_unbiased() {
+    let reps = 200;
+    let o = PresetOptions {
+        reps,
+        seed: 5,
+        threads: 2,
+        interval_noise: 20,
+        ..Default::default()
+    };
+    let rep = run_preset(Preset::Table2, &o).expect("preset runs");
+    assert_eq!(rep.interval_noise, 20);
+    assert_eq!(rep.rows.len(), 6);
+    for r in &rep.rows {
+        assert!(r.setting.ends_with(", T±20"), "{}", r.setting);
+        let tol = 4.0 * r.profiled_sd / (reps as f64).sqrt() + 1.0 / r.samples_mean + 1e-9;
+        assert!(
+            (r.profiled_mean - r.actual_mean).abs() <= tol,
+            "biased with interval noise: {r:?}"
+        );
+    }
+    let fixed = run(Preset::Table2, reps, 5, 2);
+    for (n, f) in rep.rows.iter().zip(&fixed.rows) {
+        if n.r.fract() == 0.0 {
+            assert!(f.profiled_sd < 2.0 / f.samples_mean, "{f:?}");
+            assert!(n.profiled_sd > 2.0 / n.samples_mean, "{n:?}");
+        }
+    }
+    let bad = PresetOptions {
+        interval_noise: 100,
+        ..o
+    };
+    assert!(run_preset(Preset::Table2, &bad).is_err());
 }

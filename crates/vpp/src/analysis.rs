@@ -20,6 +20,36 @@
 //!   paths' own total `Σ t·s` (then the share is "of the timed time"; which one is used is
 //!   reported as [`TimeBase`]).
 //!
+//!
+//! **Coarse timers** (probes; [`AnalysisOptions::resolution`] = `Some(q)`): a TSC that
+//! advances in steps of `q` ticks reads a duration `d` as `q·⌊d/q⌋` or one step more, with
+//! the expected reading `d` when the read's phase is random (see [`crate::estimate_bias`]).
+//! The minimum of many readings is then a step below the typical one and, once the bias is
+//! subtracted, often 0: the paper's `min` cannot be used as printed. Reading chosen here:
+//!
+//! * the bias is subtracted from a path's sum, `total = Σ t − n·bias` (floored at 0 once),
+//!   never per sample;
+//! * **basetime** = the mean reading of the path's *fastest group* — its samples within two
+//!   steps of its fastest reading, `t < min + 2q` (a constant duration reads as one of two
+//!   neighbouring steps, so the group holds all its readings and the mean is exact in
+//!   expectation) — minus the bias. With `q = 1` the group is the readings `min` and
+//!   `min + 1`: the paper's minimum up to one tick;
+//! * `NV = total − n·basetime` as printed; before the basetime is rounded to a tick this is
+//!   `Σ t − n·g` with `g` the group's mean reading: a difference of readings, independent
+//!   of the bias, ≥ 0 (the group's mean is at most the path's) and 0 for a path whose
+//!   readings all lie in its fastest group (rounding moves it by at most n/2 ticks; the
+//!   rounded basetime is capped at the path's mean time, so `NV >= 0` exactly);
+//! * a path is **resolved** when its basetime is at least one step `q`: below that the
+//!   probe's timing cannot tell the path's fastest time from the bias (the value is still
+//!   reported, flagged).
+//!
+//! **Timed paths slower than the run** (probes): a timed path runs between serialising TSC
+//! reads, so its misses cannot overlap its neighbours' and timed executions extrapolate to
+//! more than the run's time `T` (`X = Σ t·s > T`). Shares of program time are then taken of
+//! `max(T, X)`, i.e. every timed time is deflated by the same factor `X/T`
+//! ([`VppAnalysis::timing_inflation`]); a path that timing slows more than the others keeps
+//! too large a share. [`PathVariation::share_of_timed`] (of `Σ t`) is reported beside it.
+//!
 //! §5.5 (Fig. 11) compares the NV ranking with the *frequency* ranking (most executions)
 //! and the *total time* ranking; [`top_k_difference`] counts how many of the top k by NV
 //! are not in the top k of the other ranking.
@@ -39,6 +69,11 @@ pub struct AnalysisOptions {
     /// counted ([`VppAnalysis::excluded`]): a timed path that was preempted or interrupted
     /// measures the operating system, not the path. Default `None`: all kept (the paper).
     pub max_time: Option<u64>,
+    /// `Some(q)`: the times were read with a timer advancing in steps of `q` ticks (the
+    /// probes; `q` from [`crate::timer_resolution`]): basetimes from the fastest group,
+    /// the bias subtracted from sums, paths flagged when unresolved (module docs). `None`:
+    /// exact times (trace, LBR): the paper's minimum. Default `None`.
+    pub resolution: Option<u64>,
 }
 
 impl Default for AnalysisOptions {
@@ -47,6 +82,7 @@ impl Default for AnalysisOptions {
             min_samples: 2,
             bias: 0,
             max_time: None,
+            resolution: None,
         }
     }
 }
@@ -66,6 +102,11 @@ pub struct PathVariation {
     pub net_variation: u64,
     /// Estimated share of the program's time that is this path's net variation.
     pub share_of_time: f64,
+    /// Share of the timed paths' time (`net_variation / Σ total_time`).
+    pub share_of_timed: f64,
+    /// Coarse timer only: whether the basetime is at least one timer step (`None` for
+    /// exact times).
+    pub resolved: Option<bool>,
     /// Largest time (after the bias).
     pub max_time: u64,
     /// Mean time (after the bias).
@@ -111,6 +152,11 @@ pub struct VppAnalysis {
     pub min_samples: u64,
     /// Samples left out for exceeding [`AnalysisOptions::max_time`].
     pub excluded: u64,
+    /// The timer resolution the analysis assumed ([`AnalysisOptions::resolution`]).
+    pub resolution: Option<u64>,
+    /// `X / T` when the timed paths extrapolated to every execution (`X`) exceed the
+    /// program's time `T` (shares are then of `X`); `None` otherwise.
+    pub timing_inflation: Option<f64>,
 }
 
 fn clamp64(x: u128) -> u64 {
@@ -118,7 +164,7 @@ fn clamp64(x: u128) -> u64 {
 }
 
 /// Variation of one path's times (bias subtracted, saturating; times above `max_time`
-/// left out).
+/// left out). Exact times: the paper's minimum as basetime.
 pub fn path_variation(
     s: &PathSignature,
     p: &PathTimes,
@@ -149,7 +195,63 @@ pub fn path_variation(
         total_time: clamp64(total),
         net_variation: clamp64(nv),
         share_of_time: 0.0,
+        share_of_timed: 0.0,
+        resolved: None,
         max_time: hi,
+        mean_time: if count > 0 {
+            total as f64 / count as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Variation of one path's times read with a timer of resolution `q` ticks (module docs,
+/// "Coarse timers"): basetime = mean reading of the samples below `min + 2q`, minus the
+/// bias; the bias subtracted from the sum; `resolved` when the basetime is at least `q`.
+pub fn path_variation_quantised(
+    s: &PathSignature,
+    p: &PathTimes,
+    bias: u64,
+    max_time: Option<u64>,
+    q: u64,
+) -> PathVariation {
+    let q = q.max(1);
+    let kept: Vec<(u64, u64)> = p
+        .iter()
+        .filter(|&(t, _)| max_time.is_none_or(|m| t <= m))
+        .collect();
+    let count: u64 = kept.iter().map(|x| x.1).sum();
+    let sum: f64 = kept.iter().map(|&(t, n)| t as f64 * n as f64).sum();
+    let (lo, hi) = match (kept.first(), kept.last()) {
+        (Some(a), Some(b)) => (a.0, b.0),
+        _ => (0, 0),
+    };
+    let (gn, gsum) = kept
+        .iter()
+        .take_while(|&&(t, _)| t < lo.saturating_add(2 * q))
+        .fold((0u64, 0f64), |(n, s), &(t, c)| {
+            (n + c, s + t as f64 * c as f64)
+        });
+    let group_mean = if gn > 0 { gsum / gn as f64 } else { 0.0 };
+    let b = bias as f64;
+    // Integer readings and an integer bias: the total is exact; the basetime is rounded to
+    // a tick and the NV is `total − n·basetime` of the rounded values (the report's
+    // identity), within n/2 ticks of `Σ t − n·g`.
+    let total = (sum - count as f64 * b).max(0.0).round() as u64;
+    // At most the mean (a rounding up of a group holding every reading would exceed it).
+    let basetime = ((group_mean - b).max(0.0).round() as u64).min(total / count.max(1));
+    let nv = u128::from(total).saturating_sub(u128::from(basetime) * u128::from(count));
+    PathVariation {
+        signature: s.clone(),
+        count,
+        basetime,
+        total_time: total,
+        net_variation: clamp64(nv),
+        share_of_time: 0.0,
+        share_of_timed: 0.0,
+        resolved: Some(count > 0 && group_mean - b >= q as f64),
+        max_time: hi.saturating_sub(bias),
         mean_time: if count > 0 {
             total as f64 / count as f64
         } else {
@@ -166,7 +268,10 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
     let mut samples = 0u64;
     let mut excluded = 0u64;
     for (s, p) in t.iter() {
-        let v = path_variation(s, p, o.bias, o.max_time);
+        let v = match o.resolution {
+            Some(q) => path_variation_quantised(s, p, o.bias, o.max_time, q),
+            None => path_variation(s, p, o.bias, o.max_time),
+        };
         timed += u128::from(v.total_time);
         samples += v.count;
         excluded += p.count() - v.count;
@@ -184,9 +289,15 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
     } else {
         1.0
     };
-    let (time_base, kind) = match t.program_time {
-        Some(p) if p > 0 => (p as f64, TimeBase::Program),
-        _ => (timed as f64 * eps, TimeBase::TimedPaths),
+    let extrapolated = timed as f64 * eps;
+    let (time_base, kind, timing_inflation) = match t.program_time {
+        Some(p) if p > 0 && extrapolated > p as f64 => (
+            extrapolated,
+            TimeBase::Program,
+            Some(extrapolated / p as f64),
+        ),
+        Some(p) if p > 0 => (p as f64, TimeBase::Program, None),
+        _ => (extrapolated, TimeBase::TimedPaths, None),
     };
     let share = |nv: u64| {
         if time_base > 0.0 {
@@ -197,6 +308,11 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
     };
     for v in paths.iter_mut().chain(others.iter_mut()) {
         v.share_of_time = share(v.net_variation);
+        v.share_of_timed = if timed > 0 {
+            v.net_variation as f64 / timed as f64
+        } else {
+            0.0
+        };
     }
     paths.sort_by(|a, b| {
         b.net_variation
@@ -222,6 +338,8 @@ pub fn analyze(t: &PathTimings, o: &AnalysisOptions) -> VppAnalysis {
         bias: o.bias,
         min_samples: o.min_samples.max(1),
         excluded,
+        resolution: o.resolution,
+        timing_inflation,
     }
 }
 
@@ -409,7 +527,7 @@ mod tests {
     /// B (0x100-0): 5 x 1000 times   -> base 5, total 5000, NV 0 (the hot, optimised path)
     /// C (0x200):   20, 25           -> base 20, total 45, NV 5
     /// D (0x300):   7 (one sample)   -> not analysed
-    /// Timed time 160 + 5000 + 45 + 7 = 5212; program time 10424 (= 2 x 5212) given.
+    /// Timed time 160 + 5000 + 45 + 7 = 5212; program time 20848 (= 4 x 5212) given.
     #[test]
     fn hand_computed_net_variation_ranking_and_shares() {
         let mut t = PathTimings::new(TimeUnit::Cycles);
@@ -453,13 +571,15 @@ mod tests {
         assert_eq!(a.time_base_kind, TimeBase::TimedPaths);
         assert!((a.paths[0].share_of_time - 120.0 / 5212.0).abs() < 1e-15);
         assert!((a.top_share(2) - 125.0 / 5212.0).abs() < 1e-15);
-        // With the program's time and bursty sampling (each sample = 3 executions):
-        // 120 * 3 / 10424.
-        t.program_time = Some(10424);
+        // With the program's time and bursty sampling (each sample = 3 executions; the
+        // timed paths extrapolate to 15636 < 20848): 120 * 3 / 20848.
+        t.program_time = Some(20848);
         t.executions_per_sample = 3.0;
         let a = analyze(&t, &AnalysisOptions::default());
         assert_eq!(a.time_base_kind, TimeBase::Program);
-        assert!((a.paths[0].share_of_time - 360.0 / 10424.0).abs() < 1e-15);
+        assert_eq!(a.timing_inflation, None);
+        assert!((a.paths[0].share_of_time - 360.0 / 20848.0).abs() < 1e-15);
+        assert!((a.paths[0].share_of_timed - 120.0 / 5212.0).abs() < 1e-15);
         // Rankings: by frequency B first, by total time B (5000) then A (160); NV puts A
         // first. Top-1 differs from both.
         assert_eq!(
@@ -526,6 +646,94 @@ mod tests {
             },
         );
         assert_eq!((a.paths[0].basetime, a.paths[0].net_variation), (0, 30));
+    }
+
+    /// A coarse timer (step q = 26 ticks), read at a random phase, and a bias of 85 ticks
+    /// (`bias::tests::coarse_timer_bias_is_the_mean_not_the_step`). A duration d reads as
+    /// `26·⌊d/26⌋` with probability `1 − (d mod 26)/26`, else one step more; the samples are
+    /// split in exactly those proportions:
+    ///
+    /// * A, true time 41: 41 + 85 = 126 = 4·26 + 22 -> 4 × 104, 22 × 130 (sum 3276, mean
+    ///   126): basetime 126 − 85 = 41 (resolved, >= 26), total 3276 − 26·85 = 1066, NV 0;
+    /// * B, 26 executions of A's time and 26 of 300: 300 + 85 = 385 = 14·26 + 21 -> 5 × 364,
+    ///   21 × 390 (sum 10010). Fastest group: readings < 104 + 52 = A's 26 (mean 126):
+    ///   basetime 41; total 13286 − 52·85 = 8866; NV 13286 − 52·126 = 6734 = 26 × (385 −
+    ///   126), the true extra time of the slow executions;
+    /// * C, true time 10: 95 = 3·26 + 17 -> 9 × 78, 17 × 104 (sum 2470): basetime 10 — below
+    ///   one step, unresolved — total 260, NV 0.
+    ///
+    /// The paper's minimum with the median bias (78) subtracted per sample gives C a
+    /// basetime of 0 and B an NV of (13286 − 52·78) − 52·26 = 7878: 17% too large.
+    #[test]
+    fn coarse_timer_basetimes_hand_computed() {
+        let mut t = PathTimings::new(TimeUnit::TscTicks);
+        let (a, b, c) = (sig(0xa, 0, 0), sig(0xb, 0, 0), sig(0xc, 0, 0));
+        for s in [&a, &b] {
+            for (x, n) in [(104, 4), (130, 22)] {
+                t.add_times(s.clone(), &times(x, n));
+            }
+        }
+        for (x, n) in [(364, 5), (390, 21)] {
+            t.add_times(b.clone(), &times(x, n));
+        }
+        for (x, n) in [(78, 9), (104, 17)] {
+            t.add_times(c.clone(), &times(x, n));
+        }
+        let o = AnalysisOptions {
+            bias: 85,
+            resolution: Some(26),
+            ..AnalysisOptions::default()
+        };
+        // Program time twice the timed time (1066 + 8866 + 260 = 10192): no inflation.
+        t.program_time = Some(20384);
+        let an = analyze(&t, &o);
+        let got: Vec<(PathSignature, u64, u64, u64, Option<bool>)> = an
+            .paths
+            .iter()
+            .map(|p| {
+                (
+                    p.signature.clone(),
+                    p.basetime,
+                    p.total_time,
+                    p.net_variation,
+                    p.resolved,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (b.clone(), 41, 8866, 6734, Some(true)),
+                (a.clone(), 41, 1066, 0, Some(true)),
+                (c.clone(), 10, 260, 0, Some(false)),
+            ]
+        );
+        assert_eq!(an.timed_time, 10192);
+        assert_eq!(an.timing_inflation, None);
+        assert!((an.paths[0].share_of_time - 6734.0 / 20384.0).abs() < 1e-12);
+        assert!((an.paths[0].share_of_timed - 6734.0 / 10192.0).abs() < 1e-12);
+        // The run shorter than the timed paths extrapolated (5096 < 10192): inflation 2,
+        // shares of the extrapolated time.
+        t.program_time = Some(5096);
+        let an = analyze(&t, &o);
+        assert_eq!(an.timing_inflation, Some(2.0));
+        assert!((an.paths[0].share_of_time - 6734.0 / 10192.0).abs() < 1e-12);
+        // The old reading (minimum, median bias per sample, floored): C at 0, B's NV 7878.
+        let old = analyze(
+            &t,
+            &AnalysisOptions {
+                bias: 78,
+                ..AnalysisOptions::default()
+            },
+        );
+        assert_eq!(old.find(&c).unwrap().basetime, 0);
+        assert_eq!(old.find(&b).unwrap().net_variation, 7878);
+    }
+
+    fn times(x: u64, n: u64) -> PathTimes {
+        let mut p = PathTimes::default();
+        p.add_n(x, n);
+        p
     }
 
     /// Deltas 0,0,30,90 with width 25 and 3 bins: [0,25) 2, [25,50) 1, [50,75) 0,

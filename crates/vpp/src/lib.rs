@@ -51,12 +51,13 @@ mod timings;
 mod trace;
 
 pub use analysis::{
-    analyze, delta_histogram, path_variation, ranked, top_delta_histograms, top_k_difference,
-    AnalysisOptions, DeltaHistogram, PathVariation, Ranking, TimeBase, TopKDifference, VppAnalysis,
+    analyze, delta_histogram, path_variation, path_variation_quantised, ranked,
+    top_delta_histograms, top_k_difference, AnalysisOptions, DeltaHistogram, PathVariation,
+    Ranking, TimeBase, TopKDifference, VppAnalysis,
 };
-pub use bias::{estimate_bias, BiasEstimate};
+pub use bias::{estimate_bias, timer_resolution, BiasEstimate};
 pub use lbr::{lbr_timings, LbrSourceStats};
-pub use probe::{probe_timings, timed_coverage};
+pub use probe::{probe_resolution, probe_timings, timed_coverage};
 pub use signature::{BranchHistory, PathSignature};
 pub use signatures::SignatureMap;
 pub use stability::{compare_runs, StabilityComparison};

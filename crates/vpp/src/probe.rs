@@ -5,25 +5,39 @@
 //! TSC ticks. With bursty tracing each timed path stands for
 //! `boundaries / (timed + dropped)` path executions.
 //!
-//! Shares are of the *timed paths'* time, not of the run's (`program_time` stays `None`):
-//! a timed path runs between a serialising `rdtscp` and `lfence`, so its memory accesses
-//! cannot overlap those of its neighbours as they do in the clean code, and a timed
-//! instance is slower than an untimed one (seed 004 §4.2's first Heisenberg effect). On a
-//! memory-bound loop the timed times, extrapolated, exceed the run's own time; a share of
-//! the run would then mix instrumented numerators with an uninstrumented denominator. The
-//! run's ticks are kept in the file and [`timed_coverage`] reports the extrapolation
-//! against them as a diagnostic of that effect.
+//! Shares are of the run's ticks (`program_time` = the file's `program_ticks`), as seed
+//! 004 Fig. 3 reports them ("relative to the total program execution time"). A timed path
+//! runs between a serialising `rdtscp` and `lfence`, so its memory accesses cannot overlap
+//! those of its neighbours as they do in the clean code, and a timed instance is slower
+//! than an untimed one (seed 004 §4.2's first Heisenberg effect): on a memory-bound loop
+//! the timed times, extrapolated, exceed the run's own time. [`timed_coverage`] reports that
+//! extrapolation against the run's ticks, and the analysis then takes shares of the larger
+//! of the two (`VppAnalysis::timing_inflation`).
 //!
-//! The calibration histogram gives the instrumentation bias ([`estimate_bias`]).
+//! The calibration histogram gives the instrumentation bias ([`estimate_bias`]); every
+//! time of the file gives the timer's resolution ([`probe_resolution`]).
 
-use crate::bias::{estimate_bias, BiasEstimate};
+use crate::bias::{estimate_bias, timer_resolution, BiasEstimate};
 use crate::signature::{BranchHistory, PathSignature};
 use crate::timings::{PathInfo, PathTimings, TimeUnit};
 use proftrust_model::Svma;
 use proftrust_probe::format::MAX_BITS;
 use proftrust_probe::ProbeFile;
 
-/// Timed paths and the bias estimate of a probe file.
+/// The timer's resolution in a probe file: the step shared by every calibration and path
+/// time ([`timer_resolution`]; 1 for a fine timer).
+pub fn probe_resolution(f: &ProbeFile) -> u64 {
+    timer_resolution(
+        f.calibration
+            .iter()
+            .filter(|x| x.1 > 0)
+            .map(|x| x.0)
+            .chain(f.samples.iter().map(|s| s.ticks)),
+    )
+}
+
+/// Timed paths (with the run's ticks as their program time) and the bias estimate of a
+/// probe file.
 pub fn probe_timings(f: &ProbeFile) -> (PathTimings, Option<BiasEstimate>) {
     let mut t = PathTimings::new(TimeUnit::TscTicks);
     for s in &f.samples {
@@ -55,7 +69,8 @@ pub fn probe_timings(f: &ProbeFile) -> (PathTimings, Option<BiasEstimate>) {
     } else {
         1.0
     };
-    (t, estimate_bias(&f.calibration))
+    t.program_time = (f.program_ticks > 0).then_some(f.program_ticks);
+    (t, estimate_bias(&f.calibration, probe_resolution(f)))
 }
 
 /// The timed paths' time extrapolated to every execution, as a share of the run's ticks:

@@ -204,7 +204,9 @@ fn probe_source_signatures_scale_and_bias() {
     let (t, bias) = probe_timings(&f);
     assert_eq!(t.unit, TimeUnit::TscTicks);
     assert_eq!(t.executions_per_sample, 80.0);
-    assert_eq!(t.program_time, None);
+    assert_eq!(t.program_time, Some(1_000_000));
+    // Times 29, 30, 31, 70, 130, 530 share no step: a fine timer.
+    assert_eq!(proftrust_vpp::probe_resolution(&f), 1);
     assert_eq!(
         t.get(&sig("0x11d9-10")).unwrap().iter().collect::<Vec<_>>(),
         vec![(130, 2), (530, 1)]
@@ -212,20 +214,27 @@ fn probe_source_signatures_scale_and_bias() {
     assert_eq!(t.info[&sig("0x11d9-10")].function, "vpp.c:88");
     assert_eq!(t.info[&sig("0x1200")].function, "site 0x1200");
     let b = bias.unwrap();
-    assert_eq!((b.median, b.samples), (30, 100));
+    assert_eq!((b.median, b.samples, b.resolution), (30, 100, 1));
     assert!(b.consistent);
-    // Bias subtracted: basetime 100, NV (790 - 90) - 3 x 100 = 400 ticks, a share of the
-    // timed time (700 + 40 = 740; the factor 80 cancels): 400 / 740.
+    // Band ±3 holds all: trimmed mean (290 + 2400 + 310) / 100 = 30.
+    assert_eq!(b.subtracted, 30);
+    // Bias subtracted: fastest group (readings < 130 + 2) = 130, 130: basetime 100, total
+    // 790 - 3 x 30 = 700, NV 790 - 3 x 130 = 400 ticks; a share of the run's ticks (the
+    // timed paths extrapolate to 740 x 80 = 59200 < 1e6): 400 x 80 / 1e6, and of the timed
+    // time (700 + 40 = 740): 400 / 740.
     let a = analyze(
         &t,
         &AnalysisOptions {
-            bias: b.median,
+            bias: b.subtracted,
+            resolution: Some(1),
             ..AnalysisOptions::default()
         },
     );
     let p = &a.paths[0];
     assert_eq!((p.basetime, p.total_time, p.net_variation), (100, 700, 400));
-    assert!((p.share_of_time - 400.0 / 740.0).abs() < 1e-12);
+    assert_eq!(p.resolved, Some(true));
+    assert!((p.share_of_time - 400.0 * 80.0 / 1e6).abs() < 1e-12);
+    assert!((p.share_of_timed - 400.0 / 740.0).abs() < 1e-12);
     // Extrapolated, the timed paths take 740 x 80 of the run's 1e6 ticks.
     let c = proftrust_vpp::timed_coverage(&f, a.timed_time, a.executions_per_sample).unwrap();
     assert!((c - 0.0592).abs() < 1e-12);

@@ -85,6 +85,11 @@ struct SamplingArgs {
     /// below 1.
     #[arg(long, default_value_t = 0.5, value_parser = crate::args::utilisation)]
     util: f64,
+    /// Tables 2-6 (`table2`..`table6`, `all`): noise on the sampling interval, each interval
+    /// `T ± U{0..J}` with T = 100 (seed 002 §4: "we add random noise into the sampling
+    /// interval"). 0 (default) = a fixed interval with a random start, the setting of eq. 2.
+    #[arg(long, default_value_t = 0, value_name = "J", value_parser = crate::args::int::<u64>(0, 99))]
+    interval_noise: u64,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -104,7 +109,7 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     crate::output::check_opt(a.output.as_ref())?;
     let mut o = SimulateOptions::default();
     (o.preset, o.reps, o.seed, o.threads) = (a.preset.into(), a.reps, a.seed.seed, a.threads);
-    (o.r_values, o.util) = (a.r_values.clone(), a.util);
+    (o.r_values, o.util, o.interval_noise) = (a.r_values.clone(), a.util, a.interval_noise);
     util::note(format_args!("seed {}", o.seed));
     let bytes = o.estimated_memory();
     crate::args::check_memory("--reps", &a.reps.to_string(), bytes, 4 << 30, |have| {

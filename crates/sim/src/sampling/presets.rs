@@ -120,6 +120,14 @@ pub struct PresetOptions {
     /// Utilisation of the task in the `sweep` preset (the rest is idle time of granularity
     /// 1). Default 0.5.
     pub sweep_util: f64,
+    /// Interval noise `j` of Tables 2-6 ([`IntervalJitter::Symmetric`]: each interval
+    /// `T ± U{0..j}`, seed 002 §4's "we add random noise into the sampling interval"); 0 = a
+    /// fixed interval with a random start. Default 0: eq. 2's setting, the one the
+    /// unbiasedness proof (§3.3) assumes, and the paper gives the noise neither a
+    /// distribution nor a size; the start table (every `t0` precomputed) also needs a fixed
+    /// interval, so noise makes a repetition O(samples) instead of O(tasks). Must be below
+    /// the interval (100).
+    pub interval_noise: u64,
 }
 
 /// `R` values of the `sweep` preset by default: below, at and above 1, integer and not,
@@ -137,6 +145,7 @@ impl Default for PresetOptions {
             threads: 0,
             r_values: DEFAULT_SWEEP_R.to_vec(),
             sweep_util: 0.5,
+            interval_noise: 0,
         }
     }
 }
@@ -203,12 +212,19 @@ pub struct PresetReport {
     pub reps: u64,
     /// Sampling interval in units.
     pub interval: u64,
+    /// Interval noise of Tables 2-6 (`T ± j`), when on.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interval_noise: u64,
     /// How the simulation was done.
     pub method: String,
     /// The rows.
     pub rows: Vec<Row>,
     /// Plain-language findings (bias, variance, coverage).
     pub notes: Vec<String>,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 enum Source {
@@ -309,7 +325,23 @@ fn mix_cell(table: &'static str, setting: String, units: u64, sigma: f64) -> Cel
     }
 }
 
+/// The cells of `p`, with [`PresetOptions::interval_noise`] on the Tables 2-6 cells.
 fn cells(p: Preset, o: &PresetOptions) -> Vec<Cell> {
+    let mut v = preset_cells(p, o);
+    let tables = matches!(
+        p,
+        Preset::Table2 | Preset::Table3 | Preset::Table4 | Preset::Table5 | Preset::Table6
+    );
+    if tables && o.interval_noise > 0 {
+        for c in &mut v {
+            c.opts.jitter = IntervalJitter::Symmetric(o.interval_noise);
+            c.setting = format!("{}, T±{}", c.setting, o.interval_noise);
+        }
+    }
+    v
+}
+
+fn preset_cells(p: Preset, o: &PresetOptions) -> Vec<Cell> {
     let jitter = IntervalJitter::UniformUpTo(INTERVAL / 8);
     match p {
         Preset::Table2 => single_cells("Table 2", &[0.8]),
@@ -527,6 +559,15 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
     } else {
         o.threads
     };
+    if o.interval_noise >= INTERVAL {
+        return Err(SimError::InvalidSampler {
+            what: format!(
+                "interval noise ±{} >= interval {INTERVAL}",
+                o.interval_noise
+            ),
+            fix: "keep the interval noise below the interval (0 to 99)",
+        });
+    }
     if p == Preset::Sweep {
         if o.r_values.is_empty() {
             return Err(SimError::InvalidSampler {
@@ -666,6 +707,7 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
         seed: o.seed,
         reps: o.reps,
         interval: INTERVAL,
+        interval_noise: o.interval_noise,
         method: format!(
             "running states generated once per cell as runs; without jitter the sample counts \
              of every start t0 are precomputed from the runs (O(runs + T*tasks)) and a \

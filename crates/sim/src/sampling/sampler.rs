@@ -29,6 +29,11 @@ pub enum IntervalJitter {
     /// Period randomisation of seed 001 §4 (Wu & Mencer): each interval is `T + U{0, .., max}`;
     /// their choice is `max = T/8`.
     UniformUpTo(u64),
+    /// Seed 002 §4's interval noise ("The sampling interval would keep stable roughly with
+    /// little variance. We add random noise into the sampling interval"): each interval is
+    /// `T + U{-j, .., j}`, mean `T` (the paper gives neither the distribution nor its size;
+    /// a symmetric uniform keeps the mean interval at `T`). Needs `j < T`.
+    Symmetric(u64),
 }
 
 /// Sampler settings.
@@ -72,6 +77,14 @@ impl SamplerOptions {
                 return Err(SimError::InvalidSampler {
                     what: format!("fixed start {t0} >= interval {}", self.interval),
                     fix: "choose a start inside the first interval",
+                });
+            }
+        }
+        if let IntervalJitter::Symmetric(j) = self.jitter {
+            if j >= self.interval {
+                return Err(SimError::InvalidSampler {
+                    what: format!("interval noise ±{j} >= interval {}", self.interval),
+                    fix: "keep the interval noise below the interval",
                 });
             }
         }
@@ -152,6 +165,9 @@ pub fn profile_once(
             IntervalJitter::None => t_int,
             IntervalJitter::UniformUpTo(0) => t_int,
             IntervalJitter::UniformUpTo(m) => t_int + rng.gen_range(0..=m),
+            IntervalJitter::Symmetric(0) => t_int,
+            // j < T (validated), so every step is at least 1.
+            IntervalJitter::Symmetric(j) => (t_int - j.min(t_int - 1)) + rng.gen_range(0..=2 * j),
         };
     }
 }
@@ -364,8 +380,10 @@ pub fn repeat(
     };
     let mut p = Profile::default();
     let table = match opts.jitter {
-        IntervalJitter::None | IntervalJitter::UniformUpTo(0) => StartTable::new(tl, opts.interval),
-        IntervalJitter::UniformUpTo(_) => None,
+        IntervalJitter::None | IntervalJitter::UniformUpTo(0) | IntervalJitter::Symmetric(0) => {
+            StartTable::new(tl, opts.interval)
+        }
+        IntervalJitter::UniformUpTo(_) | IntervalJitter::Symmetric(_) => None,
     };
     for _ in 0..reps {
         match &table {
@@ -449,6 +467,37 @@ mod tests {
         o.start = Start::Fixed(50);
         profile_once(&tl, &idx, &o, &mut rng, &mut p);
         assert_eq!(p.counts, vec![0, 100]);
+    }
+
+    /// Seed 002 §4's interval noise on the aliasing case: period 100 = T, task on for 30
+    /// units, fixed start 10. Without noise every sample lands at phase 10 (share 1, the
+    /// test above). With `T ± 50` the phase after k samples is a sum of k independent
+    /// U{-50..50} steps: it spreads over the period within a few samples, so the share
+    /// tends to the duty cycle 30/100 (2000 samples: binomial SD ≈ 0.01, and 0.05 covers the
+    /// few correlated samples at the start). `T ± 0` is the fixed interval exactly; `T ± 100`
+    /// is refused.
+    #[test]
+    fn symmetric_interval_noise_removes_aliasing() {
+        let tl = Timeline::periodic(200_000, 100, 30);
+        let idx = RunIndex::new(&tl, 100);
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut p = Profile::default();
+        let mut o = SamplerOptions {
+            start: Start::Fixed(10),
+            jitter: IntervalJitter::Symmetric(0),
+            ..Default::default()
+        };
+        profile_once(&tl, &idx, &o, &mut rng, &mut p);
+        assert_eq!(p.counts, vec![2000, 0]);
+        o.jitter = IntervalJitter::Symmetric(50);
+        o.validate().unwrap();
+        profile_once(&tl, &idx, &o, &mut rng, &mut p);
+        // Mean interval T: the 200000 units hold about 2000 samples.
+        assert!((p.samples as f64 - 2000.0).abs() < 100.0, "{}", p.samples);
+        let share = p.shares()[0];
+        assert!((share - 0.3).abs() < 0.05, "share {share}");
+        o.jitter = IntervalJitter::Symmetric(100);
+        assert!(o.validate().is_err());
     }
 
     #[test]

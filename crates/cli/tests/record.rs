@@ -66,6 +66,41 @@ fn records_a_program_with_seed_and_outcome() {
     assert!(set.modules.find_by_file_name("work").is_some());
 }
 
+/// Without `-o`, `record` writes `perf.data` in the current directory, as `perf record` does;
+/// the file is a native sample file that `read` recognises by its magic.
+#[test]
+fn without_output_flag_writes_perf_data_in_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(bin) = compile("default_output", "work", dir.path()) else {
+        return;
+    };
+    let run = tempfile::tempdir().unwrap();
+    let b = bin.to_str().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .current_dir(run.path())
+        .args(["record", "--seed", "3", "--", b, "20"])
+        .output()
+        .expect("run proftrust");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("perf.data"), "{err}");
+    let file = run.path().join("perf.data");
+    let set = read(&file);
+    assert_eq!(set.outcome, Some(RunOutcome::Exited { code: 0 }));
+    assert_eq!(set.command, vec![b.to_string(), "20".to_string()]);
+    assert_eq!(set.events[0].config.seed, Some(3));
+    assert!(set.samples.len() >= 50, "{} samples", set.samples.len());
+    // A consumer: `read` takes the default file by name and reports it as our format.
+    let r = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .current_dir(run.path())
+        .args(["read", "--json", "perf.data"])
+        .output()
+        .expect("run proftrust read");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("read --json is JSON");
+    assert_eq!(v["format"], "samples", "{v}");
+}
+
 /// The rest of the CLI contract: `-e EVENT`, `-F FREQ`, `-g`; the file reads back through
 /// `proftrust read --json` as format `samples` with the event's samples and the symbols.
 #[test]

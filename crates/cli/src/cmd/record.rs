@@ -15,6 +15,7 @@ Events: cpu-clock and task-clock (software timers, work everywhere; period in ns
 instructions and raw codes rNNNN (need a hardware PMU), with :p/:pp/:ppp precise levels.
 Default periods are primes: 100003 ns (~10 kHz) for clocks, 2000003 for cycles/instructions, 100003
 for raw events. Examples:
+  proftrust record -- ./prog arg                 (writes ./perf.data, as perf does)
   proftrust record -o prof.ptsamp -- ./prog arg
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog
   proftrust record --pid 1234 --timeout 10 -o prof.ptsamp")]
@@ -53,8 +54,10 @@ pub struct Args {
     /// Also sample kernel code (default: user space only).
     #[arg(long)]
     kernel: bool,
-    /// Output file (native sample file; `-` for standard output).
-    #[arg(short = 'o', long)]
+    /// Output file (native sample file; `-` for standard output). Default: `perf.data` in the
+    /// current directory, as perf writes (every command that reads a profile tells the two
+    /// formats apart by their magic bytes).
+    #[arg(short = 'o', long, default_value = "perf.data")]
     output: PathBuf,
     /// The program and its arguments (after `--`).
     #[command(flatten)]

@@ -599,13 +599,13 @@ pub fn execute_with_data(
             too_few.dedup();
             if !too_few.is_empty() {
                 warnings.push(format!(
-                    "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, seed 002 §3.5 eq. 9)",
+                    "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, paper 002 §3.5 eq. 9)",
                     join_periods(&too_few)
                 ));
             }
             if !skipped.is_empty() {
                 warnings.push(format!(
-                    "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (seed 002 §3.5 eq. 9); use shorter periods or a longer run",
+                    "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (paper 002 §3.5 eq. 9); use shorter periods or a longer run",
                     join_periods(&skipped)
                 ));
             }

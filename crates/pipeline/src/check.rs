@@ -330,7 +330,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
                 &mut warnings,
                 "aliasing",
                 format!(
-                    "samples {} apart land on the same instruction {:.1}x as often as independent samples would ({} of {} pairs, {:.0} expected): the period may be locked to periodic code, so shares may be biased (seed 001 §4.2, seed 002 §3.3); {}",
+                    "samples {} apart land on the same instruction {:.1}x as often as independent samples would ({} of {} pairs, {:.0} expected): the period may be locked to periodic code, so shares may be biased (paper 001 §4.2, paper 002 §3.3); {}",
                     a.lag,
                     a.ratio,
                     a.same_observed,
@@ -355,7 +355,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             &mut warnings,
             "aliasing",
             format!(
-                "{} basic block{} holding {} of the samples ({}) have 80% of their samples on one instruction, though every instruction of a block retires equally often: the period is locked to the loop, so shares may be biased (seed 001 §4.2); {}",
+                "{} basic block{} holding {} of the samples ({}) have 80% of their samples on one instruction, though every instruction of a block retires equally often: the period is locked to the loop, so shares may be biased (paper 001 §4.2); {}",
                 code.locked.len(),
                 if code.locked.len() == 1 { "" } else { "s" },
                 pct(locked as f64 / n as f64),
@@ -384,7 +384,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             &mut warnings,
             "skid",
             format!(
-                "{} of the samples on a slow instruction (load, division{}) and the one after it sit on the one after it (about half without skid): samples gather at or just after slow instructions (seed 000 §1.2), so instruction-level{} attribution is unreliable; {}",
+                "{} of the samples on a slow instruction (load, division{}) and the one after it sit on the one after it (about half without skid): samples gather at or just after slow instructions (paper 000 §1.2), so instruction-level{} attribution is unreliable; {}",
                 pct(f),
                 if across_bad { ", call" } else { "" },
                 if across_bad { " and block-level" } else { "" },
@@ -439,7 +439,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             &mut warnings,
             "granularity",
             format!(
-                "{} run{} for less than one sampling period at a time (R < 1.5, seed 002 §3.3 eq. 1): each state is caught or missed by chance, so their shares are unbiased but only as precise as their sample count says; a shorter period sharpens them",
+                "{} run{} for less than one sampling period at a time (R < 1.5, paper 002 §3.3 eq. 1): each state is caught or missed by chance, so their shares are unbiased but only as precise as their sample count says; a shorter period sharpens them",
                 short_states.join(", "),
                 if short_states.len() == 1 { "s" } else { "" }
             ),
@@ -450,7 +450,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             &mut warnings,
             "granularity",
             format!(
-                "{} sampled in fewer than {} running states: precise for this run (a long state is caught to within one sample, seed 002 eqs. 5-6), but only that many independent looks at the code, so how long such states usually last is unknown",
+                "{} sampled in fewer than {} running states: precise for this run (a long state is caught to within one sample, paper 002 eqs. 5-6), but only that many independent looks at the code, so how long such states usually last is unknown",
                 few_states.join(", "),
                 o.min_states
             ),
@@ -532,7 +532,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         RunOutcome::Exited { code } => format!("exited with status {code}"),
         RunOutcome::Signaled { name, .. } => format!("killed by {name}"),
         RunOutcome::TimedOut { millis } => format!("stopped after the {millis} ms timeout"),
-        RunOutcome::Interrupted { name, .. } => format!("was interrupted by {name}"),
+        RunOutcome::Interrupted { name, .. } => format!("interrupted by {name}"),
     });
     if let Some(oc) = &set.outcome {
         if !matches!(oc, RunOutcome::Exited { code: 0 }) {
@@ -540,7 +540,12 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
                 &mut warnings,
                 "ended-early",
                 format!(
-                    "the recorded program {}: the profile covers the run up to there only",
+                    "the recorded program {}{}: the profile covers the run up to there only",
+                    if matches!(oc, RunOutcome::Exited { .. }) {
+                        ""
+                    } else {
+                        "was "
+                    },
                     outcome.clone().unwrap_or_default()
                 ),
             );
@@ -665,7 +670,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         Granularity {
             level: "block".into(),
             reason: format!(
-                "{} event: each sample lands some cycles after the instruction that triggered it (seed 000 §1.2), so single instructions are unreliable even without a visible pile-up",
+                "{} event: each sample lands some cycles after the instruction that triggered it (paper 000 §1.2), so single instructions are unreliable even without a visible pile-up",
                 if desc.name.contains("vpmu") {
                     "a virtual-PMU (skid as modelled)".to_string()
                 } else if desc.kind.is_hardware() {

@@ -48,6 +48,7 @@
 //!     instructions: &[Svma(0x10), Svma(0x14)],
 //!     end: TraceEnd::Other,
 //!     mem: &[],
+//!     key: None,
 //! };
 //! let mut out = Vec::new();
 //! cost.block_costs(&block, &mut out);
@@ -657,6 +658,7 @@ mod tests {
                 instructions: &ins,
                 end: TraceEnd::Other,
                 mem: &[],
+                key: None,
             }));
         }
         v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
@@ -796,6 +798,7 @@ mod tests {
                 instructions: &ins,
                 end: TraceEnd::Other,
                 mem: &mem,
+                key: None,
             });
         }
         let st = v.cache_stats().unwrap();

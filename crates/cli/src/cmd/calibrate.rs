@@ -127,6 +127,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             instructions: &addrs,
             end: TraceEnd::Other,
             mem: &[],
+            key: None,
         });
     }
     v.end(&RunOutcome::Exited { code: 0 });

@@ -75,7 +75,8 @@ use proftrust_model::{
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 
 /// How the skid of each sample is chosen, in cycles.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -224,11 +225,13 @@ pub struct Vpmu {
     rng: ChaCha8Rng,
     modules: ModuleTable,
     /// Trace module index -> our index.
-    module_map: HashMap<ModuleIdx, ModuleIdx>,
+    module_map: FxHashMap<ModuleIdx, ModuleIdx>,
     /// Per (our) module: the cost table, when one matched.
-    module_costs: HashMap<ModuleIdx, usize>,
-    slots: HashMap<Location, Slot>,
-    threads: HashMap<u32, Thread>,
+    module_costs: FxHashMap<ModuleIdx, usize>,
+    /// Per instruction: its static cost and counts; looked up for every executed
+    /// instruction, hence `FxHashMap` (SipHash cost a large share of a replay).
+    slots: FxHashMap<Location, Slot>,
+    threads: FxHashMap<u32, Thread>,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -286,10 +289,10 @@ impl Vpmu {
             opts,
             model,
             modules: ModuleTable::default(),
-            module_map: HashMap::new(),
-            module_costs: HashMap::new(),
-            slots: HashMap::new(),
-            threads: HashMap::new(),
+            module_map: FxHashMap::default(),
+            module_costs: FxHashMap::default(),
+            slots: FxHashMap::default(),
+            threads: FxHashMap::default(),
             samples: Vec::new(),
             dropped: 0,
             pid: None,

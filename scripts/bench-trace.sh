@@ -91,10 +91,14 @@ if [ "$BREAKDOWN" != 0 ] && command -v perf >/dev/null; then
     exe=$(exe_of "$w")
     echo
     echo "== where the CPU time of \`paths --json\` goes on $w (perf record -e cpu-clock, all processes)"
-    perf record -q -F 999 -e cpu-clock -o "$tmp/perf.data" -- "$PT" -q paths --json -- "$exe" "$SIZE" \
-      >/dev/null 2>&1 || true
-    perf report -i "$tmp/perf.data" --stdio --sort comm 2>/dev/null | grep -v '^#' | grep . | head -4
-    perf report -i "$tmp/perf.data" --stdio --sort comm,sym 2>/dev/null | grep -v '^#' | grep . |
-      head -14 | cut -c1-140
+    rm -f "$tmp/perf.data"
+    if ! perf record -q -F 999 -e cpu-clock -o "$tmp/perf.data" -- "$PT" -q paths --json -- "$exe" "$SIZE" \
+      >/dev/null 2>"$tmp/perf.err" || [ ! -s "$tmp/perf.data" ]; then
+      echo "(perf record failed: $(tail -1 "$tmp/perf.err"))"
+      continue
+    fi
+    { perf report -i "$tmp/perf.data" --stdio --sort comm 2>/dev/null | grep -v '^#' | grep . | head -4; } || true
+    { perf report -i "$tmp/perf.data" --stdio --sort comm,sym 2>/dev/null | grep -v '^#' | grep . |
+      head -14 | cut -c1-140; } || true
   done
 fi

@@ -1255,6 +1255,7 @@ mod tests {
                     instructions: ins,
                     end: TraceEnd::Other,
                     mem: &[],
+                    key: None,
                 });
             }
         }

@@ -9,7 +9,11 @@
 //!   `perf report --symfs` (same binaries at their recorded paths under the symfs), and the
 //!   total equals perf's total;
 //! * `perf script` text of one recording in several `-F` field sets and with
+//!   `--show-mmap-events`, and of a non-PIE recording with call chains (`-g`: perf prints
+//!   the frames as file offsets) with the default fields, `-F ip,sym,dso` and
 //!   `--show-mmap-events`: the same comparison with `perf report` of that recording;
+//! * a static program whose samples fall in its IFUNC PLT stubs (`strlen@plt`, which
+//!   perf 6.1 counts under `_init`);
 //! * callgrind files with `--separate-threads=yes`, `--dump-every-bb` (several parts) and
 //!   `--compress-strings=no --compress-pos=no`: total Ir and per-function self Ir equal
 //!   `callgrind_annotate`.
@@ -156,6 +160,7 @@ fn generated_profiles_match_perf_report_and_callgrind_annotate() {
     }
     for want in [
         "nonpie", "pie", "static", "shared", "procs", "pipe", "inject", "script-1",
+        "script-g1", "script-g2", "script-g3", "ifunc",
     ] {
         assert!(
             checked.iter().any(|c| c == want),

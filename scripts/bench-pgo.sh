@@ -17,11 +17,22 @@
 # Printed: median and minimum CPU time of RUNS interleaved runs per binary, speedup against no PGO, and
 # how much of (c)'s gain each profile recovers: (t_base - t_x) / (t_base - t_c).
 #
+# Wall time on a shared 2-core VM has a spread (~5%) as large as the gain PGO gives here, so
+# each binary is also run once under callgrind (--cache-sim=yes --branch-sim=yes) on the
+# reference input: its event counts are deterministic (the same binary and input give the same
+# numbers whatever else the machine does), and the table prints executed instructions (Ir),
+# conditional and indirect branch mispredictions (Bcm + Bim, callgrind's branch predictor
+# model) and KCachegrind's cycle estimate CEst = Ir + 10 Bm + 10 L1m + 100 LLm (L1m = I1mr +
+# D1mr + D1mw, LLm = ILmr + DLmr + DLmw), with each profile's share of (c)'s reduction. These
+# are simulated costs, not time: they show whether the profiles lead clang to different code
+# and in which direction, which the wall times alone cannot settle. CG=0 skips them.
+#
 # Usage: scripts/bench-pgo.sh
 # Environment: WORKLOAD (default soplex), TRAIN (training scale under the virtual PMU, default
 #   10), REF (reference scale, default 100), RUNS (default 11), SKID (cycles, default 30),
 #   PERIOD (default 1009), SEED (default 1), CLANG (default clang-14), KEEP=DIR keeps the
-#   profiles and binaries.
+#   profiles and binaries, CG (1: the callgrind table, default), CGREF (its input scale,
+#   default REF).
 # Needs clang (apt-get install clang-14), qemu-user, and proftrust with its QEMU plugin built.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -99,3 +110,33 @@ for v in "${variants[@]}"; do
     printf "%-38s %9d %9d %8.3fx %s\n", n, t, m, b / t, rec }'
 done
 echo "speedup and share of (c)'s gain from the medians; (c) must beat no PGO by more than the spread of the runs for the last column to mean anything"
+
+[ "${CG:-1}" = 1 ] || exit 0
+command -v valgrind >/dev/null || { echo "bench-pgo: valgrind not installed: no deterministic table" >&2; exit 0; }
+cgref="${CGREF:-$ref}"
+echo
+echo "deterministic costs under callgrind --cache-sim=yes --branch-sim=yes, reference scale $cgref (one run each; same numbers on every run)"
+declare -A ir bm cest
+for v in "${variants[@]}"; do
+  valgrind -q --tool=callgrind --cache-sim=yes --branch-sim=yes \
+    --callgrind-out-file="$tmp/$v.cg" "$tmp/$v" "$cgref" >/dev/null 2>"$tmp/$v.cg.err" ||
+    { echo "bench-pgo: callgrind failed on $v:" >&2; cat "$tmp/$v.cg.err" >&2; exit 1; }
+  read -r ir[$v] bm[$v] cest[$v] < <(awk '
+    /^events:/ { for (i = 2; i <= NF; i++) col[$i] = i - 1 }
+    /^(summary|totals):/ { for (i = 2; i <= NF; i++) val[i - 1] = $i }
+    END {
+      ir = val[col["Ir"]]; bm = val[col["Bcm"]] + val[col["Bim"]]
+      l1 = val[col["I1mr"]] + val[col["D1mr"]] + val[col["D1mw"]]
+      ll = val[col["ILmr"]] + val[col["DLmr"]] + val[col["DLmw"]]
+      printf "%.0f %.0f %.0f\n", ir, bm, ir + 10 * bm + 10 * l1 + 100 * ll
+    }' "$tmp/$v.cg")
+done
+# "of (c) gain" only where (c) moves the figure by at least 0.1%: below that, a share of a
+# gain of a few hundred events out of 10^8 is no result.
+printf '%-38s %15s %8s %12s %15s %8s %12s\n' profile "Ir" "Ir vs" "mispredicts" "CEst" "CEst vs" "of (c) gain"
+for v in "${variants[@]}"; do
+  awk -v n="$(label "$v")" -v i="${ir[$v]}" -v ib="${ir[base]}" -v m="${bm[$v]}" -v e="${cest[$v]}" -v b="${cest[base]}" -v c="${cest[c]}" 'BEGIN {
+    g = (b - c); rec = (g > 0.001 * b) ? sprintf("%11.0f%%", 100 * (b - e) / g) : "          -";
+    printf "%-38s %15.0f %7.4fx %12.0f %15.0f %7.4fx %s\n", n, i, ib / i, m, e, b / e, rec }'
+done
+echo "Ir vs / CEst vs: no PGO's figure divided by the profile's (above 1: the PGO binary does less); '-': (c) changes CEst by under 0.1%"

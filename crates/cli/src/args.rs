@@ -147,21 +147,6 @@ pub fn human_bytes(b: f64) -> String {
     }
 }
 
-/// `3 s`, `2.5 h`, `41 days`, `3.2e6 years`.
-pub fn human_seconds(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s < 3.0e7 {
-        format!("{:.0} days", s / 86_400.0)
-    } else {
-        format!("{:.1e} years", s / 3.15e7)
-    }
-}
-
 /// Refuses work whose estimated memory exceeds what the machine has available (or
 /// `fallback` bytes when that is unknown): `"--reps 1e12 needs ~2 TB of memory (this
 /// machine has 3.1 GB available); use --reps 1000000 or less"`.
@@ -182,6 +167,73 @@ pub fn check_memory(
         );
     }
     Ok(())
+}
+
+/// `--skid-dist`: `uniform:LO:HI`, `normal:MEAN:SD` or `constant:S`, in cycles from 0 to
+/// [`MAX_SKID`].
+pub fn skid_dist(s: &str) -> Result<proftrust_pipeline::vpmu::SkidDist, String> {
+    use proftrust_pipeline::vpmu::SkidDist;
+    let max = MAX_SKID as f64;
+    let cycles = |x: &str| -> Result<f64, String> {
+        let v: f64 = x.parse().map_err(|_| format!("{x:?} is not a number"))?;
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
+            return Err(format!("{x:?} must be from 0 to {max} cycles"));
+        }
+        Ok(v)
+    };
+    match s.split(':').collect::<Vec<_>>().as_slice() {
+        ["uniform", lo, hi] => {
+            let (lo, hi) = (cycles(lo)?, cycles(hi)?);
+            if lo > hi {
+                return Err("LO must not exceed HI".into());
+            }
+            Ok(SkidDist::Uniform {
+                lo: lo as u64,
+                hi: hi as u64,
+            })
+        }
+        ["normal", m, sd] => Ok(SkidDist::Normal {
+            mean: cycles(m)?,
+            sd: cycles(sd)?,
+        }),
+        ["constant", s0] => Ok(SkidDist::Constant(cycles(s0)? as u64)),
+        _ => Err("expected uniform:LO:HI, normal:MEAN:SD or constant:S".into()),
+    }
+}
+
+/// `--latency 0xSVMA=CYCLES`: a module-relative address (hex) and its cycles.
+pub fn latency(s: &str) -> Result<(u64, u32), String> {
+    let (addr, cyc) = s.split_once('=').ok_or("expected 0xADDR=CYCLES")?;
+    let a = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{addr:?} is not a hex address"))?;
+    let c = cyc
+        .parse()
+        .map_err(|_| format!("{cyc:?} is not a cycle count"))?;
+    Ok((a, c))
+}
+
+/// Value parser of `export --to`: the formats of [`proftrust_pipeline::export::Target`],
+/// each with its description in `--help`.
+pub fn export_target(
+) -> impl clap::builder::TypedValueParser<Value = proftrust_pipeline::export::Target> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    use proftrust_pipeline::export::Target;
+    PossibleValuesParser::new(
+        Target::ALL.map(|t| PossibleValue::new(t.name()).help(t.description())),
+    )
+    .map(|s| Target::parse(&s).expect("one of the possible values"))
+}
+
+/// `--seed N`, the same in every command that draws (`audit`, `record`, `vpmu`, `vpp`,
+/// `correct`, `simulate`, `calibrate`): default [`proftrust_pipeline::DEFAULT_SEED`], printed
+/// in the text report (or as a note by commands that write a file) and stored in the JSON
+/// and in written files (docs/ARCHITECTURE.md, "Randomness").
+#[derive(Debug, Clone, clap::Args)]
+pub struct Seed {
+    /// Seed of every random choice (0 to 2^64-1): printed, and stored in the report
+    /// and in written files; the same seed and inputs make the same choices.
+    #[arg(long, value_name = "N", default_value_t = proftrust_pipeline::DEFAULT_SEED)]
+    pub seed: u64,
 }
 
 #[cfg(test)]
@@ -250,10 +302,28 @@ mod tests {
     }
 
     #[test]
+    fn skid_dist_and_latency_by_hand() {
+        use proftrust_pipeline::vpmu::SkidDist;
+        assert_eq!(
+            skid_dist("uniform:0:8"),
+            Ok(SkidDist::Uniform { lo: 0, hi: 8 })
+        );
+        assert_eq!(skid_dist("constant:3"), Ok(SkidDist::Constant(3)));
+        assert!(skid_dist("uniform:8:0")
+            .unwrap_err()
+            .contains("LO must not"));
+        assert!(skid_dist("normal:1:9999")
+            .unwrap_err()
+            .contains("from 0 to 1024"));
+        assert!(skid_dist("gauss:1").is_err());
+        assert_eq!(latency("0x401000=200"), Ok((0x401000, 200)));
+        assert!(latency("401000").is_err());
+        assert!(latency("0xzz=1").unwrap_err().contains("hex address"));
+    }
+
+    #[test]
     fn human_units() {
         assert_eq!(human_bytes(2.0e12), "2.0 TB");
         assert_eq!(human_bytes(640_000.0), "640 KB");
-        assert_eq!(human_seconds(30.0), "30 s");
-        assert_eq!(human_seconds(90_000.0), "25.0 h");
     }
 }

@@ -9,7 +9,7 @@
 
 mod args;
 mod cmd;
-mod exports;
+mod flag_groups;
 mod interrupt;
 mod output;
 mod parse;

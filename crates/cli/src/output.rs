@@ -14,6 +14,7 @@
 //!   point to is replaced, not the link.
 
 use anyhow::{bail, Context, Result};
+use proftrust_pipeline::export::{ExportSpec, Job, Sides};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
@@ -175,6 +176,61 @@ pub fn write(path: &Path, f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>) ->
         }
         Kind::Regular { path: target, mode } => write_regular(path, &target, mode, complete),
     }
+}
+
+/// Writes `text` to `path` as [`write()`] does, or to standard output when there is no path
+/// (a command's `-o FILE` or its report on stdout).
+pub fn write_text(path: Option<&Path>, text: &str) -> Result<()> {
+    match path {
+        Some(p) => write(p, |w| {
+            w.write_all(text.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))
+        }),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .context("cannot write to stdout")
+        }
+    }
+}
+
+/// Checks every `--export` file before any work ([`check`]).
+pub fn check_exports(specs: &[ExportSpec]) -> Result<()> {
+    for s in specs {
+        check(&s.file)
+            .with_context(|| format!("--export {}:{}", s.target.name(), s.file.display()))?;
+    }
+    Ok(())
+}
+
+/// Writes one export to `out` ([`write()`]: atomically, `-` = standard output) and notes
+/// where it went.
+pub fn write_export(job: &Job<'_>, out: &Path) -> Result<()> {
+    write(out, |w| {
+        Ok(proftrust_pipeline::export::write_export(
+            job,
+            w,
+            &crate::util::Ui,
+        )?)
+    })?;
+    if out.as_os_str() != "-" {
+        crate::util::note(format_args!(
+            "{} written to {}",
+            job.target.name(),
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Writes every `--export` of `audit` or `correct` from the sides the command has.
+pub fn write_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()> {
+    for (spec, job) in proftrust_pipeline::export::export_jobs(specs, sides)? {
+        write_export(&job, &spec.file)
+            .with_context(|| format!("--export {}:{}", spec.target.name(), spec.file.display()))?;
+    }
+    Ok(())
 }
 
 /// A name for the temporary link, unique in this process.

@@ -63,6 +63,14 @@ impl Sandbox {
                 tool_version("valgrind", "--version", "valgrind-"),
                 "[VALGRIND-VERSION]",
             )
+            // The kernel release the audit stores among its tool versions.
+            .add(
+                std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+                "[KERNEL]",
+            )
             .add(
                 format!("\"proftrust_version\": \"{VERSION}\""),
                 "\"proftrust_version\": \"[VERSION]\"",

@@ -60,7 +60,7 @@ pub struct CorrectOptions {
     pub solver: Option<Solver>,
     /// Emulation of the loop solvers. Default mixed.
     pub emulation: Emulation,
-    /// Seed of the Gibbs sampler. Default 0.
+    /// Seed of the Gibbs sampler (stored in the report). Default [`crate::DEFAULT_SEED`].
     pub seed: u64,
     /// Loop solvers: loops with at least this share of the samples. Default 0.01.
     pub hot_share: f64,
@@ -82,7 +82,7 @@ impl Default for CorrectOptions {
             truth: None,
             solver: None,
             emulation: Emulation::Mixed,
-            seed: 0,
+            seed: crate::DEFAULT_SEED,
             hot_share: 0.01,
             max_simple_loops: 64,
             max_blocks: 3000,

@@ -28,6 +28,25 @@ pub enum Error {
     /// A binary or symbol file could not be read.
     #[error(transparent)]
     Binary(#[from] proftrust_binary::BinaryError),
+    /// The recorder could not record (bad events or options, no permission, a missing
+    /// PMU); the message says which and how to fix it.
+    #[error(transparent)]
+    Record(#[from] proftrust_record::RecordError),
+    /// An export could not be written (the message names the format and the problem).
+    #[error(transparent)]
+    Export(#[from] proftrust_export::ExportError),
+}
+
+/// `e` and its causes, `outer: inner` (as `anyhow`'s `{:#}` prints a chain).
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }
 
 /// The crate's result type.

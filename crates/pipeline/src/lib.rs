@@ -22,7 +22,12 @@
 //! * [`read`] — what a profile file holds (any format), or its samples as text.
 //! * [`inspect`] — what proftrust sees in a binary: functions, blocks, loops, one
 //!   function's CFG and instructions.
+//! * [`calibrate`] — the skid of a PMU fitted from a kernel with a known instruction mix
+//!   (seed 000 eq. 2; on the virtual PMU).
 //! * [`analyze`] — running granularity and sampling intervals of real samples (seed 002).
+//! * [`export`] — a profile into the tools users already use (pprof, Firefox Profiler,
+//!   speedscope, folded stacks, flame graphs, LLVM sample profiles, annotated source): the
+//!   `export` command and the `--export` of `audit` and `correct`.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -57,21 +62,26 @@
 
 pub mod analyze;
 pub mod audit;
+pub mod calibrate;
 pub mod cct;
 pub mod check;
 pub mod correct;
 mod error;
 mod events;
+pub mod export;
 pub mod inspect;
 pub mod load;
 pub mod paths;
 pub mod program;
 pub mod read;
+pub mod record;
+pub mod simulate;
 pub mod trace;
+pub mod truth;
 pub mod vpmu;
 pub mod vpp;
 
-pub use error::{Context, Error, Result};
+pub use error::{chain, Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};
 pub use proftrust_supervise::StopSignal;
 

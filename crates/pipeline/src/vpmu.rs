@@ -42,7 +42,7 @@ pub struct VpmuRunOptions {
     pub cycle_period: Option<u64>,
     /// Randomise the periods (seed 001 §4). Default false.
     pub randomize: bool,
-    /// Seed of every random draw. Default 0.
+    /// Seed of every random draw (stored in the sample file). Default [`crate::DEFAULT_SEED`].
     pub seed: u64,
     /// Cycle model. Default [`CpiModel::Class`].
     pub cpi_model: CpiModel,
@@ -76,7 +76,7 @@ impl Default for VpmuRunOptions {
             period: 10007,
             cycle_period: None,
             randomize: false,
-            seed: 0,
+            seed: crate::DEFAULT_SEED,
             cpi_model: CpiModel::Class,
             cpi: 1,
             cache_config: None,

@@ -68,7 +68,7 @@ pub struct VppOptions {
     pub n_instr: u64,
     /// Jitter every nCheck reset by U(0, nCheck/8). Default false.
     pub randomize: bool,
-    /// Seed of the jitter. Default 0.
+    /// Seed of the jitter (stored in the report). Default [`crate::DEFAULT_SEED`].
     pub seed: u64,
     /// vpmu/lbr: QEMU CPU model. Default QEMU's.
     pub cpu: Option<String>,
@@ -123,7 +123,7 @@ impl Default for VppOptions {
             n_check: None,
             n_instr: 1,
             randomize: false,
-            seed: 0,
+            seed: crate::DEFAULT_SEED,
             cpu: None,
             timeout: None,
             stop: None,

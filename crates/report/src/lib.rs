@@ -46,6 +46,7 @@
 
 pub mod analyze;
 mod annotate;
+pub mod calibrate;
 pub mod cct;
 pub mod check;
 pub mod correct;
@@ -56,8 +57,11 @@ mod model;
 pub mod paths;
 mod plot;
 pub mod read;
+pub mod record;
+pub mod simulate;
 mod svg;
 mod text;
+pub mod truth;
 pub mod vpp;
 
 pub use annotate::{

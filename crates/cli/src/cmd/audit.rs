@@ -4,8 +4,7 @@
 use crate::util;
 use crate::workload::WorkloadArgs;
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use proftrust_metrics::TruthWeight;
+use clap::Args;
 use proftrust_pipeline::audit::{AuditInput, AuditOptions};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -39,25 +38,10 @@ pub struct AuditArgs {
     symfs: Option<PathBuf>,
     #[command(flatten)]
     wl: WorkloadArgs,
-    /// Sampled event: cpu-clock, task-clock, cycles, instructions, rHEX, with :p modifiers.
-    #[arg(long, default_value = "cpu-clock")]
-    event: String,
-    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
-    /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
-    #[arg(long, value_parser = crate::parse::period)]
-    period: Option<u64>,
-    /// Randomise the period (seed 001 §4: add U(0, T/8) to each period).
-    #[arg(long)]
-    randomize: bool,
-    /// Seed of every random choice (printed and stored in every report).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Ground-truth backend when recording.
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    backend: Backend,
-    /// What the exact side counts.
-    #[arg(long, value_enum, default_value_t = WeightArg::Instructions)]
-    truth_weight: WeightArg,
+    #[command(flatten)]
+    sampling: crate::flag_groups::Sampling,
+    #[command(flatten)]
+    exact_side: crate::flag_groups::ExactSide,
     /// Sweep of periods, e.g. 64K,128K,256K,1M,4M,16M: records once per period with and
     /// without randomisation and reports metrics against period.
     #[arg(long, value_delimiter = ',', value_parser = crate::parse::period)]
@@ -90,32 +74,14 @@ pub struct AuditArgs {
     /// with --correct-skid), folded-diff, flamegraph-diff (samples -> exact), annotate,
     /// annotate-html (samples against exact, and corrected); FORMAT@SIDE:FILE picks the
     /// side (samples, exact, corrected). See docs/export.md.
-    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
-    export: Vec<crate::exports::ExportSpec>,
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = proftrust_pipeline::export::parse_export_spec)]
+    export: Vec<proftrust_pipeline::export::ExportSpec>,
     /// Stop the program (each run) after this many seconds (at most 30 days).
     #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
     timeout: Option<std::time::Duration>,
     /// Program and arguments to profile.
     #[arg(last = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Backend {
-    /// QEMU plugin when it is found, else callgrind.
-    Auto,
-    /// QEMU user mode with the proftrust plugin.
-    Qemu,
-    /// valgrind --tool=callgrind.
-    Callgrind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum WeightArg {
-    /// Executed instructions.
-    Instructions,
-    /// Cycle estimate from callgrind's cache and branch simulation.
-    CyclesEstimate,
 }
 
 impl AuditArgs {
@@ -142,19 +108,8 @@ impl AuditArgs {
         o.input = input;
         o.binaries = self.binary.clone();
         o.symfs = self.symfs.clone();
-        o.event = self.event.clone();
-        o.period = self.period;
-        o.randomize = self.randomize;
-        o.seed = self.seed;
-        o.backend = match self.backend {
-            Backend::Auto => proftrust_pipeline::Backend::Auto,
-            Backend::Qemu => proftrust_pipeline::Backend::Qemu,
-            Backend::Callgrind => proftrust_pipeline::Backend::Callgrind,
-        };
-        o.truth_weight = match self.truth_weight {
-            WeightArg::Instructions => TruthWeight::Instructions,
-            WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
-        };
+        self.sampling.apply(&mut o);
+        self.exact_side.apply(&mut o);
         o.sweep = self.sweep.clone();
         o.rank_threshold = self.rank_threshold;
         o.sample_event = self.sample_event.clone();
@@ -169,7 +124,7 @@ impl AuditArgs {
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     crate::output::check_opt(args.html.as_ref()).context("--html")?;
-    crate::exports::check_exports(&args.export)?;
+    crate::output::check_exports(&args.export)?;
     let options = args.options()?;
     // The profiled program's output must not mix with --json on stdout.
     let guard = match args.json {
@@ -178,14 +133,14 @@ pub fn run(args: AuditArgs) -> Result<()> {
     };
     let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
-    crate::exports::audit_exports(&args.export, &data)?;
+    if !args.export.is_empty() {
+        let sides = proftrust_pipeline::export::audit_sides(&data);
+        crate::output::write_exports(&args.export, &sides.sides())?;
+    }
     if let Some(h) = &args.html {
-        let extras = crate::exports::audit_html_extras(&data);
+        let extras = proftrust_pipeline::export::audit_html_extras(&data, &util::Ui);
         let html = proftrust_report::render_html_with(&report, &extras);
-        crate::output::write(h, |w| {
-            w.write_all(html.as_bytes())?;
-            Ok(())
-        })?;
+        crate::output::write_text(Some(h), &html)?;
         util::note(format!("HTML report written to {}", h.display()));
     }
     let stdout = std::io::stdout();

@@ -67,9 +67,8 @@ pub struct Args {
     /// Emulation of eq. 6 (per-loop solvers).
     #[arg(long, value_enum, default_value_t = EmulationArg::Mixed)]
     emulation: EmulationArg,
-    /// Seed of the Gibbs sampler.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Per-loop solvers: loops holding less than this share of the module's instruction
     /// samples are left alone (a share from 0 to 1).
     #[arg(long, default_value_t = 0.01, value_parser = crate::args::share)]
@@ -93,13 +92,13 @@ pub struct Args {
     /// speedscope, folded, flamegraph, llvm-sample, or folded-diff, flamegraph-diff (raw
     /// samples -> --truth, else -> corrected), annotate, annotate-html; FORMAT@SIDE:FILE
     /// picks the side (samples, exact, corrected). See docs/export.md.
-    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = crate::exports::parse_export_spec)]
-    export: Vec<crate::exports::ExportSpec>,
+    #[arg(long = "export", value_name = "FORMAT:FILE", value_parser = proftrust_pipeline::export::parse_export_spec)]
+    export: Vec<proftrust_pipeline::export::ExportSpec>,
 }
 
 /// Runs the subcommand.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    crate::exports::check_exports(&a.export)?;
+    crate::output::check_exports(&a.export)?;
     let mut o = CorrectOptions::default();
     o.input = match (&a.samples, &a.instructions, &a.cycles) {
         (Some(p), _, _) => CorrectInput::Samples(p.clone()),
@@ -122,7 +121,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         EmulationArg::PerLoop => Emulation::PerLoop,
         EmulationArg::Mixed => Emulation::Mixed,
     };
-    o.seed = a.seed;
+    o.seed = a.seed.seed;
     o.hot_share = a.hot_share;
     o.max_simple_loops = a.max_simple_loops;
     o.max_blocks = a.max_blocks;
@@ -133,7 +132,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (report, data) = proftrust_pipeline::correct::execute_with_data(&o, &util::Ui)?;
     if !a.export.is_empty() {
         let raw = a.samples.as_deref().or(a.instructions.as_deref());
-        crate::exports::correct_exports(&a.export, raw, &data, std::slice::from_ref(&a.binary))?;
+        let binaries = std::slice::from_ref(&a.binary);
+        let sides = proftrust_pipeline::export::correct_sides(raw, &data, binaries, &util::Ui)?;
+        crate::output::write_exports(&a.export, &sides.sides())?;
     }
     if a.json {
         println!("{}", report.to_json()?);

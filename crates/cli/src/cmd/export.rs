@@ -11,15 +11,16 @@
 //! * `annotate` and `annotate-html`: annotated source and disassembly of the hottest
 //!   functions, samples against `--against` exact counts when given.
 //!
-//! `audit` and `correct` take `--export FORMAT:FILE` (repeatable; `crate::exports`):
+//! `audit` and `correct` take `--export FORMAT:FILE` (repeatable;
+//! `proftrust_pipeline::export`):
 //! `correct` exports the corrected profile, `audit` the audited samples (the corrected
 //! profile with `--correct-skid`); `FORMAT@SIDE:FILE` picks a side (`samples`, `exact`,
 //! `corrected`). The diff formats and `annotate` always compare the samples with the
 //! exact counts (and the corrected estimate).
 
-use crate::exports::{load_profile, write_export, Job, Loaded, Side, Target};
 use crate::util;
 use anyhow::{bail, Context, Result};
+use proftrust_pipeline::export::{load_profile, Job, Loaded, Side, Target};
 use std::path::PathBuf;
 
 /// Arguments of `proftrust export`.
@@ -32,7 +33,7 @@ pub struct Args {
     /// file.
     profile: PathBuf,
     /// Output format.
-    #[arg(long = "to", value_enum)]
+    #[arg(long = "to", value_parser = crate::args::export_target())]
     to: Target,
     /// Output file (`-` = standard output).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -71,7 +72,7 @@ pub struct Args {
 /// Runs `proftrust export`.
 pub fn run(a: Args) -> Result<()> {
     crate::output::check(&a.output).context("-o")?;
-    let loaded = load_profile(&a.profile, &a.binaries)?;
+    let loaded = load_profile(&a.profile, &a.binaries, &util::Ui)?;
     let main = match &loaded {
         Loaded::Samples(s) => {
             if s.samples.is_empty() {
@@ -111,7 +112,7 @@ pub fn run(a: Args) -> Result<()> {
         util::note(format!("warning: {w}"));
     }
     let against = match &a.against {
-        Some(p) => Some(match load_profile(p, &a.binaries)? {
+        Some(p) => Some(match load_profile(p, &a.binaries, &util::Ui)? {
             Loaded::Samples(s) => Side::samples(&s, (s.events.len() > 1).then_some(0), &a.binaries),
             Loaded::Exact(e) => Side::exact(&e, &a.binaries),
         }),
@@ -131,9 +132,5 @@ pub fn run(a: Args) -> Result<()> {
         normalize: !a.no_normalize,
         source_dirs: &a.source_dir,
     };
-    let note = write_export(&job, &a.output)?;
-    if !note.is_empty() {
-        util::note(note);
-    }
-    Ok(())
+    crate::output::write_export(&job, &a.output)
 }

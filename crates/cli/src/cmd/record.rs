@@ -4,7 +4,7 @@
 use crate::util;
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use proftrust_record::{record, EventSpec, RecordOptions, Target};
+use proftrust_pipeline::record::{execute, RecordRunOptions, RecordTarget};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ for raw events. Examples:
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog
   proftrust record --pid 1234 --timeout 10 -o prof.ptsamp")]
 pub struct Args {
-    /// Event to sample (repeat for several): cpu-clock, task-clock, cycles, instructions, rHEX,
-    /// with optional :p, :pp, :ppp.
+    /// Event to sample: cpu-clock, task-clock, cycles, instructions, rHEX, with optional :p,
+    /// :pp, :ppp; several as perf takes them, `-e a,b` or `-e a -e b`.
     #[arg(short = 'e', long = "event", default_value = "cpu-clock")]
     events: Vec<String>,
     /// Fixed sampling period (events, or ns for clock events). Default: the event's prime.
@@ -34,9 +34,8 @@ pub struct Args {
     /// Randomise the period (seed 001 §4): each next period is T + uniform(0..=T/8).
     #[arg(long)]
     randomize: bool,
-    /// Seed of every random choice (printed and stored in the file). Default: from the clock.
-    #[arg(long)]
-    seed: Option<u64>,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Record frame-pointer user call chains.
     #[arg(short = 'g', long = "call-graph")]
     callchain: bool,
@@ -68,75 +67,33 @@ pub struct Args {
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check(&a.output)?;
     a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
-    let mut opts = RecordOptions::default();
-    opts.events = a
-        .events
-        .iter()
-        .map(|e| EventSpec::parse(e))
-        .collect::<Result<_, _>>()?;
-    opts.period = a.period;
-    opts.frequency = a.freq;
-    opts.randomize = a.randomize;
-    opts.seed = a.seed;
-    opts.callchain = a.callchain;
-    opts.branch_stack = a.branch_stack;
-    opts.user_only = !a.kernel;
-    opts.timeout = a.timeout;
-    opts.stop = Some(crate::interrupt::install());
-    let target = match (a.pid, a.program.is_empty()) {
-        (Some(pid), _) => Target::Pid(pid),
-        (None, false) => Target::Command(a.program.clone()),
-        (None, true) => anyhow::bail!(
-            "nothing to record: give a program after `--` (proftrust record -o FILE -- PROGRAM ARGS) or --pid PID"
-        ),
+    let mut o = RecordRunOptions::default();
+    o.target = match a.pid {
+        Some(pid) => RecordTarget::Pid(pid),
+        None => RecordTarget::Command(a.program.clone()),
     };
-    let pb = util::progress(None, "recording");
-    let rec = record(&target, &opts);
-    pb.finish_and_clear();
-    let rec = rec?;
-    util::note(format_args!("seed {}", rec.seed));
+    (o.events, o.period, o.frequency) = (a.events.clone(), a.period, a.freq);
+    (o.randomize, o.seed, o.callchain) = (a.randomize, a.seed.seed, a.callchain);
+    (o.branch_stack, o.kernel, o.timeout) = (a.branch_stack, a.kernel, a.timeout);
+    o.stop = Some(crate::interrupt::install());
+    let r = execute(&o, &util::Ui)?;
+    let rec = &r.recording;
     crate::output::write(&a.output, |w| {
         proftrust_formats::native::write_samples(w, &rec.samples)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
-    let s = &rec.stats;
-    util::note(format_args!(
-        "{} samples, {} lost, {} modules written to {}",
-        rec.samples.samples.len(),
-        rec.samples.lost,
-        rec.samples.modules.len(),
-        a.output.display()
-    ));
-    if util::verbosity() >= 2 {
-        util::note(format_args!(
-            "{} ring-buffer batches, {} period updates, {} throttle records, {} unmapped samples, {} samples not randomised (inherited instances)",
-            s.batches, s.period_updates, s.throttled, s.unmapped_samples, s.unrandomized_samples
-        ));
-        if !s.interval_excess.is_empty() {
-            let mut v = s.interval_excess.clone();
-            v.sort_unstable();
-            util::note(format_args!(
-                "realised interval - recorded period (reaction latency): min {} median {} p90 {} max {} over {} samples",
-                v[0],
-                v[v.len() / 2],
-                v[v.len() * 9 / 10],
-                v[v.len() - 1],
-                v.len()
-            ));
-        }
+    let to = a.output.display().to_string();
+    for line in r.summary.render_text(&to, util::verbosity() >= 2).lines() {
+        util::note(line);
     }
     if let Some(why) = &rec.exec_error {
         anyhow::bail!(
-            "the program could not be started ({why}); the profile with its outcome was written to {}",
-            a.output.display()
+            "the program could not be started ({why}); the profile with its outcome was written to {to}"
         );
     }
     util::note_outcome(
         rec.samples.outcome.as_ref(),
-        &format!(
-            "the samples up to then were written to {}",
-            a.output.display()
-        ),
+        &format!("the samples up to then were written to {to}"),
     );
     Ok(())
 }

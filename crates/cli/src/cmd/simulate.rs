@@ -3,8 +3,8 @@
 use crate::util;
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
-use proftrust_sim::sampling::{render_text, run_preset, Preset, PresetOptions};
-use std::io::Write;
+use proftrust_pipeline::simulate::{execute, Preset, SimulateOptions};
+use proftrust_report::simulate::{render_text, to_json};
 use std::path::PathBuf;
 
 /// Arguments of `proftrust simulate`.
@@ -71,9 +71,8 @@ struct SamplingArgs {
     /// in the available memory is refused with the estimate).
     #[arg(long, default_value_t = 1000, value_parser = crate::args::int::<u64>(1, u64::MAX))]
     reps: u64,
-    /// Seed of every random choice (default: drawn from the clock and printed).
-    #[arg(long)]
-    seed: Option<u64>,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Worker threads (0 = all cores; at most 1024).
     #[arg(long, default_value_t = 0, value_parser = crate::args::int::<usize>(0, 1024))]
     threads: usize,
@@ -101,57 +100,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-fn clock_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     crate::output::check_opt(a.output.as_ref())?;
-    let seed = a.seed.unwrap_or_else(clock_seed);
-    util::note(format_args!("seed {seed}"));
-    let preset: Preset = a.preset.into();
-    if !matches!(a.preset, PresetArg::Sweep) && !a.r_values.is_empty() {
-        anyhow::bail!("--r sets the R values of --preset sweep; the other presets have the paper's fixed grids");
-    }
-    let mut opts = PresetOptions {
-        reps: a.reps,
-        seed,
-        threads: a.threads,
-        sweep_util: a.util,
-        ..Default::default()
-    };
-    if !a.r_values.is_empty() {
-        opts.r_values = a.r_values.clone();
-    }
-    let bytes = proftrust_sim::sampling::estimated_memory(preset, &opts);
+    let mut o = SimulateOptions::default();
+    (o.preset, o.reps, o.seed, o.threads) = (a.preset.into(), a.reps, a.seed.seed, a.threads);
+    (o.r_values, o.util) = (a.r_values.clone(), a.util);
+    util::note(format_args!("seed {}", o.seed));
+    let bytes = o.estimated_memory();
     crate::args::check_memory("--reps", &a.reps.to_string(), bytes, 4 << 30, |have| {
         format!(
             "use --reps {} or less",
             ((have / bytes) * a.reps as f64).floor().max(1.0) as u64
         )
     })?;
-    let pb = util::progress(None, &format!("simulating {}", preset.name()));
-    let rep = run_preset(preset, &opts).context("simulation failed")?;
-    pb.finish_and_clear();
-    let text = if a.json {
-        let mut s = serde_json::to_string_pretty(&rep).context("cannot encode JSON")?;
-        s.push('\n');
-        s
-    } else {
-        render_text(&rep)
+    let rep = execute(&o, &util::Ui)?;
+    let text = match a.json {
+        true => to_json(&rep).context("cannot encode JSON")?,
+        false => render_text(&rep),
     };
-    match &a.output {
-        Some(p) => crate::output::write(p, |w| {
-            w.write_all(text.as_bytes())
-                .with_context(|| format!("cannot write {}", p.display()))
-        }),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .context("cannot write to stdout")
-        }
-    }
+    crate::output::write_text(a.output.as_deref(), &text)
 }

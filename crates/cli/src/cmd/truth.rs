@@ -3,7 +3,7 @@
 use crate::util;
 use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
-use proftrust_exact::{count_callgrind, count_qemu, CallgrindOptions, ExactError, QemuOptions};
+use proftrust_pipeline::truth::{execute, TruthBackend, TruthOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,85 +67,27 @@ pub struct Args {
 /// Runs `proftrust truth`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check(&a.output)?;
-    a.program = a.wl.command(std::mem::take(&mut a.program), None)?;
-    anyhow::ensure!(
-        !a.program.is_empty(),
-        "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"
-    );
-    let timeout = a.timeout;
-    if a.backend == Backend::Callgrind && (a.cpu.is_some() || a.no_edges || a.qemu.is_some()) {
-        anyhow::bail!("--cpu, --no-edges and --qemu apply to --backend qemu only");
-    }
-    if a.backend == Backend::Qemu && (a.cache_sim || a.branch_sim) {
-        anyhow::bail!("--cache-sim and --branch-sim apply to --backend callgrind only");
-    }
-    let stop = Some(crate::interrupt::install());
-    let pb = util::progress(None, "counting");
-    let r = match a.backend {
-        Backend::Qemu => count_qemu(
-            &a.program,
-            &QemuOptions {
-                cpu: a.cpu.clone(),
-                timeout,
-                edges: !a.no_edges,
-                stop: stop.clone(),
-                qemu: a.qemu.clone(),
-                ..Default::default()
-            },
-        ),
-        Backend::Callgrind => count_callgrind(
-            &a.program,
-            &CallgrindOptions {
-                timeout,
-                cache_sim: a.cache_sim,
-                branch_sim: a.branch_sim,
-                stop: stop.clone(),
-                ..Default::default()
-            },
-        ),
+    let mut o = TruthOptions::default();
+    o.command = a.wl.command(std::mem::take(&mut a.program), None)?;
+    o.backend = match a.backend {
+        Backend::Qemu => TruthBackend::Qemu,
+        Backend::Callgrind => TruthBackend::Callgrind,
     };
-    pb.finish_and_clear();
-    let p = r.map_err(|e| {
-        let hint = match &e {
-            ExactError::ToolMissing { .. } | ExactError::PluginMissing { .. } => "",
-            ExactError::NoCounts { .. } if a.backend == Backend::Qemu => {
-                " (hint: try --backend callgrind, or run with the plugin path in PROFTRUST_QEMU_PLUGIN)"
-            }
-            _ => "",
-        };
-        anyhow::anyhow!("{e}{hint}")
-    })?;
+    (o.cpu, o.edges, o.qemu) = (a.cpu.clone(), !a.no_edges, a.qemu.clone());
+    (o.cache_sim, o.branch_sim, o.timeout) = (a.cache_sim, a.branch_sim, a.timeout);
+    o.stop = Some(crate::interrupt::install());
+    let r = execute(&o, &util::Ui)?;
     crate::output::write(&a.output, |w| {
-        proftrust_formats::native::write_exact(w, &p)
+        proftrust_formats::native::write_exact(w, &r.profile)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
-    util::note(format_args!(
-        "{} instructions executed ({} distinct, {} edges, {} call sites, {} modules) written to {}",
-        p.total_instructions,
-        p.instructions.len(),
-        p.edges.len(),
-        p.calls.len(),
-        p.modules.len(),
-        a.output.display()
-    ));
-    if util::verbosity() >= 2 {
-        util::note(format_args!("{}: {}", p.backend, p.backend_detail));
-    }
-    if proftrust_exact::counts_may_be_low(&p) {
-        util::note(format_args!(
-            "{} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (the run ended without the plugin's snapshot; QEMU plugin API v1)",
-            proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
-        ));
-    }
-    for w in proftrust_exact::warnings(&p) {
-        util::note(format_args!("warning: {w}"));
+    let to = a.output.display().to_string();
+    for line in r.summary.render_text(&to, util::verbosity() >= 2).lines() {
+        util::note(line);
     }
     util::note_outcome(
-        p.outcome.as_ref(),
-        &format!(
-            "the counts up to then were written to {}",
-            a.output.display()
-        ),
+        r.profile.outcome.as_ref(),
+        &format!("the counts up to then were written to {to}"),
     );
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! have taken, as an ordinary native sample file (`read`, `audit`, `correct` take it as is).
 
 use crate::util;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use proftrust_pipeline::vpmu::{CpiModel, SkidDist, VpmuRunOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -33,8 +33,8 @@ pub struct Args {
     #[arg(long, default_value_t = 0, value_parser = crate::args::int::<u64>(0, crate::args::MAX_SKID))]
     skid: u64,
     /// Skid distribution instead of a constant: `uniform:LO:HI` or `normal:MEAN:SD` (cycles).
-    #[arg(long, value_name = "DIST")]
-    skid_dist: Option<String>,
+    #[arg(long, value_name = "DIST", value_parser = crate::args::skid_dist)]
+    skid_dist: Option<SkidDist>,
     /// Sampling period of both events (instructions, cycles); a prime is best. 16 to 10^12;
     /// samples beyond what memory holds are refused (the error names a period that fits).
     #[arg(long, default_value_t = 10007, value_parser = crate::args::int::<u64>(16, 1_000_000_000_000))]
@@ -45,9 +45,8 @@ pub struct Args {
     /// Randomise periods: T + U(0, T/8).
     #[arg(long)]
     randomize: bool,
-    /// Seed of the random choices (printed and stored in the file).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// Per-instruction cycle model.
     #[arg(long, value_enum, default_value_t = CpiModelArg::Class)]
     cpi_model: CpiModelArg,
@@ -64,8 +63,8 @@ pub struct Args {
     #[arg(long, default_value_t = 200, value_parser = crate::args::int::<u32>(1, 100_000))]
     heavy_load: u32,
     /// Per-address latency: `0xSVMA=CYCLES` (module-relative address in the program); repeat.
-    #[arg(long, value_name = "ADDR=CYCLES")]
-    latency: Vec<String>,
+    #[arg(long, value_name = "ADDR=CYCLES", value_parser = crate::args::latency)]
+    latency: Vec<(u64, u32)>,
     /// Record LBR stacks (last 32 taken branches) with every sample.
     #[arg(long)]
     lbr: bool,
@@ -86,54 +85,17 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-fn parse_dist(s: &str) -> anyhow::Result<SkidDist> {
-    let parts: Vec<&str> = s.split(':').collect();
-    let num = |x: &str| -> anyhow::Result<f64> {
-        x.parse::<f64>()
-            .with_context(|| format!("--skid-dist {s:?}: {x:?} is not a number"))
-    };
-    let max = crate::args::MAX_SKID as f64;
-    let cycles = |x: &str| -> anyhow::Result<f64> {
-        let v = num(x)?;
-        if !(v.is_finite() && (0.0..=max).contains(&v)) {
-            bail!("--skid-dist {s:?}: {x:?} must be from 0 to {max} cycles");
-        }
-        Ok(v)
-    };
-    match parts.as_slice() {
-        ["uniform", lo, hi] => {
-            let (lo, hi) = (cycles(lo)?, cycles(hi)?);
-            if lo > hi {
-                bail!("--skid-dist {s:?}: LO must not exceed HI");
-            }
-            Ok(SkidDist::Uniform {
-                lo: lo as u64,
-                hi: hi as u64,
-            })
-        }
-        ["normal", m, sd] => Ok(SkidDist::Normal {
-            mean: cycles(m)?,
-            sd: cycles(sd)?,
-        }),
-        ["constant", s0] => Ok(SkidDist::Constant(cycles(s0)? as u64)),
-        _ => bail!("--skid-dist {s:?}: expected uniform:LO:HI, normal:MEAN:SD or constant:S"),
-    }
-}
-
 /// Runs the subcommand.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check(&a.output)?;
     crate::output::check_opt(a.exact.as_ref())?;
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
-    o.skid = match &a.skid_dist {
-        Some(d) => parse_dist(d)?,
-        None => SkidDist::Constant(a.skid),
-    };
+    o.skid = a.skid_dist.clone().unwrap_or(SkidDist::Constant(a.skid));
     o.period = a.period;
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;
-    o.seed = a.seed;
+    o.seed = a.seed.seed;
     o.cpi_model = match a.cpi_model {
         CpiModelArg::Flat => CpiModel::Flat,
         CpiModelArg::Class => CpiModel::Class,
@@ -143,17 +105,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     o.cpi = a.cpi;
     o.cache_config = a.cache_config.clone();
     o.heavy_load = a.heavy_load;
-    for l in &a.latency {
-        let (addr, cyc) = l
-            .split_once('=')
-            .with_context(|| format!("--latency {l:?}: expected 0xADDR=CYCLES"))?;
-        let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
-            .with_context(|| format!("--latency {l:?}: {addr:?} is not a hex address"))?;
-        let cyc: u32 = cyc
-            .parse()
-            .with_context(|| format!("--latency {l:?}: {cyc:?} is not a cycle count"))?;
-        o.latency.push((addr, cyc));
-    }
+    o.latency = a.latency.clone();
     o.lbr = a.lbr;
     o.exact = a.exact.is_some();
     o.timeout = a.timeout;

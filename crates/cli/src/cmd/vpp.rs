@@ -75,31 +75,16 @@ pub struct Args {
     /// Jitter every nCheck reset by U(0, nCheck/8) (against aliasing).
     #[arg(long)]
     randomize: bool,
-    /// Seed of the jitter (printed and stored in the JSON).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    seed: crate::args::Seed,
     /// vpmu/lbr: QEMU CPU model.
     #[arg(long)]
     cpu: Option<String>,
     /// Stop the program after this many seconds (at most 30 days).
     #[arg(long, value_name = "SECS", value_parser = crate::args::timeout)]
     timeout: Option<Duration>,
-    /// vpmu: no cache simulation (static class costs: every execution of a path then takes
-    /// the same time and nothing varies; for comparison).
-    #[arg(long)]
-    no_cache: bool,
-    /// vpmu: simulated L1D size in KiB (8-way, 64-byte lines; 1 to 1048576).
-    #[arg(long, default_value_t = 32, value_parser = crate::args::int::<u32>(1, 1 << 20))]
-    l1_kib: u32,
-    /// vpmu: simulated last-level cache size in KiB (16-way; 1 to 4194304).
-    #[arg(long, default_value_t = 8192, value_parser = crate::args::int::<u32>(1, 1 << 22))]
-    llc_kib: u32,
-    /// vpmu: cycles of a load that hits the LLC (1 to 100000).
-    #[arg(long, default_value_t = 40, value_parser = crate::args::int::<u32>(1, 100_000))]
-    llc_latency: u32,
-    /// vpmu: cycles of a load that goes to memory (1 to 100000).
-    #[arg(long, default_value_t = 200, value_parser = crate::args::int::<u32>(1, 100_000))]
-    memory_latency: u32,
+    #[command(flatten)]
+    cache: crate::flag_groups::VppCache,
     /// lbr: a perf.data (`perf record -b`), `perf script -F ...,brstack` text or proftrust
     /// sample file of the same program; without it the virtual PMU's LBR stacks are used.
     #[arg(long, value_name = "FILE")]
@@ -108,19 +93,8 @@ pub struct Args {
     /// 32-entry stack).
     #[arg(long, default_value_t = 1009, value_parser = crate::args::int::<u64>(16, 1_000_000_000_000))]
     lbr_period: u64,
-    /// probe: read this probe file instead of running the program.
-    #[arg(long, value_name = "FILE")]
-    probe_file: Option<PathBuf>,
-    /// probe: do not subtract the instrumentation bias (seed 004 §4.2).
-    #[arg(long)]
-    no_bias: bool,
-    /// probe: run the program under N busy background threads (heavy system load).
-    #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(0, proftrust_pipeline::vpp::MAX_LOAD_THREADS as u64))]
-    load: Option<usize>,
-    /// probe: run twice, without and with N busy background threads, and compare the top
-    /// paths (seed 004 §5.3.1, Fig. 4).
-    #[arg(long, value_name = "N", value_parser = crate::args::int::<usize>(1, proftrust_pipeline::vpp::MAX_LOAD_THREADS as u64))]
-    compare_load: Option<usize>,
+    #[command(flatten)]
+    probe: crate::flag_groups::VppProbe,
     /// Also run with these arguments as the training input (whitespace-separated) and
     /// compare self- and cross-trained top paths on the main run (seed 004 §5.3.2, Fig. 5).
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -147,13 +121,11 @@ pub fn run(a: Args) -> Result<()> {
     o.svg = a.svg.is_some();
     (o.histogram_paths, o.bins) = (a.histogram_paths, a.bins);
     (o.min_samples, o.max_time) = (a.min_samples, a.max_time);
-    (o.n_check, o.n_instr, o.randomize, o.seed) = (a.n_check, a.n_instr, a.randomize, a.seed);
+    (o.n_check, o.n_instr, o.randomize, o.seed) = (a.n_check, a.n_instr, a.randomize, a.seed.seed);
     (o.cpu, o.timeout) = (a.cpu.clone(), a.timeout);
-    (o.no_cache, o.l1_kib, o.llc_kib) = (a.no_cache, a.l1_kib, a.llc_kib);
-    (o.llc_latency, o.memory_latency) = (a.llc_latency, a.memory_latency);
     (o.lbr_file, o.lbr_period) = (a.lbr_file.clone(), a.lbr_period);
-    (o.probe_file, o.no_bias) = (a.probe_file.clone(), a.no_bias);
-    (o.load, o.compare_load) = (a.load, a.compare_load);
+    a.cache.apply(&mut o);
+    a.probe.apply(&mut o);
     o.train = a
         .train
         .as_ref()

@@ -1,10 +1,11 @@
-//! Exports shared by `proftrust export` and the `--export FORMAT:FILE` of `audit` and
-//! `correct` (`proftrust-export`; docs/export.md): loading a profile, the sides an export
-//! can take (samples, exact counts, a corrected estimate), and writing one export file
-//! atomically.
+//! `export`, and the `--export FORMAT:FILE` of `audit` and `correct` (`proftrust-export`;
+//! docs/export.md): loading a profile, the sides an export can take (samples, exact counts,
+//! a corrected estimate), the jobs `--export` asks for, and writing one export to a
+//! `Write` (the CLI writes files atomically around it). Also the audit page's flame graphs
+//! and annotated source ([`audit_html_extras`]).
 
-use crate::util;
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, Context, Result};
+use crate::Events;
 use proftrust_binary::Symbolizer;
 use proftrust_export::{
     AnnotateInput, AnnotateOptions, CallSite, DiffOptions, FlameOptions, Origin, Profile, Resolver,
@@ -18,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Output formats of `export --to` and `--export FORMAT:FILE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     /// pprof profile.proto, gzipped (go tool pprof, pprof, Pyroscope, Parca).
     Pprof,
@@ -43,6 +44,45 @@ pub enum Target {
 }
 
 impl Target {
+    /// Every format, in the order help lists them.
+    pub const ALL: [Target; 10] = [
+        Target::Pprof,
+        Target::Firefox,
+        Target::Speedscope,
+        Target::Folded,
+        Target::FoldedDiff,
+        Target::Flamegraph,
+        Target::FlamegraphDiff,
+        Target::LlvmSample,
+        Target::Annotate,
+        Target::AnnotateHtml,
+    ];
+
+    /// What the format is for (the CLI's help).
+    pub fn description(self) -> &'static str {
+        match self {
+            Target::Pprof => {
+                "pprof profile.proto, gzipped (go tool pprof, pprof, Pyroscope, Parca)"
+            }
+            Target::Firefox => {
+                "Firefox Profiler processed profile JSON (profiler.firefox.com, samply load)"
+            }
+            Target::Speedscope => "speedscope JSON",
+            Target::Folded => "Folded stacks (flamegraph.pl, inferno-flamegraph)",
+            Target::FoldedDiff => {
+                "Differential folded stacks `stack BEFORE AFTER` (needs --against)"
+            }
+            Target::Flamegraph => "Flame graph SVG (inferno)",
+            Target::FlamegraphDiff => "Differential flame graph SVG (needs --against)",
+            Target::LlvmSample => {
+                "LLVM sample profile, text (clang -fprofile-sample-use, llvm-profdata)"
+            }
+            Target::Annotate => "Annotated source and disassembly, text",
+            Target::AnnotateHtml => "Annotated source and disassembly, a self-contained HTML page",
+        }
+    }
+
+    /// The name `--to` and `--export` take.
     pub fn name(self) -> &'static str {
         match self {
             Target::Pprof => "pprof",
@@ -58,11 +98,9 @@ impl Target {
         }
     }
 
-    fn parse(s: &str) -> Option<Target> {
-        <Target as clap::ValueEnum>::value_variants()
-            .iter()
-            .copied()
-            .find(|t| t.name() == s)
+    /// The format named `s`.
+    pub fn parse(s: &str) -> Option<Target> {
+        Target::ALL.iter().copied().find(|t| t.name() == s)
     }
 
     /// Formats that compare two profiles.
@@ -75,14 +113,17 @@ impl Target {
 }
 
 /// A loaded profile: samples or exact counts.
-pub(crate) enum Loaded {
+#[derive(Debug)]
+pub enum Loaded {
+    /// Samples (perf.data, perf script text, a proftrust sample file).
     Samples(SampleSet),
+    /// Exact counts (a callgrind out file, a proftrust exact file).
     Exact(ExactProfile),
 }
 
 /// Reads any profile `read` accepts, through the pipeline's loader (the one place sample
 /// and exact-count files are read).
-pub(crate) fn load_profile(path: &Path, binaries: &[PathBuf]) -> Result<Loaded> {
+pub fn load_profile(path: &Path, binaries: &[PathBuf], events: &dyn Events) -> Result<Loaded> {
     let mut head = vec![0u8; 8192];
     let n = {
         let mut f =
@@ -102,21 +143,22 @@ pub(crate) fn load_profile(path: &Path, binaries: &[PathBuf]) -> Result<Loaded> 
     }
     match sniff(&head[..n]) {
         Some(Format::NativeExact | Format::Callgrind) => Ok(Loaded::Exact(
-            proftrust_pipeline::load::exact(path, binaries)?,
+            crate::load::exact(path, binaries)?,
         )),
-        Some(_) => Ok(Loaded::Samples(proftrust_pipeline::load::samples(
-            path,
-            binaries,
-            &util::Ui,
+        Some(_) => Ok(Loaded::Samples(crate::load::samples(
+            path, binaries, events,
         )?)),
         None => bail!("{}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display()),
     }
 }
 
 /// One side of an export: the profile, its symbolizer, and (exact profiles) call counts.
-pub(crate) struct Side {
+pub struct Side {
+    /// The profile.
     pub profile: Profile,
+    /// Names of its locations.
     pub symbolizer: Symbolizer,
+    /// Call counts (exact profiles).
     pub calls: Vec<CallSite>,
     /// The sample set's sampled event, for labels (`cpu-clock samples`).
     pub label: String,
@@ -137,7 +179,8 @@ fn dirs_of(binaries: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 impl Side {
-    pub(crate) fn samples(set: &SampleSet, event: Option<u16>, binaries: &[PathBuf]) -> Side {
+    /// The samples of `event` (every event when `None`).
+    pub fn samples(set: &SampleSet, event: Option<u16>, binaries: &[PathBuf]) -> Side {
         let label = match event.or((set.events.len() == 1).then_some(0)) {
             Some(e) => format!(
                 "{} samples",
@@ -154,7 +197,8 @@ impl Side {
         }
     }
 
-    pub(crate) fn exact(e: &ExactProfile, binaries: &[PathBuf]) -> Side {
+    /// Exact counts, with their calls.
+    pub fn exact(e: &ExactProfile, binaries: &[PathBuf]) -> Side {
         Side {
             profile: Profile::from_exact(e),
             symbolizer: Symbolizer::new(&e.modules, binaries),
@@ -169,7 +213,7 @@ impl Side {
     }
 
     /// A corrected (estimated) profile: instruction estimates per location.
-    pub(crate) fn corrected(
+    pub fn corrected(
         modules: &proftrust_model::ModuleTable,
         counts: &HashMap<Location, f64>,
         title: &str,
@@ -245,23 +289,29 @@ impl SourceText for DiskSource {
 }
 
 /// What one export needs beyond the main side.
-pub(crate) struct Job<'a> {
+pub struct Job<'a> {
+    /// The format.
     pub target: Target,
+    /// The profile exported (the "before" side of diffs, the samples of annotate).
     pub main: &'a Side,
     /// The other side of diff formats; exact counts for annotate.
     pub against: Option<&'a Side>,
     /// The corrected profile for annotate.
     pub corrected: Option<&'a Side>,
+    /// Value column by name; `None` the profile's default.
     pub value: Option<&'a str>,
+    /// annotate: the functions; empty the hottest `top`.
     pub functions: &'a [String],
+    /// annotate: how many of the hottest functions.
     pub top: usize,
+    /// Diffs: scale the first profile to the second's total.
     pub normalize: bool,
     /// annotate: directories searched for source files by name.
     pub source_dirs: &'a [PathBuf],
 }
 
-/// Writes one export to `out` (atomically; `-` = standard output). Returns a one-line note.
-pub(crate) fn write_export(job: &Job<'_>, out: &Path) -> Result<String> {
+/// Writes one export to `w` (the caller opens the file; the CLI writes atomically).
+pub fn write_export(job: &Job<'_>, w: &mut dyn Write, events: &dyn Events) -> Result<()> {
     let t = job.target;
     if matches!(t, Target::FoldedDiff | Target::FlamegraphDiff) && job.against.is_none() {
         bail!(
@@ -272,8 +322,7 @@ pub(crate) fn write_export(job: &Job<'_>, out: &Path) -> Result<String> {
     let main = job.main;
     let r = main.resolver();
     let v = main.value(job.value)?;
-    let mut note = String::new();
-    let body = |w: &mut dyn Write| -> Result<()> {
+    {
         match t {
             Target::Pprof => proftrust_export::write_pprof(w, &main.profile, &r)?,
             Target::Firefox => proftrust_export::write_firefox(w, &main.profile, &r, v)?,
@@ -324,7 +373,7 @@ pub(crate) fn write_export(job: &Job<'_>, out: &Path) -> Result<String> {
                     );
                 }
                 if s.unlined_addresses > 0 {
-                    util::note(format!(
+                    events.note(&format!(
                         "llvm-sample: {} counted addresses ({:.0} of the counts) have no source line and are left out",
                         s.unlined_addresses, s.unlined_count
                     ));
@@ -332,26 +381,20 @@ pub(crate) fn write_export(job: &Job<'_>, out: &Path) -> Result<String> {
             }
             Target::Annotate | Target::AnnotateHtml => {
                 let ann = annotations(job, v)?;
-                if t == Target::Annotate {
-                    w.write_all(proftrust_report::render_annotation_text(&ann).as_bytes())?;
+                let text = if t == Target::Annotate {
+                    proftrust_report::render_annotation_text(&ann)
                 } else {
-                    w.write_all(
-                        proftrust_report::render_annotation_html(
-                            &format!("proftrust annotate: {}", main.profile.title),
-                            &ann,
-                        )
-                        .as_bytes(),
-                    )?;
-                }
+                    proftrust_report::render_annotation_html(
+                        &format!("proftrust annotate: {}", main.profile.title),
+                        &ann,
+                    )
+                };
+                w.write_all(text.as_bytes())
+                    .context("cannot write the annotation")?;
             }
         }
-        Ok(())
-    };
-    crate::output::write(out, |w| body(w))?;
-    if out.as_os_str() != "-" {
-        note = format!("{} written to {}", t.name(), out.display());
     }
-    Ok(note)
+    Ok(())
 }
 
 fn annotations(job: &Job<'_>, v: usize) -> Result<Vec<proftrust_report::Annotation>> {
@@ -384,15 +427,17 @@ fn annotations(job: &Job<'_>, v: usize) -> Result<Vec<proftrust_report::Annotati
 /// One `--export FORMAT[@SIDE]:FILE` of `audit` and `correct`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportSpec {
+    /// The format.
     pub target: Target,
     /// `samples`, `exact`, `corrected`, or `None` (the command's default).
     pub side: Option<String>,
+    /// The output file (`-` = standard output).
     pub file: PathBuf,
 }
 
-/// clap value parser of `--export`.
+/// Parses `FORMAT[@SIDE]:FILE` (the CLI's value parser of `--export`).
 pub fn parse_export_spec(s: &str) -> std::result::Result<ExportSpec, String> {
-    let formats = <Target as clap::ValueEnum>::value_variants()
+    let formats = Target::ALL
         .iter()
         .map(|t| t.name())
         .collect::<Vec<_>>()
@@ -421,26 +466,24 @@ pub fn parse_export_spec(s: &str) -> std::result::Result<ExportSpec, String> {
     })
 }
 
-/// Checks every `--export` file before any work (crate::output::check).
-pub(crate) fn check_exports(specs: &[ExportSpec]) -> Result<()> {
-    for s in specs {
-        crate::output::check(&s.file)
-            .with_context(|| format!("--export {}:{}", s.target.name(), s.file.display()))?;
-    }
-    Ok(())
-}
-
 /// The sides `audit` and `correct` have at hand for `--export`.
-pub(crate) struct Sides<'a> {
+pub struct Sides<'a> {
+    /// The samples.
     pub samples: Option<&'a Side>,
+    /// The exact counts.
     pub exact: Option<&'a Side>,
+    /// The corrected estimate.
     pub corrected: Option<&'a Side>,
     /// The side single-profile formats export by default.
     pub default: &'a str,
 }
 
-/// Writes every `--export` of `audit` or `correct`.
-pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()> {
+/// The job of every `--export` of `audit` or `correct`, beside its spec.
+pub fn export_jobs<'a>(
+    specs: &'a [ExportSpec],
+    sides: &Sides<'a>,
+) -> Result<Vec<(&'a ExportSpec, Job<'a>)>> {
+    let mut jobs = Vec::new();
     for spec in specs {
         let pick = |name: &str| -> Result<&Side> {
             match name {
@@ -499,23 +542,38 @@ pub(crate) fn run_exports(specs: &[ExportSpec], sides: &Sides<'_>) -> Result<()>
                 source_dirs: &[],
             }
         };
-        let note = write_export(&job, &spec.file)
-            .with_context(|| format!("--export {}:{}", spec.target.name(), spec.file.display()))?;
-        if !note.is_empty() {
-            util::note(note);
-        }
+        jobs.push((spec, job));
     }
-    Ok(())
+    Ok(jobs)
 }
 
 /// The sides of an audit (samples of the compared event, exact counts, corrected estimates).
-struct AuditSides {
+pub struct AuditSides {
     samples: Side,
     exact: Side,
     corrected: Option<Side>,
 }
 
-fn audit_sides(d: &proftrust_pipeline::audit::AuditData) -> AuditSides {
+impl AuditSides {
+    /// What `audit --export` exports: single-profile formats the corrected profile when the
+    /// audit corrected skid, else the samples; the diff formats and annotate compare the
+    /// samples with the exact counts.
+    pub fn sides(&self) -> Sides<'_> {
+        Sides {
+            samples: Some(&self.samples),
+            exact: Some(&self.exact),
+            corrected: self.corrected.as_ref(),
+            default: if self.corrected.is_some() {
+                "corrected"
+            } else {
+                "samples"
+            },
+        }
+    }
+}
+
+/// The sides of an audit's data.
+pub fn audit_sides(d: &crate::audit::AuditData) -> AuditSides {
     AuditSides {
         samples: Side::samples(&d.samples, Some(d.event), &d.binaries),
         exact: Side::exact(&d.exact, &d.binaries),
@@ -530,37 +588,12 @@ fn audit_sides(d: &proftrust_pipeline::audit::AuditData) -> AuditSides {
     }
 }
 
-/// `audit --export`: single-profile formats export the corrected profile when the audit
-/// corrected skid, else the samples; the diff formats and annotate compare the samples with
-/// the exact counts.
-pub(crate) fn audit_exports(
-    specs: &[ExportSpec],
-    d: &proftrust_pipeline::audit::AuditData,
-) -> Result<()> {
-    if specs.is_empty() {
-        return Ok(());
-    }
-    let s = audit_sides(d);
-    run_exports(
-        specs,
-        &Sides {
-            samples: Some(&s.samples),
-            exact: Some(&s.exact),
-            corrected: s.corrected.as_ref(),
-            default: if s.corrected.is_some() {
-                "corrected"
-            } else {
-                "samples"
-            },
-        },
-    )
-}
-
 /// The audit page's flame graphs (samples and exact counts side by side, the differential
 /// samples -> exact) and annotated source of the three hottest sampled functions. A part
 /// that cannot be drawn is left out with a note; the report itself never fails on it.
-pub(crate) fn audit_html_extras(
-    d: &proftrust_pipeline::audit::AuditData,
+pub fn audit_html_extras(
+    d: &crate::audit::AuditData,
+    events: &dyn Events,
 ) -> proftrust_report::HtmlExtras {
     let s = audit_sides(d);
     let mut extras = proftrust_report::HtmlExtras::default();
@@ -574,7 +607,7 @@ pub(crate) fn audit_html_extras(
             match f(&mut v) {
                 Ok(()) => String::from_utf8(v).ok(),
                 Err(e) => {
-                    util::note(format!("HTML report: no {what} flame graph: {e}"));
+                    events.note(&format!("HTML report: no {what} flame graph: {e}"));
                     None
                 }
             }
@@ -634,20 +667,43 @@ pub(crate) fn audit_html_extras(
     };
     match annotations(&job, 0) {
         Ok(a) => extras.annotations = a,
-        Err(e) => util::note(format!("HTML report: no annotated source: {e:#}")),
+        Err(e) => events.note(&format!(
+            "HTML report: no annotated source: {}",
+            crate::error::chain(&e)
+        )),
     }
     extras
 }
 
-/// `correct --export`: the corrected profile by default; the raw samples (the instructions
-/// event of `raw`) and the truth (`--truth`) as the other sides.
-pub(crate) fn correct_exports(
-    specs: &[ExportSpec],
+/// The sides of a skid correction.
+pub struct CorrectSides {
+    samples: Option<Side>,
+    exact: Option<Side>,
+    corrected: Side,
+}
+
+impl CorrectSides {
+    /// What `correct --export` exports: the corrected profile by default; the raw samples
+    /// and the truth as the other sides.
+    pub fn sides(&self) -> Sides<'_> {
+        Sides {
+            samples: self.samples.as_ref(),
+            exact: self.exact.as_ref(),
+            corrected: Some(&self.corrected),
+            default: "corrected",
+        }
+    }
+}
+
+/// The sides of a correction: the raw samples (the instructions event of `raw`), the truth
+/// (when the correction had one) and the corrected estimate.
+pub fn correct_sides(
     raw: Option<&Path>,
-    d: &proftrust_pipeline::correct::CorrectData,
+    d: &crate::correct::CorrectData,
     binaries: &[PathBuf],
-) -> Result<()> {
-    let samples = match raw.map(|p| load_profile(p, binaries)).transpose()? {
+    events: &dyn Events,
+) -> Result<CorrectSides> {
+    let samples = match raw.map(|p| load_profile(p, binaries, events)).transpose()? {
         Some(Loaded::Samples(set)) => {
             let ev = set
                 .events
@@ -665,15 +721,11 @@ pub(crate) fn correct_exports(
         "skid-corrected instructions",
         binaries,
     );
-    run_exports(
-        specs,
-        &Sides {
-            samples: samples.as_ref(),
-            exact: exact.as_ref(),
-            corrected: Some(&corrected),
-            default: "corrected",
-        },
-    )
+    Ok(CorrectSides {
+        samples,
+        exact,
+        corrected,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,140 @@
+//! `truth`: exact per-instruction counts of a program, under QEMU with proftrust's TCG
+//! plugin or under callgrind (`proftrust-exact`). Every module is counted, module-relative;
+//! the profile is returned even when the program exits non-zero, dies by a signal, hits the
+//! timeout or is stopped (its outcome says how it ended).
+
+use crate::error::{bail, Error, Result};
+use crate::Events;
+use proftrust_exact::{count_callgrind, count_qemu, CallgrindOptions, ExactError, QemuOptions};
+use proftrust_model::ExactProfile;
+pub use proftrust_report::truth::TruthSummary;
+use proftrust_supervise::StopSignal;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which exact counter to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TruthBackend {
+    /// QEMU user mode with proftrust's TCG plugin (fast; counts, edges, calls).
+    #[default]
+    Qemu,
+    /// valgrind's callgrind (slower; optional cache and branch simulation).
+    Callgrind,
+}
+
+/// Settings of [`execute`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TruthOptions {
+    /// Program and arguments. Default empty (an error: give one).
+    pub command: Vec<OsString>,
+    /// Exact counter. Default [`TruthBackend::Qemu`].
+    pub backend: TruthBackend,
+    /// QEMU CPU model (decides libc's ifunc choices). Default none: QEMU's own (`max`).
+    pub cpu: Option<String>,
+    /// Count edges and calls besides instructions (QEMU). Default true.
+    pub edges: bool,
+    /// The `qemu-x86_64` to run. Default none: `$PROFTRUST_QEMU`, else the newest with
+    /// plugin support (`proftrust_exact::find_qemu`).
+    pub qemu: Option<PathBuf>,
+    /// Callgrind: also simulate caches. Default false.
+    pub cache_sim: bool,
+    /// Callgrind: also simulate branch prediction. Default false.
+    pub branch_sim: bool,
+    /// Stop the program after this long (the counts so far are returned). Default none.
+    pub timeout: Option<Duration>,
+    /// Raised to stop the program as at the timeout. Default none.
+    pub stop: Option<StopSignal>,
+}
+
+impl Default for TruthOptions {
+    fn default() -> Self {
+        TruthOptions {
+            command: Vec::new(),
+            backend: TruthBackend::Qemu,
+            cpu: None,
+            edges: true,
+            qemu: None,
+            cache_sim: false,
+            branch_sim: false,
+            timeout: None,
+            stop: None,
+        }
+    }
+}
+
+/// The exact counts of one run and what they hold.
+#[derive(Debug, Clone)]
+pub struct TruthReport {
+    /// The counts (written as a native exact file by the CLI).
+    pub profile: ExactProfile,
+    /// Totals, backend detail, cautions.
+    pub summary: TruthSummary,
+}
+
+/// Runs the program under the chosen backend and returns its exact counts.
+pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
+    if a.command.is_empty() {
+        bail!(
+            "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"
+        );
+    }
+    if a.backend == TruthBackend::Callgrind && (a.cpu.is_some() || !a.edges || a.qemu.is_some()) {
+        bail!("--cpu, --no-edges and --qemu apply to --backend qemu only");
+    }
+    if a.backend == TruthBackend::Qemu && (a.cache_sim || a.branch_sim) {
+        bail!("--cache-sim and --branch-sim apply to --backend callgrind only");
+    }
+    let task = events.task(None, "counting");
+    let r = match a.backend {
+        TruthBackend::Qemu => count_qemu(
+            &a.command,
+            &QemuOptions {
+                cpu: a.cpu.clone(),
+                timeout: a.timeout,
+                edges: a.edges,
+                stop: a.stop.clone(),
+                qemu: a.qemu.clone(),
+                ..Default::default()
+            },
+        ),
+        TruthBackend::Callgrind => count_callgrind(
+            &a.command,
+            &CallgrindOptions {
+                timeout: a.timeout,
+                cache_sim: a.cache_sim,
+                branch_sim: a.branch_sim,
+                stop: a.stop.clone(),
+                ..Default::default()
+            },
+        ),
+    };
+    task.finish();
+    let p = r.map_err(|e| {
+        let hint = match &e {
+            ExactError::NoCounts { .. } if a.backend == TruthBackend::Qemu => {
+                " (hint: try --backend callgrind, or run with the plugin path in PROFTRUST_QEMU_PLUGIN)"
+            }
+            _ => "",
+        };
+        Error::Invalid(format!("{e}{hint}"))
+    })?;
+    let summary = TruthSummary {
+        backend: p.backend.clone(),
+        backend_detail: p.backend_detail.clone(),
+        instructions: p.total_instructions,
+        distinct: p.instructions.len(),
+        edges: p.edges.len(),
+        call_sites: p.calls.len(),
+        modules: p.modules.len(),
+        counts_may_be_low: proftrust_exact::counts_may_be_low(&p).then(|| {
+            proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
+        }),
+        warnings: proftrust_exact::warnings(&p),
+    };
+    Ok(TruthReport {
+        profile: p,
+        summary,
+    })
+}

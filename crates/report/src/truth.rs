@@ -1,0 +1,58 @@
+//! The report of `truth` (exact per-instruction counts of one run): what was counted, as
+//! the notes the command prints beside the file it writes, and as JSON.
+
+use serde::Serialize;
+
+/// What an exact run counted (the counts themselves are the profile the command writes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TruthSummary {
+    /// Backend name (`qemu`, `callgrind`).
+    pub backend: String,
+    /// The backend's version and settings, as stored in the profile.
+    pub backend_detail: String,
+    /// Instructions executed.
+    pub instructions: u64,
+    /// Distinct instruction addresses executed.
+    pub distinct: usize,
+    /// Edges counted.
+    pub edges: usize,
+    /// Call sites counted.
+    pub call_sites: usize,
+    /// Modules counted.
+    pub modules: usize,
+    /// Set when the counts may be slightly low (several guest threads counted with
+    /// non-atomic inline counters): the number of threads, or `several`.
+    pub counts_may_be_low: Option<String>,
+    /// The backend's warnings about the run.
+    pub warnings: Vec<String>,
+}
+
+impl TruthSummary {
+    /// The JSON document, pretty-printed, with a final newline.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        let mut s = serde_json::to_string_pretty(self)?;
+        s.push('\n');
+        Ok(s)
+    }
+
+    /// The notes, one per line: the totals and where they were written (`written_to`), the
+    /// backend's detail when `verbose`, then every caution.
+    pub fn render_text(&self, written_to: &str, verbose: bool) -> String {
+        let mut s = format!(
+            "{} instructions executed ({} distinct, {} edges, {} call sites, {} modules) written to {written_to}\n",
+            self.instructions, self.distinct, self.edges, self.call_sites, self.modules
+        );
+        if verbose {
+            s.push_str(&format!("{}: {}\n", self.backend, self.backend_detail));
+        }
+        if let Some(n) = &self.counts_may_be_low {
+            s.push_str(&format!(
+                "{n} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (the run ended without the plugin's snapshot; QEMU plugin API v1)\n"
+            ));
+        }
+        for w in &self.warnings {
+            s.push_str(&format!("warning: {w}\n"));
+        }
+        s
+    }
+}

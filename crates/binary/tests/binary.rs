@@ -1293,7 +1293,10 @@ fn static_irelative_plt_stubs_are_named_after_their_ifunc() {
         if !rest.contains("jmp") || !rest.contains("(%rip)") {
             continue;
         }
-        let Some(slot) = rest.split('#').nth(1).and_then(|x| x.split_whitespace().next())
+        let Some(slot) = rest
+            .split('#')
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
         else {
             continue;
         };
@@ -1301,8 +1304,13 @@ fn static_irelative_plt_stubs_are_named_after_their_ifunc() {
             continue;
         };
         let want = &names[a];
-        let f = b.function_at(Svma(hex(at))).expect("a function at the stub");
-        let got = f.name.strip_suffix("@plt").unwrap_or_else(|| panic!("{}", f.name));
+        let f = b
+            .function_at(Svma(hex(at)))
+            .expect("a function at the stub");
+        let got = f
+            .name
+            .strip_suffix("@plt")
+            .unwrap_or_else(|| panic!("{}", f.name));
         assert!(want.contains(got), "stub {at}: {} not in {want:?}", f.name);
         checked += 1;
     }

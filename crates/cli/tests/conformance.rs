@@ -162,8 +162,18 @@ fn generated_profiles_match_perf_report_and_callgrind_annotate() {
         checked.push(name);
     }
     for want in [
-        "nonpie", "pie", "static", "shared", "procs", "pipe", "inject", "script-1",
-        "script-g1", "script-g2", "script-g3", "ifunc",
+        "nonpie",
+        "pie",
+        "static",
+        "shared",
+        "procs",
+        "pipe",
+        "inject",
+        "script-1",
+        "script-g1",
+        "script-g2",
+        "script-g3",
+        "ifunc",
     ] {
         assert!(
             checked.iter().any(|c| c == want),
@@ -264,7 +274,12 @@ fn check_audit_of_moved_binary(dir: &Path) {
     }
     let inside = v["metrics"]["samples"].as_u64().unwrap();
     let elsewhere = v["metrics"]["samples_elsewhere"].as_u64().unwrap();
-    assert_eq!(inside + elsewhere, total, "{}: audit sample total", dir.display());
+    assert_eq!(
+        inside + elsewhere,
+        total,
+        "{}: audit sample total",
+        dir.display()
+    );
 }
 
 fn check_callgrind(f: &Path, ann: &[String]) {

@@ -484,7 +484,10 @@ tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
     // Per sample: only the two samples with a stack, entries as perf gave them.
     let s = v["branch_stacks"].as_array().unwrap();
     assert_eq!(s.len(), 2);
-    assert_eq!((s[0]["sample"].as_u64(), s[1]["sample"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (s[0]["sample"].as_u64(), s[1]["sample"].as_u64()),
+        (Some(0), Some(1))
+    );
     assert_eq!(s[0]["event"], "cpu-clock:u");
     let e = s[0]["branches"].as_array().unwrap();
     let got: Vec<(u64, u64, Value, u64)> = e
@@ -507,13 +510,21 @@ tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
         ]
     );
     // The text output's branch table.
-    let o = proftrust(&["read", f.to_str().unwrap(), "--binary", tiny.to_str().unwrap()]);
+    let o = proftrust(&[
+        "read",
+        f.to_str().unwrap(),
+        "--binary",
+        tiny.to_str().unwrap(),
+    ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("branch stacks: 2 samples, 4 taken branches (2 mispredicted), 2 distinct"),
         "{out}"
     );
-    assert!(out.contains("         3         1  leaf 0x4010a9 -> leaf 0x401098"), "{out}");
+    assert!(
+        out.contains("         3         1  leaf 0x4010a9 -> leaf 0x401098"),
+        "{out}"
+    );
     // Without branch stacks the keys are absent.
     let plain = read_json(&fixtures.join("tiny.ptsamp"), &[]);
     assert!(plain.get("branches").is_none() && plain.get("branch_stacks").is_none());

@@ -10,8 +10,8 @@ use proftrust_formats::{count_perf_data, read_perf_data_with, FormatError, PerfD
 use std::path::Path;
 
 fn fixture() -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../cli/tests/golden/fixtures/tiny.perf.data");
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/golden/fixtures/tiny.perf.data");
     std::fs::read(p).expect("golden fixture tiny.perf.data")
 }
 
@@ -73,7 +73,11 @@ fn declared_record_and_section_sizes_are_checked() {
         (
             "first sample's size 0x50 -> 0x4d50",
             set_u16(first.0 + 6, first.2 | 0x4d00),
-            Want::Error(&["declares 19792 bytes", "runs past its section", "no sample precedes it"]),
+            Want::Error(&[
+                "declares 19792 bytes",
+                "runs past its section",
+                "no sample precedes it",
+            ]),
         ),
         (
             "middle sample's size 0x50 -> 0x4d50",

@@ -43,7 +43,7 @@ echo "== cargo test"
 # (proftrust-testkit's skip!) and listed at the end of this script.
 export PROFTRUST_SKIP_LOG="$PWD/target/skipped-tests.log"
 rm -f "$PROFTRUST_SKIP_LOG"
-cargo test --workspace --release 2>&1 | tee target/test.log
+cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release >/dev/null
 echo "== README quick start"

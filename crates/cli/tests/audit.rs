@@ -686,3 +686,62 @@ fn correct_skid_beside_raw_on_virtual_pmu_samples() {
     ]);
     assert_refused(&o, "needs instruction and cycle samples");
 }
+
+/// The defaults agree: `vpmu` without `--skid` skids 30 cycles, and `audit --correct-skid`
+/// without a value undoes 30 cycles, so the pair lowers epsilon (a `vpmu` default of 0 made
+/// the corrected profile worse than the raw one). The note names the skid and the CPI model
+/// in words, not as Rust values (`Constant(30)`, `Class`).
+#[test]
+fn default_vpmu_skid_and_correct_skid_agree() {
+    let name = "default_vpmu_skid_and_correct_skid_agree";
+    let Some(f) = fixture() else {
+        return skip_test(name, "gcc not installed");
+    };
+    if !have("qemu-x86_64") {
+        return skip_test(name, "qemu-user not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (samples, exact) = (dir.path().join("s"), dir.path().join("e"));
+    let omnet = f.bin_dir.join("omnet");
+    let o = Command::new(BIN)
+        .args(["vpmu", "--period", "1009", "--cpi-model", "cache"])
+        .args(["--heavy-load", "200", "--seed", "1", "-o"])
+        .arg(&samples)
+        .arg("--exact")
+        .arg(&exact)
+        .arg("--")
+        .arg(&omnet)
+        .arg("1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("virtual PMU: skid 30 cycles, period 1009, cpi model cache, seed 1"),
+        "{err}"
+    );
+    let o = audit(&[
+        os("--samples"),
+        samples.as_os_str(),
+        os("--truth"),
+        exact.as_os_str(),
+        os("--binary"),
+        omnet.as_os_str(),
+        os("--correct-skid"),
+        os("--json"),
+    ]);
+    let j = json_of(&o);
+    let v = |m: &Value, k: &str| m[k].as_f64().unwrap();
+    let (raw, cor) = (&j["metrics"], &j["corrected"]["metrics"]);
+    assert!(v(raw, "epsilon_instruction") > 0.1, "raw {raw}");
+    assert!(
+        v(cor, "epsilon_instruction") < v(raw, "epsilon_instruction") / 2.0,
+        "raw {raw} corrected {cor}"
+    );
+    assert_eq!(
+        j["corrected"]["skid"].as_f64(),
+        Some(30.0),
+        "{}",
+        j["corrected"]
+    );
+}

@@ -132,7 +132,16 @@ fn intervals_cover_exact_shares() {
             dir.path(),
             &prog,
             &[size],
-            &["--period", "1009", "--randomize", "--seed", &seed_s],
+            // --skid 0: the sampling statistics alone, without vpmu's default skid.
+            &[
+                "--skid",
+                "0",
+                "--period",
+                "1009",
+                "--randomize",
+                "--seed",
+                &seed_s,
+            ],
             &format!("{w}{seed}"),
         );
         let exact = exact_shares(&s, &e, &prog);
@@ -246,7 +255,7 @@ fn aliasing_flagged_with_fixed_period_only() {
     let prog = proftrust_testkit::compile_c(dir.path(), &src, "alias", &["-O1"]);
     let mut flagged = Vec::new();
     for extra in [&[][..], &["--randomize"][..]] {
-        let mut a = vec!["--period", "10000", "--seed", "1"];
+        let mut a = vec!["--skid", "0", "--period", "10000", "--seed", "1"];
         a.extend_from_slice(extra);
         let tag = if extra.is_empty() { "fixed" } else { "random" };
         let (s, _) = vpmu(dir.path(), &prog, &["2000000"], &a, tag);

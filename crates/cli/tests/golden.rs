@@ -43,6 +43,18 @@ impl Sandbox {
             let p = entry.expect("fixture").path();
             std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).expect("copy fixture");
         }
+        // The recorded fixtures (perf.data, perf script, ptsamp) name the program where
+        // make.sh ran it, /tmp/proftrust-golden/tiny, and proftrust finds the binary by that
+        // recorded path as perf does: put the committed binary there when it is missing
+        // (a fresh machine), or the reports lose their symbols.
+        let recorded = Path::new("/tmp/proftrust-golden/tiny");
+        if !recorded.exists() {
+            let tmp = recorded.with_extension(format!("tmp{}", std::process::id()));
+            _ = std::fs::create_dir_all(recorded.parent().unwrap());
+            if std::fs::copy(golden_dir().join("fixtures/tiny"), &tmp).is_ok() {
+                _ = std::fs::rename(&tmp, recorded);
+            }
+        }
         let build = Path::new(BIN).parent().unwrap().to_path_buf();
         let canonical = dir.path().canonicalize().unwrap();
         let masks = Masks::new()
@@ -64,13 +76,7 @@ impl Sandbox {
                 "[VALGRIND-VERSION]",
             )
             // The kernel release the audit stores among its tool versions.
-            .add(
-                std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string(),
-                "[KERNEL]",
-            )
+            .add(kernel_release(), "[KERNEL]")
             .add(
                 format!("\"proftrust_version\": \"{VERSION}\""),
                 "\"proftrust_version\": \"[VERSION]\"",
@@ -153,6 +159,13 @@ impl Sandbox {
             .unwrap_or_else(|e| panic!("{name} was not written: {e}"));
         format!("--- file {name}\n{}", self.masks.apply(&text))
     }
+}
+
+/// `uname -r`: the kernel release the audit stores among its tool versions.
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
@@ -733,4 +746,80 @@ fn check() {
         "check",
         &["check", "tiny.ptsamp", "--binary", "tiny", "--json"],
     );
+}
+
+/// What a person reads holds no Rust debug text: every golden transcript (the stdout and
+/// stderr of every command above, which the other tests hold byte for byte) is free of
+/// `Some(`, `None`, struct literals (`Exited { code: 0 }`), enum values in parentheses
+/// (`(CpuClock)`, `Constant(30)`) and empty debug lists (`[]`); JSON string values are no
+/// CamelCase enum names (`"CpuClock"`).
+#[test]
+fn no_debug_text_in_outputs() {
+    fn camel(w: &str) -> bool {
+        let mut c = w.chars();
+        c.next().is_some_and(|f| f.is_ascii_uppercase())
+            && w.chars().all(|c| c.is_ascii_alphanumeric())
+            && w.chars().skip(1).any(|c| c.is_ascii_lowercase())
+            && w.chars().skip(1).any(|c| c.is_ascii_uppercase())
+    }
+    /// `Word(` or `(Word)` with `Word` a Rust-style identifier starting upper case.
+    fn enum_value(line: &str) -> Option<String> {
+        let b = line.as_bytes();
+        for (i, _) in line.match_indices('(') {
+            let before = line[..i]
+                .rsplit(|c: char| !c.is_ascii_alphanumeric())
+                .next()
+                .unwrap_or("");
+            if camel(before) || ["Some", "Constant", "Uniform", "Normal", "Raw"].contains(&before) {
+                return Some(format!("{before}("));
+            }
+            let after: String = line[i + 1..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if b.get(i + 1 + after.len()) == Some(&b')')
+                && (camel(&after)
+                    || ["Class", "Instructions", "Cycles", "Mixed"].contains(&after.as_str()))
+            {
+                return Some(format!("({after})"));
+            }
+        }
+        None
+    }
+    let mut bad = Vec::new();
+    let dir = golden_dir().join("expected");
+    for entry in std::fs::read_dir(&dir).expect("expected/") {
+        let p = entry.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let json = name.ends_with(".json");
+        for (n, line) in text.lines().enumerate() {
+            // The transcript's command line is what the user typed.
+            if line.starts_with("$ proftrust ") || line.contains("<svg") || line.contains("<path") {
+                continue;
+            }
+            let mut why = Vec::new();
+            if json {
+                if let Some((_, v)) = line.split_once("\": \"") {
+                    let v = v.trim_end_matches(',').trim_end_matches('"');
+                    if camel(v) {
+                        why.push(format!("enum name {v:?}"));
+                    }
+                }
+            } else {
+                for pat in ["Some(", "None", " { ", "[]"] {
+                    if line.contains(pat) {
+                        why.push(format!("{pat:?}"));
+                    }
+                }
+            }
+            if let Some(e) = enum_value(line) {
+                why.push(e);
+            }
+            if !why.is_empty() {
+                bad.push(format!("{name}:{}: {} <- {line}", n + 1, why.join(", ")));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "debug text in outputs:\n{}", bad.join("\n"));
 }

@@ -529,3 +529,86 @@ tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
     let plain = read_json(&fixtures.join("tiny.ptsamp"), &[]);
     assert!(plain.get("branches").is_none() && plain.get("branch_stacks").is_none());
 }
+
+/// The golden fixtures' perf.data (`perf record` of `tiny` in /tmp/proftrust-golden) and
+/// exact counts, with the binary at its recorded path (as the golden test lays it).
+fn golden_perf_fixture(dir: &Path) -> (PathBuf, PathBuf) {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures");
+    let recorded = Path::new("/tmp/proftrust-golden/tiny");
+    if !recorded.exists() {
+        let tmp = recorded.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::create_dir_all(recorded.parent().unwrap()).unwrap();
+        std::fs::copy(fx.join("tiny"), &tmp).unwrap();
+        _ = std::fs::rename(&tmp, recorded);
+    }
+    let (pd, ex) = (dir.join("tiny.perf.data"), dir.join("tiny.ptexact"));
+    std::fs::copy(fx.join("tiny.perf.data"), &pd).unwrap();
+    std::fs::copy(fx.join("tiny.ptexact"), &ex).unwrap();
+    (pd, ex)
+}
+
+/// `read --script` prints the comm perf script prints (the program's name from its COMM
+/// record after exec, `tiny`), not perf's own name from the recorded command line: the
+/// oracle is `perf script` on the same perf.data, sample by sample.
+#[test]
+fn read_script_comm_is_perf_scripts() {
+    let t = "read_script_comm_is_perf_scripts";
+    if !have("perf") {
+        return skip_test(t, "perf not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (pd, _) = golden_perf_fixture(dir.path());
+    let comms = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| !l.starts_with(['\t', '#']) && !l.trim().is_empty())
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    let ours = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .args(["read", "--script"])
+        .arg(&pd)
+        .output()
+        .unwrap();
+    assert!(
+        ours.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let perf = Command::new("perf")
+        .args(["script", "-F", "comm,pid,tid,time,ip", "-i"])
+        .arg(&pd)
+        .output()
+        .unwrap();
+    if !perf.status.success() {
+        return skip_test(t, "perf script cannot read the fixture");
+    }
+    let (a, b) = (comms(&ours.stdout), comms(&perf.stdout));
+    assert_eq!(a.len(), 163);
+    assert_eq!(a, b);
+    assert!(a.iter().all(|c| c == "tiny"), "{a:?}");
+}
+
+/// `audit --samples perf.data --truth FILE` without `--binary` audits the program perf
+/// recorded (`tiny`), not perf itself (whose command line perf.data stores).
+#[test]
+fn audit_of_perf_data_defaults_to_the_recorded_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pd, ex) = golden_perf_fixture(dir.path());
+    let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .args(["audit", "--json", "--samples"])
+        .arg(&pd)
+        .arg("--truth")
+        .arg(&ex)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("nothing from perf"), "{err}");
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        j["config"]["binary"], "/tmp/proftrust-golden/tiny",
+        "{}",
+        j["config"]
+    );
+}

@@ -234,7 +234,16 @@ fn vpmu_cache_sim_writes_misses_per_instruction() {
     let samples = dir.path().join("s.ptsamples");
     let exact = dir.path().join("e.ptexact");
     let st = proftrust()
-        .args(["vpmu", "--cpi-model", "cache-sim", "--period", "1009", "-o"])
+        .args([
+            "vpmu",
+            "--skid",
+            "0",
+            "--cpi-model",
+            "cache-sim",
+            "--period",
+            "1009",
+            "-o",
+        ])
         .arg(&samples)
         .arg("--exact")
         .arg(&exact)

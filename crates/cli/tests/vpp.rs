@@ -517,6 +517,8 @@ fn lbr_file_sample_and_perf_script_text_agree() {
     let o = proftrust(
         &[
             "vpmu",
+            "--skid",
+            "0",
             "--lbr",
             "--cpi-model",
             "cache-sim",

@@ -572,7 +572,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             return Err(ExactError::NoCounts {
                 backend: "qemu".into(),
                 detail: format!(
-                    "pid {} ended {:?} without the plugin's exit hook (QEMU killed from outside?): with plugin API v{} the counts live in QEMU's per-vCPU memory and are lost; stop runs with --timeout instead, or use QEMU 7.2 (PROFTRUST_QEMU=/usr/bin/qemu-x86_64), whose shared counters survive",
+                    "pid {} {} without the plugin's exit hook (QEMU killed from outside?): with plugin API v{} the counts live in QEMU's per-vCPU memory and are lost; stop runs with --timeout instead, or use QEMU 7.2 (PROFTRUST_QEMU=/usr/bin/qemu-x86_64), whose shared counters survive",
                     r.pid, r.outcome, r.api
                 ),
             })
@@ -618,7 +618,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             return Err(ExactError::NoCounts {
                 backend: "qemu".into(),
                 detail: format!(
-                    "pid {} ended {:?} before the plugin wrote anything; see QEMU's messages above (plugin load failure?)",
+                    "pid {} {} before the plugin wrote anything; see QEMU's messages above (plugin load failure?)",
                     r.pid, r.outcome
                 ),
             })
@@ -712,7 +712,7 @@ pub fn trace_qemu(
         return Err(ExactError::NoCounts {
             backend: "qemu".into(),
             detail: format!(
-                "pid {} ended {:?} before the plugin wrote anything: QEMU did not load the plugin (run with -v to see QEMU's message; a plugin from another build is refused: rebuild with `cargo build --release`)",
+                "pid {} {} before the plugin wrote anything: QEMU did not load the plugin (run with -v to see QEMU's message; a plugin from another build is refused: rebuild with `cargo build --release`)",
                 r.pid, r.outcome
             ),
         });

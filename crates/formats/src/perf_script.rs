@@ -34,8 +34,9 @@
 //!    `ip - start + pgoff`; 0x1080 for a non-PIE executable's 0x401080), turned into an
 //!    SVMA through the dso's `PT_LOAD` segments (an offset no segment holds, as a raw ip of
 //!    an older perf, is kept as it is); a sample's own ip (on the header line, or a
-//!    frame line without a tab: `-F ip` without call chains, or [`write_perf_script`]'s
-//!    space-indented frames) is a runtime address, an SVMA for a non-PIE executable.
+//!    frame line without a tab: `-F ip` without call chains) is a runtime address, an SVMA
+//!    for a non-PIE executable. [`write_perf_script`]'s output starts with
+//!    [`SVMA_MARKER`]: its frames are SVMAs and are taken as they are.
 //! 4. Otherwise the address stays unmapped and a warning says how to do better (add
 //!    `--show-mmap-events`, or `-F +symoff,+dso` and the binaries).
 
@@ -52,6 +53,10 @@ use std::io::{self, Write};
 
 const WHAT: &str = "perf script text";
 const SMALL: u64 = 1 << 32;
+/// The first line of [`write_perf_script`]'s output: its addresses, call-chain frames
+/// included, are SVMAs (perf prints call-chain frames as file offsets).
+pub(crate) const SVMA_MARKER: &str =
+    "# proftrust: addresses are SVMAs (module-relative), call-chain frames too";
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 #[derive(Clone)]
@@ -84,6 +89,9 @@ struct Resolver<'s> {
     bias: HashMap<String, u64>,
     notes: ReadNotes,
     warned: std::collections::HashSet<String>,
+    /// The text says its call-chain frames are SVMAs ([`SVMA_MARKER`]: written by
+    /// [`write_perf_script`]), not perf's file offsets.
+    svma_frames: bool,
 }
 
 impl Resolver<'_> {
@@ -205,7 +213,7 @@ impl Resolver<'_> {
                     // sample's own ip is a runtime address, small for a non-PIE executable
                     // (which runs at its SVMAs). An offset no segment holds (a raw ip from
                     // an older perf) is taken as an SVMA too.
-                    let svma = if f.chain {
+                    let svma = if f.chain && !self.svma_frames {
                         self.svma_of_offset(d, f.addr).unwrap_or(f.addr)
                     } else {
                         f.addr
@@ -454,6 +462,7 @@ pub fn read_perf_script(
         bias: HashMap::new(),
         notes: ReadNotes::default(),
         warned: Default::default(),
+        svma_frames: false,
     };
     let mut events: Vec<EventDesc> = Vec::new();
     let mut out = Sink::default();
@@ -472,6 +481,9 @@ pub fn read_perf_script(
             continue;
         }
         if line.trim_start().starts_with('#') {
+            if line.trim() == SVMA_MARKER {
+                r.svma_frames = true;
+            }
             continue;
         }
         if line.contains("PERF_RECORD_") {
@@ -977,6 +989,7 @@ pub fn write_perf_script<W: Write>(
     sym: impl Fn(Location) -> String,
 ) -> io::Result<()> {
     let mut w = io::BufWriter::new(w);
+    writeln!(w, "{SVMA_MARKER}")?;
     let comm = s
         .command
         .first()
@@ -1022,9 +1035,7 @@ pub fn write_perf_script<W: Write>(
         writeln!(w)?;
         if !x.callchain.is_empty() {
             for &c in &x.callchain {
-                // Indented with spaces, not perf's tab: a tab-indented frame is a file
-                // offset (perf 6.x), these are SVMAs.
-                writeln!(w, "        {:>16x} {} ({})", c.svma.0, sym(c), dso(c))?;
+                writeln!(w, "\t{:>16x} {} ({})", c.svma.0, sym(c), dso(c))?;
             }
             writeln!(w)?;
         }

@@ -30,6 +30,18 @@ impl EventKind {
             EventKind::Cycles | EventKind::Instructions | EventKind::Raw(_)
         )
     }
+    /// The kind as perf spells the event: `cpu-clock`, `task-clock`, `cycles`,
+    /// `instructions`, `r1c0` (a raw code), `other`.
+    pub fn perf_name(self) -> String {
+        match self {
+            EventKind::CpuClock => "cpu-clock".into(),
+            EventKind::TaskClock => "task-clock".into(),
+            EventKind::Cycles => "cycles".into(),
+            EventKind::Instructions => "instructions".into(),
+            EventKind::Raw(code) => format!("r{code:x}"),
+            EventKind::Other => "other".into(),
+        }
+    }
     /// Whether the period of this event counts time (ns) rather than events.
     pub fn is_time_based(self) -> bool {
         matches!(self, EventKind::CpuClock | EventKind::TaskClock)

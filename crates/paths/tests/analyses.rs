@@ -176,7 +176,8 @@ fn pm(instructions: u64, l1_misses: u64) -> PathMetrics {
 }
 
 /// Paths A{1000 instr, 50 misses} B{1000, 5} C{100, 20} D{20000, 40}: program ratio
-/// 115/22100; hot (>= 10% of misses): A, C, D; A (0.05) and C (0.2) dense, D (0.002) sparse.
+/// 115/22100; hot by misses (the paper's reading, >= 10% of them): A, C, D; A (0.05) and C
+/// (0.2) dense, D (0.002) sparse.
 #[test]
 fn hot_dense_sparse_hand_computed() {
     let key = |f, id| PathKey {
@@ -190,6 +191,7 @@ fn hot_dense_sparse_hand_computed() {
     p.paths.insert(key(1, 1), pm(20000, 40));
     let opts = HotOptions {
         hot_share: 0.1,
+        hot_by: HotMetric::L1Misses,
         ..Default::default()
     };
     let r = classify_hot(&p, &opts).unwrap();
@@ -394,4 +396,40 @@ fn lbr_fall_through_backedge_cuts_paths() {
     assert_eq!(l.paths.broken, 0);
     assert!(l.timed.is_empty());
     assert_eq!(l.untimed, 2);
+}
+
+/// The default classes go by cycles (here = instructions): of 22100 cycles, 10% is 2210, so
+/// only D {20000 instr, 40 misses} is hot, and sparse (0.002 < 115/22100 = 0.0052): the path
+/// with 90% of the time is never `cold` for having few misses. With hot share 1%: A (1000,
+/// ratio 0.05) and B (1000, 0.005 < 0.0052) join, dense and sparse; C (100 < 221) stays cold.
+#[test]
+fn hot_by_cycles_by_default() {
+    let key = |f, id| PathKey {
+        func: FuncIdx(f),
+        id,
+    };
+    let mut p = PathProfile::default();
+    p.paths.insert(key(0, 0), pm(1000, 50));
+    p.paths.insert(key(0, 1), pm(1000, 5));
+    p.paths.insert(key(1, 0), pm(100, 20));
+    p.paths.insert(key(1, 1), pm(20000, 40));
+    let classes = |share: f64| -> BTreeMap<PathKey, HotClass> {
+        let o = HotOptions {
+            hot_share: share,
+            ..Default::default()
+        };
+        assert_eq!(o.hot_by, HotMetric::Cycles);
+        let r = classify_hot(&p, &o).unwrap();
+        r.paths.iter().map(|x| (x.0, x.2)).collect()
+    };
+    let c = classes(0.1);
+    assert_eq!(c[&key(1, 1)], HotClass::Sparse);
+    assert_eq!(c[&key(0, 0)], HotClass::Cold);
+    assert_eq!(c[&key(0, 1)], HotClass::Cold);
+    assert_eq!(c[&key(1, 0)], HotClass::Cold);
+    let c = classes(0.01);
+    assert_eq!(c[&key(0, 0)], HotClass::Dense);
+    assert_eq!(c[&key(0, 1)], HotClass::Sparse);
+    assert_eq!(c[&key(1, 0)], HotClass::Cold);
+    assert_eq!(c[&key(1, 1)], HotClass::Sparse);
 }

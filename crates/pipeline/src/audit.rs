@@ -1037,9 +1037,28 @@ fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
     })
 }
 
-/// The binary to audit when `--binary` is not given.
+/// The program of a recorded command line: perf.data records perf's own (`perf record -e
+/// cpu-clock -- ./prog 3`), so the program is the first later argument that names a module
+/// of the samples (perf's options and their values name none); any other command is the
+/// program itself.
+pub(crate) fn recorded_program<'a>(
+    samples: &SampleSet,
+    command: &'a [String],
+) -> Option<&'a String> {
+    let base = |p: &'a String| p.rsplit('/').next().unwrap_or(p);
+    let first = command.first()?;
+    if base(first) != "perf" {
+        return Some(first);
+    }
+    command[1..]
+        .iter()
+        .find(|a| !a.starts_with('-') && samples.modules.find_by_file_name(base(a)).is_some())
+}
+
+/// The binary to audit when `--binary` is not given: the recorded program (for perf.data,
+/// the program perf ran, not perf), else the readable module with the most samples.
 fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
-    if let Some(p) = command.first() {
+    if let Some(p) = recorded_program(samples, command) {
         let name = p.rsplit('/').next().unwrap_or(p);
         if let Some(i) = samples.modules.find_by_file_name(name) {
             if let Some(m) = samples.modules.get(i) {
@@ -1076,7 +1095,7 @@ fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
                 .map(|x| x.path.clone())
                 .unwrap_or_default(),
         )),
-        None => bail!("cannot tell which binary to audit: the samples name no readable module; pass --binary PATH"),
+        None => bail!("cannot tell which binary to audit: the samples name no module found on this machine; pass --binary PATH (the program that was recorded)"),
     }
 }
 

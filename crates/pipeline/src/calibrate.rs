@@ -186,10 +186,12 @@ mod tests {
     /// it was given (the kernel's D(S, c) has one best S on the grid).
     #[test]
     fn fit_recovers_the_virtual_skid() {
-        let mut o = CalibrateOptions::default();
-        o.vpmu = true;
-        o.passes = 2000;
-        o.seed = 5;
+        let o = CalibrateOptions {
+            vpmu: true,
+            passes: 2000,
+            seed: 5,
+            ..CalibrateOptions::default()
+        };
         let r = execute(&o).unwrap();
         assert_eq!((r.fitted_skid, r.true_skid), (37.0, 37));
         assert_eq!(r.samples, 200.0);
@@ -200,9 +202,11 @@ mod tests {
 
     #[test]
     fn too_many_instructions_are_refused() {
-        let mut o = CalibrateOptions::default();
-        o.vpmu = true;
-        o.passes = 1_000_000_000;
+        let o = CalibrateOptions {
+            vpmu: true,
+            passes: 1_000_000_000,
+            ..CalibrateOptions::default()
+        };
         let e = execute(&o).unwrap_err().to_string();
         assert!(e.contains("lower --passes or --light"), "{e}");
     }

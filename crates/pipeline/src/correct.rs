@@ -348,7 +348,11 @@ pub fn execute_with_data(
         binary: a.binary.display().to_string(),
         skid: a.skid,
         solver: solver_name.to_string(),
-        emulation: format!("{:?}", a.emulation),
+        emulation: match a.emulation {
+            Emulation::PerLoop => "per-loop",
+            Emulation::Mixed => "mixed",
+        }
+        .to_string(),
         seed: a.seed,
         functions,
         loops: loops_out,

@@ -82,7 +82,7 @@ pub fn script(
     let lookup = Lookup::new(o)?;
     let loaded = lookup.load(o, false, events)?;
     let info = loaded.info;
-    let s = match loaded.profile {
+    let mut s = match loaded.profile {
         Profile::Samples(s) => s,
         Profile::Exact(_) => bail!(
             "{}: --script prints samples, and this is an exact profile",
@@ -98,6 +98,13 @@ pub fn script(
             info.format.noun()
         ),
     };
+    // The comm column: perf script prints the thread's name after exec (its COMM record),
+    // the program's file name cut to the kernel's 15 characters, not perf's own name that
+    // perf.data's command line starts with.
+    if let Some(p) = crate::audit::recorded_program(&s, &s.command) {
+        let comm: String = p.rsplit('/').next().unwrap_or(p).chars().take(15).collect();
+        s.command = vec![comm];
+    }
     let symbolizer = lookup.symbolizer(&s.modules, events);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
@@ -233,7 +240,7 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
             .enumerate()
             .map(|(i, (e, &n))| ReadEvent {
                 name: e.name.clone(),
-                kind: format!("{:?}", e.kind),
+                kind: e.kind.perf_name(),
                 samples: n,
                 symbols: several.then(|| {
                     table(

@@ -12,6 +12,28 @@ use proftrust_vpmu::{
 use std::ffi::OsString;
 use std::time::Duration;
 
+/// The default skid of `proftrust vpmu` and of `audit --correct-skid` without a value, in
+/// cycles: 30. Seed 000 gives no number ("the skid cycle duration S can be measured for a
+/// specific machine", §2.2): 30 cycles is the order of the interrupt-delivery delay of a
+/// non-precise counter overflow, the skid every benchmark and check of this project uses
+/// (docs/skid.md), and what `proftrust calibrate --vpmu` recovers. Measure your PMU's with
+/// `proftrust calibrate` and pass `--skid`.
+pub const DEFAULT_SKID: u64 = 30;
+
+/// How a skid reads in a note: `30 cycles`, `uniform from 20 to 40 cycles`, `normal with
+/// mean 30 and standard deviation 5 cycles`.
+pub fn describe_skid(s: &SkidDist) -> String {
+    match s {
+        SkidDist::Constant(c) => format!("{c} cycles"),
+        SkidDist::Uniform { lo, hi } => format!("uniform from {lo} to {hi} cycles"),
+        SkidDist::Normal { mean, sd } => {
+            format!("normal with mean {mean} and standard deviation {sd} cycles")
+        }
+        #[allow(unreachable_patterns)]
+        other => format!("{} cycles on average", other.mean()),
+    }
+}
+
 /// Per-instruction cycle model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CpiModel {
@@ -28,13 +50,25 @@ pub enum CpiModel {
     CacheSim,
 }
 
+impl CpiModel {
+    /// The model's name as `--cpi-model` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpiModel::Flat => "flat",
+            CpiModel::Class => "class",
+            CpiModel::Cache => "cache",
+            CpiModel::CacheSim => "cache-sim",
+        }
+    }
+}
+
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct VpmuRunOptions {
     /// Program and arguments. Default empty (an error: give one).
     pub command: Vec<OsString>,
-    /// Skid in cycles. Default constant 0.
+    /// Skid in cycles. Default constant [`DEFAULT_SKID`] (30).
     pub skid: SkidDist,
     /// Instruction-event period. Default 10007.
     pub period: u64,
@@ -72,7 +106,7 @@ impl Default for VpmuRunOptions {
     fn default() -> Self {
         VpmuRunOptions {
             command: Vec::new(),
-            skid: SkidDist::Constant(0),
+            skid: SkidDist::Constant(DEFAULT_SKID),
             period: 10007,
             cycle_period: None,
             randomize: false,
@@ -167,10 +201,11 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         ..proftrust_exact::QemuOptions::default()
     };
     events.note(&format!(
-        "virtual PMU: skid {skid:?} cycles, period {}{}, cpi model {:?}, seed {}",
+        "virtual PMU: skid {}, period {}{}, cpi model {}, seed {}",
+        describe_skid(&skid),
         a.period,
         if a.randomize { " randomised" } else { "" },
-        a.cpi_model,
+        a.cpi_model.name(),
         a.seed
     ));
     let pb = events.task(None, "tracing under QEMU");

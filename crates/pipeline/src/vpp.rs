@@ -502,7 +502,7 @@ fn measure_probe(
                         path.display()
                     ),
                     other => format!(
-                        "{} ended ({other:?}) before writing its probe file (the file is written at exit())",
+                        "{} {other} before writing its probe file (the file is written at exit())",
                         path.display()
                     ),
                 };

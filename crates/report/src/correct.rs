@@ -154,18 +154,25 @@ impl CorrectReport {
         match &self.flow {
             Some(f) => {
                 _ = writeln!(
-                o,
-                "skid {} cycles, solver flow: {} function(s), {} block(s), black boxes [{}]; phi \
+                    o,
+                    "skid {} cycles, solver flow: {} function(s), {} block(s), {}; phi \
                  {:.3e} -> {:.3e} ({} iterations{})",
-                self.skid,
-                f.functions.len(),
-                f.blocks,
-                quote_name(&f.boxes.join(", ")),
-                f.phi_start,
-                f.phi,
-                f.iterations,
-                if f.converged { "" } else { ", not converged" }
-            )
+                    self.skid,
+                    f.functions.len(),
+                    f.blocks,
+                    if f.boxes.is_empty() {
+                        "no shared library modelled as a black box".to_string()
+                    } else {
+                        format!(
+                            "black boxes (shared libraries): {}",
+                            quote_name(&f.boxes.join(", "))
+                        )
+                    },
+                    f.phi_start,
+                    f.phi,
+                    f.iterations,
+                    if f.converged { "" } else { ", not converged" }
+                )
             }
             None => {
                 _ = writeln!(

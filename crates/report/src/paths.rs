@@ -155,6 +155,8 @@ pub struct HotProcedure {
 /// Seed 003 §6: hot/cold, dense/sparse paths and procedures by miss ratio.
 #[derive(Debug, Clone, Serialize)]
 pub struct HotTables {
+    /// What hot paths have a large share of (`cycles`, `instructions`, `L1D misses`).
+    pub hot_by: String,
     /// Which misses (`L1D misses`, `LLC misses`).
     pub misses: String,
     /// The hot share.
@@ -311,9 +313,10 @@ impl PathsReport {
     fn render_hot(&self, w: &mut String, h: &HotTables, top: usize) {
         _ = writeln!(
             w,
-            "\nseed 003 §6 by {}: hot = at least {:.1}% of them; dense = hot with a miss ratio >= the program's ({:.3e} per instruction), sparse = below",
-            h.misses,
+            "\nclasses (paper 003 §6): hot = at least {:.1}% of the {}; dense = hot with at least the program's {} per instruction ({:.3e}), sparse = hot with fewer; cold = the rest",
             h.hot_share * 100.0,
+            h.hot_by,
+            h.misses,
             h.program_miss_ratio
         );
         _ = writeln!(

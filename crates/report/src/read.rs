@@ -100,7 +100,7 @@ pub struct ReadBranchCount {
 pub struct ReadEvent {
     /// Name.
     pub name: String,
-    /// Kind (debug form).
+    /// Kind, as perf spells the event (`cpu-clock`, `instructions`, `r1c0`).
     pub kind: String,
     /// Samples.
     pub samples: u64,
@@ -284,11 +284,17 @@ impl ReadSamples {
             self.lost
         );
         for e in &self.events {
+            // The kind only where the name does not already say it (`cpu-clock:u`).
+            let base = e.name.split(':').next().unwrap_or("");
+            let kind = if base == e.kind {
+                String::new()
+            } else {
+                format!(" ({})", e.kind)
+            };
             _ = writeln!(
                 out,
-                "  event {} ({}): {} samples",
+                "  event {}{kind}: {} samples",
                 quote_name(&e.name),
-                e.kind,
                 e.samples
             );
         }

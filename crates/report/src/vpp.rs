@@ -313,10 +313,10 @@ impl VppReport {
                 ),
                 _ => writeln!(
                     w,
-                    "\ninputs (Fig. 5): all paths {:.2}%, self-trained top-{k} {:.2}%, cross-trained (train {:?}) top-{k} {:.2}%; {} of {} top paths shared",
+                    "\ninputs (Fig. 5): all paths {:.2}%, self-trained top-{k} {:.2}%, cross-trained (train args: {}) top-{k} {:.2}%; {} of {} top paths shared",
                     c.all_in_b * 100.0,
                     c.b_top_in_b * 100.0,
-                    s.a.args,
+                    crate::quote_name(&s.a.args.join(" ")),
                     c.a_top_in_b * 100.0,
                     c.overlap,
                     c.possible_overlap

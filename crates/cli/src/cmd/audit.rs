@@ -11,6 +11,10 @@ use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
+/// `proftrust vpmu`'s default skid as `--correct-skid` reads it without a value.
+const DEFAULT_SKID_TEXT: &str = "30";
+const _: () = assert!(proftrust_pipeline::vpmu::DEFAULT_SKID == 30);
+
 /// Compare a sampling profile with the exact truth of the same run.
 #[derive(Debug, Args)]
 #[command(
@@ -63,11 +67,13 @@ pub struct AuditArgs {
     /// the instructions event when there is one, else the first.
     #[arg(long, value_name = "NAME")]
     sample_event: Option<String>,
-    /// Also undo a skid of this many cycles (seed 000, whole-program flow solver, as
-    /// `proftrust correct`) and show the corrected profile beside the raw one. Needs
-    /// instruction and cycle samples of one run: a `proftrust vpmu` file, or perf.data from
-    /// `perf record -e instructions,cycles`.
-    #[arg(long, value_name = "CYCLES", value_parser = crate::args::skid)]
+    /// Also undo a skid of this many cycles (paper 000, whole-program flow solver, as
+    /// `proftrust correct`) and show the corrected profile beside the raw one; without a
+    /// value, 30 cycles, `proftrust vpmu`'s default skid. Needs instruction and cycle samples
+    /// of one run: a `proftrust vpmu` file, or perf.data from `perf record -e
+    /// instructions,cycles`.
+    #[arg(long, value_name = "CYCLES", value_parser = crate::args::skid, num_args = 0..=1,
+          default_missing_value = DEFAULT_SKID_TEXT)]
     correct_skid: Option<f64>,
     /// Export the audited profile: FORMAT:FILE (repeat), FORMAT one of pprof, firefox,
     /// speedscope, folded, flamegraph, llvm-sample (the samples, or the corrected profile

@@ -13,7 +13,7 @@
 use crate::trace_args::TraceArgs;
 use crate::util;
 use anyhow::Result;
-use proftrust_pipeline::paths::{Misses, PathsOptions};
+use proftrust_pipeline::paths::{HotBy, Misses, PathsOptions};
 use std::path::PathBuf;
 
 /// Arguments of `proftrust paths`.
@@ -38,15 +38,32 @@ pub struct Args {
     /// them with the exact path profile.
     #[arg(long, value_name = "FILE")]
     lbr: Option<PathBuf>,
-    /// Hot paths and procedures incur at least this share of the program's misses (seed 003
-    /// §6); dense ones have a miss ratio at least the program's, sparse ones below it.
+    /// Hot paths and procedures have at least this share of the program's cycles (or what
+    /// --hot-by names; paper 003 §6); dense ones have a miss ratio at least the program's,
+    /// sparse ones below it; the rest are cold.
     #[arg(long, default_value_t = 0.01, value_name = "SHARE", value_parser = crate::args::positive_share)]
     hot_share: f64,
-    /// Which misses rank hot paths: `l1` (the paper's data-cache misses) or `llc`.
+    /// What hot paths have a large share of: `cycles` (the modelled time), `instructions`,
+    /// or `misses` (paper 003's reading: the misses of --misses).
+    #[arg(long, value_enum, default_value_t = HotByArg::Cycles)]
+    hot_by: HotByArg,
+    /// Which misses the dense/sparse ratio counts: `l1` (the paper's data-cache misses) or
+    /// `llc`.
     #[arg(long, value_enum, default_value_t = MissArg::L1)]
     misses: MissArg,
     #[command(flatten)]
     trace: TraceArgs,
+}
+
+/// What hot paths have a large share of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HotByArg {
+    /// Modelled cycles.
+    Cycles,
+    /// Instructions.
+    Instructions,
+    /// The misses of --misses.
+    Misses,
 }
 
 /// Which misses rank hot paths.
@@ -65,6 +82,11 @@ pub fn run(mut a: Args) -> Result<()> {
     o.function = a.function.clone();
     o.lbr = a.lbr.clone();
     o.hot_share = a.hot_share;
+    o.hot_by = match a.hot_by {
+        HotByArg::Cycles => HotBy::Cycles,
+        HotByArg::Instructions => HotBy::Instructions,
+        HotByArg::Misses => HotBy::Misses,
+    };
     o.misses = match a.misses {
         MissArg::L1 => Misses::L1,
         MissArg::Llc => Misses::Llc,

@@ -29,8 +29,10 @@ pub enum CpiModelArg {
 /// Arguments of `proftrust vpmu`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Constant skid in cycles (0 to 4096).
-    #[arg(long, default_value_t = 0, value_parser = crate::args::int::<u64>(0, crate::args::MAX_SKID))]
+    /// Constant skid in cycles (0 to 4096). The default 30 is the order of a non-precise
+    /// counter overflow's interrupt delay and what `audit --correct-skid` assumes without a
+    /// value; measure your PMU's with `proftrust calibrate` (docs/skid.md).
+    #[arg(long, default_value_t = proftrust_pipeline::vpmu::DEFAULT_SKID, value_parser = crate::args::int::<u64>(0, crate::args::MAX_SKID))]
     skid: u64,
     /// Skid distribution instead of a constant: `uniform:LO:HI` or `normal:MEAN:SD` (cycles).
     #[arg(long, value_name = "DIST", value_parser = crate::args::skid_dist)]
@@ -91,7 +93,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check_opt(a.exact.as_ref())?;
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
-    o.skid = a.skid_dist.clone().unwrap_or(SkidDist::Constant(a.skid));
+    o.skid = a.skid_dist.unwrap_or(SkidDist::Constant(a.skid));
     o.period = a.period;
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;

@@ -17,7 +17,7 @@
 mod proto;
 
 use crate::folded::check_value;
-use crate::profile::Profile;
+use crate::profile::{Origin, Profile};
 use crate::symbols::Resolver;
 use crate::ExportError;
 use proftrust_model::{Location, ModuleIdx};
@@ -234,9 +234,13 @@ pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportE
         unit: st.id(&v.unit),
     });
     let comment = vec![st.id(&format!(
-        "proftrust {} export ({:?}): {}",
+        "proftrust {} export ({}): {}",
         env!("CARGO_PKG_VERSION"),
-        p.origin,
+        match p.origin {
+            Origin::Sampled => "sampled",
+            Origin::Exact => "exact counts",
+            Origin::Estimated => "estimated",
+        },
         p.title
     ))];
     Ok(proto::Profile {

@@ -8,9 +8,12 @@
 //!   instruction-level attribution, and the audit measures a large instruction-level error;
 //!   without skid it does neither;
 //! * aliasing: a five-instruction loop under an instructions period that is a multiple of
-//!   five is flagged with a fixed period and not with `--randomize`.
+//!   five is flagged with a fixed period and not with `--randomize`;
+//! * cpu-clock (no exact truth): single randomised recordings against the merge of the
+//!   others.
 //!
-//! Needs qemu-x86_64, gcc and the QEMU plugin (built with the CLI); skips loudly otherwise.
+//! Needs qemu-x86_64, gcc and the QEMU plugin (built with the CLI), the cpu-clock test gcc
+//! and perf_event_open; skips loudly otherwise.
 
 use proftrust_testkit::{have, skip_test};
 use serde_json::Value;
@@ -280,4 +283,98 @@ fn aliasing_flagged_with_fixed_period_only() {
     );
     assert_ne!(flagged[0].1, "act");
     assert!(!flagged[1].0, "randomised period: flagged");
+}
+
+/// Issue 14 Show (b): for cpu-clock there is no exact truth, so the reference is a merge of
+/// many randomised recordings of the same run (`record --randomize`; merged shares converge
+/// to time shares as the recordings add up). Each recording is checked on its own and its
+/// stated 95% intervals (function and source-line rows not called noise, recordings without
+/// an aliasing flag) are compared with the merge of all the *other* recordings (leave one
+/// out, so the reference is independent of the row). Measured at load average ~20 on the 2
+/// cores: 89 of 117 rows (0.761) against the stated 0.95 (omnet 15 and hmmer 45, 7
+/// recordings each, period 50021 ns; a first try with omnet 20 / hmmer 60 and 9 recordings:
+/// 0.86). The intervals under-cover: the misses are rows whose share moves between runs
+/// by more than the binomial spread (omnet's `build`, page faults, holds 105 to 141 of ~9000
+/// samples from run to run). A single run's Wilson interval bounds *that run's* shares
+/// (docs/check.md); the variation between runs of the same program is not in it and cannot
+/// be measured from one run. Asserted: at least 0.6, which catches intervals grossly too
+/// narrow (a third of the width covers well under half of even binomial errors); the rate is
+/// printed.
+#[test]
+fn cpu_clock_intervals_cover_merged_randomized_recordings() {
+    let test = "cpu_clock_intervals_cover_merged_randomized_recordings";
+    if !have("gcc") {
+        skip_test(test, "gcc not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = workloads(dir.path());
+    let recordings = 7;
+    let (mut covered, mut stated) = (0usize, 0usize);
+    for (w, size) in [("omnet", "15"), ("hmmer", "45")] {
+        let prog = bin.join(w);
+        let mut reports: Vec<Value> = Vec::new();
+        for i in 0..recordings {
+            let out = dir.path().join(format!("{w}{i}.ptsamp"));
+            let rec = Command::new(BIN)
+                .args(["-q", "record", "--randomize", "-c", "50021", "-o"])
+                .arg(&out)
+                .arg("--")
+                .arg(&prog)
+                .arg(size)
+                .output()
+                .expect("run proftrust record");
+            if !rec.status.success() {
+                let err = String::from_utf8_lossy(&rec.stderr);
+                if err.contains("perf_event_paranoid") {
+                    skip_test(test, &err);
+                    return;
+                }
+                panic!("record {w}: {err}");
+            }
+            reports.push(json(&["check", out.to_str().unwrap(), "--json"]));
+        }
+        for level in ["functions", "lines"] {
+            for (i, r) in reports.iter().enumerate() {
+                if r["aliasing"]["flagged"] == true {
+                    continue;
+                }
+                let mut merged: std::collections::HashMap<&str, u64> = Default::default();
+                let mut total = 0u64;
+                for (j, o) in reports.iter().enumerate() {
+                    if j == i {
+                        continue;
+                    }
+                    for row in o[level].as_array().unwrap() {
+                        let n = row["samples"].as_u64().unwrap();
+                        *merged.entry(row["name"].as_str().unwrap()).or_default() += n;
+                        total += n;
+                    }
+                }
+                for row in r[level].as_array().unwrap() {
+                    if row["verdict"] == "noise" {
+                        continue;
+                    }
+                    let name = row["name"].as_str().unwrap();
+                    let reference = *merged.get(name).unwrap_or(&0) as f64 / total as f64;
+                    stated += 1;
+                    let (lo, hi) = (
+                        row["ci_low"].as_f64().unwrap(),
+                        row["ci_high"].as_f64().unwrap(),
+                    );
+                    if lo <= reference && reference <= hi {
+                        covered += 1;
+                    } else {
+                        eprintln!(
+                            "{w} recording {i} {level} {name}: reference {reference:.4} outside {lo:.4}..{hi:.4}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let rate = covered as f64 / stated as f64;
+    eprintln!("cpu-clock coverage: {covered} of {stated} rows ({rate:.3}) against 0.95 stated");
+    assert!(stated >= 20, "only {stated} rows checked");
+    assert!(rate >= 0.6, "{covered} of {stated} rows covered");
 }

@@ -24,7 +24,46 @@
 //! This crate opens no files and starts no processes; the CLI (`proftrust export`, and
 //! `--export FORMAT:FILE` on `audit` and `correct`) reads profiles and binaries and writes
 //! the results atomically. See `docs/export.md`.
+//!
+//! Entry point: a [`Profile`] of a sample set, a [`Resolver`], a writer. Here three samples
+//! of one module, resolved without symbols, as folded stacks
+//! with their sample counts:
+//!
+//! ```
+//! use proftrust_export::{write_folded, NoSymbols, Profile, Resolver};
+//! use proftrust_model::{EventDesc, EventKind, Location, Module, ModuleIdx, Sample, SampleSet};
+//!
+//! let mut set = SampleSet::default();
+//! set.modules.intern(Module::new("/bin/prog"));
+//! set.events.push(EventDesc {
+//!     name: "cpu-clock".into(),
+//!     kind: EventKind::CpuClock,
+//!     config: Default::default(),
+//! });
+//! for ip in [0x1010, 0x1010, 0x1020] {
+//!     set.samples.push(Sample {
+//!         event: 0,
+//!         pid: 1,
+//!         tid: 1,
+//!         time: ip,
+//!         cpu: 0,
+//!         period: 100_003,
+//!         ip: Location::new(ModuleIdx(0), ip),
+//!         callchain: Vec::new(),
+//!         branches: Vec::new(),
+//!     });
+//! }
+//! let profile = Profile::from_samples(&set, Some(0));
+//! let resolver = Resolver::new(&NoSymbols, &profile.modules);
+//! let mut out = Vec::new();
+//! write_folded(&mut out, &profile, &resolver, 0)?;
+//! let text = String::from_utf8(out).unwrap();
+//! let counts: Vec<&str> = text.lines().map(|l| l.rsplit(' ').next().unwrap()).collect();
+//! assert_eq!(counts, ["2", "1"]);
+//! # Ok::<(), proftrust_export::ExportError>(())
+//! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod annotate;
 mod firefox;

@@ -28,11 +28,16 @@
 //! The file must end right after the last record; anything else is reported as corruption.
 //! A file whose magic has a known prefix but another version gives
 //! [`FormatError::UnsupportedVersion`].
+//!
+//! Keys added to a header within a version are optional (`health` of the sample header:
+//! throttling and enabled/running times, absent in older files and then read as unknown), so
+//! older files still read and older readers skip them; a change to the records' layout needs
+//! a new version.
 
 use crate::error::FormatError;
 use proftrust_model::{
     Branch, CallCount, EdgeCount, EventDesc, ExactProfile, InstrCount, Location, ModuleIdx,
-    ModuleTable, RunOutcome, Sample, SampleSet, Svma,
+    ModuleTable, RecordingHealth, RunOutcome, Sample, SampleSet, Svma,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -58,6 +63,10 @@ struct SamplesHeader {
     lost: u64,
     command: Vec<String>,
     outcome: Option<RunOutcome>,
+    /// Added within version 01: files written before it have no `health` key and read as
+    /// "the file does not say" (the default); readers that predate it ignore the key.
+    #[serde(default)]
+    health: RecordingHealth,
     sample_count: u64,
 }
 
@@ -296,6 +305,7 @@ pub fn write_samples<W: Write>(w: W, s: &SampleSet) -> Result<(), FormatError> {
         lost: s.lost,
         command: s.command.clone(),
         outcome: s.outcome.clone(),
+        health: s.health.clone(),
         sample_count: s.samples.len() as u64,
     };
     write_header(&mut out, SAMPLES_MAGIC, &h)?;
@@ -391,6 +401,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
         lost: h.lost,
         command: h.command,
         outcome: h.outcome,
+        health: h.health,
     })
 }
 
@@ -578,6 +589,16 @@ mod tests {
             lost: 3,
             command: vec!["prog".into(), "x".into()],
             outcome: Some(RunOutcome::Exited { code: 0 }),
+            health: RecordingHealth {
+                throttles: 2,
+                unthrottles: 1,
+                throttled_ns: 5_000,
+                event_times: vec![proftrust_model::EventTimes {
+                    event: 0,
+                    enabled_ns: 1_000,
+                    running_ns: 400,
+                }],
+            },
         }
     }
 
@@ -630,6 +651,27 @@ mod tests {
         // Record sizes by hand: 50 + 2*12 + 29 for the first sample, 50 for the second.
         assert_eq!(buf.len(), 16 + hl + (50 + 24 + 29) + 50);
         assert_eq!(read_samples(&buf).unwrap(), s);
+    }
+
+    /// A `PTSAMP01` file written before the header had `health` (the key absent) still reads,
+    /// with the health unknown; the records are untouched.
+    #[test]
+    fn samples_without_health_key_read_as_before() {
+        let s = sample_set();
+        let mut buf = Vec::new();
+        write_samples(&mut buf, &s).unwrap();
+        let hl = u64::from_le_bytes(buf[8..16].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&buf[16..16 + hl]).unwrap();
+        assert!(header.as_object_mut().unwrap().remove("health").is_some());
+        let old_header = serde_json::to_vec(&header).unwrap();
+        let mut old = b"PTSAMP01".to_vec();
+        old.extend_from_slice(&(old_header.len() as u64).to_le_bytes());
+        old.extend_from_slice(&old_header);
+        old.extend_from_slice(&buf[16 + hl..]);
+        let read = read_samples(&old).unwrap();
+        assert_eq!(read.health, RecordingHealth::default());
+        assert_eq!(read.samples, s.samples);
+        assert_eq!(read.lost, 3);
     }
 
     #[test]

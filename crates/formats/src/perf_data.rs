@@ -12,6 +12,10 @@
 //!   SVMA = address.
 //! * Lost samples: the larger of the sum of `LOST` records and the sum of `LOST_SAMPLES`
 //!   records (both count the kernel's ring-buffer drops; perf ≥ 5.x writes both).
+//! * Recording health ([`proftrust_model::RecordingHealth`]): `THROTTLE`/`UNTHROTTLE`
+//!   records counted, the time between each throttle and the next unthrottle of its stream
+//!   summed; `time_enabled`/`time_running` of `PERF_SAMPLE_READ` values and `READ` records,
+//!   the last per stream, summed per event.
 //! * Compressed (`COMPRESSED`/`COMPRESSED2`, zstd) records: decompressed by the crate.
 //! * Only x86-64 files are accepted: another `arch` in the header gives
 //!   [`FormatError::WrongArchitecture`].
@@ -20,8 +24,8 @@ use crate::error::FormatError;
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, SampleFormat, SamplingPolicy,
-    SoftwareCounterType,
+    CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
+    SampleFormat, SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::{
@@ -40,6 +44,8 @@ const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
 pub(crate) const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 /// `PERF_RECORD_SAMPLE`.
 const PERF_RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_READ`: pid, tid, read values (written on exit with `inherit_stat`).
+const PERF_RECORD_READ: u32 = 8;
 /// `PERF_RECORD_MMAP2`.
 pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
 /// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
@@ -429,6 +435,16 @@ fn callchain_offset(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
 ) -> Option<usize> {
+    read_span(b, info).map(|(_, end)| end)
+}
+
+/// `(start, end)` of the `PERF_SAMPLE_READ` values in a raw `SAMPLE` body (`start == end`
+/// without `READ`): the fields before it in the kernel's order (`perf_event_open(2)`), then
+/// the read values, with and without `GROUP`. `None` when the body is too short.
+fn read_span(
+    b: &[u8],
+    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+) -> Option<(usize, usize)> {
     let sf = info.sample_format.bits();
     const IDENTIFIER: u64 = 1 << 16;
     const IP: u64 = 1 << 0;
@@ -446,22 +462,85 @@ fn callchain_offset(
             p = p.checked_add(8)?;
         }
     }
+    let start = p;
     if sf & READ != 0 {
-        let rf = info.read_format.bits();
-        let n_opt = |m: u64| u64::from(rf & m != 0);
-        if rf & 8 != 0 {
-            // GROUP: nr, [enabled], [running], nr × (value, [id], [lost]).
-            let nr = u64::from_le_bytes(b.get(p..p + 8)?.try_into().ok()?);
-            p += 8;
-            let per = 1 + n_opt(4) + n_opt(16);
-            let skip = (n_opt(1) + n_opt(2)).checked_add(nr.checked_mul(per)?)?;
-            p = p.checked_add(usize::try_from(skip.checked_mul(8)?).ok()?)?;
-        } else {
-            let words = 1 + n_opt(1) + n_opt(2) + n_opt(4) + n_opt(16);
-            p = p.checked_add(8 * words as usize)?;
-        }
+        p = p.checked_add(read_values(b.get(p..)?, info.read_format.bits())?.len)?;
     }
-    (p <= b.len()).then_some(p)
+    (p <= b.len()).then_some((start, p))
+}
+
+/// `read_format` bits (`perf_event_open(2)`).
+const FORMAT_TOTAL_TIME_ENABLED: u64 = 1;
+const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
+const FORMAT_ID: u64 = 1 << 2;
+const FORMAT_GROUP: u64 = 1 << 3;
+const FORMAT_LOST: u64 = 1 << 4;
+
+/// The times of one `read_format` block (a `PERF_SAMPLE_READ` area or the body of a
+/// `PERF_RECORD_READ` after pid and tid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReadValues {
+    enabled: Option<u64>,
+    running: Option<u64>,
+    /// The (first) value's id, with `PERF_FORMAT_ID`.
+    id: Option<u64>,
+    /// Bytes the block takes.
+    len: usize,
+}
+
+/// Parses a `read_format` block at the start of `b`. Without `GROUP`: `value, [enabled],
+/// [running], [id], [lost]`; with `GROUP`: `nr, [enabled], [running], nr × (value, [id],
+/// [lost])` (`perf_event_open(2)`, "read_format"). `None` when `b` is too short.
+/// (`linux-perf-event-reader` 0.10 swaps the two layouts and ignores `LOST`, so sample
+/// bodies with `READ` are parsed here and handed to it without the read area.)
+fn read_values(b: &[u8], rf: u64) -> Option<ReadValues> {
+    let word = |i: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            b.get(8 * i..8 * i + 8)?.try_into().ok()?,
+        ))
+    };
+    let has = |m: u64| rf & m != 0;
+    let mut i = 0usize;
+    let nr = if has(FORMAT_GROUP) {
+        i += 1;
+        word(0)?
+    } else {
+        1
+    };
+    let value_at = if has(FORMAT_GROUP) { None } else { Some(i) };
+    if value_at.is_some() {
+        i += 1;
+    }
+    let enabled = if has(FORMAT_TOTAL_TIME_ENABLED) {
+        i += 1;
+        Some(word(i - 1)?)
+    } else {
+        None
+    };
+    let running = if has(FORMAT_TOTAL_TIME_RUNNING) {
+        i += 1;
+        Some(word(i - 1)?)
+    } else {
+        None
+    };
+    let per = if has(FORMAT_GROUP) { 1 } else { 0 }
+        + usize::from(has(FORMAT_ID))
+        + usize::from(has(FORMAT_LOST));
+    // In a group the first entry's id follows its value.
+    let id_at = if has(FORMAT_GROUP) { i + 1 } else { i };
+    let id = if has(FORMAT_ID) && nr > 0 {
+        Some(word(id_at)?)
+    } else {
+        None
+    };
+    let words = usize::try_from(nr).ok()?.checked_mul(per)?.checked_add(i)?;
+    let len = words.checked_mul(8)?;
+    (len <= b.len()).then_some(ReadValues {
+        enabled,
+        running,
+        id,
+        len,
+    })
 }
 
 /// A `SAMPLE` body whose call-chain count does not fit the record: `linux-perf-event-reader`
@@ -891,6 +970,7 @@ pub fn read_perf_data_with(
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
     let (mut lost, mut lost_samples) = (0u64, 0u64);
     let mut unknown = UnknownRecords::default();
+    let mut health = HealthSeen::default();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -923,11 +1003,63 @@ pub fn read_perf_data_with(
                 ));
             }
         }
-        if record.record_type.0 == PERF_RECORD_SAMPLE {
-            check_callchain(&record.data.as_slice(), &record.parse_info)
-                .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
+        if record.record_type.0 == PERF_RECORD_READ {
+            // pid, tid, then the read values (their times are all this reader needs).
+            let b = record.data.as_slice();
+            if let Some(v) = b
+                .get(8..)
+                .and_then(|r| read_values(r, record.parse_info.read_format.bits()))
+            {
+                let tid = b.get(4..8).map_or(0, |t| {
+                    u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
+                });
+                health.read(attr_index, v, tid);
+            }
+            continue;
         }
-        let parsed = match record.parse() {
+        // The sample body without its read area, for the crate (see `read_values`).
+        let mut without_read: Option<(Vec<u8>, RecordParseInfo)> = None;
+        if record.record_type.0 == PERF_RECORD_SAMPLE {
+            let b = record.data.as_slice();
+            check_callchain(&b, &record.parse_info)
+                .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
+            if record.parse_info.sample_format.contains(SampleFormat::READ) {
+                let (start, end) = read_span(&b, &record.parse_info).ok_or_else(|| {
+                    perf_err(
+                        path,
+                        "a SAMPLE record is shorter than its read values (file corrupt)",
+                    )
+                })?;
+                let v = read_values(&b[start..end], record.parse_info.read_format.bits())
+                    .expect("read_span parsed it");
+                // TID follows IDENTIFIER and IP: pid u32, tid u32.
+                let sf = record.parse_info.sample_format;
+                let at = 8
+                    * (usize::from(sf.contains(SampleFormat::IDENTIFIER))
+                        + usize::from(sf.contains(SampleFormat::IP)));
+                let tid = if sf.contains(SampleFormat::TID) {
+                    b.get(at + 4..at + 8).map_or(0, |t| {
+                        u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
+                    })
+                } else {
+                    0
+                };
+                health.read(attr_index, v, tid);
+                let mut body = Vec::with_capacity(b.len() - (end - start));
+                body.extend_from_slice(&b[..start]);
+                body.extend_from_slice(&b[end..]);
+                let mut info = record.parse_info;
+                info.sample_format.remove(SampleFormat::READ);
+                without_read = Some((body, info));
+            }
+        }
+        let stripped = without_read.as_ref().map(|(body, info)| RawEventRecord {
+            record_type: record.record_type,
+            misc: record.misc,
+            data: RawData::Single(body),
+            parse_info: *info,
+        });
+        let parsed = match stripped.as_ref().unwrap_or(&record).parse() {
             Ok(p) => p,
             Err(e) => {
                 return Err(perf_err(
@@ -982,6 +1114,7 @@ pub fn read_perf_data_with(
                 let event = u16::try_from(attr_index).map_err(|_| {
                     perf_err(path, format!("event index {attr_index} out of range"))
                 })?;
+                health.last_time = health.last_time.max(s.timestamp.unwrap_or(0));
                 samples.push(Sample {
                     event,
                     pid: s.pid.unwrap_or(-1) as u32,
@@ -1069,6 +1202,8 @@ pub fn read_perf_data_with(
                 mapper.by_pid.remove(&c.pid);
             }
             EventRecord::Lost(l) => lost += l.count,
+            EventRecord::Throttle(t) => health.throttle(attr_index, t.id, t.timestamp),
+            EventRecord::Unthrottle(t) => health.unthrottle(attr_index, t.id, t.timestamp),
             _ => {}
         }
     }
@@ -1087,9 +1222,83 @@ pub fn read_perf_data_with(
             lost: lost.max(lost_samples),
             command,
             outcome: None,
+            health: health.finish(),
         },
         notes,
     ))
+}
+
+/// Throttling and enabled/running times gathered over a file's records.
+#[derive(Debug, Default)]
+struct HealthSeen {
+    throttles: u64,
+    unthrottles: u64,
+    throttled_ns: u64,
+    /// Open throttles by (event, stream id): their time stamp.
+    open: HashMap<(usize, u64), u64>,
+    /// Last time stamp of a sample or throttle record, where open throttles end.
+    last_time: u64,
+    /// Last (enabled, running) per (event, stream): id when the values carry one, else the
+    /// thread. The values are running totals, so the last one counts.
+    times: std::collections::BTreeMap<(usize, u64), (Option<u64>, Option<u64>)>,
+}
+
+impl HealthSeen {
+    fn throttle(&mut self, event: usize, id: u64, time: u64) {
+        self.throttles += 1;
+        self.last_time = self.last_time.max(time);
+        self.open.entry((event, id)).or_insert(time);
+    }
+
+    fn unthrottle(&mut self, event: usize, id: u64, time: u64) {
+        self.unthrottles += 1;
+        self.last_time = self.last_time.max(time);
+        if let Some(t0) = self.open.remove(&(event, id)) {
+            self.throttled_ns = self.throttled_ns.saturating_add(time.saturating_sub(t0));
+        }
+    }
+
+    fn read(&mut self, event: usize, v: ReadValues, tid: u64) {
+        if v.enabled.is_some() || v.running.is_some() {
+            let stream = v.id.unwrap_or(tid);
+            self.times.insert((event, stream), (v.enabled, v.running));
+        }
+    }
+
+    fn finish(self) -> proftrust_model::RecordingHealth {
+        let open: u64 = self
+            .open
+            .values()
+            .map(|&t0| self.last_time.saturating_sub(t0))
+            .fold(0u64, u64::saturating_add);
+        let mut per_event: std::collections::BTreeMap<usize, proftrust_model::EventTimes> =
+            Default::default();
+        for (&(event, _), &(enabled, running)) in &self.times {
+            let Ok(e) = u16::try_from(event) else {
+                continue;
+            };
+            let t = per_event
+                .entry(event)
+                .or_insert(proftrust_model::EventTimes {
+                    event: e,
+                    ..Default::default()
+                });
+            // Without one of the two times the other stands for both (nothing to compare).
+            let (en, ru) = match (enabled, running) {
+                (Some(a), Some(b)) => (a, b),
+                (Some(a), None) | (None, Some(a)) => (a, a),
+                (None, None) => continue,
+            };
+            t.enabled_ns = t.enabled_ns.saturating_add(en);
+            t.running_ns = t.running_ns.saturating_add(ru);
+        }
+        proftrust_model::RecordingHealth {
+            throttles: self.throttles,
+            unthrottles: self.unthrottles,
+            throttled_ns: self.throttled_ns.saturating_add(open),
+            event_times: per_event.into_values().collect(),
+        }
+    }
 }
 
 /// The note for a recording from another architecture than x86-64.

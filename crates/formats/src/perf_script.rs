@@ -45,8 +45,8 @@ use crate::segments::{SegmentSource, SegmentTable};
 use crate::ReadNotes;
 use proftrust_model::symbols::SymbolSource;
 use proftrust_model::{
-    Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, Sample, SampleSet,
-    SamplingConfig,
+    Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, RecordingHealth,
+    Sample, SampleSet, SamplingConfig,
 };
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -727,6 +727,9 @@ pub fn read_perf_script(
             lost: 0,
             command: Vec::new(),
             outcome: None,
+            // perf script text has no throttle records (perf 6.1 cannot print them) and no
+            // enabled/running times: the health is unknown.
+            health: RecordingHealth::default(),
         },
         r.notes,
     ))

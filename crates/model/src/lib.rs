@@ -50,7 +50,10 @@ pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleL
 pub use cost::{CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use quote::{outcome_warning, quote_name};
-pub use sample::{Branch, EventDesc, EventKind, PeriodMode, Sample, SampleSet, SamplingConfig};
+pub use sample::{
+    Branch, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample, SampleSet,
+    SamplingConfig,
+};
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};

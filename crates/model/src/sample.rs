@@ -158,6 +158,50 @@ pub struct SampleSet {
     pub command: Vec<String>,
     /// How the profiled program ended, when known.
     pub outcome: Option<RunOutcome>,
+    /// Throttling and multiplexing, as far as the file says.
+    pub health: RecordingHealth,
+}
+
+/// What a recording says about its own health beyond lost samples: throttling (the kernel
+/// stopped an event's interrupts for a while, `PERF_RECORD_THROTTLE` / `UNTHROTTLE`) and
+/// multiplexing (an event counted for less time than it was enabled, from the
+/// `PERF_FORMAT_TOTAL_TIME_ENABLED` / `RUNNING` values of `PERF_SAMPLE_READ` samples and
+/// `PERF_RECORD_READ` records). All zero / empty when the format cannot say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingHealth {
+    /// `PERF_RECORD_THROTTLE` records, per file.
+    pub throttles: u64,
+    /// `PERF_RECORD_UNTHROTTLE` records, per file.
+    pub unthrottles: u64,
+    /// Nanoseconds between each throttle and the next unthrottle of the same event stream
+    /// (a throttle without an unthrottle counts up to the last time stamp of the file).
+    pub throttled_ns: u64,
+    /// Enabled and running time per event, where the file carries them.
+    pub event_times: Vec<EventTimes>,
+}
+
+/// Time an event was enabled and running, summed over its streams (threads, CPUs): the last
+/// `time_enabled` / `time_running` values each stream reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventTimes {
+    /// Index into [`SampleSet::events`].
+    pub event: u16,
+    /// Nanoseconds the event was enabled.
+    pub enabled_ns: u64,
+    /// Nanoseconds it was actually counting (on the PMU); less than `enabled_ns` when the
+    /// kernel multiplexed it with other events.
+    pub running_ns: u64,
+}
+
+impl EventTimes {
+    /// `running / enabled`, 1 when nothing was enabled.
+    pub fn running_fraction(&self) -> f64 {
+        if self.enabled_ns == 0 {
+            1.0
+        } else {
+            self.running_ns as f64 / self.enabled_ns as f64
+        }
+    }
 }
 
 impl SampleSet {

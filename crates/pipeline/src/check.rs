@@ -43,6 +43,40 @@ pub use proftrust_report::check::{
     TargetAdvice, Verdict,
 };
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiplicative hasher for the per-sample maps (addresses, thread ids): `check` looks up
+/// every sample, and SipHash was a fifth of its time on 10^7 samples
+/// (`scripts/bench-check.sh`). Keys here are not attacker-chosen hash-flooding material
+/// worth SipHash's cost: a profile's addresses and thread ids.
+#[derive(Default, Clone, Copy)]
+struct MulHasher(u64);
+
+impl Hasher for MulHasher {
+    fn finish(&self) -> u64 {
+        // Fold the well-mixed high bits into the low ones the table indexes with.
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MulHasher>>;
 use std::path::PathBuf;
 
 /// Settings of [`execute`].
@@ -222,7 +256,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     let mut fnames = Names::default();
     let mut inames = Names::default();
     let mut lnames = Names::default();
-    let mut loc_ids: HashMap<Location, u32> = HashMap::new();
+    let mut loc_ids: FastMap<Location, u32> = FastMap::default();
     let mut locs: Vec<(Location, LocKeys)> = Vec::new();
     let mut per_sample: Vec<u32> = Vec::with_capacity(samples.len());
     for s in &samples {
@@ -473,6 +507,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             ),
         );
     }
+    let (throttled, running_ratio) = throttle_and_multiplex(&set, ev, &samples, &mut warnings);
     let mut no_debug: Vec<String> = Vec::new();
     {
         let mut seen = std::collections::BTreeSet::new();
@@ -674,8 +709,8 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         aliasing,
         health: CheckHealth {
             lost: set.lost,
-            throttled: None,
-            running_ratio: None,
+            throttled,
+            running_ratio,
             unsymbolized: unsym_share,
             no_debug_info: no_debug,
             outcome,
@@ -683,6 +718,68 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         warnings,
         notes,
     })
+}
+
+/// The `throttling` and `multiplexing` warnings from the file's own record of them
+/// ([`proftrust_model::RecordingHealth`]); returns the throttle count and the checked event's
+/// running / enabled ratio for the report's `health`.
+///
+/// Both stop the event's sampling for stretches of the run: a throttled event loses its
+/// interrupts until the next timer tick (`perf_event_max_sample_rate`), a multiplexed one
+/// is off the PMU while other events count. The samples then stand for the stretches the
+/// event was on only, so shares are unbiased only if the program behaved the same while it
+/// was off (seed 002 §3.3: the sampling point must not depend on the running state).
+fn throttle_and_multiplex(
+    set: &SampleSet,
+    ev: u16,
+    samples: &[&Sample],
+    warnings: &mut Vec<CheckWarning>,
+) -> (Option<u64>, Option<f64>) {
+    let h = &set.health;
+    if h.throttles > 0 {
+        let first = samples.iter().map(|s| s.time).filter(|&t| t > 0).min();
+        let last = samples.iter().map(|s| s.time).max();
+        let span = match (first, last) {
+            (Some(a), Some(b)) if b > a => Some(b - a),
+            _ => None,
+        };
+        let of_span = span.map_or(String::new(), |sp| {
+            format!(
+                " ({} of the sampled span)",
+                pct(h.throttled_ns as f64 / sp as f64)
+            )
+        });
+        warnings.push(CheckWarning {
+            kind: "throttling".into(),
+            message:
+            format!(
+                "the kernel throttled sampling {} time{} for {:.3} ms in all{}: the event interrupted more often than perf_event_max_sample_rate allows, and what ran while it was throttled has no samples; record with a longer period (-c) or a lower frequency (-F)",
+                h.throttles,
+                if h.throttles == 1 { "" } else { "s" },
+                h.throttled_ns as f64 / 1e6,
+                of_span
+            ),
+        });
+    }
+    let times = h.event_times.iter().find(|t| t.event == ev);
+    let ratio = times.map(|t| t.running_fraction());
+    if let (Some(t), Some(r)) = (times, ratio) {
+        // Below 99%: a counter that ran its whole enabled time reads running == enabled.
+        if r < 0.99 {
+            warnings.push(CheckWarning {
+                kind: "multiplexing".into(),
+                message:
+                format!(
+                    "{} counted during {} of the time it was enabled ({:.3} of {:.3} ms): the kernel multiplexed it with other events on the PMU, and what ran while it was off has no samples; record fewer events at once",
+                    set.events[ev as usize].name,
+                    pct(r),
+                    t.running_ns as f64 / 1e6,
+                    t.enabled_ns as f64 / 1e6
+                ),
+            });
+        }
+    }
+    (Some(h.throttles), ratio)
 }
 
 fn pct(x: f64) -> String {
@@ -766,7 +863,7 @@ fn keys_of(
 fn running_states(samples: &[&Sample], func_of: &[u32], nfuncs: usize) -> Vec<(u64, u64)> {
     let mut out = vec![(0u64, 0u64); nfuncs];
     // Median interval over consecutive samples of one thread (time stamps, when present).
-    let mut last: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut last: FastMap<u32, (u64, u32)> = FastMap::default();
     let mut gaps: Vec<u64> = Vec::new();
     for s in samples {
         if let Some((t, _)) = last.get(&s.tid) {
@@ -831,32 +928,33 @@ fn aliasing(
     func_of: &[u32],
     max_lag: usize,
 ) -> Option<AliasingCheck> {
-    // Collision probability per function.
-    let mut by_loc: HashMap<u32, (u32, u64)> = HashMap::new();
+    // Collision probability per function (locations and functions are dense ids).
+    let nloc = loc_of.iter().max().map_or(0, |&m| m as usize + 1);
+    let nfun = func_of.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut by_loc: Vec<(u32, u64)> = vec![(0, 0); nloc];
     for (&l, &f) in loc_of.iter().zip(func_of) {
-        by_loc.entry(l).or_insert((f, 0)).1 += 1;
+        let e = &mut by_loc[l as usize];
+        e.0 = f;
+        e.1 += 1;
     }
-    let mut fsum: HashMap<u32, (u64, f64)> = HashMap::new();
-    for (_, &(f, c)) in by_loc.iter() {
-        let e = fsum.entry(f).or_default();
+    let mut fsum: Vec<(u64, f64)> = vec![(0, 0.0); nfun];
+    for &(f, c) in &by_loc {
+        let e = &mut fsum[f as usize];
         e.0 += c;
         e.1 += (c * c.saturating_sub(1)) as f64;
     }
-    let q: HashMap<u32, f64> = fsum
+    let q: Vec<f64> = fsum
         .iter()
-        .map(|(&f, &(c, s))| {
-            (
-                f,
-                if c >= 2 {
-                    s / (c as f64 * (c - 1) as f64)
-                } else {
-                    0.0
-                },
-            )
+        .map(|&(c, s)| {
+            if c >= 2 {
+                s / (c as f64 * (c - 1) as f64)
+            } else {
+                0.0
+            }
         })
         .collect();
     // Samples per thread, in order.
-    let mut threads: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut threads: FastMap<u32, Vec<usize>> = FastMap::default();
     for (i, s) in samples.iter().enumerate() {
         threads.entry(s.tid).or_default().push(i);
     }
@@ -869,7 +967,7 @@ fn aliasing(
                 if func_of[i] != func_of[j] {
                     continue;
                 }
-                let qf = q[&func_of[j]];
+                let qf = q[func_of[j] as usize];
                 pairs += 1;
                 exp += qf;
                 var += qf * (1.0 - qf);
@@ -1044,7 +1142,11 @@ fn profile_verdict(
             "aliasing: the period may be locked to periodic code (record with --randomize)".into(),
         );
     }
-    let lost = warnings.iter().any(|w| w.kind == "lost");
+    // Lost samples, throttling and multiplexing all leave stretches of the run unsampled.
+    let gap = warnings
+        .iter()
+        .find(|w| matches!(w.kind.as_str(), "lost" | "throttling" | "multiplexing"));
+    let lost = gap.is_some();
     let top_rows: Vec<&CheckRow> = functions.iter().take(top).collect();
     let act = top_rows
         .iter()
@@ -1067,11 +1169,15 @@ fn profile_verdict(
             ));
         }
         (Verdict::Act, reason)
-    } else if lost {
+    } else if let Some(w) = gap {
         (
             Verdict::RankOnly,
-            "samples were lost: shares may be biased toward what ran when the buffer had room"
-                .into(),
+            match w.kind.as_str() {
+                "lost" => "samples were lost: shares may be biased toward what ran when the buffer had room",
+                "throttling" => "the kernel throttled sampling: shares may be biased against what ran while it was off",
+                _ => "the event was multiplexed: shares may be biased against what ran while it was off",
+            }
+            .into(),
         )
     } else {
         (

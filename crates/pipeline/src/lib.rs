@@ -19,6 +19,9 @@
 //!   contexts compared with it.
 //! * [`vpp`] — variational path profiling (seed 004): paths timed by the virtual PMU,
 //!   LBR stacks or the program's own probes, ranked by net variation.
+//! * [`record`] — a program's samples from `perf_event_open` (events as perf spells them).
+//! * [`truth`] — a program's exact per-instruction counts (QEMU plugin or callgrind).
+//! * [`simulate`] — seed 002's running-state simulation of sampling.
 //! * [`read`] — what a profile file holds (any format), or its samples as text.
 //! * [`inspect`] — what proftrust sees in a binary: functions, blocks, loops, one
 //!   function's CFG and instructions.
@@ -103,7 +106,7 @@ pub fn with_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
 /// The seed of every command's random choices when none is given: 1, the same for `audit`,
 /// `record`, `vpmu`, `vpp`, `simulate`, `correct` and `calibrate`, so that two runs of a
 /// command with the same inputs make the same choices. Every report and file states the
-/// seed it used; `--seed N` picks another stream (docs/ARCHITECTURE.md, "Conventions").
+/// seed it used; `--seed N` picks another stream (docs/ARCHITECTURE.md, "Randomness").
 pub const DEFAULT_SEED: u64 = 1;
 
 /// Where exact counts come from when a command runs the program.

@@ -18,6 +18,20 @@
 //! Design constraints: the only `unsafe` is in `sys.rs` (TSC reads, `cpuid`, the load bias
 //! from `dl_iterate_phdr`); no allocation and no lock on the fast path; the file is written
 //! through a temporary file renamed into place.
+//!
+//! Bursty tracing, the dispatch check every boundary runs (seed 004 §4.1): with nCheck 3 and
+//! nInstr 1, a path is timed after every three clean ones, as the closed form says:
+//!
+//! ```
+//! use proftrust_probe::{expected_timed, Bursty, BurstyOptions};
+//!
+//! let mut opts = BurstyOptions::default();
+//! (opts.n_check, opts.n_instr) = (3, 1);
+//! let mut b = Bursty::new(opts);
+//! let timed = (0..1000).filter(|_| b.boundary().ends_timed).count() as u64;
+//! assert_eq!(timed, expected_timed(1000, 3, 1));
+//! assert!((240..=260).contains(&timed), "{timed}");
+//! ```
 #![warn(missing_docs)]
 
 mod bursty;

@@ -46,7 +46,8 @@ pub use proftrust_supervise::StopSignal;
 
 use parse::Rec;
 use proftrust_model::{
-    Branch, EventDesc, Location, PeriodMode, RunOutcome, Sample, SampleSet, SamplingConfig,
+    Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
+    SampleSet, SamplingConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -177,6 +178,8 @@ pub struct ProcessInfo {
 
 struct Opened {
     spec_idx: usize,
+    /// The process it was opened on (one instance per CPU).
+    pid: i32,
     fd: OwnedFd,
     id: u64,
 }
@@ -260,6 +263,9 @@ fn build_attr(spec: &EventSpec, opts: &RecordOptions, first_period: u64, read: b
     a.type_ = t;
     a.config = c;
     a.sample_type = parse::SAMPLE_TYPE_BASE;
+    // Enabled and running time on every read (the final one and PERF_SAMPLE_READ's): less
+    // running than enabled means the kernel multiplexed the event (`check` warns).
+    a.read_format = parse::READ_FORMAT;
     if read {
         a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_READ as u64;
     }
@@ -507,6 +513,7 @@ fn open_events(
                 }
                 opened.push(Opened {
                     spec_idx: si,
+                    pid,
                     fd,
                     id,
                 });
@@ -804,6 +811,62 @@ fn record_pid(pid: i32, opts: &RecordOptions, seed: u64) -> Result<Recording, Re
     finish(session, opts, seed, command, None, initial)
 }
 
+/// Throttling from the records, enabled/running time from a final `read(2)` of every event
+/// (inherited children's times included), summed per event.
+fn recording_health(session: &Session, recs: &[Rec], n_events: usize) -> RecordingHealth {
+    let mut h = RecordingHealth::default();
+    let mut open: HashMap<u64, u64> = HashMap::new();
+    let last = recs.iter().map(Rec::time).max().unwrap_or(0);
+    for r in recs {
+        match *r {
+            Rec::Throttle { stream_id, time } => {
+                h.throttles += 1;
+                open.entry(stream_id).or_insert(time);
+            }
+            Rec::Unthrottle { stream_id, time } => {
+                h.unthrottles += 1;
+                if let Some(t0) = open.remove(&stream_id) {
+                    h.throttled_ns = h.throttled_ns.saturating_add(time.saturating_sub(t0));
+                }
+            }
+            _ => {}
+        }
+    }
+    for t0 in open.values() {
+        h.throttled_ns = h.throttled_ns.saturating_add(last.saturating_sub(*t0));
+    }
+    // One instance per (event, process, CPU): each is enabled while the process runs on any
+    // CPU and running while it runs on its own, so the process's enabled time is the
+    // instances' largest and its running time their sum.
+    let mut per: HashMap<(usize, i32), (u64, u64)> = HashMap::new();
+    for o in &session.opened {
+        if let Ok((_, enabled, running)) = sys::read_times(&o.fd) {
+            let t = per.entry((o.spec_idx, o.pid)).or_default();
+            t.0 = t.0.max(enabled);
+            t.1 = t.1.saturating_add(running);
+        }
+    }
+    let mut times = vec![(0u64, 0u64, false); n_events];
+    for ((si, _), (enabled, running)) in per {
+        if let Some(t) = times.get_mut(si) {
+            t.0 = t.0.saturating_add(enabled);
+            t.1 = t.1.saturating_add(running);
+            t.2 = true;
+        }
+    }
+    h.event_times = times
+        .into_iter()
+        .enumerate()
+        .filter(|(_, t)| t.2)
+        .map(|(i, (enabled_ns, running_ns, _))| EventTimes {
+            event: i as u16,
+            enabled_ns,
+            running_ns,
+        })
+        .collect();
+    h
+}
+
 fn finish(
     mut session: Session,
     opts: &RecordOptions,
@@ -822,6 +885,7 @@ fn finish(
     let mut set = SampleSet {
         command,
         outcome,
+        health: recording_health(&session, &recs, opts.events.len()),
         ..SampleSet::default()
     };
     for spec in &opts.events {
@@ -879,7 +943,8 @@ fn finish(
             Rec::Exec { pid, .. } => spaces.exec(pid),
             Rec::Fork { pid, ppid, .. } => spaces.fork(pid, ppid),
             Rec::Lost { lost } => set.lost += lost,
-            Rec::Throttle => stats.throttled += 1,
+            Rec::Throttle { .. } => stats.throttled += 1,
+            Rec::Unthrottle { .. } => {}
             Rec::Sample {
                 id,
                 stream_id,

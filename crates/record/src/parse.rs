@@ -70,7 +70,14 @@ pub(crate) enum Rec {
     Lost {
         lost: u64,
     },
-    Throttle,
+    Throttle {
+        stream_id: u64,
+        time: u64,
+    },
+    Unthrottle {
+        stream_id: u64,
+        time: u64,
+    },
 }
 
 impl Rec {
@@ -80,8 +87,10 @@ impl Rec {
             Rec::Sample { time, .. }
             | Rec::Mmap { time, .. }
             | Rec::Exec { time, .. }
-            | Rec::Fork { time, .. } => *time,
-            Rec::Lost { .. } | Rec::Throttle => 0,
+            | Rec::Fork { time, .. }
+            | Rec::Throttle { time, .. }
+            | Rec::Unthrottle { time, .. } => *time,
+            Rec::Lost { .. } => 0,
         }
     }
 }
@@ -135,10 +144,14 @@ fn trailer_time(body: &[u8]) -> u64 {
     }
 }
 
+/// The `read_format` of every event: `TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`.
+pub(crate) const READ_FORMAT: u64 =
+    (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
+
 /// Which optional sample fields were requested.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Layout {
-    /// `PERF_SAMPLE_READ` with `read_format = 0` (one u64).
+    /// `PERF_SAMPLE_READ` with [`READ_FORMAT`] (value, time enabled, time running).
     pub read: bool,
     /// `PERF_SAMPLE_CALLCHAIN`.
     pub callchain: bool,
@@ -182,7 +195,14 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
                 let cpu = c.u32()?;
                 c.u32()?;
                 let period = c.u64()?;
-                let count = if l.read { Some(c.u64()?) } else { None };
+                let count = if l.read {
+                    let value = c.u64()?;
+                    c.u64()?; // time enabled
+                    c.u64()?; // time running
+                    Some(value)
+                } else {
+                    None
+                };
                 let mut chain = Vec::new();
                 if l.callchain {
                     let nr = c.u64()? as usize;
@@ -271,7 +291,17 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
                 let lost = c.u64()?;
                 out.push(Rec::Lost { lost });
             }
-            b::PERF_RECORD_THROTTLE => out.push(Rec::Throttle),
+            b::PERF_RECORD_THROTTLE | b::PERF_RECORD_UNTHROTTLE => {
+                // time, id, stream_id (then the sample_id trailer).
+                let time = c.u64()?;
+                c.u64()?;
+                let stream_id = c.u64()?;
+                out.push(if kind == b::PERF_RECORD_THROTTLE {
+                    Rec::Throttle { stream_id, time }
+                } else {
+                    Rec::Unthrottle { stream_id, time }
+                });
+            }
             _ => {}
         }
         off += size;
@@ -334,6 +364,69 @@ mod tests {
             }] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A sample with `PERF_SAMPLE_READ` under [`READ_FORMAT`] (value, enabled, running) and
+    /// a throttle / unthrottle pair (time, id, stream_id, then the trailer).
+    #[test]
+    fn decodes_read_values_and_throttles() {
+        let mut body = Vec::new();
+        for x in [7u64, 0x401000] {
+            body.extend_from_slice(&x.to_le_bytes());
+        }
+        body.extend_from_slice(&10u32.to_le_bytes());
+        body.extend_from_slice(&11u32.to_le_bytes());
+        for x in [123u64, 9] {
+            body.extend_from_slice(&x.to_le_bytes());
+        }
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&0u32.to_le_bytes());
+        for x in [1000003u64, 5_000_000, 800, 400] {
+            body.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
+        for (ty, t) in [
+            (b::PERF_RECORD_THROTTLE, 200u64),
+            (b::PERF_RECORD_UNTHROTTLE, 950),
+        ] {
+            let mut t_body = Vec::new();
+            for x in [t, 7, 9] {
+                t_body.extend_from_slice(&x.to_le_bytes());
+            }
+            t_body.extend_from_slice(&[0u8; 40]);
+            bytes.extend(rec(ty, 0, &t_body));
+        }
+        let mut out = Vec::new();
+        decode_batch(
+            &bytes,
+            Layout {
+                read: true,
+                ..Layout::default()
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                out[..],
+                [
+                    Rec::Sample {
+                        count: Some(5_000_000),
+                        period: 1000003,
+                        ..
+                    },
+                    Rec::Throttle {
+                        stream_id: 9,
+                        time: 200
+                    },
+                    Rec::Unthrottle {
+                        stream_id: 9,
+                        time: 950
+                    }
+                ]
+            ),
+            "{out:?}"
+        );
     }
 
     #[test]

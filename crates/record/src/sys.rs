@@ -68,6 +68,24 @@ pub(crate) fn disable(fd: &OwnedFd) -> io::Result<()> {
     check(unsafe { pe::ioctls::DISABLE(fd.as_raw_fd(), 0) })
 }
 
+/// `read(2)` of an event opened with `read_format = TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`:
+/// `(value, time_enabled, time_running)`, children's totals included for inherited events.
+pub(crate) fn read_times(fd: &OwnedFd) -> io::Result<(u64, u64, u64)> {
+    let mut v = [0u64; 3];
+    // SAFETY: reads at most 24 bytes into a live array of three u64.
+    let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 24) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n != 24 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("read {n} of 24 bytes"),
+        ));
+    }
+    Ok((v[0], v[1], v[2]))
+}
+
 /// `PERF_EVENT_IOC_PERIOD`: the kernel copies the new period from `&period`.
 pub(crate) fn set_period(fd: &OwnedFd, period: u64) -> io::Result<()> {
     let mut p = period;

@@ -94,7 +94,7 @@ pub struct CheckRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckWarning {
     /// `aliasing`, `skid`, `granularity`, `lost`, `throttling`, `multiplexing`,
-    /// `unsymbolized`, `debug-info`, `ended-early`, `clustering`, `event`.
+    /// `unsymbolized`, `clustering`, `ended-early`, `input`.
     pub kind: String,
     /// What was found and what to do about it.
     pub message: String,
@@ -139,9 +139,11 @@ pub struct AliasingCheck {
 pub struct CheckHealth {
     /// Samples the kernel reported lost.
     pub lost: u64,
-    /// Throttle records, when the file says.
+    /// `PERF_RECORD_THROTTLE` records in the file (0 also when its format cannot hold them:
+    /// `perf script` text, callgrind).
     pub throttled: Option<u64>,
-    /// Time running over time enabled of the event (< 1: multiplexed), when the file says.
+    /// Time running over time enabled of the event (< 1: multiplexed), when the file carries
+    /// the times (`PERF_FORMAT_TOTAL_TIME_*` read values; `proftrust record`'s files).
     pub running_ratio: Option<f64>,
     /// Share of the samples with no function name (no binary, no symbol).
     pub unsymbolized: f64,

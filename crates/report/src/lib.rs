@@ -22,6 +22,10 @@
 //! * [`check::CheckReport`] — the report of `check` (one profile on its own: intervals,
 //!   aliasing, granularity, skid, recording health, verdicts), text, JSON and HTML.
 //!
+//! * [`record`], [`truth`], [`simulate`], [`calibrate`] — the reports of those commands
+//!   (text and JSON); [`correct`], [`paths`], [`cct`], [`vpp`], [`read`], [`inspect`],
+//!   [`analyze`] likewise.
+//!
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!

@@ -20,6 +20,22 @@
 //! No I/O, no processes: callers bring sampled estimates and CFGs (see `proftrust-binary`)
 //! and get numbers back. The virtual PMU that produces skid-affected profiles without a
 //! hardware PMU lives in `proftrust-vpmu`.
+//!
+//! The model and its inverse in a few lines: the distribution `D(S, c)` of instruction
+//! samples on the calibration kernel (one 200-cycle load, 100 one-cycle instructions) under a
+//! skid of 37 cycles (seed 000 eq. 2), and the calibration fit that recovers the skid from it:
+//!
+//! ```
+//! use proftrust_skid::calibrate::{fit_skid, kernel_cpi};
+//! use proftrust_skid::model::distribution;
+//!
+//! let cpi = kernel_cpi(200, 100);
+//! let d = distribution(37.0, &cpi)?;
+//! let observed: Vec<f64> = d.iter().map(|p| p * 10_000.0).collect();
+//! let fit = fit_skid(&cpi, &observed, cpi.iter().sum(), 1.0)?;
+//! assert!(fit.skid <= 37.0 && 37.0 <= fit.skid_high, "{fit:?}");
+//! # Ok::<(), proftrust_skid::SkidError>(())
+//! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -19,6 +19,20 @@
 //!
 //! The policy these implement is documented in `docs/processes.md`. All `unsafe` is in the
 //! private `sys` module.
+//!
+//! The stop flag is shared by clones: the CLI's signal handler raises its copy, the running
+//! recording sees it on its own (and names the signal in the outcome):
+//!
+//! ```
+//! use proftrust_supervise::{signal_name, StopSignal};
+//!
+//! let stop = StopSignal::new();
+//! let seen_by_the_run = stop.clone();
+//! assert_eq!(seen_by_the_run.signal(), None);
+//! stop.raise(15);
+//! assert_eq!(seen_by_the_run.signal(), Some(15));
+//! assert_eq!(signal_name(15), "SIGTERM");
+//! ```
 #![warn(missing_docs)]
 
 mod sys;

@@ -582,6 +582,9 @@ impl Vpmu {
             lost: 0,
             command: Vec::new(),
             outcome: self.outcome,
+            // The virtual counters count every instruction of the run: never throttled or
+            // multiplexed, nothing to report.
+            health: proftrust_model::RecordingHealth::default(),
         };
         (set, exact)
     }

@@ -5,8 +5,10 @@
 # architecture) x absurd values of every numeric flag. Each case must end as a clean error:
 # exit status 2 with an `error:` line, no panic, no signal, no hang (60 s), and no bad input
 # accepted silently (exit 0; a cut perf.data read up to its last complete record with a
-# warning naming the cut, as perf reads a killed recording, is counted apart). Prints the
-# counts; exits non-zero unless every case is a clean error or such a warned read.
+# warning naming the cut, as perf reads a killed recording, is counted apart, as are
+# perf.data files with a corrupt record size or unknown record types read with a warning
+# giving the numbers). Prints the counts; exits non-zero unless every case is a clean error
+# or such a warned read.
 #
 #   bash scripts/bad-input.sh                 # builds the release binary first
 #   PROFTRUST=path/to/proftrust bash scripts/bad-input.sh
@@ -41,7 +43,9 @@ run() {
   # A cut perf.data is read up to its last complete record, as perf reads a killed
   # recording, with a warning naming the cut (on stderr, or in the JSON's or the report's
   # warnings): accepted, but not silently.
-  elif [ $code -eq 0 ] && grep -qiE "cut copy|truncated|killed" "$err" "$out"; then kind=warned
+  # Likewise a record with an impossible size (the records before it read, the numbers
+  # given) and records of types perf does not define (counted and reported).
+  elif [ $code -eq 0 ] && grep -qiE "cut copy|truncated|killed|interrupted|declares [0-9]+ bytes|does not define" "$err" "$out"; then kind=warned
   elif [ $code -eq 0 ]; then kind=silent
   elif [ $code -eq 2 ] && grep -q "^error" "$err"; then kind=clean
   else kind=signal
@@ -80,6 +84,7 @@ if command -v valgrind >/dev/null; then
 fi
 if command -v perf >/dev/null; then
   perf record -q -e cpu-clock -o good.perf.data "$prog" >/dev/null 2>&1
+  perf record -q -e cpu-clock -o - "$prog" 2>/dev/null > good.pipe.perf.data
 fi
 : > empty
 head -c 65536 /dev/urandom > random
@@ -103,6 +108,43 @@ for f in good.ptsamp good.ptexact good.vpmu good.callgrind good.perf.data; do
     bad_files+=("cut-$cut-$f")
   done
 done
+
+# perf.data mutants (issue 20): a record's size field corrupted (0x50 -> 0x4d50) at the
+# first sample (nothing readable: an error) and in the middle (the records before it read,
+# with a warning giving the numbers); a data section size past the file's end; a record
+# type perf does not define; a pipe-mode stream cut inside a record.
+if [ -f good.perf.data ]; then
+  python3 - <<'EOF'
+import struct
+b = bytes(open('good.perf.data', 'rb').read())
+off, size = struct.unpack_from('<QQ', b, 40)
+recs, p = [], off
+while p < off + size:
+    t, _, s = struct.unpack_from('<IHH', b, p)
+    if s < 8:
+        break
+    recs.append((p, t, s)); p += s
+samples = [r for r in recs if r[1] == 9]
+def mutate(name, at, fmt, value):
+    c = bytearray(b); struct.pack_into(fmt, c, at, value); open(name, 'wb').write(c)
+if samples:
+    mutate('perf-size-first.perf.data', samples[0][0] + 6, '<H', samples[0][2] | 0x4d00)
+    mid = samples[len(samples) // 2]
+    mutate('perf-size-mid.perf.data', mid[0] + 6, '<H', mid[2] | 0x4d00)
+    mutate('perf-size-small.perf.data', mid[0] + 6, '<H', 4)
+    mutate('perf-type.perf.data', mid[0], '<I', 200)
+mutate('perf-datasize.perf.data', 48, '<Q', size + 4096)
+EOF
+  for f in perf-size-first perf-size-mid perf-size-small perf-type perf-datasize; do
+    [ -f "$f.perf.data" ] && bad_files+=("$f.perf.data")
+  done
+fi
+if [ -s good.pipe.perf.data ]; then
+  size=$(stat -c %s good.pipe.perf.data)
+  head -c $((size - 13)) good.pipe.perf.data > cut-pipe.perf.data
+  head -c $((size * 2 / 3)) good.pipe.perf.data > cut2-pipe.perf.data
+  bad_files+=(cut-pipe.perf.data cut2-pipe.perf.data)
+fi
 
 # ---- bad input files x every command that reads files -----------------------------------
 for f in "${bad_files[@]}"; do
@@ -238,7 +280,7 @@ done
 total=$((clean + warned + panics + signals + hangs + silent))
 echo "bad-input campaign: $total cases"
 echo "  clean errors:    $clean"
-echo "  read with a warning naming the cut: $warned"
+echo "  read with a warning naming the cut or corruption: $warned"
 echo "  panics:          $panics"
 echo "  signal deaths:   $signals"
 echo "  hangs:           $hangs"

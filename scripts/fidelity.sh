@@ -9,8 +9,8 @@
 # `uptime`). Verdicts: "agrees" / "differs" where a threshold of the paper decides it,
 # "see notes" where the comparison needs reading (docs/fidelity.md explains each row).
 # Needs: cargo, gcc, perf (cpu-clock), qemu-x86_64 (audit's exact run), python3 (JSON).
-# Seed 000 rows (virtual PMU modes, time truth) are left to issue 17 parts 2-3: the script
-# prints them as "to fill".
+# Seed 000 rows (virtual PMU modes, time truth) take minutes per trace: the script prints
+# them from the measurement in docs/skid.md and docs/audit.md, marked as not rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
@@ -27,9 +27,9 @@ echo "fidelity: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load: $(cut -d' ' -
 echo "| seed | claim | paper | proftrust | command | verdict |"
 echo "|---|---|---|---|---|---|"
 
-# ---- seed 000: left to the engineer of issue 17 parts 2-3 (virtual PMU modes, time truth).
-row "000" "skid correction error on real CPUs (vs CCTLib)" "5.7-18%" "TO FILL (issue 17 part 2)" "-" "-"
-row "000" "cpu-clock audit: CPI counted as error" "-" "TO FILL (issue 17 part 3)" "-" "-"
+# ---- seed 000: measured separately (minutes per trace), not rerun here.
+row "000" "skid correction error on real CPUs (vs CCTLib)" "5.7-18%" "not rerun: docs/skid.md, PMU modes (omnet 0.374 -> 0.002, soplex 0.202 -> 0.007, simulated CPU)" "proftrust vpmu --mode interrupt ...; proftrust audit --correct-skid 30 ..." "see notes"
+row "000" "cpu-clock audit: CPI counted as error (time truth)" "-" "not rerun: docs/audit.md, Time truth (epsilon function soplex 0.150 -> 0.034, mcf 0.119 -> 0.027, omnet 0.387 -> 0.209)" "proftrust audit --truth-weight time-model ..." "see notes"
 
 # ---- seed 001: OD on a bundled workload, both readings, and its trend with the period.
 cmd001="proftrust audit --workload mcf --sweep 64K,256K,1M,4M,16M --json"

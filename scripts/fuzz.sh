@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 secs="${FUZZ_SECONDS:-60}"
-all=(perf_data perf_counts perf_script callgrind native binary_open flags)
+all=(perf_data perf_counts perf_script callgrind native load binary_open flags)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all[@]}"); fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -57,6 +57,17 @@ if command -v gcc >/dev/null; then
             cp "$tmp/e.ptexact" fuzz/corpus/native/exact
     fi
 fi
+# The loader's seeds: the other seeds as they are and gzip-, zstd- and xz-compressed.
+for t in perf_data perf_script callgrind native; do
+    for f in fuzz/corpus/$t/*; do
+        [ -f "$f" ] || continue
+        b="fuzz/corpus/load/$t-$(basename "$f")"
+        head -c 100000 "$f" >"$b"
+        gzip -c "$b" >"$b.gz"
+        command -v zstd >/dev/null && zstd -q -c "$b" >"$b.zst"
+        command -v xz >/dev/null && xz -c "$b" >"$b.xz"
+    done
+done
 
 echo "fuzz.sh: building ${targets[*]}"
 for t in "${targets[@]}"; do

@@ -35,7 +35,7 @@ move_all() {
     for f in b/*; do echo "--binary" >> args; echo "$here/$f" >> args; basename "$f" >> dsos; done
 }
 
-report() { perf report -i "$1" --symfs symfs --stdio --sort dso,sym -n 2>/dev/null > report.txt; }
+report() { perf report -i "$1" --symfs symfs --stdio --no-children -g none --sort dso,sym -n 2>/dev/null > report.txt; }
 
 rec() { perf record -q -e cpu-clock -c "$PERIOD" "$@" 2>/dev/null; }
 
@@ -50,6 +50,12 @@ for kind in nonpie pie static; do
     rec -o p.data a/work "$N" > /dev/null
     move_all; report p.data
 done
+
+# A static program calling IFUNC functions through its PLT (IRELATIVE stubs).
+new_case ifunc
+$CC -O2 -g -static -o a/ifunc "$SRC/ifunc.c"
+rec -o p.data a/ifunc "$N" > /dev/null
+move_all; report p.data
 
 # A shared library and its program, both moved.
 new_case shared
@@ -100,6 +106,25 @@ for fields in "" "-F comm,tid,time,event,ip,sym,symoff,dso" "-F ip,sym,symoff,ds
     # shellcheck disable=SC2086
     if ! perf script -i p.data --symfs symfs $fields > "$d/p.txt" 2>/dev/null; then
         echo "gen.sh: skip script-$i: perf script $fields failed" >&2; rm -rf "$d"; continue
+    fi
+    cp args dsos report.txt "$d/"
+    echo "$fields" > "$d/fields"
+done
+
+# A non-PIE recording with call chains (-g), as perf script text: perf 6.1 prints the chain
+# frames (the first one is the sample's ip) as file offsets in their dso (1080 for
+# 0x401080), with the default fields, with -F ip,sym,dso and with --show-mmap-events.
+new_case script-g
+$CC -O2 -g -no-pie -fno-omit-frame-pointer -o a/work "$SRC/work.c"
+rec -g -o p.data a/work "$N" > /dev/null
+move_all; report p.data
+i=0
+for fields in "" "-F ip,sym,dso" "--show-mmap-events"; do
+    i=$((i + 1))
+    d="$OUT/script-g$i"; rm -rf "$d"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    if ! perf script -i p.data --symfs symfs $fields > "$d/p.txt" 2>/dev/null; then
+        echo "gen.sh: skip script-g$i: perf script $fields failed" >&2; rm -rf "$d"; continue
     fi
     cp args dsos report.txt "$d/"
     echo "$fields" > "$d/fields"

@@ -477,6 +477,14 @@ impl Binary {
             collect_functions(&file, true, &mut raw);
         }
 
+        // A static binary's PLT stubs jump through slots IRELATIVE relocations fill: name
+        // them after the IFUNC they resolve.
+        if machine == EM_X86_64 || machine == EM_386 {
+            for (slot, name) in irelative_names(&sections, &data, data[5] == 2, &raw) {
+                got_names.entry(slot).or_insert(name);
+            }
+        }
+
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
         let plt = if machine == EM_X86_64 || machine == EM_386 {
             plt_stubs(&sections, &data, &got_names, machine == EM_386)
@@ -890,6 +898,85 @@ fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<
         underscores,
         std::cmp::Reverse(s.2.len()),
     )
+}
+
+/// GOT slots filled by `R_X86_64_IRELATIVE` (`.rela.plt`, type 37) or `R_386_IRELATIVE`
+/// (`.rel.plt`, type 42, the addend stored in the slot) relocations, named after the
+/// function at the relocation's addend, the IFUNC resolver, which carries the IFUNC's
+/// name (`strlen`; among aliases the one [`alias_order`] puts first). A static glibc
+/// program calls `strlen`, `memcpy` and the like through such `.plt` stubs; perf 6.1 counts
+/// their samples under `_init` (it synthesizes PLT names from JUMP_SLOT relocations only),
+/// proftrust names them `strlen@plt` (objdump: `*ABS*+0x418d80@plt`).
+fn irelative_names(
+    sections: &[SectionInfo],
+    data: &[u8],
+    big: bool,
+    raw: &[RawSymbol],
+) -> Vec<(u64, String)> {
+    let Some(rel) = sections
+        .iter()
+        .find(|s| s.name == ".rela.plt" || s.name == ".rel.plt")
+    else {
+        return Vec::new();
+    };
+    let Some(bytes) = rel
+        .file
+        .and_then(|(off, size)| data.get(off as usize..off.checked_add(size)? as usize))
+    else {
+        return Vec::new();
+    };
+    let h = Header { data: bytes, big };
+    let rela = rel.name == ".rela.plt";
+    // The 32-bit addend of a REL relocation: the word in the slot's file bytes.
+    let slot_word = |slot: u64| -> Option<u64> {
+        let s = sections.iter().find(|s| {
+            s.file.is_some() && slot >= s.addr && slot.saturating_add(4) <= s.addr + s.size
+        })?;
+        let at = usize::try_from(s.file?.0 + (slot - s.addr)).ok()?;
+        let w = data.get(at..at.checked_add(4)?)?;
+        let w: [u8; 4] = w.try_into().ok()?;
+        Some(if big {
+            u32::from_be_bytes(w)
+        } else {
+            u32::from_le_bytes(w)
+        } as u64)
+    };
+    let mut wanted: Vec<(u64, u64)> = Vec::new();
+    if rela {
+        for i in 0..bytes.len() / 24 {
+            let (slot, info, addend) = (h.u64(i * 24), h.u64(i * 24 + 8), h.u64(i * 24 + 16));
+            if info & 0xffff_ffff == 37 {
+                wanted.push((slot, addend));
+            }
+        }
+    } else {
+        for i in 0..bytes.len() / 8 {
+            let (slot, info) = (h.u32(i * 8) as u64, h.u32(i * 8 + 4));
+            if info & 0xff == 42 {
+                if let Some(a) = slot_word(slot) {
+                    wanted.push((slot, a));
+                }
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let addends: std::collections::HashSet<u64> = wanted.iter().map(|w| w.1).collect();
+    let mut best: HashMap<u64, &RawSymbol> = HashMap::new();
+    for r in raw.iter().filter(|r| addends.contains(&r.0)) {
+        best.entry(r.0)
+            .and_modify(|b| {
+                if alias_order(r) < alias_order(b) {
+                    *b = r;
+                }
+            })
+            .or_insert(r);
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(slot, a)| best.get(&a).map(|r| (slot, r.2.clone())))
+        .collect()
 }
 
 /// `name@plt` stubs: every `jmp *slot(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose slot

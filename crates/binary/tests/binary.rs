@@ -1234,3 +1234,85 @@ fn call_sites_and_frame_prologues_match_objdump() {
     assert!(!leaf[0].1.starts_with("push"), "{leaf:?}");
     assert_eq!(b2.frame_established(Svma(leaf[0].0)), Some(false));
 }
+
+/// A static glibc program's `.plt` stubs jump through GOT slots that `R_X86_64_IRELATIVE`
+/// relocations fill (no symbol: objdump names them `*ABS*+0xADDEND@plt`, perf 6.1 counts
+/// their samples under `_init`). Each stub is named after an IFUNC symbol at its
+/// relocation's addend. Oracles: `objdump -d` (each stub's `jmp *…(%rip)` and its slot),
+/// `readelf -rW` (slot → addend), `readelf -sW` (the symbols at the addend).
+#[test]
+fn static_irelative_plt_stubs_are_named_after_their_ifunc() {
+    let t = "static_irelative_plt_stubs_are_named_after_their_ifunc";
+    if !tools(t, &["gcc", "objdump", "readelf"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("ifunc.c");
+    std::fs::write(
+        &c,
+        "#include <string.h>\nchar b[64], d[64];\nint main(int c, char **v) { b[c & 31] = 'a'; memcpy(d, b, (size_t)c * 8); return (int)strlen(b) + d[0]; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("ifunc");
+    let o = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        proftrust_testkit::skip!("{t}: gcc -static failed (no static libc?)");
+        return;
+    }
+    let exe_s = exe.to_str().unwrap();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    // slot -> addend
+    let mut addend = BTreeMap::new();
+    for l in run("readelf", &["-rW", exe_s]).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 4 && f[2] == "R_X86_64_IRELATIVE" {
+            addend.insert(hex(f[0]), hex(f[3]));
+        }
+    }
+    // address -> symbol names there
+    let mut names: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for l in run("readelf", &["-sW", exe_s]).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 8 && (f[3] == "IFUNC" || f[3] == "FUNC") {
+            names.entry(hex(f[1])).or_default().insert(f[7].to_string());
+        }
+    }
+    // stub address -> slot, from objdump's `jmp *0x…(%rip)  # SLOT <…>` in .plt.
+    let dis = run("objdump", &["-d", "-j", ".plt", exe_s]);
+    let b = Binary::open(&exe).unwrap();
+    let mut checked = 0;
+    for l in dis.lines() {
+        let Some((at, rest)) = l.trim_start().split_once(':') else {
+            continue;
+        };
+        if !rest.contains("jmp") || !rest.contains("(%rip)") {
+            continue;
+        }
+        let Some(slot) = rest
+            .split('#')
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+        else {
+            continue;
+        };
+        let Some(a) = addend.get(&hex(slot)) else {
+            continue;
+        };
+        let want = &names[a];
+        let f = b
+            .function_at(Svma(hex(at)))
+            .expect("a function at the stub");
+        let got = f
+            .name
+            .strip_suffix("@plt")
+            .unwrap_or_else(|| panic!("{}", f.name));
+        assert!(want.contains(got), "stub {at}: {} not in {want:?}", f.name);
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} IRELATIVE stubs checked:\n{dis}");
+}

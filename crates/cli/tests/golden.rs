@@ -349,6 +349,7 @@ fn read() {
         ("read-perf-data", "tiny.perf.data"),
         ("read-perf-script", "tiny.perf-script"),
         ("read-callgrind", "tiny.callgrind"),
+        ("read-lbr", "tiny.lbr.ptsamp"),
     ] {
         s.check_json(name, &["read", file, "--binary", "tiny", "--json"]);
     }

@@ -437,6 +437,99 @@ fn bad_inputs_exit_2_with_the_file_and_the_problem() {
     );
 }
 
+/// Branch stacks in `read --json` and the text table, from `perf script` text with
+/// `brstack` (perf's `-F comm,tid,time,event,ip,sym,dso,brstack`; perf 6.1 ends each entry
+/// with `/TYPE`, empty here, older perf does not) of the golden non-PIE `tiny`, whose
+/// runtime addresses are its SVMAs. Expected values by hand: `nm tiny` puts 0x4010a9 and
+/// 0x401098 in `leaf` (0x401080..), 0x401157 in `work`.
+#[test]
+fn branch_stacks_per_sample_and_aggregated() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures");
+    let tiny = fixtures.join("tiny");
+    let text = "\
+tiny 22000  6758.543590: cpu-clock:u:  401080 leaf (/tmp/proftrust-golden/tiny) 0x4010a9/0x401098/P/-/-/3  0x401157/0x401080/M/-/-/12  0x4010a9/0x401098/-/-/-/0 
+tiny 22000  6758.543639: cpu-clock:u:  40109b leaf (/tmp/proftrust-golden/tiny) 0x4010a9/0x401098/M/-/-/5/ 
+tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
+";
+    let f = dir.path().join("lbr.perf-script");
+    std::fs::write(&f, text).unwrap();
+    let v = read_json(&f, &["--binary", tiny.to_str().unwrap()]);
+    assert_eq!(v["samples"], 3);
+    // The aggregated table, most frequent first.
+    let t = v["branches"].as_array().unwrap();
+    assert_eq!(t.len(), 2, "{t:?}");
+    let pair = |b: &Value| {
+        (
+            b["from"]["address"].as_u64().unwrap(),
+            b["from"]["symbol"].as_str().unwrap().to_string(),
+            b["to"]["address"].as_u64().unwrap(),
+            b["to"]["symbol"].as_str().unwrap().to_string(),
+            b["count"].as_u64().unwrap(),
+            b["mispredicted"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(
+        pair(&t[0]),
+        (0x4010a9, "leaf".into(), 0x401098, "leaf".into(), 3, 1)
+    );
+    assert_eq!(
+        pair(&t[1]),
+        (0x401157, "work".into(), 0x401080, "leaf".into(), 1, 1)
+    );
+    assert_eq!(
+        t[0]["from"]["module"].as_str(),
+        Some("/tmp/proftrust-golden/tiny")
+    );
+    // Per sample: only the two samples with a stack, entries as perf gave them.
+    let s = v["branch_stacks"].as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (s[0]["sample"].as_u64(), s[1]["sample"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(s[0]["event"], "cpu-clock:u");
+    let e = s[0]["branches"].as_array().unwrap();
+    let got: Vec<(u64, u64, Value, u64)> = e
+        .iter()
+        .map(|b| {
+            (
+                b["from"]["address"].as_u64().unwrap(),
+                b["to"]["address"].as_u64().unwrap(),
+                b["mispredicted"].clone(),
+                b["cycles"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0x4010a9, 0x401098, Value::Bool(false), 3),
+            (0x401157, 0x401080, Value::Bool(true), 12),
+            (0x4010a9, 0x401098, Value::Null, 0),
+        ]
+    );
+    // The text output's branch table.
+    let o = proftrust(&[
+        "read",
+        f.to_str().unwrap(),
+        "--binary",
+        tiny.to_str().unwrap(),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("branch stacks: 2 samples, 4 taken branches (2 mispredicted), 2 distinct"),
+        "{out}"
+    );
+    assert!(
+        out.contains("         3         1  leaf 0x4010a9 -> leaf 0x401098"),
+        "{out}"
+    );
+    // Without branch stacks the keys are absent.
+    let plain = read_json(&fixtures.join("tiny.ptsamp"), &[]);
+    assert!(plain.get("branches").is_none() && plain.get("branch_stacks").is_none());
+}
+
 /// The golden fixtures' perf.data (`perf record` of `tiny` in /tmp/proftrust-golden) and
 /// exact counts, with the binary at its recorded path (as the golden test lays it).
 fn golden_perf_fixture(dir: &Path) -> (PathBuf, PathBuf) {
@@ -468,7 +561,7 @@ fn read_script_comm_is_perf_scripts() {
     let comms = |out: &[u8]| -> Vec<String> {
         String::from_utf8_lossy(out)
             .lines()
-            .filter(|l| !l.starts_with('\t') && !l.trim().is_empty())
+            .filter(|l| !l.starts_with(['\t', '#']) && !l.trim().is_empty())
             .map(|l| l.split_whitespace().next().unwrap().to_string())
             .collect()
     };

@@ -324,6 +324,10 @@ pub struct BlockDef {
     pub insns: Vec<Svma>,
     /// How the block ends.
     pub end: TraceEnd,
+    /// Dense key of this definition ([`TraceBlock::key`](proftrust_model::TraceBlock::key)):
+    /// definitions are numbered 0, 1, 2, ... in stream order, so a wire id defined again
+    /// gets a new key and a key always names one content.
+    pub key: u32,
 }
 
 /// Turns wire modules and blocks into module-relative ones.
@@ -335,6 +339,8 @@ pub struct Resolver {
     elf_cache: HashMap<String, Option<ElfInfo>>,
     /// Blocks by wire id.
     pub blocks: Vec<Option<BlockDef>>,
+    /// Block definitions applied so far (the next [`BlockDef::key`]).
+    defined: u32,
 }
 
 impl Resolver {
@@ -394,7 +400,11 @@ impl Resolver {
             module: midx,
             insns,
             end,
+            key: self.defined,
         });
+        // Saturates: the 2^32-th definition and later share `u32::MAX`, which the trace
+        // hands over without a key.
+        self.defined = self.defined.saturating_add(1);
         Ok(())
     }
 

@@ -293,6 +293,9 @@ fn run_qemu(
         )));
     }
     let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
+    if trace {
+        sys::grow_pipe(&rd, TRACE_PIPE_BYTES);
+    }
     let shm = sys::memfd((SHARED_COUNTERS + 1) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
@@ -391,6 +394,11 @@ fn run_qemu(
     })
 }
 
+/// Pipe buffer asked for a block trace (see [`sys::grow_pipe`]).
+const TRACE_PIPE_BYTES: usize = 4 << 20;
+/// Read buffer of the trace decoder: many plugin chunks per `read`.
+const TRACE_READ_BYTES: usize = 1 << 20;
+
 /// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header,
 /// plugin API version.
 type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool, u8);
@@ -428,6 +436,7 @@ fn emit(
         instructions: &b.insns,
         end: b.end,
         mem,
+        key: (b.key != u32::MAX).then_some(b.key),
     });
     Ok(())
 }
@@ -494,7 +503,11 @@ fn decode(
     mut visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
-    let Some(mut d) = Decoder::new(BufReader::with_capacity(1 << 16, rd))? else {
+    let Some(mut d) = Decoder::new(BufReader::with_capacity(
+        if trace { TRACE_READ_BYTES } else { 1 << 16 },
+        rd,
+    ))?
+    else {
         return Ok((resolver, None, false, false, false, 0));
     };
     if (d.mode == 1) != trace || d.mem != mem {

@@ -20,6 +20,22 @@ pub fn pipe() -> std::io::Result<(File, OwnedFd)> {
     Ok((rd, wr))
 }
 
+/// Asks the kernel for a pipe buffer of `bytes` (`F_SETPIPE_SZ`; capped by
+/// `/proc/sys/fs/pipe-max-size`, 1 MiB by default, for unprivileged processes). Best effort:
+/// a refusal leaves the default 64 KiB buffer. A trace pipe with room for several of the
+/// plugin's 64 KiB chunks lets QEMU run on while the analysis digests the previous ones.
+pub fn grow_pipe(f: &File, bytes: usize) {
+    let want = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: fcntl on an open descriptor we own; F_SETPIPE_SZ takes an int argument and
+    // touches no memory of ours.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+    if r < 0 {
+        // Not allowed that much: try the unprivileged maximum.
+        // SAFETY: as above.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    }
+}
+
 /// An anonymous shared-memory file (`memfd_create`, close-on-exec) of `len` bytes; sparse,
 /// so only pages the plugin touches cost memory.
 pub fn memfd(len: u64) -> std::io::Result<File> {

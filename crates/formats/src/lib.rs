@@ -70,7 +70,7 @@ pub use load::{
     load, load_counts, load_exact, load_samples, sniff_path, LoadInfo, LoadOptions, Loaded,
     Profile, Source, SNIFF_BYTES,
 };
-pub use perf_counts::{count_perf_data, LocationCount, SampleCounts};
+pub use perf_counts::{count_perf_data, LocationCount, SampleBranches, SampleCounts};
 pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
 pub use perf_script::{read_perf_script, write_perf_script};
 

@@ -27,7 +27,8 @@
 //! samples (tests check this on real recordings, including forks, execs and threads).
 //! Files outside the streaming path's assumptions are handed to the full reader instead,
 //! which then also gives the precise error for corrupt input: pipe mode, compressed or
-//! AUX records, attributes without `sample_id_all` or `TIME`, several attributes that
+//! AUX records, attributes without `sample_id_all` or `TIME` or with `BRANCH_STACK` (kept
+//! per sample in [`SampleCounts::branch_stacks`]), several attributes that
 //! neither all sample `IDENTIFIER` nor share one sample format with `ID`, any record that
 //! is short or crosses the end of the data section, an `MMAP2` build-id longer than 20
 //! bytes, or more than 4M mapping entries across versions.
@@ -41,7 +42,7 @@ use crate::perf_data::{
 };
 use crate::segments::SegmentSource;
 use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
-use proftrust_model::{BuildId, EventDesc, Location, ModuleTable, SampleSet};
+use proftrust_model::{Branch, BuildId, EventDesc, Location, ModuleTable, SampleSet};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
@@ -73,6 +74,20 @@ pub struct SampleCounts {
     /// `true` when the streaming reader produced the counts, `false` when the file was
     /// handed to the full reader (see the module documentation for when).
     pub streamed: bool,
+    /// The branch stacks (LBR) of the samples that have one, in file order; empty when
+    /// none was recorded (a file sampling `BRANCH_STACK` is read by the full reader).
+    pub branch_stacks: Vec<SampleBranches>,
+}
+
+/// The branch stack of one sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleBranches {
+    /// The sample's index in the file (0-based, all events, file order).
+    pub sample: u64,
+    /// Index into [`SampleCounts::events`].
+    pub event: u16,
+    /// Taken branches, most recent first.
+    pub branches: Vec<Branch>,
 }
 
 impl SampleCounts {
@@ -91,6 +106,17 @@ impl SampleCounts {
             });
             counts[i].samples += 1;
         }
+        let branch_stacks = s
+            .samples
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| !x.branches.is_empty())
+            .map(|(i, x)| SampleBranches {
+                sample: i as u64,
+                event: x.event,
+                branches: x.branches.clone(),
+            })
+            .collect();
         SampleCounts {
             modules: s.modules.clone(),
             events: s.events.clone(),
@@ -98,6 +124,7 @@ impl SampleCounts {
             lost: s.lost,
             command: s.command.clone(),
             streamed: false,
+            branch_stacks,
         }
     }
 
@@ -154,6 +181,7 @@ const S_ID: u64 = 1 << 6;
 const S_STREAM_ID: u64 = 1 << 9;
 const S_CPU: u64 = 1 << 7;
 const S_IDENTIFIER: u64 = 1 << 16;
+const S_BRANCH_STACK: u64 = 1 << 11;
 /// `perf_event_attr.sample_id_all` (flag bit 18).
 const ATTR_SAMPLE_ID_ALL: u64 = 1 << 18;
 
@@ -263,6 +291,10 @@ impl Plan {
             let sf = a.attributes().sample_format.bits();
             let flags = a.attributes().flags.bits();
             if sf & S_TIME == 0 || flags & ATTR_SAMPLE_ID_ALL == 0 {
+                return None;
+            }
+            // Branch stacks are per sample: the full reader keeps them.
+            if sf & S_BRANCH_STACK != 0 {
                 return None;
             }
             layouts.push(Layout::new(sf));
@@ -798,6 +830,7 @@ fn stream(
             lost: lost.max(lost_samples),
             command,
             streamed: true,
+            branch_stacks: Vec::new(),
         },
         notes,
     ))

@@ -649,8 +649,12 @@ const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
 ///   read up to the last complete record ("perf record was interrupted?");
 /// * **file mode**: a header whose data size is 0 (perf record killed before it rewrote the
 ///   header; no feature sections either) or whose data section runs past the end of the file
-///   (a cut copy) is read up to the last complete record, without feature sections; a record
-///   whose size field is impossible ends the data section there.
+///   (a cut copy) is read up to the last complete record, without feature sections; in a
+///   complete file, a record whose size field is impossible (under 8, or running past the
+///   data section: perf 6.1 fails there) ends the reading: the records before it are read
+///   (the rest of the section is overwritten with header-only `FINISHED_ROUND` records so
+///   the feature sections stay where the header says), a warning gives the numbers, and it
+///   is an error when no sample precedes it.
 ///
 /// A version-1 file (`PERFFILE`) is refused naming its version.
 pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), FormatError> {
@@ -678,6 +682,7 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         let mut out: Option<Vec<u8>> = None;
         let mut copied = 0usize;
         let mut end = bytes.len();
+        let mut declared: Option<usize> = None;
         while p < bytes.len() {
             let Some(h) = bytes.get(p..p + 8) else {
                 end = p;
@@ -687,6 +692,7 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
             let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
             if size < 8 || p + size > bytes.len() {
                 end = p;
+                declared = Some(size);
                 break;
             }
             if ty == PERF_RECORD_HEADER_TRACING_DATA {
@@ -712,8 +718,9 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         }
         if end < bytes.len() {
             warnings.push(format!(
-                "the stream ends inside a record at byte {end} ({} bytes of it are there): the complete records before it were read (perf record was interrupted?)",
-                bytes.len() - end
+                "the stream ends inside a record at byte {end} ({} bytes of it are there{}): the complete records before it were read (perf record was interrupted?)",
+                bytes.len() - end,
+                declared.map_or_else(String::new, |d| format!(", its header declares {d}"))
             ));
         }
         return Ok(match out {
@@ -745,13 +752,19 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         stated_end.unwrap_or(len)
     } as usize;
     let mut p = off as usize;
+    let (mut records, mut samples) = (0u64, 0u64);
+    // The record that stopped the walk: (type, declared size).
+    let mut bad: Option<(u32, usize)> = None;
     while p < walk_end {
         let Some(h) = bytes.get(p..p + 8) else { break };
         let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
         let rsize = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
         if rsize < 8 || p + rsize > walk_end {
+            bad = Some((ty, rsize));
             break;
         }
+        records += 1;
+        samples += u64::from(ty == PERF_RECORD_SAMPLE);
         // AUXTRACE data follows its record (checked later by check_records).
         if ty == 71 {
             let aux = rd(bytes, p + 8).unwrap_or(u64::MAX);
@@ -767,9 +780,52 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
     }
     let good = p as u64 - off;
     if !killed && !cut {
-        // A complete file: its feature table sits right after the stated data section,
-        // so nothing is moved; impossible records there are reported by the reader.
-        return Ok((Cow::Borrowed(bytes), warnings));
+        let Some((ty, rsize)) = bad.filter(|_| p < walk_end) else {
+            return Ok((Cow::Borrowed(bytes), warnings));
+        };
+        // A record whose size field is impossible (below the 8-byte header, or running
+        // past the data section): perf 6.1 stops with "failed to process sample". Read
+        // the complete records before it, and say what was skipped; nothing readable is
+        // an error.
+        let left = walk_end - p;
+        let what = format!(
+            "the record at byte {p} (type {ty}) declares {rsize} bytes but {} (its data section ends at byte {walk_end}, {left} bytes after it)",
+            if rsize < 8 { "a record has at least its 8-byte header" } else { "runs past its section" }
+        );
+        if samples == 0 {
+            return Err(FormatError::Corrupt {
+                what: "perf.data file",
+                offset: p as u64,
+                detail: format!(
+                    "{what}: no sample precedes it ({records} records before it), so nothing can be read; the file is corrupt (perf report fails on it too)"
+                ),
+            });
+        }
+        warnings.push(format!(
+            "{what}: the {records} records before it ({samples} samples) were read and the {left} bytes from it to the end of the data section skipped (a corrupt file?)"
+        ));
+        let mut fixed = bytes.to_vec();
+        if left % 8 == 0 {
+            // Header-only FINISHED_ROUND records over the skipped bytes keep the feature
+            // sections (build-ids, event names) where the header says.
+            for at in (p..walk_end).step_by(8) {
+                fixed[at..at + 4].copy_from_slice(&PERF_RECORD_FINISHED_ROUND.to_le_bytes());
+                fixed[at + 4..at + 6].copy_from_slice(&0u16.to_le_bytes());
+                fixed[at + 6..at + 8].copy_from_slice(&8u16.to_le_bytes());
+            }
+        } else {
+            // Not 8-byte aligned (records always are): end the data section at the bad
+            // record; the feature sections, found after the data, are lost.
+            warnings.push(
+                "the skipped bytes are not a multiple of 8: the header features (build-ids, event names) were not read either".to_string(),
+            );
+            fixed.truncate(p);
+            fixed[48..56].copy_from_slice(&good.to_le_bytes());
+            for b in &mut fixed[72..104] {
+                *b = 0;
+            }
+        }
+        return Ok((Cow::Owned(fixed), warnings));
     }
     if killed {
         warnings.push(format!(

@@ -29,8 +29,14 @@
 //! 2. With `sym+0xOFF` and `dso` fields and the dso's symbols available (a
 //!    [`SymbolSource`]), SVMA = symbol start + offset; this also teaches the dso's load bias
 //!    (runtime ip − SVMA), used for other addresses of that dso (branch-stack entries).
-//! 3. Addresses below 4 GiB are taken as already module-relative (perf 6.x prints call-chain
-//!    frames relative to their dso; non-PIE executables run at their SVMAs).
+//! 3. Addresses below 4 GiB are taken as already module-relative: a tab-indented call-chain
+//!    frame is what perf 6.x prints there, the **file offset** in its dso (`map__map_ip`:
+//!    `ip - start + pgoff`; 0x1080 for a non-PIE executable's 0x401080), turned into an
+//!    SVMA through the dso's `PT_LOAD` segments (an offset no segment holds, as a raw ip of
+//!    an older perf, is kept as it is); a sample's own ip (on the header line, or a
+//!    frame line without a tab: `-F ip` without call chains) is a runtime address, an SVMA
+//!    for a non-PIE executable. [`write_perf_script`]'s output starts with
+//!    [`SVMA_MARKER`]: its frames are SVMAs and are taken as they are.
 //! 4. Otherwise the address stays unmapped and a warning says how to do better (add
 //!    `--show-mmap-events`, or `-F +symoff,+dso` and the binaries).
 
@@ -47,6 +53,10 @@ use std::io::{self, Write};
 
 const WHAT: &str = "perf script text";
 const SMALL: u64 = 1 << 32;
+/// The first line of [`write_perf_script`]'s output: its addresses, call-chain frames
+/// included, are SVMAs (perf prints call-chain frames as file offsets).
+pub(crate) const SVMA_MARKER: &str =
+    "# proftrust: addresses are SVMAs (module-relative), call-chain frames too";
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 #[derive(Clone)]
@@ -64,6 +74,9 @@ struct Frame<'a> {
     sym: Option<&'a str>,
     off: Option<u64>,
     dso: Option<&'a str>,
+    /// A call-chain line (tab-indented): perf 6.x prints its address relative to the dso's
+    /// mapping (`map__map_ip`: the file offset), not the runtime address.
+    chain: bool,
 }
 
 struct Resolver<'s> {
@@ -76,6 +89,9 @@ struct Resolver<'s> {
     bias: HashMap<String, u64>,
     notes: ReadNotes,
     warned: std::collections::HashSet<String>,
+    /// The text says its call-chain frames are SVMAs ([`SVMA_MARKER`]: written by
+    /// [`write_perf_script`]), not perf's file offsets.
+    svma_frames: bool,
 }
 
 impl Resolver<'_> {
@@ -131,6 +147,22 @@ impl Resolver<'_> {
         Some(Location::new(idx, svma))
     }
 
+    /// The SVMA of file offset `off` in `dso`, through its `PT_LOAD` segments (when the
+    /// dso is found).
+    fn svma_of_offset(&mut self, dso: &str, off: u64) -> Option<u64> {
+        let segments = self.segments;
+        self.segs
+            .entry(dso.to_string())
+            .or_insert_with(|| {
+                (!dso.starts_with('['))
+                    .then(|| segments.load_segments(dso, None))
+                    .flatten()
+            })
+            .as_ref()?
+            .svma_of_offset(off)
+            .map(|s| s.0)
+    }
+
     fn by_symbol(&mut self, f: &Frame<'_>) -> Option<Location> {
         let (sym, off, dso) = (f.sym?, f.off?, f.dso?);
         let table = self
@@ -177,8 +209,17 @@ impl Resolver<'_> {
                     }
                 }
                 if f.addr < SMALL {
+                    // A call-chain frame is a file offset in the dso (perf 6.x); a
+                    // sample's own ip is a runtime address, small for a non-PIE executable
+                    // (which runs at its SVMAs). An offset no segment holds (a raw ip from
+                    // an older perf) is taken as an SVMA too.
+                    let svma = if f.chain && !self.svma_frames {
+                        self.svma_of_offset(d, f.addr).unwrap_or(f.addr)
+                    } else {
+                        f.addr
+                    };
                     let idx = self.module(d, 0);
-                    return Location::new(idx, f.addr);
+                    return Location::new(idx, svma);
                 }
                 self.warn_once(
                     d,
@@ -421,6 +462,7 @@ pub fn read_perf_script(
         bias: HashMap::new(),
         notes: ReadNotes::default(),
         warned: Default::default(),
+        svma_frames: false,
     };
     let mut events: Vec<EventDesc> = Vec::new();
     let mut out = Sink::default();
@@ -439,6 +481,9 @@ pub fn read_perf_script(
             continue;
         }
         if line.trim_start().starts_with('#') {
+            if line.trim() == SVMA_MARKER {
+                r.svma_frames = true;
+            }
             continue;
         }
         if line.contains("PERF_RECORD_") {
@@ -528,6 +573,10 @@ pub fn read_perf_script(
                 continue;
             };
             recognised += 1;
+            let f = Frame {
+                chain: line.starts_with('\t'),
+                ..f
+            };
             match cur.as_mut() {
                 Some(p) => {
                     let pid = p.sample.pid;
@@ -544,6 +593,20 @@ pub fn read_perf_script(
                     // A bare address: a call-stack line or a sample of its own, decided by
                     // what follows.
                     bare.push(f.addr);
+                }
+                None if f.chain => {
+                    // A call stack without a header (`-F ip,sym,dso` of a `-g` recording):
+                    // its first frame is the sample's ip, the others its callers, up to the
+                    // blank line.
+                    out.flush_bare(&mut r, &mut bare, &mut events)?;
+                    ensure_event(&mut events);
+                    let mut s = blank_sample();
+                    s.ip = r.resolve(u32::MAX, &f, None);
+                    cur = Some(Pending {
+                        sample: s,
+                        ip_known: true,
+                        dso: f.dso.map(str::to_string),
+                    });
                 }
                 None => {
                     // A sample of its own (`-F ip,sym,dso`).
@@ -929,6 +992,7 @@ pub fn write_perf_script<W: Write>(
     sym: impl Fn(Location) -> String,
 ) -> io::Result<()> {
     let mut w = io::BufWriter::new(w);
+    writeln!(w, "{SVMA_MARKER}")?;
     let comm = s
         .command
         .first()
@@ -1087,6 +1151,53 @@ hot 26197/26198 [001] 3274.699000: 1000 cycles:  555cafb9b1ed fa+0x2d (/tmp/fmt/
         assert_eq!(back.samples.len(), 3);
         assert_eq!(back.samples[1].ip.svma.0, 0x11ed);
         assert_eq!(back.samples[1].time, s.samples[1].time);
+    }
+
+    /// The segments of `tiny`, a non-PIE executable (`readelf -l`): text at file offset
+    /// 0x1000, SVMA 0x401000.
+    struct NonPie;
+    impl SegmentSource for NonPie {
+        fn load_segments(&self, path: &str, _: Option<&BuildId>) -> Option<SegmentTable> {
+            (path == "/tmp/proftrust-golden/tiny").then(|| {
+                SegmentTable::new(vec![
+                    crate::segments::LoadSegment::new(0, 0x400000, 0x158),
+                    crate::segments::LoadSegment::new(0x1000, 0x401000, 0x1d1),
+                ])
+            })
+        }
+    }
+
+    /// What perf 6.1 prints for one sample of the non-PIE `tiny` (the golden fixture) with
+    /// and without its call chain: `perf script -F ip,sym,dso` gives the chain frames as
+    /// file offsets (`1080`), `-G` the runtime ip (`401080`).
+    #[test]
+    fn call_chain_frames_are_file_offsets_and_ips_runtime_addresses() {
+        let chain = "tiny 22000  6758.543590:      50021 cpu-clock:u: \n\t            1080 [unknown] (/tmp/proftrust-golden/tiny)\n\t            104b [unknown] (/tmp/proftrust-golden/tiny)\n\n";
+        let (s, _) = read_perf_script(chain, &NoSymbols, &NonPie).unwrap();
+        assert_eq!(s.samples[0].ip.svma.0, 0x401080);
+        assert_eq!(s.samples[0].callchain[0].svma.0, 0x40104b);
+        let flat = "           401080 leaf (/tmp/proftrust-golden/tiny)\n";
+        let (s, _) = read_perf_script(flat, &NoSymbols, &NonPie).unwrap();
+        assert_eq!(s.samples[0].ip.svma.0, 0x401080);
+        // `-F ip,sym,dso` of the same recording: call stacks without headers.
+        let bare = "\t            1080 leaf (/tmp/proftrust-golden/tiny)\n\t            104b main (/tmp/proftrust-golden/tiny)\n\n\t            109b leaf (/tmp/proftrust-golden/tiny)\n\t            104b main (/tmp/proftrust-golden/tiny)\n\n";
+        let (s, _) = read_perf_script(bare, &NoSymbols, &NonPie).unwrap();
+        assert_eq!(s.samples.len(), 2);
+        assert_eq!(s.samples[1].ip.svma.0, 0x40109b);
+        assert_eq!(s.samples[1].callchain.len(), 1);
+        assert_eq!(s.samples[1].callchain[0].svma.0, 0x40104b);
+        // An offset no segment holds stays as printed (a raw ip of an older perf).
+        let old = "tiny 1 1.5: 1 cpu-clock: \n\t 401080 x (/tmp/proftrust-golden/tiny)\n\n";
+        let (s, _) = read_perf_script(old, &NoSymbols, &NonPie).unwrap();
+        assert_eq!(s.samples[0].ip.svma.0, 0x401080);
+        // The writer's frames are SVMAs: they read back as they were.
+        let mut out = Vec::new();
+        let (s, _) = read_perf_script(chain, &NoSymbols, &NonPie).unwrap();
+        write_perf_script(&mut out, &s, |_| "f".to_string()).unwrap();
+        let (back, _) =
+            read_perf_script(&String::from_utf8(out).unwrap(), &NoSymbols, &NonPie).unwrap();
+        assert_eq!(back.samples[0].ip.svma.0, 0x401080);
+        assert_eq!(back.samples[0].callchain[0].svma.0, 0x40104b);
     }
 
     #[test]

@@ -443,6 +443,20 @@ fn perf_data_pipe_mode_and_zstd_compressed() {
     assert_ips_match_perf_script(&pipe, &s);
     // Pipe mode is not streamed: the full reader counts, same answer.
     assert_counts_equal_full_reader(&pipe, false);
+    // A stream cut inside a record (issue 20): the samples before the cut are read, with
+    // a warning naming the byte of the cut, as perf warns.
+    let cut = &out.stdout[..out.stdout.len() - 13];
+    let (c, notes) =
+        read_perf_data_with(cut, &pipe, &PerfDataOptions::default(), &NoSegments).unwrap();
+    assert!(!c.samples.is_empty() && c.samples.len() <= s.samples.len());
+    assert!(
+        notes
+            .warnings
+            .iter()
+            .any(|w| w.contains("the stream ends inside a record at byte")),
+        "{:?}",
+        notes.warnings
+    );
     // Mutation smoke test on both: errors or sample sets, never a panic or an abort.
     for b in [&bytes, &out.stdout] {
         let n = b.len();

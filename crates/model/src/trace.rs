@@ -56,6 +56,12 @@ pub struct TraceBlock<'a> {
     /// `proftrust-exact`). A block left early by a fault carries only the accesses that
     /// happened.
     pub mem: &'a [MemAccess],
+    /// The producer's dense id of this block's static content, when it has one: two blocks
+    /// with the same key have the same `module`, `instructions` and `end` (only `tid` and
+    /// `mem` differ), and keys are small integers (the QEMU trace numbers its translated
+    /// blocks from 0). Consumers may keep per-key summaries in flat arrays instead of
+    /// recomputing them per executed block. `None`: no such promise (hand-made blocks).
+    pub key: Option<u32>,
 }
 
 /// Something that happened in a traced run, in order.
@@ -120,6 +126,7 @@ mod tests {
             instructions: &ins,
             end: TraceEnd::Other,
             mem: &[],
+            key: None,
         }));
         c.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
         assert_eq!((c.0, c.1), (1, 2));

@@ -13,6 +13,7 @@
 
 use crate::funcs::FunctionMap;
 use proftrust_model::{Location, ModuleTable};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -77,10 +78,10 @@ pub struct Cct {
     pub modules: ModuleTable,
     nodes: Vec<CctNode>,
     #[serde(skip)]
-    slots: HashMap<(NodeId, Option<Location>, Location), NodeId>,
+    slots: FxHashMap<(NodeId, Option<Location>, Location), NodeId>,
     /// Calls that took a recursion backedge: (from record, to ancestor) -> calls.
     #[serde(skip)]
-    backedges: HashMap<(NodeId, NodeId), u64>,
+    backedges: FxHashMap<(NodeId, NodeId), u64>,
     /// Returns that matched no active call (left unpopped).
     pub unmatched_returns: u64,
     /// Activations left without a return (longjmp, exceptions) and popped when control
@@ -117,8 +118,8 @@ impl Cct {
                 llc_misses: 0,
                 children: Vec::new(),
             }],
-            slots: HashMap::new(),
-            backedges: HashMap::new(),
+            slots: FxHashMap::default(),
+            backedges: FxHashMap::default(),
             unmatched_returns: 0,
             unwound_frames: 0,
             tail_calls: 0,

@@ -25,6 +25,7 @@ use proftrust_model::{
     BlockId, BlockVisitor, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
 };
 pub use proftrust_model::{CostModel, InstrCost};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -224,6 +225,52 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     cct: Cct,
     outcome: Option<RunOutcome>,
     costs: Vec<InstrCost>,
+    /// Path metrics as paths complete (hashed; [`Profiler::finish`] sorts them into
+    /// [`PathProfile::paths`]).
+    paths: FxHashMap<PathKey, PathMetrics>,
+    /// Per trace block key ([`TraceBlock::key`]) of a main-binary block: its range in
+    /// `segs` (`u32::MAX`: not yet computed).
+    plans: Vec<(u32, u32)>,
+    /// The static-block runs of planned trace blocks, back to back.
+    segs: Vec<Seg>,
+    /// Scratch plan of a block without a key.
+    scratch: Vec<Seg>,
+}
+
+/// A run of a trace block's instructions that causes at most one block transition: the
+/// instructions `[from, to)`, the first of which lies in static block `hit` (or in none),
+/// the others strictly inside that block. Depends only on the instructions and the CFGs, so
+/// it is computed once per trace block key.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    from: u32,
+    to: u32,
+    hit: Option<(FuncIdx, BlockId)>,
+}
+
+/// Splits `ins` into [`Seg`]s: a run starts at each instruction that is not strictly inside
+/// the static block of the run before it (a new block, or the first instruction of the same
+/// block again: a one-block loop).
+fn plan_block(cfgs: &ProgramCfgs, ins: &[Svma], out: &mut Vec<Seg>) {
+    let n = ins.len();
+    let mut i = 0;
+    while i < n {
+        let hit = cfgs.lookup(ins[i]);
+        let mut j = i + 1;
+        if let Some((f, bb)) = hit {
+            let blk = cfgs.cfg(f).block(bb);
+            let (s, e) = (blk.start.0, blk.end.0);
+            while j < n && ins[j].0 > s && ins[j].0 < e {
+                j += 1;
+            }
+        }
+        out.push(Seg {
+            from: i as u32,
+            to: j as u32,
+            hit,
+        });
+        i = j;
+    }
 }
 
 impl<'a> Profiler<'a, FlatCpi> {
@@ -274,6 +321,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             cct: Cct::new(),
             outcome: None,
             costs: Vec::new(),
+            paths: FxHashMap::default(),
+            plans: Vec::new(),
+            segs: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -309,6 +360,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                 self.drop_path(&fr, Drop::Unfinished);
             }
         }
+        self.profile.paths = self.paths.into_iter().collect();
         (self.profile, self.cct)
     }
 
@@ -370,8 +422,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             obs(self.cur_tid, PathKey { func: f, id }, &m);
         }
         self.profile.functions[f.0 as usize].path_instructions += m.instructions;
-        self.profile
-            .paths
+        self.paths
             .entry(PathKey { func: f, id })
             .or_default()
             .add(&m);
@@ -698,9 +749,33 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
             return;
         };
         let in_main = b.module.is_some() && b.module == self.main;
-        let lookup = |a: Svma| if in_main { self.cfgs.lookup(a) } else { None };
+        // The block's static-block runs: once per key, else computed into `scratch`.
+        let (plan_from, plan_to, keyed) = if !in_main {
+            (0, 0, true)
+        } else if let Some(k) = b.key {
+            let k = k as usize;
+            if self.plans.len() <= k {
+                self.plans.resize(k + 1, (u32::MAX, 0));
+            }
+            if self.plans[k].0 == u32::MAX {
+                let from = self.segs.len();
+                plan_block(self.cfgs, b.instructions, &mut self.segs);
+                self.plans[k] = (from as u32, self.segs.len() as u32);
+            }
+            (self.plans[k].0 as usize, self.plans[k].1 as usize, true)
+        } else {
+            self.scratch.clear();
+            plan_block(self.cfgs, b.instructions, &mut self.scratch);
+            (0, self.scratch.len(), false)
+        };
         let first_loc = self.loc(b.module, first);
-        let first_in = lookup(first);
+        let first_in = if !in_main {
+            None
+        } else if keyed {
+            self.segs[plan_from].hit
+        } else {
+            self.scratch[0].hit
+        };
         self.cur_tid = b.tid;
         let mut th = match self.cur.take() {
             Some((t, th)) if t == b.tid => th,
@@ -730,39 +805,13 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
             // Runs of instructions strictly inside one static block (after its first
             // instruction) cause no transition: the first instruction of a run goes through
             // the path state machine, the rest only add their costs.
-            let mut cur_range: Option<(u64, u64, FuncIdx, BlockId)> = None;
-            let mut i = 0;
-            while i < n {
-                let a = b.instructions[i];
-                let (hit, inside) = match cur_range {
-                    Some((s, e, f, bb)) if a.0 > s && a.0 < e => (Some((f, bb)), true),
-                    _ => {
-                        let r = if i == 0 {
-                            first_in
-                        } else {
-                            self.cfgs.lookup(a)
-                        };
-                        cur_range = r.map(|(f, bb)| {
-                            let blk = self.cfgs.cfg(f).block(bb);
-                            (blk.start.0, blk.end.0, f, bb)
-                        });
-                        (r, false)
-                    }
-                };
-                let mut j = i + 1;
-                if let Some((s, e, _, _)) = cur_range {
-                    while j < n && b.instructions[j].0 > s && b.instructions[j].0 < e {
-                        j += 1;
-                    }
-                }
-                match hit {
+            for k in plan_from..plan_to {
+                let seg = if keyed { self.segs[k] } else { self.scratch[k] };
+                let (i, j) = (seg.from as usize, seg.to as usize);
+                match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {
                         let c = self.costs[i];
-                        if inside {
-                            charge_run(&mut fr.path, std::slice::from_ref(&c));
-                        } else {
-                            self.step_path(&mut fr, f, bb, a, c);
-                        }
+                        self.step_path(&mut fr, f, bb, b.instructions[i], c);
                         charge_run(&mut fr.path, &self.costs[i + 1..j]);
                     }
                     _ => {
@@ -772,7 +821,6 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
                         }
                     }
                 }
-                i = j;
             }
         }
         self.profile.total_instructions += node.instructions;

@@ -181,3 +181,100 @@ fn exact_cct_of_recursion_c() {
         .collect();
     assert_eq!(ev.len(), 1);
 }
+
+/// Feeds every block to two profilers: `keyed` as the trace gives it, `plain` with its key
+/// removed (the unkeyed path, which plans every block afresh), and checks the trace's key
+/// promise: one key, one content.
+struct Tee<'a, 'b> {
+    keyed: &'b mut Profiler<'a, proftrust_vpmu::TraceCost>,
+    plain: &'b mut Profiler<'a, proftrust_vpmu::TraceCost>,
+    seen: Vec<
+        Option<(
+            Option<proftrust_model::ModuleIdx>,
+            Vec<proftrust_model::Svma>,
+        )>,
+    >,
+    keyed_blocks: u64,
+}
+
+impl proftrust_model::BlockVisitor for Tee<'_, '_> {
+    fn module(&mut self, idx: proftrust_model::ModuleIdx, m: &Module) {
+        self.keyed.module(idx, m);
+        self.plain.module(idx, m);
+    }
+    fn block(&mut self, b: &proftrust_model::TraceBlock<'_>) {
+        if let Some(k) = b.key {
+            self.keyed_blocks += 1;
+            let k = k as usize;
+            if self.seen.len() <= k {
+                self.seen.resize(k + 1, None);
+            }
+            let content = (b.module, b.instructions.to_vec());
+            match &self.seen[k] {
+                Some(c) => assert_eq!(c, &content, "key {k} named two contents"),
+                None => self.seen[k] = Some(content),
+            }
+        }
+        self.keyed.block(b);
+        self.plain
+            .block(&proftrust_model::TraceBlock { key: None, ..*b });
+    }
+    fn end(&mut self, o: &proftrust_model::RunOutcome) {
+        self.keyed.end(o);
+        self.plain.end(o);
+    }
+}
+
+/// The per-key plans and cycle tables (issue 21) change nothing: paths, metrics (with the
+/// cache simulation over the same traced accesses) and the CCT are identical to the
+/// unkeyed computation, on real programs under QEMU.
+#[test]
+fn keyed_blocks_give_the_unkeyed_results() {
+    if !have("gcc") || !have("qemu-x86_64") {
+        proftrust_testkit::skip!(
+            "keyed_blocks_give_the_unkeyed_results: gcc or qemu-x86_64 is not installed"
+        );
+        return;
+    }
+    if proftrust_exact::find_plugin().is_err() {
+        proftrust_testkit::skip!("keyed_blocks_give_the_unkeyed_results: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["branches", "contexts", "recursion", "mempaths"] {
+        let bin = compile(dir.path(), name);
+        let (_, p) = program(&bin);
+        let cost = || {
+            proftrust_vpmu::TraceCost::new(
+                proftrust_vpmu::CycleModel::flat(1),
+                Some(proftrust_vpmu::CacheConfig::default()),
+            )
+        };
+        let mut a = Profiler::with_cost_model(&p, ProfilerOptions::default(), cost());
+        let mut b = Profiler::with_cost_model(&p, ProfilerOptions::default(), cost());
+        let opts = QemuOptions {
+            show_output: false,
+            trace_memory: true,
+            ..Default::default()
+        };
+        let mut tee = Tee {
+            keyed: &mut a,
+            plain: &mut b,
+            seen: Vec::new(),
+            keyed_blocks: 0,
+        };
+        trace_qemu(&[OsString::from(&bin)], &opts, &mut tee).unwrap();
+        let keyed_blocks = tee.keyed_blocks;
+        assert!(keyed_blocks > 1000, "{name}: {keyed_blocks} keyed blocks");
+        let (pa, ca) = a.finish();
+        let (pb, cb) = b.finish();
+        assert!(!pa.paths.is_empty(), "{name}: no paths");
+        assert!(pa.total_l1_misses > 0, "{name}: no cache misses simulated");
+        assert_eq!(
+            format!("{pa:?}"),
+            format!("{pb:?}"),
+            "{name}: path profiles"
+        );
+        assert_eq!(format!("{ca:?}"), format!("{cb:?}"), "{name}: CCTs");
+    }
+}

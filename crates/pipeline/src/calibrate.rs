@@ -126,6 +126,7 @@ pub fn execute(a: &CalibrateOptions) -> Result<CalibrateReport> {
             instructions: &addrs,
             end: TraceEnd::Other,
             mem: &[],
+            key: None,
         });
     }
     v.end(&RunOutcome::Exited { code: 0 });

@@ -10,8 +10,8 @@ use proftrust_formats::callgrind::CallgrindProfile;
 use proftrust_formats::{Format, LoadInfo, LoadOptions, Loaded, Profile, SampleCounts};
 use proftrust_model::{ExactProfile, Location, ModuleTable};
 pub use proftrust_report::read::{
-    ReadCallgrind, ReadCgEvent, ReadEvent, ReadExact, ReadFunction, ReadModule, ReadReport,
-    ReadSamples, ReadSymbol,
+    ReadAddress, ReadBranch, ReadBranchCount, ReadBranchStack, ReadCallgrind, ReadCgEvent,
+    ReadEvent, ReadExact, ReadFunction, ReadModule, ReadReport, ReadSamples, ReadSymbol,
 };
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -227,6 +227,7 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         symbols
     };
     let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
+    let (branches, branch_stacks) = branch_tables(c, &symbolizer, &module_names);
     let several = c.events.len() > 1;
     let counts = c.per_event();
     ReadSamples {
@@ -256,8 +257,74 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         samples: c.total(),
         modules: modules(&c.modules),
         symbols,
+        branches,
+        branch_stacks,
         warnings,
     }
+}
+
+/// The branch table (taken branches counted over all stacks, most frequent first; ties by
+/// address) and each sample's branch stack, every address named once.
+fn branch_tables(
+    c: &SampleCounts,
+    symbolizer: &Symbolizer,
+    module_names: &[&str],
+) -> (Vec<ReadBranchCount>, Vec<ReadBranchStack>) {
+    let mut named: HashMap<Location, ReadAddress> = HashMap::new();
+    let mut address = |loc: Location| -> ReadAddress {
+        named
+            .entry(loc)
+            .or_insert_with(|| ReadAddress {
+                module: loc
+                    .module
+                    .and_then(|m| module_names.get(m.0 as usize))
+                    .map(|m| m.to_string()),
+                address: loc.svma.0,
+                symbol: symbolizer.function_name(loc),
+            })
+            .clone()
+    };
+    let mut per_pair: HashMap<(Location, Location), (u64, u64)> = HashMap::new();
+    let mut stacks = Vec::with_capacity(c.branch_stacks.len());
+    for st in &c.branch_stacks {
+        let mut branches = Vec::with_capacity(st.branches.len());
+        for b in &st.branches {
+            let e = per_pair.entry((b.from, b.to)).or_default();
+            e.0 += 1;
+            e.1 += u64::from(b.mispredicted);
+            branches.push(ReadBranch {
+                from: address(b.from),
+                to: address(b.to),
+                mispredicted: b.predicted_known.then_some(b.mispredicted),
+                cycles: b.cycles,
+            });
+        }
+        stacks.push(ReadBranchStack {
+            sample: st.sample,
+            event: c
+                .events
+                .get(usize::from(st.event))
+                .map_or_else(|| "unknown".to_string(), |e| e.name.clone()),
+            branches,
+        });
+    }
+    let mut pairs: Vec<((Location, Location), (u64, u64))> = per_pair.into_iter().collect();
+    let key = |l: &Location| (l.module.map(|m| m.0), l.svma.0);
+    pairs.sort_by(|(a, x), (b, y)| {
+        y.0.cmp(&x.0)
+            .then_with(|| key(&a.0).cmp(&key(&b.0)))
+            .then_with(|| key(&a.1).cmp(&key(&b.1)))
+    });
+    let table = pairs
+        .into_iter()
+        .map(|((from, to), (count, mispredicted))| ReadBranchCount {
+            from: address(from),
+            to: address(to),
+            count,
+            mispredicted,
+        })
+        .collect();
+    (table, stacks)
 }
 
 fn callgrind(info: &LoadInfo, p: &CallgrindProfile) -> ReadCallgrind {

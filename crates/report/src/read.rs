@@ -34,8 +34,65 @@ pub struct ReadSamples {
     pub modules: Vec<ReadModule>,
     /// Samples per symbol over all events, largest first.
     pub symbols: Vec<ReadSymbol>,
+    /// The branch table: taken branches aggregated over every branch stack, most frequent
+    /// first (absent when the file has no branch stacks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub branches: Vec<ReadBranchCount>,
+    /// The branch stack of each sample that has one, in file order (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub branch_stacks: Vec<ReadBranchStack>,
     /// Reader and symbolizer warnings.
     pub warnings: Vec<String>,
+}
+
+/// A code address of a branch entry, module-relative where it maps to a module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadAddress {
+    /// The module's path; `None` when the address maps to no module (then `address` is the
+    /// address as recorded).
+    pub module: Option<String>,
+    /// The SVMA (the address as the ELF file states it, what `objdump -d` prints).
+    pub address: u64,
+    /// The function holding it.
+    pub symbol: String,
+}
+
+/// One entry of a sample's branch stack, as perf's `brstack` gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadBranch {
+    /// The branch instruction.
+    pub from: ReadAddress,
+    /// Its target.
+    pub to: ReadAddress,
+    /// `true` mispredicted (`M`), `false` predicted (`P`), `null` when the hardware did
+    /// not say (`-`).
+    pub mispredicted: Option<bool>,
+    /// Cycles since the previous entry, 0 when not recorded.
+    pub cycles: u32,
+}
+
+/// The branch stack of one sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadBranchStack {
+    /// The sample's index in the file (0-based, file order, all events).
+    pub sample: u64,
+    /// Its event.
+    pub event: String,
+    /// Taken branches, most recent first.
+    pub branches: Vec<ReadBranch>,
+}
+
+/// One taken branch `from -> to` counted over all branch stacks.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadBranchCount {
+    /// The branch instruction.
+    pub from: ReadAddress,
+    /// Its target.
+    pub to: ReadAddress,
+    /// Entries of the branch stacks with this pair.
+    pub count: u64,
+    /// Of those, entries marked mispredicted (`M`).
+    pub mispredicted: u64,
 }
 
 /// One event of a sample file.
@@ -267,6 +324,28 @@ impl ReadSamples {
             }
         } else {
             table(out, None, &self.symbols, self.samples);
+        }
+        if !self.branches.is_empty() {
+            let entries: u64 = self.branches.iter().map(|b| b.count).sum();
+            let mispredicted: u64 = self.branches.iter().map(|b| b.mispredicted).sum();
+            _ = writeln!(
+                out,
+                "\nbranch stacks: {} samples, {entries} taken branches ({mispredicted} mispredicted), {} distinct",
+                self.branch_stacks.len(),
+                self.branches.len()
+            );
+            _ = writeln!(out, "{:>10} {:>9}  from -> to", "count", "mispred");
+            let at = |a: &ReadAddress| format!("{} 0x{:x}", quote_name(&a.symbol), a.address);
+            for b in self.branches.iter().take(n) {
+                _ = writeln!(
+                    out,
+                    "{:>10} {:>9}  {} -> {}",
+                    b.count,
+                    b.mispredicted,
+                    at(&b.from),
+                    at(&b.to)
+                );
+            }
         }
     }
 }

@@ -96,6 +96,7 @@ fn run(
             instructions: ins,
             end,
             mem: &[],
+            key: None,
         }
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);

@@ -91,6 +91,7 @@ fn blk(ins: &[Svma]) -> TraceBlock<'_> {
         instructions: ins,
         end: TraceEnd::Other,
         mem: &[],
+        key: None,
     }
 }
 

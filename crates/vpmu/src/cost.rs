@@ -3,7 +3,7 @@
 
 use crate::{CacheConfig, CacheStats, CycleModel, InstrTimer, InstrTiming};
 use proftrust_model::{CostModel, InstrCost, Module, ModuleIdx, TraceBlock};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Per-instruction cycles and cache misses of a traced run: the static cycles of a
 /// [`CycleModel`] (its tables for the modules they name, its default elsewhere) plus, with a
@@ -17,8 +17,10 @@ pub struct TraceCost {
     timer: Option<InstrTimer>,
     /// Per trace module index: the model's table for it.
     tables: Vec<Option<usize>>,
-    /// Static cycles per trace block: (module, first SVMA, length) -> cycles.
-    blocks: HashMap<(u32, u64, usize), Box<[u32]>>,
+    /// Static cycles per keyed trace block ([`TraceBlock::key`]): a flat array by key.
+    keyed: Vec<Option<Box<[u32]>>>,
+    /// Static cycles per trace block without a key: (module, first SVMA, length) -> cycles.
+    blocks: FxHashMap<(u32, u64, usize), Box<[u32]>>,
     buf: Vec<InstrTiming>,
 }
 
@@ -30,7 +32,8 @@ impl TraceCost {
             model,
             timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
             tables: Vec::new(),
-            blocks: HashMap::new(),
+            keyed: Vec::new(),
+            blocks: FxHashMap::default(),
             buf: Vec::new(),
         }
     }
@@ -64,19 +67,29 @@ impl CostModel for TraceCost {
             .and_then(|m| self.tables.get(m.0 as usize).copied().flatten())
             .map(|t| &self.model.tables[t]);
         let default = self.model.default_cycles;
-        let stat = self
-            .blocks
-            .entry((m, first.0, b.instructions.len()))
-            .or_insert_with(|| {
-                b.instructions
-                    .iter()
-                    .map(|a| {
-                        table
-                            .and_then(|t| t.costs.get(&a.0))
-                            .map_or(default, |c| c.cycles)
-                    })
-                    .collect()
-            });
+        let compute = || -> Box<[u32]> {
+            b.instructions
+                .iter()
+                .map(|a| {
+                    table
+                        .and_then(|t| t.costs.get(&a.0))
+                        .map_or(default, |c| c.cycles)
+                })
+                .collect()
+        };
+        let stat = match b.key {
+            Some(k) => {
+                let k = k as usize;
+                if self.keyed.len() <= k {
+                    self.keyed.resize(k + 1, None);
+                }
+                self.keyed[k].get_or_insert_with(compute)
+            }
+            None => self
+                .blocks
+                .entry((m, first.0, b.instructions.len()))
+                .or_insert_with(compute),
+        };
         out.extend(stat.iter().map(|&c| InstrCost {
             cycles: u64::from(c),
             l1_misses: 0,
@@ -147,6 +160,7 @@ mod tests {
                         instructions: &instrs,
                         end: TraceEnd::Other,
                         mem: &mem,
+                        key: None,
                     };
                     a.block_costs(&blk, &mut x);
                     b.time_block(&blk, &mut y);

@@ -48,6 +48,7 @@
 //!     instructions: &[Svma(0x10), Svma(0x14)],
 //!     end: TraceEnd::Other,
 //!     mem: &[],
+//!     key: None,
 //! };
 //! let mut out = Vec::new();
 //! cost.block_costs(&block, &mut out);
@@ -76,7 +77,8 @@ use proftrust_model::{
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 
 /// How the skid of each sample is chosen, in cycles.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -328,11 +330,13 @@ pub struct Vpmu {
     rng: ChaCha8Rng,
     modules: ModuleTable,
     /// Trace module index -> our index.
-    module_map: HashMap<ModuleIdx, ModuleIdx>,
+    module_map: FxHashMap<ModuleIdx, ModuleIdx>,
     /// Per (our) module: the cost table, when one matched.
-    module_costs: HashMap<ModuleIdx, usize>,
-    slots: HashMap<Location, Slot>,
-    threads: HashMap<u32, Thread>,
+    module_costs: FxHashMap<ModuleIdx, usize>,
+    /// Per instruction: its static cost and counts; looked up for every executed
+    /// instruction, hence `FxHashMap` (SipHash cost a large share of a replay).
+    slots: FxHashMap<Location, Slot>,
+    threads: FxHashMap<u32, Thread>,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -402,10 +406,10 @@ impl Vpmu {
             opts,
             model,
             modules: ModuleTable::default(),
-            module_map: HashMap::new(),
-            module_costs: HashMap::new(),
-            slots: HashMap::new(),
-            threads: HashMap::new(),
+            module_map: FxHashMap::default(),
+            module_costs: FxHashMap::default(),
+            slots: FxHashMap::default(),
+            threads: FxHashMap::default(),
             samples: Vec::new(),
             dropped: 0,
             pid: None,
@@ -1056,6 +1060,7 @@ mod tests {
                 instructions: &ins,
                 end: TraceEnd::Other,
                 mem: &[],
+                key: None,
             }));
         }
         v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
@@ -1195,6 +1200,7 @@ mod tests {
                 instructions: &ins,
                 end: TraceEnd::Other,
                 mem: &mem,
+                key: None,
             });
         }
         let st = v.cache_stats().unwrap();
@@ -1249,6 +1255,7 @@ mod tests {
                     instructions: ins,
                     end: TraceEnd::Other,
                     mem: &[],
+                    key: None,
                 });
             }
         }

@@ -436,6 +436,7 @@ mod tests {
             instructions: &ins,
             end: TraceEnd::Other,
             mem: &mem,
+            key: None,
         };
         let mut out = vec![InstrTiming::default(); 9];
         timer.time_block(&b, &mut out);

@@ -10,7 +10,11 @@
 //!   `name`, `samples`), `lost`, `samples` (all events), `symbols` (each `name`, `module`,
 //!   `samples`, counted over all events, sorted by samples, largest first); with several
 //!   events each event also has its own `symbols` table (the text output then prints one
-//!   table per event, as `perf report` does);
+//!   table per event, as `perf report` does); a file with branch stacks adds `branches`
+//!   (each `from`, `to`, `count`, `mispredicted`: the aggregated table, most frequent
+//!   first) and `branch_stacks` (each `sample`, `event`, `branches`: `from`, `to`,
+//!   `mispredicted` true/false/null, `cycles`), every address `{module, address (SVMA),
+//!   symbol}` (docs/file-formats.md);
 //! * callgrind (`format` = `callgrind`): `total_instructions` (the `Ir` total),
 //!   `functions` (each `name`, `instructions` = self Ir, sorted), `events` (each `name`,
 //!   `total`);

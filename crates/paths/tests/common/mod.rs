@@ -91,5 +91,6 @@ pub fn visit_block(
         instructions: &addrs,
         end,
         mem,
+        key: None,
     }));
 }

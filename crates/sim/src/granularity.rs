@@ -55,7 +55,7 @@ impl Default for GranularityOptions {
     }
 }
 
-/// Equal-width histogram.
+/// Histogram with equal-width bins, or log-spaced bins when `log` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Histogram {
     /// Lower edge of the first bin.
@@ -64,6 +64,10 @@ pub struct Histogram {
     pub hi: f64,
     /// Count per bin.
     pub counts: Vec<u64>,
+    /// Bins of equal width in log(value): bin `i` spans `lo·(hi/lo)^(i/n)` to
+    /// `lo·(hi/lo)^((i+1)/n)`. Absent (false) in JSON for equal-width bins.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log: bool,
 }
 
 impl Histogram {
@@ -77,6 +81,7 @@ impl Histogram {
                 lo: 0.0,
                 hi: 0.0,
                 counts: vec![0; bins],
+                log: false,
             };
         }
         let mut counts = vec![0u64; bins];
@@ -89,7 +94,46 @@ impl Histogram {
             };
             counts[b] += 1;
         }
-        Histogram { lo, hi, counts }
+        Histogram {
+            lo,
+            hi,
+            counts,
+            log: false,
+        }
+    }
+
+    /// Histogram of `vals` in `bins` log-spaced bins over `[min, max]`, so that one long
+    /// outlier (an 8 ms gap among 0.1 ms sampling intervals) does not squeeze the bulk into a
+    /// single bar. Falls back to [`Histogram::of`] when a value is not positive or the values
+    /// span less than a factor of 10 (equal widths read more easily there).
+    pub fn log_of(vals: &[f64], bins: usize) -> Histogram {
+        let bins = bins.max(1);
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if vals.is_empty() || lo <= 0.0 || !hi.is_finite() || hi < 10.0 * lo {
+            return Histogram::of(vals, bins);
+        }
+        let (l0, span) = (lo.ln(), (hi / lo).ln());
+        let mut counts = vec![0u64; bins];
+        for &v in vals {
+            let b = (((v.ln() - l0) / span * bins as f64) as usize).min(bins - 1);
+            counts[b] += 1;
+        }
+        Histogram {
+            lo,
+            hi,
+            counts,
+            log: true,
+        }
+    }
+
+    /// The value at fraction `f` (0 to 1) of the x axis: linear or logarithmic.
+    pub fn value_at(&self, f: f64) -> f64 {
+        if self.log {
+            self.lo * (self.hi / self.lo).powf(f)
+        } else {
+            self.lo + f * (self.hi - self.lo)
+        }
     }
 }
 
@@ -307,7 +351,7 @@ pub fn analyze(
         samples: base.len() as u64,
         cpus,
         intervals: interval_sum,
-        interval_hist: Histogram::of(&intervals, opts.bins),
+        interval_hist: Histogram::log_of(&intervals, opts.bins),
         runs: Summary::of(&all_runs),
         run_hist: Histogram::of(&all_runs, opts.bins),
         per_key,
@@ -526,7 +570,7 @@ pub fn histogram_svg(title: &str, x_label: &str, h: &Histogram) -> String {
         mt + ph
     );
     for (f, anchor) in [(0.0, "start"), (0.5, "middle"), (1.0, "end")] {
-        let v = h.lo + f * (h.hi - h.lo);
+        let v = h.value_at(f);
         let _ = writeln!(
             s,
             r#"<text x="{:.1}" y="{}" text-anchor="{anchor}">{}</text>"#,
@@ -540,7 +584,11 @@ pub fn histogram_svg(title: &str, x_label: &str, h: &Histogram) -> String {
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
         ml + pw / 2.0,
         ht - 8.0,
-        esc(x_label)
+        esc(&if h.log {
+            format!("{x_label}, log scale")
+        } else {
+            x_label.to_string()
+        })
     );
     let _ = writeln!(
         s,
@@ -571,6 +619,33 @@ fn fmt_num(v: f64) -> String {
 mod tests {
     use super::*;
     use proftrust_model::{EventDesc, EventKind, Location, SamplingConfig};
+
+    /// 100 sampling intervals of 60 to 198.6 µs (60 + 1.4·k µs) and one 8 ms gap, 30 bins.
+    /// Equal widths (266 µs) put all 100 in the first bar; log bins (factor
+    /// (8000/60)^(1/30) = 1.1771 per bin) spread them: bin 0 is [60, 70.63) µs, k = 0..=7,
+    /// 8 values; bin 1 is [70.63, 83.13) µs, k = 8..=16, 9 values; the bulk ends in bin 7
+    /// (198.6 µs / 60 µs = 3.31, ln 3.31 / ln 1.1771 = 7.3).
+    #[test]
+    fn log_bins_keep_the_bulk_apart_when_one_outlier_sets_the_axis() {
+        let mut iv: Vec<f64> = (0..100).map(|k| 60_000.0 + 1_400.0 * k as f64).collect();
+        iv.push(8_000_000.0);
+        let nonempty = |h: &Histogram| h.counts.iter().filter(|&&c| c > 0).count();
+        let lin = Histogram::of(&iv, 30);
+        assert_eq!((lin.counts[0], lin.counts[29], nonempty(&lin)), (100, 1, 2));
+        let h = Histogram::log_of(&iv, 30);
+        assert!(h.log);
+        assert_eq!(&h.counts[..8], &[8, 9, 11, 12, 15, 17, 20, 8]);
+        assert_eq!((h.counts[29], nonempty(&h)), (1, 9));
+        assert!((h.value_at(0.5) - 692_820.3).abs() < 0.1, "{}", h.value_at(0.5));
+        let svg = histogram_svg("t", "interval (ns)", &h);
+        let bars: Vec<&str> = svg.lines().filter(|l| l.starts_with("<rect x=")).collect();
+        let drawn = bars.iter().filter(|l| !l.contains(r#"height="0.0""#)).count();
+        assert_eq!((bars.len(), drawn), (30, 9), "{svg}");
+        assert!(svg.contains("interval (ns), log scale"), "{svg}");
+        // Narrow spreads stay linear, and so do zeros.
+        assert!(!Histogram::log_of(&[1.0, 2.0, 9.0], 3).log);
+        assert!(!Histogram::log_of(&[0.0, 2.0, 900.0], 3).log);
+    }
 
     fn ev(name: &str) -> EventDesc {
         EventDesc {

@@ -23,19 +23,106 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-/// Sampled share (bar) with its 95% Wilson interval (whisker) against the exact share
-/// (diamond), one row per function.
+/// The share axis of [`function_shares`]: linear from 0 with 1-2-5 ticks, or logarithmic
+/// over whole decades (ticks at 1, 2 and 5 times a power of ten) when the plotted shares span
+/// more than two decades, so that 1% functions and their whiskers are not slivers beside a
+/// 90% one.
+#[derive(Debug, Clone, PartialEq)]
+struct ShareAxis {
+    log: bool,
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
+}
+
+impl ShareAxis {
+    /// The axis for shares whose largest value is `max` and smallest positive one `min_pos`.
+    fn new(min_pos: f64, max: f64) -> ShareAxis {
+        let max = max.max(1e-9);
+        if min_pos > 0.0 && max / min_pos > 100.0 {
+            let (d0, d1) = (min_pos.log10().floor() as i32, max.log10().ceil() as i32);
+            // 1, 2, 5 per decade over up to three decades; powers of ten alone beyond.
+            let mults: &[f64] = if d1 - d0 > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+            let mut ticks = Vec::new();
+            for d in d0..d1 {
+                for &m in mults {
+                    ticks.push(m * 10f64.powi(d));
+                }
+            }
+            ticks.push(10f64.powi(d1));
+            return ShareAxis {
+                log: true,
+                lo: 10f64.powi(d0),
+                hi: 10f64.powi(d1),
+                ticks,
+            };
+        }
+        // About five steps of 1, 2 or 5 times a power of ten.
+        let raw = max / 5.0;
+        let p = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 5.0, 10.0]
+            .into_iter()
+            .map(|m| m * p)
+            .find(|&st| st >= raw * (1.0 - 1e-9))
+            .unwrap_or(10.0 * p);
+        let n = (max / step - 1e-9).ceil().max(1.0) as usize;
+        ShareAxis {
+            log: false,
+            lo: 0.0,
+            hi: step * n as f64,
+            ticks: (0..=n).map(|k| step * k as f64).collect(),
+        }
+    }
+
+    /// Position of `v` on the axis as a fraction 0 to 1 (values below a log axis sit at 0).
+    fn frac(&self, v: f64) -> f64 {
+        let f = if self.log {
+            if v <= 0.0 {
+                0.0
+            } else {
+                (v / self.lo).log10() / (self.hi / self.lo).log10()
+            }
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        };
+        f.clamp(0.0, 1.0)
+    }
+}
+
+/// A share as a tick label: as few digits as the value needs (`0.01%`, `2%`, `12.5%`).
+fn tick_pct(x: f64) -> String {
+    let p = 100.0 * x;
+    let s = if p >= 1.0 || p == 0.0 {
+        format!("{p:.1}")
+    } else {
+        format!("{p:.3}")
+    };
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s}%")
+}
+
+/// Sampled share (bar, labelled with its value) with its 95% Wilson interval (whisker)
+/// against the exact share (diamond), one row per function, on a [`ShareAxis`].
 pub(crate) fn function_shares(functions: &[FunctionRow], max_rows: usize) -> String {
     let rows: Vec<&FunctionRow> = functions.iter().take(max_rows).collect();
     let (label_w, plot_w, row_h, top, bottom) = (260.0, 520.0, 24.0, 30.0, 36.0);
-    let width = label_w + plot_w + 30.0;
+    let width = label_w + plot_w + 70.0;
     let height = top + bottom + row_h * rows.len().max(1) as f64;
-    let xmax = rows
+    let max = rows
         .iter()
         .map(|f| f.ci_high.max(f.exact_share).max(f.sampled_share))
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let x = |v: f64| label_w + plot_w * (v / xmax).clamp(0.0, 1.0);
+        .fold(0.0f64, f64::max);
+    let min_pos = rows
+        .iter()
+        .flat_map(|f| [f.sampled_share, f.exact_share])
+        .filter(|&v| v > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let axis = ShareAxis::new(if min_pos.is_finite() { min_pos } else { 0.0 }, max);
+    let x = |v: f64| label_w + plot_w * axis.frac(v);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -43,8 +130,17 @@ pub(crate) fn function_shares(functions: &[FunctionRow], max_rows: usize) -> Str
     );
     let _ = write!(
         s,
-        r#"<text x="{label_w}" y="16" font-size="12"><tspan fill="{SAMPLED}">■ sampled share ± 95% Wilson interval</tspan>  <tspan fill="{EXACT}">◆ exact share</tspan></text>"#
+        r#"<text x="{label_w}" y="16" font-size="12"><tspan fill="{SAMPLED}">■ sampled share ± 95% Wilson interval</tspan>  <tspan fill="{EXACT}">◆ exact share</tspan>{}</text>"#,
+        if axis.log { "  (log scale)" } else { "" }
     );
+    let axis_y = top + row_h * rows.len().max(1) as f64 + 4.0;
+    for &t in &axis.ticks {
+        let _ = write!(
+            s,
+            r##"<line class="grid" x1="{0:.2}" x2="{0:.2}" y1="{top}" y2="{axis_y}" stroke="#ddd"/>"##,
+            x(t)
+        );
+    }
     for (i, f) in rows.iter().enumerate() {
         let y = top + row_h * i as f64;
         let cy = y + row_h / 2.0;
@@ -79,27 +175,33 @@ pub(crate) fn function_shares(functions: &[FunctionRow], max_rows: usize) -> Str
         let ex = x(f.exact_share);
         let _ = write!(
             s,
-            r#"<path d="M {ex:.2} {} L {:.2} {cy} L {ex:.2} {} L {:.2} {cy} Z" fill="{EXACT}"/></g>"#,
+            r#"<path d="M {ex:.2} {} L {:.2} {cy} L {ex:.2} {} L {:.2} {cy} Z" fill="{EXACT}"/>"#,
             cy - 6.0,
             ex + 6.0,
             cy + 6.0,
             ex - 6.0
         );
+        // The sampled share's value, right of the whisker and the diamond.
+        let _ = write!(
+            s,
+            r#"<text class="value" x="{:.2}" y="{}" font-size="11">{}</text></g>"#,
+            hi.max(ex + 6.0) + 4.0,
+            cy + 4.0,
+            fmt_pct(f.sampled_share)
+        );
     }
-    let axis_y = top + row_h * rows.len().max(1) as f64 + 4.0;
     let _ = write!(
         s,
         r##"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="#444"/>"##,
         label_w + plot_w
     );
-    for k in 0..=4 {
-        let v = xmax * k as f64 / 4.0;
+    for &t in &axis.ticks {
         let _ = write!(
             s,
-            r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
-            x(v),
+            r#"<text class="tick" x="{:.2}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
+            x(t),
             axis_y + 16.0,
-            fmt_pct(v)
+            tick_pct(t)
         );
     }
     s.push_str("</svg>");
@@ -312,5 +414,108 @@ pub(crate) fn human_period(p: u64) -> String {
         format!("{}K", p >> 10)
     } else {
         p.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `v` is 1, 2 or 5 times a power of ten (to rounding).
+    fn one_two_five(v: f64) -> bool {
+        let p = 10f64.powf(v.log10().floor());
+        [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .any(|m| (v / p - m).abs() < 1e-6 * m)
+    }
+
+    fn row(name: &str, sampled: f64, exact: f64) -> FunctionRow {
+        FunctionRow {
+            name: name.into(),
+            samples: (sampled * 1000.0) as u64,
+            sampled_share: sampled,
+            ci_low: sampled * 0.9,
+            ci_high: sampled * 1.1,
+            exact_share: exact,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn linear_axis_has_one_two_five_ticks_from_zero() {
+        // Largest plotted value 0.373 × 1.1 = 0.4103: raw step 0.082 → 0.1, ticks 0..0.5.
+        let a = ShareAxis::new(0.05, 0.4103);
+        assert!(!a.log);
+        let want = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5];
+        assert_eq!(a.ticks.len(), want.len(), "{a:?}");
+        for (t, w) in a.ticks.iter().zip(want) {
+            assert!((t - w).abs() < 1e-12, "{a:?}");
+        }
+        // 0.93: raw step 0.186 → 0.2, ticks 0..1.0.
+        let a = ShareAxis::new(0.1, 0.93);
+        assert_eq!(a.ticks.len(), 6, "{a:?}");
+        assert!((a.hi - 1.0).abs() < 1e-12);
+        // 0.0123: raw step 0.00246 → 0.005, ticks 0..0.015.
+        let a = ShareAxis::new(0.01, 0.0123);
+        assert!((a.ticks[1] - 0.005).abs() < 1e-15 && (a.hi - 0.015).abs() < 1e-12, "{a:?}");
+        // Every tick is a whole multiple of a 1-2-5 step.
+        for a in [ShareAxis::new(0.2, 0.77), ShareAxis::new(0.001, 0.0034)] {
+            let step = a.ticks[1];
+            assert!(one_two_five(step), "{a:?}");
+            for t in &a.ticks {
+                assert!(((t / step) - (t / step).round()).abs() < 1e-9, "{a:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shares_over_more_than_two_decades_get_a_log_axis() {
+        // 0.0004 to 0.9: decades 1e-4 .. 1e0, four of them → powers of ten only.
+        let a = ShareAxis::new(0.0004, 0.9);
+        assert!(a.log);
+        assert_eq!(a.ticks, vec![1e-4, 1e-3, 1e-2, 1e-1, 1.0]);
+        // 0.004 to 0.9: three decades → 1, 2, 5 per decade.
+        let a = ShareAxis::new(0.004, 0.9);
+        assert!(a.log && a.ticks.len() == 10 && a.ticks.iter().all(|&t| one_two_five(t)));
+        assert!((a.frac(0.01) - 1.0 / 3.0).abs() < 1e-12);
+        // Less than two decades stays linear.
+        assert!(!ShareAxis::new(0.01, 0.9).log);
+    }
+
+    #[test]
+    fn every_bar_has_a_value_label_and_ticks_are_one_two_five() {
+        let rows = [
+            row("hot", 0.9, 0.88),
+            row("warm", 0.08, 0.1),
+            row("cold", 0.015, 0.012),
+            row("rare", 0.002, 0.003),
+        ];
+        let svg = function_shares(&rows, 10);
+        let labels: Vec<&str> = svg
+            .split(r#"<text class="value""#)
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+            .collect();
+        assert_eq!(labels, ["90.0%", "8.0%", "1.5%", "0.2%"], "{svg}");
+        let ticks: Vec<f64> = svg
+            .split(r#"<text class="tick""#)
+            .skip(1)
+            .map(|t| {
+                let v = &t[t.find('>').unwrap() + 1..t.find("%</text>").unwrap()];
+                v.parse::<f64>().unwrap() / 100.0
+            })
+            .collect();
+        // 0.002 to 0.99 spans more than two decades: log, 1e-3 .. 1e0, 1-2-5 ticks.
+        assert!(svg.contains("(log scale)"), "{svg}");
+        assert_eq!(ticks.len(), 10, "{ticks:?}");
+        assert!(ticks.iter().all(|&t| one_two_five(t)), "{ticks:?}");
+        // Inside the viewBox (width 850): every tick and label x lies within it.
+        for part in svg.split("<text ").skip(1) {
+            if let Some(i) = part.find("x=\"") {
+                let rest = &part[i + 4..];
+                let x: f64 = rest[..rest.find('"').unwrap()].parse().unwrap();
+                assert!((0.0..=850.0).contains(&x), "{part}");
+            }
+        }
     }
 }

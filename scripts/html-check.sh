@@ -6,7 +6,8 @@
 #
 # PLOT_ID defaults to: plot-functions plot-instructions (any element id: the audit's flame
 # graphs are flame-sampled, flame-exact, flame-diff; annotated functions annotate-N).
-# SCREENSHOT=FILE.png also saves a 1200x3000 screenshot. Exit 0 = good, 1 = problem,
+# SCREENSHOT=FILE.png also saves a 1200x3000 screenshot; DOM_OUT=FILE.html saves the
+# rendered DOM (Chromium's --dump-dom) for the caller to inspect. Exit 0 = good, 1 = problem,
 # 77 = Chromium is not installed (callers print SKIP). Install: apt-get install -y chromium
 set -euo pipefail
 file="${1:?usage: html-check.sh REPORT.html [PLOT_ID...]}"
@@ -40,6 +41,7 @@ if ! grep -q "</html>\|</body>" "$out"; then
   echo "html-check: the DOM dump is incomplete" >&2; status=1
 fi
 n=$(grep -o '<svg class="plot"' "$out" | wc -l)
+[ -n "${DOM_OUT:-}" ] && cp "$out" "$DOM_OUT"
 for id in "${ids[@]}"; do
   if ! grep -q "id=\"$id\"" "$out"; then
     echo "html-check: plot $id missing from the rendered DOM" >&2; status=1

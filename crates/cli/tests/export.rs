@@ -638,6 +638,7 @@ fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
             "annotate-0",
         ])
         .env("SCREENSHOT", &png)
+        .env("DOM_OUT", dir.join("a.dom.html"))
         .output()
         .expect("html-check");
     assert!(
@@ -651,6 +652,43 @@ fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
     assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes([b[16], b[17], b[18], b[19]]);
     assert_eq!(width, 1200);
+    // The rendered DOM's per-function chart: tick labels (shares in %) and one value label
+    // per bar, all inside the SVG's viewBox.
+    let dom = read_file(dir, "a.dom.html");
+    let start = dom.find(r#"id="plot-functions""#).expect("plot-functions in the DOM");
+    let svg = &dom[start..start + dom[start..].find("</svg>").expect("svg closes")];
+    let attr = |el: &str, name: &str| -> f64 {
+        let k = el.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("{name} in {el}"));
+        let v = &el[k + name.len() + 3..];
+        v[..v.find('"').unwrap()].parse().unwrap()
+    };
+    let vb = &svg[svg.find(r#"viewBox=""#).unwrap() + 9..];
+    let vb: Vec<f64> = vb[..vb.find('"').unwrap()]
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (w, h) = (vb[2], vb[3]);
+    let texts = |class: &str| -> Vec<(f64, f64, String)> {
+        svg.split("<text ")
+            .skip(1)
+            .filter(|t| t.starts_with(&format!(r#"class="{class}""#)))
+            .map(|t| {
+                let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+                (attr(t, "x"), attr(t, "y"), body.to_string())
+            })
+            .collect()
+    };
+    let ticks = texts("tick");
+    assert!(ticks.len() >= 3, "{svg}");
+    let values = texts("value");
+    assert_eq!(values.len(), svg.matches("<g>").count(), "{svg}");
+    for (x, y, t) in ticks.iter().chain(&values) {
+        assert!(t.ends_with('%'), "{t}");
+        assert!(
+            (0.0..=w).contains(x) && (0.0..=h).contains(y),
+            "{t} at ({x}, {y}) outside the viewBox {w}x{h}"
+        );
+    }
 }
 
 #[test]

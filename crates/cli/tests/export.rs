@@ -655,10 +655,14 @@ fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
     // The rendered DOM's per-function chart: tick labels (shares in %) and one value label
     // per bar, all inside the SVG's viewBox.
     let dom = read_file(dir, "a.dom.html");
-    let start = dom.find(r#"id="plot-functions""#).expect("plot-functions in the DOM");
+    let start = dom
+        .find(r#"id="plot-functions""#)
+        .expect("plot-functions in the DOM");
     let svg = &dom[start..start + dom[start..].find("</svg>").expect("svg closes")];
     let attr = |el: &str, name: &str| -> f64 {
-        let k = el.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("{name} in {el}"));
+        let k = el
+            .find(&format!(" {name}=\""))
+            .unwrap_or_else(|| panic!("{name} in {el}"));
         let v = &el[k + name.len() + 3..];
         v[..v.find('"').unwrap()].parse().unwrap()
     };

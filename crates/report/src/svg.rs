@@ -42,7 +42,11 @@ impl ShareAxis {
         if min_pos > 0.0 && max / min_pos > 100.0 {
             let (d0, d1) = (min_pos.log10().floor() as i32, max.log10().ceil() as i32);
             // 1, 2, 5 per decade over up to three decades; powers of ten alone beyond.
-            let mults: &[f64] = if d1 - d0 > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+            let mults: &[f64] = if d1 - d0 > 3 {
+                &[1.0]
+            } else {
+                &[1.0, 2.0, 5.0]
+            };
             let mut ticks = Vec::new();
             for d in d0..d1 {
                 for &m in mults {
@@ -457,7 +461,10 @@ mod tests {
         assert!((a.hi - 1.0).abs() < 1e-12);
         // 0.0123: raw step 0.00246 → 0.005, ticks 0..0.015.
         let a = ShareAxis::new(0.01, 0.0123);
-        assert!((a.ticks[1] - 0.005).abs() < 1e-15 && (a.hi - 0.015).abs() < 1e-12, "{a:?}");
+        assert!(
+            (a.ticks[1] - 0.005).abs() < 1e-15 && (a.hi - 0.015).abs() < 1e-12,
+            "{a:?}"
+        );
         // Every tick is a whole multiple of a 1-2-5 step.
         for a in [ShareAxis::new(0.2, 0.77), ShareAxis::new(0.001, 0.0034)] {
             let step = a.ticks[1];

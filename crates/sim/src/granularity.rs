@@ -636,10 +636,17 @@ mod tests {
         assert!(h.log);
         assert_eq!(&h.counts[..8], &[8, 9, 11, 12, 15, 17, 20, 8]);
         assert_eq!((h.counts[29], nonempty(&h)), (1, 9));
-        assert!((h.value_at(0.5) - 692_820.3).abs() < 0.1, "{}", h.value_at(0.5));
+        assert!(
+            (h.value_at(0.5) - 692_820.3).abs() < 0.1,
+            "{}",
+            h.value_at(0.5)
+        );
         let svg = histogram_svg("t", "interval (ns)", &h);
         let bars: Vec<&str> = svg.lines().filter(|l| l.starts_with("<rect x=")).collect();
-        let drawn = bars.iter().filter(|l| !l.contains(r#"height="0.0""#)).count();
+        let drawn = bars
+            .iter()
+            .filter(|l| !l.contains(r#"height="0.0""#))
+            .count();
         assert_eq!((bars.len(), drawn), (30, 9), "{svg}");
         assert!(svg.contains("interval (ns), log scale"), "{svg}");
         // Narrow spreads stay linear, and so do zeros.

@@ -183,6 +183,23 @@ fn failures_of_the_program_are_recorded() {
             name: "SIGSEGV".into()
         })
     );
+    // `check` of that file says so in a sentence.
+    let r = proftrust(&["check", o, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&r.stderr)));
+    let early = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "ended-early")
+        .unwrap_or_else(|| panic!("{}", v["warnings"]));
+    assert!(
+        early["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("the recorded program was killed by SIGSEGV:"),
+        "{early}"
+    );
 
     // non-zero exit
     let r = proftrust(&["record", "-o", o, "--", b, "exit3"]);

@@ -147,3 +147,40 @@ impl ExactSide {
         };
     }
 }
+
+/// `vpmu --cpi-model`: the per-instruction cycle model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpiModelArg {
+    /// Every instruction takes `--cpi` cycles.
+    Flat,
+    /// Cycles by instruction class (iced-x86 decoding of the program's code).
+    Class,
+    /// The class table plus heavy loads: dependent loads (address register produced by a
+    /// load: pointer chasing, indirect indexing) take `--heavy-load` cycles (a per-address
+    /// rule standing in for cache misses; see `cache-sim` for a simulation).
+    Cache,
+    /// The class table without memory costs, plus a simulated L1D + last-level cache on the
+    /// program's real data accesses (traced by QEMU): each load costs the latency of the
+    /// level that holds its line (defaults: 32 KiB 8-way L1D 4 cycles, 8 MiB 16-way LLC 40
+    /// cycles, memory 200 cycles, 64-byte lines; stores 1 cycle). Slower to trace.
+    CacheSim,
+}
+
+/// `vpmu --mode`: how samples are timed and attributed (docs/skid.md, "PMU modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// The original model: in-order timing, the sample lands --skid cycles after the
+    /// overflow.
+    InOrder,
+    /// Interrupt-based sampling on the out-of-order model: the sample names the instruction
+    /// at the head of the reorder buffer --skid cycles after the overflow.
+    Interrupt,
+    /// Precise sampling (PEBS): the instruction after the overflowing one.
+    Pebs,
+    /// Tagged-op sampling (IBS-like): one op every --period on average (randomised), its own
+    /// address.
+    Ibs,
+    /// Time-proportional oracle (TIP): each sampled cycle goes to the instruction committing
+    /// in it, else to the head of the reorder buffer; --exact then carries `tip_cycles`.
+    Tip,
+}

@@ -632,6 +632,7 @@ fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
         .arg(dir.join("a.html"))
         .args([
             "plot-functions",
+            "plot-instructions",
             "flame-sampled",
             "flame-exact",
             "flame-diff",
@@ -692,6 +693,55 @@ fn audit_exports_and_html_with_flame_graphs_render_in_chromium() {
             (0.0..=w).contains(x) && (0.0..=h).contains(y),
             "{t} at ({x}, {y}) outside the viewBox {w}x{h}"
         );
+    }
+    // The per-instruction picture of the hottest function (leaf) is a listing: every
+    // instruction labelled `ADDRESS  INSTRUCTION` inside the viewBox, the mnemonics those
+    // objdump prints at the same addresses.
+    let start = dom
+        .find(r#"id="plot-instructions""#)
+        .expect("plot-instructions in the DOM");
+    let svg = &dom[start..start + dom[start..].find("</svg>").expect("svg closes")];
+    let vb = &svg[svg.find(r#"viewBox=""#).unwrap() + 9..];
+    let vb: Vec<f64> = vb[..vb.find('"').unwrap()]
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let rows: Vec<(f64, f64, String)> = svg
+        .split("<text ")
+        .skip(1)
+        .filter(|t| t.contains(r#"font-family="monospace""#))
+        .map(|t| {
+            let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+            (attr(t, "x"), attr(t, "y"), body.to_string())
+        })
+        .collect();
+    assert_eq!(rows.len(), svg.matches("<g>").count(), "{svg}");
+    assert!(rows.len() >= 10, "{svg}");
+    if !have("objdump") {
+        skip!("audit html: objdump not installed (apt-get install binutils)");
+        return;
+    }
+    let od = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(dir.join("tiny"))
+        .output()
+        .expect("objdump");
+    let od = String::from_utf8_lossy(&od.stdout).into_owned();
+    let mnemonic_at = |a: &str| -> Option<String> {
+        od.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{a}:")))
+            .and_then(|l| l.split('\t').nth(1))
+            .and_then(|i| i.split_whitespace().next())
+            .map(str::to_string)
+    };
+    for (x, y, t) in &rows {
+        assert!(
+            (0.0..=vb[2]).contains(x) && (0.0..=vb[3]).contains(y),
+            "{t} at ({x}, {y}) outside the viewBox"
+        );
+        let (addr, ins) = t.split_once("  ").unwrap_or_else(|| panic!("{t}"));
+        let ours = ins.split_whitespace().next().unwrap_or("");
+        assert_eq!(Some(ours.to_string()), mnemonic_at(addr), "{t}");
     }
 }
 

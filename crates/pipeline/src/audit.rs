@@ -616,7 +616,7 @@ pub fn execute_with_data(
         config,
         metrics: metrics_of(&cmp, &opts),
         functions: rows_of(&cmp),
-        hottest: picture_of(&cmp),
+        hottest: picture_of(&cmp, &bins),
         sweep,
         warnings,
         corrected,
@@ -1109,11 +1109,14 @@ fn rows_of(c: &Comparison) -> Vec<FunctionRow> {
         .collect()
 }
 
-fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
+/// The hottest function instruction by instruction, each row with its disassembly where
+/// one of the audited binaries holds the function and its code decodes (x86-64).
+fn picture_of(c: &Comparison, bins: &[Binary]) -> Option<InstructionPicture> {
     let (name, rows) = c.hottest.as_ref()?;
     let s: u64 = rows.iter().map(|r| r.1).sum();
     let e: u64 = rows.iter().map(|r| r.2).sum();
     let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+    let texts = disassembly_of(bins, name, rows.first().map(|r| r.0));
     Some(InstructionPicture {
         function: name.clone(),
         rows: rows
@@ -1124,9 +1127,30 @@ fn picture_of(c: &Comparison) -> Option<InstructionPicture> {
                 sampled_share: share(samples, s),
                 exact,
                 exact_share: share(exact, e),
+                text: texts.get(&address).cloned(),
             })
             .collect(),
     })
+}
+
+/// Address -> disassembly of the function `name` that holds `first`, from the first audited
+/// binary that has it; empty when none does or its code does not decode.
+fn disassembly_of(bins: &[Binary], name: &str, first: Option<u64>) -> BTreeMap<u64, String> {
+    let Some(first) = first else {
+        return BTreeMap::new();
+    };
+    for b in bins {
+        let Some(f) = b.function_at(proftrust_model::Svma(first)) else {
+            continue;
+        };
+        if f.name != name {
+            continue;
+        }
+        if let Ok(ins) = b.instructions(f) {
+            return ins.into_iter().map(|i| (i.addr.0, i.text)).collect();
+        }
+    }
+    BTreeMap::new()
 }
 
 /// The program of a recorded command line: perf.data records perf's own (`perf record -e

@@ -335,6 +335,7 @@ mod tests {
                     sampled_share: 1.0,
                     exact: 5,
                     exact_share: 1.0,
+                    text: None,
                 }],
             }),
             sweep: vec![

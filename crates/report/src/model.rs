@@ -209,6 +209,10 @@ pub struct InstructionRow {
     pub exact: u64,
     /// Share of the function's exact weight.
     pub exact_share: f64,
+    /// The instruction as `objdump -d` prints it (AT&T syntax), when the binary's code could
+    /// be decoded (x86-64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// Metrics at one sampling period of a sweep.

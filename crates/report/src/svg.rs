@@ -215,6 +215,9 @@ pub(crate) fn function_shares(functions: &[FunctionRow], max_rows: usize) -> Str
 /// Per-instruction picture of one function (seed 001 Fig. 1): for each instruction address,
 /// its share of the function's samples next to its share of the function's exact count.
 pub(crate) fn instruction_picture(p: &InstructionPicture) -> String {
+    if p.rows.len() <= LISTING_ROWS && p.rows.iter().any(|r| r.text.is_some()) {
+        return instruction_listing(p);
+    }
     let n = p.rows.len().max(1);
     let (left, top, bottom, plot_h) = (56.0, 30.0, 70.0, 220.0);
     let bar_w = (900.0 / n as f64).clamp(2.0, 40.0);
@@ -283,6 +286,69 @@ pub(crate) fn instruction_picture(p: &InstructionPicture) -> String {
             r.address
         );
     }
+    s.push_str("</svg>");
+    s
+}
+
+/// Functions of up to this many instructions are drawn as a listing (one labelled row per
+/// instruction, its disassembly beside its bars); longer ones as the column chart.
+const LISTING_ROWS: usize = 160;
+
+/// The per-instruction picture as an annotated listing, the way `perf annotate` shows a
+/// function: one row per instruction with its address and disassembly, then its sampled and
+/// exact shares of the function as two bars with the values written out.
+fn instruction_listing(p: &InstructionPicture) -> String {
+    let n = p.rows.len();
+    let (row_h, top, text_w, bar_w) = (14.0, 34.0, 430.0, 300.0);
+    let left = 8.0;
+    let bars_x = left + text_w;
+    let width = bars_x + bar_w + 150.0;
+    let height = top + row_h * n as f64 + 12.0;
+    let smax = p
+        .rows
+        .iter()
+        .map(|r| r.sampled_share.max(r.exact_share))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let len = |v: f64| bar_w * (v / smax).clamp(0.0, 1.0);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg class="plot" id="plot-instructions" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="per-instruction sampled versus exact share, with the disassembly">"#
+    );
+    let _ = write!(
+        s,
+        r#"<text x="{left}" y="14" font-size="12">address and instruction</text><text x="{bars_x}" y="14" font-size="12"><tspan fill="{SAMPLED}">■ sampled share</tspan>  <tspan fill="{EXACT}">■ exact share</tspan> (of the function)</text>"#
+    );
+    for (i, r) in p.rows.iter().enumerate() {
+        let y0 = top + row_h * i as f64;
+        let text = r.text.as_deref().unwrap_or("");
+        let _ = write!(
+            s,
+            r#"<g><title>{:#x}: {} samples ({}), {} executions ({})</title><text x="{left}" y="{:.1}" font-size="10" font-family="monospace">{:x}  {}</text><rect x="{bars_x}" y="{:.1}" width="{:.2}" height="5" fill="{SAMPLED}"/><rect x="{bars_x}" y="{:.1}" width="{:.2}" height="5" fill="{EXACT}"/><text x="{:.1}" y="{:.1}" font-size="9">{} / {}</text></g>"#,
+            r.address,
+            r.samples,
+            fmt_pct(r.sampled_share),
+            r.exact,
+            fmt_pct(r.exact_share),
+            y0 + 10.0,
+            r.address,
+            escape_html(&shorten(text, 56)),
+            y0 + 1.0,
+            len(r.sampled_share),
+            y0 + 6.5,
+            len(r.exact_share),
+            bars_x + bar_w + 6.0,
+            y0 + 10.0,
+            fmt_pct(r.sampled_share),
+            fmt_pct(r.exact_share)
+        );
+    }
+    let _ = write!(
+        s,
+        r##"<line x1="{bars_x}" x2="{bars_x}" y1="{top}" y2="{:.1}" stroke="#444"/>"##,
+        top + row_h * n as f64
+    );
     s.push_str("</svg>");
     s
 }
@@ -424,6 +490,7 @@ pub(crate) fn human_period(p: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::InstructionRow;
 
     /// Whether `v` is 1, 2 or 5 times a power of ten (to rounding).
     fn one_two_five(v: f64) -> bool {
@@ -431,6 +498,45 @@ mod tests {
         [1.0, 2.0, 5.0, 10.0]
             .iter()
             .any(|m| (v / p - m).abs() < 1e-6 * m)
+    }
+
+    /// With disassembly, every instruction gets its own row: its address and text (escaped)
+    /// beside two bars whose lengths are the shares over the largest share, and the values
+    /// written out; without it, the column chart.
+    #[test]
+    fn instruction_listing_labels_every_instruction_with_its_disassembly() {
+        let ins = |address: u64, samples: u64, exact: u64, text: &str| InstructionRow {
+            address,
+            samples,
+            sampled_share: samples as f64 / 10.0,
+            exact,
+            exact_share: exact as f64 / 100.0,
+            text: Some(text.to_string()),
+        };
+        let mut p = InstructionPicture {
+            function: "f".into(),
+            rows: vec![
+                ins(0x1000, 2, 50, "mov (%rdi),%rax"),
+                ins(0x1003, 8, 25, "cmp %rax,%rsi"),
+                ins(0x1006, 0, 25, "jb 1000 <f>"),
+            ],
+        };
+        let svg = instruction_picture(&p);
+        for label in [
+            "1000  mov (%rdi),%rax",
+            "1003  cmp %rax,%rsi",
+            "1006  jb 1000 &lt;f&gt;",
+        ] {
+            assert!(svg.contains(label), "{label} missing in {svg}");
+        }
+        // Largest share 0.8 (0x1003 sampled) -> 300 px; 0x1000's exact 0.5 -> 187.5 px.
+        assert!(svg.contains(r#"width="300.00" height="5""#), "{svg}");
+        assert!(svg.contains(r#"width="187.50" height="5""#), "{svg}");
+        assert!(svg.contains("80.0% / 25.0%"), "{svg}");
+        for r in &mut p.rows {
+            r.text = None;
+        }
+        assert!(!instruction_picture(&p).contains("address and instruction"));
     }
 
     fn row(name: &str, sampled: f64, exact: f64) -> FunctionRow {

@@ -322,8 +322,9 @@ mod tests {
         v
     }
 
-    #[test]
-    fn decodes_a_hand_built_sample_with_callchain() {
+    /// A SAMPLE body of the recorder's layout: id 7, ip 0x401000, pid 10, tid 11, time 123,
+    /// stream id 9, cpu 1, then `tail` (period and what the layout adds).
+    fn sample_body(tail: &[u64]) -> Vec<u8> {
         let mut body = Vec::new();
         for x in [7u64, 0x401000] {
             body.extend_from_slice(&x.to_le_bytes());
@@ -335,9 +336,15 @@ mod tests {
         }
         body.extend_from_slice(&1u32.to_le_bytes());
         body.extend_from_slice(&0u32.to_le_bytes());
-        for x in [1000003u64, 2, 0x401000, 0x402000] {
+        for x in tail {
             body.extend_from_slice(&x.to_le_bytes());
         }
+        body
+    }
+
+    #[test]
+    fn decodes_a_hand_built_sample_with_callchain() {
+        let body = sample_body(&[1000003, 2, 0x401000, 0x402000]);
         let bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
         let mut out = Vec::new();
         decode_batch(
@@ -370,20 +377,7 @@ mod tests {
     /// a throttle / unthrottle pair (time, id, stream_id, then the trailer).
     #[test]
     fn decodes_read_values_and_throttles() {
-        let mut body = Vec::new();
-        for x in [7u64, 0x401000] {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
-        body.extend_from_slice(&10u32.to_le_bytes());
-        body.extend_from_slice(&11u32.to_le_bytes());
-        for x in [123u64, 9] {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
-        body.extend_from_slice(&1u32.to_le_bytes());
-        body.extend_from_slice(&0u32.to_le_bytes());
-        for x in [1000003u64, 5_000_000, 800, 400] {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
+        let body = sample_body(&[1000003, 5_000_000, 800, 400]);
         let mut bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
         for (ty, t) in [
             (b::PERF_RECORD_THROTTLE, 200u64),

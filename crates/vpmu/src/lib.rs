@@ -604,31 +604,7 @@ impl Vpmu {
         }
         // TIP: the cycles this commit makes final; a commit group that ended lands the
         // cycle samples taken in its cycle.
-        let want_group = th.tip_waiting > 0;
-        let mut ended = None;
-        {
-            let slots = &mut self.slots;
-            let group_buf = &mut self.group_buf;
-            th.tip.push(
-                loc,
-                c,
-                &mut |l, x| {
-                    if exact {
-                        if let Some(s) = slots.get_mut(&l) {
-                            s.tip_cycles += x;
-                        }
-                    }
-                },
-                &mut |cyc, g| {
-                    if want_group {
-                        ended = Some(cyc);
-                        group_buf.clear();
-                        group_buf.extend_from_slice(g);
-                    }
-                },
-            );
-        }
-        if let Some(cyc) = ended {
+        if let Some(cyc) = self.tip_advance(th, Some((loc, c))) {
             self.land_group(th, cyc, &mut landed);
         }
         let mode = self.opts.mode;
@@ -740,6 +716,37 @@ impl Vpmu {
         }
     }
 
+    /// Feeds the thread's TIP attribution one commit (`Some((instruction, cycle))`) or the end
+    /// of the run (`None`): the cycles it makes final go to the instructions' `tip_cycles`
+    /// (with `--exact`); when samples wait for a commit group, returns the cycle of the group
+    /// that ended, its instructions left in `group_buf`.
+    fn tip_advance(&mut self, th: &mut Thread, commit: Option<(Location, u64)>) -> Option<u64> {
+        let want_group = th.tip_waiting > 0;
+        let exact = self.opts.exact;
+        let slots = &mut self.slots;
+        let group_buf = &mut self.group_buf;
+        let mut ended = None;
+        let mut charge = |l: Location, x: f64| {
+            if exact {
+                if let Some(s) = slots.get_mut(&l) {
+                    s.tip_cycles += x;
+                }
+            }
+        };
+        let mut on_group_end = |cyc: u64, g: &[Location]| {
+            if want_group {
+                ended = Some(cyc);
+                group_buf.clear();
+                group_buf.extend_from_slice(g);
+            }
+        };
+        match commit {
+            Some((loc, c)) => th.tip.push(loc, c, &mut charge, &mut on_group_end),
+            None => th.tip.flush(&mut charge, &mut on_group_end),
+        }
+        ended
+    }
+
     /// Out-of-order modes, end of the replay: charges each thread's last commit group and
     /// lands the samples taken in its cycle.
     fn end_threads(&mut self) {
@@ -752,30 +759,7 @@ impl Vpmu {
             let Some(mut th) = self.threads.remove(&tid) else {
                 continue;
             };
-            let want_group = th.tip_waiting > 0;
-            let mut ended = None;
-            {
-                let exact = self.opts.exact;
-                let slots = &mut self.slots;
-                let group_buf = &mut self.group_buf;
-                th.tip.flush(
-                    &mut |l, x| {
-                        if exact {
-                            if let Some(s) = slots.get_mut(&l) {
-                                s.tip_cycles += x;
-                            }
-                        }
-                    },
-                    &mut |cyc, g| {
-                        if want_group {
-                            ended = Some(cyc);
-                            group_buf.clear();
-                            group_buf.extend_from_slice(g);
-                        }
-                    },
-                );
-            }
-            if let Some(cyc) = ended {
+            if let Some(cyc) = self.tip_advance(&mut th, None) {
                 let mut landed = Vec::new();
                 self.land_group(&mut th, cyc, &mut landed);
                 for (ev, period, l) in landed {

@@ -54,6 +54,7 @@ pub mod calibrate;
 pub mod cct;
 pub mod check;
 pub mod correct;
+pub mod fleet;
 mod flame;
 mod html;
 pub mod inspect;

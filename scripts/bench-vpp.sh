@@ -94,7 +94,7 @@ print(top, "%.2f" % (nv * eps / tpn / 1e6), "%.4f" % d["net_variation_share"],
       b.get("median", 0), "%.3f" % b.get("within", 0), r["frequency"], r["total_time"])
 ' "$1"
 }
-lk=$(awk '/static long lookup\(/{f=1} f&&/PT_BOUNDARY\(\);/{print NR; exit}' workloads/vpp.c)
+lk=$(awk '/static long lookup\(/{f=1} f&&/PT_FOR\(/{print NR; exit}' workloads/vpp.c)
 echo "lookup()'s probe site: vpp.c:$lk"
 echo "run   variant   top-1      lookup-NV-ms  NV-share  bias  within  top3-not-in-freq  top3-not-in-time"
 nb=(); np=()

@@ -1,5 +1,7 @@
 /* vpp: the variational path profiling workload (seed 004). Three loops, each a set of
- * acyclic paths with probes at their boundaries (crates/probe/include):
+ * acyclic paths, written with PT_FOR (crates/probe/include/proftrust_probe.h): bursty
+ * tracing's two copies of each loop body, a clean one with a countdown on the back edge and a
+ * probed one with the timing and the PT_BRANCH outcomes (seed 004 §4.1):
  *
  *   score()  compute-bound, branchy, the most frequent paths: every execution takes about
  *            the same time (the "already optimised hot path" of seed 004 §1);
@@ -30,6 +32,16 @@
 #ifndef VPP_DISTANCE
 #define VPP_DISTANCE 16
 #endif
+/* (A directive cannot sit inside PT_FOR's body, a macro argument: the prefetch is a macro.) */
+#ifdef VPP_PREFETCH
+#define VPP_PREFETCH_AHEAD(k)                                                              \
+    do {                                                                                   \
+        if ((k) + VPP_DISTANCE < m)                                                        \
+            __builtin_prefetch(&table[idx[(k) + VPP_DISTANCE]]);                           \
+    } while (0)
+#else
+#define VPP_PREFETCH_AHEAD(k) ((void)0)
+#endif
 
 struct entry {
     int32_t val;
@@ -38,8 +50,7 @@ struct entry {
 
 __attribute__((noinline)) static long score(long n) {
     long hits = 0;
-    for (long i = 0; i < n; i++) {
-        PT_BOUNDARY();
+    PT_FOR(long i = 0, i < n, i++, {
         uint32_t x = lcg_next();
         uint32_t v;
         if (PT_BRANCH(x & 1))
@@ -48,38 +59,33 @@ __attribute__((noinline)) static long score(long n) {
             v = x >> 3;
         if (PT_BRANCH(v > 0x40000000u))
             hits++;
-    }
+    })
     return hits;
 }
 
 __attribute__((noinline)) static long lookup(const struct entry *table, const uint32_t *idx,
                                              long m) {
     long s = 0;
-    for (long k = 0; k < m; k++) {
-        PT_BOUNDARY();
-#ifdef VPP_PREFETCH
-        if (k + VPP_DISTANCE < m)
-            __builtin_prefetch(&table[idx[k + VPP_DISTANCE]]);
-#endif
+    PT_FOR(long k = 0, k < m, k++, {
+        VPP_PREFETCH_AHEAD(k);
         const struct entry *e = &table[idx[k]];
         if (PT_BRANCH(e->flag))
             s += e->val;
         else
             s -= 1;
-    }
+    })
     return s;
 }
 
 __attribute__((noinline)) static long stream(const int32_t *a, long len, long reps) {
     long s = 0;
     for (long r = 0; r < reps; r++) {
-        for (long j = 0; j < len; j++) {
-            PT_BOUNDARY();
+        PT_FOR(long j = 0, j < len, j++, {
             if (PT_BRANCH(a[j] < 0))
                 s -= a[j];
             else
                 s += a[j];
-        }
+        })
     }
     return s;
 }

@@ -54,7 +54,8 @@ fn json(args: &[&str], prog: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("JSON on stdout")
 }
 
-/// 1-based line of the first `PT_BOUNDARY();` after the line holding `func`'s signature.
+/// 1-based line of the first `PT_FOR(` (the loop's probe site) after the line holding
+/// `func`'s signature.
 fn boundary_line(func: &str) -> usize {
     let src = include_str!("../../../workloads/vpp.c");
     let start = src
@@ -66,7 +67,7 @@ fn boundary_line(func: &str) -> usize {
         + src
             .lines()
             .skip(start)
-            .position(|l| l.trim() == "PT_BOUNDARY();")
+            .position(|l| l.trim_start().starts_with("PT_FOR("))
             .unwrap()
 }
 
@@ -276,7 +277,7 @@ fn lbr_times_are_trace_times() {
 
 /// The probe source natively: the boundary count is the C source's loop count (250000 at
 /// scale 1), the timed paths follow the bursty closed form, every signature's entry is a
-/// probe site addr2line places on a PT_BOUNDARY() line, lookup() leads, and the SVG is
+/// probe site addr2line places on a PT_FOR line, lookup() leads, and the SVG is
 /// written.
 #[test]
 fn probe_source_end_to_end() {
@@ -346,7 +347,7 @@ fn probe_source_end_to_end() {
         share += s;
     }
     assert!(share <= 1.0 + 1e-9, "shares of the run add up to {share}");
-    // Every entry lies on a PT_BOUNDARY() line (the return address of the probe's call).
+    // Every entry lies on a PT_FOR line (the return address of the probed copy's call).
     let lines = [
         boundary_line("score"),
         boundary_line("lookup"),

@@ -3,28 +3,49 @@
  *
  * SPDX-License-Identifier: MIT OR Apache-2.0
  *
- * Header-only. Include it in the ONE translation unit that holds the hot loops, then:
+ * Header-only. Include it in the ONE translation unit that holds the hot loops, then write
+ * each hot loop with PT_FOR (bursty tracing's code duplication, seed 004 §4.1):
  *
- *     for (i = 0; i < n; i++) {
- *         PT_BOUNDARY();                 // a path boundary: top of the loop body
- *         if (PT_BRANCH(key[i] & 1))     // a branch whose outcome belongs to the path
+ *     PT_FOR(long i = 0, i < n, i++, {       // for (long i = 0; i < n; i++) { ... }
+ *         if (PT_BRANCH(key[i] & 1))         // a branch whose outcome belongs to the path
  *             ...
- *     }
+ *     })
  *
- * Put PT_BOUNDARY() at the top of each hot loop body and at the entry of each hot function:
- * seed 004 §4.2, "all of our acyclic paths either start at a procedure entry or a loop
- * backward branch and also end at one of these points". Build with -DPT_DISABLE to compile
- * the probes out (PT_BRANCH(c) is then just (c)).
+ * PT_FOR compiles the body twice. The clean copy runs nearly all iterations: its only
+ * addition is a countdown kept in a register (one decrement and branch per iteration) and
+ * its PT_BRANCH(c) conditions are just (c); no call is in it, so the compiler keeps the
+ * loop's variables and globals in registers as it would without probes. When the countdown
+ * runs out, one iteration runs in the probed copy: a path boundary (the timing), then the
+ * body with its branch outcomes recorded. Each iteration is one path boundary. The body may
+ * use break, continue and return as in a for loop (the countdown is written back by a
+ * cleanup handler on every way out); its init, cond and step are single macro arguments
+ * (no top-level commas: declare a second variable before the loop); a preprocessor
+ * directive cannot sit in the body (a macro argument). PT_FOR is for INNERMOST loops: while
+ * the clean copy runs, the thread's countdown is in its register, so a probe inside the
+ * body (a nested PT_FOR, a PT_BOUNDARY, a call to a probed function) would count against a
+ * stale value; the header detects it when the loop ends and says so at exit.
  *
- * Bursty tracing (seed 004 §4.1): each PT_BOUNDARY() is a dispatch check. In the clean code
- * it is one thread-local decrement and compare; when nCheck reaches zero the next nInstr
- * paths are timed (TSC read at both ends, branch outcomes recorded), then nCheck restarts.
- * The state machine and its optional jitter are those of proftrust_probe::Bursty (Rust), so
- * both time the same paths for the same settings and seed.
+ * PT_BOUNDARY() marks a boundary by hand (a function entry, an outer loop, a loop PT_FOR
+ * cannot express): put it at the top of the loop body or function, seed 004 §4.2, "all of
+ * our acyclic paths either start at a procedure entry or a loop backward branch and also
+ * end at one of these points". It is one thread-local decrement and compare, but the call
+ * to the slow path sits in the caller's code, so the caller's globals stay in memory around
+ * it, and its PT_BRANCH conditions test a flag: on vpp.c's few-nanosecond loop bodies that
+ * costs 1.16x CPU time against 1.02x with PT_FOR (docs/fidelity.md, seed 004).
+ *
+ * Build with -DPT_DISABLE to compile the probes out (PT_FOR is then a plain for loop,
+ * PT_BRANCH(c) is (c)).
+ *
+ * Bursty tracing (seed 004 §4.1): each boundary is a dispatch check. In the clean code it
+ * is a countdown; when nCheck reaches zero the next nInstr paths are timed (TSC read at
+ * both ends, branch outcomes recorded), then nCheck restarts. The state machine and its
+ * optional jitter are those of proftrust_probe::Bursty (Rust), so both time the same paths
+ * for the same settings and seed.
  *
  * Timing: the TSC is read first thing when a timed path ends (rdtscp) and last thing when
- * one starts (rdtsc; lfence). At start-up, `calibration` empty paths are timed through the
- * same code; `proftrust vpp` estimates the bias from them and subtracts it (seed 004 §4.2).
+ * one starts (rdtsc; lfence). At start-up, `calibration` empty paths are timed through a
+ * PT_FOR loop with an empty body (a PT_BOUNDARY() path costs a few instructions less);
+ * `proftrust vpp` estimates the bias from them and subtracts it (seed 004 §4.2).
  *
  * Settings (environment, read at start-up): PROFTRUST_PROBE_NCHECK (default 10000; 0 = time
  * every path), PROFTRUST_PROBE_NINSTR (1), PROFTRUST_PROBE_RANDOMIZE (0), PROFTRUST_PROBE_SEED
@@ -46,6 +67,7 @@
 #ifdef PT_DISABLE
 #define PT_BOUNDARY() ((void)0)
 #define PT_BRANCH(c) (c)
+#define PT_FOR(init, cond, step, ...) for (init; cond; step) { __VA_ARGS__ }
 #else
 
 #include <elf.h>
@@ -82,11 +104,12 @@ typedef struct {
 } pt_site;
 
 static __thread struct {
-    uint64_t countdown; /* boundaries until the slow path; 0 = not set up */
+    uint64_t countdown; /* boundaries until the slow path, this one included (1 = the next
+                           boundary is slow: a thread that never met a probe starts there) */
     int rec;            /* a path is being timed */
     uint64_t bits;
     uint32_t nbits;
-} pt_fast;
+} pt_fast = {1, 0, 0, 0};
 
 static struct {
     int enabled;
@@ -98,7 +121,7 @@ static struct {
     uint64_t instr_left, set_value, boundaries;
     uint64_t entry, t_in;
     pt_sample *samples;
-    uint64_t nsamples, dropped, foreign;
+    uint64_t nsamples, dropped, foreign, nested;
     uint64_t *calib;
     uint64_t ncalib;
     pt_site sites[PT_MAX_SITES];
@@ -226,8 +249,60 @@ static inline __attribute__((always_inline)) int pt_branch(int c) {
     return c;
 }
 
+/* Which copy of a PT_FOR body this is: 1 (probed) outside PT_FOR, so a PT_BRANCH() there
+ * records as it always did; PT_FOR's clean copy shadows it with 0 and its PT_BRANCH()
+ * conditions compile to the bare condition. */
+enum { pt_probed_ = 1 };
+
 #define PT_BOUNDARY() pt_boundary(__FILE__, __LINE__)
-#define PT_BRANCH(c) pt_branch(!!(c))
+#define PT_BRANCH(c) (pt_probed_ ? pt_branch(!!(c)) : !!(c))
+
+/* The clean copy's hold on the countdown: loaded once when the clean copy starts, kept in a
+ * register while it runs, written back when it ends (normally, by break, return or goto:
+ * the cleanup attribute). `held` is the value it loaded: when the thread's countdown is
+ * not that value any more at write-back, another probe ran inside the clean copy. */
+typedef struct {
+    uint64_t n, held;
+} pt_hold;
+
+static inline __attribute__((always_inline)) void pt_release(pt_hold *h) {
+    if (__builtin_expect(pt_fast.countdown != h->held, 0))
+        pt_state.nested++;
+    pt_fast.countdown = h->n;
+}
+
+#define PT_FOR(init, cond, step, ...)                                                      \
+    for (init;;) {                                                                         \
+        int pt_more_ = 0;                                                                  \
+        {                                                                                  \
+            pt_hold pt_h_ __attribute__((cleanup(pt_release))) = {pt_fast.countdown,       \
+                                                                  pt_fast.countdown};      \
+            for (; cond; step) {                                                           \
+                if (__builtin_expect(--pt_h_.n == 0, 0)) {                                 \
+                    pt_more_ = 1;                                                          \
+                    break;                                                                 \
+                }                                                                          \
+                {                                                                          \
+                    enum { pt_probed_ = 0 };                                               \
+                    __VA_ARGS__                                                            \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        if (!pt_more_)                                                                     \
+            break;                                                                         \
+        pt_slow(__FILE__, __LINE__);                                                       \
+        __asm__ __volatile__("" ::: "memory");                                             \
+        {                                                                                  \
+            int pt_k_;                                                                     \
+            for (pt_k_ = 0; pt_k_ < 1; pt_k_++) {                                          \
+                enum { pt_probed_ = 1 };                                                   \
+                __VA_ARGS__                                                                \
+            }                                                                              \
+            if (pt_k_ == 0)                                                                \
+                break;                                                                     \
+        }                                                                                  \
+        step;                                                                              \
+    }
 
 static int pt_cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -242,6 +317,13 @@ static void pt_write(void) {
     if (!pt_state.enabled || syscall(SYS_gettid) != pt_state.owner)
         return;
     end_tsc = __rdtscp(&aux);
+    if (pt_state.nested)
+        fprintf(stderr,
+                "proftrust-probe: %llu time(s) a PT_FOR loop's clean copy met another probe "
+                "in its body (a nested PT_FOR, a PT_BOUNDARY() or a probed function): the "
+                "timed paths and boundaries around it are not exact; use PT_FOR on innermost "
+                "loops only and PT_BOUNDARY() for the outer ones\n",
+                (unsigned long long)pt_state.nested);
     end_ns = pt_now_ns();
     pt_state.enabled = 0;
     ticks = end_tsc - pt_state.start_tsc;
@@ -365,8 +447,7 @@ __attribute__((constructor)) static void pt_init(void) {
     /* Calibration: empty paths through the same code as real ones. */
     pt_state.calibrating = 1;
     pt_set(1);
-    for (k = 0; k <= pt_state.calibration; k++)
-        PT_BOUNDARY();
+    PT_FOR(k = 0, k <= pt_state.calibration, k++, {})
     pt_state.calibrating = 0;
     pt_state.timing = 0;
     pt_fast.rec = 0;

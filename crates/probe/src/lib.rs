@@ -7,9 +7,11 @@
 //! loop backward branch and also end at one of these points"), and wrap the conditions of
 //! the branches in between so that the path's branch history is recorded.
 //!
-//! * [`boundary`], [`branch`], [`Session`] — the Rust API; `include/proftrust_probe.h` is
-//!   the same for C (header-only: `PT_BOUNDARY()`, `PT_BRANCH(c)`; the session starts and
-//!   writes itself).
+//! * [`probe_for!`], [`boundary`], [`branch`], [`Session`] — the Rust API;
+//!   `include/proftrust_probe.h` is the same for C (header-only: `PT_FOR(...)`,
+//!   `PT_BOUNDARY()`, `PT_BRANCH(c)`; the session starts and writes itself). `probe_for!` /
+//!   `PT_FOR` write a loop as bursty tracing's two copies (seed 004 §4.1): a clean copy with
+//!   only a countdown on the back edge, and a probed copy for the timed iterations.
 //! * [`Bursty`] — the dispatch check's nCheck / nInstr counters (seed 004 §4.1), shared
 //!   with the analysis (the virtual PMU source samples paths with it).
 //! * [`format`](mod@format) — the versioned probe file both write and `proftrust vpp --source probe`
@@ -41,7 +43,7 @@ mod sys;
 
 pub use bursty::{expected_timed, splitmix64, Bursty, BurstyOptions, Step};
 pub use format::{ProbeError, ProbeFile, ProbeSample};
-pub use runtime::{boundary, branch, ProbeOptions, Session};
+pub use runtime::{boundary, branch, Clean, Hold, ProbeOptions, Probed, Session};
 
 /// Path of the C header, for build scripts: `-I` this directory's parent.
 pub const C_HEADER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include/proftrust_probe.h");

@@ -1,11 +1,12 @@
 //! The Rust probe runtime: [`boundary`] at path boundaries, [`branch`] around branch
 //! conditions, a [`Session`] around the run.
 //!
-//! Cost model. In the clean code a boundary is one thread-local decrement and compare (the
-//! dispatch check of seed 004 §4.1); only the check that brings nCheck to zero, and every
-//! boundary of a burst, calls the out-of-line slow path, which reads the TSC, stores the
-//! timed path and starts the next. [`branch`] is a thread-local flag test while no path is
-//! timed.
+//! Cost model. In a [`probe_for!`](crate::probe_for) loop's clean copy a boundary is a
+//! decrement and compare of a register (the dispatch check of seed 004 §4.1) and
+//! `p.branch(c)` is `c`; elsewhere a [`boundary`] is one thread-local decrement and compare
+//! and [`branch`] a thread-local flag test while no path is timed. Only the check that
+//! brings nCheck to zero, and every boundary of a burst, calls the out-of-line slow path,
+//! which reads the TSC, stores the timed path and starts the next.
 //!
 //! Timing (seed 004 §4.2): the TSC is read as the first thing the slow path does when a
 //! path ends (`rdtscp`) and as the last thing before it returns when a path starts (`rdtsc;
@@ -253,6 +254,131 @@ fn slow(f: &Fast, site: &'static Location<'static>) {
     }
 }
 
+/// Which copy of a [`probe_for!`](crate::probe_for) body runs: the clean copy's
+/// [`Clean::branch`] is the bare condition, the probed copy's [`Probed::branch`] records it.
+#[derive(Debug, Clone, Copy)]
+pub struct Clean;
+
+/// The probed copy of a [`probe_for!`](crate::probe_for) body (see [`Clean`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Probed;
+
+impl Clean {
+    /// The condition, unrecorded (the clean copy times nothing).
+    #[inline(always)]
+    pub fn branch(self, c: bool) -> bool {
+        c
+    }
+}
+
+impl Probed {
+    /// The condition, recorded on the path being timed ([`branch`]).
+    #[inline(always)]
+    pub fn branch(self, c: bool) -> bool {
+        branch(c)
+    }
+}
+
+static NESTED: AtomicU64 = AtomicU64::new(0);
+
+/// The clean copy's hold on the thread's countdown (used by [`probe_for!`](crate::probe_for)):
+/// read once when the clean copy starts, counted down in a register, written back when it
+/// ends, by whatever way (drop). When the thread's countdown is no longer the value read, a
+/// probe ran inside the clean copy's body (misuse: `probe_for!` is for innermost loops);
+/// [`Session::finish`] says so.
+#[doc(hidden)]
+pub struct Hold {
+    n: u64,
+    held: u64,
+}
+
+impl Hold {
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn take() -> Hold {
+        let n = FAST.with(|f| f.countdown.get());
+        Hold { n, held: n }
+    }
+
+    /// One dispatch check in the clean copy: true when this boundary is the slow one (the
+    /// iteration then runs in the probed copy).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn due(&mut self) -> bool {
+        if self.n > 1 {
+            self.n -= 1;
+            false
+        } else {
+            true
+        }
+    }
+}
+
+impl Drop for Hold {
+    #[inline(always)]
+    fn drop(&mut self) {
+        FAST.with(|f| {
+            if f.countdown.get() != self.held {
+                NESTED.fetch_add(1, Ordering::Relaxed);
+            }
+            f.countdown.set(self.n);
+        });
+    }
+}
+
+/// A loop with bursty tracing's two copies of its body (seed 004 §4.1: "The original
+/// procedure is cloned, and the clone is embedded with instrumentation ... A dispatch check
+/// is inserted at the back edges to manage execution transition between the two
+/// versions"): `probe_for!(PAT in ITER, |p| { BODY })` is `for PAT in ITER { BODY }` where
+/// every iteration is a path boundary and `p.branch(c)` records a branch outcome.
+///
+/// The clean copy runs nearly every iteration: a countdown in a register and `p.branch(c)`
+/// = `c`, no call. When the countdown runs out the iteration runs in the probed copy: a
+/// [`boundary`] (the timing), then the body with `p.branch` recording. `break`, `continue`,
+/// `return` and `?` work as in a `for` loop. For innermost loops only: a probe inside the
+/// body (a nested `probe_for!`, a [`boundary`], a probed function) would count against the
+/// held countdown; [`Session::finish`] warns when that happened.
+///
+/// ```
+/// let mut acc = 0u64;
+/// proftrust_probe::probe_for!(i in 0..1000u64, |p| {
+///     if p.branch(i % 3 == 0) {
+///         acc += i;
+///     }
+/// });
+/// assert_eq!(acc, (0..1000).filter(|i| i % 3 == 0).sum::<u64>());
+/// ```
+#[macro_export]
+macro_rules! probe_for {
+    ($pat:pat in $iter:expr, |$p:ident| $body:block) => {{
+        let mut pt_iter = ::core::iter::IntoIterator::into_iter($iter);
+        loop {
+            let mut pt_due = ::core::option::Option::None;
+            {
+                let mut pt_hold = $crate::Hold::take();
+                while let ::core::option::Option::Some(pt_x) = pt_iter.next() {
+                    if pt_hold.due() {
+                        pt_due = ::core::option::Option::Some(pt_x);
+                        break;
+                    }
+                    #[allow(unused_variables)]
+                    let $p = $crate::Clean;
+                    let $pat = pt_x;
+                    $body
+                }
+            }
+            let ::core::option::Option::Some(pt_x) = pt_due else {
+                break;
+            };
+            $crate::boundary();
+            #[allow(unused_variables)]
+            let $p = $crate::Probed;
+            let $pat = pt_x;
+            $body
+        }
+    }};
+}
+
 /// Records a branch outcome on the path being timed and returns it: `if branch(x < y)`.
 #[inline(always)]
 pub fn branch(c: bool) -> bool {
@@ -297,6 +423,7 @@ impl Session {
             });
         }
         FOREIGN.store(0, Ordering::SeqCst);
+        NESTED.store(0, Ordering::SeqCst);
         let calib = opts.calibration;
         let local = Local {
             rng: opts.bursty.seed,
@@ -315,10 +442,9 @@ impl Session {
         };
         LOCAL.with(|l| *l.borrow_mut() = Some(local));
         FAST.with(|f| f.countdown.set(1));
-        // Calibration: empty paths through the same code as real ones.
-        for _ in 0..=calib {
-            boundary();
-        }
+        // Calibration: empty paths through the same code as real ones (a `probe_for!` loop
+        // with an empty body: a bare `boundary()` path costs a few instructions less).
+        crate::probe_for!(_ in 0..=calib, |p| {});
         LOCAL.with(|l| {
             if let Some(local) = l.borrow_mut().as_mut() {
                 FAST.with(|f| {
@@ -362,6 +488,12 @@ impl Session {
             c
         });
         ACTIVE.store(false, Ordering::SeqCst);
+        let nested = NESTED.swap(0, Ordering::SeqCst);
+        if nested > 0 {
+            eprintln!(
+                "proftrust-probe: {nested} time(s) a probe_for! loop's clean copy met another probe in its body (a nested probe_for!, a boundary() or a probed function): the timed paths and boundaries around it are not exact; use probe_for! on innermost loops only and boundary() for the outer ones"
+            );
+        }
         let ticks = end_tsc.wrapping_sub(self.start_tsc);
         let ns = end_ns.saturating_sub(self.start_ns);
         let Some(l) = local else {

@@ -210,3 +210,122 @@ fn c_header_disabled_and_second_unit() {
     assert_eq!(f.boundaries, 1000);
     assert!(f.sites[0].1.contains("probe_loop.c:"));
 }
+
+/// Runs `exe MODE N` with the probes recording; returns the file, stdout and stderr.
+fn run_mode(
+    exe: &Path,
+    dir: &Path,
+    mode: &str,
+    n: u64,
+    env: &[(&str, &str)],
+) -> (Option<ProbeFile>, String, String) {
+    let out = dir.join("probe.txt");
+    let _ = std::fs::remove_file(&out);
+    let o = Command::new(exe)
+        .args([mode, &n.to_string()])
+        .current_dir(dir)
+        .env("PROFTRUST_PROBE_OUT", &out)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the probed program");
+    assert!(o.status.success());
+    let f = std::fs::read(&out)
+        .ok()
+        .map(|b| format::read(&b).expect("a valid probe file"));
+    (
+        f,
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// PT_FOR (bursty tracing's clean and probed copies of the loop body): the paths timed and
+/// their bits are the machine's, as with PT_BOUNDARY() in every iteration; the loop computes
+/// what the plain for loop of -DPT_DISABLE computes, also with continue, break and return in
+/// the body (boundaries = the iterations run); the site is the PT_FOR line by addr2line; a
+/// nested PT_FOR is reported.
+#[test]
+fn c_header_pt_for_two_copies() {
+    let t = "c_header_pt_for_two_copies";
+    if !need(t, &["gcc", "addr2line"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "probe_for", &["probe_for.c"], &[]);
+    let plain = compile(dir.path(), "plain", &["probe_for.c"], &["-DPT_DISABLE"]);
+    let n = 10_000;
+    let env = [
+        ("PROFTRUST_PROBE_NCHECK", "7"),
+        ("PROFTRUST_PROBE_NINSTR", "2"),
+        ("PROFTRUST_PROBE_CALIBRATE", "500"),
+    ];
+    let (f, out, err) = run_mode(&exe, dir.path(), "loop", n, &env);
+    let (none, out_plain, _) = run_mode(&plain, dir.path(), "loop", n, &env);
+    assert!(none.is_none());
+    assert_eq!(
+        out, out_plain,
+        "the probed loop computes what the plain loop does"
+    );
+    assert!(err.is_empty(), "{err}");
+    let f = f.expect("the program wrote its probe file");
+    assert_eq!(f.boundaries, n);
+    assert_eq!(f.samples.len() as u64, expected_timed(n, 7, 2));
+    let bo = BurstyOptions {
+        n_check: 7,
+        n_instr: 2,
+        randomize: false,
+        seed: 0,
+    };
+    let bits: Vec<u64> = f.samples.iter().map(|s| s.bits).collect();
+    assert_eq!(bits, expected_bits(bo, n));
+    assert!(f.samples.iter().all(|s| s.nbits == 2));
+    assert_eq!(f.calibration.iter().map(|c| c.1).sum::<u64>(), 500);
+    let line = 1 + include_str!("c/probe_for.c")
+        .lines()
+        .position(|l| l.contains("/* the site */"))
+        .unwrap();
+    assert_eq!(f.sites.len(), 1, "{:?}", f.sites);
+    let (addr, name) = &f.sites[0];
+    assert!(name.ends_with(&format!("probe_for.c:{line}")), "{name}");
+    let o = Command::new("addr2line")
+        .args(["-i", "-e"])
+        .arg(&exe)
+        .arg(format!("{:#x}", addr - 1))
+        .output()
+        .unwrap();
+    // `file:line`, possibly followed by ` (discriminator N)`.
+    let text = String::from_utf8_lossy(&o.stdout);
+    let outer = text.lines().last().unwrap_or("");
+    assert!(
+        outer
+            .split(" (discriminator")
+            .next()
+            .unwrap()
+            .ends_with(&format!("probe_for.c:{line}")),
+        "addr2line says {text:?}"
+    );
+
+    // continue, break, return: the same results, boundaries = iterations run.
+    let env = [
+        ("PROFTRUST_PROBE_NCHECK", "7"),
+        ("PROFTRUST_PROBE_CALIBRATE", "0"),
+    ];
+    let (f, out, err) = run_mode(&exe, dir.path(), "exits", 1001, &env);
+    let (_, out_plain, _) = run_mode(&plain, dir.path(), "exits", 1001, &env);
+    assert_eq!(out, out_plain);
+    assert_eq!(out.trim(), "500 62250 171389", "hand-computed");
+    assert!(err.is_empty(), "{err}");
+    let f = f.unwrap();
+    assert_eq!(f.boundaries, 501 + 501 + 1001);
+    assert_eq!(f.samples.len() as u64, expected_timed(2003, 7, 1));
+    assert_eq!(f.sites.len(), 3);
+
+    // A PT_FOR inside a PT_FOR's body: the header says the timings there are not exact.
+    let (_, out, err) = run_mode(&exe, dir.path(), "nested", 1000, &env);
+    let (_, out_plain, _) = run_mode(&plain, dir.path(), "nested", 1000, &env);
+    assert_eq!(out, out_plain);
+    assert!(
+        err.contains("PT_FOR loop's clean copy met another probe"),
+        "{err}"
+    );
+}

@@ -310,7 +310,7 @@ pub fn program_costs(path: &Path, t: &ClassCycles) -> Result<CostTable> {
             .data()
             .with_context(|| format!("cannot read a code section of {}", path.display()))?;
         let part = class_costs(&name, bytes, s.address(), t);
-        table.costs.extend(part.costs);
+        table.merge(part);
     }
     Ok(table)
 }

@@ -28,8 +28,8 @@ echo "| seed | claim | paper | proftrust | command | verdict |"
 echo "|---|---|---|---|---|---|"
 
 # ---- seed 000: measured separately (minutes per trace), not rerun here.
-row "000" "skid correction error on real CPUs (vs CCTLib)" "5.7-18%" "not rerun: docs/skid.md, PMU modes (omnet 0.374 -> 0.002, soplex 0.202 -> 0.007, simulated CPU)" "proftrust vpmu --mode interrupt ...; proftrust audit --correct-skid 30 ..." "see notes"
-row "000" "cpu-clock audit: CPI counted as error (time truth)" "-" "not rerun: docs/audit.md, Time truth (epsilon function soplex 0.150 -> 0.034, mcf 0.119 -> 0.027, omnet 0.387 -> 0.209)" "proftrust audit --truth-weight time-model ..." "see notes"
+row "000" "skid correction error on real CPUs (vs CCTLib)" "5.7-18%" "not rerun: docs/skid.md, PMU modes (simulated CPU, interrupt mode on the out-of-order model, skid normal 30+-10 cycles: instruction epsilon raw -> corrected omnet 0.627 -> 0.002, soplex 0.287 -> 0.043; its cycle samples against the TIP time oracle: epsilon instruction 0.010-0.028)" "proftrust vpmu --mode interrupt ...; proftrust audit --correct-skid 30 ..." "see notes"
+row "000" "cpu-clock audit: CPI counted as error (time truth)" "-" "not rerun: docs/audit.md, Time truth (epsilon function, instruction -> time-model weight: soplex 0.154 -> 0.018, mcf 0.130 -> 0.029, omnet 0.388 -> 0.0003, regex REGEX_ROW)" "proftrust audit --truth-weight time-model ..." "see notes"
 
 # ---- seed 001: OD on a bundled workload, both readings, and its trend with the period.
 cmd001="proftrust audit --workload mcf --sweep 64K,256K,1M,4M,16M --json"
@@ -76,7 +76,7 @@ done
 med=$(printf '%s\n' "${o[@]}" | sort -g | awk '{a[NR]=$1} END{print (NR%2? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
 verdict=$(py 'import sys; print("agrees" if float(sys.argv[1]) < 1.05 else "differs")' "$med")
 row "003" "overhead of path profiling with hardware metrics (Table 3)" "digits lost in the text" "nearest: the probes below (${med}x); proftrust's own path profiles run under QEMU (no native overhead to compare)" "-" "not comparable"
-row "004" "bursty tracing, nCheck 10000: overhead < 5%" "< 1.05x" "${med}x median of $REPS (${o[*]})" "perf stat: vpp (probes, recording) / vpp -DPT_DISABLE" "$verdict"
+row "004" "bursty tracing, nCheck 10000: overhead < 5%" "< 1.05x" "${med}x median of $REPS (${o[*]})" "perf stat: vpp (PT_FOR probes, recording) / vpp -DPT_DISABLE" "$verdict"
 
 "$PT" -q vpp --source probe --json -- "$tmp/vpp" >"$tmp/v.json" 2>/dev/null
 py '

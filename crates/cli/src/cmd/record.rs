@@ -87,7 +87,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     })?;
     let to = a.output.display().to_string();
     if let Some(old) = kept {
-        util::note(&format!(
+        util::note(format!(
             "the previous {to} was kept as {} (as perf record does)",
             old.display()
         ));

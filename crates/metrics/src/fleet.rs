@@ -27,13 +27,17 @@ use crate::resolution::{normal_quantile, t_quantile, z_for};
 
 /// How [`ratio_share`] computes a share and its interval, with the citation (shown under a
 /// fleet report's table).
-pub const RATIO_METHOD: &str = "share = Σ_h y_h / Σ_h n_h over hosts h (ratio estimator, Cochran 1977 ch. 6); cluster-robust (linearised) variance Σ_h (y_h − R·n_h)²/N² / (1 − Σ_h (n_h/N)²) with hosts as clusters (the factor is C/(C−1) for hosts of equal samples; Cameron & Miller 2015 §II-VI) and a t interval on C_eff − 1 degrees of freedom, C_eff = N²/Σ n_h² (Kish 1965 §11.7), never narrower than the Wilson interval of the pooled samples (seed 002 §3.5 eq. 9)";
+pub const RATIO_METHOD: &str = "share = Σ_h y_h / Σ_h n_h over hosts h (ratio estimator, Cochran 1977 ch. 6); cluster-robust (linearised) variance Σ_h (y_h − R·n_h)²/N² / (1 − Σ_h (n_h/N)²) with hosts as clusters (the factor is C/(C−1) for hosts of equal samples; Cameron & Miller 2015 §II-VI) and a t interval on C_eff − 1 degrees of freedom, C_eff = N²/Σ n_h² (Kish 1992), never narrower than the Wilson interval of the pooled samples (seed 002 §3.5 eq. 9)";
 
 /// How [`share_difference`] tests a difference of two fleets' shares, with the citation.
 pub const DIFF_METHOD: &str = "delta = share_B − share_A; Welch-type z = delta / √(se_A² + se_B²) on the two sides' cluster-robust standard errors (independent hosts on each side), two-sided normal p-value; q-values by the Benjamini-Hochberg step-up procedure over all functions (Benjamini & Hochberg 1995, JRSS B 57(1), §3)";
 
+/// How [`share_difference_df`] tests a difference (the method `fleet diff` should name when it
+/// uses the t reference), with the citation.
+pub const DIFF_METHOD_DF: &str = "delta = share_B − share_A; t = delta / √(se_A² + se_B²) on the two sides' cluster-robust standard errors (independent hosts on each side) against Student's t with Welch-Satterthwaite degrees of freedom from each side's effective hosts (Welch 1947; Satterthwaite 1946); q-values by the Benjamini-Hochberg step-up procedure over all functions (Benjamini & Hochberg 1995, JRSS B 57(1), §3)";
+
 /// How [`host_deviation`] tests one host against the rest of the fleet, with the citation.
-pub const HOST_METHOD: &str = "host share y_h/n_h against the rest of the fleet's share (Σ y − y_h)/(N − n_h): two-proportion z with the pooled binomial variance p̄(1−p̄)(1/n_h + 1/(N − n_h)) (score test of a 2×2 table, e.g. Agresti, Categorical Data Analysis, 3rd ed. 2013, §3.1.2, seed 002 eq. 9 per sample), which assumes independent samples and flags any real difference, not only large ones; q-values by Benjamini-Hochberg over all host × function tests";
+pub const HOST_METHOD: &str = "host share y_h/n_h against the rest of the fleet's share (Σ y − y_h)/(N − n_h): two-proportion z with the pooled binomial variance p̄(1−p̄)(1/n_h + 1/(N − n_h)) (the score test of a 2×2 table, z² = Pearson's X², Agresti, Categorical Data Analysis, 3rd ed. 2013, ch. 3; seed 002 eq. 9 per sample), which assumes independent samples and flags any real difference, not only large ones; q-values by Benjamini-Hochberg over all host × function tests";
 
 /// The fleet's totals over its `C` hosts (clusters).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -285,8 +289,9 @@ fn wilson(p: f64, n: f64, z: f64) -> (f64, f64) {
     (lo, hi)
 }
 
-/// Kish's effective number of hosts, `C_eff = N²/Σ_h n_h²` (Kish 1965, *Survey Sampling*,
-/// §11.7, the effective sample size of unequal weights, here the hosts' weights `n_h/N`): `C`
+/// Kish's effective number of hosts, `C_eff = N²/Σ_h n_h²` (Kish 1992, "Weighting for
+/// unequal P_i", J. Official Statistics 8(2): the effective size of unequal weights, `C/(1 + CV²)`
+/// with CV the coefficient of variation of the hosts' samples `n_h`): `C`
 /// when every host has the same samples, down to 1 when one host has them all. 0 without
 /// samples.
 pub fn effective_hosts(fleet: &FleetTotals) -> f64 {
@@ -483,7 +488,7 @@ pub fn share_df(fleet: &FleetTotals) -> f64 {
 
 /// [`share_difference`] with a t reference instead of the normal: the Welch-Satterthwaite
 /// degrees of freedom `ν = (se_a² + se_b²)² / (se_a⁴/df_a + se_b⁴/df_b)` (Welch 1947,
-/// Biometrika 34, eq. 9; Satterthwaite 1946), with `df_a`, `df_b` each side's [`share_df`];
+/// Biometrika 34; Satterthwaite 1946, Biometrics Bulletin 2), with `df_a`, `df_b` each side's [`share_df`];
 /// the interval uses `t_ν` and `p = P(|T_ν| >= |z|)`. The one to use for `fleet diff`: on the
 /// synthetic fleets of 30 hosts a side (tests/fleet_synthetic.rs, docs/fleet-statistics.md)
 /// BH over 40 unchanged functions made a discovery in 10.0% of the pairs with the normal
@@ -556,8 +561,8 @@ pub struct HostTest {
 /// fleet (`rest_y` of `rest_n`: the fleet's sums minus the host's, so the host is not compared
 /// with itself): the two-proportion z with the pooled binomial variance, `p̄ = (host_y +
 /// rest_y)/(host_n + rest_n)`, `z = (p_host − p_rest)/√(p̄(1 − p̄)(1/host_n + 1/rest_n))`
-/// (the score test of a 2×2 table, Agresti, *Categorical Data Analysis*, 3rd ed. 2013,
-/// §3.1.2; per-sample variance of seed 002 eq. 9).
+/// (the score test of a 2×2 table: `z²` is Pearson's X² of the table; Agresti, *Categorical Data
+/// Analysis*, 3rd ed. 2013, ch. 3; per-sample variance of seed 002 eq. 9).
 ///
 /// What it assumes: every sample an independent Bernoulli draw of its side's share (seed
 /// 002's model), so it answers "is this host's share outside what sampling explains?" — any

@@ -29,7 +29,7 @@ echo "|---|---|---|---|---|---|"
 
 # ---- seed 000: measured separately (minutes per trace), not rerun here.
 row "000" "skid correction error on real CPUs (vs CCTLib)" "5.7-18%" "not rerun: docs/skid.md, PMU modes (simulated CPU, interrupt mode on the out-of-order model, skid normal 30+-10 cycles: instruction epsilon raw -> corrected omnet 0.627 -> 0.002, soplex 0.287 -> 0.043; its cycle samples against the TIP time oracle: epsilon instruction 0.010-0.028)" "proftrust vpmu --mode interrupt ...; proftrust audit --correct-skid 30 ..." "see notes"
-row "000" "cpu-clock audit: CPI counted as error (time truth)" "-" "not rerun: docs/audit.md, Time truth (epsilon function, instruction -> time-model weight: soplex 0.154 -> 0.018, mcf 0.130 -> 0.029, omnet 0.388 -> 0.0003, regex REGEX_ROW)" "proftrust audit --truth-weight time-model ..." "see notes"
+row "000" "cpu-clock audit: CPI counted as error (time truth)" "-" "not rerun: docs/audit.md, Time truth (epsilon function, instruction -> time-model weight: soplex 0.154 -> 0.018, mcf 0.130 -> 0.029, omnet 0.388 -> 0.0003, third-party regex 0.177 -> 0.135)" "proftrust audit --truth-weight time-model ..." "see notes"
 
 # ---- seed 001: OD on a bundled workload, both readings, and its trend with the period.
 cmd001="proftrust audit --workload mcf --sweep 64K,256K,1M,4M,16M --json"

@@ -30,8 +30,9 @@ pub struct CostTable {
     /// Costs by SVMA.
     pub costs: HashMap<u64, StaticCost>,
     /// Memory instructions whose address register was last written by a load, in decode
-    /// order (pointer chasing, `a[idx[j]]`; the rule of [`ClassCycles::heavy_load`]): the
-    /// out-of-order model starts them only when the latest load has completed.
+    /// order or around a loop's back edge (pointer chasing, `a[idx[j]]`; the rule of
+    /// [`ClassCycles::heavy_load`], see [`class_costs`]): the out-of-order model starts them
+    /// only when the latest load has completed.
     pub dependent: HashSet<u64>,
 }
 
@@ -120,8 +121,8 @@ pub struct ClassCycles {
     /// When set, a *dependent load* — a memory read whose base or index register was last
     /// written by a load (pointer chasing `p = p->next`, indirect indexing `a[idx[j]]`) —
     /// costs this instead of `load`: the loads that miss caches in the seed 000 case studies.
-    /// "Last written" follows the linear decode order of the code (a per-function
-    /// approximation of the data flow). Default `None`.
+    /// "Last written" follows the decode order of the code and the loops' back edges (an
+    /// approximation of the data flow; [`class_costs`]). Default `None`.
     pub heavy_load: Option<u32>,
 }
 

@@ -24,7 +24,7 @@
 //!
 //! **Left out** (a documented approximation, not a core): data dependencies other than the
 //! dependent-load rule above (an instruction may start as soon as it is dispatched; the
-//! rule is a decode-order approximation and waits for the latest load, not necessarily the
+//! rule is a decode-order approximation (loop back edges included) and waits for the latest load, not necessarily the
 //! producing one; without a cache simulation no load is known and nothing waits), branch prediction and wrong-path work, the front end (fetch,
 //! decode, instruction cache), functional-unit and port limits, and store-buffer limits.
 //! What it keeps is the property the attribution rules of [`PmuMode`](crate::PmuMode) are

@@ -59,3 +59,22 @@ pub fn sum_ranges(costs: &[InstrCost], ends: &[u32], out: &mut Vec<InstrCost>) {
         from = to;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three instructions (cycles 1, 2, 4; one L1 miss on the second) summed over the ranges
+    /// ending at 1 and 3: (1) and (2 + 4 with the miss); ranges past the costs are empty.
+    #[test]
+    fn ranges_are_summed_by_hand() {
+        let c = |cycles, l1_misses| InstrCost {
+            cycles,
+            l1_misses,
+            llc_misses: 0,
+        };
+        let mut out = vec![c(9, 9)];
+        sum_ranges(&[c(1, 0), c(2, 1), c(4, 0)], &[1, 3, 5], &mut out);
+        assert_eq!(out, vec![c(1, 0), c(6, 1), c(0, 0)]);
+    }
+}

@@ -12,6 +12,9 @@
 //! * [`wilson_interval`] — confidence interval of a sampled share.
 //! * [`resolution`] — a profile's own statistical resolution (batch-means intervals, the
 //!   smallest share told from zero, neighbouring ranks, samples needed), for `check`.
+//! * [`fleet`] — fleet-scale statistics from per-host sums (issue 16): a function's fleet
+//!   share with a cluster-robust interval (ratio estimator, hosts as clusters), the difference
+//!   of two fleets, Benjamini-Hochberg q-values, per-host deviations, samples or hosts needed.
 //! * [`kendall_tau_b`], [`top_k_overlap`], [`function_coverage`] — rank agreement and coverage.
 //! * [`compare()`] — joins a [`SampleSet`](proftrust_model::SampleSet) and an
 //!   [`ExactProfile`](proftrust_model::ExactProfile) of the same binary on module-relative
@@ -43,6 +46,7 @@
 pub mod compare;
 mod cycles;
 pub mod evidence;
+pub mod fleet;
 mod order;
 mod rank;
 pub mod resolution;

@@ -160,21 +160,64 @@ pub fn check_opt(path: Option<&PathBuf>) -> Result<()> {
 /// Writes `path` (see the module documentation): `f` writes the contents; only when it
 /// succeeds does the file appear (regular files) or count as written.
 pub fn write(path: &Path, f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>) -> Result<()> {
+    write_as(path, false, f).map(|_| ())
+}
+
+/// Writes `path` as [`write()`] does, keeping a non-empty regular file it replaces as
+/// `PATH.old` (what `perf record` does with an existing `perf.data`; an older `PATH.old` is
+/// replaced). Returns the `.old` path when one was kept.
+pub fn write_keeping_old(
+    path: &Path,
+    f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>,
+) -> Result<Option<PathBuf>> {
+    write_as(path, true, f)
+}
+
+fn write_as(
+    path: &Path,
+    keep_old: bool,
+    f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>,
+) -> Result<Option<PathBuf>> {
     let complete = |w: &mut BufWriter<Sink>| -> Result<()> {
         f(w)?;
         w.flush()
             .with_context(|| format!("cannot write {}", path.display()))
     };
     match kind(path)? {
-        Kind::Stdout => complete(&mut BufWriter::new(Sink::Stdout(std::io::stdout()))),
+        Kind::Stdout => {
+            complete(&mut BufWriter::new(Sink::Stdout(std::io::stdout()))).map(|_| None)
+        }
         Kind::Direct(p) => {
             let file = OpenOptions::new()
                 .write(true)
                 .open(&p)
                 .with_context(|| format!("cannot open {}", path.display()))?;
-            complete(&mut BufWriter::new(Sink::File(file)))
+            complete(&mut BufWriter::new(Sink::File(file))).map(|_| None)
         }
-        Kind::Regular { path: target, mode } => write_regular(path, &target, mode, complete),
+        Kind::Regular { path: target, mode } => {
+            write_regular(path, &target, mode, keep_old, complete)
+        }
+    }
+}
+
+/// Moves a non-empty regular file at `target` to `target.old`, once the new contents are
+/// complete and about to be renamed over it.
+fn keep_old_file(shown: &Path, target: &Path) -> Result<Option<PathBuf>> {
+    match std::fs::symlink_metadata(target) {
+        Ok(m) if m.is_file() && m.len() > 0 => {
+            let mut old = target.as_os_str().to_owned();
+            old.push(".old");
+            let old = PathBuf::from(old);
+            std::fs::rename(target, &old).with_context(|| {
+                format!(
+                    "cannot keep the previous {} as {}",
+                    shown.display(),
+                    old.display()
+                )
+            })?;
+            Ok(Some(old))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -252,8 +295,9 @@ fn write_regular(
     shown: &Path,
     target: &Path,
     mode: Option<u32>,
+    keep_old: bool,
     complete: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>,
-) -> Result<()> {
+) -> Result<Option<PathBuf>> {
     let dir = directory_of(target);
     let anonymous = OpenOptions::new()
         .write(true)
@@ -289,9 +333,13 @@ fn write_regular(
     else {
         unreachable!("write_regular writes to a file")
     };
+    let mut kept = None;
     match named {
         Some(t) => {
             drop(file);
+            if keep_old {
+                kept = keep_old_file(shown, target)?;
+            }
             t.persist(target)
                 .with_context(|| format!("cannot write {}", shown.display()))?;
         }
@@ -299,13 +347,18 @@ fn write_regular(
             let tmp = temporary_name(target);
             crate::sys::link_anonymous(&file, &tmp)
                 .with_context(|| format!("cannot write {}", shown.display()))?;
+            if keep_old {
+                kept = keep_old_file(shown, target).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })?;
+            }
             if let Err(e) = std::fs::rename(&tmp, target) {
                 let _ = std::fs::remove_file(&tmp);
                 return Err(e).with_context(|| format!("cannot write {}", shown.display()));
             }
         }
     }
-    Ok(())
+    Ok(kept)
 }
 
 #[cfg(test)]

@@ -612,3 +612,136 @@ fn audit_of_perf_data_defaults_to_the_recorded_program() {
         j["config"]
     );
 }
+
+const FORK_EXEC: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((noinline)) long spin(long n) {
+    volatile long s = 0;
+    for (long i = 0; i < n; i++) s += i ^ (s >> 3);
+    return s;
+}
+static void *worker(void *arg) {
+    prctl(PR_SET_NAME, "renamed worker");
+    return (void *)spin((long)arg);
+}
+int main(int argc, char **argv) {
+    long n = 60000000;
+    spin(n);
+    pthread_t t;
+    pthread_create(&t, 0, worker, (void *)n);
+    pthread_join(t, 0);
+    pid_t c = fork();
+    if (c == 0) {
+        execl(argv[1], argv[1], (char *)0);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(c, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+"#;
+
+const EXECED: &str = r#"
+__attribute__((noinline)) long spin2(long n) {
+    volatile long s = 0;
+    for (long i = 0; i < n; i++) s += i ^ (s >> 5);
+    return s;
+}
+int main(void) { return spin2(60000000) == 1; }
+"#;
+
+/// A recording of a process tree (a thread renamed with `prctl`, a child forked that
+/// execs another program): every sample's comm in `read --script` is its own thread's name
+/// at that time, as `perf script` prints it (the oracle, sample by sample, by pid/tid and
+/// time stamp), and the program of the recording is the parent (its exec COMM record).
+#[test]
+fn read_script_comm_per_thread_across_fork_exec_and_rename() {
+    let t = "read_script_comm_per_thread_across_fork_exec_and_rename";
+    if !have("perf") {
+        return skip_test(t, "perf is not installed");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.c"), dir.path().join("b.c"));
+    std::fs::write(&a, FORK_EXEC).unwrap();
+    std::fs::write(&b, EXECED).unwrap();
+    let parent = proftrust_testkit::gcc(&dir.path().join("forkparent"), &[&a], &["-pthread"]);
+    let child = proftrust_testkit::gcc(&dir.path().join("execedchild"), &[&b], &[]);
+    let pd = dir.path().join("tree.perf.data");
+    let rec = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-F", "2000", "-o"])
+        .arg(&pd)
+        .arg("--")
+        .arg(&parent)
+        .arg(&child)
+        .output()
+        .unwrap();
+    if !rec.status.success() {
+        return skip_test(
+            t,
+            &format!(
+                "perf record cannot record here: {}",
+                String::from_utf8_lossy(&rec.stderr)
+            ),
+        );
+    }
+    // (pid/tid, time, comm) per sample line; perf prints `comm pid/tid time:`, ours has a
+    // `[cpu]` between: the comm is what precedes the pid/tid token.
+    let rows = |out: &[u8]| -> Vec<(String, String, String)> {
+        let mut v: Vec<(String, String, String)> = String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| !l.starts_with(['\t', '#']) && !l.trim().is_empty())
+            .filter_map(|l| {
+                let toks: Vec<&str> = l.split_whitespace().collect();
+                let p = toks.iter().position(|x| {
+                    x.split_once('/')
+                        .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+                })?;
+                let time = toks[p + 1..].iter().find(|x| x.ends_with(':'))?;
+                Some((toks[p].to_string(), time.to_string(), toks[..p].join(" ")))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let ours = proftrust(&["read", "--script", pd.to_str().unwrap()]);
+    assert!(
+        ours.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let perf = Command::new("perf")
+        .args(["script", "--ns", "-F", "comm,pid,tid,time,ip", "-i"])
+        .arg(&pd)
+        .output()
+        .unwrap();
+    assert!(perf.status.success());
+    let (x, y) = (rows(&ours.stdout), rows(&perf.stdout));
+    assert!(x.len() > 300, "{} samples", x.len());
+    assert_eq!(x.len(), y.len());
+    let comms: std::collections::BTreeSet<&str> = y.iter().map(|r| r.2.as_str()).collect();
+    // The three names the oracle shows: the program, the renamed thread, the exec'd child.
+    for want in ["forkparent", "renamed worker", "execedchild"] {
+        assert!(comms.contains(want), "perf script shows {comms:?}");
+    }
+    let diff: Vec<_> = x.iter().zip(&y).filter(|(a, b)| a != b).take(5).collect();
+    assert!(diff.is_empty(), "first differences (ours, perf): {diff:?}");
+    // The file's own names: the exec'd child's program shows under its name in the model.
+    let opts = proftrust_formats::LoadOptions::default();
+    let set = proftrust_formats::load_samples(proftrust_formats::Source::Path(&pd), &opts)
+        .unwrap()
+        .0;
+    assert_eq!(set.program_comm(), Some("forkparent"));
+    let child_pid = set
+        .threads
+        .iter()
+        .find(|n| n.exec && n.comm == "execedchild")
+        .map(|n| n.pid)
+        .expect("an exec COMM record for the child");
+    assert!(set.samples.iter().any(|s| s.pid == child_pid));
+    assert!(child.exists());
+}

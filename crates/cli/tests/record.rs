@@ -99,6 +99,21 @@ fn without_output_flag_writes_perf_data_in_the_current_directory() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("read --json is JSON");
     assert_eq!(v["format"], "samples", "{v}");
+    // A second recording keeps the first as perf.data.old, as perf record does.
+    let first = std::fs::read(&file).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .current_dir(run.path())
+        .args(["record", "--seed", "4", "--", b, "20"])
+        .output()
+        .expect("run proftrust");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("perf.data.old"), "{err}");
+    assert_eq!(
+        std::fs::read(run.path().join("perf.data.old")).unwrap(),
+        first
+    );
+    assert_eq!(read(&file).events[0].config.seed, Some(4));
 }
 
 /// The rest of the CLI contract: `-e EVENT`, `-F FREQ`, `-g`; the file reads back through

@@ -37,7 +37,7 @@
 use crate::error::FormatError;
 use proftrust_model::{
     Branch, CallCount, EdgeCount, EventDesc, ExactProfile, InstrCount, Location, ModuleIdx,
-    ModuleTable, RecordingHealth, RunOutcome, Sample, SampleSet, Svma,
+    ModuleTable, RecordingHealth, RunOutcome, Sample, SampleSet, Svma, ThreadName,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -67,6 +67,10 @@ struct SamplesHeader {
     /// "the file does not say" (the default); readers that predate it ignore the key.
     #[serde(default)]
     health: RecordingHealth,
+    /// Threads' names over time (added within version 01 like `health`: older files read
+    /// as "no names", older readers ignore the key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    threads: Vec<ThreadName>,
     sample_count: u64,
 }
 
@@ -306,6 +310,7 @@ pub fn write_samples<W: Write>(w: W, s: &SampleSet) -> Result<(), FormatError> {
         command: s.command.clone(),
         outcome: s.outcome.clone(),
         health: s.health.clone(),
+        threads: s.threads.clone(),
         sample_count: s.samples.len() as u64,
     };
     write_header(&mut out, SAMPLES_MAGIC, &h)?;
@@ -402,6 +407,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
         command: h.command,
         outcome: h.outcome,
         health: h.health,
+        threads: h.threads,
     })
 }
 
@@ -599,6 +605,13 @@ mod tests {
                     running_ns: 400,
                 }],
             },
+            threads: vec![ThreadName {
+                pid: 7,
+                tid: 9,
+                time: 400,
+                comm: "worker 1".into(),
+                exec: false,
+            }],
         }
     }
 

@@ -30,7 +30,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
-    Sample, SampleSet, SamplingConfig,
+    Sample, SampleSet, SamplingConfig, ThreadName,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -971,6 +971,7 @@ pub fn read_perf_data_with(
     let (mut lost, mut lost_samples) = (0u64, 0u64);
     let mut unknown = UnknownRecords::default();
     let mut health = HealthSeen::default();
+    let mut threads: Vec<ThreadName> = Vec::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -1198,8 +1199,21 @@ pub fn read_perf_data_with(
                     mapper.by_pid.insert(f.pid, v);
                 }
             }
-            EventRecord::Comm(c) if c.is_execve => {
-                mapper.by_pid.remove(&c.pid);
+            EventRecord::Comm(c) => {
+                if c.is_execve {
+                    mapper.by_pid.remove(&c.pid);
+                }
+                // The thread's name from now on (perf script's comm column); the name is
+                // NUL-terminated and padded to 8 bytes.
+                let raw = c.name.as_slice();
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                threads.push(ThreadName {
+                    pid: c.pid as u32,
+                    tid: c.tid as u32,
+                    time: record.timestamp().unwrap_or(0),
+                    comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
+                    exec: c.is_execve,
+                });
             }
             EventRecord::Lost(l) => lost += l.count,
             EventRecord::Throttle(t) => health.throttle(attr_index, t.id, t.timestamp),
@@ -1223,6 +1237,7 @@ pub fn read_perf_data_with(
             command,
             outcome: None,
             health: health.finish(),
+            threads,
         },
         notes,
     ))

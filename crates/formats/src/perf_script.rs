@@ -46,7 +46,7 @@ use crate::ReadNotes;
 use proftrust_model::symbols::SymbolSource;
 use proftrust_model::{
     Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, RecordingHealth,
-    Sample, SampleSet, SamplingConfig,
+    Sample, SampleSet, SamplingConfig, ThreadName,
 };
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -467,6 +467,8 @@ pub fn read_perf_script(
     let mut events: Vec<EventDesc> = Vec::new();
     let mut out = Sink::default();
     let mut cur: Option<Pending> = None;
+    let mut threads: Vec<ThreadName> = Vec::new();
+    let mut names: HashMap<u32, String> = HashMap::new();
     let mut recognised = 0usize;
     // Bare addresses (`\t4005dc`) not yet known to be a call stack (followed by a
     // branch-stack line: llvm-profgen's hybrid sample) or samples of their own (`-F ip`).
@@ -655,6 +657,21 @@ pub fn read_perf_script(
                 detail: format!("bad time {:?}", toks[ti]),
             })?;
         }
+        // The comm column (everything before the pid token; a name may hold spaces): the
+        // thread's name from this sample on, kept when it changes.
+        if let Some(pi) = pid_i.filter(|&pi| pi > 0) {
+            let comm = toks[..pi].join(" ");
+            if names.get(&s.tid) != Some(&comm) {
+                names.insert(s.tid, comm.clone());
+                threads.push(ThreadName {
+                    pid: s.pid,
+                    tid: s.tid,
+                    time: s.time,
+                    comm,
+                    exec: false,
+                });
+            }
+        }
         let ev_name = match ev_i {
             Some(e) => {
                 if e > 0 {
@@ -730,6 +747,7 @@ pub fn read_perf_script(
             // perf script text has no throttle records (perf 6.1 cannot print them) and no
             // enabled/running times: the health is unknown.
             health: RecordingHealth::default(),
+            threads,
         },
         r.notes,
     ))
@@ -993,10 +1011,12 @@ pub fn write_perf_script<W: Write>(
 ) -> io::Result<()> {
     let mut w = io::BufWriter::new(w);
     writeln!(w, "{SVMA_MARKER}")?;
-    let comm = s
+    // A sample's comm is its thread's name at the sample's time (perf script's rule), else
+    // the profiled command's file name cut to the kernel's 15 bytes, else `-`.
+    let command: String = s
         .command
         .first()
-        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .map(|c| c.rsplit('/').next().unwrap_or(c).chars().take(15).collect())
         .unwrap_or_else(|| "-".to_string());
     let dso = |l: Location| -> String {
         match l.module.and_then(|m| s.modules.get(m)) {
@@ -1009,6 +1029,7 @@ pub fn write_perf_script<W: Write>(
             .events
             .get(usize::from(x.event))
             .map_or("unknown", |e| e.name.as_str());
+        let comm = s.comm_at(x.pid, x.tid, x.time).unwrap_or(&command);
         write!(w, "{comm:>16} {}/{}", x.pid as i32, x.tid as i32)?;
         if x.cpu != u32::MAX {
             write!(w, " [{:03}]", x.cpu)?;

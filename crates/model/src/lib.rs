@@ -52,7 +52,7 @@ pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use quote::{outcome_warning, quote_name};
 pub use sample::{
     Branch, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample, SampleSet,
-    SamplingConfig,
+    SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};

@@ -160,6 +160,27 @@ pub struct SampleSet {
     pub outcome: Option<RunOutcome>,
     /// Throttling and multiplexing, as far as the file says.
     pub health: RecordingHealth,
+    /// Threads' names over time, in file order (perf.data's `PERF_RECORD_COMM`, the comm
+    /// column of `perf script` text); empty when the format does not carry them.
+    #[serde(default)]
+    pub threads: Vec<ThreadName>,
+}
+
+/// A thread's name from a time on, as perf's `PERF_RECORD_COMM` states it: the kernel's
+/// `comm` (the program's file name cut to 15 bytes at `exec`, or what `prctl(PR_SET_NAME)`
+/// set). perf script's comm column is the name in force at the sample's time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadName {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Time stamp from which the name holds (0: from the start, or unknown).
+    pub time: u64,
+    /// The name.
+    pub comm: String,
+    /// Whether the name came with an `execve` (the thread now runs a new program).
+    pub exec: bool,
 }
 
 /// What a recording says about its own health beyond lost samples: throttling (the kernel
@@ -208,5 +229,120 @@ impl SampleSet {
     /// Number of samples of event `e`.
     pub fn count_for_event(&self, e: u16) -> u64 {
         self.samples.iter().filter(|s| s.event == e).count() as u64
+    }
+
+    /// The name of thread `tid` at time `time`: the last [`ThreadName`] of that thread at or
+    /// before `time` (perf's rule for the comm column), else the thread's first name (a COMM
+    /// record's time stamp can trail the first sample of a thread), else its process's name
+    /// at that time (a thread created by `clone` inherits it and perf records no COMM for it
+    /// unless it renames itself).
+    pub fn comm_at(&self, pid: u32, tid: u32, time: u64) -> Option<&str> {
+        let pick = |f: &dyn Fn(&ThreadName) -> bool| {
+            let mut best: Option<&ThreadName> = None;
+            let mut first: Option<&ThreadName> = None;
+            for t in self.threads.iter().filter(|t| f(t)) {
+                if first.is_none_or(|b| t.time < b.time) {
+                    first = Some(t);
+                }
+                if t.time <= time && best.is_none_or(|b| t.time >= b.time) {
+                    best = Some(t);
+                }
+            }
+            best.or(first).map(|t| t.comm.as_str())
+        };
+        pick(&|t| t.tid == tid).or_else(|| pick(&|t| t.pid == pid && t.tid == pid))
+    }
+
+    /// The program the recording is about, by the threads' names: the name the process
+    /// with the most samples had at exec (else its latest name). `None` when the file
+    /// carries no names.
+    pub fn program_comm(&self) -> Option<&str> {
+        let mut per_pid: std::collections::BTreeMap<u32, u64> = Default::default();
+        for s in &self.samples {
+            *per_pid.entry(s.pid).or_default() += 1;
+        }
+        let (&pid, _) = per_pid
+            .iter()
+            .filter(|(p, _)| self.threads.iter().any(|t| t.pid == **p))
+            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))?;
+        let own = || self.threads.iter().filter(|t| t.pid == pid);
+        own()
+            .rfind(|t| t.exec && t.tid == pid)
+            .or_else(|| own().rfind(|t| t.tid == pid))
+            .or_else(|| own().next_back())
+            .map(|t| t.comm.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ModuleIdx;
+
+    fn name(pid: u32, tid: u32, time: u64, comm: &str, exec: bool) -> ThreadName {
+        ThreadName {
+            pid,
+            tid,
+            time,
+            comm: comm.into(),
+            exec,
+        }
+    }
+
+    fn sample(pid: u32, tid: u32) -> Sample {
+        Sample {
+            event: 0,
+            pid,
+            tid,
+            time: 0,
+            cpu: 0,
+            period: 1,
+            ip: Location::new(ModuleIdx(0), 0x1000),
+            callchain: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// perf's comm rule by hand: the name in force at the time; before a thread's first
+    /// record, its first name; a thread without records, its process's name.
+    #[test]
+    fn comm_at_follows_the_records() {
+        let set = SampleSet {
+            threads: vec![
+                name(10, 10, 100, "perf-exec", false),
+                name(10, 10, 200, "prog", true),
+                name(10, 11, 300, "worker", false),
+                name(20, 20, 400, "child", true),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(set.comm_at(10, 10, 150), Some("perf-exec"));
+        assert_eq!(set.comm_at(10, 10, 200), Some("prog"));
+        assert_eq!(set.comm_at(10, 10, 999), Some("prog"));
+        assert_eq!(set.comm_at(10, 10, 50), Some("perf-exec"));
+        assert_eq!(set.comm_at(10, 11, 350), Some("worker"));
+        // Thread 12 has no record: its process's name at that time.
+        assert_eq!(set.comm_at(10, 12, 250), Some("prog"));
+        assert_eq!(set.comm_at(20, 20, 500), Some("child"));
+        assert_eq!(set.comm_at(30, 30, 500), None);
+    }
+
+    /// The program is the exec name of the process with the most samples.
+    #[test]
+    fn program_comm_is_the_busiest_process_exec_name() {
+        let mut set = SampleSet {
+            threads: vec![
+                name(10, 10, 100, "prog", true),
+                name(10, 10, 150, "renamed", false),
+                name(20, 20, 400, "child", true),
+            ],
+            samples: vec![sample(10, 10), sample(20, 20), sample(10, 11)],
+            ..Default::default()
+        };
+        assert_eq!(set.program_comm(), Some("prog"));
+        set.samples.extend([sample(20, 20), sample(20, 20)]);
+        assert_eq!(set.program_comm(), Some("child"));
+        set.threads.clear();
+        assert_eq!(set.program_comm(), None);
     }
 }

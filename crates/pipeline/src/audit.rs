@@ -1153,28 +1153,49 @@ fn disassembly_of(bins: &[Binary], name: &str, first: Option<u64>) -> BTreeMap<u
     BTreeMap::new()
 }
 
-/// The program of a recorded command line: perf.data records perf's own (`perf record -e
-/// cpu-clock -- ./prog 3`), so the program is the first later argument that names a module
-/// of the samples (perf's options and their values name none); any other command is the
-/// program itself.
-pub(crate) fn recorded_program<'a>(
-    samples: &SampleSet,
-    command: &'a [String],
-) -> Option<&'a String> {
-    let base = |p: &'a String| p.rsplit('/').next().unwrap_or(p);
+/// The program a recording is about. From the file's thread names first (perf.data's COMM
+/// records: the name the most-sampled process took at exec, which is the program's file name
+/// cut to 15 bytes; the module whose file name starts with it is the program). Without names
+/// (other formats, or a name no module matches, e.g. after `prctl(PR_SET_NAME)`), from the
+/// command line: perf.data records perf's own (`perf record -e cpu-clock -- ./prog 3`), so
+/// the program is the first later argument that names a module of the samples (perf's
+/// options and their values name none); any other command is the program itself.
+pub(crate) fn recorded_program(samples: &SampleSet, command: &[String]) -> Option<String> {
+    if let Some(comm) = samples.program_comm() {
+        let mut found: Option<&str> = None;
+        for (_, m) in samples.modules.iter() {
+            let file = m.path.rsplit('/').next().unwrap_or(&m.path);
+            let cut: String = file.chars().take(15).collect();
+            if cut == comm && !m.path.starts_with('[') {
+                // Two modules matching one cut name (`programname1`, `programname2`)
+                // cannot be told apart by the name: fall back to the command line.
+                if found.is_some() {
+                    found = None;
+                    break;
+                }
+                found = Some(&m.path);
+            }
+        }
+        if let Some(p) = found {
+            return Some(p.to_string());
+        }
+    }
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
     let first = command.first()?;
     if base(first) != "perf" {
-        return Some(first);
+        return Some(first.clone());
     }
     command[1..]
         .iter()
-        .find(|a| !a.starts_with('-') && samples.modules.find_by_file_name(base(a)).is_some())
+        .find(|a| !a.starts_with('-') && samples.modules.find_by_file_name(&base(a)).is_some())
+        .cloned()
 }
 
 /// The binary to audit when `--binary` is not given: the recorded program (for perf.data,
 /// the program perf ran, not perf), else the readable module with the most samples.
 fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
     if let Some(p) = recorded_program(samples, command) {
+        let p = &p;
         let name = p.rsplit('/').next().unwrap_or(p);
         if let Some(i) = samples.modules.find_by_file_name(name) {
             if let Some(m) = samples.modules.get(i) {

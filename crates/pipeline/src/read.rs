@@ -98,12 +98,11 @@ pub fn script(
             info.format.noun()
         ),
     };
-    // The comm column: perf script prints the thread's name after exec (its COMM record),
-    // the program's file name cut to the kernel's 15 characters, not perf's own name that
-    // perf.data's command line starts with.
+    // The comm column is each thread's name at the sample's time (the file's COMM records,
+    // as perf script prints it). A file without names: the recorded program's file name,
+    // not perf's own name that perf.data's command line starts with.
     if let Some(p) = crate::audit::recorded_program(&s, &s.command) {
-        let comm: String = p.rsplit('/').next().unwrap_or(p).chars().take(15).collect();
-        s.command = vec![comm];
+        s.command = vec![p.clone()];
     }
     let symbolizer = lookup.symbolizer(&s.modules, events);
     let mut warnings = info.warnings.clone();

@@ -22,6 +22,10 @@
 //! * [`check::CheckReport`] — the report of `check` (one profile on its own: intervals,
 //!   aliasing, granularity, skid, recording health, verdicts), text, JSON and HTML.
 //!
+//! * [`fleet::FleetReport`], [`fleet::FleetDiffReport`] — the reports of `fleet report` and
+//!   `fleet diff` (fleet shares with cluster-robust intervals, host deviations, precision;
+//!   changes between two label sets with q-values), text, JSON and HTML.
+//!
 //! * [`record`], [`truth`], [`simulate`], [`calibrate`] — the reports of those commands
 //!   (text and JSON); [`correct`], [`paths`], [`cct`], [`vpp`], [`read`], [`inspect`],
 //!   [`analyze`] likewise.

@@ -963,6 +963,7 @@ impl Vpmu {
             // The virtual counters count every instruction of the run: never throttled or
             // multiplexed, nothing to report.
             health: proftrust_model::RecordingHealth::default(),
+            threads: Vec::new(),
         };
         (set, exact)
     }

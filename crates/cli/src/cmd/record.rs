@@ -81,11 +81,17 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     o.stop = Some(crate::interrupt::install());
     let r = execute(&o, &util::Ui)?;
     let rec = &r.recording;
-    crate::output::write(&a.output, |w| {
+    let kept = crate::output::write_keeping_old(&a.output, |w| {
         proftrust_formats::native::write_samples(w, &rec.samples)
             .with_context(|| format!("cannot write {}", a.output.display()))
     })?;
     let to = a.output.display().to_string();
+    if let Some(old) = kept {
+        util::note(format!(
+            "the previous {to} was kept as {} (as perf record does)",
+            old.display()
+        ));
+    }
     for line in r.summary.render_text(&to, util::verbosity() >= 2).lines() {
         util::note(line);
     }

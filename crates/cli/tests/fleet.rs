@@ -5,7 +5,7 @@
 //! mtimes; symbols once per (binary, address), read back with the Parquet reader), and the
 //! errors' exit status. Needs qemu-x86_64 and gcc (skipped loudly otherwise).
 
-use proftrust_fleet::datafusion::arrow::array::{Array, AsArray};
+use proftrust_fleet::datafusion::arrow::array::AsArray;
 use proftrust_fleet::datafusion::arrow::datatypes::UInt64Type;
 use proftrust_fleet::datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use proftrust_testkit::need;
@@ -18,7 +18,10 @@ use std::process::{Command, Output};
 const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
 
 fn proftrust(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run proftrust")
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run proftrust")
 }
 
 fn ok(args: &[&str]) -> String {
@@ -216,7 +219,10 @@ fn real_fleet_report_diff_and_store() {
     let mut share_sum = 0.0;
     for f in r["functions"].as_array().unwrap() {
         let share = f["share"].as_f64().unwrap();
-        let (lo, hi) = (f["ci_low"].as_f64().unwrap(), f["ci_high"].as_f64().unwrap());
+        let (lo, hi) = (
+            f["ci_low"].as_f64().unwrap(),
+            f["ci_high"].as_f64().unwrap(),
+        );
         assert!(lo <= share && share <= hi && lo >= 0.0 && hi <= 1.0, "{f}");
         let n = f["samples"].as_u64().unwrap();
         assert!((share - n as f64 / total as f64).abs() < 1e-12, "{f}");
@@ -244,7 +250,9 @@ fn real_fleet_report_diff_and_store() {
     );
 
     // Diff: each side's samples are its hosts' samples.
-    let d = json(&["fleet", "diff", s, "--a", "build=A", "--b", "build=B", "--json"]);
+    let d = json(&[
+        "fleet", "diff", s, "--a", "build=A", "--b", "build=B", "--json",
+    ]);
     let side = |hs: &[usize]| -> u64 {
         hs.iter()
             .map(|&i| read_symbols(&files[i], &event).values().sum::<u64>())
@@ -254,7 +262,10 @@ fn real_fleet_report_diff_and_store() {
     assert_eq!(d["b"]["samples"].as_u64().unwrap(), side(&[2, 3]));
     assert_eq!(d["a"]["hosts"], 2);
     for row in d["functions"].as_array().unwrap() {
-        let (a, b) = (row["share_a"].as_f64().unwrap(), row["share_b"].as_f64().unwrap());
+        let (a, b) = (
+            row["share_a"].as_f64().unwrap(),
+            row["share_b"].as_f64().unwrap(),
+        );
         assert!((row["delta"].as_f64().unwrap() - (b - a)).abs() < 1e-12);
         let q = row["q"].as_f64().unwrap();
         assert!(q >= row["p"].as_f64().unwrap() - 1e-15 && q <= 1.0);
@@ -308,7 +319,15 @@ fn bad_stores_and_flags() {
         "holds no recordings",
     );
     fails(
-        &["fleet", "diff", empty.to_str().unwrap(), "--a", "x", "--b", "y=1"],
+        &[
+            "fleet",
+            "diff",
+            empty.to_str().unwrap(),
+            "--a",
+            "x",
+            "--b",
+            "y=1",
+        ],
         "is not KEY=VALUE",
     );
     let e = empty.to_str().unwrap();

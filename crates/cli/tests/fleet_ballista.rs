@@ -74,7 +74,11 @@ fn ballista_cluster_gives_the_embedded_report() {
         .args(["--samples", "60000", "--functions", "8", "--seed", "3"])
         .output()
         .unwrap();
-    assert!(synth.status.success(), "{}", String::from_utf8_lossy(&synth.stderr));
+    assert!(
+        synth.status.success(),
+        "{}",
+        String::from_utf8_lossy(&synth.stderr)
+    );
     for i in 0..12 {
         let f = profiles.join(format!("host-{i:04}.ptsamp"));
         let st = Command::new(BIN)

@@ -376,14 +376,24 @@ fn fleet() {
         "fleet",
         &[
             &["fleet", "report", "store"],
-            &["fleet", "report", "store", "--event", "cpu-clock:u", "--level", "line"],
+            &[
+                "fleet",
+                "report",
+                "store",
+                "--event",
+                "cpu-clock:u",
+                "--level",
+                "line",
+            ],
             &["fleet", "diff", "store", "--a", "build=A", "--b", "build=B"],
         ],
     );
     s.check_json("fleet-report", &["fleet", "report", "store", "--json"]);
     s.check_json(
         "fleet-diff",
-        &["fleet", "diff", "store", "--a", "build=A", "--b", "build=B", "--json"],
+        &[
+            "fleet", "diff", "store", "--a", "build=A", "--b", "build=B", "--json",
+        ],
     );
     std::fs::create_dir(s.path("empty")).unwrap();
     s.check(
@@ -395,8 +405,26 @@ fn fleet() {
             &["fleet", "diff", "store", "--a", "build=A", "--b", "team=x"],
             &["fleet", "diff", "store", "--a", "build=A", "--b", "build=Z"],
             &["fleet", "report", "store", "--engine", "spark://h:1"],
-            &["fleet", "ingest", "--host", "a/b", "--out", "store", "tiny.ptsamp"],
-            &["fleet", "ingest", "--host", "e", "--labels", "build", "--out", "store", "tiny.ptsamp"],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "a/b",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "e",
+                "--labels",
+                "build",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
             &["fleet", "ingest", "--host", "e", "--out", "store", "tiny.c"],
         ],
     );

@@ -189,7 +189,15 @@ mod tests {
             Engine::parse("ballista://h:1").unwrap().name(),
             "ballista://h:1"
         );
-        for bad in ["", "ballista", "ballista://h", "ballista://h:0", "ballista://:1", "spark://h:1", "ballista://h:99999"] {
+        for bad in [
+            "",
+            "ballista",
+            "ballista://h",
+            "ballista://h:0",
+            "ballista://:1",
+            "spark://h:1",
+            "ballista://h:99999",
+        ] {
             assert!(Engine::parse(bad).is_err(), "{bad}");
         }
     }

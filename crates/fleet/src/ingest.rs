@@ -8,7 +8,7 @@
 use crate::error::{Error, Result};
 use crate::schema::{self, Table, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, StringBuilder, UInt32Builder, UInt64Builder,
+    ArrayBuilder, ArrayRef, AsArray, StringBuilder, UInt32Builder, UInt64Builder,
 };
 use datafusion::arrow::datatypes::{SchemaRef, UInt64Type};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -85,7 +85,10 @@ impl KnownSymbols {
             let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
             let builder = ParquetRecordBatchReaderBuilder::try_new(file)
                 .map_err(|e| Error::corrupt(&path, e))?;
-            check_version(&path, builder.metadata().file_metadata().key_value_metadata())?;
+            check_version(
+                &path,
+                builder.metadata().file_metadata().key_value_metadata(),
+            )?;
             let mask = ProjectionMask::roots(builder.parquet_schema(), [0, 1]);
             let reader = builder
                 .with_projection(mask)
@@ -183,7 +186,9 @@ pub fn check_version(path: &Path, kv: Option<&Vec<KeyValue>>) -> Result<()> {
         }),
         None => Err(Error::Corrupt {
             path: path.to_path_buf(),
-            problem: format!("no `{SCHEMA_VERSION_KEY}` in its metadata: not a proftrust fleet file"),
+            problem: format!(
+                "no `{SCHEMA_VERSION_KEY}` in its metadata: not a proftrust fleet file"
+            ),
         }),
     }
 }
@@ -631,8 +636,9 @@ pub fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<()> {
                 SCHEMA_VERSION.to_string(),
             )]))
             .build();
-        let mut w = ArrowWriter::try_new(std::io::BufWriter::new(file), batch.schema(), Some(props))
-            .map_err(|e| Error::Internal(format!("cannot write {}: {e}", tmp.display())))?;
+        let mut w =
+            ArrowWriter::try_new(std::io::BufWriter::new(file), batch.schema(), Some(props))
+                .map_err(|e| Error::Internal(format!("cannot write {}: {e}", tmp.display())))?;
         w.write(batch)
             .map_err(|e| Error::Internal(format!("cannot write {}: {e}", tmp.display())))?;
         let mut inner = w

@@ -347,7 +347,12 @@ pub async fn host_functions(
          ORDER BY host, name, module",
         scope.with()
     );
-    let b = run(ctx, "computing the per-host rows of the top functions", &sql).await?;
+    let b = run(
+        ctx,
+        "computing the per-host rows of the top functions",
+        &sql,
+    )
+    .await?;
     let mut out = Vec::new();
     for batch in &b {
         let (h, n, m, y) = (
@@ -395,7 +400,13 @@ fn ints(b: &RecordBatch, i: usize) -> Result<Vec<u64>> {
     let c = b.column(i);
     if let Some(a) = c.as_primitive_opt::<Int64Type>() {
         return Ok((0..a.len())
-            .map(|j| if a.is_null(j) { 0 } else { a.value(j).max(0) as u64 })
+            .map(|j| {
+                if a.is_null(j) {
+                    0
+                } else {
+                    a.value(j).max(0) as u64
+                }
+            })
             .collect());
     }
     if let Some(a) = c.as_primitive_opt::<UInt64Type>() {

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// How `fleet diff` tests each function ([`stats::share_difference_df`]).
-pub const DIFF_T_METHOD: &str = "delta = share_B − share_A; z = delta / √(se_A² + se_B²) on the two \
+pub const DIFF_T_METHOD: &str =
+    "delta = share_B − share_A; z = delta / √(se_A² + se_B²) on the two \
 sides' cluster-robust standard errors (independent hosts on each side), interval and two-sided \
 p-value from t with Welch-Satterthwaite degrees of freedom on each side's C_eff − 1 (Welch 1947, \
 Biometrika 34, eq. 9); q-values by the Benjamini-Hochberg step-up procedure over all functions \
@@ -266,7 +267,11 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
         recordings: totals.recordings,
         samples: totals.total,
         confidence: spec.confidence,
-        method: format!("{}; host deviations: {}", stats::RATIO_METHOD, stats::HOST_METHOD),
+        method: format!(
+            "{}; host deviations: {}",
+            stats::RATIO_METHOD,
+            stats::HOST_METHOD
+        ),
         seed: None,
         functions,
         host_table,
@@ -321,7 +326,10 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
         selector: Some(sel.clone()),
     };
     let (sa, sb) = (side(&spec.a), side(&spec.b));
-    let (ta, tb) = (query::totals(&ctx, &sa).await?, query::totals(&ctx, &sb).await?);
+    let (ta, tb) = (
+        query::totals(&ctx, &sa).await?,
+        query::totals(&ctx, &sb).await?,
+    );
     for (t, sel) in [(&ta, &spec.a), (&tb, &spec.b)] {
         if t.total == 0 {
             return Err(Error::Invalid(format!(
@@ -341,13 +349,17 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
         y_n: 0.0,
         hosts: 0,
     };
-    let mut keys: BTreeMap<(String, String), (Option<&FunctionSums>, Option<&FunctionSums>)> =
-        BTreeMap::new();
+    type Sides<'a> = (Option<&'a FunctionSums>, Option<&'a FunctionSums>);
+    let mut keys: BTreeMap<(String, String), Sides<'_>> = BTreeMap::new();
     for f in &fa {
-        keys.entry((f.name.clone(), f.module.clone())).or_default().0 = Some(f);
+        keys.entry((f.name.clone(), f.module.clone()))
+            .or_default()
+            .0 = Some(f);
     }
     for f in &fb {
-        keys.entry((f.name.clone(), f.module.clone())).or_default().1 = Some(f);
+        keys.entry((f.name.clone(), f.module.clone()))
+            .or_default()
+            .1 = Some(f);
     }
     let (fleet_a, fleet_b) = (fleet_totals(&ta), fleet_totals(&tb));
     for (f, sel) in [(&fleet_a, &spec.a), (&fleet_b, &spec.b)] {

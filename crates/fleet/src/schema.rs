@@ -171,8 +171,7 @@ pub fn parse_label(s: &str) -> Option<(String, String)> {
     let (k, v) = s.split_once('=')?;
     let key_ok = !k.is_empty()
         && k.len() <= 64
-        && k
-            .bytes()
+        && k.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !key_ok || v.contains(',') || v.chars().any(char::is_control) {
         return None;

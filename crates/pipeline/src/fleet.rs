@@ -458,8 +458,9 @@ pub fn synthesize(o: &SynthOptions) -> Result<SynthSummary> {
         let file = std::fs::File::create(&path)
             .with_context(|| format!("cannot write {}", path.display()))?;
         let mut w = std::io::BufWriter::new(file);
-        proftrust_formats::write_samples(&mut w, &set)?;
-        std::io::Write::flush(&mut w).with_context(|| format!("cannot write {}", path.display()))?;
+        proftrust_formats::native::write_samples(&mut w, &set)?;
+        std::io::Write::flush(&mut w)
+            .with_context(|| format!("cannot write {}", path.display()))?;
         written += n;
         files.push(path);
     }

@@ -26,7 +26,9 @@ pub struct Args {
 enum Sub {
     /// Store profiles of one host (perf.data, perf script, proftrust samples) as Parquet
     /// files in DIR (appends; never rewrites what is there).
-    #[command(after_help = "Example:\n  proftrust fleet ingest --host web-01 --labels build=A,dc=eu --out fleet/ perf.data")]
+    #[command(
+        after_help = "Example:\n  proftrust fleet ingest --host web-01 --labels build=A,dc=eu --out fleet/ perf.data"
+    )]
     Ingest(IngestArgs),
     /// Fleet shares with cluster-robust 95% intervals, per-host deviations, samples needed.
     #[command(after_help = "Example:\n  proftrust fleet report fleet/ --top 20 --html fleet.html")]

@@ -47,7 +47,7 @@ mod units;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
-pub use cost::{CostModel, InstrCost};
+pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use quote::{outcome_warning, quote_name};
 pub use sample::{

@@ -56,6 +56,19 @@ impl CostModel for FlatCpi {
             },
         );
     }
+
+    fn range_costs(&mut self, _: &TraceBlock<'_>, ends: &[u32], out: &mut Vec<InstrCost>) {
+        out.clear();
+        let mut from = 0;
+        out.extend(ends.iter().map(|&e| {
+            let n = u64::from(e - from);
+            from = e;
+            InstrCost {
+                cycles: self.cycles_per_instruction * n,
+                ..Default::default()
+            }
+        }));
+    }
 }
 
 /// A model from a per-instruction function of the module and address (e.g. a latency
@@ -121,8 +134,9 @@ impl PathMetrics {
         self.llc_misses += o.llc_misses;
     }
 
-    fn charge(&mut self, c: &InstrCost) {
-        self.instructions += 1;
+    /// Adds a run of `n` instructions costing `c` in all.
+    fn charge(&mut self, c: &InstrCost, n: u64) {
+        self.instructions += n;
         self.cycles += c.cycles;
         self.l1_misses += c.l1_misses;
         self.llc_misses += c.llc_misses;
@@ -233,8 +247,14 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     plans: Vec<(u32, u32)>,
     /// The static-block runs of planned trace blocks, back to back.
     segs: Vec<Seg>,
+    /// `segs[i].to`, in a slice of its own for [`CostModel::range_costs`].
+    seg_ends: Vec<u32>,
     /// Scratch plan of a block without a key.
     scratch: Vec<Seg>,
+    /// `scratch[i].to`.
+    scratch_ends: Vec<u32>,
+    /// The block's length alone: the one range of a block charged as a whole.
+    whole: [u32; 1],
 }
 
 /// A run of a trace block's instructions that causes at most one block transition: the
@@ -324,7 +344,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             paths: FxHashMap::default(),
             plans: Vec::new(),
             segs: Vec::new(),
+            seg_ends: Vec::new(),
             scratch: Vec::new(),
+            scratch_ends: Vec::new(),
+            whole: [0],
         }
     }
 
@@ -628,7 +651,17 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         th.stack.push(fr);
     }
 
-    fn step_path(&mut self, fr: &mut Frame, f: FuncIdx, b: BlockId, a: Svma, c: InstrCost) {
+    /// Steps `fr`'s path to the run of `len` instructions starting at `a` in block `b` of
+    /// `f`, costing `c` in all, and charges the run.
+    fn step_path(
+        &mut self,
+        fr: &mut Frame,
+        f: FuncIdx,
+        b: BlockId,
+        a: Svma,
+        c: InstrCost,
+        len: u64,
+    ) {
         let Some(n) = self.numbering(f) else { return };
         let start = self.cfgs.cfg(f).block(b).start == a;
         fr.path = match fr.path {
@@ -693,8 +726,8 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
         };
         match &mut fr.path {
-            PathState::Active { m, .. } => m.charge(&c),
-            PathState::Lost { instr, .. } => *instr += 1,
+            PathState::Active { m, .. } => m.charge(&c, len),
+            PathState::Lost { instr, .. } => *instr += len,
             _ => {}
         }
     }
@@ -707,19 +740,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             cur: Some(b),
             instr: 0,
         }
-    }
-}
-
-/// Adds the costs of instructions that cause no block transition to the path in progress.
-fn charge_run(path: &mut PathState, costs: &[InstrCost]) {
-    match path {
-        PathState::Active { m, .. } => {
-            for c in costs {
-                m.charge(c);
-            }
-        }
-        PathState::Lost { instr, .. } => *instr += costs.len() as u64,
-        _ => {}
     }
 }
 
@@ -760,12 +780,15 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
             if self.plans[k].0 == u32::MAX {
                 let from = self.segs.len();
                 plan_block(self.cfgs, b.instructions, &mut self.segs);
+                self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
                 self.plans[k] = (from as u32, self.segs.len() as u32);
             }
             (self.plans[k].0 as usize, self.plans[k].1 as usize, true)
         } else {
             self.scratch.clear();
             plan_block(self.cfgs, b.instructions, &mut self.scratch);
+            self.scratch_ends.clear();
+            self.scratch_ends.extend(self.scratch.iter().map(|s| s.to));
             (0, self.scratch.len(), false)
         };
         let first_loc = self.loc(b.module, first);
@@ -792,27 +815,35 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
             return;
         };
         let mut node = PathMetrics::default();
-        self.cost.block_costs(b, &mut self.costs);
         let n = b.instructions.len();
-        if self.costs.len() != n {
-            // A model that did not time every instruction: the rest cost nothing.
-            self.costs.resize(n, InstrCost::default());
-        }
+        // Runs of instructions strictly inside one static block (after its first
+        // instruction) cause no transition: the first instruction of a run goes through the
+        // path state machine, then the run's summed cost is charged. Outside the path state
+        // machine the block is one run.
+        let by_segment = in_main && !matches!(fr.path, PathState::None);
+        let ends: &[u32] = if !by_segment {
+            self.whole[0] = n as u32;
+            &self.whole
+        } else if keyed {
+            &self.seg_ends[plan_from..plan_to]
+        } else {
+            &self.scratch_ends
+        };
+        self.cost.range_costs(b, ends, &mut self.costs);
         for c in &self.costs {
-            node.charge(c);
+            node.cycles += c.cycles;
+            node.l1_misses += c.l1_misses;
+            node.llc_misses += c.llc_misses;
         }
-        if in_main && !matches!(fr.path, PathState::None) {
-            // Runs of instructions strictly inside one static block (after its first
-            // instruction) cause no transition: the first instruction of a run goes through
-            // the path state machine, the rest only add their costs.
+        node.instructions = n as u64;
+        if by_segment {
             for k in plan_from..plan_to {
                 let seg = if keyed { self.segs[k] } else { self.scratch[k] };
                 let (i, j) = (seg.from as usize, seg.to as usize);
                 match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {
-                        let c = self.costs[i];
-                        self.step_path(&mut fr, f, bb, b.instructions[i], c);
-                        charge_run(&mut fr.path, &self.costs[i + 1..j]);
+                        let c = self.costs[k - plan_from];
+                        self.step_path(&mut fr, f, bb, b.instructions[i], c, (j - i) as u64);
                     }
                     _ => {
                         if let Some(f) = fr.func {

@@ -17,11 +17,15 @@ pub struct TraceCost {
     timer: Option<InstrTimer>,
     /// Per trace module index: the model's table for it.
     tables: Vec<Option<usize>>,
-    /// Static cycles per keyed trace block ([`TraceBlock::key`]): a flat array by key.
-    keyed: Vec<Option<Box<[u32]>>>,
+    /// Static cycles per keyed trace block ([`TraceBlock::key`]), as prefix sums (entry
+    /// `i` = cycles of the first `i` instructions, so a run's sum is one subtraction): a
+    /// flat array by key.
+    keyed: Vec<Option<Box<[u64]>>>,
     /// Static cycles per trace block without a key: (module, first SVMA, length) -> cycles.
     blocks: FxHashMap<(u32, u64, usize), Box<[u32]>>,
     buf: Vec<InstrTiming>,
+    /// Scratch per-instruction costs of [`CostModel::range_costs`]' slow path.
+    each: Vec<InstrCost>,
 }
 
 impl TraceCost {
@@ -35,6 +39,7 @@ impl TraceCost {
             keyed: Vec::new(),
             blocks: FxHashMap::default(),
             buf: Vec::new(),
+            each: Vec::new(),
         }
     }
 
@@ -83,18 +88,27 @@ impl CostModel for TraceCost {
                 if self.keyed.len() <= k {
                     self.keyed.resize(k + 1, None);
                 }
-                self.keyed[k].get_or_insert_with(compute)
+                let pre = self.keyed[k].get_or_insert_with(|| prefix_sums(&compute()));
+                out.extend(pre.windows(2).map(|w| InstrCost {
+                    cycles: w[1] - w[0],
+                    l1_misses: 0,
+                    llc_misses: 0,
+                }));
+                None
             }
-            None => self
-                .blocks
-                .entry((m, first.0, b.instructions.len()))
-                .or_insert_with(compute),
+            None => Some(
+                self.blocks
+                    .entry((m, first.0, b.instructions.len()))
+                    .or_insert_with(compute),
+            ),
         };
-        out.extend(stat.iter().map(|&c| InstrCost {
-            cycles: u64::from(c),
-            l1_misses: 0,
-            llc_misses: 0,
-        }));
+        if let Some(stat) = stat {
+            out.extend(stat.iter().map(|&c| InstrCost {
+                cycles: u64::from(c),
+                l1_misses: 0,
+                llc_misses: 0,
+            }));
+        }
         if let Some(t) = self.timer.as_mut() {
             t.time_block(b, &mut self.buf);
             for (o, x) in out.iter_mut().zip(&self.buf) {
@@ -104,6 +118,82 @@ impl CostModel for TraceCost {
             }
         }
     }
+
+    /// The sums of [`CostModel::block_costs`] per range without the per-instruction vector:
+    /// static cycles from the keyed prefix sums, then each data access added to its range
+    /// (with [`InstrTimer`]'s per-instruction saturation: an instruction's cache cycles
+    /// saturate at `u32::MAX` and its misses at 255).
+    fn range_costs(&mut self, b: &TraceBlock<'_>, ends: &[u32], out: &mut Vec<InstrCost>) {
+        let (Some(k), Some(&last)) = (b.key, ends.last()) else {
+            let mut each = std::mem::take(&mut self.each);
+            self.block_costs(b, &mut each);
+            proftrust_model::sum_ranges(&each, ends, out);
+            self.each = each;
+            return;
+        };
+        let k = k as usize;
+        if self.keyed.get(k).is_none_or(Option::is_none) || last as usize != b.instructions.len() {
+            // First sight of this key (or ranges that do not cover the block).
+            let mut each = std::mem::take(&mut self.each);
+            self.block_costs(b, &mut each);
+            proftrust_model::sum_ranges(&each, ends, out);
+            self.each = each;
+            return;
+        }
+        out.clear();
+        let pre = self.keyed[k].as_deref().expect("keyed");
+        let mut from = 0usize;
+        out.extend(ends.iter().map(|&e| {
+            let c = pre[e as usize] - pre[from];
+            from = e as usize;
+            InstrCost {
+                cycles: c,
+                l1_misses: 0,
+                llc_misses: 0,
+            }
+        }));
+        let Some(t) = self.timer.as_mut() else {
+            return;
+        };
+        if b.mem.is_empty() {
+            return;
+        }
+        let n = b.instructions.len();
+        let mut r = 0usize;
+        // The instruction being charged and its cache totals so far (for the saturation).
+        let mut cur: (u32, u32, u8, u8) = (u32::MAX, 0, 0, 0);
+        t.simulate_accesses(b.mem, |insn, lat, m1, m2, _| {
+            let i = u32::from(insn);
+            if i as usize >= n {
+                return;
+            }
+            while ends[r] <= i {
+                r += 1;
+            }
+            if cur.0 != i {
+                cur = (i, 0, 0, 0);
+            }
+            let o = &mut out[r];
+            let c = cur.1.saturating_add(lat);
+            o.cycles += u64::from(c - cur.1);
+            let l1 = cur.2.saturating_add(m1 as u8);
+            o.l1_misses += u64::from(l1 - cur.2);
+            let llc = cur.3.saturating_add(m2 as u8);
+            o.llc_misses += u64::from(llc - cur.3);
+            cur = (i, c, l1, llc);
+        });
+    }
+}
+
+/// `p[i]` = the sum of the first `i` entries of `c` (`p` is one longer than `c`).
+fn prefix_sums(c: &[u32]) -> Box<[u64]> {
+    let mut s = 0u64;
+    std::iter::once(0)
+        .chain(c.iter().map(|&x| {
+            s += u64::from(x);
+            s
+        }))
+        .collect()
 }
 
 #[cfg(test)]
@@ -176,6 +266,70 @@ mod tests {
                 }
             }
             assert_eq!(a.cache_stats(), b.cache_stats());
+        }
+    }
+
+    /// `range_costs` on keyed blocks (prefix sums, accesses added to their range) gives the
+    /// sums of `block_costs` over the same ranges, cache state included, also for an
+    /// instruction whose 600 accesses saturate its per-instruction miss count at 255.
+    #[test]
+    fn range_costs_are_the_summed_block_costs() {
+        let mut table = CostTable::new("prog");
+        for (k, c) in [3u32, 7, 1, 9, 2].into_iter().enumerate() {
+            table
+                .costs
+                .insert(0x10 + 4 * k as u64, StaticCost { cycles: c, len: 4 });
+        }
+        let mut model = CycleModel::flat(2);
+        model.tables.push(table);
+        let prog = Module::new("/bin/prog");
+        let instrs: Vec<Svma> = (0..5).map(|k| Svma(0x10 + 4 * k)).collect();
+        let access = |insn: u16, addr: u64, store: bool| MemAccess {
+            insn,
+            addr,
+            size: 8,
+            store,
+        };
+        // Instruction 1: 600 loads of distinct lines, more than the L1's 512 (all miss L1 in
+        // every round); 3: a load and a store; 4: a load crossing a line.
+        let mut mem: Vec<MemAccess> = (0..600)
+            .map(|j| access(1, 0x10_0000 + 64 * j, false))
+            .collect();
+        mem.extend([
+            access(3, 0x2000, false),
+            access(3, 0x2000, true),
+            access(4, 0x203c, false),
+        ]);
+        for ends in [
+            vec![5u32],
+            vec![1, 2, 5],
+            vec![2, 4, 5],
+            vec![1, 2, 3, 4, 5],
+        ] {
+            let mut a = TraceCost::new(model.clone(), Some(CacheConfig::default()));
+            let mut b = TraceCost::new(model.clone(), Some(CacheConfig::default()));
+            a.module(ModuleIdx(0), &prog);
+            b.module(ModuleIdx(0), &prog);
+            let (mut got, mut each, mut want) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..3 {
+                let blk = TraceBlock {
+                    tid: 1,
+                    module: Some(ModuleIdx(0)),
+                    instructions: &instrs,
+                    end: TraceEnd::Other,
+                    mem: &mem[..mem.len() - round],
+                    key: Some(4),
+                };
+                a.range_costs(&blk, &ends, &mut got);
+                b.block_costs(&blk, &mut each);
+                proftrust_model::sum_ranges(&each, &ends, &mut want);
+                assert_eq!(got, want, "ends {ends:?}, round {round}");
+                assert_eq!(each[1].l1_misses, 255, "saturated");
+            }
+            assert_eq!(a.cache_stats(), b.cache_stats());
+            // Static 3+7+1+9+2 = 22; in the last round the 600 lines hit the LLC (40 each).
+            let total: u64 = got.iter().map(|c| c.cycles).sum();
+            assert!(total >= 22 + 600 * 40, "{total}");
         }
     }
 }

@@ -336,7 +336,9 @@ pub struct Vpmu {
     /// Per instruction: its static cost and counts; looked up for every executed
     /// instruction, hence `FxHashMap` (SipHash cost a large share of a replay).
     slots: FxHashMap<Location, Slot>,
-    threads: FxHashMap<u32, Thread>,
+    /// Per thread id; boxed, because the block loop takes a thread out and puts it back
+    /// once per executed block (moving a pointer, not the ROB and its queues).
+    threads: FxHashMap<u32, Box<Thread>>,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -438,9 +440,21 @@ impl Vpmu {
         }
     }
 
-    fn slot(&mut self, loc: Location) -> Slot {
-        if let Some(s) = self.slots.get(&loc) {
-            return *s;
+    /// The instruction's length from its slot (created on first sight), and with `--exact`
+    /// its execution charged to the slot: one hash lookup per executed instruction.
+    fn slot_step(&mut self, loc: Location, timing: &InstrTiming) -> u8 {
+        let exact = self.opts.exact;
+        let charge = |s: &mut Slot| {
+            if exact {
+                s.count += 1;
+                s.total_cycles += timing.cycles as u64;
+                s.l1_misses += timing.l1_misses as u64;
+                s.llc_misses += timing.llc_misses as u64;
+            }
+            s.len
+        };
+        if let Some(s) = self.slots.get_mut(&loc) {
+            return charge(s);
         }
         let cost = loc
             .module
@@ -451,12 +465,13 @@ impl Vpmu {
                 cycles: self.model.default_cycles,
                 len: 0,
             });
-        let s = Slot {
+        let mut s = Slot {
             len: cost.len,
             ..Slot::default()
         };
+        let len = charge(&mut s);
         self.slots.insert(loc, s);
-        s
+        len
     }
 
     fn new_thread(&mut self) -> Thread {
@@ -561,8 +576,8 @@ impl Vpmu {
         timing: InstrTiming,
         end_of_block: Option<TraceEnd>,
     ) {
-        let slot = self.slot(loc);
-        self.track_branch(th, loc, slot.len, end_of_block);
+        let len = self.slot_step(loc, &timing);
+        self.track_branch(th, loc, len, end_of_block);
         let lat = timing.cycles as u64;
         let ready = if timing.dependent {
             th.last_load_done
@@ -575,15 +590,6 @@ impl Vpmu {
         }
         let c = rt.commit;
         th.now = c;
-        let exact = self.opts.exact;
-        if exact {
-            if let Some(s) = self.slots.get_mut(&loc) {
-                s.count += 1;
-                s.total_cycles += lat;
-                s.l1_misses += timing.l1_misses as u64;
-                s.llc_misses += timing.llc_misses as u64;
-            }
-        }
         let mut landed = std::mem::take(&mut self.landed);
         landed.clear();
         // Samples waiting for a later instruction.
@@ -778,20 +784,12 @@ impl Vpmu {
         timing: InstrTiming,
         end_of_block: Option<TraceEnd>,
     ) {
-        let slot = self.slot(loc);
+        let len = self.slot_step(loc, &timing);
         let c = timing.cycles as u64;
-        self.track_branch(th, loc, slot.len, end_of_block);
+        self.track_branch(th, loc, len, end_of_block);
         let start = th.now;
         let end = start + c;
         th.now = end;
-        if self.opts.exact {
-            if let Some(s) = self.slots.get_mut(&loc) {
-                s.count += 1;
-                s.total_cycles += c;
-                s.l1_misses += timing.l1_misses as u64;
-                s.llc_misses += timing.llc_misses as u64;
-            }
-        }
         // Samples whose skid expires by this instruction's retirement land on it.
         if !th.pending.is_empty() {
             let mut k = 0;
@@ -986,7 +984,7 @@ impl proftrust_model::BlockVisitor for Vpmu {
         let module = b.module.map(|m| *self.module_map.get(&m).unwrap_or(&m));
         let mut th = match self.threads.remove(&b.tid) {
             Some(t) => t,
-            None => self.new_thread(),
+            None => Box::new(self.new_thread()),
         };
         let n = b.instructions.len();
         let mut timing = std::mem::take(&mut self.timing);

@@ -144,6 +144,9 @@ pub struct CacheStats {
 #[derive(Debug, Clone)]
 struct Level {
     sets: u64,
+    /// `sets - 1` when `sets` is a power of two (every geometry `check` accepts with
+    /// power-of-two sizes): the set is then a mask, not a 64-bit division per access.
+    mask: Option<u64>,
     ways: usize,
     lines: Vec<u64>,
 }
@@ -156,6 +159,7 @@ impl Level {
         let sets = (size as u64 / (line as u64 * ways as u64)).max(1);
         Level {
             sets,
+            mask: sets.is_power_of_two().then(|| sets - 1),
             ways,
             lines: vec![EMPTY; sets as usize * ways],
         }
@@ -163,9 +167,18 @@ impl Level {
 
     /// Looks `line` up; on a miss it replaces the least recent line of its set. Either way
     /// `line` becomes the most recent. Returns whether it hit.
+    #[inline]
     fn access(&mut self, line: u64) -> bool {
-        let set = (line % self.sets) as usize;
+        let set = match self.mask {
+            Some(m) => line & m,
+            None => line % self.sets,
+        } as usize;
         let row = &mut self.lines[set * self.ways..(set + 1) * self.ways];
+        // Most accesses hit the most recent line of their set (the same line as the
+        // access before, or a loop's working set): no search, no reordering.
+        if row[0] == line {
+            return true;
+        }
         match row.iter().position(|&l| l == line) {
             Some(p) => {
                 row[..=p].rotate_right(1);
@@ -204,6 +217,7 @@ impl Cache {
     }
 
     /// (latency, missed L1, missed LLC) of one access.
+    #[inline]
     fn access(&mut self, a: &MemAccess) -> (u32, bool, bool) {
         let first = a.addr >> self.line_shift;
         let last = a.addr.saturating_add(a.size.max(1) as u64 - 1) >> self.line_shift;
@@ -247,6 +261,9 @@ pub struct InstrTimer {
     cache: Option<Cache>,
     /// Per trace module index: the cost table that matched its file name.
     tables: Vec<Option<usize>>,
+    /// Per keyed trace block ([`TraceBlock::key`]): the static timing of its instructions,
+    /// looked up in the cost table once instead of per execution (a flat array by key).
+    keyed: Vec<Option<Box<[InstrTiming]>>>,
 }
 
 impl InstrTimer {
@@ -258,6 +275,7 @@ impl InstrTimer {
             model,
             cache: cache.map(Cache::new),
             tables: Vec::new(),
+            keyed: Vec::new(),
         }
     }
 
@@ -278,28 +296,53 @@ impl InstrTimer {
             .and_then(|m| self.tables.get(m.0 as usize).copied().flatten())
             .map(|t| &self.model.tables[t]);
         let default = self.model.default_cycles;
-        out.extend(b.instructions.iter().map(|s| {
-            InstrTiming {
-                cycles: table
-                    .and_then(|t| t.costs.get(&s.0))
-                    .map_or(default, |c| c.cycles),
-                l1_misses: 0,
-                llc_misses: 0,
-                dependent: table.is_some_and(|t| t.dependent.contains(&s.0)),
-                loads: false,
-            }
-        }));
-        let Some(cache) = self.cache.as_mut() else {
-            return;
+        let static_timing = |s: &proftrust_model::Svma| InstrTiming {
+            cycles: table
+                .and_then(|t| t.costs.get(&s.0))
+                .map_or(default, |c| c.cycles),
+            l1_misses: 0,
+            llc_misses: 0,
+            dependent: table.is_some_and(|t| t.dependent.contains(&s.0)),
+            loads: false,
         };
-        for a in b.mem {
-            let (lat, m1, m2) = cache.access(a);
-            if let Some(t) = out.get_mut(a.insn as usize) {
+        match b.key {
+            Some(k) => {
+                let k = k as usize;
+                if self.keyed.len() <= k {
+                    self.keyed.resize(k + 1, None);
+                }
+                let stat = self.keyed[k]
+                    .get_or_insert_with(|| b.instructions.iter().map(static_timing).collect());
+                out.extend_from_slice(stat);
+            }
+            None => out.extend(b.instructions.iter().map(static_timing)),
+        }
+        self.simulate_accesses(b.mem, |insn, lat, m1, m2, store| {
+            if let Some(t) = out.get_mut(insn as usize) {
                 t.cycles = t.cycles.saturating_add(lat);
                 t.l1_misses = t.l1_misses.saturating_add(m1 as u8);
                 t.llc_misses = t.llc_misses.saturating_add(m2 as u8);
-                t.loads |= !a.store;
+                t.loads |= !store;
             }
+        });
+    }
+
+    /// Runs the data accesses `mem` (of one block, in order) through the cache alone, no
+    /// static cost: `f(insn, latency, missed L1, missed LLC, store)` per access, in order.
+    /// Nothing happens without a cache. [`InstrTimer::time_block`] is the static timing
+    /// plus this.
+    #[inline]
+    pub fn simulate_accesses(
+        &mut self,
+        mem: &[MemAccess],
+        mut f: impl FnMut(u16, u32, bool, bool, bool),
+    ) {
+        let Some(cache) = self.cache.as_mut() else {
+            return;
+        };
+        for a in mem {
+            let (lat, m1, m2) = cache.access(a);
+            f(a.insn, lat, m1, m2, a.store);
         }
     }
 

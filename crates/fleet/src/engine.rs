@@ -85,7 +85,15 @@ pub async fn session(engine: &Engine, store: &Path) -> Result<SessionContext> {
     let root = std::fs::canonicalize(store).map_err(|e| Error::io(store, e))?;
     for t in Table::ALL {
         let dir = t.dir(&root);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        if !dir.is_dir() {
+            // No file of this table yet (e.g. no recording has labels): an empty table,
+            // and the store stays untouched.
+            let empty = datafusion::datasource::MemTable::try_new(t.schema(), vec![vec![]])
+                .map_err(|e| Error::engine(&format!("cannot open table {}", t.name()), e))?;
+            ctx.register_table(t.name(), Arc::new(empty))
+                .map_err(|e| Error::engine(&format!("cannot open table {}", t.name()), e))?;
+            continue;
+        }
         let url = format!("{}/", dir.display());
         ctx.register_listing_table(t.name(), &url, listing_options(), Some(t.schema()), None)
             .await

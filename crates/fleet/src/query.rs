@@ -142,8 +142,8 @@ pub async fn events(ctx: &SessionContext) -> Result<Vec<(String, u64)>> {
     let b = run(
         ctx,
         "listing the events",
-        "SELECT event, CAST(SUM(samples) AS BIGINT) AS s FROM recordings \
-         GROUP BY event ORDER BY s DESC, event",
+        "SELECT \"event\", CAST(SUM(samples) AS BIGINT) AS s FROM recordings \
+         GROUP BY \"event\" ORDER BY s DESC, \"event\"",
     )
     .await?;
     let mut out = Vec::new();
@@ -162,7 +162,7 @@ pub async fn label_keys(ctx: &SessionContext) -> Result<Vec<String>> {
     let b = run(
         ctx,
         "listing the labels",
-        "SELECT DISTINCT key FROM labels ORDER BY key",
+        "SELECT DISTINCT \"key\" FROM labels ORDER BY \"key\"",
     )
     .await?;
     let mut out = Vec::new();
@@ -178,7 +178,7 @@ pub async fn label_values(ctx: &SessionContext, key: &str) -> Result<Vec<String>
         ctx,
         "listing the labels",
         &format!(
-            "SELECT DISTINCT value FROM labels WHERE key = {} ORDER BY value",
+            "SELECT DISTINCT \"value\" FROM labels WHERE \"key\" = {} ORDER BY \"value\"",
             lit(key)
         ),
     )
@@ -209,7 +209,7 @@ impl Scope {
         let ev = lit(&self.event);
         let label = match &self.selector {
             Some(sel) => format!(
-                " AND recording_id IN (SELECT recording_id FROM labels WHERE key = {} AND value = {})",
+                " AND recording_id IN (SELECT recording_id FROM labels WHERE \"key\" = {} AND \"value\" = {})",
                 lit(&sel.key),
                 lit(&sel.value)
             ),
@@ -217,9 +217,9 @@ impl Scope {
         };
         let col = self.level.column();
         format!(
-            "WITH rec AS (SELECT DISTINCT recording_id, host FROM recordings WHERE event = {ev}{label}), \
-             s AS (SELECT host, binary_key, address, SUM(count) AS c FROM samples \
-                   WHERE event = {ev} AND recording_id IN (SELECT recording_id FROM rec) \
+            "WITH rec AS (SELECT DISTINCT recording_id, host FROM recordings WHERE \"event\" = {ev}{label}), \
+             s AS (SELECT host, binary_key, address, SUM(\"count\") AS c FROM samples \
+                   WHERE \"event\" = {ev} AND recording_id IN (SELECT recording_id FROM rec) \
                    GROUP BY host, binary_key, address), \
              sym AS (SELECT binary_key, address, MIN(module) AS module, MIN({col}) AS name \
                      FROM symbols GROUP BY binary_key, address), \
@@ -318,7 +318,7 @@ pub async fn host_labels(ctx: &SessionContext) -> Result<Vec<(String, String)>> 
     let b = run(
         ctx,
         "listing the hosts' labels",
-        "SELECT DISTINCT host, key || '=' || value AS l FROM labels ORDER BY host, l",
+        "SELECT DISTINCT host, \"key\" || '=' || \"value\" AS l FROM labels ORDER BY host, l",
     )
     .await?;
     let mut out = Vec::new();

@@ -50,10 +50,10 @@ fn fails(args: &[&str], needle: &str) {
 
 /// The four hosts: (name, labels, workload size, seed, skid).
 const HOSTS: [(&str, &str, &str, &str, &str); 4] = [
-    ("h1", "build=A,dc=eu", "300", "1", "0"),
-    ("h2", "build=A,dc=us", "400", "2", "2"),
-    ("h3", "build=B,dc=eu", "300", "3", "0"),
-    ("h4", "build=B,dc=us", "500", "4", "3"),
+    ("h1", "build=A,dc=eu", "3", "1", "0"),
+    ("h2", "build=A,dc=us", "4", "2", "2"),
+    ("h3", "build=B,dc=eu", "3", "3", "0"),
+    ("h4", "build=B,dc=us", "5", "4", "3"),
 ];
 
 fn record(dir: &Path) -> Vec<PathBuf> {

@@ -61,6 +61,9 @@ enum Command {
     /// Any profile into pprof, Firefox Profiler, speedscope, flame graphs, annotated
     /// source, LLVM sample profiles (PGO).
     Export(cmd::export::Args),
+    /// Many hosts' profiles in a Parquet store: fleet shares with intervals, host
+    /// deviations, label diffs (DataFusion embedded, or a Ballista cluster).
+    Fleet(cmd::fleet::Args),
     /// What proftrust sees in a binary: functions, basic blocks, loops, CFG (--function), dot.
     Inspect(cmd::inspect::Args),
     /// Run a program under a virtual PMU with skid and write the samples it would take.
@@ -108,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Calibrate(a) => cmd::calibrate::run(a),
         Command::Correct(a) => cmd::correct::run(a),
         Command::Export(a) => cmd::export::run(a),
+        Command::Fleet(a) => cmd::fleet::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Vpmu(a) => cmd::vpmu::run(a),
         Command::Record(a) => cmd::record::run(a),

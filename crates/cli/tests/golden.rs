@@ -356,6 +356,81 @@ fn read() {
 }
 
 #[test]
+fn fleet() {
+    let s = Sandbox::new();
+    // A store of four "hosts" from the committed fixtures: two virtual-PMU files (events
+    // instructions:vpmu and cycles:vpmu) and the perf.data and its perf script (cpu-clock:u).
+    // The ingest's own output names recording ids and times, so it is not compared.
+    for (host, labels, file) in [
+        ("a", "build=A", "tiny.ptsamp"),
+        ("b", "build=B", "tiny.lbr.ptsamp"),
+        ("c", "build=B", "tiny.perf.data"),
+        ("d", "build=A", "tiny.perf-script"),
+    ] {
+        let t = s.run(&[
+            "fleet", "ingest", "--host", host, "--labels", labels, "--out", "store", file,
+        ]);
+        assert!(t.ends_with("--- exit 0\n"), "{t}");
+    }
+    s.check(
+        "fleet",
+        &[
+            &["fleet", "report", "store"],
+            &[
+                "fleet",
+                "report",
+                "store",
+                "--event",
+                "cpu-clock:u",
+                "--level",
+                "line",
+            ],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=B"],
+        ],
+    );
+    s.check_json("fleet-report", &["fleet", "report", "store", "--json"]);
+    s.check_json(
+        "fleet-diff",
+        &[
+            "fleet", "diff", "store", "--a", "build=A", "--b", "build=B", "--json",
+        ],
+    );
+    std::fs::create_dir(s.path("empty")).unwrap();
+    s.check(
+        "fleet-errors",
+        &[
+            &["fleet", "report", "missing"],
+            &["fleet", "report", "empty"],
+            &["fleet", "report", "store", "--event", "nope"],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "team=x"],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=Z"],
+            &["fleet", "report", "store", "--engine", "spark://h:1"],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "a/b",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "e",
+                "--labels",
+                "build",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
+            &["fleet", "ingest", "--host", "e", "--out", "store", "tiny.c"],
+        ],
+    );
+}
+
+#[test]
 fn inspect() {
     let s = Sandbox::new();
     s.check(

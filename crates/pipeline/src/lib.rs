@@ -31,6 +31,8 @@
 //! * [`export`] — a profile into the tools users already use (pprof, Firefox Profiler,
 //!   speedscope, folded stacks, flame graphs, LLVM sample profiles, annotated source): the
 //!   `export` command and the `--export` of `audit` and `correct`.
+//! * [`fleet`] — many hosts' profiles in a Parquet store; fleet shares with cluster-robust
+//!   intervals, host deviations and label diffs as query plans on Apache DataFusion.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -72,6 +74,7 @@ pub mod correct;
 mod error;
 mod events;
 pub mod export;
+pub mod fleet;
 pub mod inspect;
 pub mod load;
 pub mod paths;

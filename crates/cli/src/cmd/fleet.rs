@@ -228,7 +228,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<()> {
         seed: a.seed.seed,
         ..Default::default()
     };
-    util::note(format!("proftrust: seed {}", o.seed));
+    util::note(format!("seed {}", o.seed));
     let s = proftrust_pipeline::fleet::synthesize(&o)?;
     println!(
         "wrote {} samples in {} files to {} (seed {})",

@@ -9,6 +9,7 @@
 //! them.
 
 use crate::html::escape_html;
+use crate::svg::{nice_step, shorten};
 use crate::text::Table;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -251,27 +252,10 @@ fn zval(z: f64) -> String {
     }
 }
 
-/// Shortens a name to `max` characters (with an ellipsis); the result is *not* escaped.
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
-}
-
 /// A "nice" linear axis from `lo` to `hi` with about five 1-2-5 ticks covering both.
 fn nice_axis(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
     let span = (hi - lo).max(1e-9);
-    let raw = span / 5.0;
-    let p = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * p)
-        .find(|&st| st >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * p);
+    let step = nice_step(span / 5.0);
     let a = (lo / step + 1e-9).floor() * step;
     let b = (hi / step - 1e-9).ceil() * step;
     let n = ((b - a) / step).round().max(1.0) as usize;
@@ -289,6 +273,33 @@ fn tick(x: f64) -> String {
     let s = s.trim_end_matches('0').trim_end_matches('.').to_string();
     let s = if s == "-0" { "0".to_string() } else { s };
     format!("{s}%")
+}
+
+/// The share axis under a plot (its line at `axis_y` and the tick labels, `x` mapping a share
+/// to its abscissa) and the end of the SVG element.
+fn close_axis(
+    s: &mut String,
+    label_w: f64,
+    plot_w: f64,
+    axis_y: f64,
+    ticks: &[f64],
+    x: impl Fn(f64) -> f64,
+) {
+    let _ = write!(
+        s,
+        r##"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="#444"/>"##,
+        label_w + plot_w
+    );
+    for &t in ticks {
+        let _ = write!(
+            s,
+            r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
+            x(t),
+            axis_y + 16.0,
+            tick(t)
+        );
+    }
+    s.push_str("</svg>");
 }
 
 const BLUE: &str = "#3b6fb6";
@@ -383,21 +394,7 @@ fn interval_plot(
             label(*v)
         );
     }
-    let _ = write!(
-        s,
-        r##"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="#444"/>"##,
-        label_w + plot_w
-    );
-    for &t in &ticks {
-        let _ = write!(
-            s,
-            r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
-            x(t),
-            axis_y + 16.0,
-            tick(t)
-        );
-    }
-    s.push_str("</svg>");
+    close_axis(&mut s, label_w, plot_w, axis_y, &ticks, x);
     s
 }
 
@@ -741,21 +738,7 @@ impl FleetReport {
             }
             s.push_str("</g>");
         }
-        let _ = write!(
-            s,
-            r##"<line x1="{label_w}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="#444"/>"##,
-            label_w + plot_w
-        );
-        for &t in &ticks {
-            let _ = write!(
-                s,
-                r#"<text x="{:.2}" y="{}" font-size="11" text-anchor="middle">{}</text>"#,
-                x(t),
-                axis_y + 16.0,
-                tick(t)
-            );
-        }
-        s.push_str("</svg>");
+        close_axis(&mut s, label_w, plot_w, axis_y, &ticks, x);
         s
     }
 }

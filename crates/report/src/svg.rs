@@ -13,7 +13,7 @@ fn fmt_pct(x: f64) -> String {
 }
 
 /// Shortens a name to `max` characters (with an ellipsis); the result is *not* escaped.
-fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -21,6 +21,16 @@ fn shorten(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// The smallest 1, 2 or 5 times a power of ten at least `raw` (within a relative 1e-9).
+pub(crate) fn nice_step(raw: f64) -> f64 {
+    let p = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|&st| st >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * p)
 }
 
 /// The share axis of [`function_shares`]: linear from 0 with 1-2-5 ticks, or logarithmic
@@ -62,13 +72,7 @@ impl ShareAxis {
             };
         }
         // About five steps of 1, 2 or 5 times a power of ten.
-        let raw = max / 5.0;
-        let p = 10f64.powf(raw.log10().floor());
-        let step = [1.0, 2.0, 5.0, 10.0]
-            .into_iter()
-            .map(|m| m * p)
-            .find(|&st| st >= raw * (1.0 - 1e-9))
-            .unwrap_or(10.0 * p);
+        let step = nice_step(max / 5.0);
         let n = (max / step - 1e-9).ceil().max(1.0) as usize;
         ShareAxis {
             log: false,

@@ -1018,6 +1018,7 @@ pub fn write_perf_script<W: Write>(
         .first()
         .map(|c| c.rsplit('/').next().unwrap_or(c).chars().take(15).collect())
         .unwrap_or_else(|| "-".to_string());
+    let names = s.comm_index();
     let dso = |l: Location| -> String {
         match l.module.and_then(|m| s.modules.get(m)) {
             Some(m) => m.path.clone(),
@@ -1029,7 +1030,7 @@ pub fn write_perf_script<W: Write>(
             .events
             .get(usize::from(x.event))
             .map_or("unknown", |e| e.name.as_str());
-        let comm = s.comm_at(x.pid, x.tid, x.time).unwrap_or(&command);
+        let comm = names.at(x.pid, x.tid, x.time).unwrap_or(&command);
         write!(w, "{comm:>16} {}/{}", x.pid as i32, x.tid as i32)?;
         if x.cpu != u32::MAX {
             write!(w, " [{:03}]", x.cpu)?;

@@ -3,6 +3,7 @@
 use crate::addr::{Location, ModuleTable};
 use crate::exact::RunOutcome;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// What kind of event drives the sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -166,6 +167,34 @@ pub struct SampleSet {
     pub threads: Vec<ThreadName>,
 }
 
+/// [`SampleSet::threads`] per thread, each list in time order (stable: file order within
+/// one time stamp).
+#[derive(Debug, Clone)]
+pub struct CommIndex<'a> {
+    by_tid: HashMap<u32, Vec<&'a ThreadName>>,
+    /// Names of each process's main thread (`tid == pid`).
+    by_process: HashMap<u32, Vec<&'a ThreadName>>,
+}
+
+impl<'a> CommIndex<'a> {
+    /// The name of thread `tid` at time `time`: the last [`ThreadName`] of that thread at or
+    /// before `time` (perf's rule for the comm column; of equal time stamps the later in the
+    /// file), else the thread's first name (a COMM record's time stamp can trail the first
+    /// sample of a thread), else its process's name by the same rule (a thread created by
+    /// `clone` inherits it and perf records no COMM for it unless it renames itself).
+    pub fn at(&self, pid: u32, tid: u32, time: u64) -> Option<&'a str> {
+        let pick = |v: &[&'a ThreadName]| -> Option<&'a str> {
+            let n = v.partition_point(|t| t.time <= time);
+            let t = if n > 0 { v[n - 1] } else { *v.first()? };
+            Some(t.comm.as_str())
+        };
+        self.by_tid
+            .get(&tid)
+            .and_then(|v| pick(v))
+            .or_else(|| self.by_process.get(&pid).and_then(|v| pick(v)))
+    }
+}
+
 /// A thread's name from a time on, as perf's `PERF_RECORD_COMM` states it: the kernel's
 /// `comm` (the program's file name cut to 15 bytes at `exec`, or what `prctl(PR_SET_NAME)`
 /// set). perf script's comm column is the name in force at the sample's time.
@@ -231,26 +260,27 @@ impl SampleSet {
         self.samples.iter().filter(|s| s.event == e).count() as u64
     }
 
-    /// The name of thread `tid` at time `time`: the last [`ThreadName`] of that thread at or
-    /// before `time` (perf's rule for the comm column), else the thread's first name (a COMM
-    /// record's time stamp can trail the first sample of a thread), else its process's name
-    /// at that time (a thread created by `clone` inherits it and perf records no COMM for it
-    /// unless it renames itself).
+    /// The name of thread `tid` at time `time` (see [`CommIndex::at`]). One lookup scans
+    /// the names once; for many samples build [`SampleSet::comm_index`] once.
     pub fn comm_at(&self, pid: u32, tid: u32, time: u64) -> Option<&str> {
-        let pick = |f: &dyn Fn(&ThreadName) -> bool| {
-            let mut best: Option<&ThreadName> = None;
-            let mut first: Option<&ThreadName> = None;
-            for t in self.threads.iter().filter(|t| f(t)) {
-                if first.is_none_or(|b| t.time < b.time) {
-                    first = Some(t);
-                }
-                if t.time <= time && best.is_none_or(|b| t.time >= b.time) {
-                    best = Some(t);
-                }
+        self.comm_index().at(pid, tid, time)
+    }
+
+    /// The threads' names indexed per thread and in time order, for per-sample lookups.
+    pub fn comm_index(&self) -> CommIndex<'_> {
+        let mut by_tid: HashMap<u32, Vec<&ThreadName>> = HashMap::new();
+        let mut by_process: HashMap<u32, Vec<&ThreadName>> = HashMap::new();
+        for t in &self.threads {
+            by_tid.entry(t.tid).or_default().push(t);
+            if t.tid == t.pid {
+                by_process.entry(t.pid).or_default().push(t);
             }
-            best.or(first).map(|t| t.comm.as_str())
-        };
-        pick(&|t| t.tid == tid).or_else(|| pick(&|t| t.pid == pid && t.tid == pid))
+        }
+        // Stable: names of equal time stamps stay in file order.
+        for v in by_tid.values_mut().chain(by_process.values_mut()) {
+            v.sort_by_key(|t| t.time);
+        }
+        CommIndex { by_tid, by_process }
     }
 
     /// The program the recording is about, by the threads' names: the name the process

@@ -323,6 +323,12 @@ fn probe_source_end_to_end() {
         b["tolerance"].as_u64().unwrap(),
     );
     assert!(bias.abs_diff(median) <= tol, "{b}");
+    // Both calibrations were written (start-up and exit) and the cheaper one is used.
+    assert!(b["other_median"].is_u64(), "{b}");
+    assert!(
+        b["calibration"] == "start" || b["calibration"] == "exit",
+        "{b}"
+    );
     // The timer's resolution divides every calibration percentile.
     let q = v["timer_resolution"].as_u64().unwrap();
     assert_eq!(b["resolution"].as_u64().unwrap(), q);
@@ -381,14 +387,36 @@ fn probe_source_end_to_end() {
         seen_lines.push(line);
     }
     assert_eq!(seen_lines[0], boundary_line("lookup"), "lookup() leads");
-    // lookup(), the variational path: a basetime above 0 and a net variation below its
-    // total time (the old reading floored every basetime to 0, so NV = total).
+    // A resolved path has a basetime of at least one timer step and a net variation below
+    // its total time (the old reading floored every basetime to 0, so NV = total). Whether
+    // lookup()'s fastest executions (a table entry in cache: a few cycles) stand out from
+    // the probe's own jitter depends on the CPU and its timer: on this project's machine
+    // they mostly do (basetime 19-84 ticks, TSC steps of 26); where they do not, the path
+    // must say so (`resolved: false`) rather than claim a basetime.
+    let diag = format!("timer resolution {q}, bias {b}");
+    for p in paths {
+        let (base, total, nv) = (
+            p["basetime"].as_u64().unwrap(),
+            p["total_time"].as_u64().unwrap(),
+            p["net_variation"].as_u64().unwrap(),
+        );
+        assert!(nv <= total, "{p}; {diag}");
+        if p["resolved"] == true {
+            assert!(
+                base >= q.min(total / p["count"].as_u64().unwrap()),
+                "{p}; {diag}"
+            );
+            assert!(nv < total, "{p}; {diag}");
+        }
+    }
     let top = &paths[0];
-    assert!(top["basetime"].as_u64().unwrap() > 0, "{top}");
-    assert!(
-        top["net_variation"].as_u64().unwrap() < top["total_time"].as_u64().unwrap(),
-        "{top}"
-    );
+    if top["resolved"] == true {
+        assert!(top["basetime"].as_u64().unwrap() > 0, "{top}; {diag}");
+    } else {
+        eprintln!(
+            "probe_source_end_to_end: NOTE: lookup()'s basetime is below this machine's probe resolution ({diag}); checked that it is flagged unresolved: {top}"
+        );
+    }
     let s = std::fs::read_to_string(&svg).unwrap();
     assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert_eq!(s.matches("<polyline").count(), paths.len().min(5));

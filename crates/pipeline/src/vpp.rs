@@ -537,6 +537,20 @@ fn measure_probe(
     let (timings, bias) = probe_timings(&file);
     let resolution = probe_resolution(&file);
     if let Some(b) = &bias {
+        if let Some(other) = b
+            .other_median
+            .filter(|o| o.abs_diff(b.median) > b.tolerance)
+        {
+            let (start, exit) = if b.calibration == "exit" {
+                (other, b.median)
+            } else {
+                (b.median, other)
+            };
+            warnings.push(format!(
+                "the probe's own cost changed during the run (empty paths: median {start} ticks at start-up, {exit} at exit): the CPU's clock speed changed (frequency scaling, a cold start); the cheaper ({}) calibration is subtracted. Pin the clock (cpupower frequency-set -g performance) for steadier timings",
+                if b.calibration == "exit" { "exit" } else { "start-up" }
+            ));
+        }
         if !b.consistent {
             warnings.push(format!(
                 "the instrumentation bias is not consistent ({:.0}% of the calibration within ±{} ticks of {}): timings are noisy",

@@ -44,8 +44,9 @@
  *
  * Timing: the TSC is read first thing when a timed path ends (rdtscp) and last thing when
  * one starts (rdtsc; lfence). At start-up, `calibration` empty paths are timed through a
- * PT_FOR loop with an empty body (a PT_BOUNDARY() path costs a few instructions less);
- * `proftrust vpp` estimates the bias from them and subtracts it (seed 004 §4.2).
+ * PT_FOR loop with an empty body (a PT_BOUNDARY() path costs a few instructions less),
+ * and again at exit; `proftrust vpp` estimates the bias from them and subtracts it (seed
+ * 004 §4.2).
  *
  * Settings (environment, read at start-up): PROFTRUST_PROBE_NCHECK (default 10000; 0 = time
  * every path), PROFTRUST_PROBE_NINSTR (1), PROFTRUST_PROBE_RANDOMIZE (0), PROFTRUST_PROBE_SEED
@@ -122,7 +123,7 @@ static struct {
     uint64_t entry, t_in;
     pt_sample *samples;
     uint64_t nsamples, dropped, foreign, nested;
-    uint64_t *calib;
+    uint64_t *calib, *calib_exit;
     uint64_t ncalib;
     pt_site sites[PT_MAX_SITES];
     uint32_t nsites;
@@ -309,8 +310,23 @@ static int pt_cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Writes a sorted histogram as `KEY TICKS COUNT` lines; returns how many. */
+static uint64_t pt_write_hist(FILE *f, const char *key, const uint64_t *v, uint64_t n) {
+    uint64_t k, lines = 0;
+    for (k = 0; k < n;) {
+        uint64_t j = k;
+        while (j < n && v[j] == v[k])
+            j++;
+        fprintf(f, "%s %llu %llu\n", key, (unsigned long long)v[k], (unsigned long long)(j - k));
+        lines++;
+        k = j;
+    }
+    return lines;
+}
+
 static void pt_write(void) {
-    uint64_t end_tsc, end_ns, ticks, ns, k, nlines = 0;
+    uint64_t end_tsc, end_ns, ticks, ns, k, nlines = 0, nstart, nexit;
+    uint64_t *start_calib;
     unsigned aux;
     char tmp[4200];
     FILE *f;
@@ -325,18 +341,37 @@ static void pt_write(void) {
                 "loops only and PT_BOUNDARY() for the outer ones\n",
                 (unsigned long long)pt_state.nested);
     end_ns = pt_now_ns();
-    pt_state.enabled = 0;
     ticks = end_tsc - pt_state.start_tsc;
     ns = end_ns - pt_state.start_ns;
     if (pt_fast.countdown >= 1 && pt_fast.countdown <= pt_state.set_value)
         pt_state.boundaries += pt_state.set_value - pt_fast.countdown;
+    /* The calibration again, at exit (`ce` lines): empty paths timed now that the CPU runs
+     * as it ran the program's paths (a cold start or a low clock speed at start-up makes
+     * them dearer there). The start-up histogram is kept aside first. */
+    qsort(pt_state.calib, pt_state.ncalib, sizeof(uint64_t), pt_cmp_u64);
+    start_calib = pt_state.calib;
+    nstart = pt_state.ncalib;
+    pt_state.calib = pt_state.calib_exit;
+    pt_state.ncalib = 0;
+    if (pt_state.calib && pt_state.calibration) {
+        uint64_t boundaries = pt_state.boundaries;
+        pt_state.calibrating = 1;
+        pt_state.timing = 0;
+        pt_set(1);
+        PT_FOR(k = 0, k <= pt_state.calibration, k++, {})
+        pt_state.calibrating = 0;
+        pt_state.boundaries = boundaries;
+        qsort(pt_state.calib, pt_state.ncalib, sizeof(uint64_t), pt_cmp_u64);
+    }
+    nexit = pt_state.ncalib;
+    pt_state.enabled = 0;
+    pt_fast.countdown = UINT64_MAX;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", pt_state.out, (long)getpid());
     f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "proftrust-probe: cannot write %s\n", tmp);
         return;
     }
-    qsort(pt_state.calib, pt_state.ncalib, sizeof(uint64_t), pt_cmp_u64);
     {
         char exe[4096];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -354,15 +389,8 @@ static void pt_write(void) {
     for (k = 0; k < pt_state.nsites; k++)
         fprintf(f, "site 0x%llx %s:%d\n", (unsigned long long)pt_state.sites[k].addr,
                 pt_state.sites[k].file, pt_state.sites[k].line);
-    for (k = 0; k < pt_state.ncalib;) {
-        uint64_t j = k;
-        while (j < pt_state.ncalib && pt_state.calib[j] == pt_state.calib[k])
-            j++;
-        fprintf(f, "c %llu %llu\n", (unsigned long long)pt_state.calib[k],
-                (unsigned long long)(j - k));
-        nlines++;
-        k = j;
-    }
+    nlines += pt_write_hist(f, "c", start_calib, nstart);
+    nlines += pt_write_hist(f, "ce", pt_state.calib, nexit);
     for (k = 0; k < pt_state.nsamples; k++) {
         const pt_sample *s = &pt_state.samples[k];
         uint32_t b, nb = s->nbits < PT_MAX_BITS ? s->nbits : PT_MAX_BITS;
@@ -434,7 +462,9 @@ __attribute__((constructor)) static void pt_init(void) {
                                            sizeof(pt_sample));
     pt_state.calib = (uint64_t *)calloc(pt_state.calibration ? pt_state.calibration : 1,
                                         sizeof(uint64_t));
-    if (!pt_state.samples || !pt_state.calib) {
+    pt_state.calib_exit = (uint64_t *)calloc(pt_state.calibration ? pt_state.calibration : 1,
+                                             sizeof(uint64_t));
+    if (!pt_state.samples || !pt_state.calib || !pt_state.calib_exit) {
         fprintf(stderr, "proftrust-probe: cannot allocate %llu samples; probes are off "
                         "(lower PROFTRUST_PROBE_CAPACITY)\n",
                 (unsigned long long)pt_state.capacity);

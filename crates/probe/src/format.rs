@@ -33,13 +33,17 @@
 //! * `site ADDR FILE:LINE`: a probe site (module-relative address, hex) and where it is in
 //!   the source.
 //! * `c TICKS COUNT`: calibration histogram: how often an *empty* path measured `TICKS`
-//!   (the instrumentation bias, seed 004 §4.2).
+//!   (the instrumentation bias, seed 004 §4.2), timed at start-up.
+//! * `ce TICKS COUNT`: the same calibration timed again at exit (optional; runtimes before
+//!   it wrote only `c`). A CPU that starts cold or at a low clock speed and speeds up
+//!   under load (frequency scaling, turbo) makes an empty path cost more TSC ticks at
+//!   start-up than while the program's paths run; the exit calibration shows it.
 //! * `s ENTRY NBITS BITS TICKS`: one timed path: its entry (module-relative address of the
 //!   probe site where it started, hex), the number of branch outcomes recorded on it, the
 //!   outcomes as `0`/`1` characters in execution order (`-` when there are none; at most 64
 //!   characters — longer histories keep their first 64 and the true count), its duration in
 //!   TSC ticks.
-//! * `end NSAMPLES NCALIB`: the number of `s` lines and `c` lines; a file without it, or
+//! * `end NSAMPLES NCALIB`: the number of `s` lines and of `c` and `ce` lines; a file without it, or
 //!   whose counts disagree, was cut short and is refused.
 
 use std::io::Write;
@@ -95,8 +99,11 @@ pub struct ProbeFile {
     pub foreign: u64,
     /// Probe sites: address and `file:line`.
     pub sites: Vec<(u64, String)>,
-    /// Calibration histogram: (ticks of an empty path, occurrences), sorted by ticks.
+    /// Calibration histogram: (ticks of an empty path, occurrences), sorted by ticks;
+    /// timed at start-up.
     pub calibration: Vec<(u64, u64)>,
+    /// The same calibration timed again at exit (empty in files written without it).
+    pub calibration_exit: Vec<(u64, u64)>,
     /// Timed paths, in the order they were taken.
     pub samples: Vec<ProbeSample>,
 }
@@ -119,6 +126,7 @@ impl Default for ProbeFile {
             foreign: 0,
             sites: Vec::new(),
             calibration: Vec::new(),
+            calibration_exit: Vec::new(),
             samples: Vec::new(),
         }
     }
@@ -195,6 +203,9 @@ pub fn write(w: &mut dyn Write, f: &ProbeFile) -> Result<(), ProbeError> {
     for (t, n) in &f.calibration {
         writeln!(w, "c {t} {n}")?;
     }
+    for (t, n) in &f.calibration_exit {
+        writeln!(w, "ce {t} {n}")?;
+    }
     for s in &f.samples {
         writeln!(
             w,
@@ -205,7 +216,12 @@ pub fn write(w: &mut dyn Write, f: &ProbeFile) -> Result<(), ProbeError> {
             s.ticks
         )?;
     }
-    writeln!(w, "end {} {}", f.samples.len(), f.calibration.len())?;
+    writeln!(
+        w,
+        "end {} {}",
+        f.samples.len(),
+        f.calibration.len() + f.calibration_exit.len()
+    )?;
     Ok(())
 }
 
@@ -267,7 +283,7 @@ pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
                 .parse::<u64>()
                 .map_err(|_| bad("expected a number"))
         };
-        if !matches!(key, "site" | "c" | "s" | "end") {
+        if !matches!(key, "site" | "c" | "ce" | "s" | "end") {
             if seen.contains(&key) {
                 return Err(bad("header key given twice"));
             }
@@ -298,12 +314,17 @@ pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
                 let a = hex(a).ok_or_else(|| bad("expected a hex site address"))?;
                 f.sites.push((a, name.to_string()));
             }
-            "c" => {
+            "c" | "ce" => {
                 let mut it = rest.split_whitespace();
                 let (Some(t), Some(n), None) = (it.next(), it.next(), it.next()) else {
-                    return Err(bad("expected `c TICKS COUNT`"));
+                    return Err(bad(&format!("expected `{key} TICKS COUNT`")));
                 };
-                f.calibration.push((num(t)?, num(n)?));
+                let v = (num(t)?, num(n)?);
+                if key == "c" {
+                    f.calibration.push(v);
+                } else {
+                    f.calibration_exit.push(v);
+                }
             }
             "s" => {
                 let mut it = rest.split_whitespace();
@@ -351,15 +372,18 @@ pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
     }
     match end {
         None => Err(ProbeError::Truncated("no `end` line".into())),
-        Some((s, c)) if s != f.samples.len() || c != f.calibration.len() => {
+        Some((s, c))
+            if s != f.samples.len() || c != f.calibration.len() + f.calibration_exit.len() =>
+        {
             Err(ProbeError::Truncated(format!(
                 "`end` says {s} samples and {c} calibration lines, the file has {} and {}",
                 f.samples.len(),
-                f.calibration.len()
+                f.calibration.len() + f.calibration_exit.len()
             )))
         }
         Some(_) => {
             f.calibration.sort_unstable();
+            f.calibration_exit.sort_unstable();
             Ok(f)
         }
     }
@@ -385,6 +409,7 @@ mod tests {
             foreign: 5,
             sites: vec![(0x11d9, "vpp.c:88".into()), (0x1200, "vpp.c:97".into())],
             calibration: vec![(30, 10), (32, 900)],
+            calibration_exit: vec![(28, 5), (30, 995)],
             samples: vec![
                 ProbeSample {
                     entry: 0x11d9,
@@ -418,8 +443,19 @@ mod tests {
         assert!(text.starts_with("proftrust-probe 1\npid 4242\nexe /tmp/x y/prog\n"));
         assert!(text.contains("\ns 0x11d9 2 10 311\n"), "{text}");
         assert!(text.contains("\ns 0x1200 0 - 40\n"));
-        assert!(text.ends_with("end 3 2\n"));
+        assert!(
+            text.contains("\nc 32 900\nce 28 5\nce 30 995\ns "),
+            "{text}"
+        );
+        assert!(text.ends_with("end 3 4\n"));
         assert_eq!(read(&out).unwrap(), f);
+        // A file from a runtime without the exit calibration reads as before.
+        let old = text
+            .replace("ce 28 5\nce 30 995\n", "")
+            .replace("end 3 4", "end 3 2");
+        let g = read(old.as_bytes()).unwrap();
+        assert!(g.calibration_exit.is_empty());
+        assert_eq!(g.calibration, f.calibration);
     }
 
     #[test]

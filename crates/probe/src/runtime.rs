@@ -11,8 +11,9 @@
 //! Timing (seed 004 §4.2): the TSC is read as the first thing the slow path does when a
 //! path ends (`rdtscp`) and as the last thing before it returns when a path starts (`rdtsc;
 //! lfence`), so a path's time is its own code plus a constant part of the probe (the
-//! *bias*). At start the session times `calibration` empty paths through the very same
-//! code and keeps their histogram, from which the bias is estimated and subtracted.
+//! *bias*). At start, and again at exit, the session times `calibration` empty paths
+//! through the very same code and keeps their histograms, from which the bias is estimated
+//! and subtracted.
 //!
 //! Sites. Stable Rust cannot take a code address at a call site, so a Rust probe site is
 //! identified by the module-relative address of its `core::panic::Location` record (static
@@ -478,14 +479,44 @@ impl Session {
     pub fn finish(self) -> ProbeFile {
         let end_tsc = sys::tsc_end();
         let end_ns = sys::monotonic_ns();
+        let pending = FAST.with(|f| f.countdown.get());
+        // The calibration again, at exit (the file format's `ce` lines): empty paths timed
+        // now that the CPU runs as it ran the program's paths; the boundaries they pass are
+        // not the program's.
+        let calib = LOCAL.with(|l| {
+            l.borrow_mut()
+                .as_mut()
+                .filter(|x| x.opts.calibration > 0)
+                .map(|local| {
+                    let kept = (local.opts.calibration, local.boundaries, local.set_value);
+                    local.calibration = Some(BTreeMap::new());
+                    local.timing = false;
+                    FAST.with(|f| local.set(f, 1));
+                    kept
+                })
+        });
+        let mut calibration_exit = Vec::new();
+        if let Some((n, boundaries, set_value)) = calib {
+            crate::probe_for!(_ in 0..=n, |p| {});
+            LOCAL.with(|l| {
+                if let Some(local) = l.borrow_mut().as_mut() {
+                    calibration_exit = local
+                        .calibration
+                        .take()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect();
+                    local.boundaries = boundaries;
+                    local.set_value = set_value;
+                }
+            });
+        }
         let local = LOCAL.with(|l| l.borrow_mut().take());
         let calibration: Vec<(u64, u64)> =
             CALIB.with(|k| std::mem::take(&mut *k.borrow_mut()).into_iter().collect());
-        let pending = FAST.with(|f| {
-            let c = f.countdown.get();
+        FAST.with(|f| {
             f.countdown.set(0);
             f.rec.set(false);
-            c
         });
         ACTIVE.store(false, Ordering::SeqCst);
         let nested = NESTED.swap(0, Ordering::SeqCst);
@@ -527,6 +558,7 @@ impl Session {
             foreign: FOREIGN.load(Ordering::SeqCst),
             sites,
             calibration,
+            calibration_exit,
             samples: l.samples,
         }
     }

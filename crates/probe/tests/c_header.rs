@@ -100,6 +100,7 @@ fn c_header_times_the_paths_bursty_tracing_picks() {
     assert_eq!(bits, expected_bits(bo, n));
     assert!(f.samples.iter().all(|s| s.nbits == 2));
     assert_eq!(f.calibration.iter().map(|c| c.1).sum::<u64>(), 500);
+    assert_eq!(f.calibration_exit.iter().map(|c| c.1).sum::<u64>(), 500);
     assert_eq!((f.dropped, f.foreign, f.n_check, f.n_instr), (0, 0, 7, 2));
     assert!(f.tsc_per_ns > 0.0);
     // One site; addr2line puts the return address's call in probe_loop.c at PT_BOUNDARY().
@@ -157,7 +158,7 @@ fn c_header_jitter_every_path_and_capacity() {
         expected_bits(o, n)
     );
     assert_ne!(f.samples.len() as u64, expected_timed(n, 50, 1));
-    assert!(f.calibration.is_empty());
+    assert!(f.calibration.is_empty() && f.calibration_exit.is_empty());
     // Every path timed, 100 kept: the rest are counted as dropped.
     let (f, _) = run(
         &exe,
@@ -280,6 +281,7 @@ fn c_header_pt_for_two_copies() {
     assert_eq!(bits, expected_bits(bo, n));
     assert!(f.samples.iter().all(|s| s.nbits == 2));
     assert_eq!(f.calibration.iter().map(|c| c.1).sum::<u64>(), 500);
+    assert_eq!(f.calibration_exit.iter().map(|c| c.1).sum::<u64>(), 500);
     let line = 1 + include_str!("c/probe_for.c")
         .lines()
         .position(|l| l.contains("/* the site */"))

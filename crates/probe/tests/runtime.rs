@@ -70,6 +70,7 @@ fn sessions() {
     assert_eq!(bits, expected_bits(bo, 1000));
     assert!(f.samples.iter().all(|s| s.nbits == 2));
     assert_eq!(f.calibration.iter().map(|c| c.1).sum::<u64>(), 100);
+    assert_eq!(f.calibration_exit.iter().map(|c| c.1).sum::<u64>(), 100);
     // One site: the boundary in `looped`, named by its source line.
     assert_eq!(f.sites.len(), 1, "{:?}", f.sites);
     let line = 1 + include_str!("runtime.rs")
@@ -234,6 +235,7 @@ fn probe_for_loops() {
     assert_eq!(bits, expected_bits(bo, 1000));
     assert!(f.samples.iter().all(|s| s.nbits == 2));
     assert_eq!(f.calibration.iter().map(|c| c.1).sum::<u64>(), 100);
+    assert_eq!(f.calibration_exit.iter().map(|c| c.1).sum::<u64>(), 100);
     let line = 1 + include_str!("runtime.rs")
         .lines()
         .position(|l| l.contains("probe_for!(i in 0..n, |p| {"))

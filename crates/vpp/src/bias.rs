@@ -5,8 +5,11 @@
 //! bias analysis, and discovered that this bias is extremely consistent across all profile
 //! instantiations. [...] the bias is systematic and can be removed from the measurements."
 //!
-//! The probes time `calibration` *empty* paths through the same code at start-up; their
-//! times are the bias alone. Readings chosen here (the paper gives no statistic):
+//! The probes time `calibration` *empty* paths through the same code at start-up, and
+//! again at exit; their times are the bias alone. Of the two, the one with the lower
+//! trimmed mean is used ([`choose_calibration`]): a CPU that ran slower at start-up (cold,
+//! or at a low clock speed before frequency scaling raised it) makes the start-up empty
+//! paths dearer than the probe was while the program ran. Readings chosen here (the paper gives no statistic):
 //!
 //! * **timer resolution** `q` ([`timer_resolution`]): the greatest common divisor of the
 //!   differences between the distinct times observed (calibration and paths). A TSC that
@@ -61,6 +64,41 @@ pub struct BiasEstimate {
     pub within: f64,
     /// `within >= 0.9`.
     pub consistent: bool,
+    /// Which calibration these figures are of: `"start"` (timed at start-up) or `"exit"`
+    /// (timed again at exit; [`choose_calibration`]).
+    pub calibration: &'static str,
+    /// The other calibration's median, when the file has both.
+    pub other_median: Option<u64>,
+}
+
+/// The bias of a probe run timed twice, at start-up and at exit: the calibration with the
+/// lower trimmed mean, with the other's median kept beside it. A CPU that starts cold or at
+/// a low clock speed and speeds up under load makes the empty paths dearer at start-up
+/// than while the program's paths ran; the probe's cost the paths paid is the cheaper one
+/// (a bias too large floors every short path's basetime to 0). `exit` is empty for files
+/// written without the exit calibration: the start-up one is used as before.
+pub fn choose_calibration(
+    start: &[(u64, u64)],
+    exit: &[(u64, u64)],
+    resolution: u64,
+) -> Option<BiasEstimate> {
+    let s = estimate_bias(start, resolution);
+    let e = estimate_bias(exit, resolution).map(|mut e| {
+        e.calibration = "exit";
+        e
+    });
+    match (s, e) {
+        (Some(mut s), Some(mut e)) => {
+            if e.trimmed_mean < s.trimmed_mean {
+                e.other_median = Some(s.median);
+                Some(e)
+            } else {
+                s.other_median = Some(e.median);
+                Some(s)
+            }
+        }
+        (s, e) => s.or(e),
+    }
 }
 
 /// Nearest-rank quantile of a sorted `(value, count)` histogram with `n` samples.
@@ -140,6 +178,8 @@ pub fn estimate_bias(hist: &[(u64, u64)], resolution: u64) -> Option<BiasEstimat
         subtracted: trimmed_mean.round() as u64,
         within,
         consistent: within >= 0.9,
+        calibration: "start",
+        other_median: None,
     })
 }
 
@@ -150,6 +190,27 @@ mod tests {
     /// 10 samples: 50 x1, 52 x6, 54 x2, 400 x1. Nearest ranks: p10 = rank 1 = 50, median
     /// = rank 5 = 52, p90 = rank 9 = 54. Band 52 ± 5 holds 9 of 10: consistent.
     /// Mean (50 + 312 + 108 + 400) / 10 = 87; trimmed mean (50 + 312 + 108) / 9 = 52.22.
+    /// Start-up 100 x 60 (a slow clock), exit 90 x 40 + 10 x 42: the exit one is cheaper
+    /// (trimmed mean 40.2) and is used, the start-up median kept beside it; with only one
+    /// calibration it is used as it is; both empty: none.
+    #[test]
+    fn the_cheaper_calibration_is_used() {
+        let b = choose_calibration(&[(60, 100)], &[(40, 90), (42, 10)], 1).unwrap();
+        assert_eq!((b.calibration, b.median, b.subtracted), ("exit", 40, 40));
+        assert!((b.trimmed_mean - 40.2).abs() < 1e-12);
+        assert_eq!(b.other_median, Some(60));
+        let b = choose_calibration(&[(40, 90), (42, 10)], &[(60, 100)], 1).unwrap();
+        assert_eq!((b.calibration, b.other_median), ("start", Some(60)));
+        let b = choose_calibration(&[(60, 100)], &[], 1).unwrap();
+        assert_eq!(
+            (b.calibration, b.subtracted, b.other_median),
+            ("start", 60, None)
+        );
+        let b = choose_calibration(&[], &[(60, 100)], 1).unwrap();
+        assert_eq!(b.calibration, "exit");
+        assert!(choose_calibration(&[], &[], 1).is_none());
+    }
+
     #[test]
     fn hand_computed_estimate() {
         let b = estimate_bias(&[(54, 2), (400, 1), (50, 1), (52, 6)], 1).unwrap();

@@ -55,7 +55,7 @@ pub use analysis::{
     top_delta_histograms, top_k_difference, AnalysisOptions, DeltaHistogram, PathVariation,
     Ranking, TimeBase, TopKDifference, VppAnalysis,
 };
-pub use bias::{estimate_bias, timer_resolution, BiasEstimate};
+pub use bias::{choose_calibration, estimate_bias, timer_resolution, BiasEstimate};
 pub use lbr::{lbr_timings, LbrSourceStats};
 pub use probe::{probe_resolution, probe_timings, timed_coverage};
 pub use signature::{BranchHistory, PathSignature};

@@ -14,10 +14,11 @@
 //! extrapolation against the run's ticks, and the analysis then takes shares of the larger
 //! of the two (`VppAnalysis::timing_inflation`).
 //!
-//! The calibration histogram gives the instrumentation bias ([`estimate_bias`]); every
+//! The calibration histograms (start-up and exit) give the instrumentation bias
+//! ([`choose_calibration`]); every
 //! time of the file gives the timer's resolution ([`probe_resolution`]).
 
-use crate::bias::{estimate_bias, timer_resolution, BiasEstimate};
+use crate::bias::{choose_calibration, timer_resolution, BiasEstimate};
 use crate::signature::{BranchHistory, PathSignature};
 use crate::timings::{PathInfo, PathTimings, TimeUnit};
 use proftrust_model::Svma;
@@ -30,6 +31,7 @@ pub fn probe_resolution(f: &ProbeFile) -> u64 {
     timer_resolution(
         f.calibration
             .iter()
+            .chain(&f.calibration_exit)
             .filter(|x| x.1 > 0)
             .map(|x| x.0)
             .chain(f.samples.iter().map(|s| s.ticks)),
@@ -70,7 +72,11 @@ pub fn probe_timings(f: &ProbeFile) -> (PathTimings, Option<BiasEstimate>) {
         1.0
     };
     t.program_time = (f.program_ticks > 0).then_some(f.program_ticks);
-    (t, estimate_bias(&f.calibration, probe_resolution(f)))
+    let q = probe_resolution(f);
+    (
+        t,
+        choose_calibration(&f.calibration, &f.calibration_exit, q),
+    )
 }
 
 /// The timed paths' time extrapolated to every execution, as a share of the run's ticks:

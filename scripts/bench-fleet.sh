@@ -11,15 +11,22 @@
 #      the same report through it, and its JSON compared with the embedded one.
 # Quote the load (`uptime`) with the numbers: the machine is shared.
 #
-# Usage: scripts/bench-fleet.sh [SAMPLES=100000000] [HOSTS=1000] [SEED=1]
+# Usage: [PT=BINARY] [BALLISTA=ballista://HOST:PORT] scripts/bench-fleet.sh [SAMPLES=100000000]
+#        [HOSTS=1000] [SEED=1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 samples="${1:-100000000}"
 hosts="${2:-1000}"
 seed="${3:-1}"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release -q -p proftrust
-pt="$(cd "$target/release" && pwd)/proftrust"
+if [ -n "${PT:-}" ]; then
+  # A given binary, e.g. one built with `--features ballista` for step 3 (building it here
+  # without the feature would relink the default binary over it).
+  pt="$(realpath "$PT")"
+else
+  cargo build --release -q -p proftrust
+  pt="$(cd "$target/release" && pwd)/proftrust"
+fi
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/bench-fleet.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 echo "== load: $(uptime)"
@@ -78,6 +85,15 @@ import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 a.pop("engine"); b.pop("engine")
 print("   identical to the embedded report:", a == b)
+sys.exit(0 if a == b else 1)
+PY
+  /usr/bin/time -f '   diff: wall %e s, peak RSS %M KiB' "$pt" fleet diff "$tmp/store" --a build=0 --b build=1 --json --engine "$BALLISTA" > "$tmp/diff-ballista.json"
+  python3 - "$tmp/diff.json" "$tmp/diff-ballista.json" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+a.pop("engine", None); b.pop("engine", None)
+print("   diff identical to the embedded one:", a == b)
+sys.exit(0 if a == b else 1)
 PY
 else
   echo "== Ballista: skipped (set BALLISTA=ballista://HOST:PORT with a running cluster; docs/fleet.md)"

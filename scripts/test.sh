@@ -48,6 +48,24 @@ echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release >/dev/null
 echo "== README quick start"
 bash scripts/quickstart-check.sh
+# The two-engine fleet test on a real local Ballista cluster (a scheduler and 2 executors on
+# 127.0.0.1, started and stopped by the test). Behind the `ballista` feature: Ballista
+# enables DataFusion's default features, so this compiles DataFusion a second time (same
+# target/, the default build's artifacts stay) and relinks target/release/proftrust with the
+# feature (the next `cargo build` relinks the default one); it runs last so every step above
+# used the default binary. SKIP_BALLISTA=1 leaves
+# it out (the test then stays skipped, as listed below).
+if [ -z "${SKIP_BALLISTA:-}" ]; then
+  echo "== Ballista cluster test (cargo test --features ballista --test fleet_ballista)"
+  before=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
+  cargo test --release -p proftrust --features ballista --test fleet_ballista 2>&1 | tee target/test-ballista.log
+  after=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
+  if [ "$after" = "$before" ]; then
+    # It ran here, with the feature and a cluster: the default run's skip of it is not a
+    # skip of the suite.
+    sed -i '/built without the `ballista` feature/d' "$PROFTRUST_SKIP_LOG" 2>/dev/null || true
+  fi
+fi
 echo "== skipped tests"
 if [ -s "$PROFTRUST_SKIP_LOG" ]; then
   sort "$PROFTRUST_SKIP_LOG" | uniq -c | sed 's/^ */  /'

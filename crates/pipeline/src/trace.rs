@@ -8,7 +8,7 @@ use crate::{program, Events};
 use proftrust_binary::{Binary, Frame, Symbolizer};
 use proftrust_exact::{trace_qemu, QemuOptions};
 use proftrust_model::{Location, Module, ModuleTable, RunOutcome, Svma};
-use proftrust_paths::{CodeOracle, PathProfile, Profiler, ProfilerOptions, ProgramCfgs};
+use proftrust_paths::{profile_staged, CodeOracle, PathProfile, ProfilerOptions, ProgramCfgs};
 use proftrust_vpmu::{
     class_costs, CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, TraceCost,
 };
@@ -65,11 +65,13 @@ pub fn trace(
         .chain(args.iter().map(OsString::from))
         .collect();
     let pb = events.task(None, "tracing under QEMU");
-    let mut prof = Profiler::with_cost_model(&p.cfgs, build, timing);
-    let outcome = trace_qemu(&cmd, &opts, &mut prof).context("tracing the program under QEMU")?;
+    // The cost model (cache simulation) beside the trace decoding, the path and CCT
+    // bookkeeping on a second thread.
+    let staged = profile_staged(&p.cfgs, build, timing, |v| trace_qemu(&cmd, &opts, v));
+    let outcome = staged.result.context("tracing the program under QEMU")?;
     pb.finish();
-    let cache = prof.cost_model().cache_stats();
-    let (profile, cct) = prof.finish();
+    let cache = staged.cost.cache_stats();
+    let (profile, cct) = (staged.profile, staged.cct);
     Ok(Traced {
         profile,
         cct,
@@ -79,7 +81,7 @@ pub fn trace(
     })
 }
 
-/// One traced run of the program through the [`Profiler`].
+/// One traced run of the program through the [`Profiler`](proftrust_paths::Profiler).
 pub struct Traced {
     /// The exact path profile.
     pub profile: PathProfile,

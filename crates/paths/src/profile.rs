@@ -827,7 +827,8 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
         };
         self.transfer(&mut th, first_loc, first_in);
-        let Some(mut fr) = th.stack.pop() else {
+        // The current activation, stepped in place.
+        let Some(fr) = th.stack.last_mut() else {
             self.cur = Some((b.tid, th));
             return;
         };
@@ -879,7 +880,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                 let (i, j) = (seg.from as usize, seg.to as usize);
                 match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {
-                        self.step_path(&mut fr, f, bb, b.instructions[i], c, (j - i) as u64);
+                        self.step_path(fr, f, bb, b.instructions[i], c, (j - i) as u64);
                     }
                     _ => {
                         if let Some(f) = fr.func {
@@ -902,7 +903,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             n.l1_misses += node.l1_misses;
             n.llc_misses += node.llc_misses;
         }
-        th.stack.push(fr);
         let last = *b.instructions.last().expect("non-empty");
         th.pending = Some((b.end, self.loc(b.module, last)));
         self.cur = Some((b.tid, th));

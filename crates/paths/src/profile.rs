@@ -275,6 +275,7 @@ pub(crate) struct Plan {
 
 impl Plans {
     /// Plans `b` (a main-binary block with instructions).
+    #[inline]
     pub(crate) fn plan(&mut self, cfgs: &ProgramCfgs, b: &TraceBlock<'_>) -> Plan {
         match b.key {
             Some(k) => {
@@ -309,6 +310,7 @@ impl Plans {
     }
 
     /// The runs of a plan.
+    #[inline]
     pub(crate) fn segs(&self, p: Plan) -> &[Seg] {
         if p.keyed {
             &self.segs[p.from..p.to]
@@ -318,6 +320,7 @@ impl Plans {
     }
 
     /// The ends of a plan's runs (the ranges [`CostModel::range_costs`] is asked for).
+    #[inline]
     pub(crate) fn ends(&self, p: Plan) -> &[u32] {
         if p.keyed {
             &self.seg_ends[p.from..p.to]

@@ -80,7 +80,7 @@ impl<'a, C: CostModel> BlockCosts<'a, C> {
 }
 
 /// Blocks per batch sent to the profiler's thread.
-const BATCH_BLOCKS: usize = 8192;
+const BATCH_BLOCKS: usize = 2048;
 /// Batches in flight at most (the producer waits when the profiler is this far behind).
 const BATCHES_IN_FLIGHT: usize = 4;
 /// [`Blk::key`] of a block without a key: its content is the next of [`Batch::loose`].

@@ -376,7 +376,7 @@ fn staged_profiler_gives_the_one_thread_results() {
             .iter()
             .filter(|r| matches!(r, Recorded::Block { .. }))
             .count();
-        // More than one batch of the staged profiler (8192 blocks).
+        // Many batches of the staged profiler (2048 blocks).
         assert!(blocks > 20_000, "{name}: {blocks} blocks");
         let cache = || {
             proftrust_vpmu::TraceCost::new(

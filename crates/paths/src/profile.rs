@@ -802,7 +802,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     }
 
     /// [`BlockVisitor::block`] with the block's costs computed elsewhere (on another
-    /// thread, see [`crate::profile_staged`]): `costs` are what [`BlockCosts::costs`] gives
+    /// thread, see [`crate::profile_staged`]): `costs` are what [`crate::BlockCosts::costs`] gives
     /// for `b`, one sum per static-block run of a main-binary block, else one for the whole
     /// block. The cost model is not asked. The profile and CCT are the same as from
     /// [`BlockVisitor::block`] with that model.

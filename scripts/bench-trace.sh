@@ -18,6 +18,9 @@
 #   bash scripts/bench-trace.sh                  # WORKLOADS (default: sort soplex), size SIZE
 #   REPS=3 SIZE=5 bash scripts/bench-trace.sh sort sqlite
 #
+# PT=/path/to/proftrust PLUGIN=/path/to/libproftrust_qemu_plugin.so benchmarks those binaries
+# (e.g. a copy of an earlier build) instead of building this tree's.
+#
 # Workloads are built on first use by `proftrust --workload` into the user's workload cache
 # ($PROFTRUST_WORKLOAD_DIR, else ~/.cache/proftrust/workloads): the C kernels (hmmer soplex
 # omnet mcf libsvm) with gcc, the third-party ones (bzip2 zlib lua sqlite regex sort) with
@@ -28,9 +31,12 @@ REPS=${REPS:-1}
 SIZE=${SIZE:-5}
 BREAKDOWN=${BREAKDOWN:-1}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build --release -q -p proftrust -p proftrust-qemu-plugin
-PT="$PWD/$TARGET/release/proftrust"
-export PROFTRUST_QEMU_PLUGIN="$PWD/$TARGET/release/libproftrust_qemu_plugin.so"
+if [ -z "${PT:-}" ]; then
+  cargo build --release -q -p proftrust -p proftrust-qemu-plugin
+  PT="$PWD/$TARGET/release/proftrust"
+  PLUGIN="$PWD/$TARGET/release/libproftrust_qemu_plugin.so"
+fi
+export PROFTRUST_QEMU_PLUGIN="${PLUGIN:-$(dirname "$PT")/libproftrust_qemu_plugin.so}"
 QEMU=${QEMU:-${PROFTRUST_QEMU:-$(bash scripts/install-qemu.sh)}}
 export PROFTRUST_QEMU="$QEMU"
 WDIR=${PROFTRUST_WORKLOAD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/proftrust/workloads}
@@ -59,7 +65,8 @@ cpu() {
 
 echo "QEMU: $QEMU ($("$QEMU" --version | head -1)); callgrind: $(valgrind --version 2>/dev/null || echo absent)"
 echo "size $SIZE, best of REPS=$REPS; $(nproc) cores; load at start:$(uptime | sed 's/.*load average://')"
-echo "CPU seconds (user+sys, all processes), wall seconds in parentheses; x = CPU / plain QEMU"
+echo "CPU seconds (user+sys, all processes), wall seconds in parentheses; x = CPU / plain QEMU,"
+echo "wall x = wall / plain QEMU's wall (the issue's table; meaningful only on an unloaded machine)"
 printf '%-7s %13s %13s %13s %13s %13s %13s %13s %13s\n' workload native plain callgrind-cs \
   paths paths-flat cct vpmu vpmu-flat
 for w in "${ws[@]}"; do
@@ -80,9 +87,12 @@ for w in "${ws[@]}"; do
   printf '%-7s %13s %13s %13s %13s %13s %13s %13s %13s\n' "$w" "$(cell "$n" "$nw")" "$(cell "$q" "$qw")" \
     "$(cell "$g" "$gw")" "$(cell "$p" "$pw")" "$(cell "$pf" "$pfw")" "$(cell "$c" "$cw")" \
     "$(cell "$v" "$vw")" "$(cell "$vf" "$vfw")"
-  awk -v q="$q" -v g="$g" -v p="$p" -v pf="$pf" -v c="$c" -v v="$v" -v vf="$vf" 'BEGIN{
+  awk -v q="$q" -v g="$g" -v p="$p" -v pf="$pf" -v c="$c" -v v="$v" -v vf="$vf" \
+    -v qw="$qw" -v gw="$gw" -v pw="$pw" -v pfw="$pfw" -v cw="$cw" -v vw="$vw" -v vfw="$vfw" 'BEGIN{
     printf "%-7s %13s %13s %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx   vpmu/callgrind %.2f\n",
-      "  x", "", "1.0x", g/q, p/q, pf/q, c/q, v/q, vf/q, v/g }'
+      "  x", "", "1.0x", g/q, p/q, pf/q, c/q, v/q, vf/q, v/g
+    printf "%-7s %13s %13s %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx   vpmu/callgrind %.2f\n",
+      "  wall x", "", "1.0x", gw/qw, pw/qw, pfw/qw, cw/qw, vw/qw, vfw/qw, vw/gw }'
 done
 echo "goals (issue 21): paths, cct <= 5x plain QEMU; vpmu-flat <= 5x; vpmu <= 0.5x callgrind-cs"
 

@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 4; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 5; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -23,6 +23,10 @@ const TAG_TRACE_MEM: u8 = 6;
 pub const MEM_FLAG: u32 = 1 << 31;
 /// TRACEMEM access word: a store.
 pub const MEM_STORE: u32 = 1 << 30;
+/// TRACEMEM access word: the long form (the instruction index in bits 0..16, the address in
+/// the next two words; else bits 16..26 hold the index, bits 0..16 the address's bits
+/// 32..48 and the next word its low half).
+pub const MEM_LONG: u32 = 1 << 26;
 /// Most words a trace chunk may hold (the plugin flushes far earlier).
 const MAX_CHUNK_WORDS: usize = 1 << 24;
 const NO_MODULE: u32 = u32::MAX;
@@ -96,8 +100,9 @@ pub enum Record {
     },
     /// Executed block ids and data accesses of one thread (memory tracing): each word is a
     /// block id, or an access word (bit 31 set: [`MEM_FLAG`], [`MEM_STORE`], log2 size in
-    /// bits 16..20, instruction index in bits 0..16) followed by the address's low and high
-    /// words.
+    /// bits 27..30) followed by the address's low word (short form: instruction index in
+    /// bits 16..26, address bits 32..48 in bits 0..16) or by its low and high words
+    /// ([`MEM_LONG`]: instruction index in bits 0..16).
     TraceMem {
         /// Thread id.
         tid: u32,

@@ -1,6 +1,8 @@
 //! Running a program under `qemu-x86_64` with the proftrust plugin.
 
-use crate::protocol::{Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_STORE};
+use crate::protocol::{
+    Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_LONG, MEM_STORE,
+};
 use crate::run::{self, Ended, StderrTail};
 use crate::{sys, ExactError};
 use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
@@ -467,30 +469,29 @@ fn trace_mem_chunk(
             i += 1;
             continue;
         }
-        let (Some(&lo), Some(&hi)) = (words.get(i + 1), words.get(i + 2)) else {
-            return Err(ExactError::Protocol {
-                offset: 0,
-                what: "data access cut short at the end of a trace chunk".into(),
-            });
+        let cut = || ExactError::Protocol {
+            offset: 0,
+            what: "data access cut short at the end of a trace chunk".into(),
         };
-        let shift = (w >> 16) & 0x1f;
-        if shift > 7 {
-            return Err(ExactError::Protocol {
-                offset: 0,
-                what: format!("data access of 2^{shift} bytes"),
-            });
-        }
+        let lo = *words.get(i + 1).ok_or_else(cut)? as u64;
+        let (insn, addr, len) = if w & MEM_LONG == 0 {
+            ((w >> 16) & 0x3ff, lo | ((w & 0xffff) as u64) << 32, 2)
+        } else {
+            let hi = *words.get(i + 2).ok_or_else(cut)? as u64;
+            (w & 0xffff, lo | hi << 32, 3)
+        };
+        let shift = (w >> 27) & 7;
         // An access before any block of this thread can only come from two threads sharing
         // a plugin vcpu slot (more than 1024 at once); it is dropped.
         if cur != NO_BLOCK {
             mem.push(MemAccess {
-                insn: (w & 0xffff) as u16,
-                addr: lo as u64 | (hi as u64) << 32,
+                insn: insn as u16,
+                addr,
                 size: (1u32 << shift).min(255) as u8,
                 store: w & MEM_STORE != 0,
             });
         }
-        i += 3;
+        i += len;
     }
     pending.insert(tid, (cur, mem));
     Ok(())
@@ -761,6 +762,69 @@ pub fn counts_may_be_low(p: &ExactProfile) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Collects each block's thread, first instruction and accesses.
+    #[derive(Default)]
+    struct Blocks(Vec<(u32, u64, Vec<MemAccess>)>);
+
+    impl BlockVisitor for Blocks {
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            self.0.push((b.tid, b.instructions[0].0, b.mem.to_vec()));
+        }
+    }
+
+    /// TRACEMEM words in both access forms (docs/exact.md, "Protocol"), built by hand: a
+    /// block's accesses are handed over with it when the thread's next block starts, also
+    /// across chunks; a chunk cut inside an access is an error.
+    #[test]
+    fn trace_mem_words_decode_in_both_forms() {
+        let mut r = Resolver::default();
+        r.block(0, u32::MAX, 0, &[0x10, 0x12]).unwrap();
+        r.block(1, u32::MAX, 2, &[0x20]).unwrap();
+        let mut v = Blocks::default();
+        let mut pending = PendingBlocks::new();
+        let words = [
+            0,
+            // Short: load, 8 bytes, instruction 1, address 0x7ffd_1234_5678.
+            MEM_FLAG | 3 << 27 | 1 << 16 | 0x7ffd,
+            0x1234_5678,
+            // Long: store, 2 bytes, instruction 1, address 0xffff_ffff_ff60_0008.
+            MEM_FLAG | MEM_STORE | 1 << 27 | MEM_LONG | 1,
+            0xff60_0008,
+            0xffff_ffff,
+            1,
+        ];
+        trace_mem_chunk(&mut v, &r, &mut pending, 7, &words).unwrap();
+        // The next chunk of thread 7 continues block 1 (an access of its instruction 0),
+        // then block 0 starts again.
+        trace_mem_chunk(&mut v, &r, &mut pending, 7, &[MEM_FLAG, 0x40, 0]).unwrap();
+        let acc = |insn, addr, size, store| MemAccess {
+            insn,
+            addr,
+            size,
+            store,
+        };
+        assert_eq!(
+            v.0,
+            vec![
+                (
+                    7,
+                    0x10,
+                    vec![
+                        acc(1, 0x7ffd_1234_5678, 8, false),
+                        acc(1, 0xffff_ffff_ff60_0008, 2, true)
+                    ]
+                ),
+                (7, 0x20, vec![acc(0, 0x40, 1, false)])
+            ]
+        );
+        let (id, mem) = &pending[&7];
+        assert_eq!((*id, mem.len()), (0, 0));
+        for cut in [&[0, MEM_FLAG][..], &[0, MEM_FLAG | MEM_LONG, 5][..]] {
+            let e = trace_mem_chunk(&mut v, &r, &mut PendingBlocks::new(), 1, cut).unwrap_err();
+            assert!(e.to_string().contains("cut short"), "{e}");
+        }
+    }
 
     #[test]
     fn threads_are_read_back_from_the_detail() {

@@ -20,6 +20,8 @@
 //!   code, [`CodeOracle`]), with Wilson intervals, against the exact CCT.
 //! * [`lbr_paths`] — path frequency estimates from LBR branch stacks; [`lbr_timed_paths`]
 //!   also times every path instance from the stacks' cycle counts.
+//! * [`profile_staged`] — the same profile and CCT with the cost model on the trace's
+//!   thread and the profiler on a second one ([`BlockCosts`], [`Profiler::block_costed`]).
 //! * [`Profiler::on_path`] — every completed path instance with its own metrics, as it
 //!   completes (variational path profiling needs per-instance times).
 //! * [`Cct::write_folded`] — flame-graph folded stacks.
@@ -52,6 +54,7 @@ mod lbr;
 mod numbering;
 mod profile;
 mod sampled;
+mod staged;
 
 pub use cct::{gprof_comparison, Cct, CctNode, CctStats, GprofComparison, GprofContext, NodeId};
 pub use funcs::{FuncIdx, FunctionMap, ProgramCfgs};
@@ -68,6 +71,7 @@ pub use sampled::{
     compare_cct, sampled_cct, sampled_cct_with, CodeOracle, ContextShare, NoCode, SampledCct,
     SampledComparison,
 };
+pub use staged::{profile_staged, BlockCosts, Staged};
 
 /// Why a paths analysis could not be done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

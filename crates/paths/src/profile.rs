@@ -242,8 +242,18 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     /// Path metrics as paths complete (hashed; [`Profiler::finish`] sorts them into
     /// [`PathProfile::paths`]).
     paths: FxHashMap<PathKey, PathMetrics>,
-    /// Per trace block key ([`TraceBlock::key`]) of a main-binary block: its range in
-    /// `segs` (`u32::MAX`: not yet computed).
+    /// The static-block runs of main-binary trace blocks.
+    plans: Plans,
+    /// The block's length alone: the one range of a block charged as a whole.
+    whole: [u32; 1],
+}
+
+/// The static-block runs ([`Seg`]s) of main-binary trace blocks: computed once per trace
+/// block key, or per block for blocks without a key.
+#[derive(Debug, Default)]
+pub(crate) struct Plans {
+    /// Per trace block key ([`TraceBlock::key`]): its range in `segs` (`u32::MAX`: not yet
+    /// computed).
     plans: Vec<(u32, u32)>,
     /// The static-block runs of planned trace blocks, back to back.
     segs: Vec<Seg>,
@@ -253,8 +263,71 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     scratch: Vec<Seg>,
     /// `scratch[i].to`.
     scratch_ends: Vec<u32>,
-    /// The block's length alone: the one range of a block charged as a whole.
-    whole: [u32; 1],
+}
+
+/// Where [`Plans::plan`] put a block's runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    from: usize,
+    to: usize,
+    keyed: bool,
+}
+
+impl Plans {
+    /// Plans `b` (a main-binary block with instructions).
+    #[inline]
+    pub(crate) fn plan(&mut self, cfgs: &ProgramCfgs, b: &TraceBlock<'_>) -> Plan {
+        match b.key {
+            Some(k) => {
+                let k = k as usize;
+                if self.plans.len() <= k {
+                    self.plans.resize(k + 1, (u32::MAX, 0));
+                }
+                if self.plans[k].0 == u32::MAX {
+                    let from = self.segs.len();
+                    plan_block(cfgs, b.instructions, &mut self.segs);
+                    self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
+                    self.plans[k] = (from as u32, self.segs.len() as u32);
+                }
+                Plan {
+                    from: self.plans[k].0 as usize,
+                    to: self.plans[k].1 as usize,
+                    keyed: true,
+                }
+            }
+            None => {
+                self.scratch.clear();
+                plan_block(cfgs, b.instructions, &mut self.scratch);
+                self.scratch_ends.clear();
+                self.scratch_ends.extend(self.scratch.iter().map(|s| s.to));
+                Plan {
+                    from: 0,
+                    to: self.scratch.len(),
+                    keyed: false,
+                }
+            }
+        }
+    }
+
+    /// The runs of a plan.
+    #[inline]
+    pub(crate) fn segs(&self, p: Plan) -> &[Seg] {
+        if p.keyed {
+            &self.segs[p.from..p.to]
+        } else {
+            &self.scratch
+        }
+    }
+
+    /// The ends of a plan's runs (the ranges [`CostModel::range_costs`] is asked for).
+    #[inline]
+    pub(crate) fn ends(&self, p: Plan) -> &[u32] {
+        if p.keyed {
+            &self.seg_ends[p.from..p.to]
+        } else {
+            &self.scratch_ends
+        }
+    }
 }
 
 /// A run of a trace block's instructions that causes at most one block transition: the
@@ -262,7 +335,7 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
 /// the others strictly inside that block. Depends only on the instructions and the CFGs, so
 /// it is computed once per trace block key.
 #[derive(Debug, Clone, Copy)]
-struct Seg {
+pub(crate) struct Seg {
     from: u32,
     to: u32,
     hit: Option<(FuncIdx, BlockId)>,
@@ -342,11 +415,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             outcome: None,
             costs: Vec::new(),
             paths: FxHashMap::default(),
-            plans: Vec::new(),
-            segs: Vec::new(),
-            seg_ends: Vec::new(),
-            scratch: Vec::new(),
-            scratch_ends: Vec::new(),
+            plans: Plans::default(),
             whole: [0],
         }
     }
@@ -732,6 +801,116 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         }
     }
 
+    /// [`BlockVisitor::block`] with the block's costs computed elsewhere (on another
+    /// thread, see [`crate::profile_staged`]): `costs` are what [`crate::BlockCosts::costs`] gives
+    /// for `b`, one sum per static-block run of a main-binary block, else one for the whole
+    /// block. The cost model is not asked. The profile and CCT are the same as from
+    /// [`BlockVisitor::block`] with that model.
+    pub fn block_costed(&mut self, b: &TraceBlock<'_>, costs: &[InstrCost]) {
+        self.visit_block(b, Some(costs));
+    }
+
+    fn visit_block(&mut self, b: &TraceBlock<'_>, pre: Option<&[InstrCost]>) {
+        let Some(&first) = b.instructions.first() else {
+            return;
+        };
+        let in_main = b.module.is_some() && b.module == self.main;
+        // The block's static-block runs: once per key, else computed into scratch.
+        let plan = in_main.then(|| self.plans.plan(self.cfgs, b));
+        let first_loc = self.loc(b.module, first);
+        let first_in = plan.and_then(|p| self.plans.segs(p)[0].hit);
+        self.cur_tid = b.tid;
+        let mut th = match self.cur.take() {
+            Some((t, th)) if t == b.tid => th,
+            other => {
+                if let Some((t, th)) = other {
+                    self.threads.insert(t, th);
+                }
+                self.threads.remove(&b.tid).unwrap_or_default()
+            }
+        };
+        self.transfer(&mut th, first_loc, first_in);
+        // The current activation, stepped in place.
+        let Some(fr) = th.stack.last_mut() else {
+            self.cur = Some((b.tid, th));
+            return;
+        };
+        let mut node = PathMetrics::default();
+        let n = b.instructions.len();
+        // Runs of instructions strictly inside one static block (after its first
+        // instruction) cause no transition: the first instruction of a run goes through the
+        // path state machine, then the run's summed cost is charged. Outside the path state
+        // machine the block is one run.
+        let by_segment = plan.filter(|_| !matches!(fr.path, PathState::None));
+        let mut costs = std::mem::take(&mut self.costs);
+        match pre {
+            Some(pre) => {
+                // Per run of a main-binary block, else one for the block: the sums are the
+                // same either way (a run's cost is the sum of its instructions' costs).
+                costs.clear();
+                if by_segment.is_some() {
+                    costs.extend_from_slice(pre);
+                } else {
+                    costs.push(pre.iter().fold(InstrCost::default(), |mut a, c| {
+                        a.cycles += c.cycles;
+                        a.l1_misses += c.l1_misses;
+                        a.llc_misses += c.llc_misses;
+                        a
+                    }));
+                }
+            }
+            None => {
+                let ends: &[u32] = match by_segment {
+                    Some(p) => self.plans.ends(p),
+                    None => {
+                        self.whole[0] = n as u32;
+                        &self.whole
+                    }
+                };
+                self.cost.range_costs(b, ends, &mut costs);
+            }
+        }
+        for c in &costs {
+            node.cycles += c.cycles;
+            node.l1_misses += c.l1_misses;
+            node.llc_misses += c.llc_misses;
+        }
+        node.instructions = n as u64;
+        if let Some(p) = by_segment {
+            debug_assert_eq!(costs.len(), p.to - p.from, "one cost per run");
+            for (k, &c) in costs.iter().enumerate() {
+                let seg = self.plans.segs(p)[k];
+                let (i, j) = (seg.from as usize, seg.to as usize);
+                match seg.hit {
+                    Some((f, bb)) if Some(f) == fr.func => {
+                        self.step_path(fr, f, bb, b.instructions[i], c, (j - i) as u64);
+                    }
+                    _ => {
+                        if let Some(f) = fr.func {
+                            let s = &mut self.profile.functions[f.0 as usize];
+                            s.lost_instructions += (j - i) as u64;
+                        }
+                    }
+                }
+            }
+        }
+        self.costs = costs;
+        self.profile.total_instructions += node.instructions;
+        self.profile.total_cycles += node.cycles;
+        self.profile.total_l1_misses += node.l1_misses;
+        self.profile.total_llc_misses += node.llc_misses;
+        if self.opts.cct {
+            let n = self.cct.node_mut(fr.node);
+            n.instructions += node.instructions;
+            n.cycles += node.cycles;
+            n.l1_misses += node.l1_misses;
+            n.llc_misses += node.llc_misses;
+        }
+        let last = *b.instructions.last().expect("non-empty");
+        th.pending = Some((b.end, self.loc(b.module, last)));
+        self.cur = Some((b.tid, th));
+    }
+
     fn lose(&mut self, f: FuncIdx, b: BlockId, ins: u64) -> PathState {
         let s = &mut self.profile.functions[f.0 as usize];
         s.lost_transfers += 1;
@@ -765,110 +944,7 @@ impl<C: CostModel> BlockVisitor for Profiler<'_, C> {
     }
 
     fn block(&mut self, b: &TraceBlock<'_>) {
-        let Some(&first) = b.instructions.first() else {
-            return;
-        };
-        let in_main = b.module.is_some() && b.module == self.main;
-        // The block's static-block runs: once per key, else computed into `scratch`.
-        let (plan_from, plan_to, keyed) = if !in_main {
-            (0, 0, true)
-        } else if let Some(k) = b.key {
-            let k = k as usize;
-            if self.plans.len() <= k {
-                self.plans.resize(k + 1, (u32::MAX, 0));
-            }
-            if self.plans[k].0 == u32::MAX {
-                let from = self.segs.len();
-                plan_block(self.cfgs, b.instructions, &mut self.segs);
-                self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
-                self.plans[k] = (from as u32, self.segs.len() as u32);
-            }
-            (self.plans[k].0 as usize, self.plans[k].1 as usize, true)
-        } else {
-            self.scratch.clear();
-            plan_block(self.cfgs, b.instructions, &mut self.scratch);
-            self.scratch_ends.clear();
-            self.scratch_ends.extend(self.scratch.iter().map(|s| s.to));
-            (0, self.scratch.len(), false)
-        };
-        let first_loc = self.loc(b.module, first);
-        let first_in = if !in_main {
-            None
-        } else if keyed {
-            self.segs[plan_from].hit
-        } else {
-            self.scratch[0].hit
-        };
-        self.cur_tid = b.tid;
-        let mut th = match self.cur.take() {
-            Some((t, th)) if t == b.tid => th,
-            other => {
-                if let Some((t, th)) = other {
-                    self.threads.insert(t, th);
-                }
-                self.threads.remove(&b.tid).unwrap_or_default()
-            }
-        };
-        self.transfer(&mut th, first_loc, first_in);
-        let Some(mut fr) = th.stack.pop() else {
-            self.cur = Some((b.tid, th));
-            return;
-        };
-        let mut node = PathMetrics::default();
-        let n = b.instructions.len();
-        // Runs of instructions strictly inside one static block (after its first
-        // instruction) cause no transition: the first instruction of a run goes through the
-        // path state machine, then the run's summed cost is charged. Outside the path state
-        // machine the block is one run.
-        let by_segment = in_main && !matches!(fr.path, PathState::None);
-        let ends: &[u32] = if !by_segment {
-            self.whole[0] = n as u32;
-            &self.whole
-        } else if keyed {
-            &self.seg_ends[plan_from..plan_to]
-        } else {
-            &self.scratch_ends
-        };
-        self.cost.range_costs(b, ends, &mut self.costs);
-        for c in &self.costs {
-            node.cycles += c.cycles;
-            node.l1_misses += c.l1_misses;
-            node.llc_misses += c.llc_misses;
-        }
-        node.instructions = n as u64;
-        if by_segment {
-            for k in plan_from..plan_to {
-                let seg = if keyed { self.segs[k] } else { self.scratch[k] };
-                let (i, j) = (seg.from as usize, seg.to as usize);
-                match seg.hit {
-                    Some((f, bb)) if Some(f) == fr.func => {
-                        let c = self.costs[k - plan_from];
-                        self.step_path(&mut fr, f, bb, b.instructions[i], c, (j - i) as u64);
-                    }
-                    _ => {
-                        if let Some(f) = fr.func {
-                            let s = &mut self.profile.functions[f.0 as usize];
-                            s.lost_instructions += (j - i) as u64;
-                        }
-                    }
-                }
-            }
-        }
-        self.profile.total_instructions += node.instructions;
-        self.profile.total_cycles += node.cycles;
-        self.profile.total_l1_misses += node.l1_misses;
-        self.profile.total_llc_misses += node.llc_misses;
-        if self.opts.cct {
-            let n = self.cct.node_mut(fr.node);
-            n.instructions += node.instructions;
-            n.cycles += node.cycles;
-            n.l1_misses += node.l1_misses;
-            n.llc_misses += node.llc_misses;
-        }
-        th.stack.push(fr);
-        let last = *b.instructions.last().expect("non-empty");
-        th.pending = Some((b.end, self.loc(b.module, last)));
-        self.cur = Some((b.tid, th));
+        self.visit_block(b, None);
     }
 
     fn end(&mut self, outcome: &RunOutcome) {

@@ -278,3 +278,157 @@ fn keyed_blocks_give_the_unkeyed_results() {
         assert_eq!(format!("{ca:?}"), format!("{cb:?}"), "{name}: CCTs");
     }
 }
+
+/// One recorded trace event, owned (so one QEMU run can be fed to several consumers).
+enum Recorded {
+    Module(proftrust_model::ModuleIdx, Module),
+    Block {
+        tid: u32,
+        module: Option<proftrust_model::ModuleIdx>,
+        instructions: Vec<proftrust_model::Svma>,
+        end: proftrust_model::TraceEnd,
+        mem: Vec<proftrust_model::MemAccess>,
+        key: Option<u32>,
+    },
+    End(proftrust_model::RunOutcome),
+}
+
+/// Records the trace; every 7th block loses its key (the staged profiler ships those
+/// blocks' contents with them instead of once per key).
+#[derive(Default)]
+struct Recorder(Vec<Recorded>);
+
+impl proftrust_model::BlockVisitor for Recorder {
+    fn module(&mut self, idx: proftrust_model::ModuleIdx, m: &Module) {
+        self.0.push(Recorded::Module(idx, m.clone()));
+    }
+    fn block(&mut self, b: &proftrust_model::TraceBlock<'_>) {
+        let key = if self.0.len() % 7 == 0 { None } else { b.key };
+        self.0.push(Recorded::Block {
+            tid: b.tid,
+            module: b.module,
+            instructions: b.instructions.to_vec(),
+            end: b.end,
+            mem: b.mem.to_vec(),
+            key,
+        });
+    }
+    fn end(&mut self, o: &proftrust_model::RunOutcome) {
+        self.0.push(Recorded::End(o.clone()));
+    }
+}
+
+fn replay(rec: &[Recorded], v: &mut dyn proftrust_model::BlockVisitor) -> usize {
+    for r in rec {
+        match r {
+            Recorded::Module(i, m) => v.module(*i, m),
+            Recorded::Block {
+                tid,
+                module,
+                instructions,
+                end,
+                mem,
+                key,
+            } => v.block(&proftrust_model::TraceBlock {
+                tid: *tid,
+                module: *module,
+                instructions,
+                end: *end,
+                mem,
+                key: *key,
+            }),
+            Recorded::End(o) => v.end(o),
+        }
+    }
+    rec.len()
+}
+
+/// The profiler on two threads (`profile_staged`: the cost model with the trace, the path
+/// and CCT bookkeeping on another thread, blocks shipped in batches) gives the one-thread
+/// profile, CCT and cache totals bit for bit, with the cache simulation and with the flat
+/// model, with paths only and with both, over one recorded QEMU trace of real programs
+/// (keyed and unkeyed blocks, several batches).
+#[test]
+fn staged_profiler_gives_the_one_thread_results() {
+    if !have("gcc") || !have("qemu-x86_64") {
+        proftrust_testkit::skip!(
+            "staged_profiler_gives_the_one_thread_results: gcc or qemu-x86_64 is not installed"
+        );
+        return;
+    }
+    if proftrust_exact::find_plugin().is_err() {
+        proftrust_testkit::skip!("staged_profiler_gives_the_one_thread_results: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["contexts", "mempaths"] {
+        let bin = compile(dir.path(), name);
+        let (_, p) = program(&bin);
+        let opts = QemuOptions {
+            show_output: false,
+            trace_memory: true,
+            ..Default::default()
+        };
+        let mut rec = Recorder::default();
+        trace_qemu(&[OsString::from(&bin)], &opts, &mut rec).unwrap();
+        let blocks = rec
+            .0
+            .iter()
+            .filter(|r| matches!(r, Recorded::Block { .. }))
+            .count();
+        // Many batches of the staged profiler (2048 blocks).
+        assert!(blocks > 20_000, "{name}: {blocks} blocks");
+        let cache = || {
+            proftrust_vpmu::TraceCost::new(
+                proftrust_vpmu::CycleModel::flat(1),
+                Some(proftrust_vpmu::CacheConfig::default()),
+            )
+        };
+        for build in [
+            ProfilerOptions::default(),
+            ProfilerOptions {
+                paths: true,
+                cct: false,
+            },
+        ] {
+            let mut one = Profiler::with_cost_model(&p, build, cache());
+            replay(&rec.0, &mut one);
+            let one_cache = one.cost_model().cache_stats();
+            let (p1, c1) = one.finish();
+            let staged = proftrust_paths::profile_staged(&p, build, cache(), |v| replay(&rec.0, v));
+            assert_eq!(staged.result, rec.0.len());
+            assert!(p1.total_l1_misses > 0, "{name}: no cache misses simulated");
+            assert!(!p1.paths.is_empty(), "{name}: no paths");
+            assert_eq!(staged.cost.cache_stats(), one_cache, "{name}: cache totals");
+            assert_eq!(
+                format!("{:?}", staged.profile),
+                format!("{p1:?}"),
+                "{name}: path profiles"
+            );
+            assert_eq!(
+                format!("{:?}", staged.cct),
+                format!("{c1:?}"),
+                "{name}: CCTs"
+            );
+        }
+        let mut one = Profiler::new(&p, ProfilerOptions::default());
+        replay(&rec.0, &mut one);
+        let (p1, c1) = one.finish();
+        let staged = proftrust_paths::profile_staged(
+            &p,
+            ProfilerOptions::default(),
+            proftrust_paths::FlatCpi::default(),
+            |v| replay(&rec.0, v),
+        );
+        assert_eq!(
+            format!("{:?}", staged.profile),
+            format!("{p1:?}"),
+            "{name}: flat"
+        );
+        assert_eq!(
+            format!("{:?}", staged.cct),
+            format!("{c1:?}"),
+            "{name}: flat CCT"
+        );
+    }
+}

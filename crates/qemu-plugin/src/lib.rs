@@ -534,24 +534,59 @@ extern "C" fn on_block_trace(vcpu: c_uint, udata: *mut c_void) {
     }
 }
 
+/// Accesses whose size and direction [`meminfo_checked`] compares with QEMU's accessors
+/// before [`on_mem`] decodes the meminfo word itself.
+const MEMINFO_CHECKS: u32 = 1 << 16;
+/// Accesses checked and agreeing so far (below [`MEMINFO_CHECKS`]: still checking;
+/// [`MEMINFO_CHECKS`]: [`meminfo_bits`] is used; `u32::MAX`: a decoding differed, the
+/// accessors are used for the rest of the run).
+static MEMINFO_STATE: AtomicU32 = AtomicU32::new(0);
+
+/// (log2 size, store) of an access from its meminfo word, as QEMU 4.2 to 10 build it
+/// (`make_plugin_meminfo`: the `MemOpIdx` `memop << 4 | mmu_idx` in the low 16 bits, the
+/// `qemu_plugin_mem_rw` above them; the size is the `MO_SIZE` bits of the `MemOp`), without
+/// the two accessor calls per access. The layout is QEMU's internal one, so it is used
+/// only once [`meminfo_checked`] has found it agreeing with the accessors.
+#[inline]
+fn meminfo_bits(info: ffi::MemInfo) -> (u32, bool) {
+    ((info >> 4) & 7, (info >> 16) & 2 != 0)
+}
+
+/// (log2 size, store) of an access through QEMU's accessors, compared with
+/// [`meminfo_bits`] on the run's first [`MEMINFO_CHECKS`] accesses: when all agree,
+/// [`on_mem`] decodes the word itself from then on; one difference keeps the accessors.
+#[cold]
+fn meminfo_checked(info: ffi::MemInfo) -> (u32, bool) {
+    // SAFETY: plain accessors of the meminfo value QEMU passed to this callback.
+    let api = ffi::api();
+    let got = unsafe { ((api.mem_size_shift)(info), (api.mem_is_store)(info)) };
+    if got != meminfo_bits(info) {
+        MEMINFO_STATE.store(u32::MAX, Relaxed);
+    } else {
+        // Counts up to MEMINFO_CHECKS, never from u32::MAX.
+        let _ =
+            MEMINFO_STATE.fetch_update(Relaxed, Relaxed, |n| (n < MEMINFO_CHECKS).then_some(n + 1));
+    }
+    got
+}
+
 /// A data access of instruction `udata` (its index in the block) of the current block.
 extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c_void) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
-    // SAFETY: plain accessors of the meminfo value QEMU passed to this callback.
-    let api = ffi::api();
-    let (shift, store) = unsafe { ((api.mem_size_shift)(info), (api.mem_is_store)(info)) };
+    let (shift, store) = if MEMINFO_STATE.load(Relaxed) == MEMINFO_CHECKS {
+        meminfo_bits(info)
+    } else {
+        meminfo_checked(info)
+    };
     let s = vcpu::slot(vcpu);
     let t = s.trace(TRACE_BUF_WORDS);
-    let w = [
-        wire::mem_word(udata as usize as u16, shift, store),
-        vaddr as u32,
-        (vaddr >> 32) as u32,
-    ];
-    if !t.push(&w) {
+    let (w, n) = wire::mem_words(udata as usize as u16, shift, store, vaddr);
+    let w = &w[..n];
+    if !t.push(w) {
         flush_trace(s, true);
-        t.push(&w);
+        t.push(w);
     }
     if t.len() >= TRACE_MEM_CAP {
         flush_trace(s, true);
@@ -1312,6 +1347,21 @@ pub unsafe extern "C" fn qemu_plugin_install(
 mod tests {
     use super::*;
 
+    /// Meminfo words built as QEMU's `make_plugin_meminfo` does: `MemOpIdx` = `memop << 4 |
+    /// mmu_idx`, `qemu_plugin_mem_rw` (1 R, 2 W, 3 RW) << 16; `MemOp` sizes MO_8..MO_128 =
+    /// 0..4 in its low 3 bits, MO_SIGN = 8, MO_BSWAP = 16, MO_ALIGN = 1 << 5 (QEMU 10's
+    /// `MO_ASHIFT`) above them.
+    #[test]
+    fn meminfo_words_decode_to_size_and_direction() {
+        let word = |memop: u32, mmu: u32, rw: u32| (memop << 4 | mmu) | rw << 16;
+        assert_eq!(meminfo_bits(word(0, 0, 1)), (0, false));
+        assert_eq!(meminfo_bits(word(3, 1, 2)), (3, true));
+        // A sign-extending, byte-swapped, aligned 4-byte load in mmu index 15.
+        assert_eq!(meminfo_bits(word(2 | 8 | 16 | 1 << 5, 15, 1)), (2, false));
+        // Atomic read-modify-write: a store.
+        assert_eq!(meminfo_bits(word(4, 0, 3)), (4, true));
+    }
+
     #[test]
     fn parses_plugin_args() {
         let a = parse_args(&["out=fd:5".into(), "mode=trace".into(), "edges=off".into()]).unwrap();
@@ -1321,7 +1371,20 @@ mod tests {
         assert!(!a.mem);
         assert!(parse_args(&["mem=on".into()]).unwrap().mem);
         assert!(parse_args(&["mem=maybe".into()]).is_err());
-        assert_eq!(wire::mem_word(3, 2, true), 0xC002_0003);
+        // Short form: store, 4 bytes, instruction 3, address 0x1234_5678_9abc.
+        assert_eq!(
+            wire::mem_words(3, 2, true, 0x1234_5678_9abc),
+            ([0xD003_1234, 0x5678_9abc, 0], 2)
+        );
+        // Long forms: an address at or above 2^48, an instruction index of 1024 or more.
+        assert_eq!(
+            wire::mem_words(5, 3, false, 0xffff_ffff_ff60_0000),
+            ([0x9C00_0005, 0xff60_0000, 0xffff_ffff], 3)
+        );
+        assert_eq!(
+            wire::mem_words(1024, 0, false, 0x10),
+            ([0x8400_0400, 0x10, 0], 3)
+        );
         assert!(parse_args(&["mode=fast".into()]).is_err());
         assert!(parse_args(&["bogus".into()]).is_err());
         assert!(parse_args(&["x=1".into()]).is_err());

@@ -1,4 +1,4 @@
-//! The stream this plugin writes (version 3, little-endian). The analyzer in
+//! The stream this plugin writes (version 5, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
@@ -18,15 +18,18 @@
 //!
 //! A TRACEMEM chunk replaces TRACE when memory tracing is on. Its words are, in execution
 //! order, a block id (bit 31 clear) or a data access of the current block: a word with bit
-//! 31 set, bit 30 = store, bits 16..20 = log2(size), bits 0..16 = index of the instruction in
-//! the block, followed by two words, the low and high halves of the guest virtual address.
-//! A block's accesses follow its id; a chunk may end between them (the next chunk of the
-//! same thread continues the block).
+//! 31 set, bit 30 = store, bits 27..30 = log2(size), and then either (bit 26 clear, the
+//! short form: an address below 2^48 of an instruction with an index below 1024) bits
+//! 16..26 = index of the instruction in the block and bits 0..16 = bits 32..48 of the guest
+//! virtual address, followed by one word, the address's low half; or (bit 26 set, the long
+//! form) bits 0..16 = the instruction's index, followed by two words, the low and high
+//! halves of the address. A block's accesses follow its id; a chunk may end between them
+//! (the next chunk of the same thread continues the block).
 
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.
@@ -43,15 +46,37 @@ pub const TAG_TRACE_MEM: u8 = 6;
 pub const MEM_FLAG: u32 = 1 << 31;
 /// TRACEMEM access word: the access is a store.
 pub const MEM_STORE: u32 = 1 << 30;
-/// TRACEMEM access word: shift of the log2(size) field.
-pub const MEM_SHIFT_POS: u32 = 16;
+/// TRACEMEM access word: shift of the log2(size) field (3 bits).
+pub const MEM_SHIFT_POS: u32 = 27;
+/// TRACEMEM access word: the long form (instruction index in bits 0..16, two address words
+/// follow).
+pub const MEM_LONG: u32 = 1 << 26;
 
-/// The TRACEMEM word describing one access (followed by the address words).
-pub fn mem_word(insn: u16, size_shift: u32, store: bool) -> u32 {
-    MEM_FLAG
-        | if store { MEM_STORE } else { 0 }
-        | ((size_shift & 0x1f) << MEM_SHIFT_POS)
-        | insn as u32
+/// The TRACEMEM words of one access of instruction `insn` (log2 size `size_shift`, at most
+/// 7): the short form (two words) when the address is below 2^48 and the index below 1024,
+/// else the long form (three); returns the words and how many of them to write.
+#[inline]
+pub fn mem_words(insn: u16, size_shift: u32, store: bool, vaddr: u64) -> ([u32; 3], usize) {
+    let head = MEM_FLAG | if store { MEM_STORE } else { 0 } | ((size_shift & 7) << MEM_SHIFT_POS);
+    if vaddr >> 48 == 0 && insn < 1024 {
+        (
+            [
+                head | (insn as u32) << 16 | (vaddr >> 32) as u32,
+                vaddr as u32,
+                0,
+            ],
+            2,
+        )
+    } else {
+        (
+            [
+                head | MEM_LONG | insn as u32,
+                vaddr as u32,
+                (vaddr >> 32) as u32,
+            ],
+            3,
+        )
+    }
 }
 
 /// Module id meaning "no module".

@@ -3,8 +3,9 @@
 //! A QEMU user-mode TCG plugin that gives proftrust exact ground truth. One shared object
 //! serves QEMU 7.x/8.x (plugin API version 1) and QEMU >= 9.2 (version 4): `ffi` picks the
 //! version at load and resolves the API at run time. Under version 4 blocks count with
-//! per-vCPU inline adds and only transitions to an unexpected successor call back; the
-//! expected edges are derived from the counts (`docs/exact.md`, "API v4"). What follows
+//! per-vCPU inline adds and only transitions the entry checks did not expect call back
+//! (a block's predecessor listed it, or is the one predecessor it checks for); the silent
+//! edges are derived from the counts (`docs/exact.md`, "API v4"). What follows
 //! describes version 1, whose mechanisms version 4 keeps where it has no better one. Load it with
 //! `qemu-x86_64 -plugin libproftrust_qemu_plugin.so,out=fd:N,mode=count,edges=on -- PROG`;
 //! `proftrust-exact` does this for you and decodes what it writes (protocol in [`wire`]).

@@ -124,7 +124,9 @@ fn slot_of(a: u64) -> usize {
 /// execution, 4 / 2 / 1 slots): lua 3.99 / 4.02 / 4.18%, sqlite 8.35 / 8.36 / 8.56%, zlib
 /// 1.35 / 1.53 / 1.95%, regex 8.7 / 10.5 / 10.1%, sort 10.5 / 10.5 / 10.0%; `truth`'s CPU
 /// time with one slot was 5-10% below four (lua 0.96 / 1.02 s, sqlite 1.30 / 1.44 s).
-/// Before predecessor checks, four slots had cut callbacks 2-3x against one.
+/// Before predecessor checks, four slots had cut callbacks 2-3x against one. mcf needed
+/// two slots (13.1% with one) until a branch listed the side whose block checks the slot
+/// (4.3% with one, as with four; see [`Global::silent_slots`]).
 const SLOTS: usize = 1;
 
 /// The union-find key of block `id`'s exit side (guest addresses, the entry sides, are
@@ -900,6 +902,18 @@ impl Global {
                 }
             }
             classify::Successors::Two { predicted, other } => {
+                // A side whose block already checks the slot passes only if listed; a
+                // side without a block yet may still get a predecessor check on this one.
+                let slot_checked = |x: u64| {
+                    self.by_vaddr
+                        .get(&x)
+                        .is_some_and(|&i| self.check.get(i as usize) == Some(&0))
+                };
+                let (predicted, other) = if slot_checked(other) && !slot_checked(predicted) {
+                    (other, predicted)
+                } else {
+                    (predicted, other)
+                };
                 if self.join(b, predicted) {
                     slots[slot_of(predicted)] = predicted;
                 }

@@ -12,6 +12,7 @@
 #   bash scripts/bench-exact.sh                      # every bundled workload, size 100
 #   REPS=1 SIZE=30 bash scripts/bench-exact.sh sqlite lua
 #   WORKLOADS="hmmer mcf" bash scripts/bench-exact.sh
+#   PLUGIN=/tmp/old/libproftrust_qemu_plugin.so bash scripts/bench-exact.sh lua   # another plugin
 #
 # Workloads: the C kernels (hmmer soplex omnet mcf libsvm, workloads/*.c) and third-party
 # code (bzip2 zlib lua sqlite regex sort, workloads/thirdparty), built on first use by
@@ -24,7 +25,8 @@ SIZE=${SIZE:-100}
 TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p proftrust -p proftrust-qemu-plugin
 PT="$PWD/$TARGET/release/proftrust"
-export PROFTRUST_QEMU_PLUGIN="$PWD/$TARGET/release/libproftrust_qemu_plugin.so"
+# PLUGIN=path benchmarks another build of the plugin (e.g. an older commit's) with this analyzer.
+export PROFTRUST_QEMU_PLUGIN="${PLUGIN:-$PWD/$TARGET/release/libproftrust_qemu_plugin.so}"
 export PROFTRUST_WORKLOAD_DIR="$PWD/$TARGET/workloads"
 QEMU=${QEMU:-${PROFTRUST_QEMU:-$(bash scripts/install-qemu.sh)}}
 export PROFTRUST_QEMU="$QEMU"
@@ -48,6 +50,7 @@ secs() { # wall seconds of "$@" (output discarded)
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "QEMU: $QEMU ($("$QEMU" --version | head -1)); callgrind: $(valgrind --version 2>/dev/null || echo absent)"
+echo "plugin: $PROFTRUST_QEMU_PLUGIN"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; REPS=$REPS SIZE=$SIZE (medians)"
 printf '%-7s %7s %7s %7s %7s %8s | %8s %8s %8s %8s %8s\n' workload native plain truth noedge callgrnd \
   tr/plain ne/plain cg/truth tr/nat plain/nat

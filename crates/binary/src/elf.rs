@@ -1177,7 +1177,7 @@ fn section_entsize(file: &object::File<'_>, name: &str) -> Option<u64> {
 
 /// The `PT_LOAD` program headers of a parsed object as the one address rule's table
 /// ([`proftrust_model::segments`]).
-pub fn segment_table(file: &object::File<'_>) -> SegmentTable {
+pub fn segment_table<'d, R: object::ReadRef<'d>>(file: &object::File<'d, R>) -> SegmentTable {
     SegmentTable::new(
         file.segments()
             .map(|g| {
@@ -1209,10 +1209,12 @@ pub struct LoadHeaders {
 
 impl LoadHeaders {
     /// Reads `path`; `None` when it cannot be read or is not an object file (the caller then
-    /// takes file offsets as addresses and says so).
+    /// takes file offsets as addresses and says so). Only the headers and the build-id note
+    /// are read (`object::ReadCache`), not the whole file: a binary with debug information
+    /// is tens of megabytes, of which this needs a few kilobytes.
     pub fn read(path: &Path) -> Option<LoadHeaders> {
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        let file = object::File::parse(&cache).ok()?;
         let build_id = match file.build_id() {
             Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
             _ => None,

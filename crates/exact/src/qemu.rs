@@ -245,6 +245,24 @@ pub fn find_qemu() -> Result<PathBuf, ExactError> {
     }
 }
 
+/// `qemu-x86_64 --version` being asked on another thread; joined when read and at the
+/// latest when dropped, so an early return leaves no child process behind.
+struct Version(Option<std::thread::JoinHandle<String>>);
+
+impl Version {
+    fn get(&mut self) -> Option<String> {
+        self.0.take()?.join().ok()
+    }
+}
+
+impl Drop for Version {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// What a QEMU run left behind.
 struct QemuRun {
     shm: std::fs::File,
@@ -288,6 +306,12 @@ fn run_qemu(
         }
         None => find_plugin()?,
     };
+    // `qemu-x86_64 --version` (a process of its own, ~15 ms) runs beside the guest, on the
+    // second core, instead of after it.
+    let mut version = Version(Some({
+        let q = qemu.clone();
+        std::thread::spawn(move || qemu_version(&q))
+    }));
     let plugin_str = plugin.to_string_lossy();
     if plugin_str.contains(',') {
         return Err(ExactError::Unsupported(format!(
@@ -372,7 +396,7 @@ fn run_qemu(
     }
     let detail = format!(
         "{}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
-        qemu_version(&qemu),
+        version.get().unwrap_or_else(|| qemu_version(&qemu)),
         if api >= 2 {
             "per-vCPU counters; edges seen only where control went elsewhere than the block's static successor, the rest derived from block counts"
         } else {

@@ -1002,6 +1002,14 @@ fn derived_edges_equal_recorded_edges() {
             compile(dir.path(), "faults"),
             vec!["threads", "20000"],
         ),
+        // Returns to many sites from a function with two exits, a tail call, calls
+        // through a table, computed gotos, longjmp, a signal handler: the entries API v4
+        // passes silently by predecessor checks.
+        (
+            "returns".into(),
+            compile(dir.path(), "returns"),
+            vec!["3000"],
+        ),
     ];
     for w in ["hmmer", "soplex", "omnet", "mcf", "libsvm"] {
         let out = dir.path().join(w);
@@ -1093,4 +1101,92 @@ fn derived_edges_equal_recorded_edges() {
         assert_eq!(g0.1, g1.1, "{name}: edges differ (API v{api0} vs v{api1})");
         assert_eq!(g0.2, g1.2, "{name}: calls differ (API v{api0} vs v{api1})");
     }
+}
+
+/// API v4's predecessor checks (a block first entered after a return, an indirect jump or
+/// call, or from the unlisted side of a branch passes silently whenever that same block
+/// precedes it again) leave far fewer callbacks than there are such transfers, each of
+/// which called back before. Oracle: the executions of the `ret`, `jmp *` and `call *`
+/// instructions of `returns.c`'s own functions (objdump; counts from the run, which
+/// `derived_edges_equal_recorded_edges` checks against API v1's callback per block). The
+/// plugin's own count of every callback of the run, start-up and libc included
+/// (`PROFTRUST_PLUGIN_STATS`), stays below half of them (before: above all of them), and
+/// the run's counts are exact (every silent entry placed by the derivation).
+#[test]
+fn predecessor_checks_silence_returns() {
+    if !need(
+        "predecessor_checks_silence_returns",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let q = proftrust_exact::find_qemu().expect("a qemu-x86_64 with plugins");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "returns");
+    let n = "30000";
+    let p = count_qemu(&cmd(&bin, &[n]), &quiet_qemu()).unwrap();
+    if plugin_api(&p) < 4 {
+        proftrust_testkit::skip!(
+            "predecessor_checks_silence_returns: needs a QEMU >= 9.2 with plugins (scripts/install-qemu.sh)"
+        );
+        return;
+    }
+    assert!(
+        !p.backend_detail.contains("WARNING"),
+        "{}",
+        p.backend_detail
+    );
+    let counts = main_counts(&p, &bin);
+    let mut dynamic = 0u64;
+    for f in [
+        "main",
+        "two_exits",
+        "leaf_a",
+        "leaf_b",
+        "leaf_c",
+        "tail",
+        "interp",
+        "jump_out",
+    ] {
+        let insns = objdump_function(&bin, f);
+        assert!(!insns.is_empty(), "objdump shows no {f}");
+        for (a, text) in insns {
+            let t = text
+                .trim_start_matches("bnd ")
+                .trim_start_matches("notrack ");
+            if t == "ret" || t.starts_with("jmp    *") || t.starts_with("call   *") {
+                dynamic += counts.get(&a).copied().unwrap_or(0);
+            }
+        }
+    }
+    let plugin = proftrust_exact::find_plugin().unwrap();
+    let out = Command::new(&q)
+        .arg("-plugin")
+        .arg(format!("{},out=/dev/null", plugin.display()))
+        .arg(&bin)
+        .arg(n)
+        .env("PROFTRUST_PLUGIN_STATS", "1")
+        .output()
+        .expect("run qemu");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // "proftrust-qemu-plugin: N block executions, M callbacks (x%), 0 underived; ..."
+    let callbacks: u64 = err
+        .split(" block executions, ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
+    assert!(err.contains(", 0 underived"), "{err}");
+    // Per iteration: 9 returns (two_exits three times, leaf_a, two table calls, interp,
+    // jump_out or a second return from setjmp's caller...), 16 computed gotos, 2 calls
+    // through the table.
+    assert!(
+        dynamic > 30000 * 20,
+        "returns.c should execute over 20 returns and indirect transfers per iteration: {dynamic}"
+    );
+    assert!(
+        2 * callbacks < dynamic,
+        "{callbacks} callbacks for {dynamic} returns and indirect transfers"
+    );
 }

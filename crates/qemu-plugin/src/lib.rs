@@ -3,8 +3,9 @@
 //! A QEMU user-mode TCG plugin that gives proftrust exact ground truth. One shared object
 //! serves QEMU 7.x/8.x (plugin API version 1) and QEMU >= 9.2 (version 4): `ffi` picks the
 //! version at load and resolves the API at run time. Under version 4 blocks count with
-//! per-vCPU inline adds and only transitions to an unexpected successor call back; the
-//! expected edges are derived from the counts (`docs/exact.md`, "API v4"). What follows
+//! per-vCPU inline adds and only transitions the entry checks did not expect call back
+//! (a block's predecessor listed it, or is the one predecessor it checks for); the silent
+//! edges are derived from the counts (`docs/exact.md`, "API v4"). What follows
 //! describes version 1, whose mechanisms version 4 keeps where it has no better one. Load it with
 //! `qemu-x86_64 -plugin libproftrust_qemu_plugin.so,out=fd:N,mode=count,edges=on -- PROG`;
 //! `proftrust-exact` does this for you and decodes what it writes (protocol in [`wire`]).
@@ -110,16 +111,35 @@ const SLOT_OFF: usize = 8;
 
 /// The expectation slot a block at guest address `a` checks: the address modulo [`SLOTS`].
 /// Several slots let both sides of a conditional branch pass silently when their addresses
-/// fall in different slots (3 branches in 4); otherwise only the predicted side does. Four
-/// slots rather than two: on the bundled workloads the callbacks on the unpredicted side
-/// dropped by a further 2-3x (e.g. mcf 13% -> 4.3% of block executions, bzip2 26% -> 13%)
-/// for two more inline stores per block.
+/// fall in different slots; otherwise only the predicted side does.
 #[inline(always)]
+#[allow(clippy::modulo_one)] // SLOTS is a tuning constant, 1 today
 fn slot_of(a: u64) -> usize {
     (a as usize) % SLOTS
 }
-/// Expectation slots per vCPU.
-const SLOTS: usize = 4;
+/// Expectation slots per vCPU. One: since predecessor checks ([`Global::pred_check`])
+/// make the unlisted side of a branch silent too (when the branch is the first block to
+/// reach it), more slots save few callbacks and cost an inline store each per block
+/// execution. Measured on the third-party workloads, size 30 (callbacks per block
+/// execution, 4 / 2 / 1 slots): lua 3.99 / 4.02 / 4.18%, sqlite 8.35 / 8.36 / 8.56%, zlib
+/// 1.35 / 1.53 / 1.95%, regex 8.7 / 10.5 / 10.1%, sort 10.5 / 10.5 / 10.0%; `truth`'s CPU
+/// time with one slot was 5-10% below four (lua 0.96 / 1.02 s, sqlite 1.30 / 1.44 s).
+/// Before predecessor checks, four slots had cut callbacks 2-3x against one. mcf needed
+/// two slots (13.1% with one) until a branch listed the side whose block checks the slot
+/// (4.3% with one, as with four; see [`Global::silent_slots`]).
+const SLOTS: usize = 1;
+
+/// The union-find key of block `id`'s exit side (guest addresses, the entry sides, are
+/// below 2^63 in user mode).
+fn block_node(id: u32) -> u64 {
+    (1 << 63) | id as u64
+}
+
+thread_local! {
+    /// The vCPU index of this host thread (set by the vCPU init hook, which QEMU runs on
+    /// the vCPU's own thread; translation runs there too).
+    static MY_VCPU: std::cell::Cell<Option<c_uint>> = const { std::cell::Cell::new(None) };
+}
 /// Blocks per per-vcpu counter scoreboard (API v4): 32 KiB per vcpu each.
 const SB_CHUNK: usize = 4096;
 
@@ -165,9 +185,18 @@ struct Global {
     expect: Vec<[u64; SLOTS]>,
     /// Per block id: its guest address.
     vaddr_of: Vec<u64>,
-    /// Union-find over guest addresses joined by blocks with two silent successors: a
-    /// branch whose two targets are already joined would close a cycle of unknowns that
-    /// the counts cannot resolve, so it keeps one silent successor.
+    /// Per block id: 0 when its entry is checked against the expectation slots, else
+    /// `p + 1`: its entry is silent exactly when block `p` ran just before it (a
+    /// *predecessor check*, see [`Global::pred_check`]).
+    check: Vec<u64>,
+    /// Guest addresses some block lists in its expectation slots.
+    listed: HashSet<u64>,
+    /// The (predecessor block, address) pairs of predecessor checks.
+    pred_edges: HashSet<(u32, u64)>,
+    /// Union-find over the nodes of the silent-edge graph: guest addresses (the entry
+    /// sides) and blocks (the exit sides, keys [`block_node`]). Every silent edge joins
+    /// its two nodes, and one that would join two nodes already connected (a cycle of
+    /// unknowns that the counts cannot resolve) is not made silent.
     joined: HashMap<u64, u64>,
     /// The first block id defined at each guest address.
     by_vaddr: HashMap<u64, u32>,
@@ -480,6 +509,28 @@ fn vcpu_state(vcpu: c_uint) -> *mut VcpuState {
     }
 }
 
+/// vCPU 0's element of [`STATE_SB`], found once: until the guest creates a thread
+/// ([`THREADED`], set by the syscall hook before the `clone` runs, on the cloning thread)
+/// no other vCPU exists, and QEMU moves a scoreboard only when a new vCPU needs room.
+static STATE0: AtomicPtr<VcpuState> = AtomicPtr::new(std::ptr::null_mut());
+
+/// [`vcpu_state`] for the callback: vCPU 0 of a single-threaded guest without the call
+/// into QEMU (`qemu_plugin_scoreboard_find`, which also asserts the index through two more
+/// calls: about a fifth of the callback's time).
+#[inline(always)]
+fn vcpu_state_hot(vcpu: c_uint) -> *mut VcpuState {
+    if vcpu != 0 || THREADED.load(Relaxed) {
+        return vcpu_state(vcpu);
+    }
+    let p = STATE0.load(Relaxed);
+    if !p.is_null() {
+        return p;
+    }
+    let p = vcpu_state(0);
+    STATE0.store(p, Relaxed);
+    p
+}
+
 /// API v4, count mode with edges: block `udata` started somewhere its predecessor did not
 /// expect (the conditional callback fires only then: after a return, an indirect jump or
 /// call, a system call, the less likely side of a conditional branch, a signal or fault,
@@ -489,7 +540,7 @@ extern "C" fn on_unexpected(vcpu: c_uint, udata: *mut c_void) {
     if IN_CHILD.load(Relaxed) {
         return;
     }
-    let st = vcpu_state(vcpu);
+    let st = vcpu_state_hot(vcpu);
     if st.is_null() {
         return;
     }
@@ -649,23 +700,21 @@ fn snapshot(reason: u8) {
             }
             // SAFETY: the vcpu's element; a running vcpu may be storing to it (aligned
             // 8-byte stores), and what is read is this moment's state either way.
-            let (pred, slots) = unsafe {
-                (
-                    std::ptr::addr_of!((*st).pred).read_volatile(),
-                    std::ptr::addr_of!((*st).slot).read_volatile(),
-                )
-            };
-            if pred != 0 && slots != [0; SLOTS] {
+            let pred = unsafe { std::ptr::addr_of!((*st).pred).read_volatile() };
+            if pred != 0 {
                 *sinks.entry((pred - 1) as u32).or_insert(0) += 1;
             }
         }
         let recorded: u64 = edges.values().sum();
+        let recorded_edges = edges.clone();
         underived = derive_edges(g, &inline, &sinks, &starts, &mut edges);
         if std::env::var_os("PROFTRUST_PLUGIN_STATS").is_some() {
-            // What the edges cost: the share of block executions that called back.
+            // What the edges cost: the share of block executions that called back, and why
+            // they did (`recorded_by_kind`).
             let blocks: u64 = inline.iter().sum();
+            let [dynamic, other_pred, unlisted, dead] = recorded_by_kind(g, &recorded_edges);
             eprintln!(
-                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived",
+                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}",
                 100.0 * recorded as f64 / blocks.max(1) as f64
             );
         }
@@ -701,6 +750,31 @@ fn snapshot(reason: u8) {
     g.flush();
 }
 
+/// Recorded executions of `edges` by why they called back: a predecessor without static
+/// successors (return, indirect transfer, system call) into a block with a predecessor
+/// check on another block, or into one checking the slots; a predecessor with static
+/// successors into an address it did not list (the same slot, or a cycle of unknowns), or
+/// into one it listed but whose block checks its predecessor instead.
+fn recorded_by_kind(g: &Global, edges: &EdgeMap) -> [u64; 4] {
+    let mut out = [0u64; 4];
+    for (&k, &c) in edges {
+        let (from, to) = ((k >> 32) as usize, k as u32 as usize);
+        let (Some(ex), Some(&check), Some(&a)) =
+            (g.expect.get(from), g.check.get(to), g.vaddr_of.get(to))
+        else {
+            continue;
+        };
+        let i = match (*ex == [0; SLOTS], check != 0, ex.contains(&a)) {
+            (true, true, _) => 1,
+            (true, false, _) => 0,
+            (false, true, true) => 3,
+            (false, _, _) => 2,
+        };
+        out[i] += c;
+    }
+    out
+}
+
 /// API v4: adds the silent edges, which no callback saw. Every execution of a block `b`
 /// left it by a recorded edge, a silent edge to one of its (one or two) silent successors,
 /// or not at all (`sinks`: a thread's or the run's last block); every execution of a block
@@ -727,16 +801,23 @@ fn derive_edges(
     let mut addr_node: HashMap<u64, usize> = HashMap::new();
     let mut addrs: Vec<u64> = Vec::new();
     let mut silent: Vec<(usize, usize)> = Vec::new();
-    for (b, ex) in g.expect.iter().enumerate().take(n) {
-        for &a in ex {
-            if a != 0 {
-                let v = *addr_node.entry(a).or_insert_with(|| {
-                    addrs.push(a);
-                    n + addrs.len() - 1
-                });
-                silent.push((b, v));
-            }
-        }
+    let pred_edges = g
+        .pred_edges
+        .iter()
+        .filter(|&&(p, _)| (p as usize) < n)
+        .map(|&(p, a)| (p as usize, a));
+    let listings = g
+        .expect
+        .iter()
+        .enumerate()
+        .take(n)
+        .flat_map(|(b, ex)| ex.iter().filter(|&&a| a != 0).map(move |&a| (b, a)));
+    for (b, a) in listings.chain(pred_edges) {
+        let v = *addr_node.entry(a).or_insert_with(|| {
+            addrs.push(a);
+            n + addrs.len() - 1
+        });
+        silent.push((b, v));
     }
     let mut rem: Vec<i128> = vec![0; n + addrs.len()];
     for b in 0..n {
@@ -833,24 +914,91 @@ impl Global {
         }
     }
 
-    /// What a new block with these static successors stores in the expectation slots.
-    fn silent_slots(&mut self, succ: classify::Successors) -> [u64; SLOTS] {
+    /// Joins nodes `a` and `b` of the silent-edge graph; false (joining nothing) when
+    /// they are already connected.
+    fn join(&mut self, a: u64, b: u64) -> bool {
+        let (ra, rb) = (self.root(a), self.root(b));
+        if ra == rb {
+            return false;
+        }
+        self.joined.insert(ra, rb);
+        true
+    }
+
+    /// What new block `id` with these static successors stores in the expectation slots.
+    fn silent_slots(&mut self, id: u32, succ: classify::Successors) -> [u64; SLOTS] {
         let mut slots = [0u64; SLOTS];
+        let b = block_node(id);
         match succ {
             classify::Successors::Dynamic => {}
-            classify::Successors::One(e) => slots[slot_of(e)] = e,
+            classify::Successors::One(e) => {
+                if self.join(b, e) {
+                    slots[slot_of(e)] = e;
+                }
+            }
             classify::Successors::Two { predicted, other } => {
-                slots[slot_of(predicted)] = predicted;
-                if slot_of(other) != slot_of(predicted) {
-                    let (ra, rb) = (self.root(predicted), self.root(other));
-                    if ra != rb {
-                        self.joined.insert(ra, rb);
-                        slots[slot_of(other)] = other;
-                    }
+                // A side whose block already checks the slot passes only if listed; a
+                // side without a block yet may still get a predecessor check on this one.
+                let slot_checked = |x: u64| {
+                    self.by_vaddr
+                        .get(&x)
+                        .is_some_and(|&i| self.check.get(i as usize) == Some(&0))
+                };
+                let (predicted, other) = if slot_checked(other) && !slot_checked(predicted) {
+                    (other, predicted)
+                } else {
+                    (predicted, other)
+                };
+                if self.join(b, predicted) {
+                    slots[slot_of(predicted)] = predicted;
+                }
+                if slot_of(other) != slot_of(predicted)
+                    && slots[slot_of(predicted)] != 0
+                    && self.join(b, other)
+                {
+                    slots[slot_of(other)] = other;
                 }
             }
         }
+        for &a in &slots {
+            if a != 0 {
+                self.listed.insert(a);
+            }
+        }
         slots
+    }
+
+    /// The entry check of a new block at `vaddr`, decided as QEMU translates it, i.e. just
+    /// before its first execution: `p + 1` (a predecessor check: silent exactly when block
+    /// `p` ran just before) when `p`, the block this vCPU ran last, does not list `vaddr`
+    /// and no other block does either (the targets of returns and indirect jumps and calls,
+    /// the unlisted side of a branch), and the edge closes no cycle of unknowns; else 0
+    /// (the expectation-slot check). A return site thus passes silently whenever the
+    /// callee's return block that returned there first returns there again; an
+    /// interpreter's handler whenever the dispatch jump that reached it first reaches it
+    /// again. Any other entry calls back, so a wrong guess costs time, never a number.
+    fn pred_check(&mut self, vaddr: u64) -> u64 {
+        if self.listed.contains(&vaddr) {
+            return 0;
+        }
+        let Some(v) = MY_VCPU.with(|c| c.get()) else {
+            return 0;
+        };
+        let st = vcpu_state(v);
+        if st.is_null() {
+            return 0;
+        }
+        // SAFETY: this vCPU's own element, read on its own thread between blocks.
+        let pred = unsafe { (*st).pred };
+        if pred == 0 || pred > self.expect.len() as u64 {
+            return 0;
+        }
+        let p = (pred - 1) as u32;
+        if self.pred_edges.contains(&(p, vaddr)) || self.join(block_node(p), vaddr) {
+            self.pred_edges.insert((p, vaddr));
+            return pred;
+        }
+        0
     }
 }
 
@@ -897,34 +1045,48 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     let end = classify::classify(last_bytes);
     let last_vaddr = insns.last().map_or(vaddr, |i| i.0);
     let succ = classify::successors(last_bytes, last_vaddr);
-    let (id, ptr, count_entry, slots) = {
+    let (id, ptr, count_entry, slots, check) = {
         let mut guard = lock(&GLOBAL);
         let Some(g) = guard.as_mut() else { return };
         let key = (vaddr, bytes.into_boxed_slice());
-        let id = match g.dedup.get(&key) {
-            Some(&id) => id,
+        let (id, new) = match g.dedup.get(&key) {
+            Some(&id) => (id, false),
             None => {
                 let id = g.define(vaddr, &insns, end);
                 g.dedup.insert(key, id);
-                let slots = if api.v4.is_some() && edges && !trace {
-                    g.silent_slots(succ)
+                let derive = api.v4.is_some() && edges && !trace;
+                let check = if derive { g.pred_check(vaddr) } else { 0 };
+                let slots = if derive {
+                    g.silent_slots(id, succ)
                 } else {
                     [0; SLOTS]
                 };
                 g.expect.push(slots);
+                g.check.push(check);
                 g.vaddr_of.push(vaddr);
-                id
+                (id, true)
             }
         };
         let slots = g.expect[id as usize];
-        if !trace {
-            // Definitions reach the pipe at once, so they survive a fatal signal.
+        let check = g.check.get(id as usize).copied().unwrap_or(0);
+        if !trace && new && (api.v4.is_none() || id == 0) {
+            // API v1: definitions reach the pipe at once, so that they survive a fatal
+            // signal with the shared counters. API v4 keeps its counts in QEMU's memory,
+            // which a fatal signal the exit hook cannot see loses anyway: definitions go
+            // out in batches (a write per translated block cost the analyzer a wake-up
+            // each), except the first, which tells the analyzer the guest started.
             g.flush();
         }
         if api.v4.is_some() {
-            (id, std::ptr::null_mut(), Some(g.count_entry(id)), slots)
+            (
+                id,
+                std::ptr::null_mut(),
+                Some(g.count_entry(id)),
+                slots,
+                check,
+            )
         } else {
-            (id, g.counter_ptr(id), None, slots)
+            (id, g.counter_ptr(id), None, slots, check)
         }
     };
     let udata = id as usize as *mut c_void;
@@ -949,13 +1111,20 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
             // control to go (a callback only when it went elsewhere), count, then say
             // where this block expects to go.
             if edges {
+                // Either where the predecessor expected control to go, or which block
+                // ran just before (a predecessor check).
+                let (entry, value) = if check != 0 {
+                    (pred, check)
+                } else {
+                    (slot(slot_of(vaddr)), vaddr)
+                };
                 (v4.tb_exec_cond_cb)(
                     tb,
                     on_unexpected,
                     ffi::CB_NO_REGS,
                     ffi::COND_NE,
-                    slot(slot_of(vaddr)),
-                    vaddr,
+                    entry,
+                    value,
                     udata,
                 );
             }
@@ -1002,8 +1171,9 @@ extern "C" fn on_vcpu_exit(_id: ffi::PluginId, vcpu: c_uint) {
     if !st.is_null() {
         // SAFETY: the exiting vcpu's own element; its thread runs no more guest code.
         unsafe {
-            if (*st).pred != 0 && (*st).slot != [0; SLOTS] {
-                // The thread's last block never went to its expected successor.
+            if (*st).pred != 0 {
+                // The thread's last block never went anywhere (blocks without silent
+                // edges are outside the derivation, so a sink there changes nothing).
                 *lock(&s.shared)
                     .sinks
                     .entry(((*st).pred - 1) as u32)
@@ -1020,6 +1190,7 @@ extern "C" fn on_vcpu_init(_id: ffi::PluginId, vcpu: c_uint) {
         return;
     }
     VCPU_MAX.fetch_max(vcpu + 1, Relaxed);
+    MY_VCPU.with(|c| c.set(Some(vcpu)));
     THREADS.fetch_add(1, Relaxed);
     let p = THREADS_SHARED.load(Relaxed);
     if !p.is_null() {
@@ -1306,6 +1477,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
         count_sbs: Vec::new(),
         expect: Vec::new(),
         vaddr_of: Vec::new(),
+        check: Vec::new(),
+        listed: HashSet::new(),
+        pred_edges: HashSet::new(),
         joined: HashMap::new(),
         by_vaddr: HashMap::new(),
     };

@@ -342,7 +342,9 @@ pub fn sweep_orphans() -> usize {
                 killed += 1;
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
+        if quiet < 2 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     if let Some(f) = OBSERVER.get() {
         for g in watched {

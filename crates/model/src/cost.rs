@@ -14,6 +14,23 @@ pub struct InstrCost {
     pub llc_misses: u64,
 }
 
+impl std::ops::AddAssign for InstrCost {
+    fn add_assign(&mut self, o: InstrCost) {
+        self.cycles += o.cycles;
+        self.l1_misses += o.l1_misses;
+        self.llc_misses += o.llc_misses;
+    }
+}
+
+impl std::iter::Sum for InstrCost {
+    fn sum<I: Iterator<Item = InstrCost>>(it: I) -> InstrCost {
+        it.fold(InstrCost::default(), |mut a, c| {
+            a += c;
+            a
+        })
+    }
+}
+
 /// A per-instruction timing model of a traced run: the virtual PMU's cycle model and cache
 /// simulation (`proftrust_vpmu::TraceCost`), or `proftrust-paths`' `FlatCpi` (a flat CPI) and
 /// `PerInstruction` (a per-address function). Path profiles (`proftrust-paths`) and timed
@@ -46,16 +63,10 @@ pub fn sum_ranges(costs: &[InstrCost], ends: &[u32], out: &mut Vec<InstrCost>) {
     let mut from = 0usize;
     for &e in ends {
         let to = e as usize;
-        let mut s = InstrCost::default();
-        for c in costs
+        let run = costs
             .get(from.min(costs.len())..to.min(costs.len()))
-            .unwrap_or(&[])
-        {
-            s.cycles += c.cycles;
-            s.l1_misses += c.l1_misses;
-            s.llc_misses += c.llc_misses;
-        }
-        out.push(s);
+            .unwrap_or(&[]);
+        out.push(run.iter().copied().sum());
         from = to;
     }
 }

@@ -244,8 +244,6 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     paths: FxHashMap<PathKey, PathMetrics>,
     /// The static-block runs of main-binary trace blocks.
     plans: Plans,
-    /// The block's length alone: the one range of a block charged as a whole.
-    whole: [u32; 1],
 }
 
 /// The static-block runs ([`Seg`]s) of main-binary trace blocks: computed once per trace
@@ -263,6 +261,8 @@ pub(crate) struct Plans {
     scratch: Vec<Seg>,
     /// `scratch[i].to`.
     scratch_ends: Vec<u32>,
+    /// A block's length alone: the one range of a block charged as a whole.
+    whole: [u32; 1],
 }
 
 /// Where [`Plans::plan`] put a block's runs.
@@ -316,6 +316,19 @@ impl Plans {
             &self.segs[p.from..p.to]
         } else {
             &self.scratch
+        }
+    }
+
+    /// The ranges [`CostModel::range_costs`] is asked for: the ends of a plan's runs, or
+    /// without a plan the block's `n` instructions as one range.
+    #[inline]
+    pub(crate) fn ends_or_whole(&mut self, p: Option<Plan>, n: usize) -> &[u32] {
+        match p {
+            Some(p) => self.ends(p),
+            None => {
+                self.whole[0] = n as u32;
+                &self.whole
+            }
         }
     }
 
@@ -416,7 +429,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             costs: Vec::new(),
             paths: FxHashMap::default(),
             plans: Plans::default(),
-            whole: [0],
         }
     }
 
@@ -851,22 +863,11 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                 if by_segment.is_some() {
                     costs.extend_from_slice(pre);
                 } else {
-                    costs.push(pre.iter().fold(InstrCost::default(), |mut a, c| {
-                        a.cycles += c.cycles;
-                        a.l1_misses += c.l1_misses;
-                        a.llc_misses += c.llc_misses;
-                        a
-                    }));
+                    costs.push(pre.iter().copied().sum());
                 }
             }
             None => {
-                let ends: &[u32] = match by_segment {
-                    Some(p) => self.plans.ends(p),
-                    None => {
-                        self.whole[0] = n as u32;
-                        &self.whole
-                    }
-                };
+                let ends = self.plans.ends_or_whole(by_segment, n);
                 self.cost.range_costs(b, ends, &mut costs);
             }
         }

@@ -27,7 +27,6 @@ pub struct BlockCosts<'a, C: CostModel> {
     cost: C,
     plans: Plans,
     main: Option<ModuleIdx>,
-    whole: [u32; 1],
 }
 
 impl<'a, C: CostModel> BlockCosts<'a, C> {
@@ -38,7 +37,6 @@ impl<'a, C: CostModel> BlockCosts<'a, C> {
             cost,
             plans: Plans::default(),
             main: None,
-            whole: [0],
         }
     }
 
@@ -58,13 +56,8 @@ impl<'a, C: CostModel> BlockCosts<'a, C> {
             return;
         }
         let in_main = b.module.is_some() && b.module == self.main;
-        let ends: &[u32] = if in_main {
-            let p = self.plans.plan(self.cfgs, b);
-            self.plans.ends(p)
-        } else {
-            self.whole[0] = n as u32;
-            &self.whole
-        };
+        let plan = in_main.then(|| self.plans.plan(self.cfgs, b));
+        let ends = self.plans.ends_or_whole(plan, n);
         self.cost.range_costs(b, ends, out);
     }
 

@@ -100,15 +100,24 @@ fn numbering_on_real_functions() {
     let _ = PathNumbering::new; // the type under test
 }
 
+/// Whether gcc, qemu-x86_64 and the QEMU plugin are there to trace a program; skips `test`
+/// loudly, naming what is missing, when they are not.
+fn can_trace(test: &str) -> bool {
+    if !have("gcc") || !have("qemu-x86_64") {
+        proftrust_testkit::skip!("{test}: gcc or qemu-x86_64 is not installed");
+        return false;
+    }
+    if proftrust_exact::find_plugin().is_err() {
+        proftrust_testkit::skip!("{test}: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+        return false;
+    }
+    true
+}
+
 /// recursion.c under QEMU: records and backedges as derived in the source comments.
 #[test]
 fn exact_cct_of_recursion_c() {
-    if !have("gcc") || !have("qemu-x86_64") {
-        proftrust_testkit::skip!("exact_cct_of_recursion_c: gcc or qemu-x86_64 is not installed");
-        return;
-    }
-    if proftrust_exact::find_plugin().is_err() {
-        proftrust_testkit::skip!("exact_cct_of_recursion_c: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+    if !can_trace("exact_cct_of_recursion_c") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -230,14 +239,7 @@ impl proftrust_model::BlockVisitor for Tee<'_, '_> {
 /// unkeyed computation, on real programs under QEMU.
 #[test]
 fn keyed_blocks_give_the_unkeyed_results() {
-    if !have("gcc") || !have("qemu-x86_64") {
-        proftrust_testkit::skip!(
-            "keyed_blocks_give_the_unkeyed_results: gcc or qemu-x86_64 is not installed"
-        );
-        return;
-    }
-    if proftrust_exact::find_plugin().is_err() {
-        proftrust_testkit::skip!("keyed_blocks_give_the_unkeyed_results: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+    if !can_trace("keyed_blocks_give_the_unkeyed_results") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -350,14 +352,7 @@ fn replay(rec: &[Recorded], v: &mut dyn proftrust_model::BlockVisitor) -> usize 
 /// (keyed and unkeyed blocks, several batches).
 #[test]
 fn staged_profiler_gives_the_one_thread_results() {
-    if !have("gcc") || !have("qemu-x86_64") {
-        proftrust_testkit::skip!(
-            "staged_profiler_gives_the_one_thread_results: gcc or qemu-x86_64 is not installed"
-        );
-        return;
-    }
-    if proftrust_exact::find_plugin().is_err() {
-        proftrust_testkit::skip!("staged_profiler_gives_the_one_thread_results: the QEMU plugin is not built (cargo build -p proftrust-qemu-plugin, or set PROFTRUST_QEMU_PLUGIN)");
+    if !can_trace("staged_profiler_gives_the_one_thread_results") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -705,14 +705,15 @@ fn snapshot(reason: u8) {
                 *sinks.entry((pred - 1) as u32).or_insert(0) += 1;
             }
         }
-        let recorded: u64 = edges.values().sum();
-        let recorded_edges = edges.clone();
+        // What the edges cost, asked for by PROFTRUST_PLUGIN_STATS: the share of block
+        // executions that called back, and why they did (`recorded_by_kind`, of the
+        // recorded edges, before the derived ones join them).
+        let stats = std::env::var_os("PROFTRUST_PLUGIN_STATS")
+            .is_some()
+            .then(|| (edges.values().sum::<u64>(), recorded_by_kind(g, &edges)));
         underived = derive_edges(g, &inline, &sinks, &starts, &mut edges);
-        if std::env::var_os("PROFTRUST_PLUGIN_STATS").is_some() {
-            // What the edges cost: the share of block executions that called back, and why
-            // they did (`recorded_by_kind`).
+        if let Some((recorded, [dynamic, other_pred, unlisted, dead])) = stats {
             let blocks: u64 = inline.iter().sum();
-            let [dynamic, other_pred, unlisted, dead] = recorded_by_kind(g, &recorded_edges);
             eprintln!(
                 "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}",
                 100.0 * recorded as f64 / blocks.max(1) as f64

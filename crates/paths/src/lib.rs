@@ -62,7 +62,7 @@ pub use hot::{
     classify_hot, hot_paths_covering, HotClass, HotMetric, HotOptions, HotReport, ProcSummary,
 };
 pub use lbr::{compare_lbr, lbr_paths, lbr_timed_paths, LbrComparison, LbrPaths, LbrTimedPaths};
-pub use numbering::{DagEdge, DagEdgeKind, DagNode, PathNumbering, RegeneratedPath};
+pub use numbering::{DagEdge, DagEdgeKind, DagNode, PathNumbering, RegeneratedPath, Step};
 pub use profile::{
     CostModel, FlatCpi, FunctionPathStats, InstrCost, PathKey, PathMetrics, PathProfile,
     PerInstruction, Profiler, ProfilerOptions,

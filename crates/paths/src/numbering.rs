@@ -92,6 +92,25 @@ pub struct RegeneratedPath {
     pub ends_with_backedge_to: Option<BlockId>,
 }
 
+/// What the path register does on a transition `from→to` between two blocks of a function
+/// ([`PathNumbering::step`]): the non-back CFG edge's `Val`, or a backedge's pseudo-edge
+/// values (seed 003 §2: `count[r + Val(t→EXIT)]++; r = Val(ENTRY→h)`), or no edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A non-back CFG edge: `r += Val(e)` ([`PathNumbering::real_val`]).
+    Real(u128),
+    /// A backedge `t→h`: `end` = `Val(t→EXIT)` ([`PathNumbering::loop_end_val`]), `start` =
+    /// `Val(ENTRY→h)` ([`PathNumbering::loop_start_val`]).
+    Back {
+        /// `Val(t→EXIT)`.
+        end: u128,
+        /// `Val(ENTRY→h)`, `None` when the header has no pseudo-edge.
+        start: Option<u128>,
+    },
+    /// No edge of the CFG between the two blocks.
+    None,
+}
+
 /// Ball-Larus numbering of one function.
 #[derive(Debug, Clone)]
 pub struct PathNumbering {
@@ -108,6 +127,11 @@ pub struct PathNumbering {
     /// Per block: (header, Val(block→EXIT)) of its backedges.
     loop_end: Vec<Vec<(u32, u128)>>,
     loop_start: Vec<Option<u128>>,
+    /// Per block: its range in `steps` (the profiler's transition table, one flat array:
+    /// [`PathNumbering::step`] is one scan of a handful of entries).
+    step_at: Vec<(u32, u32)>,
+    /// The out-edges of every block with their [`Step`]s (real edges, then backedges).
+    steps: Vec<(u32, Step)>,
     reachable: Vec<bool>,
     incomplete: bool,
     irreducible: usize,
@@ -320,6 +344,22 @@ impl PathNumbering {
             }
             out[v] = (start, edges.len() as u32);
         }
+        let mut step_at = Vec::with_capacity(n);
+        let mut steps = Vec::new();
+        for v in 0..n {
+            let from = steps.len() as u32;
+            steps.extend(real[v].iter().map(|&(w, val)| (w, Step::Real(val))));
+            steps.extend(loop_end[v].iter().map(|&(h, end)| {
+                (
+                    h,
+                    Step::Back {
+                        end,
+                        start: loop_start[h as usize],
+                    },
+                )
+            }));
+            step_at.push((from, steps.len() as u32));
+        }
         Ok(PathNumbering {
             function: cfg.function.clone(),
             n_blocks: n,
@@ -330,6 +370,8 @@ impl PathNumbering {
             leave,
             loop_end,
             loop_start,
+            step_at,
+            steps,
             reachable,
             incomplete: cfg.has_unknown_indirect,
             irreducible,
@@ -371,6 +413,19 @@ impl PathNumbering {
         self.loop_end
             .get(from.0 as usize)
             .is_some_and(|v| v.iter().any(|x| x.0 == to.0))
+    }
+    /// What the transition `from→to` does to the path register, from one precomputed table:
+    /// the same as [`PathNumbering::is_backedge`] (then [`PathNumbering::loop_end_val`] and
+    /// [`PathNumbering::loop_start_val`]) or else [`PathNumbering::real_val`].
+    #[inline]
+    pub fn step(&self, from: BlockId, to: BlockId) -> Step {
+        let Some(&(s, e)) = self.step_at.get(from.0 as usize) else {
+            return Step::None;
+        };
+        self.steps[s as usize..e as usize]
+            .iter()
+            .find(|x| x.0 == to.0)
+            .map_or(Step::None, |x| x.1)
     }
     /// `Val(ENTRY→block 0)`: the initial path register.
     pub fn start_val(&self) -> u128 {

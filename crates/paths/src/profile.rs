@@ -20,7 +20,7 @@
 
 use crate::cct::{Cct, NodeId};
 use crate::funcs::{FuncIdx, ProgramCfgs};
-use crate::numbering::PathNumbering;
+use crate::numbering::{PathNumbering, Step};
 use proftrust_model::{
     BlockId, BlockVisitor, Location, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd,
 };
@@ -214,6 +214,10 @@ struct Thread {
     pending: Option<(TraceEnd, Location)>,
 }
 
+/// Functions with at most this many paths keep their path metrics in an array indexed by
+/// path id ([`Profiler::complete`] adds to it without hashing).
+const DENSE_PATHS: u128 = 256;
+
 /// Longest x86-64 instruction: a return lands within this many bytes after its call.
 const MAX_INSN: u64 = 15;
 
@@ -228,10 +232,11 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     cur_tid: u32,
     opts: ProfilerOptions,
     cost: C,
-    threads: HashMap<u32, Thread>,
+    threads: HashMap<u32, Box<Thread>>,
     /// The thread of the previous block, kept out of `threads` (blocks come in long runs
-    /// of one thread).
-    cur: Option<(u32, Thread)>,
+    /// of one thread); boxed, so that taking it and putting it back per block moves a
+    /// pointer, not the thread's state.
+    cur: Option<(u32, Box<Thread>)>,
     main: Option<ModuleIdx>,
     /// Trace module index -> index in the CCT's module table.
     module_map: Vec<Option<ModuleIdx>>,
@@ -239,9 +244,13 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     cct: Cct,
     outcome: Option<RunOutcome>,
     costs: Vec<InstrCost>,
-    /// Path metrics as paths complete (hashed; [`Profiler::finish`] sorts them into
-    /// [`PathProfile::paths`]).
+    /// Path metrics as paths complete, of functions with more than [`DENSE_PATHS`] paths
+    /// (hashed; [`Profiler::finish`] sorts them into [`PathProfile::paths`]).
     paths: FxHashMap<PathKey, PathMetrics>,
+    /// Per function ([`FuncIdx`]) with at most [`DENSE_PATHS`] paths: its path metrics
+    /// indexed by path id (made at the function's first completed path, empty for a
+    /// function with more paths; a path that never completed has count 0).
+    dense: Vec<Option<Box<[PathMetrics]>>>,
     /// The static-block runs of main-binary trace blocks.
     plans: Plans,
 }
@@ -352,6 +361,8 @@ pub(crate) struct Seg {
     from: u32,
     to: u32,
     hit: Option<(FuncIdx, BlockId)>,
+    /// The first instruction is the start of `hit`'s block (entering the block afresh).
+    start: bool,
 }
 
 /// Splits `ins` into [`Seg`]s: a run starts at each instruction that is not strictly inside
@@ -363,9 +374,11 @@ fn plan_block(cfgs: &ProgramCfgs, ins: &[Svma], out: &mut Vec<Seg>) {
     while i < n {
         let hit = cfgs.lookup(ins[i]);
         let mut j = i + 1;
+        let mut start = false;
         if let Some((f, bb)) = hit {
             let blk = cfgs.cfg(f).block(bb);
             let (s, e) = (blk.start.0, blk.end.0);
+            start = ins[i].0 == s;
             while j < n && ins[j].0 > s && ins[j].0 < e {
                 j += 1;
             }
@@ -374,6 +387,7 @@ fn plan_block(cfgs: &ProgramCfgs, ins: &[Svma], out: &mut Vec<Seg>) {
             from: i as u32,
             to: j as u32,
             hit,
+            start,
         });
         i = j;
     }
@@ -428,6 +442,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             outcome: None,
             costs: Vec::new(),
             paths: FxHashMap::default(),
+            dense: Vec::new(),
             plans: Plans::default(),
         }
     }
@@ -464,7 +479,18 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                 self.drop_path(&fr, Drop::Unfinished);
             }
         }
-        self.profile.paths = self.paths.into_iter().collect();
+        let mut paths: BTreeMap<PathKey, PathMetrics> = self.paths.into_iter().collect();
+        for (f, d) in self.dense.into_iter().enumerate() {
+            let Some(d) = d else { continue };
+            let func = FuncIdx(f as u32);
+            paths.extend(
+                d.iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.count > 0)
+                    .map(|(id, m)| (PathKey { func, id: id as u128 }, *m)),
+            );
+        }
+        self.profile.paths = paths;
         (self.profile, self.cct)
     }
 
@@ -525,11 +551,25 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         if let Some(obs) = self.observer.as_mut() {
             obs(self.cur_tid, PathKey { func: f, id }, &m);
         }
-        self.profile.functions[f.0 as usize].path_instructions += m.instructions;
-        self.paths
-            .entry(PathKey { func: f, id })
-            .or_default()
-            .add(&m);
+        let fi = f.0 as usize;
+        self.profile.functions[fi].path_instructions += m.instructions;
+        if self.dense.len() <= fi {
+            self.dense.resize(fi + 1, None);
+        }
+        if self.dense[fi].is_none() {
+            // An empty array: the function has too many paths, they are hashed.
+            let n = self.cfgs.numbering(f).map_or(0, |n| n.num_paths());
+            let n = if n <= DENSE_PATHS { n as usize } else { 0 };
+            self.dense[fi] = Some(vec![PathMetrics::default(); n].into());
+        }
+        match self.dense[fi].as_deref_mut().and_then(|d| d.get_mut(id as usize)) {
+            Some(slot) if id < DENSE_PATHS => slot.add(&m),
+            _ => self
+                .paths
+                .entry(PathKey { func: f, id })
+                .or_default()
+                .add(&m),
+        }
     }
 
     /// Ends a frame's path by leaving the function.
@@ -627,13 +667,13 @@ impl<'a, C: CostModel> Profiler<'a, C> {
 
     /// After a jump: detects tail calls and non-local returns into known functions.
     fn resync(&mut self, th: &mut Thread, first: Location, first_in: Option<(FuncIdx, BlockId)>) {
-        let Some(top) = th.stack.last().copied() else {
+        let Some(top_func) = th.stack.last().map(|f| f.func) else {
             return;
         };
         let at_entry = |s: &Self| {
             first_in.is_some_and(|(f, _)| s.cfgs.cfg(f).entry == first.svma) && s.in_main(first)
         };
-        match (first_in, top.func) {
+        match (first_in, top_func) {
             (Some((f, _)), tf) if tf != Some(f) => {
                 let cfgs = self.cfgs;
                 let family = |g: Option<FuncIdx>| g.is_some_and(|g| cfgs.same_function(g, f));
@@ -732,23 +772,25 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         th.stack.push(fr);
     }
 
-    /// Steps `fr`'s path to the run of `len` instructions starting at `a` in block `b` of
-    /// `f`, costing `c` in all, and charges the run.
+    /// Steps `fr`'s path to the run of `len` instructions in block `b` of `f` (`start`: the
+    /// run begins at the block's first instruction), costing `c` in all, and charges the
+    /// run. The path state changes in place; the transition is one lookup in the
+    /// numbering's table ([`PathNumbering::step`]).
+    #[inline]
     fn step_path(
         &mut self,
         fr: &mut Frame,
         f: FuncIdx,
         b: BlockId,
-        a: Svma,
+        start: bool,
         c: InstrCost,
         len: u64,
     ) {
         let Some(n) = self.numbering(f) else { return };
-        let start = self.cfgs.cfg(f).block(b).start == a;
-        fr.path = match fr.path {
-            PathState::None => PathState::None,
+        match &mut fr.path {
+            PathState::None => {}
             PathState::Fresh => {
-                if b.0 == 0 && start {
+                fr.path = if b.0 == 0 && start {
                     PathState::Active {
                         reg: n.start_val(),
                         cur: b,
@@ -759,53 +801,53 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                         cur: Some(b),
                         instr: 0,
                     }
-                }
+                };
             }
             PathState::Active { reg, cur, m } => {
-                if cur != b || start {
-                    if n.is_backedge(cur, b) {
-                        match (n.loop_end_val(cur, b), n.loop_start_val(b)) {
-                            (Some(e), Some(s)) => {
-                                self.complete(f, reg + e, m);
-                                PathState::Active {
-                                    reg: s,
-                                    cur: b,
-                                    m: PathMetrics::default(),
-                                }
-                            }
-                            _ => self.lose(f, b, m.instructions),
+                if *cur != b || start {
+                    match n.step(*cur, b) {
+                        Step::Real(v) => {
+                            *reg += v;
+                            *cur = b;
                         }
-                    } else if let Some(v) = n.real_val(cur, b) {
-                        PathState::Active {
-                            reg: reg + v,
-                            cur: b,
-                            m,
+                        Step::Back {
+                            end,
+                            start: Some(s),
+                        } => {
+                            let (id, done) = (*reg + end, *m);
+                            *reg = s;
+                            *cur = b;
+                            *m = PathMetrics::default();
+                            self.complete(f, id, done);
                         }
-                    } else {
-                        self.lose(f, b, m.instructions)
+                        Step::Back { start: None, .. } | Step::None => {
+                            let lost = m.instructions;
+                            fr.path = self.lose(f, b, lost);
+                        }
                     }
-                } else {
-                    PathState::Active { reg, cur, m }
                 }
             }
             PathState::Lost { cur, instr } => {
-                let restart = cur.is_some_and(|c| (c != b || start) && n.is_backedge(c, b));
-                match (restart, n.loop_start_val(b)) {
-                    (true, Some(s)) => {
-                        self.profile.functions[f.0 as usize].lost_instructions += instr;
-                        PathState::Active {
+                let restart = match *cur {
+                    Some(c) if c != b || start => match n.step(c, b) {
+                        Step::Back { start, .. } => start,
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match restart {
+                    Some(s) => {
+                        self.profile.functions[f.0 as usize].lost_instructions += *instr;
+                        fr.path = PathState::Active {
                             reg: s,
                             cur: b,
                             m: PathMetrics::default(),
-                        }
+                        };
                     }
-                    _ => PathState::Lost {
-                        cur: Some(b),
-                        instr,
-                    },
+                    None => *cur = Some(b),
                 }
             }
-        };
+        }
         match &mut fr.path {
             PathState::Active { m, .. } => m.charge(&c, len),
             PathState::Lost { instr, .. } => *instr += len,
@@ -855,44 +897,41 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         // machine the block is one run.
         let by_segment = plan.filter(|_| !matches!(fr.path, PathState::None));
         let mut costs = std::mem::take(&mut self.costs);
-        match pre {
-            Some(pre) => {
-                // Per run of a main-binary block, else one for the block: the sums are the
-                // same either way (a run's cost is the sum of its instructions' costs).
-                costs.clear();
-                if by_segment.is_some() {
-                    costs.extend_from_slice(pre);
-                } else {
-                    costs.push(pre.iter().copied().sum());
-                }
-            }
+        // Per run of a main-binary block, else (from `pre`, or without a plan) the block as
+        // a whole or per run: summed alike (a run's cost is the sum of its instructions').
+        let runs: &[InstrCost] = match pre {
+            Some(pre) => pre,
             None => {
                 let ends = self.plans.ends_or_whole(by_segment, n);
                 self.cost.range_costs(b, ends, &mut costs);
+                &costs
             }
-        }
-        for c in &costs {
-            node.cycles += c.cycles;
-            node.l1_misses += c.l1_misses;
-            node.llc_misses += c.llc_misses;
-        }
+        };
         node.instructions = n as u64;
         if let Some(p) = by_segment {
-            debug_assert_eq!(costs.len(), p.to - p.from, "one cost per run");
-            for (k, &c) in costs.iter().enumerate() {
+            debug_assert_eq!(runs.len(), p.to - p.from, "one cost per run");
+            for (k, &c) in runs.iter().enumerate() {
+                node.cycles += c.cycles;
+                node.l1_misses += c.l1_misses;
+                node.llc_misses += c.llc_misses;
                 let seg = self.plans.segs(p)[k];
-                let (i, j) = (seg.from as usize, seg.to as usize);
+                let len = u64::from(seg.to - seg.from);
                 match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {
-                        self.step_path(fr, f, bb, b.instructions[i], c, (j - i) as u64);
+                        self.step_path(fr, f, bb, seg.start, c, len);
                     }
                     _ => {
                         if let Some(f) = fr.func {
-                            let s = &mut self.profile.functions[f.0 as usize];
-                            s.lost_instructions += (j - i) as u64;
+                            self.profile.functions[f.0 as usize].lost_instructions += len;
                         }
                     }
                 }
+            }
+        } else {
+            for c in runs {
+                node.cycles += c.cycles;
+                node.l1_misses += c.l1_misses;
+                node.llc_misses += c.llc_misses;
             }
         }
         self.costs = costs;

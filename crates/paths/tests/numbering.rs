@@ -3,7 +3,7 @@
 //! enumerated paths equals `NumPaths(ENTRY)`, and regeneration round-trips.
 
 use proftrust_model::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, Svma};
-use proftrust_paths::{PathNumbering, RegeneratedPath};
+use proftrust_paths::{PathNumbering, RegeneratedPath, Step};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashSet;
@@ -179,6 +179,57 @@ fn generated_cfgs_number_every_path_uniquely_and_regenerate() {
         }
         assert!(num.regenerate(num.num_paths()).is_err());
     }
+}
+
+/// The profiler's transition table ([`PathNumbering::step`]) against the per-query methods
+/// it replaces (`is_backedge`, then `loop_end_val`/`loop_start_val`, else `real_val`) and
+/// against the generator's own edges: every declared backedge is a `Back`, every other CFG
+/// edge a `Real`, every other pair of blocks (and blocks past the end) `None`.
+#[test]
+fn step_table_agrees_with_the_edge_queries() {
+    let seed = 0x5eed_0021u64;
+    eprintln!("seed {seed:#x}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut backs, mut reals) = (0, 0);
+    for case in 0..300 {
+        let n = rng.gen_range(1..=14);
+        let (cfg, back) = random_cfg(&mut rng, n);
+        let num = PathNumbering::new(&cfg).unwrap_or_else(|e| panic!("case {case}: {e}"));
+        let edges: HashSet<(u32, u32)> = cfg
+            .edges
+            .iter()
+            .filter_map(|e| Some((e.from.0, e.to?.0)))
+            .collect();
+        for a in 0..n + 2 {
+            for b in 0..n + 2 {
+                let (fa, tb) = (BlockId(a), BlockId(b));
+                let old = if num.is_backedge(fa, tb) {
+                    Step::Back {
+                        end: num.loop_end_val(fa, tb).expect("a backedge has Val(t->EXIT)"),
+                        start: num.loop_start_val(tb),
+                    }
+                } else {
+                    num.real_val(fa, tb).map_or(Step::None, Step::Real)
+                };
+                let got = num.step(fa, tb);
+                assert_eq!(got, old, "case {case}: {a}->{b}");
+                let reachable = num.is_reachable(fa);
+                match got {
+                    Step::Back { start, .. } => {
+                        backs += 1;
+                        assert!(back.contains(&(a, b)), "case {case}: {a}->{b} back");
+                        assert!(start.is_some(), "case {case}: header {b} has ENTRY->h");
+                    }
+                    Step::Real(_) => {
+                        reals += 1;
+                        assert!(edges.contains(&(a, b)) && !back.contains(&(a, b)));
+                    }
+                    Step::None => assert!(!reachable || !edges.contains(&(a, b))),
+                }
+            }
+        }
+    }
+    assert!(backs > 50 && reals > 500, "{backs} backedges, {reals} real edges");
 }
 
 /// The paper's Figure 1 shape (hand-derived): A->B, A->C, B->C, B->D, C->D, D->E, D->F,

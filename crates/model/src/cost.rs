@@ -54,6 +54,14 @@ pub trait CostModel {
         self.block_costs(b, &mut each);
         sum_ranges(&each, ends, out);
     }
+
+    /// True when the costs of a block with a key ([`TraceBlock::key`]) depend on nothing but
+    /// its key and the ranges asked for: no state carried from block to block (no cache
+    /// simulation) and no data accesses. A consumer may then ask once per key and reuse the
+    /// sums (the path profiler does). Default false.
+    fn is_static(&self) -> bool {
+        false
+    }
 }
 
 /// Sums `costs` over the consecutive ranges ending at `ends` (as [`CostModel::range_costs`]

@@ -69,6 +69,10 @@ impl CostModel for FlatCpi {
             }
         }));
     }
+
+    fn is_static(&self) -> bool {
+        true
+    }
 }
 
 /// A model from a per-instruction function of the module and address (e.g. a latency
@@ -259,9 +263,8 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
 /// block key, or per block for blocks without a key.
 #[derive(Debug, Default)]
 pub(crate) struct Plans {
-    /// Per trace block key ([`TraceBlock::key`]): its range in `segs` (`u32::MAX`: not yet
-    /// computed).
-    plans: Vec<(u32, u32)>,
+    /// Per trace block key ([`TraceBlock::key`]): its plan.
+    plans: Vec<KeyPlan>,
     /// The static-block runs of planned trace blocks, back to back.
     segs: Vec<Seg>,
     /// `segs[i].to`, in a slice of its own for [`CostModel::range_costs`].
@@ -272,6 +275,30 @@ pub(crate) struct Plans {
     scratch_ends: Vec<u32>,
     /// A block's length alone: the one range of a block charged as a whole.
     whole: [u32; 1],
+}
+
+/// What is kept per trace block key.
+#[derive(Debug, Clone, Copy)]
+struct KeyPlan {
+    /// Its range in [`Plans::segs`] (`from == u32::MAX`: not yet computed).
+    from: u32,
+    to: u32,
+    /// With a static cost model ([`CostModel::is_static`]): the block's cost, once asked
+    /// (its runs' costs are then in their [`Seg::cost`]).
+    total: Option<InstrCost>,
+    /// The runs' [`Seg::cost`]s are set.
+    runs_priced: bool,
+}
+
+impl Default for KeyPlan {
+    fn default() -> Self {
+        KeyPlan {
+            from: u32::MAX,
+            to: 0,
+            total: None,
+            runs_priced: false,
+        }
+    }
 }
 
 /// Where [`Plans::plan`] put a block's runs.
@@ -290,17 +317,18 @@ impl Plans {
             Some(k) => {
                 let k = k as usize;
                 if self.plans.len() <= k {
-                    self.plans.resize(k + 1, (u32::MAX, 0));
+                    self.plans.resize(k + 1, KeyPlan::default());
                 }
-                if self.plans[k].0 == u32::MAX {
+                if self.plans[k].from == u32::MAX {
                     let from = self.segs.len();
                     plan_block(cfgs, b.instructions, &mut self.segs);
                     self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
-                    self.plans[k] = (from as u32, self.segs.len() as u32);
+                    self.plans[k].from = from as u32;
+                    self.plans[k].to = self.segs.len() as u32;
                 }
                 Plan {
-                    from: self.plans[k].0 as usize,
-                    to: self.plans[k].1 as usize,
+                    from: self.plans[k].from as usize,
+                    to: self.plans[k].to as usize,
                     keyed: true,
                 }
             }
@@ -341,6 +369,41 @@ impl Plans {
         }
     }
 
+    /// The cost of keyed block `b` (key `k`, planned as `plan` when in the main binary)
+    /// under a static cost model ([`CostModel::is_static`]): asked of `cost` once per key
+    /// (per run of the plan, each run's sum kept in its [`Seg::cost`]), then remembered.
+    #[inline]
+    pub(crate) fn static_cost<C: CostModel>(
+        &mut self,
+        cost: &mut C,
+        b: &TraceBlock<'_>,
+        k: u32,
+        plan: Option<Plan>,
+        scratch: &mut Vec<InstrCost>,
+    ) -> InstrCost {
+        let k = k as usize;
+        if self.plans.len() <= k {
+            self.plans.resize(k + 1, KeyPlan::default());
+        }
+        let kp = self.plans[k];
+        let want_runs = plan.is_some_and(|p| p.keyed);
+        if let Some(t) = kp.total.filter(|_| kp.runs_priced || !want_runs) {
+            return t;
+        }
+        let ends = self.ends_or_whole(plan, b.instructions.len());
+        cost.range_costs(b, ends, scratch);
+        let total: InstrCost = scratch.iter().copied().sum();
+        if let Some(p) = plan.filter(|p| p.keyed) {
+            debug_assert_eq!(scratch.len(), p.to - p.from, "one cost per run");
+            for (s, &c) in self.segs[p.from..p.to].iter_mut().zip(scratch.iter()) {
+                s.cost = c;
+            }
+            self.plans[k].runs_priced = true;
+        }
+        self.plans[k].total = Some(total);
+        total
+    }
+
     /// The ends of a plan's runs (the ranges [`CostModel::range_costs`] is asked for).
     #[inline]
     pub(crate) fn ends(&self, p: Plan) -> &[u32] {
@@ -363,6 +426,9 @@ pub(crate) struct Seg {
     hit: Option<(FuncIdx, BlockId)>,
     /// The first instruction is the start of `hit`'s block (entering the block afresh).
     start: bool,
+    /// The run's cost under a static cost model, once its key was priced
+    /// ([`Plans::static_cost`]).
+    cost: InstrCost,
 }
 
 /// Splits `ins` into [`Seg`]s: a run starts at each instruction that is not strictly inside
@@ -388,6 +454,7 @@ fn plan_block(cfgs: &ProgramCfgs, ins: &[Svma], out: &mut Vec<Seg>) {
             to: j as u32,
             hit,
             start,
+            cost: InstrCost::default(),
         });
         i = j;
     }
@@ -897,24 +964,46 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         // machine the block is one run.
         let by_segment = plan.filter(|_| !matches!(fr.path, PathState::None));
         let mut costs = std::mem::take(&mut self.costs);
-        // Per run of a main-binary block, else (from `pre`, or without a plan) the block as
-        // a whole or per run: summed alike (a run's cost is the sum of its instructions').
-        let runs: &[InstrCost] = match pre {
-            Some(pre) => pre,
-            None => {
+        // A keyed block under a static cost model: its cost and its runs' costs were asked
+        // once (per run of the plan, in each `Seg::cost`). Otherwise per run of a
+        // main-binary block, else (from `pre`, or without a plan) the block as a whole or
+        // per run: summed alike (a run's cost is the sum of its instructions').
+        let priced = match (pre, b.key) {
+            (None, Some(k)) if self.cost.is_static() => Some(self.plans.static_cost(
+                &mut self.cost,
+                b,
+                k,
+                plan,
+                &mut costs,
+            )),
+            _ => None,
+        };
+        let runs: &[InstrCost] = match (pre, priced) {
+            (Some(pre), _) => pre,
+            (None, Some(_)) => &[],
+            (None, None) => {
                 let ends = self.plans.ends_or_whole(by_segment, n);
                 self.cost.range_costs(b, ends, &mut costs);
                 &costs
             }
         };
         node.instructions = n as u64;
-        if let Some(p) = by_segment {
-            debug_assert_eq!(runs.len(), p.to - p.from, "one cost per run");
-            for (k, &c) in runs.iter().enumerate() {
+        if let Some(t) = priced {
+            node.cycles = t.cycles;
+            node.l1_misses = t.l1_misses;
+            node.llc_misses = t.llc_misses;
+        } else {
+            for c in runs {
                 node.cycles += c.cycles;
                 node.l1_misses += c.l1_misses;
                 node.llc_misses += c.llc_misses;
+            }
+        }
+        if let Some(p) = by_segment {
+            debug_assert!(priced.is_some() || runs.len() == p.to - p.from, "one cost per run");
+            for k in 0..p.to - p.from {
                 let seg = self.plans.segs(p)[k];
+                let c = if priced.is_some() { seg.cost } else { runs[k] };
                 let len = u64::from(seg.to - seg.from);
                 match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {
@@ -926,12 +1015,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                         }
                     }
                 }
-            }
-        } else {
-            for c in runs {
-                node.cycles += c.cycles;
-                node.l1_misses += c.l1_misses;
-                node.llc_misses += c.llc_misses;
             }
         }
         self.costs = costs;

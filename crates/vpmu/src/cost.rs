@@ -119,6 +119,12 @@ impl CostModel for TraceCost {
         }
     }
 
+    /// Without a cache the costs are the static cycles of the block's instructions: a
+    /// function of the keyed block alone.
+    fn is_static(&self) -> bool {
+        self.timer.is_none()
+    }
+
     /// The sums of [`CostModel::block_costs`] per range without the per-instruction vector:
     /// static cycles from the keyed prefix sums, then each data access added to its range
     /// (with [`InstrTimer`]'s per-instruction saturation: an instruction's cache cycles

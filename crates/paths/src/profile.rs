@@ -257,6 +257,8 @@ pub struct Profiler<'a, C: CostModel = FlatCpi> {
     dense: Vec<Option<Box<[PathMetrics]>>>,
     /// The static-block runs of main-binary trace blocks.
     plans: Plans,
+    /// Per function: its numbering when paths are built and it has one.
+    numbered: Vec<Option<&'a PathNumbering>>,
 }
 
 /// The static-block runs ([`Seg`]s) of main-binary trace blocks: computed once per trace
@@ -288,6 +290,10 @@ struct KeyPlan {
     total: Option<InstrCost>,
     /// The runs' [`Seg::cost`]s are set.
     runs_priced: bool,
+    /// The block's first and last instructions (read here with the plan, not from the
+    /// block's own instruction list).
+    first: Svma,
+    last: Svma,
 }
 
 impl Default for KeyPlan {
@@ -297,6 +303,8 @@ impl Default for KeyPlan {
             to: 0,
             total: None,
             runs_priced: false,
+            first: Svma(0),
+            last: Svma(0),
         }
     }
 }
@@ -307,29 +315,58 @@ pub(crate) struct Plan {
     from: usize,
     to: usize,
     keyed: bool,
+    /// The block's first instruction.
+    first: Svma,
+    /// The block's last instruction.
+    last: Svma,
 }
 
 impl Plans {
     /// Plans `b` (a main-binary block with instructions).
     #[inline]
     pub(crate) fn plan(&mut self, cfgs: &ProgramCfgs, b: &TraceBlock<'_>) -> Plan {
+        if let Some(kp) = b.key.and_then(|k| self.plans.get(k as usize)) {
+            if kp.from != u32::MAX {
+                return Plan {
+                    from: kp.from as usize,
+                    to: kp.to as usize,
+                    keyed: true,
+                    first: kp.first,
+                    last: kp.last,
+                };
+            }
+        }
+        self.plan_new(cfgs, b)
+    }
+
+    /// [`Plans::plan`] of a block without a key, or of a key's first block.
+    #[cold]
+    #[inline(never)]
+    fn plan_new(&mut self, cfgs: &ProgramCfgs, b: &TraceBlock<'_>) -> Plan {
+        let (first, last) = match (b.instructions.first(), b.instructions.last()) {
+            (Some(&f), Some(&l)) => (f, l),
+            _ => (Svma(0), Svma(0)),
+        };
         match b.key {
             Some(k) => {
                 let k = k as usize;
                 if self.plans.len() <= k {
                     self.plans.resize(k + 1, KeyPlan::default());
                 }
-                if self.plans[k].from == u32::MAX {
-                    let from = self.segs.len();
-                    plan_block(cfgs, b.instructions, &mut self.segs);
-                    self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
-                    self.plans[k].from = from as u32;
-                    self.plans[k].to = self.segs.len() as u32;
-                }
+                let from = self.segs.len();
+                plan_block(cfgs, b.instructions, &mut self.segs);
+                self.seg_ends.extend(self.segs[from..].iter().map(|s| s.to));
+                let kp = &mut self.plans[k];
+                kp.from = from as u32;
+                kp.to = self.segs.len() as u32;
+                kp.first = first;
+                kp.last = last;
                 Plan {
-                    from: self.plans[k].from as usize,
-                    to: self.plans[k].to as usize,
+                    from,
+                    to: self.segs.len(),
                     keyed: true,
+                    first,
+                    last,
                 }
             }
             None => {
@@ -341,6 +378,8 @@ impl Plans {
                     from: 0,
                     to: self.scratch.len(),
                     keyed: false,
+                    first,
+                    last,
                 }
             }
         }
@@ -511,6 +550,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             paths: FxHashMap::default(),
             dense: Vec::new(),
             plans: Plans::default(),
+            numbered: cfgs
+                .iter()
+                .map(|(f, _)| cfgs.numbering(f).ok().filter(|_| opts.paths))
+                .collect(),
         }
     }
 
@@ -557,15 +600,17 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                     .map(|(id, m)| (PathKey { func, id: id as u128 }, *m)),
             );
         }
+        // Each function's instructions on complete paths: the sum over its paths.
+        for (k, m) in &paths {
+            self.profile.functions[k.func.0 as usize].path_instructions += m.instructions;
+        }
         self.profile.paths = paths;
         (self.profile, self.cct)
     }
 
+    #[inline]
     fn numbering(&self, f: FuncIdx) -> Option<&'a PathNumbering> {
-        if !self.opts.paths {
-            return None;
-        }
-        self.cfgs.numbering(f).ok()
+        self.numbered[f.0 as usize]
     }
 
     fn loc(&self, module: Option<ModuleIdx>, a: Svma) -> Location {
@@ -619,7 +664,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             obs(self.cur_tid, PathKey { func: f, id }, &m);
         }
         let fi = f.0 as usize;
-        self.profile.functions[fi].path_instructions += m.instructions;
         if self.dense.len() <= fi {
             self.dense.resize(fi + 1, None);
         }
@@ -932,12 +976,16 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     }
 
     fn visit_block(&mut self, b: &TraceBlock<'_>, pre: Option<&[InstrCost]>) {
-        let Some(&first) = b.instructions.first() else {
+        if b.instructions.is_empty() {
             return;
-        };
+        }
         let in_main = b.module.is_some() && b.module == self.main;
         // The block's static-block runs: once per key, else computed into scratch.
         let plan = in_main.then(|| self.plans.plan(self.cfgs, b));
+        let (first, last) = match plan {
+            Some(p) => (p.first, p.last),
+            None => (b.instructions[0], b.instructions[b.instructions.len() - 1]),
+        };
         let first_loc = self.loc(b.module, first);
         let first_in = plan.and_then(|p| self.plans.segs(p)[0].hit);
         self.cur_tid = b.tid;
@@ -1029,7 +1077,6 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             n.l1_misses += node.l1_misses;
             n.llc_misses += node.llc_misses;
         }
-        let last = *b.instructions.last().expect("non-empty");
         th.pending = Some((b.end, self.loc(b.module, last)));
         self.cur = Some((b.tid, th));
     }

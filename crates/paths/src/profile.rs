@@ -597,7 +597,15 @@ impl<'a, C: CostModel> Profiler<'a, C> {
                 d.iter()
                     .enumerate()
                     .filter(|(_, m)| m.count > 0)
-                    .map(|(id, m)| (PathKey { func, id: id as u128 }, *m)),
+                    .map(|(id, m)| {
+                        (
+                            PathKey {
+                                func,
+                                id: id as u128,
+                            },
+                            *m,
+                        )
+                    }),
             );
         }
         // Each function's instructions on complete paths: the sum over its paths.
@@ -673,7 +681,10 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             let n = if n <= DENSE_PATHS { n as usize } else { 0 };
             self.dense[fi] = Some(vec![PathMetrics::default(); n].into());
         }
-        match self.dense[fi].as_deref_mut().and_then(|d| d.get_mut(id as usize)) {
+        match self.dense[fi]
+            .as_deref_mut()
+            .and_then(|d| d.get_mut(id as usize))
+        {
             Some(slot) if id < DENSE_PATHS => slot.add(&m),
             _ => self
                 .paths
@@ -1017,13 +1028,12 @@ impl<'a, C: CostModel> Profiler<'a, C> {
         // main-binary block, else (from `pre`, or without a plan) the block as a whole or
         // per run: summed alike (a run's cost is the sum of its instructions').
         let priced = match (pre, b.key) {
-            (None, Some(k)) if self.cost.is_static() => Some(self.plans.static_cost(
-                &mut self.cost,
-                b,
-                k,
-                plan,
-                &mut costs,
-            )),
+            (None, Some(k)) if self.cost.is_static() => {
+                Some(
+                    self.plans
+                        .static_cost(&mut self.cost, b, k, plan, &mut costs),
+                )
+            }
             _ => None,
         };
         let runs: &[InstrCost] = match (pre, priced) {
@@ -1048,10 +1058,14 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             }
         }
         if let Some(p) = by_segment {
-            debug_assert!(priced.is_some() || runs.len() == p.to - p.from, "one cost per run");
+            debug_assert!(
+                priced.is_some() || runs.len() == p.to - p.from,
+                "one cost per run"
+            );
             for k in 0..p.to - p.from {
                 let seg = self.plans.segs(p)[k];
-                let c = if priced.is_some() { seg.cost } else { runs[k] };
+                // Priced: `runs` is empty and the run's cost is in its plan.
+                let c = runs.get(k).copied().unwrap_or(seg.cost);
                 let len = u64::from(seg.to - seg.from);
                 match seg.hit {
                     Some((f, bb)) if Some(f) == fr.func => {

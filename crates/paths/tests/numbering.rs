@@ -205,7 +205,9 @@ fn step_table_agrees_with_the_edge_queries() {
                 let (fa, tb) = (BlockId(a), BlockId(b));
                 let old = if num.is_backedge(fa, tb) {
                     Step::Back {
-                        end: num.loop_end_val(fa, tb).expect("a backedge has Val(t->EXIT)"),
+                        end: num
+                            .loop_end_val(fa, tb)
+                            .expect("a backedge has Val(t->EXIT)"),
                         start: num.loop_start_val(tb),
                     }
                 } else {
@@ -229,7 +231,10 @@ fn step_table_agrees_with_the_edge_queries() {
             }
         }
     }
-    assert!(backs > 50 && reals > 500, "{backs} backedges, {reals} real edges");
+    assert!(
+        backs > 50 && reals > 500,
+        "{backs} backedges, {reals} real edges"
+    );
 }
 
 /// The paper's Figure 1 shape (hand-derived): A->B, A->C, B->C, B->D, C->D, D->E, D->F,

@@ -128,9 +128,20 @@ pub struct Decoder<R> {
     /// Header: the QEMU plugin API version the plugin runs with (1: shared inline
     /// counters and a callback per block for edges; 4: per-vCPU counters, edges derived).
     pub api: u8,
+    /// A trace chunk's buffer handed back ([`Decoder::recycle`]) for the next chunk: a
+    /// fresh 64 KiB vector per chunk made the kernel fault in and zero its pages each time.
+    spare: Vec<u32>,
 }
 
 impl<R: Read> Decoder<R> {
+    /// Hands back the words of a [`Record::Trace`] / [`Record::TraceMem`] once used: the
+    /// next trace chunk is read into them.
+    pub fn recycle(&mut self, words: Vec<u32>) {
+        if words.capacity() > self.spare.capacity() {
+            self.spare = words;
+        }
+    }
+
     /// Reads the header. `Ok(None)` when the stream is empty (the plugin never started).
     pub fn new(mut r: R) -> Result<Option<Decoder<R>>, ExactError> {
         let mut head = [0u8; HEADER_LEN];
@@ -168,6 +179,7 @@ impl<R: Read> Decoder<R> {
             edges: head[9] != 0,
             mem: head[10] != 0,
             api: head[11],
+            spare: Vec::new(),
         }))
     }
 
@@ -262,7 +274,9 @@ impl<R: Read> Decoder<R> {
                         what: format!("trace chunk of {n} words is implausible"),
                     });
                 }
-                let mut words = vec![0u32; n];
+                let mut words = std::mem::take(&mut self.spare);
+                words.clear();
+                words.resize(n, 0);
                 self.fill(crate::sys::u32_bytes_mut(&mut words), w)?;
                 if cfg!(target_endian = "big") {
                     for x in &mut words {

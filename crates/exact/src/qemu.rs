@@ -567,15 +567,17 @@ fn decode(
                 let Some(v) = visitor.as_deref_mut() else {
                     continue;
                 };
-                for id in ids {
+                for &id in &ids {
                     emit(v, &resolver, tid, id, &[])?;
                 }
+                d.recycle(ids);
             }
             Record::TraceMem { tid, words } => {
                 let Some(v) = visitor.as_deref_mut() else {
                     continue;
                 };
                 trace_mem_chunk(v, &resolver, &mut pending, tid, &words)?;
+                d.recycle(words);
             }
             Record::Snapshot(s) => snapshot = Some(s),
             Record::End => clean = true,

@@ -577,7 +577,13 @@ impl<'a, C: CostModel> Profiler<'a, C> {
     }
 
     /// Closes open activations (counted as unfinished) and returns the results.
-    pub fn finish(mut self) -> (PathProfile, Cct) {
+    pub fn finish(self) -> (PathProfile, Cct) {
+        let (profile, cct, _) = self.finish_with_cost();
+        (profile, cct)
+    }
+
+    /// [`Profiler::finish`], with the cost model taken back.
+    pub(crate) fn finish_with_cost(mut self) -> (PathProfile, Cct, C) {
         if let Some((t, th)) = self.cur.take() {
             self.threads.insert(t, th);
         }
@@ -613,7 +619,7 @@ impl<'a, C: CostModel> Profiler<'a, C> {
             self.profile.functions[k.func.0 as usize].path_instructions += m.instructions;
         }
         self.profile.paths = paths;
-        (self.profile, self.cct)
+        (self.profile, self.cct, self.cost)
     }
 
     #[inline]

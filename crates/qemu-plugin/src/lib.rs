@@ -33,7 +33,10 @@
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
 //!   re-read after the guest calls `mmap`/`munmap`/`mremap`.
 //! * **fork**: a forked child is **excluded** (a `pthread_atfork` child handler silences every
-//!   callback in it; the parent's counts are unaffected). **exec** is **not followed**: QEMU
+//!   callback in it; the parent's counts are unaffected). The `pthread_atfork` prepare
+//!   handler, the system call hook (fork, vfork, clone of a process, clone3, execve) and the
+//!   exit hook set bits of a run-state word in the shared file, so the analyzer looks for
+//!   orphaned descendants in `/proc` only after runs that may have left some. **exec** is **not followed**: QEMU
 //!   runs the new image natively, so the plugin writes a snapshot before `execve` and the
 //!   profile covers the program up to the exec. A guest sending itself `SIGKILL` gets a
 //!   snapshot first; other fatal signals go through QEMU's exit path, which runs the plugin's
@@ -146,6 +149,28 @@ const SB_CHUNK: usize = 4096;
 /// The last `u64` of the shared counter file: a copy of `THREADS` that survives a fatal
 /// signal (null without `shm=`).
 static THREADS_SHARED: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+/// The `u64` before it: what the process did besides running guest code, as
+/// [`RUN_EXITED`], [`RUN_FORKED`] and [`RUN_EXECED`] bits (null without `shm=`). The
+/// analyzer reads it during and after the run: a run whose exit hook ran and that neither
+/// forked nor exec'd started no other process, so there is nothing to look for in `/proc`.
+static RUN_SHARED: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+/// [`RUN_SHARED`]: the exit hook of the process QEMU started ran (never set in a fork).
+const RUN_EXITED: u64 = 1;
+/// [`RUN_SHARED`]: the process forked (QEMU's `fork()`, or a guest fork, vfork, clone
+/// without `CLONE_VM` or clone3 asked for; set before the child exists).
+const RUN_FORKED: u64 = 2;
+/// [`RUN_SHARED`]: the guest asked for `execve`/`execveat` (set before the exec).
+const RUN_EXECED: u64 = 4;
+
+/// Sets `bit` in [`RUN_SHARED`] (async-signal-safe: one atomic or).
+fn run_state(bit: u64) {
+    let p = RUN_SHARED.load(Relaxed);
+    if !p.is_null() {
+        // SAFETY: `p` is a u64 of the shared mapping: 8-aligned (the mapping is
+        // page-aligned), mapped for the life of the process and only accessed atomically.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(p) }.fetch_or(bit, Relaxed);
+    }
+}
 
 /// Multiplicative hasher for the small integer keys of the edge maps.
 #[derive(Default)]
@@ -1223,11 +1248,19 @@ extern "C" fn on_syscall(
         // clone with CLONE_VM (a thread), clone3 (glibc's pthread_create; its flags are in
         // guest memory, so any clone3 counts as a thread: at worst slower, never wrong).
         56 if a1 & libc::CLONE_VM as u64 != 0 => THREADED.store(true, Relaxed),
-        435 => THREADED.store(true, Relaxed),
+        435 => {
+            THREADED.store(true, Relaxed);
+            run_state(RUN_FORKED);
+        }
+        // fork, vfork, clone of a process (QEMU forks; `in_fork_parent` sees it too).
+        56..=58 => run_state(RUN_FORKED),
         // mmap, munmap, mremap: code mappings may change.
         9 | 11 | 25 => MAPS_DIRTY.store(true, Relaxed),
         // execve, execveat: the new image is not followed; keep what we have.
-        59 | 322 => snapshot(1),
+        59 | 322 => {
+            run_state(RUN_EXECED);
+            snapshot(1);
+        }
         // kill, tkill: SIGKILL leaves no exit path, so dump first.
         62 | 200 if a2 == libc::SIGKILL as u64 => snapshot(2),
         // tgkill
@@ -1245,6 +1278,7 @@ extern "C" fn on_exit(_id: ffi::PluginId, _udata: *mut c_void) {
         g.put(&[wire::TAG_END]);
         g.flush();
     }
+    run_state(RUN_EXITED);
 }
 
 /// Waits on the control pipe: on `S` (the analyzer's timeout) writes a final snapshot and
@@ -1280,6 +1314,13 @@ fn spawn_control(mut f: File) {
 
 extern "C" fn in_fork_child() {
     IN_CHILD.store(true, Relaxed);
+}
+
+/// Before any `fork()` of the QEMU process: the run has another process now.
+extern "C" fn in_fork_parent() {
+    if !IN_CHILD.load(Relaxed) {
+        run_state(RUN_FORKED);
+    }
 }
 
 /// Plugin options parsed from `-plugin lib.so,k=v,...`.
@@ -1371,8 +1412,10 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
             return Err(format!("shm=fd:{fd}: descriptor is not open"));
         }
         let len = st.st_size as usize;
-        if len < 8 {
-            return Err(format!("shm=fd:{fd}: file is empty"));
+        if len < 16 {
+            return Err(format!(
+                "shm=fd:{fd}: file is too small ({len} bytes, at least 16)"
+            ));
         }
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -1441,10 +1484,14 @@ pub unsafe extern "C" fn qemu_plugin_install(
     let (shared, shared_cap) = match a.shm.as_deref().map(map_shared) {
         None => (std::ptr::null_mut(), 0),
         Some(Ok((p, cap))) => {
-            // Layout: inline counters, then one u64 for the thread count.
-            // SAFETY: `cap >= 1` u64s are mapped at `p` (map_shared refuses less).
-            THREADS_SHARED.store(unsafe { p.add(cap - 1) }, Relaxed);
-            (p, cap - 1)
+            // Layout: inline counters, then one u64 for the run state, one for the
+            // thread count.
+            // SAFETY: `cap >= 2` u64s are mapped at `p` (map_shared refuses less).
+            unsafe {
+                RUN_SHARED.store(p.add(cap - 2), Relaxed);
+                THREADS_SHARED.store(p.add(cap - 1), Relaxed);
+            }
+            (p, cap - 2)
         }
         Some(Err(e)) => {
             eprintln!("proftrust-qemu-plugin: {e}");
@@ -1508,7 +1555,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     // SAFETY: registering callbacks with the id QEMU gave us; the callbacks match the
     // signatures of QEMU's header. pthread_atfork takes a plain function.
     unsafe {
-        libc::pthread_atfork(None, None, Some(in_fork_child));
+        libc::pthread_atfork(Some(in_fork_parent), None, Some(in_fork_child));
         (api.register_vcpu_tb_trans_cb)(id, on_translate);
         (api.register_vcpu_init_cb)(id, on_vcpu_init);
         (api.register_vcpu_exit_cb)(id, on_vcpu_exit);

@@ -225,6 +225,9 @@ struct Global {
     joined: HashMap<u64, u64>,
     /// The first block id defined at each guest address.
     by_vaddr: HashMap<u64, u32>,
+    /// Per block id whose instrumentation leaves out slot stores: the address of its
+    /// leaked [`Elided`] (the callback's `udata`), reused when the block is retranslated.
+    elided: HashMap<u32, usize>,
 }
 
 // SAFETY: the raw pointer is to a process-wide shared mapping that is never unmapped; all
@@ -569,10 +572,72 @@ extern "C" fn on_unexpected(vcpu: c_uint, udata: *mut c_void) {
     if st.is_null() {
         return;
     }
+    unexpected(vcpu, st, udata as usize as u32);
+}
+
+/// A block some of whose slot stores are left out (see [`known_slots`]): its silent
+/// entries find those slots holding its values already; this entry callback, the one way
+/// in when they may not, stores all its slots (before the block's inline operations run,
+/// which store the others again).
+#[derive(Debug)]
+struct Elided {
+    id: u32,
+    slots: [u64; SLOTS],
+}
+
+/// [`on_unexpected`] of a block with [`Elided`] stores (`udata`: a leaked `Elided`).
+extern "C" fn on_unexpected_storing(vcpu: c_uint, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let st = vcpu_state_hot(vcpu);
+    if st.is_null() {
+        return;
+    }
+    // SAFETY: `udata` is an `Elided` leaked at translation and never freed; `st` is this
+    // vcpu's own element, written only on its own thread (inline stores, this callback).
+    let id = unsafe {
+        let e = &*(udata as *const Elided);
+        (*st).slot = e.slots;
+        e.id
+    };
+    unexpected(vcpu, st, id);
+}
+
+/// Which expectation slots a block at `vaddr` with entry check `check` finds already
+/// holding what it would store (`slots`) whenever its entry is silent, so that it can leave
+/// out their inline stores. Every block leaves the slots holding its own listing (stored,
+/// or known and, after a callback, stored by [`on_unexpected_storing`]), so:
+/// * a slot check (`check` 0) passes only when the slot of `vaddr` holds `vaddr`: known
+///   for that slot when the block lists its own address (a loop of one block);
+/// * a predecessor check on block `p` (`check` `p + 1`) passes only right after `p`: every
+///   slot holds `p`'s listing `pred_slots`, known where the block lists the same (an
+///   if-then whose branch lists the join that the then-part also lists, a block after a
+///   return that lists nothing either).
+///
+/// The `pred` store is never left out: every callback reads it for the edge's source.
+fn known_slots(
+    vaddr: u64,
+    check: u64,
+    slots: &[u64; SLOTS],
+    pred_slots: Option<&[u64; SLOTS]>,
+) -> [bool; SLOTS] {
+    let mut known = [false; SLOTS];
+    for (k, kn) in known.iter_mut().enumerate() {
+        *kn = if check == 0 {
+            k == slot_of(vaddr) && slots[k] == vaddr
+        } else {
+            pred_slots.is_some_and(|p| p[k] == slots[k])
+        };
+    }
+    known
+}
+
+/// Records the entry of block `id` through an unexpected edge (or a thread start).
+fn unexpected(vcpu: c_uint, st: *mut VcpuState, id: u32) {
     // SAFETY: the vcpu's own element, written by this vcpu's inline stores only.
     let pred = unsafe { (*st).pred };
     let s = vcpu::slot(vcpu);
-    let id = udata as usize as u32;
     if pred == 0 {
         thread_start(s, vcpu);
         *lock(&s.shared).starts.entry(id).or_insert(0) += 1;
@@ -739,9 +804,15 @@ fn snapshot(reason: u8) {
         underived = derive_edges(g, &inline, &sinks, &starts, &mut edges);
         if let Some((recorded, [dynamic, other_pred, unlisted, dead])) = stats {
             let blocks: u64 = inline.iter().sum();
+            let elided: u64 = g
+                .elided
+                .keys()
+                .filter_map(|&id| inline.get(id as usize))
+                .sum();
             eprintln!(
-                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}",
-                100.0 * recorded as f64 / blocks.max(1) as f64
+                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}; executions without a slot store {elided} ({:.2}%)",
+                100.0 * recorded as f64 / blocks.max(1) as f64,
+                100.0 * elided as f64 / blocks.max(1) as f64
             );
         }
     }
@@ -1071,7 +1142,7 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     let end = classify::classify(last_bytes);
     let last_vaddr = insns.last().map_or(vaddr, |i| i.0);
     let succ = classify::successors(last_bytes, last_vaddr);
-    let (id, ptr, count_entry, slots, check) = {
+    let (id, ptr, count_entry, slots, check, (known, elided)) = {
         let mut guard = lock(&GLOBAL);
         let Some(g) = guard.as_mut() else { return };
         let key = (vaddr, bytes.into_boxed_slice());
@@ -1081,20 +1152,49 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 let id = g.define(vaddr, &insns, end);
                 g.dedup.insert(key, id);
                 let derive = api.v4.is_some() && edges && !trace;
-                let check = if derive { g.pred_check(vaddr) } else { 0 };
+                // A loop of one block checks the slot, so that its back edge can pass by its
+                // own listing: a predecessor check would name the block that first entered
+                // the loop and call back on every iteration.
+                let self_loop = match succ {
+                    classify::Successors::One(e) => e == vaddr,
+                    classify::Successors::Two { predicted, other } => {
+                        predicted == vaddr || other == vaddr
+                    }
+                    classify::Successors::Dynamic => false,
+                };
+                let check = if derive && !self_loop {
+                    g.pred_check(vaddr)
+                } else {
+                    0
+                };
+                // Known before the slots are chosen: a side that checks the slot (this
+                // block's own address too) is the one a branch lists.
+                g.check.push(check);
                 let slots = if derive {
                     g.silent_slots(id, succ)
                 } else {
                     [0; SLOTS]
                 };
                 g.expect.push(slots);
-                g.check.push(check);
                 g.vaddr_of.push(vaddr);
                 (id, true)
             }
         };
         let slots = g.expect[id as usize];
         let check = g.check.get(id as usize).copied().unwrap_or(0);
+        let known = if api.v4.is_some() && edges && !trace {
+            let pred_slots = (check != 0)
+                .then(|| g.expect.get((check - 1) as usize))
+                .flatten();
+            known_slots(vaddr, check, &slots, pred_slots)
+        } else {
+            [false; SLOTS]
+        };
+        let elided = known.contains(&true).then(|| {
+            *g.elided
+                .entry(id)
+                .or_insert_with(|| Box::into_raw(Box::new(Elided { id, slots })) as usize)
+        });
         if !trace && new && (api.v4.is_none() || id == 0) {
             // API v1: definitions reach the pipe at once, so that they survive a fatal
             // signal with the shared counters. API v4 keeps its counts in QEMU's memory,
@@ -1110,9 +1210,17 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 Some(g.count_entry(id)),
                 slots,
                 check,
+                (known, elided),
             )
         } else {
-            (id, g.counter_ptr(id), None, slots, check)
+            (
+                id,
+                g.counter_ptr(id),
+                None,
+                slots,
+                check,
+                ([false; SLOTS], None),
+            )
         }
     };
     let udata = id as usize as *mut c_void;
@@ -1144,20 +1252,19 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 } else {
                     (slot(slot_of(vaddr)), vaddr)
                 };
-                (v4.tb_exec_cond_cb)(
-                    tb,
-                    on_unexpected,
-                    ffi::CB_NO_REGS,
-                    ffi::COND_NE,
-                    entry,
-                    value,
-                    udata,
-                );
+                let (cb, data): (ffi::VcpuUdataCb, *mut c_void) = match elided {
+                    Some(e) => (on_unexpected_storing, e as *mut c_void),
+                    None => (on_unexpected, udata),
+                };
+                (v4.tb_exec_cond_cb)(tb, cb, ffi::CB_NO_REGS, ffi::COND_NE, entry, value, data);
             }
             (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_ADD_U64, count, 1);
             if edges {
                 (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_STORE_U64, pred, id as u64 + 1);
                 for (k, &a) in slots.iter().enumerate() {
+                    if known[k] {
+                        continue;
+                    }
                     (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_STORE_U64, slot(k), a);
                 }
             }
@@ -1530,6 +1637,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         pred_edges: HashSet::new(),
         joined: HashMap::new(),
         by_vaddr: HashMap::new(),
+        elided: HashMap::new(),
     };
     let mut head = Vec::new();
     head.extend_from_slice(wire::MAGIC);

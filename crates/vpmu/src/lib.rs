@@ -329,16 +329,29 @@ pub struct Vpmu {
     timing: Vec<InstrTiming>,
     rng: ChaCha8Rng,
     modules: ModuleTable,
-    /// Trace module index -> our index.
-    module_map: FxHashMap<ModuleIdx, ModuleIdx>,
+    /// Trace module index -> our index (a flat array: looked up once per executed block).
+    module_map: Vec<Option<ModuleIdx>>,
     /// Per (our) module: the cost table, when one matched.
     module_costs: FxHashMap<ModuleIdx, usize>,
-    /// Per instruction: its static cost and counts; looked up for every executed
-    /// instruction, hence `FxHashMap` (SipHash cost a large share of a replay).
-    slots: FxHashMap<Location, Slot>,
-    /// Per thread id; boxed, because the block loop takes a thread out and puts it back
-    /// once per executed block (moving a pointer, not the ROB and its queues).
+    /// Per instruction seen (only kept with `--exact` or LBR, the two uses of a slot): its
+    /// static length and counts, indexed by [`Vpmu::slot_of`].
+    slots: Vec<(Location, Slot)>,
+    /// Instruction -> index in `slots`.
+    slot_of: FxHashMap<Location, u32>,
+    /// Per trace block key ([`TraceBlock::key`]): the slot of each of its instructions, so
+    /// a keyed block's instructions are charged by index, not by one hash lookup each
+    /// (that lookup was ~half of a replay).
+    keyed_slots: Vec<Option<Box<[u32]>>>,
+    /// Scratch: the slots of an unkeyed block.
+    block_slots: Vec<u32>,
+    /// Per thread id, but for the current thread, kept in `cur` (blocks come in long runs
+    /// of one thread); boxed, so switching threads moves a pointer, not the ROB and its
+    /// queues.
     threads: FxHashMap<u32, Box<Thread>>,
+    cur: Option<(u32, Box<Thread>)>,
+    /// Step every instruction even where a block could be stepped whole (tests compare the
+    /// two).
+    per_instruction: bool,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -408,10 +421,15 @@ impl Vpmu {
             opts,
             model,
             modules: ModuleTable::default(),
-            module_map: FxHashMap::default(),
+            module_map: Vec::new(),
             module_costs: FxHashMap::default(),
-            slots: FxHashMap::default(),
+            slots: Vec::new(),
+            slot_of: FxHashMap::default(),
+            keyed_slots: Vec::new(),
+            block_slots: Vec::new(),
             threads: FxHashMap::default(),
+            cur: None,
+            per_instruction: false,
             samples: Vec::new(),
             dropped: 0,
             pid: None,
@@ -440,21 +458,10 @@ impl Vpmu {
         }
     }
 
-    /// The instruction's length from its slot (created on first sight), and with `--exact`
-    /// its execution charged to the slot: one hash lookup per executed instruction.
-    fn slot_step(&mut self, loc: Location, timing: &InstrTiming) -> u8 {
-        let exact = self.opts.exact;
-        let charge = |s: &mut Slot| {
-            if exact {
-                s.count += 1;
-                s.total_cycles += timing.cycles as u64;
-                s.l1_misses += timing.l1_misses as u64;
-                s.llc_misses += timing.llc_misses as u64;
-            }
-            s.len
-        };
-        if let Some(s) = self.slots.get_mut(&loc) {
-            return charge(s);
+    /// The slot of instruction `loc`, created on first sight with its static length.
+    fn slot_index(&mut self, loc: Location) -> u32 {
+        if let Some(&i) = self.slot_of.get(&loc) {
+            return i;
         }
         let cost = loc
             .module
@@ -465,13 +472,83 @@ impl Vpmu {
                 cycles: self.model.default_cycles,
                 len: 0,
             });
-        let mut s = Slot {
-            len: cost.len,
-            ..Slot::default()
-        };
-        let len = charge(&mut s);
-        self.slots.insert(loc, s);
-        len
+        let i = self.slots.len() as u32;
+        self.slots.push((
+            loc,
+            Slot {
+                len: cost.len,
+                ..Slot::default()
+            },
+        ));
+        self.slot_of.insert(loc, i);
+        i
+    }
+
+    /// The instruction's length from its slot (0 without one: neither `--exact` nor LBR
+    /// asked for slots), and with `--exact` its execution charged to the slot.
+    #[inline]
+    fn slot_step(&mut self, slot: Option<u32>, timing: &InstrTiming) -> u8 {
+        let Some(i) = slot else { return 0 };
+        let s = &mut self.slots[i as usize].1;
+        if self.opts.exact {
+            s.count += 1;
+            s.total_cycles += timing.cycles as u64;
+            s.l1_misses += timing.l1_misses as u64;
+            s.llc_misses += timing.llc_misses as u64;
+        }
+        s.len
+    }
+
+    /// Fills `self.block_slots` with the slots of `b`'s instructions (unkeyed blocks), or
+    /// makes sure the key's slots exist (keyed blocks). False when no slots are kept.
+    fn prepare_slots(&mut self, b: &TraceBlock<'_>, module: Option<ModuleIdx>) -> bool {
+        if !(self.opts.exact || self.opts.lbr) {
+            return false;
+        }
+        let loc = |a: Svma| Location { module, svma: a };
+        match b.key {
+            Some(k) => {
+                let k = k as usize;
+                if self.keyed_slots.len() <= k {
+                    self.keyed_slots.resize(k + 1, None);
+                }
+                if self.keyed_slots[k].is_none() {
+                    let v: Box<[u32]> = b
+                        .instructions
+                        .iter()
+                        .map(|&a| self.slot_index(loc(a)))
+                        .collect();
+                    self.keyed_slots[k] = Some(v);
+                }
+            }
+            None => {
+                let mut v = std::mem::take(&mut self.block_slots);
+                v.clear();
+                v.extend(b.instructions.iter().map(|&a| self.slot_index(loc(a))));
+                self.block_slots = v;
+            }
+        }
+        true
+    }
+
+    /// Whether no counter of `th` overflows inside a block of these timings: the
+    /// instruction counter (at least 1 left) overflows on the instruction that brings it to
+    /// 0, the cycle counter (at least 1 left) when the block's running cycle sum reaches it
+    /// ([`Vpmu::step`]'s rules, summed over the block).
+    /// Returns the block's cycles then.
+    fn quiet_block(&self, th: &Thread, timing: &[InstrTiming]) -> Option<u64> {
+        if self.ev_instr.is_some() && timing.len() as u64 >= th.instr_left {
+            return None;
+        }
+        let total: u64 = timing.iter().map(|t| t.cycles as u64).sum();
+        (self.ev_cycles.is_none() || total < th.cycle_left).then_some(total)
+    }
+
+    /// Puts the current thread back among the others.
+    fn park_current(&mut self) {
+        if let Some((t, th)) = self.cur.take() {
+            self.threads.insert(t, th);
+        }
     }
 
     fn new_thread(&mut self) -> Thread {
@@ -573,10 +650,11 @@ impl Vpmu {
         th: &mut Thread,
         tid: u32,
         loc: Location,
+        slot: Option<u32>,
         timing: InstrTiming,
         end_of_block: Option<TraceEnd>,
     ) {
-        let len = self.slot_step(loc, &timing);
+        let len = self.slot_step(slot, &timing);
         self.track_branch(th, loc, len, end_of_block);
         let lat = timing.cycles as u64;
         let ready = if timing.dependent {
@@ -729,13 +807,13 @@ impl Vpmu {
     fn tip_advance(&mut self, th: &mut Thread, commit: Option<(Location, u64)>) -> Option<u64> {
         let want_group = th.tip_waiting > 0;
         let exact = self.opts.exact;
-        let slots = &mut self.slots;
+        let (slots, slot_of) = (&mut self.slots, &self.slot_of);
         let group_buf = &mut self.group_buf;
         let mut ended = None;
         let mut charge = |l: Location, x: f64| {
             if exact {
-                if let Some(s) = slots.get_mut(&l) {
-                    s.tip_cycles += x;
+                if let Some(&i) = slot_of.get(&l) {
+                    slots[i as usize].1.tip_cycles += x;
                 }
             }
         };
@@ -759,6 +837,7 @@ impl Vpmu {
         if !self.opts.mode.out_of_order() {
             return;
         }
+        self.park_current();
         let mut tids: Vec<u32> = self.threads.keys().copied().collect();
         tids.sort_unstable();
         for tid in tids {
@@ -781,10 +860,11 @@ impl Vpmu {
         th: &mut Thread,
         tid: u32,
         loc: Location,
+        slot: Option<u32>,
         timing: InstrTiming,
         end_of_block: Option<TraceEnd>,
     ) {
-        let len = self.slot_step(loc, &timing);
+        let len = self.slot_step(slot, &timing);
         let c = timing.cycles as u64;
         self.track_branch(th, loc, len, end_of_block);
         let start = th.now;
@@ -908,7 +988,7 @@ impl Vpmu {
                 .slots
                 .iter()
                 .filter(|(_, s)| s.count > 0)
-                .map(|(l, s)| (*l, *s))
+                .copied()
                 .collect();
             v.sort_by_key(|(l, _)| *l);
             let mut e = ExactProfile {
@@ -971,7 +1051,11 @@ impl proftrust_model::BlockVisitor for Vpmu {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
         self.timer.module(idx, module);
         let ours = self.modules.intern(module.clone());
-        self.module_map.insert(idx, ours);
+        let i = idx.0 as usize;
+        if self.module_map.len() <= i {
+            self.module_map.resize(i + 1, None);
+        }
+        self.module_map[i] = Some(ours);
         if let Some(t) = self.model.table_for(module) {
             self.module_costs.insert(ours, t);
         }
@@ -981,29 +1065,90 @@ impl proftrust_model::BlockVisitor for Vpmu {
         if self.pid.is_none() {
             self.pid = Some(b.tid);
         }
-        let module = b.module.map(|m| *self.module_map.get(&m).unwrap_or(&m));
-        let mut th = match self.threads.remove(&b.tid) {
-            Some(t) => t,
-            None => Box::new(self.new_thread()),
+        let module = b.module.map(|m| {
+            self.module_map
+                .get(m.0 as usize)
+                .copied()
+                .flatten()
+                .unwrap_or(m)
+        });
+        let mut th = match self.cur.take() {
+            Some((t, th)) if t == b.tid => th,
+            other => {
+                if let Some((t, th)) = other {
+                    self.threads.insert(t, th);
+                }
+                match self.threads.remove(&b.tid) {
+                    Some(t) => t,
+                    None => Box::new(self.new_thread()),
+                }
+            }
         };
         let n = b.instructions.len();
         let mut timing = std::mem::take(&mut self.timing);
         self.timer.time_block(b, &mut timing);
+        let with_slots = self.prepare_slots(b, module);
+        let (keyed, unkeyed) = (
+            std::mem::take(&mut self.keyed_slots),
+            std::mem::take(&mut self.block_slots),
+        );
+        let slots: &[u32] = match b.key {
+            _ if !with_slots => &[],
+            Some(k) => keyed[k as usize].as_deref().expect("prepared above"),
+            None => &unkeyed,
+        };
         let ooo = self.opts.mode.out_of_order();
-        for (k, (&Svma(a), &t)) in b.instructions.iter().zip(&timing).enumerate() {
-            let loc = Location {
-                module,
-                svma: Svma(a),
-            };
-            let end = (k + 1 == n).then_some(b.end);
-            if ooo {
-                self.step_ooo(&mut th, b.tid, loc, t, end);
-            } else {
-                self.step(&mut th, b.tid, loc, t, end);
+        let quiet = (!ooo && !self.per_instruction && th.pending.is_empty())
+            .then(|| self.quiet_block(&th, &timing))
+            .flatten();
+        if let Some(total) = quiet {
+            // In order, nothing waiting to land and no counter overflowing inside the block:
+            // the per-instruction steps would only add up the cycles, count down the counters,
+            // charge `--exact`'s slots and pass the block's first and last instructions to the
+            // LBR (only a block's first instruction can follow a taken branch; the last one is
+            // what the next block's first compares with), so do that per block.
+            let mut lens = (0u8, 0u8);
+            for (k, (&i, t)) in slots.iter().zip(&timing).enumerate() {
+                let len = self.slot_step(Some(i), t);
+                if k == 0 {
+                    lens.0 = len;
+                }
+                lens.1 = len;
+            }
+            if self.opts.lbr {
+                let at = |a: Svma| Location { module, svma: a };
+                let first = at(b.instructions[0]);
+                self.track_branch(&mut th, first, lens.0, (n == 1).then_some(b.end));
+                if n > 1 {
+                    self.track_branch(&mut th, at(b.instructions[n - 1]), lens.1, Some(b.end));
+                }
+            }
+            th.now += total;
+            if self.ev_cycles.is_some() {
+                th.cycle_left -= total;
+            }
+            if self.ev_instr.is_some() {
+                th.instr_left -= n as u64;
+            }
+        } else {
+            for (k, (&Svma(a), &t)) in b.instructions.iter().zip(&timing).enumerate() {
+                let loc = Location {
+                    module,
+                    svma: Svma(a),
+                };
+                let slot = slots.get(k).copied();
+                let end = (k + 1 == n).then_some(b.end);
+                if ooo {
+                    self.step_ooo(&mut th, b.tid, loc, slot, t, end);
+                } else {
+                    self.step(&mut th, b.tid, loc, slot, t, end);
+                }
             }
         }
+        self.block_slots = unkeyed;
+        self.keyed_slots = keyed;
         self.timing = timing;
-        self.threads.insert(b.tid, th);
+        self.cur = Some((b.tid, th));
     }
 
     fn end(&mut self, outcome: &RunOutcome) {
@@ -1490,5 +1635,91 @@ mod tests {
             ..VpmuOptions::default()
         };
         assert!(Vpmu::new(o, CycleModel::default()).is_err());
+    }
+
+    /// The per-block step ([`Vpmu::quiet_block`]) against the per-instruction one: two
+    /// replays of one trace, blocks stepped whole where they can be and every instruction
+    /// stepped, with LBR off and on, keyed and unkeyed blocks, two threads interleaved, a
+    /// random skid and randomised periods short enough that counters overflow inside blocks,
+    /// must give the same samples (branch stacks included) and the same exact counts and
+    /// cycles.
+    #[test]
+    fn per_block_steps_equal_per_instruction_steps() {
+        let mut table = CostTable::new("prog");
+        // Three blocks: 0x100.. (3 instructions), 0x200.. (5), 0x300.. (2).
+        let blocks: Vec<Vec<Svma>> = [(0x100u64, 3u64), (0x200, 5), (0x300, 2)]
+            .iter()
+            .map(|&(a, n)| (0..n).map(|k| Svma(a + 4 * k)).collect())
+            .collect();
+        for (i, b) in blocks.iter().enumerate() {
+            for (k, s) in b.iter().enumerate() {
+                let cycles = 1 + ((i * 7 + k * 3) % 11) as u32;
+                table.costs.insert(s.0, StaticCost { cycles, len: 4 });
+            }
+        }
+        let model = CycleModel {
+            default_cycles: 1,
+            tables: vec![table],
+        };
+        let run = |lbr: bool, keyed: bool, per_instruction: bool| {
+            let opts = VpmuOptions {
+                instruction_period: 37,
+                cycle_period: 53,
+                randomize: true,
+                skid: SkidDist::Uniform { lo: 0, hi: 40 },
+                seed: 11,
+                lbr,
+                exact: true,
+                ..VpmuOptions::default()
+            };
+            let mut v = Vpmu::new(opts, model.clone()).unwrap();
+            v.per_instruction = per_instruction;
+            let m = Module::new("/t/prog");
+            v.visit(&TraceEvent::Module {
+                idx: ModuleIdx(3),
+                module: &m,
+            });
+            for step in 0..3000usize {
+                let k = (step * step + step / 7) % 3;
+                v.visit(&TraceEvent::Block(TraceBlock {
+                    tid: if (step / 5) % 3 == 0 { 8 } else { 9 },
+                    module: Some(ModuleIdx(3)),
+                    instructions: &blocks[k],
+                    end: if k == 1 {
+                        TraceEnd::Call
+                    } else {
+                        TraceEnd::Other
+                    },
+                    mem: &[],
+                    key: keyed.then_some(k as u32),
+                }));
+            }
+            v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
+            let (s, e) = v.finish();
+            let samples: Vec<_> = s
+                .samples
+                .iter()
+                .map(|x| (x.event, x.tid, x.time, x.period, x.ip, x.branches.clone()))
+                .collect();
+            let e = e.unwrap();
+            (samples, e.instructions, e.extra_costs)
+        };
+        for lbr in [false, true] {
+            let stepped = run(lbr, false, true);
+            // Overflows every 37 instructions and ~53 cycles: hundreds of samples of each event.
+            assert!(stepped.0.len() > 400, "{} samples", stepped.0.len());
+            // Branch stacks with LBR only, full once 32 taken branches have passed.
+            let late = &stepped.0[stepped.0.len() / 2..];
+            assert!(late
+                .iter()
+                .all(|s| s.5.len() == if lbr { LBR_DEPTH } else { 0 }));
+            let n: usize = (0..3000usize)
+                .map(|step| blocks[(step * step + step / 7) % 3].len())
+                .sum();
+            assert_eq!(stepped.1.iter().map(|i| i.count).sum::<u64>(), n as u64);
+            for keyed in [false, true] {
+                assert_eq!(run(lbr, keyed, false), stepped, "lbr {lbr}, keyed {keyed}");
+            }
+        }
     }
 }

@@ -27,6 +27,7 @@ use proftrust_paths::{
     CostModel, PathKey, PathMetrics, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_probe::{Bursty, BurstyOptions};
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -52,7 +53,9 @@ impl Default for TraceSourceOptions {
 #[derive(Debug)]
 struct Collected {
     bursty: Bursty,
-    times: HashMap<PathKey, PathTimes>,
+    /// Per path: its timed instances. Added to at every timed path instance, hence
+    /// `FxHashMap` (SipHash was ~4% of a `vpp` run on sort); read in sorted key order.
+    times: FxHashMap<PathKey, PathTimes>,
     completed: u64,
     timed: u64,
 }
@@ -92,7 +95,7 @@ impl<'a, T: CostModel> TracePathTimer<'a, T> {
         bursty.boundary();
         let collected = Rc::new(RefCell::new(Collected {
             bursty,
-            times: HashMap::new(),
+            times: FxHashMap::default(),
             completed: 0,
             timed: 0,
         }));

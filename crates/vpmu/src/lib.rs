@@ -352,6 +352,10 @@ pub struct Vpmu {
     /// Step every instruction even where a block could be stepped whole (tests compare the
     /// two).
     per_instruction: bool,
+    /// No cache simulation: a keyed block's timing is the same at every execution.
+    static_timing: bool,
+    /// Per trace block key: its cycles (`u64::MAX`: not seen yet), when `static_timing`.
+    key_cycles: Vec<u64>,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -414,6 +418,7 @@ impl Vpmu {
         };
         let ev_instr = next(opts.events.instructions);
         let ev_cycles = next(opts.events.cycles);
+        let static_timing = opts.cache.is_none();
         Ok(Vpmu {
             rng: ChaCha8Rng::seed_from_u64(opts.seed),
             timer: InstrTimer::new(model.clone(), opts.cache.clone()),
@@ -430,6 +435,8 @@ impl Vpmu {
             threads: FxHashMap::default(),
             cur: None,
             per_instruction: false,
+            static_timing,
+            key_cycles: Vec::new(),
             samples: Vec::new(),
             dropped: 0,
             pid: None,
@@ -531,17 +538,44 @@ impl Vpmu {
         true
     }
 
-    /// Whether no counter of `th` overflows inside a block of these timings: the
-    /// instruction counter (at least 1 left) overflows on the instruction that brings it to
-    /// 0, the cycle counter (at least 1 left) when the block's running cycle sum reaches it
-    /// ([`Vpmu::step`]'s rules, summed over the block).
-    /// Returns the block's cycles then.
-    fn quiet_block(&self, th: &Thread, timing: &[InstrTiming]) -> Option<u64> {
-        if self.ev_instr.is_some() && timing.len() as u64 >= th.instr_left {
-            return None;
+    /// Whether no counter of `th` overflows inside a block of `n` instructions and `total`
+    /// cycles: the instruction counter (at least 1 left) overflows on the instruction that
+    /// brings it to 0, the cycle counter (at least 1 left) when the block's running cycle sum
+    /// reaches it ([`Vpmu::step`]'s rules, summed over the block).
+    #[inline]
+    fn counters_quiet(&self, th: &Thread, n: usize, total: u64) -> bool {
+        (self.ev_instr.is_none() || (n as u64) < th.instr_left)
+            && (self.ev_cycles.is_none() || total < th.cycle_left)
+    }
+
+    /// A block stepped whole: its cycles added, the counters counted down.
+    #[inline]
+    fn advance_whole(&self, th: &mut Thread, n: usize, total: u64) {
+        th.now += total;
+        if self.ev_cycles.is_some() {
+            th.cycle_left -= total;
         }
-        let total: u64 = timing.iter().map(|t| t.cycles as u64).sum();
-        (self.ev_cycles.is_none() || total < th.cycle_left).then_some(total)
+        if self.ev_instr.is_some() {
+            th.instr_left -= n as u64;
+        }
+    }
+
+    /// A block stepped whole under LBR: its first and last instructions (of lengths
+    /// `lens`) go through [`Vpmu::track_branch`], as the per-instruction steps would pass
+    /// them (the ones between record nothing and are overwritten as the previous one).
+    fn feed_lbr(
+        &self,
+        th: &mut Thread,
+        b: &TraceBlock<'_>,
+        module: Option<ModuleIdx>,
+        lens: (u8, u8),
+    ) {
+        let n = b.instructions.len();
+        let at = |a: Svma| Location { module, svma: a };
+        self.track_branch(th, at(b.instructions[0]), lens.0, (n == 1).then_some(b.end));
+        if n > 1 {
+            self.track_branch(th, at(b.instructions[n - 1]), lens.1, Some(b.end));
+        }
     }
 
     /// Puts the current thread back among the others.
@@ -1085,8 +1119,36 @@ impl proftrust_model::BlockVisitor for Vpmu {
             }
         };
         let n = b.instructions.len();
+        let ooo = self.opts.mode.out_of_order();
+        let whole = !ooo && !self.per_instruction && th.pending.is_empty();
+        // Keyed blocks without a cache simulation always take the same cycles, kept per key:
+        // a block stepped whole without `--exact` then needs no timing of its instructions.
+        let key = b.key.filter(|_| self.static_timing).map(|k| k as usize);
+        if let Some(k) = key.filter(|_| whole && !self.opts.exact) {
+            let total = self.key_cycles.get(k).copied().unwrap_or(u64::MAX);
+            if total != u64::MAX && self.counters_quiet(&th, n, total) {
+                if self.opts.lbr && self.prepare_slots(b, module) {
+                    let ks = self.keyed_slots[k].as_deref().expect("prepared above");
+                    let lens = (
+                        self.slots[ks[0] as usize].1.len,
+                        self.slots[ks[n - 1] as usize].1.len,
+                    );
+                    self.feed_lbr(&mut th, b, module, lens);
+                }
+                self.advance_whole(&mut th, n, total);
+                self.cur = Some((b.tid, th));
+                return;
+            }
+        }
         let mut timing = std::mem::take(&mut self.timing);
         self.timer.time_block(b, &mut timing);
+        let total: u64 = timing.iter().map(|t| t.cycles as u64).sum();
+        if let Some(k) = key {
+            if self.key_cycles.len() <= k {
+                self.key_cycles.resize(k + 1, u64::MAX);
+            }
+            self.key_cycles[k] = total;
+        }
         let with_slots = self.prepare_slots(b, module);
         let (keyed, unkeyed) = (
             std::mem::take(&mut self.keyed_slots),
@@ -1097,11 +1159,7 @@ impl proftrust_model::BlockVisitor for Vpmu {
             Some(k) => keyed[k as usize].as_deref().expect("prepared above"),
             None => &unkeyed,
         };
-        let ooo = self.opts.mode.out_of_order();
-        let quiet = (!ooo && !self.per_instruction && th.pending.is_empty())
-            .then(|| self.quiet_block(&th, &timing))
-            .flatten();
-        if let Some(total) = quiet {
+        if whole && self.counters_quiet(&th, n, total) {
             // In order, nothing waiting to land and no counter overflowing inside the block:
             // the per-instruction steps would only add up the cycles, count down the counters,
             // charge `--exact`'s slots and pass the block's first and last instructions to the
@@ -1116,20 +1174,9 @@ impl proftrust_model::BlockVisitor for Vpmu {
                 lens.1 = len;
             }
             if self.opts.lbr {
-                let at = |a: Svma| Location { module, svma: a };
-                let first = at(b.instructions[0]);
-                self.track_branch(&mut th, first, lens.0, (n == 1).then_some(b.end));
-                if n > 1 {
-                    self.track_branch(&mut th, at(b.instructions[n - 1]), lens.1, Some(b.end));
-                }
+                self.feed_lbr(&mut th, b, module, lens);
             }
-            th.now += total;
-            if self.ev_cycles.is_some() {
-                th.cycle_left -= total;
-            }
-            if self.ev_instr.is_some() {
-                th.instr_left -= n as u64;
-            }
+            self.advance_whole(&mut th, n, total);
         } else {
             for (k, (&Svma(a), &t)) in b.instructions.iter().zip(&timing).enumerate() {
                 let loc = Location {
@@ -1637,12 +1684,12 @@ mod tests {
         assert!(Vpmu::new(o, CycleModel::default()).is_err());
     }
 
-    /// The per-block step ([`Vpmu::quiet_block`]) against the per-instruction one: two
+    /// The per-block step ([`Vpmu::counters_quiet`]) against the per-instruction one: two
     /// replays of one trace, blocks stepped whole where they can be and every instruction
     /// stepped, with LBR off and on, keyed and unkeyed blocks, two threads interleaved, a
     /// random skid and randomised periods short enough that counters overflow inside blocks,
     /// must give the same samples (branch stacks included) and the same exact counts and
-    /// cycles.
+    /// cycles; without `--exact`, keyed blocks are stepped from their per-key cycles.
     #[test]
     fn per_block_steps_equal_per_instruction_steps() {
         let mut table = CostTable::new("prog");
@@ -1661,7 +1708,7 @@ mod tests {
             default_cycles: 1,
             tables: vec![table],
         };
-        let run = |lbr: bool, keyed: bool, per_instruction: bool| {
+        let run = |lbr: bool, keyed: bool, per_instruction: bool, exact: bool| {
             let opts = VpmuOptions {
                 instruction_period: 37,
                 cycle_period: 53,
@@ -1669,7 +1716,7 @@ mod tests {
                 skid: SkidDist::Uniform { lo: 0, hi: 40 },
                 seed: 11,
                 lbr,
-                exact: true,
+                exact,
                 ..VpmuOptions::default()
             };
             let mut v = Vpmu::new(opts, model.clone()).unwrap();
@@ -1701,11 +1748,11 @@ mod tests {
                 .iter()
                 .map(|x| (x.event, x.tid, x.time, x.period, x.ip, x.branches.clone()))
                 .collect();
-            let e = e.unwrap();
+            let e = e.unwrap_or_default();
             (samples, e.instructions, e.extra_costs)
         };
         for lbr in [false, true] {
-            let stepped = run(lbr, false, true);
+            let stepped = run(lbr, false, true, true);
             // Overflows every 37 instructions and ~53 cycles: hundreds of samples of each event.
             assert!(stepped.0.len() > 400, "{} samples", stepped.0.len());
             // Branch stacks with LBR only, full once 32 taken branches have passed.
@@ -1718,7 +1765,17 @@ mod tests {
                 .sum();
             assert_eq!(stepped.1.iter().map(|i| i.count).sum::<u64>(), n as u64);
             for keyed in [false, true] {
-                assert_eq!(run(lbr, keyed, false), stepped, "lbr {lbr}, keyed {keyed}");
+                assert_eq!(
+                    run(lbr, keyed, false, true),
+                    stepped,
+                    "lbr {lbr}, keyed {keyed}"
+                );
+                let no_exact = run(lbr, keyed, false, false);
+                assert_eq!(
+                    no_exact.0, stepped.0,
+                    "lbr {lbr}, keyed {keyed}, no --exact"
+                );
+                assert!(no_exact.1.is_empty());
             }
         }
     }

@@ -144,7 +144,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         .map_err(|e| ExactError::io(format!("starting {}", valgrind.display()), e))?;
     let pid = child.id();
     let stderr = child.stderr.take().map(StderrTail::capture);
-    let ended = run::supervise(child, o.timeout, None, o.stop.clone())
+    let ended = run::supervise(child, o.timeout, None, o.stop.clone(), None)
         .join()
         .map_err(|_| {
             ExactError::io(

@@ -44,7 +44,7 @@ pub fn run_native(cmd: &[OsString], o: &NativeOptions) -> Result<RunOutcome, Exa
     let child = supervision
         .spawn(|| c.spawn(), |c| c.id() as i32)
         .map_err(|e| ExactError::io(format!("starting {}", program.display()), e))?;
-    let ended = run::supervise(child, o.timeout, None, o.stop.clone())
+    let ended = run::supervise(child, o.timeout, None, o.stop.clone(), None)
         .join()
         .map_err(|_| {
             ExactError::io(

@@ -19,8 +19,34 @@ pub const PLUGIN_FILE: &str = "libproftrust_qemu_plugin.so";
 
 /// Blocks whose inline counters live in the shared counter file (128 MiB of address space,
 /// sparse); later blocks use plugin-private counters that do not survive a fatal signal. One
-/// more `u64` after them holds the number of guest threads started.
+/// more `u64` after them holds the run state ([`RUN_EXITED`], [`RUN_FORKED`],
+/// [`RUN_EXECED`]), the last one the number of guest threads started.
 const SHARED_COUNTERS: u64 = 1 << 24;
+/// Index of the shared file's thread count (in `u64`s).
+const THREADS_AT: u64 = SHARED_COUNTERS + 1;
+/// Run state bit: the plugin's exit hook ran in the process QEMU started.
+const RUN_EXITED: u64 = 1;
+/// Run state bit: that process forked (set before the child exists).
+const RUN_FORKED: u64 = 2;
+/// Run state bit: the guest asked for `execve` (set before the exec).
+const RUN_EXECED: u64 = 4;
+
+/// The run state word of the shared file (0 when it cannot be read).
+fn run_state(shm: &std::fs::File) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut w = [0u8; 8];
+    match shm.read_exact_at(&mut w, SHARED_COUNTERS * 8) {
+        Ok(()) => u64::from_le_bytes(w),
+        Err(_) => 0,
+    }
+}
+
+/// Whether a run with this state word may have started processes besides QEMU: while it
+/// runs (`ended` false), unless the plugin saw neither a fork nor an exec; once it ended,
+/// unless the exit hook ran as well (a SIGKILL, a timeout's stop or an exec leave it unset).
+fn may_have_descendants(state: u64, ended: bool) -> bool {
+    state & (RUN_FORKED | RUN_EXECED) != 0 || (ended && state & RUN_EXITED == 0)
+}
 
 /// The phrase of `backend_detail` that records the guest threads (see [`guest_threads`]).
 const THREADS_PHRASE: &str = "guest threads: ";
@@ -322,7 +348,7 @@ fn run_qemu(
     if trace {
         sys::grow_pipe(&rd, TRACE_PIPE_BYTES);
     }
-    let shm = sys::memfd((SHARED_COUNTERS + 1) * 8)
+    let shm = sys::memfd((THREADS_AT + 1) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
@@ -355,11 +381,17 @@ fn run_qemu(
     drop(ctl_rd);
     let pid = child.id();
     let stderr = child.stderr.take().map(StderrTail::capture);
+    let probe = shm
+        .try_clone()
+        .map_err(|e| ExactError::io("sharing the shared counter file", e))?;
     let sup = run::supervise(
         child,
         o.timeout,
         Some(std::fs::File::from(ctl_wr)),
         o.stop.clone(),
+        Some(Box::new(move |ended| {
+            may_have_descendants(run_state(&probe), ended)
+        })),
     );
     let decoded = decode(rd, trace, mem, visitor);
     if decoded.is_err() {
@@ -369,6 +401,9 @@ fn run_qemu(
         .join()
         .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
         .map_err(|e| ExactError::io("waiting for qemu", e))?;
+    if !may_have_descendants(run_state(&shm), true) {
+        supervision.left_no_processes();
+    }
     drop(supervision);
     let (resolver, snapshot, clean_end, mode_edges, started, api) = decoded?;
     let outcome = run::outcome(&ended);
@@ -629,7 +664,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
                 .map_err(|e| ExactError::io("reading the shared counters", e))?;
             let mut threads = [0u8; 8];
             r.shm
-                .read_exact_at(&mut threads, SHARED_COUNTERS * 8)
+                .read_exact_at(&mut threads, THREADS_AT * 8)
                 .map_err(|e| ExactError::io("reading the shared counters", e))?;
             Snapshot {
                 reason: SnapshotReason::Exit,
@@ -850,6 +885,20 @@ mod tests {
             let e = trace_mem_chunk(&mut v, &r, &mut PendingBlocks::new(), 1, cut).unwrap_err();
             assert!(e.to_string().contains("cut short"), "{e}");
         }
+    }
+
+    #[test]
+    fn orphans_are_looked_for_unless_the_plugin_saw_no_other_process() {
+        // Running: nothing forked or exec'd yet means no other process to watch.
+        assert!(!may_have_descendants(0, false));
+        assert!(may_have_descendants(RUN_FORKED, false));
+        assert!(may_have_descendants(RUN_EXECED, false));
+        // Ended: only a run whose exit hook ran, without a fork or an exec, is alone
+        // (no exit hook: SIGKILL, a stop, an exec whose image never returned).
+        assert!(!may_have_descendants(RUN_EXITED, true));
+        assert!(may_have_descendants(0, true));
+        assert!(may_have_descendants(RUN_EXITED | RUN_FORKED, true));
+        assert!(may_have_descendants(RUN_EXITED | RUN_EXECED, true));
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub use proftrust_supervise::TERM_GRACE;
 /// How often a supervisor looks at the stop signal while it waits for the child.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Asks whether the supervised program may have started other processes: with `false`
+/// while it runs ("may there be some now?"), with `true` once it has ended and been reaped
+/// ("may it have left any?"). `true` when unsure. Without one, [`supervise`] assumes so.
+pub type Descendants = Box<dyn Fn(bool) -> bool + Send>;
+
 /// How a supervised child ended.
 #[derive(Debug)]
 pub struct Ended {
@@ -84,12 +89,15 @@ pub fn find_tool(name: &str, env_override: &str, install: &str) -> Result<PathBu
 /// SIGTERM, then SIGKILL after [`TERM_GRACE`]. After the child ends, whatever is left of its
 /// group (forked children) gets SIGKILL and the orphans it left outside its group are swept
 /// ([`proftrust_supervise::sweep_orphans`]), so nothing keeps running (nor keeps the
-/// plugin's pipe open).
+/// plugin's pipe open). `descendants` (the QEMU plugin's word on forks and execs) spares
+/// the looks into `/proc` for orphans, during the run and at its end, when the program
+/// started no other process.
 pub fn supervise(
     mut child: Child,
     timeout: Option<Duration>,
     stop: Option<std::fs::File>,
     interrupt: Option<StopSignal>,
+    descendants: Option<Descendants>,
 ) -> JoinHandle<std::io::Result<Ended>> {
     let pgid = child.id();
     std::thread::spawn(move || {
@@ -105,7 +113,7 @@ pub fn supervise(
         let mut polls = 0u32;
         let status = loop {
             polls += 1;
-            if polls % 10 == 0 {
+            if polls % 10 == 0 && descendants.as_ref().is_none_or(|d| d(false)) {
                 proftrust_supervise::watch_orphans();
             }
             let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
@@ -127,7 +135,9 @@ pub fn supervise(
         };
         let _ = waiter.join();
         sys::kill_group(pgid, libc::SIGKILL);
-        proftrust_supervise::sweep_orphans();
+        if descendants.as_ref().is_none_or(|d| d(true)) {
+            proftrust_supervise::sweep_orphans();
+        }
         status.map(|status| Ended {
             status,
             timed_out,

@@ -1190,3 +1190,68 @@ fn predecessor_checks_silence_returns() {
         "{callbacks} callbacks for {dynamic} returns and indirect transfers"
     );
 }
+
+/// API v4 leaves out a block's slot store where every silent entry finds the slot holding
+/// what the block would store. Oracle: `loop.c`'s loop body is one block (objdump: from the
+/// backward jump's target to the jump) that lists its own start, and its 3n taken back
+/// edges (hand count, see `qemu_counted_loop_is_exact`) each enter that block silently, so
+/// the plugin's statistics count at least 3n executions without a slot store; the counts
+/// stay exact (nothing underived; `derived_edges_equal_recorded_edges` compares them with
+/// API v1's number for number).
+#[test]
+fn known_slots_are_not_stored() {
+    if !need(
+        "known_slots_are_not_stored",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let q = proftrust_exact::find_qemu().expect("a qemu-x86_64 with plugins");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "loop");
+    let n = 200_000u64;
+    let p = count_qemu(&cmd(&bin, &[&n.to_string()]), &quiet_qemu()).unwrap();
+    if plugin_api(&p) < 4 {
+        proftrust_testkit::skip!(
+            "known_slots_are_not_stored: needs a QEMU >= 9.2 with plugins (scripts/install-qemu.sh)"
+        );
+        return;
+    }
+    let (body, head, jump) = kernel_loop(&bin);
+    let counts = main_counts(&p, &bin);
+    assert_eq!(
+        counts.get(&jump).copied(),
+        Some(3 * n + 3),
+        "{body:?} from {head:#x}"
+    );
+    let plugin = proftrust_exact::find_plugin().unwrap();
+    let out = Command::new(&q)
+        .arg("-plugin")
+        .arg(format!("{},out=/dev/null", plugin.display()))
+        .arg(&bin)
+        .arg(n.to_string())
+        .env("PROFTRUST_PLUGIN_STATS", "1")
+        .output()
+        .expect("run qemu");
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // "...; executions without a slot store N (x%)"
+    let elided: u64 = err
+        .split("executions without a slot store ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
+    let blocks: u64 = err
+        .split("proftrust-qemu-plugin: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
+    assert!(err.contains(", 0 underived"), "{err}");
+    assert!(
+        elided >= 3 * n && elided <= blocks,
+        "{elided} executions without a slot store of {blocks}; the loop's back edges alone are {}",
+        3 * n
+    );
+}

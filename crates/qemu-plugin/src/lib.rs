@@ -33,7 +33,10 @@
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
 //!   re-read after the guest calls `mmap`/`munmap`/`mremap`.
 //! * **fork**: a forked child is **excluded** (a `pthread_atfork` child handler silences every
-//!   callback in it; the parent's counts are unaffected). **exec** is **not followed**: QEMU
+//!   callback in it; the parent's counts are unaffected). The `pthread_atfork` prepare
+//!   handler, the system call hook (fork, vfork, clone of a process, clone3, execve) and the
+//!   exit hook set bits of a run-state word in the shared file, so the analyzer looks for
+//!   orphaned descendants in `/proc` only after runs that may have left some. **exec** is **not followed**: QEMU
 //!   runs the new image natively, so the plugin writes a snapshot before `execve` and the
 //!   profile covers the program up to the exec. A guest sending itself `SIGKILL` gets a
 //!   snapshot first; other fatal signals go through QEMU's exit path, which runs the plugin's
@@ -146,6 +149,28 @@ const SB_CHUNK: usize = 4096;
 /// The last `u64` of the shared counter file: a copy of `THREADS` that survives a fatal
 /// signal (null without `shm=`).
 static THREADS_SHARED: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+/// The `u64` before it: what the process did besides running guest code, as
+/// [`RUN_EXITED`], [`RUN_FORKED`] and [`RUN_EXECED`] bits (null without `shm=`). The
+/// analyzer reads it during and after the run: a run whose exit hook ran and that neither
+/// forked nor exec'd started no other process, so there is nothing to look for in `/proc`.
+static RUN_SHARED: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+/// [`RUN_SHARED`]: the exit hook of the process QEMU started ran (never set in a fork).
+const RUN_EXITED: u64 = 1;
+/// [`RUN_SHARED`]: the process forked (QEMU's `fork()`, or a guest fork, vfork, clone
+/// without `CLONE_VM` or clone3 asked for; set before the child exists).
+const RUN_FORKED: u64 = 2;
+/// [`RUN_SHARED`]: the guest asked for `execve`/`execveat` (set before the exec).
+const RUN_EXECED: u64 = 4;
+
+/// Sets `bit` in [`RUN_SHARED`] (async-signal-safe: one atomic or).
+fn run_state(bit: u64) {
+    let p = RUN_SHARED.load(Relaxed);
+    if !p.is_null() {
+        // SAFETY: `p` is a u64 of the shared mapping: 8-aligned (the mapping is
+        // page-aligned), mapped for the life of the process and only accessed atomically.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(p) }.fetch_or(bit, Relaxed);
+    }
+}
 
 /// Multiplicative hasher for the small integer keys of the edge maps.
 #[derive(Default)]
@@ -200,6 +225,9 @@ struct Global {
     joined: HashMap<u64, u64>,
     /// The first block id defined at each guest address.
     by_vaddr: HashMap<u64, u32>,
+    /// Per block id whose instrumentation leaves out slot stores: the address of its
+    /// leaked [`Elided`] (the callback's `udata`), reused when the block is retranslated.
+    elided: HashMap<u32, usize>,
 }
 
 // SAFETY: the raw pointer is to a process-wide shared mapping that is never unmapped; all
@@ -544,10 +572,72 @@ extern "C" fn on_unexpected(vcpu: c_uint, udata: *mut c_void) {
     if st.is_null() {
         return;
     }
+    unexpected(vcpu, st, udata as usize as u32);
+}
+
+/// A block some of whose slot stores are left out (see [`known_slots`]): its silent
+/// entries find those slots holding its values already; this entry callback, the one way
+/// in when they may not, stores all its slots (before the block's inline operations run,
+/// which store the others again).
+#[derive(Debug)]
+struct Elided {
+    id: u32,
+    slots: [u64; SLOTS],
+}
+
+/// [`on_unexpected`] of a block with [`Elided`] stores (`udata`: a leaked `Elided`).
+extern "C" fn on_unexpected_storing(vcpu: c_uint, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let st = vcpu_state_hot(vcpu);
+    if st.is_null() {
+        return;
+    }
+    // SAFETY: `udata` is an `Elided` leaked at translation and never freed; `st` is this
+    // vcpu's own element, written only on its own thread (inline stores, this callback).
+    let id = unsafe {
+        let e = &*(udata as *const Elided);
+        (*st).slot = e.slots;
+        e.id
+    };
+    unexpected(vcpu, st, id);
+}
+
+/// Which expectation slots a block at `vaddr` with entry check `check` finds already
+/// holding what it would store (`slots`) whenever its entry is silent, so that it can leave
+/// out their inline stores. Every block leaves the slots holding its own listing (stored,
+/// or known and, after a callback, stored by [`on_unexpected_storing`]), so:
+/// * a slot check (`check` 0) passes only when the slot of `vaddr` holds `vaddr`: known
+///   for that slot when the block lists its own address (a loop of one block);
+/// * a predecessor check on block `p` (`check` `p + 1`) passes only right after `p`: every
+///   slot holds `p`'s listing `pred_slots`, known where the block lists the same (an
+///   if-then whose branch lists the join that the then-part also lists, a block after a
+///   return that lists nothing either).
+///
+/// The `pred` store is never left out: every callback reads it for the edge's source.
+fn known_slots(
+    vaddr: u64,
+    check: u64,
+    slots: &[u64; SLOTS],
+    pred_slots: Option<&[u64; SLOTS]>,
+) -> [bool; SLOTS] {
+    let mut known = [false; SLOTS];
+    for (k, kn) in known.iter_mut().enumerate() {
+        *kn = if check == 0 {
+            k == slot_of(vaddr) && slots[k] == vaddr
+        } else {
+            pred_slots.is_some_and(|p| p[k] == slots[k])
+        };
+    }
+    known
+}
+
+/// Records the entry of block `id` through an unexpected edge (or a thread start).
+fn unexpected(vcpu: c_uint, st: *mut VcpuState, id: u32) {
     // SAFETY: the vcpu's own element, written by this vcpu's inline stores only.
     let pred = unsafe { (*st).pred };
     let s = vcpu::slot(vcpu);
-    let id = udata as usize as u32;
     if pred == 0 {
         thread_start(s, vcpu);
         *lock(&s.shared).starts.entry(id).or_insert(0) += 1;
@@ -714,9 +804,15 @@ fn snapshot(reason: u8) {
         underived = derive_edges(g, &inline, &sinks, &starts, &mut edges);
         if let Some((recorded, [dynamic, other_pred, unlisted, dead])) = stats {
             let blocks: u64 = inline.iter().sum();
+            let elided: u64 = g
+                .elided
+                .keys()
+                .filter_map(|&id| inline.get(id as usize))
+                .sum();
             eprintln!(
-                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}",
-                100.0 * recorded as f64 / blocks.max(1) as f64
+                "proftrust-qemu-plugin: {blocks} block executions, {recorded} callbacks ({:.2}%), {underived} underived; callbacks after a return, indirect transfer or system call into a block checking another predecessor {other_pred}, into a block checking the slots {dynamic}; from a branch or fall-through to an unlisted address {unlisted}, to a listed address whose block checks its predecessor {dead}; executions without a slot store {elided} ({:.2}%)",
+                100.0 * recorded as f64 / blocks.max(1) as f64,
+                100.0 * elided as f64 / blocks.max(1) as f64
             );
         }
     }
@@ -1046,7 +1142,7 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     let end = classify::classify(last_bytes);
     let last_vaddr = insns.last().map_or(vaddr, |i| i.0);
     let succ = classify::successors(last_bytes, last_vaddr);
-    let (id, ptr, count_entry, slots, check) = {
+    let (id, ptr, count_entry, slots, check, (known, elided)) = {
         let mut guard = lock(&GLOBAL);
         let Some(g) = guard.as_mut() else { return };
         let key = (vaddr, bytes.into_boxed_slice());
@@ -1056,20 +1152,49 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 let id = g.define(vaddr, &insns, end);
                 g.dedup.insert(key, id);
                 let derive = api.v4.is_some() && edges && !trace;
-                let check = if derive { g.pred_check(vaddr) } else { 0 };
+                // A loop of one block checks the slot, so that its back edge can pass by its
+                // own listing: a predecessor check would name the block that first entered
+                // the loop and call back on every iteration.
+                let self_loop = match succ {
+                    classify::Successors::One(e) => e == vaddr,
+                    classify::Successors::Two { predicted, other } => {
+                        predicted == vaddr || other == vaddr
+                    }
+                    classify::Successors::Dynamic => false,
+                };
+                let check = if derive && !self_loop {
+                    g.pred_check(vaddr)
+                } else {
+                    0
+                };
+                // Known before the slots are chosen: a side that checks the slot (this
+                // block's own address too) is the one a branch lists.
+                g.check.push(check);
                 let slots = if derive {
                     g.silent_slots(id, succ)
                 } else {
                     [0; SLOTS]
                 };
                 g.expect.push(slots);
-                g.check.push(check);
                 g.vaddr_of.push(vaddr);
                 (id, true)
             }
         };
         let slots = g.expect[id as usize];
         let check = g.check.get(id as usize).copied().unwrap_or(0);
+        let known = if api.v4.is_some() && edges && !trace {
+            let pred_slots = (check != 0)
+                .then(|| g.expect.get((check - 1) as usize))
+                .flatten();
+            known_slots(vaddr, check, &slots, pred_slots)
+        } else {
+            [false; SLOTS]
+        };
+        let elided = known.contains(&true).then(|| {
+            *g.elided
+                .entry(id)
+                .or_insert_with(|| Box::into_raw(Box::new(Elided { id, slots })) as usize)
+        });
         if !trace && new && (api.v4.is_none() || id == 0) {
             // API v1: definitions reach the pipe at once, so that they survive a fatal
             // signal with the shared counters. API v4 keeps its counts in QEMU's memory,
@@ -1085,9 +1210,17 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 Some(g.count_entry(id)),
                 slots,
                 check,
+                (known, elided),
             )
         } else {
-            (id, g.counter_ptr(id), None, slots, check)
+            (
+                id,
+                g.counter_ptr(id),
+                None,
+                slots,
+                check,
+                ([false; SLOTS], None),
+            )
         }
     };
     let udata = id as usize as *mut c_void;
@@ -1119,20 +1252,19 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 } else {
                     (slot(slot_of(vaddr)), vaddr)
                 };
-                (v4.tb_exec_cond_cb)(
-                    tb,
-                    on_unexpected,
-                    ffi::CB_NO_REGS,
-                    ffi::COND_NE,
-                    entry,
-                    value,
-                    udata,
-                );
+                let (cb, data): (ffi::VcpuUdataCb, *mut c_void) = match elided {
+                    Some(e) => (on_unexpected_storing, e as *mut c_void),
+                    None => (on_unexpected, udata),
+                };
+                (v4.tb_exec_cond_cb)(tb, cb, ffi::CB_NO_REGS, ffi::COND_NE, entry, value, data);
             }
             (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_ADD_U64, count, 1);
             if edges {
                 (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_STORE_U64, pred, id as u64 + 1);
                 for (k, &a) in slots.iter().enumerate() {
+                    if known[k] {
+                        continue;
+                    }
                     (v4.tb_exec_inline_per_vcpu)(tb, ffi::INLINE_STORE_U64, slot(k), a);
                 }
             }
@@ -1223,11 +1355,19 @@ extern "C" fn on_syscall(
         // clone with CLONE_VM (a thread), clone3 (glibc's pthread_create; its flags are in
         // guest memory, so any clone3 counts as a thread: at worst slower, never wrong).
         56 if a1 & libc::CLONE_VM as u64 != 0 => THREADED.store(true, Relaxed),
-        435 => THREADED.store(true, Relaxed),
+        435 => {
+            THREADED.store(true, Relaxed);
+            run_state(RUN_FORKED);
+        }
+        // fork, vfork, clone of a process (QEMU forks; `in_fork_parent` sees it too).
+        56..=58 => run_state(RUN_FORKED),
         // mmap, munmap, mremap: code mappings may change.
         9 | 11 | 25 => MAPS_DIRTY.store(true, Relaxed),
         // execve, execveat: the new image is not followed; keep what we have.
-        59 | 322 => snapshot(1),
+        59 | 322 => {
+            run_state(RUN_EXECED);
+            snapshot(1);
+        }
         // kill, tkill: SIGKILL leaves no exit path, so dump first.
         62 | 200 if a2 == libc::SIGKILL as u64 => snapshot(2),
         // tgkill
@@ -1245,6 +1385,7 @@ extern "C" fn on_exit(_id: ffi::PluginId, _udata: *mut c_void) {
         g.put(&[wire::TAG_END]);
         g.flush();
     }
+    run_state(RUN_EXITED);
 }
 
 /// Waits on the control pipe: on `S` (the analyzer's timeout) writes a final snapshot and
@@ -1280,6 +1421,13 @@ fn spawn_control(mut f: File) {
 
 extern "C" fn in_fork_child() {
     IN_CHILD.store(true, Relaxed);
+}
+
+/// Before any `fork()` of the QEMU process: the run has another process now.
+extern "C" fn in_fork_parent() {
+    if !IN_CHILD.load(Relaxed) {
+        run_state(RUN_FORKED);
+    }
 }
 
 /// Plugin options parsed from `-plugin lib.so,k=v,...`.
@@ -1371,8 +1519,10 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
             return Err(format!("shm=fd:{fd}: descriptor is not open"));
         }
         let len = st.st_size as usize;
-        if len < 8 {
-            return Err(format!("shm=fd:{fd}: file is empty"));
+        if len < 16 {
+            return Err(format!(
+                "shm=fd:{fd}: file is too small ({len} bytes, at least 16)"
+            ));
         }
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -1441,10 +1591,14 @@ pub unsafe extern "C" fn qemu_plugin_install(
     let (shared, shared_cap) = match a.shm.as_deref().map(map_shared) {
         None => (std::ptr::null_mut(), 0),
         Some(Ok((p, cap))) => {
-            // Layout: inline counters, then one u64 for the thread count.
-            // SAFETY: `cap >= 1` u64s are mapped at `p` (map_shared refuses less).
-            THREADS_SHARED.store(unsafe { p.add(cap - 1) }, Relaxed);
-            (p, cap - 1)
+            // Layout: inline counters, then one u64 for the run state, one for the
+            // thread count.
+            // SAFETY: `cap >= 2` u64s are mapped at `p` (map_shared refuses less).
+            unsafe {
+                RUN_SHARED.store(p.add(cap - 2), Relaxed);
+                THREADS_SHARED.store(p.add(cap - 1), Relaxed);
+            }
+            (p, cap - 2)
         }
         Some(Err(e)) => {
             eprintln!("proftrust-qemu-plugin: {e}");
@@ -1483,6 +1637,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         pred_edges: HashSet::new(),
         joined: HashMap::new(),
         by_vaddr: HashMap::new(),
+        elided: HashMap::new(),
     };
     let mut head = Vec::new();
     head.extend_from_slice(wire::MAGIC);
@@ -1508,7 +1663,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
     // SAFETY: registering callbacks with the id QEMU gave us; the callbacks match the
     // signatures of QEMU's header. pthread_atfork takes a plain function.
     unsafe {
-        libc::pthread_atfork(None, None, Some(in_fork_child));
+        libc::pthread_atfork(Some(in_fork_parent), None, Some(in_fork_child));
         (api.register_vcpu_tb_trans_cb)(id, on_translate);
         (api.register_vcpu_init_cb)(id, on_vcpu_init);
         (api.register_vcpu_exit_cb)(id, on_vcpu_exit);

@@ -169,6 +169,8 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 #[derive(Debug)]
 pub struct Run {
     pgid: Option<i32>,
+    /// Set by [`Run::left_no_processes`]: the drop sweeps no orphans.
+    alone: bool,
 }
 
 impl Run {
@@ -179,7 +181,10 @@ impl Run {
             r.before = sys::set_child_subreaper(true).ok();
         }
         r.runs += 1;
-        Run { pgid: None }
+        Run {
+            pgid: None,
+            alone: false,
+        }
     }
 
     /// Spawns the program with `spawn` and registers its process group (`pgid_of` the
@@ -213,6 +218,14 @@ impl Run {
     pub fn pgid(&self) -> Option<i32> {
         self.pgid
     }
+
+    /// The caller knows that the program, now ended and reaped, started no other process
+    /// (the QEMU plugin saw no fork and no exec, and its exit hook ran): dropping the run
+    /// still kills its process group but does not sweep `/proc` for orphans, which cannot
+    /// exist (each sweep costs two scans of `/proc` 5 ms apart).
+    pub fn left_no_processes(&mut self) {
+        self.alone = true;
+    }
 }
 
 impl Drop for Run {
@@ -232,7 +245,9 @@ impl Drop for Run {
                 f(g, false);
             }
         }
-        sweep_orphans();
+        if !self.alone {
+            sweep_orphans();
+        }
         let mut r = registry();
         r.runs -= 1;
         if r.runs == 0 {

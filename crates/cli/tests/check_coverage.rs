@@ -19,6 +19,16 @@ use proftrust_testkit::{have, skip_test};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// The tests of this file one at a time: the cpu-clock test's recordings measure time
+/// shares, which move when the other tests' QEMU runs compete for the cores (at 2 cores its
+/// coverage fell from ~0.8 alone to 0.44 beside them).
+static ALONE: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
 
@@ -111,6 +121,7 @@ fn exact_shares(s: &Path, e: &Path, prog: &Path) -> Vec<(String, f64)> {
 
 #[test]
 fn intervals_cover_exact_shares() {
+    let _alone = alone();
     let t = "intervals_cover_exact_shares";
     if !ready(t) {
         return;
@@ -185,6 +196,7 @@ fn intervals_cover_exact_shares() {
 
 #[test]
 fn skid_is_flagged_where_the_audit_measures_it() {
+    let _alone = alone();
     let t = "skid_is_flagged_where_the_audit_measures_it";
     if !ready(t) {
         return;
@@ -249,6 +261,7 @@ fn skid_is_flagged_where_the_audit_measures_it() {
 
 #[test]
 fn aliasing_flagged_with_fixed_period_only() {
+    let _alone = alone();
     let t = "aliasing_flagged_with_fixed_period_only";
     if !ready(t) {
         return;
@@ -290,18 +303,27 @@ fn aliasing_flagged_with_fixed_period_only() {
 /// to time shares as the recordings add up). Each recording is checked on its own and its
 /// stated 95% intervals (function and source-line rows not called noise, recordings without
 /// an aliasing flag) are compared with the merge of all the *other* recordings (leave one
-/// out, so the reference is independent of the row). Measured at load average ~20 on the 2
-/// cores: 89 of 117 rows (0.761) against the stated 0.95 (omnet 15 and hmmer 45, 7
-/// recordings each, period 50021 ns; a first try with omnet 20 / hmmer 60 and 9 recordings:
-/// 0.86). The intervals under-cover: the misses are rows whose share moves between runs
-/// by more than the binomial spread (omnet's `build`, page faults, holds 105 to 141 of ~9000
-/// samples from run to run). A single run's Wilson interval bounds *that run's* shares
-/// (docs/check.md); the variation between runs of the same program is not in it and cannot
-/// be measured from one run. Asserted: at least 0.6, which catches intervals grossly too
-/// narrow (a third of the width covers well under half of even binomial errors); the rate is
-/// printed.
+/// out, so the reference is independent of the row). The intervals under-cover that
+/// reference, by an amount that changes from run to run of this test: 89 of 117 rows (0.761)
+/// at load average ~20, 0.86 in another try, 0.82 and 0.44-0.46 on a quiet machine (CI of
+/// 2026-11-26). The misses are recordings whose shares move as a whole by more than the
+/// binomial spread (omnet's `chase` 0.951 in one recording, 0.970-0.975 in the others;
+/// hmmer.c:21 0.013-0.085 between recordings): a single run's Wilson interval bounds *that
+/// run's* shares (docs/check.md); the variation between runs of the same program (page
+/// faults, where the VM's timer interrupts land) is not in it and cannot be measured from
+/// one run. So that rate is printed, and asserted only above 0.2 (intervals far too narrow
+/// even for that).
+///
+/// What a run's interval does claim is checked with a reference from the same run: each
+/// recording's samples are split in two by a seeded coin per sample, the first half is
+/// checked and its intervals are compared with the second half's shares. The two halves
+/// differ by binomial noise alone (variance p(1-p)(1/n1 + 1/n2), twice a half's own), so
+/// 95% intervals that are right cover the other half's share at P(|Z| < 1.96/sqrt 2) = 0.83
+/// (more where `check` widens an interval for clustered samples); intervals a third too
+/// narrow would cover ~0.35. Asserted: at least 0.6.
 #[test]
 fn cpu_clock_intervals_cover_merged_randomized_recordings() {
+    let _alone = alone();
     let test = "cpu_clock_intervals_cover_merged_randomized_recordings";
     if !have("gcc") {
         skip_test(test, "gcc not installed");
@@ -311,6 +333,7 @@ fn cpu_clock_intervals_cover_merged_randomized_recordings() {
     let bin = workloads(dir.path());
     let recordings = 7;
     let (mut covered, mut stated) = (0usize, 0usize);
+    let (mut half_covered, mut half_stated) = (0usize, 0usize);
     for (w, size) in [("omnet", "15"), ("hmmer", "45")] {
         let prog = bin.join(w);
         let mut reports: Vec<Value> = Vec::new();
@@ -333,6 +356,9 @@ fn cpu_clock_intervals_cover_merged_randomized_recordings() {
                 panic!("record {w}: {err}");
             }
             reports.push(json(&["check", out.to_str().unwrap(), "--json"]));
+            let (c, n) = split_half_coverage(&out, &dir.path().join(format!("{w}{i}")), i as u64);
+            half_covered += c;
+            half_stated += n;
         }
         for level in ["functions", "lines"] {
             for (i, r) in reports.iter().enumerate() {
@@ -374,7 +400,85 @@ fn cpu_clock_intervals_cover_merged_randomized_recordings() {
         }
     }
     let rate = covered as f64 / stated as f64;
-    eprintln!("cpu-clock coverage: {covered} of {stated} rows ({rate:.3}) against 0.95 stated");
+    eprintln!(
+        "cpu-clock coverage of the other recordings' merge: {covered} of {stated} rows ({rate:.3}) against 0.95 stated"
+    );
+    let half = half_covered as f64 / half_stated as f64;
+    eprintln!(
+        "cpu-clock coverage of the other half of the same run: {half_covered} of {half_stated} rows ({half:.3}); 0.83 expected"
+    );
     assert!(stated >= 20, "only {stated} rows checked");
-    assert!(rate >= 0.6, "{covered} of {stated} rows covered");
+    assert!(half_stated >= 20, "only {half_stated} rows checked");
+    assert!(rate >= 0.2, "{covered} of {stated} rows covered");
+    assert!(half >= 0.6, "{half_covered} of {half_stated} rows covered");
+}
+
+/// Splits the sample file `rec` in two by a seeded coin per sample (SplitMix64 of the
+/// sample's index and `seed`), checks the first half and counts the rows (functions and
+/// lines, not called noise) whose interval holds the second half's share: (covered, rows).
+fn split_half_coverage(rec: &Path, stem: &Path, seed: u64) -> (usize, usize) {
+    let opts = proftrust_formats::LoadOptions::default();
+    let set = proftrust_formats::load_samples(proftrust_formats::Source::Path(rec), &opts)
+        .unwrap()
+        .0;
+    let coin = |k: u64| {
+        let mut z =
+            (k ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) & 1 == 1
+    };
+    let mut halves = [set.clone(), set.clone()];
+    for (h, half) in halves.iter_mut().enumerate() {
+        half.samples = set
+            .samples
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| coin(*k as u64) == (h == 1))
+            .map(|(_, s)| s.clone())
+            .collect();
+    }
+    let reports: Vec<Value> = halves
+        .iter()
+        .enumerate()
+        .map(|(h, half)| {
+            let f = stem.with_extension(format!("half{h}.ptsamp"));
+            let w = std::io::BufWriter::new(std::fs::File::create(&f).unwrap());
+            proftrust_formats::native::write_samples(w, half).unwrap();
+            json(&["check", f.to_str().unwrap(), "--json"])
+        })
+        .collect();
+    let (mut covered, mut rows) = (0, 0);
+    if reports[0]["aliasing"]["flagged"] == true {
+        return (0, 0);
+    }
+    for level in ["functions", "lines"] {
+        let other: std::collections::HashMap<&str, f64> = reports[1][level]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["name"].as_str().unwrap(), r["share"].as_f64().unwrap()))
+            .collect();
+        for row in reports[0][level].as_array().unwrap() {
+            if row["verdict"] == "noise" {
+                continue;
+            }
+            let name = row["name"].as_str().unwrap();
+            let p = other.get(name).copied().unwrap_or(0.0);
+            let (lo, hi) = (
+                row["ci_low"].as_f64().unwrap(),
+                row["ci_high"].as_f64().unwrap(),
+            );
+            rows += 1;
+            if lo <= p && p <= hi {
+                covered += 1;
+            } else {
+                eprintln!(
+                    "{} half 0 {level} {name}: other half {p:.4} outside {lo:.4}..{hi:.4}",
+                    stem.display()
+                );
+            }
+        }
+    }
+    (covered, rows)
 }

@@ -972,8 +972,6 @@ pub fn read_perf_data_with(
     let mut unknown = UnknownRecords::default();
     let mut health = HealthSeen::default();
     let mut threads: Vec<ThreadName> = Vec::new();
-    // Per thread: the time stamp of its latest sample so far (see the COMM record below).
-    let mut last_sample_at: HashMap<u32, u64> = HashMap::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -1118,7 +1116,6 @@ pub fn read_perf_data_with(
                     perf_err(path, format!("event index {attr_index} out of range"))
                 })?;
                 health.last_time = health.last_time.max(s.timestamp.unwrap_or(0));
-                last_sample_at.insert(s.tid.unwrap_or(-1) as u32, s.timestamp.unwrap_or(0));
                 samples.push(Sample {
                     event,
                     pid: s.pid.unwrap_or(-1) as u32,
@@ -1201,6 +1198,20 @@ pub fn read_perf_data_with(
                 if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
                     mapper.by_pid.insert(f.pid, v);
                 }
+                // The child has its parent's name until it renames itself or execs (perf
+                // script names a sample between the fork and the exec's COMM so); without
+                // this entry the lookup would fall back to the child's first own name, the
+                // exec'd program's.
+                let parent = threads.iter().rev().find(|t| t.tid == f.ptid as u32);
+                if let Some(comm) = parent.map(|t| t.comm.clone()) {
+                    threads.push(ThreadName {
+                        pid: f.pid as u32,
+                        tid: f.tid as u32,
+                        time: record.timestamp().unwrap_or(0),
+                        comm,
+                        exec: false,
+                    });
+                }
             }
             EventRecord::Comm(c) => {
                 if c.is_execve {
@@ -1210,18 +1221,10 @@ pub fn read_perf_data_with(
                 // NUL-terminated and padded to 8 bytes.
                 let raw = c.name.as_slice();
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                // A name holds from its time stamp on. perf script orders records by time,
-                // equal time stamps in file order: a sample of this thread at this very time
-                // stamp read before the COMM keeps the old name (seen under a coarse clock
-                // in a VM: an exec's COMM and a cpu-clock sample in the same nanosecond), so
-                // the new name starts 1 ns later. (A sample at that time stamp after the COMM
-                // as well would then get the old name too: not seen.)
-                let at = record.timestamp().unwrap_or(0);
-                let tied = at > 0 && last_sample_at.get(&(c.tid as u32)) == Some(&at);
                 threads.push(ThreadName {
                     pid: c.pid as u32,
                     tid: c.tid as u32,
-                    time: if tied { at + 1 } else { at },
+                    time: record.timestamp().unwrap_or(0),
                     comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
                     exec: c.is_execve,
                 });

@@ -701,3 +701,31 @@ fn fuzz_findings_are_errors() {
     assert!(c.streamed);
     assert_eq!(normalized(&c), normalized(&SampleCounts::from_samples(&s)));
 }
+
+/// A forked child has its parent's name until it execs. `data/fork-sample-before-exec.data`
+/// is a `perf record -e cpu-clock -F 2000` of `crates/cli/tests/read.rs`'s fork/exec program
+/// (`forkparent` forks, the child execs `execedchild`) in which one sample of the child landed
+/// between the fork and the exec's COMM (a 0.3 ms window, so a real recording rarely shows
+/// it). Oracle, `perf script --ns --show-task-events -F comm,pid,tid,time,ip,event`:
+/// `forkparent 27187/27187 48971.658513613: cpu-clock`, then `PERF_RECORD_COMM exec:
+/// execedchild:27187/27187` at 48971.658745377, then `execedchild 27187/27187
+/// 48971.659017961: cpu-clock`. The reader fell back to the child's first own name
+/// (`execedchild`) for the first sample.
+#[test]
+fn forked_child_has_its_parents_name_until_exec() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fork-sample-before-exec.data");
+    let b = std::fs::read(&p).unwrap();
+    let s = read_perf_data(&b, &p).unwrap();
+    let idx = s.comm_index();
+    let name = |time: u64| {
+        let x = s
+            .samples
+            .iter()
+            .find(|x| x.tid == 27187 && x.time == time)
+            .unwrap_or_else(|| panic!("no sample of 27187 at {time}"));
+        idx.at(x.pid, x.tid, x.time)
+    };
+    assert_eq!(name(48_971_658_513_613), Some("forkparent"));
+    assert_eq!(name(48_971_659_017_961), Some("execedchild"));
+    assert_eq!(s.program_comm(), Some("forkparent"));
+}

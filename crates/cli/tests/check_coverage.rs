@@ -377,25 +377,10 @@ fn cpu_clock_intervals_cover_merged_randomized_recordings() {
                         total += n;
                     }
                 }
-                for row in r[level].as_array().unwrap() {
-                    if row["verdict"] == "noise" {
-                        continue;
-                    }
-                    let name = row["name"].as_str().unwrap();
-                    let reference = *merged.get(name).unwrap_or(&0) as f64 / total as f64;
-                    stated += 1;
-                    let (lo, hi) = (
-                        row["ci_low"].as_f64().unwrap(),
-                        row["ci_high"].as_f64().unwrap(),
-                    );
-                    if lo <= reference && reference <= hi {
-                        covered += 1;
-                    } else {
-                        eprintln!(
-                            "{w} recording {i} {level} {name}: reference {reference:.4} outside {lo:.4}..{hi:.4}"
-                        );
-                    }
-                }
+                let reference = |name: &str| *merged.get(name).unwrap_or(&0) as f64 / total as f64;
+                let (c, n) = covering(r, level, reference, &format!("{w} recording {i}"));
+                covered += c;
+                stated += n;
             }
         }
     }
@@ -448,10 +433,10 @@ fn split_half_coverage(rec: &Path, stem: &Path, seed: u64) -> (usize, usize) {
             json(&["check", f.to_str().unwrap(), "--json"])
         })
         .collect();
-    let (mut covered, mut rows) = (0, 0);
     if reports[0]["aliasing"]["flagged"] == true {
         return (0, 0);
     }
+    let (mut covered, mut rows) = (0, 0);
     for level in ["functions", "lines"] {
         let other: std::collections::HashMap<&str, f64> = reports[1][level]
             .as_array()
@@ -459,25 +444,39 @@ fn split_half_coverage(rec: &Path, stem: &Path, seed: u64) -> (usize, usize) {
             .iter()
             .map(|r| (r["name"].as_str().unwrap(), r["share"].as_f64().unwrap()))
             .collect();
-        for row in reports[0][level].as_array().unwrap() {
-            if row["verdict"] == "noise" {
-                continue;
-            }
-            let name = row["name"].as_str().unwrap();
-            let p = other.get(name).copied().unwrap_or(0.0);
-            let (lo, hi) = (
-                row["ci_low"].as_f64().unwrap(),
-                row["ci_high"].as_f64().unwrap(),
-            );
-            rows += 1;
-            if lo <= p && p <= hi {
-                covered += 1;
-            } else {
-                eprintln!(
-                    "{} half 0 {level} {name}: other half {p:.4} outside {lo:.4}..{hi:.4}",
-                    stem.display()
-                );
-            }
+        let reference = |name: &str| other.get(name).copied().unwrap_or(0.0);
+        let what = format!("{} half 0", stem.display());
+        let (c, n) = covering(&reports[0], level, reference, &what);
+        covered += c;
+        rows += n;
+    }
+    (covered, rows)
+}
+
+/// Of `report`'s rows at `level` not called noise: how many have an interval holding
+/// `reference(name)`, and how many there are (misses are printed, prefixed with `what`).
+fn covering(
+    report: &Value,
+    level: &str,
+    reference: impl Fn(&str) -> f64,
+    what: &str,
+) -> (usize, usize) {
+    let (mut covered, mut rows) = (0, 0);
+    for row in report[level].as_array().unwrap() {
+        if row["verdict"] == "noise" {
+            continue;
+        }
+        let name = row["name"].as_str().unwrap();
+        let p = reference(name);
+        let (lo, hi) = (
+            row["ci_low"].as_f64().unwrap(),
+            row["ci_high"].as_f64().unwrap(),
+        );
+        rows += 1;
+        if lo <= p && p <= hi {
+            covered += 1;
+        } else {
+            eprintln!("{what} {level} {name}: reference {p:.4} outside {lo:.4}..{hi:.4}");
         }
     }
     (covered, rows)

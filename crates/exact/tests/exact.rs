@@ -1159,24 +1159,9 @@ fn predecessor_checks_silence_returns() {
             }
         }
     }
-    let plugin = proftrust_exact::find_plugin().unwrap();
-    let out = Command::new(&q)
-        .arg("-plugin")
-        .arg(format!("{},out=/dev/null", plugin.display()))
-        .arg(&bin)
-        .arg(n)
-        .env("PROFTRUST_PLUGIN_STATS", "1")
-        .output()
-        .expect("run qemu");
-    assert!(out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = plugin_stats(&q, &bin, n);
     // "proftrust-qemu-plugin: N block executions, M callbacks (x%), 0 underived; ..."
-    let callbacks: u64 = err
-        .split(" block executions, ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
+    let callbacks = stat_after(&err, " block executions, ");
     assert!(err.contains(", 0 underived"), "{err}");
     // Per iteration: 9 returns (two_exits three times, leaf_a, two table calls, interp,
     // jump_out or a second return from setjmp's caller...), 16 computed gotos, 2 calls
@@ -1224,34 +1209,39 @@ fn known_slots_are_not_stored() {
         Some(3 * n + 3),
         "{body:?} from {head:#x}"
     );
-    let plugin = proftrust_exact::find_plugin().unwrap();
-    let out = Command::new(&q)
-        .arg("-plugin")
-        .arg(format!("{},out=/dev/null", plugin.display()))
-        .arg(&bin)
-        .arg(n.to_string())
-        .env("PROFTRUST_PLUGIN_STATS", "1")
-        .output()
-        .expect("run qemu");
-    assert!(out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    // "...; executions without a slot store N (x%)"
-    let elided: u64 = err
-        .split("executions without a slot store ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
-    let blocks: u64 = err
-        .split("proftrust-qemu-plugin: ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no plugin statistics in {err:?}"));
+    let err = plugin_stats(&q, &bin, &n.to_string());
+    // "proftrust-qemu-plugin: N block executions, ...; executions without a slot store N (x%)"
+    let elided = stat_after(&err, "executions without a slot store ");
+    let blocks = stat_after(&err, "proftrust-qemu-plugin: ");
     assert!(err.contains(", 0 underived"), "{err}");
     assert!(
         elided >= 3 * n && elided <= blocks,
         "{elided} executions without a slot store of {blocks}; the loop's back edges alone are {}",
         3 * n
     );
+}
+
+/// The plugin's statistics line (`PROFTRUST_PLUGIN_STATS=1`, on stderr) of `bin ARG` run
+/// under QEMU `q` with the plugin alone.
+fn plugin_stats(q: &Path, bin: &Path, arg: &str) -> String {
+    let plugin = proftrust_exact::find_plugin().unwrap();
+    let out = Command::new(q)
+        .arg("-plugin")
+        .arg(format!("{},out=/dev/null", plugin.display()))
+        .arg(bin)
+        .arg(arg)
+        .env("PROFTRUST_PLUGIN_STATS", "1")
+        .output()
+        .expect("run qemu");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The number right after `phrase` in the plugin's statistics `err`.
+fn stat_after(err: &str, phrase: &str) -> u64 {
+    err.split(phrase)
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {phrase:?} in the plugin statistics {err:?}"))
 }

@@ -565,14 +565,20 @@ fn vcpu_state_hot(vcpu: c_uint) -> *mut VcpuState {
 /// or at a thread's first block). Records the edge; expected edges are derived from the
 /// block counts in [`snapshot`].
 extern "C" fn on_unexpected(vcpu: c_uint, udata: *mut c_void) {
+    if let Some(st) = entry_state(vcpu) {
+        unexpected(vcpu, st, udata as usize as u32);
+    }
+}
+
+/// The vcpu's state for an entry callback; `None` in a forked child (whose counts are not
+/// ours) or before the vcpu has one.
+#[inline(always)]
+fn entry_state(vcpu: c_uint) -> Option<*mut VcpuState> {
     if IN_CHILD.load(Relaxed) {
-        return;
+        return None;
     }
     let st = vcpu_state_hot(vcpu);
-    if st.is_null() {
-        return;
-    }
-    unexpected(vcpu, st, udata as usize as u32);
+    (!st.is_null()).then_some(st)
 }
 
 /// A block some of whose slot stores are left out (see [`known_slots`]): its silent
@@ -587,13 +593,7 @@ struct Elided {
 
 /// [`on_unexpected`] of a block with [`Elided`] stores (`udata`: a leaked `Elided`).
 extern "C" fn on_unexpected_storing(vcpu: c_uint, udata: *mut c_void) {
-    if IN_CHILD.load(Relaxed) {
-        return;
-    }
-    let st = vcpu_state_hot(vcpu);
-    if st.is_null() {
-        return;
-    }
+    let Some(st) = entry_state(vcpu) else { return };
     // SAFETY: `udata` is an `Elided` leaked at translation and never freed; `st` is this
     // vcpu's own element, written only on its own thread (inline stores, this callback).
     let id = unsafe {

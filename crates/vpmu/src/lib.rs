@@ -352,10 +352,6 @@ pub struct Vpmu {
     /// Step every instruction even where a block could be stepped whole (tests compare the
     /// two).
     per_instruction: bool,
-    /// No cache simulation: a keyed block's timing is the same at every execution.
-    static_timing: bool,
-    /// Per trace block key: its cycles (`u64::MAX`: not seen yet), when `static_timing`.
-    key_cycles: Vec<u64>,
     samples: Vec<Sample>,
     dropped: u64,
     pid: Option<u32>,
@@ -418,7 +414,6 @@ impl Vpmu {
         };
         let ev_instr = next(opts.events.instructions);
         let ev_cycles = next(opts.events.cycles);
-        let static_timing = opts.cache.is_none();
         Ok(Vpmu {
             rng: ChaCha8Rng::seed_from_u64(opts.seed),
             timer: InstrTimer::new(model.clone(), opts.cache.clone()),
@@ -435,8 +430,6 @@ impl Vpmu {
             threads: FxHashMap::default(),
             cur: None,
             per_instruction: false,
-            static_timing,
-            key_cycles: Vec::new(),
             samples: Vec::new(),
             dropped: 0,
             pid: None,
@@ -1121,12 +1114,15 @@ impl proftrust_model::BlockVisitor for Vpmu {
         let n = b.instructions.len();
         let ooo = self.opts.mode.out_of_order();
         let whole = !ooo && !self.per_instruction && th.pending.is_empty();
-        // Keyed blocks without a cache simulation always take the same cycles, kept per key:
-        // a block stepped whole without `--exact` then needs no timing of its instructions.
-        let key = b.key.filter(|_| self.static_timing).map(|k| k as usize);
-        if let Some(k) = key.filter(|_| whole && !self.opts.exact) {
-            let total = self.key_cycles.get(k).copied().unwrap_or(u64::MAX);
-            if total != u64::MAX && self.counters_quiet(&th, n, total) {
+        // Keyed blocks without a cache simulation always take the same cycles (the timer's
+        // per-key total): a block stepped whole without `--exact` then needs no timing of
+        // its instructions.
+        let fixed = b
+            .key
+            .filter(|_| whole && !self.opts.exact)
+            .and_then(|k| Some((k as usize, self.timer.fixed_cycles(k)?)));
+        if let Some((k, total)) = fixed {
+            if self.counters_quiet(&th, n, total) {
                 if self.opts.lbr && self.prepare_slots(b, module) {
                     let ks = self.keyed_slots[k].as_deref().expect("prepared above");
                     let lens = (
@@ -1143,12 +1139,6 @@ impl proftrust_model::BlockVisitor for Vpmu {
         let mut timing = std::mem::take(&mut self.timing);
         self.timer.time_block(b, &mut timing);
         let total: u64 = timing.iter().map(|t| t.cycles as u64).sum();
-        if let Some(k) = key {
-            if self.key_cycles.len() <= k {
-                self.key_cycles.resize(k + 1, u64::MAX);
-            }
-            self.key_cycles[k] = total;
-        }
         let with_slots = self.prepare_slots(b, module);
         let (keyed, unkeyed) = (
             std::mem::take(&mut self.keyed_slots),

@@ -261,9 +261,10 @@ pub struct InstrTimer {
     cache: Option<Cache>,
     /// Per trace module index: the cost table that matched its file name.
     tables: Vec<Option<usize>>,
-    /// Per keyed trace block ([`TraceBlock::key`]): the static timing of its instructions,
-    /// looked up in the cost table once instead of per execution (a flat array by key).
-    keyed: Vec<Option<Box<[InstrTiming]>>>,
+    /// Per keyed trace block ([`TraceBlock::key`]): the static timing of its instructions
+    /// and their summed cycles, looked up in the cost table once instead of per execution (a
+    /// flat array by key).
+    keyed: Vec<Option<(Box<[InstrTiming]>, u64)>>,
 }
 
 impl InstrTimer {
@@ -286,6 +287,19 @@ impl InstrTimer {
             self.tables.resize(i + 1, None);
         }
         self.tables[i] = self.model.table_for(module);
+    }
+
+    /// The cycles of the keyed block `key` when they are the same at every execution (no
+    /// cache simulation) and it was timed before; `None` otherwise.
+    #[inline]
+    pub fn fixed_cycles(&self, key: u32) -> Option<u64> {
+        if self.cache.is_some() {
+            return None;
+        }
+        self.keyed
+            .get(key as usize)?
+            .as_ref()
+            .map(|&(_, total)| total)
     }
 
     /// Timing of each instruction of `b`, in order (`out` is cleared first).
@@ -311,8 +325,11 @@ impl InstrTimer {
                 if self.keyed.len() <= k {
                     self.keyed.resize(k + 1, None);
                 }
-                let stat = self.keyed[k]
-                    .get_or_insert_with(|| b.instructions.iter().map(static_timing).collect());
+                let (stat, _) = self.keyed[k].get_or_insert_with(|| {
+                    let t: Box<[InstrTiming]> = b.instructions.iter().map(static_timing).collect();
+                    let total = t.iter().map(|t| t.cycles as u64).sum();
+                    (t, total)
+                });
                 out.extend_from_slice(stat);
             }
             None => out.extend(b.instructions.iter().map(static_timing)),

@@ -44,7 +44,7 @@ pub use error::ExactError;
 pub use native::{run_native, NativeOptions};
 pub use qemu::{
     count_qemu, counts_may_be_low, find_plugin, find_qemu, guest_threads, trace_qemu, QemuOptions,
-    DEFAULT_CPU, PLUGIN_FILE,
+    DEFAULT_CPU, PLUGIN_FILE, TRACE_RING_BYTES,
 };
 pub use run::signal_name;
 

@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 5; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 6; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -19,6 +19,7 @@ const TAG_TRACE: u8 = 3;
 const TAG_SNAPSHOT: u8 = 4;
 const TAG_END: u8 = 5;
 const TAG_TRACE_MEM: u8 = 6;
+const TAG_RING: u8 = 7;
 /// TRACEMEM word flag: a data access (else a block id).
 pub const MEM_FLAG: u32 = 1 << 31;
 /// TRACEMEM access word: a store.
@@ -108,6 +109,18 @@ pub enum Record {
         tid: u32,
         /// Words in execution order.
         words: Vec<u32>,
+    },
+    /// A trace chunk in the trace ring (`ring=fd:N`; the plugin's `wire` module and
+    /// `docs/exact.md` give the ring's layout): the `n` words at position `pos`, a
+    /// [`Record::Trace`] chunk when the stream's header says `mem` is off, else a
+    /// [`Record::TraceMem`] one. The reader decodes them in place and hands the space back.
+    Ring {
+        /// Thread id.
+        tid: u32,
+        /// Position of the first word in the ring (wrapping word count).
+        pos: u32,
+        /// Words.
+        n: u32,
     },
     /// Counts.
     Snapshot(Snapshot),
@@ -288,6 +301,13 @@ impl<R: Read> Decoder<R> {
                 } else {
                     Record::TraceMem { tid, words }
                 }
+            }
+            TAG_RING => {
+                let w = "ring record";
+                let tid = self.u32(w)?;
+                let n = self.u32(w)?;
+                let pos = self.u32(w)?;
+                Record::Ring { tid, pos, n }
             }
             TAG_SNAPSHOT => {
                 let w = "snapshot record";

@@ -92,6 +92,12 @@ pub struct QemuOptions {
     /// load/store) into [`TraceBlock::mem`]. Costs a helper call per access. Default
     /// `false` (`mem` is then empty). [`count_qemu`] ignores it.
     pub trace_memory: bool,
+    /// [`trace_qemu`] only: bytes of the trace ring, the shared mapping the plugin writes
+    /// trace chunks into (the pipe then carries a short record per chunk; docs/exact.md,
+    /// "Trace ring"). Rounded up to whole MiB, at least 1 MiB. Default
+    /// [`TRACE_RING_BYTES`], or `$PROFTRUST_TRACE_RING` (bytes) when set; 0 sends the trace
+    /// through the pipe, as does a ring that cannot be made.
+    pub trace_ring_bytes: usize,
 }
 
 impl Default for QemuOptions {
@@ -105,6 +111,10 @@ impl Default for QemuOptions {
             qemu: None,
             show_output: true,
             trace_memory: false,
+            trace_ring_bytes: std::env::var("PROFTRUST_TRACE_RING")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(TRACE_RING_BYTES),
             stop: None,
         }
     }
@@ -345,7 +355,11 @@ fn run_qemu(
         )));
     }
     let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
-    if trace {
+    // The trace ring when asked for and possible, else the whole trace through the pipe.
+    let ring = (trace && o.trace_ring_bytes > 0)
+        .then(|| sys::Ring::create(ring_words(o.trace_ring_bytes)).ok())
+        .flatten();
+    if trace && ring.is_none() {
         sys::grow_pipe(&rd, TRACE_PIPE_BYTES);
     }
     let shm = sys::memfd((THREADS_AT + 1) * 8)
@@ -355,13 +369,17 @@ fn run_qemu(
     let mem = trace && o.trace_memory;
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
         if trace { "trace" } else { "count" },
         if edges { "on" } else { "off" },
         if mem { "on" } else { "off" },
+        ring.as_ref().map_or(String::new(), |r| format!(
+            ",ring=fd:{}",
+            sys::raw(r.file())
+        )),
     ));
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
@@ -371,7 +389,9 @@ fn run_qemu(
         // The program's output is not shown, but QEMU's messages are kept for an error.
         c.stdout(Stdio::null()).stderr(Stdio::piped());
     }
-    sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)]);
+    let mut fds = vec![sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)];
+    fds.extend(ring.as_ref().map(|r| sys::raw(r.file())));
+    sys::inherit_fds(&mut c, &fds);
     proftrust_supervise::die_with_parent(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
     let mut child = supervision
@@ -393,7 +413,7 @@ fn run_qemu(
             may_have_descendants(run_state(&probe), ended)
         })),
     );
-    let decoded = decode(rd, trace, mem, visitor);
+    let decoded = decode(rd, trace, mem, visitor, ring);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
     }
@@ -455,8 +475,25 @@ fn run_qemu(
     })
 }
 
-/// Pipe buffer asked for a block trace (see [`sys::grow_pipe`]).
+/// Pipe buffer asked for a block trace without the trace ring (see [`sys::grow_pipe`]).
 const TRACE_PIPE_BYTES: usize = 4 << 20;
+/// The default [`QemuOptions::trace_ring_bytes`].
+pub const TRACE_RING_BYTES: usize = 4 << 20;
+/// The smallest trace ring: the plugin needs room for two of its largest chunks (64 Ki + 64
+/// words each).
+const MIN_RING_BYTES: usize = 1 << 20;
+
+/// The ring's capacity in words for a request of `bytes`: the mapping (a header page and
+/// the words) is a whole number of MiB. QEMU lays the guest's address space out below its
+/// own mappings, so the ring moves the guest's stack and mappings down by its size; a
+/// multiple of 1 MiB keeps every address's cache set (any cache whose sets span at most
+/// 1 MiB), so simulated caches give the same results as without the ring.
+fn ring_words(bytes: usize) -> u32 {
+    let bytes = bytes
+        .clamp(MIN_RING_BYTES, 1 << 30)
+        .next_multiple_of(1 << 20);
+    ((bytes - sys::RING_DATA) / 4) as u32
+}
 /// Read buffer of the trace decoder: many plugin chunks per `read`.
 const TRACE_READ_BYTES: usize = 1 << 20;
 
@@ -561,6 +598,7 @@ fn decode(
     trace: bool,
     mem: bool,
     mut visitor: Option<&mut dyn BlockVisitor>,
+    mut ring: Option<sys::Ring>,
 ) -> Result<Decoded, ExactError> {
     let mut resolver = Resolver::default();
     let Some(mut d) = Decoder::new(BufReader::with_capacity(
@@ -613,6 +651,27 @@ fn decode(
                 };
                 trace_mem_chunk(v, &resolver, &mut pending, tid, &words)?;
                 d.recycle(words);
+            }
+            Record::Ring { tid, pos, n } => {
+                // Decoded in place, then the space goes back to the plugin.
+                let bad = |what: &str| ExactError::Protocol {
+                    offset: 0,
+                    what: format!("ring record of thread {tid} ({n} words at {pos}): {what}"),
+                };
+                let r = ring.as_mut().ok_or_else(|| bad("no trace ring was made"))?;
+                let words = r
+                    .chunk(pos, n)
+                    .ok_or_else(|| bad("not a chunk the plugin wrote"))?;
+                if let Some(v) = visitor.as_deref_mut() {
+                    if mem {
+                        trace_mem_chunk(v, &resolver, &mut pending, tid, words)?;
+                    } else {
+                        for &id in words {
+                            emit(v, &resolver, tid, id, &[])?;
+                        }
+                    }
+                }
+                r.release(pos, n);
             }
             Record::Snapshot(s) => snapshot = Some(s),
             Record::End => clean = true,
@@ -885,6 +944,62 @@ mod tests {
             let e = trace_mem_chunk(&mut v, &r, &mut PendingBlocks::new(), 1, cut).unwrap_err();
             assert!(e.to_string().contains("cut short"), "{e}");
         }
+    }
+
+    /// The reader gone while the plugin waits for room in a full trace ring: QEMU ends
+    /// (by `SIGPIPE`, as with a dead reader of the pipe-only stream) instead of waiting.
+    #[test]
+    fn a_full_ring_whose_reader_is_gone_ends_qemu() {
+        use std::os::unix::process::ExitStatusExt;
+        let (Ok(qemu), Ok(plugin)) = (find_qemu(), find_plugin()) else {
+            proftrust_testkit::skip!(
+                "a_full_ring_whose_reader_is_gone_ends_qemu: no qemu-x86_64 or plugin"
+            );
+            return;
+        };
+        let ring = sys::Ring::create(ring_words(MIN_RING_BYTES)).unwrap();
+        let (rd, wr) = sys::pipe().unwrap();
+        let mut c = Command::new(&qemu);
+        c.arg("-plugin")
+            .arg(format!(
+                "{},out=fd:{},mode=trace,mem=on,ring=fd:{}",
+                plugin.display(),
+                sys::raw(&wr),
+                sys::raw(ring.file())
+            ))
+            .arg("/usr/bin/yes")
+            .stdout(Stdio::null());
+        sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(ring.file())]);
+        let mut child = c.spawn().unwrap();
+        drop(wr);
+        // Read every record, handing no chunk back, until the stream pauses: `yes` fills
+        // the ring at once, and the plugin then sleeps for room (not on a full pipe).
+        let probe = rd.try_clone().unwrap();
+        let mut d = Decoder::new(rd).unwrap().unwrap();
+        let mut chunks = 0;
+        while sys::readable(&probe, 1000) {
+            if let Some(Record::Ring { .. }) = d.next_record().unwrap() {
+                chunks += 1;
+            }
+        }
+        assert!(chunks > 0);
+        assert!(ring.plugin_waits(), "the plugin sleeps for room");
+        assert!(child.try_wait().unwrap().is_none(), "QEMU waits");
+        drop((d, probe));
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("QEMU still runs 10 s after its reader went away");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     }
 
     #[test]

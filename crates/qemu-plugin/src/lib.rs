@@ -49,6 +49,7 @@
 pub mod classify;
 mod ffi;
 pub mod maps;
+mod ring;
 mod vcpu;
 pub mod wire;
 
@@ -197,6 +198,8 @@ struct Global {
     out: File,
     buf: Vec<u8>,
     failed: bool,
+    /// The trace ring (`ring=fd:N`): trace chunks go there, the pipe gets RING records.
+    ring: Option<ring::Ring>,
     dedup: HashMap<(u64, Box<[u8]>), u32>,
     nblocks: u32,
     counters: Vec<Box<[UnsafeCell<u64>]>>,
@@ -253,6 +256,50 @@ impl Global {
             self.failed = true;
         }
         self.buf.clear();
+    }
+
+    /// Writes a trace chunk of thread `tid`: into the trace ring with a RING record written
+    /// at once (the analyzer decodes a chunk when its record arrives, and the ring's space
+    /// comes back only then), else as a TRACE or TRACEMEM record. When the ring waits on an
+    /// analyzer that is gone, the chunk goes to the pipe, whose write then fails as it
+    /// always did for a dead reader (QEMU ends by `SIGPIPE`).
+    fn put_trace(&mut self, tid: u32, words: &[u32]) {
+        let mut gone = false;
+        if !self.failed {
+            if let Some(r) = self.ring.as_mut() {
+                if let Ok(pos) = r.put(words, &self.out) {
+                    self.buf.u8(wire::TAG_RING);
+                    self.buf.u32(tid);
+                    self.buf.u32(words.len() as u32);
+                    self.buf.u32(pos);
+                    self.flush();
+                    return;
+                }
+                self.ring = None;
+                gone = true;
+            }
+        }
+        self.buf.reserve(9 + 4 * words.len());
+        self.buf.u8(if MEM.load(Relaxed) {
+            wire::TAG_TRACE_MEM
+        } else {
+            wire::TAG_TRACE
+        });
+        self.buf.u32(tid);
+        self.buf.u32(words.len() as u32);
+        if cfg!(target_endian = "little") {
+            // SAFETY: `u32` slices are `4 * len` initialised bytes; `u8` has alignment 1.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, 4 * words.len()) };
+            self.buf.extend_from_slice(bytes);
+        } else {
+            for &w in words {
+                self.buf.u32(w);
+            }
+        }
+        if self.buf.len() >= OUT_FLUSH || gone {
+            self.flush();
+        }
     }
 
     fn reread_maps(&mut self) {
@@ -417,18 +464,7 @@ fn flush_trace(s: &Slot, owner: bool) {
     let (from, to) = t.unsent();
     if to > from {
         if let Some(g) = lock(&GLOBAL).as_mut() {
-            g.buf.reserve(9 + 4 * (to - from));
-            g.buf.u8(if MEM.load(Relaxed) {
-                wire::TAG_TRACE_MEM
-            } else {
-                wire::TAG_TRACE
-            });
-            g.buf.u32(s.tid.load(Relaxed));
-            g.buf.u32((to - from) as u32);
-            t.append_le(from, to, &mut g.buf);
-            if g.buf.len() >= OUT_FLUSH {
-                g.flush();
-            }
+            g.put_trace(s.tid.load(Relaxed), t.words(from, to));
         }
     }
     t.mark_sent(owner, to);
@@ -1435,6 +1471,7 @@ struct Args {
     out: Option<String>,
     shm: Option<String>,
     ctl: Option<String>,
+    ring: Option<String>,
     mode: u8,
     edges: bool,
     mem: bool,
@@ -1453,6 +1490,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         out: None,
         shm: None,
         ctl: None,
+        ring: None,
         mode: MODE_COUNT,
         edges: true,
         mem: false,
@@ -1465,6 +1503,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "out" => a.out = Some(v.to_string()),
             "shm" => a.shm = Some(v.to_string()),
             "ctl" => a.ctl = Some(v.to_string()),
+            "ring" => a.ring = Some(v.to_string()),
             "mode" => {
                 a.mode = match v {
                     "count" => MODE_COUNT,
@@ -1476,7 +1515,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "mem" => a.mem = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, mode, edges, mem)"
+                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem)"
                 ))
             }
         }
@@ -1507,21 +1546,36 @@ fn open_out(spec: &str) -> Result<File, String> {
 
 /// Maps the counter file `fd:N` (sized by the analyzer) shared; returns (base, capacity).
 fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
+    let (p, len) = map_fd("shm", spec, 16)?;
+    Ok((p as *mut u64, len / 8))
+}
+
+/// Maps the trace ring `fd:N` (made and sized by the analyzer, see [`wire`]).
+fn map_ring(spec: &str) -> Result<ring::Ring, String> {
+    let (p, len) = map_fd("ring", spec, wire::RING_DATA)?;
+    // SAFETY: `map_fd` mapped `len` bytes at the page-aligned `p`, shared with the
+    // analyzer and never unmapped.
+    unsafe { ring::Ring::new(p, len, TRACE_BUF_WORDS) }
+}
+
+/// Maps the file `fd:N` of plugin argument `key` shared (at least `min` bytes) and closes
+/// the descriptor; returns (base, length in bytes).
+fn map_fd(key: &str, spec: &str, min: usize) -> Result<(*mut u8, usize), String> {
     let fd: c_int = spec
         .strip_prefix("fd:")
         .and_then(|x| x.parse().ok())
-        .ok_or_else(|| format!("shm={spec}: expected fd:N"))?;
+        .ok_or_else(|| format!("{key}={spec}: expected fd:N"))?;
     // SAFETY: fstat fills a plain struct; mmap of an fd we were given, checked for failure;
     // the mapping is never unmapped, so pointers into it stay valid.
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
         if libc::fstat(fd, &mut st) != 0 {
-            return Err(format!("shm=fd:{fd}: descriptor is not open"));
+            return Err(format!("{key}=fd:{fd}: descriptor is not open"));
         }
         let len = st.st_size as usize;
-        if len < 16 {
+        if len < min {
             return Err(format!(
-                "shm=fd:{fd}: file is too small ({len} bytes, at least 16)"
+                "{key}=fd:{fd}: file is too small ({len} bytes, at least {min})"
             ));
         }
         let p = libc::mmap(
@@ -1534,12 +1588,12 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
         );
         if p == libc::MAP_FAILED {
             return Err(format!(
-                "shm=fd:{fd}: mmap failed: {}",
+                "{key}=fd:{fd}: mmap failed: {}",
                 std::io::Error::last_os_error()
             ));
         }
         libc::close(fd);
-        Ok((p as *mut u64, len / 8))
+        Ok((p as *mut u8, len))
     }
 }
 
@@ -1609,6 +1663,14 @@ pub unsafe extern "C" fn qemu_plugin_install(
         eprintln!("proftrust-qemu-plugin: mem=on needs mode=trace");
         return -1;
     }
+    let ring = match a.ring.as_deref().map(map_ring) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            eprintln!("proftrust-qemu-plugin: {e}");
+            return -1;
+        }
+    };
     MODE.store(a.mode, Relaxed);
     EDGES.store(a.edges, Relaxed);
     MEM.store(a.mem, Relaxed);
@@ -1623,6 +1685,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         out,
         buf: Vec::with_capacity(OUT_FLUSH + 4096),
         failed: false,
+        ring,
         dedup: HashMap::new(),
         nblocks: 0,
         counters: Vec::new(),

@@ -98,23 +98,17 @@ impl TraceBuf {
         (self.sent.load(Relaxed).min(to), to)
     }
 
-    /// Appends words `from..to` (from [`TraceBuf::unsent`]) little-endian to `out`.
-    pub fn append_le(&self, from: usize, to: usize, out: &mut Vec<u8>) {
+    /// Words `from..to` (from [`TraceBuf::unsent`]), to be copied out under the slot lock
+    /// before [`TraceBuf::mark_sent`].
+    pub fn words(&self, from: usize, to: usize) -> &[u32] {
         let words = &self.words[from..to];
-        if cfg!(target_endian = "little") {
-            // SAFETY: `AtomicU32` has the layout of `u32`, so the slice is `4 * len`
-            // initialised bytes. The owner wrote these words before publishing `len` with
-            // Release (loaded with Acquire in `unsent`) and writes only beyond `len` until
-            // the buffer is marked sent under the slot lock, which the caller holds: no
-            // concurrent write touches these bytes.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u8, 4 * words.len()) };
-            out.extend_from_slice(bytes);
-        } else {
-            for w in words {
-                out.extend_from_slice(&w.load(Relaxed).to_le_bytes());
-            }
-        }
+        // SAFETY: `AtomicU32` has the layout of `u32`. The owner wrote these words before
+        // publishing `len` with Release (loaded with Acquire in `unsent`) and writes only
+        // beyond `len` until the buffer is marked sent under the slot lock, which the
+        // caller holds for as long as it uses the slice (the borrow cannot outlive a flush:
+        // the caller copies the words out and then marks them sent): no concurrent write
+        // touches these words.
+        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u32, words.len()) }
     }
 
     /// Under the slot lock, after writing `..to`: the owner empties the buffer; another
@@ -233,18 +227,14 @@ mod tests {
     fn trace_buffer_flushes_by_reader_then_owner_without_duplicates() {
         let t = TraceBuf::new(8);
         assert!(t.push(&[1, 2, 0x0403_0201]));
-        let mut out = Vec::new();
         let (from, to) = t.unsent();
-        t.append_le(from, to, &mut out);
+        assert_eq!(t.words(from, to), &[1, 2, 0x0403_0201]);
         t.mark_sent(false, to);
-        assert_eq!(out, vec![1, 0, 0, 0, 2, 0, 0, 0, 1, 2, 3, 4]);
         assert!(t.push(&[5]));
-        out.clear();
         let (from, to) = t.unsent();
         assert_eq!((from, to), (3, 4));
-        t.append_le(from, to, &mut out);
+        assert_eq!(t.words(from, to), &[5]);
         t.mark_sent(true, to);
-        assert_eq!(out, vec![5, 0, 0, 0]);
         assert_eq!(t.len(), 0);
         assert_eq!(t.unsent(), (0, 0));
         assert!(t.push(&[5; 8]));

@@ -1,4 +1,4 @@
-//! The stream this plugin writes (version 5, little-endian). The analyzer in
+//! The stream this plugin writes (version 6, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
@@ -13,6 +13,8 @@
 //!               u32:e (u32 from, u32 to, u64 count)[e]        block->block edges
 //! END      u8:5                                                after the exit snapshot
 //! TRACEMEM u8:6 u32:tid u32:n u32[n]                         (mem=on) words, see below
+//! RING     u8:7 u32:tid u32:n u32:pos                        a TRACE (mem=off) or TRACEMEM
+//!               (mem=on) chunk of n words in the trace ring at position pos (ring=fd:N)
 //! ```
 //! Snapshots are cumulative; the last one wins.
 //!
@@ -25,11 +27,25 @@
 //! form) bits 0..16 = the instruction's index, followed by two words, the low and high
 //! halves of the address. A block's accesses follow its id; a chunk may end between them
 //! (the next chunk of the same thread continues the block).
+//!
+//! **Trace ring** (`ring=fd:N`, when the analyzer made one): trace chunks go through a
+//! shared mapping and the stream carries a RING record in their place, so the records keep
+//! their order. The mapping is a header page, then the data area of `cap` native-endian
+//! `u32` words (`cap` a power of two, at least two of the plugin's largest chunks). Header
+//! words (`u32`, byte offsets): [`RING_CAP`] `cap`, written by the analyzer;
+//! [`RING_HEAD`] the plugin's position after its last chunk (Release); [`RING_TAIL`] the
+//! analyzer's position after the last chunk it decoded (everything before it is free; the
+//! plugin sleeps on it with `FUTEX_WAIT`); [`RING_WAITING`] 1 while the plugin sleeps (the
+//! analyzer then clears it and wakes the plugin with `FUTEX_WAKE`). Positions count words
+//! and wrap at 2^32; position `pos` is word `pos % cap` of the data area. A chunk is
+//! contiguous: one that would cross the end starts at the next multiple of `cap`, and the
+//! words skipped are freed with it. The analyzer decodes chunks in stream order and stores
+//! `tail = pos + n` after each.
 
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.
@@ -42,6 +58,18 @@ pub const TAG_SNAPSHOT: u8 = 4;
 pub const TAG_END: u8 = 5;
 /// Record tag: trace chunk with data accesses.
 pub const TAG_TRACE_MEM: u8 = 6;
+/// Record tag: a trace chunk in the trace ring.
+pub const TAG_RING: u8 = 7;
+/// Trace ring header: byte offset of the data area's capacity in words.
+pub const RING_CAP: usize = 0;
+/// Trace ring header: byte offset of the producer's published position.
+pub const RING_HEAD: usize = 64;
+/// Trace ring header: byte offset of the consumer's position (the futex word).
+pub const RING_TAIL: usize = 128;
+/// Trace ring header: byte offset of the producer's "sleeping on the tail" flag.
+pub const RING_WAITING: usize = 192;
+/// Trace ring: byte offset of the data area (the header is one page).
+pub const RING_DATA: usize = 4096;
 /// TRACEMEM word flag: a data access (else a block id).
 pub const MEM_FLAG: u32 = 1 << 31;
 /// TRACEMEM access word: the access is a store.

@@ -970,7 +970,10 @@ mod tests {
             .arg("/usr/bin/yes")
             .stdout(Stdio::null());
         sys::inherit_fds(&mut c, &[sys::raw(&wr), sys::raw(ring.file())]);
-        let mut child = c.spawn().unwrap();
+        // Registered with the supervision, so that another test's sweep of orphans leaves
+        // it alone.
+        let mut supervision = proftrust_supervise::Run::begin();
+        let mut child = supervision.spawn(|| c.spawn(), |c| c.id() as i32).unwrap();
         drop(wr);
         // Read every record, handing no chunk back, until the stream pauses: `yes` fills
         // the ring at once, and the plugin then sleeps for room (not on a full pipe).
@@ -978,8 +981,10 @@ mod tests {
         let mut d = Decoder::new(rd).unwrap().unwrap();
         let mut chunks = 0;
         while sys::readable(&probe, 1000) {
-            if let Some(Record::Ring { .. }) = d.next_record().unwrap() {
-                chunks += 1;
+            match d.next_record().unwrap() {
+                Some(Record::Ring { .. }) => chunks += 1,
+                Some(_) => {}
+                None => panic!("the stream ended: {:?}", child.wait()),
             }
         }
         assert!(chunks > 0);

@@ -1245,3 +1245,134 @@ fn stat_after(err: &str, phrase: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no {phrase:?} in the plugin statistics {err:?}"))
 }
+
+/// The main binary's part of a memory trace, per thread: a digest of its blocks in order
+/// (first instruction, length, each access's instruction, size, direction and page offset:
+/// the guest's stack and mappings move with the address space layout, whole pages at a
+/// time) and the blocks' count.
+#[derive(Default)]
+struct MainDigest {
+    name: String,
+    main: Option<ModuleIdx>,
+    per_tid: HashMap<u32, (u64, u64)>,
+    counter: TraceCounter,
+}
+
+impl BlockVisitor for MainDigest {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        if module.file_name() == self.name {
+            self.main = Some(idx);
+        }
+        self.counter.module(idx, module);
+    }
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        self.counter.block(b);
+        if b.module.is_none() || b.module != self.main {
+            return;
+        }
+        let (h, n) = self
+            .per_tid
+            .entry(b.tid)
+            .or_insert((0xcbf2_9ce4_8422_2325, 0));
+        let mut mix = |v: u64| *h = (*h ^ v).wrapping_mul(0x0100_0000_01b3);
+        mix(b.instructions[0].0);
+        mix(b.instructions.len() as u64);
+        for a in b.mem {
+            mix((a.insn as u64) << 32
+                | (a.size as u64) << 16
+                | (a.addr & 0xfff) << 1
+                | a.store as u64);
+        }
+        *n += 1;
+    }
+    fn end(&mut self, o: &RunOutcome) {
+        self.counter.end(o);
+    }
+}
+
+impl MainDigest {
+    /// The per-thread digests, sorted (thread ids differ between runs).
+    fn threads(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<_> = self.per_tid.values().copied().collect();
+        v.sort();
+        v
+    }
+
+    /// Per-instruction counts of the main binary.
+    fn main_counts(&self) -> HashMap<u64, u64> {
+        self.counter
+            .counts
+            .iter()
+            .filter(|((m, _), _)| m.is_some() && *m == self.main)
+            .map(|((_, s), c)| (s.0, *c))
+            .collect()
+    }
+}
+
+/// The trace ring (default size, and the smallest, 1 MiB, which a trace of several MiB
+/// wraps many times with QEMU waiting for room) and the pipe-only transport give the same
+/// trace: with both plugin APIs, a single thread's blocks and accesses in the same order,
+/// per-instruction counts of the main binary equal to the counting mode's, also when the
+/// program forks (the child is not traced), execs or kills itself; and a multi-threaded
+/// program's counts.
+#[test]
+fn trace_ring_and_pipe_give_the_same_trace() {
+    let Some((_dir, bin)) = faults("trace_ring_and_pipe_give_the_same_trace") else {
+        return;
+    };
+    let name = bin.file_name().unwrap().to_str().unwrap().to_string();
+    for qemu in qemus() {
+        for (mode, n) in [
+            ("fork", 1_000_000u64),
+            ("exec", 300_000),
+            ("kill", 300_000),
+            ("threads", 200_000),
+        ] {
+            let c = cmd(&bin, &[mode, &n.to_string()]);
+            let base = QemuOptions {
+                qemu: Some(qemu.clone()),
+                trace_memory: true,
+                ..quiet_qemu()
+            };
+            let counted = count_qemu(&c, &base).unwrap();
+            let mut seen = Vec::new();
+            for ring in [0, 1 << 20, proftrust_exact::TRACE_RING_BYTES] {
+                let o = QemuOptions {
+                    trace_ring_bytes: ring,
+                    ..base.clone()
+                };
+                let mut d = MainDigest {
+                    name: name.clone(),
+                    ..Default::default()
+                };
+                let outcome = trace_qemu(&c, &o, &mut d)
+                    .unwrap_or_else(|e| panic!("{mode}, ring {ring}: {e}"));
+                assert_eq!(
+                    Some(&outcome),
+                    counted.outcome.as_ref(),
+                    "{mode}, ring {ring}"
+                );
+                assert_eq!(
+                    d.main_counts(),
+                    main_counts(&counted, &bin),
+                    "{mode}, ring {ring}, {}",
+                    qemu.display()
+                );
+                seen.push((ring, d.threads()));
+            }
+            if mode == "threads" {
+                // Threads wait for each other differently from run to run: their own
+                // traces are compared through the counts only.
+                assert!(seen.iter().all(|(_, t)| t.len() == 5), "{mode}: {seen:?}");
+                continue;
+            }
+            let (_, pipe) = &seen[0];
+            assert_eq!(pipe.len(), 1, "{mode}");
+            assert!(pipe[0].1 as f64 > n as f64, "{mode}: {pipe:?}");
+            for (ring, t) in &seen[1..] {
+                assert_eq!(t, pipe, "{mode}: ring of {ring} bytes against the pipe");
+            }
+        }
+    }
+    assert_nothing_left(&bin);
+}

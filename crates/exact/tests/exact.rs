@@ -547,6 +547,27 @@ fn qemu_threads_are_counted_exactly() {
             .collect()
     };
     assert_eq!(main_of(&r.counter), main_of(&t));
+    // With the plugin simulating the caches (outcome words; every access under the lock
+    // once the threads exist): the same blocks, accesses in order and in range.
+    let mut c = MemRecorder {
+        name: r.name.clone(),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        cache: Some(proftrust_cachesim::Geometry::default()),
+        ..quiet_qemu()
+    };
+    trace_qemu(&cmd(&bin, &["threads", "3000"]), &o, &mut c).unwrap();
+    assert!(!c.bad_index && !c.out_of_order);
+    assert!(
+        c.accesses > r.accesses / 2,
+        "{} vs {}",
+        c.accesses,
+        r.accesses
+    );
+    assert_eq!(c.counter.tids.len(), t.tids.len());
+    assert_eq!(main_of(&c.counter), main_of(&t));
 }
 
 #[test]
@@ -884,15 +905,20 @@ fn cache_model_misses_match_hand_derivation() {
             .map(|x| x.0)
             .collect()
     };
-    let o = QemuOptions {
-        trace_memory: true,
-        ..quiet_qemu()
-    };
-    for (lines, passes, walk_l1, walk_llc) in [
-        (32u64, 4u64, 0u64, 0u64),
-        (256, 3, 256 * 3, 0),
-        (2048, 2, 2048 * 2, 2048 * 2),
-    ] {
+    // The host simulating the traced addresses, and the plugin simulating where the
+    // accesses happen (outcome words): the same hand-derived misses.
+    for (plugin, lines, passes, walk_l1, walk_llc) in [false, true].into_iter().flat_map(|p| {
+        [
+            (p, 32u64, 4u64, 0u64, 0u64),
+            (p, 256, 3, 256 * 3, 0),
+            (p, 2048, 2, 2048 * 2, 2048 * 2),
+        ]
+    }) {
+        let o = QemuOptions {
+            trace_memory: true,
+            cache: plugin.then(|| cfg.geometry()),
+            ..quiet_qemu()
+        };
         let mut t = Timed {
             timer: InstrTimer::new(CycleModel::flat(1), Some(cfg.clone())),
             main: None,
@@ -908,10 +934,75 @@ fn cache_model_misses_match_hand_derivation() {
         assert_eq!(
             t.misses,
             [lines, lines, walk_l1, walk_llc],
-            "{lines} lines x {passes} passes: (fill L1, fill LLC, walk L1, walk LLC)"
+            "{lines} lines x {passes} passes, plugin simulation {plugin}: (fill L1, fill LLC, walk L1, walk LLC)"
         );
         let st = t.timer.cache_stats().unwrap();
         assert!(st.accesses > lines * (passes + 1), "{st:?}");
+    }
+}
+
+/// The plugin's cache simulation (`QemuOptions::cache`) against the host's on the same
+/// run: with `cache_with_addresses` every access arrives with its address and the level
+/// the plugin served it at, and an independent host-side `Caches` over the addresses, in
+/// trace order, must give every level (single-threaded programs: the trace order is the
+/// execution order). Two geometries: the default, and a tiny one where every level occurs
+/// often.
+#[test]
+fn plugin_cache_levels_equal_the_hosts() {
+    use proftrust_cachesim::{Caches, Geometry};
+    let Some((_dir, bin)) = memwalk("plugin_cache_levels_equal_the_hosts") else {
+        return;
+    };
+    struct Check {
+        host: Caches,
+        accesses: u64,
+        /// Accesses per level, as the plugin said.
+        levels: [u64; 3],
+        mismatches: u64,
+        missing: u64,
+    }
+    impl BlockVisitor for Check {
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            for a in b.mem {
+                self.accesses += 1;
+                let want = self.host.access(a.addr, u32::from(a.size));
+                match a.level {
+                    Some(l) => {
+                        self.levels[usize::from(l.min(2))] += 1;
+                        self.mismatches += u64::from(l != want);
+                    }
+                    None => self.missing += 1,
+                }
+            }
+        }
+    }
+    let tiny = Geometry {
+        line_size: 32,
+        l1_size: 1024,
+        l1_ways: 2,
+        llc_size: 16384,
+        llc_ways: 4,
+    };
+    for g in [Geometry::default(), tiny] {
+        let o = QemuOptions {
+            trace_memory: true,
+            cache: Some(g),
+            cache_with_addresses: true,
+            ..quiet_qemu()
+        };
+        let mut c = Check {
+            host: Caches::new(&g),
+            accesses: 0,
+            levels: [0; 3],
+            mismatches: 0,
+            missing: 0,
+        };
+        let outcome = trace_qemu(&cmd(&bin, &["1048576", "2"]), &o, &mut c).unwrap();
+        assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+        // memwalk fills and walks 1 MiB twice: 16384 lines of 64 bytes per pass.
+        assert!(c.accesses > 3 * 16384, "{g:?}: {} accesses", c.accesses);
+        assert_eq!((c.missing, c.mismatches), (0, 0), "{g:?}: {:?}", c.levels);
+        assert!(c.levels.iter().all(|&n| n > 1000), "{g:?}: {:?}", c.levels);
     }
 }
 

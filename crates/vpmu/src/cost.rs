@@ -225,18 +225,21 @@ mod tests {
                 addr: 0x1000,
                 size: 8,
                 store: false,
+                level: None,
             },
             MemAccess {
                 insn: 1,
                 addr: 0x1000,
                 size: 8,
                 store: true,
+                level: None,
             },
             MemAccess {
                 insn: 2,
                 addr: 0x9000,
                 size: 8,
                 store: false,
+                level: None,
             },
         ];
         for cache in [None, Some(CacheConfig::default())] {
@@ -295,6 +298,7 @@ mod tests {
             addr,
             size: 8,
             store,
+            level: None,
         };
         // Instruction 1: 600 loads of distinct lines, more than the L1's 512 (all miss L1 in
         // every round); 3: a load and a store; 4: a load crossing a line.

@@ -267,6 +267,28 @@ impl InstrTimer {
         (sum < u64::from(u32::MAX)).then_some(sum)
     }
 
+    /// The latency of a load served at each level (L1D, LLC, memory) and of a store, when a
+    /// cache is configured.
+    pub fn latencies(&self) -> Option<([u32; 3], u32)> {
+        self.cache.as_ref().map(|c| {
+            (
+                [c.cfg.l1_latency, c.cfg.llc_latency, c.cfg.memory_latency],
+                c.cfg.store_latency,
+            )
+        })
+    }
+
+    /// Adds totals counted elsewhere (accesses whose levels were given, summed by the
+    /// caller as [`InstrTimer::settle`] would count them).
+    pub fn add_stats(&mut self, s: &CacheStats) {
+        if let Some(c) = self.cache.as_mut() {
+            c.stats.accesses += s.accesses;
+            c.stats.loads += s.loads;
+            c.stats.l1_misses += s.l1_misses;
+            c.stats.llc_misses += s.llc_misses;
+        }
+    }
+
     /// Counts `b`'s accesses into the cache totals as [`InstrTimer::time_block`] would, for
     /// a block whose cycles came from [`InstrTimer::block_cycles`].
     #[inline]

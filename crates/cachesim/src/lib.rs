@@ -108,12 +108,19 @@ impl Way {
             Some(m) => line & m,
             None => line % self.sets,
         } as usize;
-        let row = &mut self.lines[set * self.ways..(set + 1) * self.ways];
+        let at = set * self.ways;
         // Most accesses hit the most recent line of their set (the same line as the
         // access before, or a loop's working set): no search, no reordering.
-        if row[0] == line {
+        if self.lines.get(at) == Some(&line) {
             return true;
         }
+        self.search(at, line)
+    }
+
+    /// [`Way::access`] past the most recent line of the set starting at `at`.
+    #[inline(never)]
+    fn search(&mut self, at: usize, line: u64) -> bool {
+        let row = &mut self.lines[at..at + self.ways];
         match row.iter().position(|&l| l == line) {
             Some(p) => {
                 row[..=p].rotate_right(1);
@@ -172,6 +179,13 @@ impl Caches {
             self.last = first;
             return self.line(first);
         }
+        self.split(first, last)
+    }
+
+    /// An access crossing lines `first..=last`.
+    #[cold]
+    #[inline(never)]
+    fn split(&mut self, first: u64, last: u64) -> Level {
         self.last = EMPTY;
         (first..=last).map(|l| self.line(l)).max().unwrap_or(L1)
     }

@@ -118,20 +118,22 @@ static SIM_ON: AtomicBool = AtomicBool::new(false);
 /// `addrs=on`: [`on_mem`] ships the address words before each outcome.
 static SIM_ADDRS: AtomicBool = AtomicBool::new(false);
 
-/// Where the access of `size` bytes at `vaddr` is served, and the caches updated.
+/// Where the access of `size` bytes at `vaddr` is served, and the caches updated: the
+/// only guest thread ([`THREADED`] false), without a lock.
 #[inline(always)]
-fn simulate(vaddr: u64, size: u32) -> u8 {
-    let run = || {
-        // SAFETY: see `SimCell`: the caller holds the lock or is the only guest thread.
-        let caches = unsafe { &mut *SIM.caches.get() };
-        caches.as_mut().map_or(0, |c| c.access(vaddr, size))
-    };
-    if THREADED.load(Relaxed) {
-        let _g = SIM.lock.lock().unwrap_or_else(|p| p.into_inner());
-        run()
-    } else {
-        run()
-    }
+fn simulate_alone(vaddr: u64, size: u32) -> u8 {
+    // SAFETY: see `SimCell`: no other guest thread exists, so nothing else touches it.
+    let caches = unsafe { &mut *SIM.caches.get() };
+    caches.as_mut().map_or(0, |c| c.access(vaddr, size))
+}
+
+/// [`simulate_alone`] once the guest has threads: under the lock.
+#[inline(never)]
+fn simulate_locked(vaddr: u64, size: u32) -> u8 {
+    let _g = SIM.lock.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: see `SimCell`: every access after the first thread's creation holds the lock.
+    let caches = unsafe { &mut *SIM.caches.get() };
+    caches.as_mut().map_or(0, |c| c.access(vaddr, size))
 }
 
 /// One more than the highest vcpu index QEMU initialised.
@@ -762,33 +764,45 @@ extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c
     } else {
         meminfo_checked(info)
     };
-    let s = vcpu::slot(vcpu);
-    let t = s.trace(TRACE_BUF_WORDS);
     let insn = udata as usize as u16;
-    if SIM_ON.load(Relaxed) {
-        let w = wire::outcome_word(insn, store, simulate(vaddr, 1 << shift));
+    let mut words = [0u32; 4];
+    let n = if SIM_ON.load(Relaxed) {
+        let level = if THREADED.load(Relaxed) {
+            simulate_locked(vaddr, 1 << shift)
+        } else {
+            simulate_alone(vaddr, 1 << shift)
+        };
+        let w = wire::outcome_word(insn, store, level);
         if SIM_ADDRS.load(Relaxed) {
             // The address words, then the outcome (`addrs=on`: the host checks the levels).
             let (a, n) = wire::mem_words(insn, shift, store, vaddr);
-            let mut both = [0u32; 4];
-            both[..n].copy_from_slice(&a[..n]);
-            both[n] = w;
-            if !t.push(&both[..=n]) {
-                flush_trace(s, true);
-                t.push(&both[..=n]);
-            }
-        } else if !t.push(&[w]) {
-            flush_trace(s, true);
-            t.push(&[w]);
+            words[..n].copy_from_slice(&a[..n]);
+            words[n] = w;
+            n + 1
+        } else {
+            words[0] = w;
+            1
         }
-        if t.len() >= TRACE_MEM_CAP {
-            flush_trace(s, true);
-        }
-        return;
+    } else {
+        let (a, n) = wire::mem_words(insn, shift, store, vaddr);
+        words[..3].copy_from_slice(&a);
+        n
+    };
+    let s = vcpu::slot(vcpu);
+    let t = s.trace(TRACE_BUF_WORDS);
+    let pushed = t.push(&words[..n]);
+    if !pushed || t.len() >= TRACE_MEM_CAP {
+        mem_flush(s, &words[..n], pushed);
     }
-    let (w, n) = wire::mem_words(insn, shift, store, vaddr);
-    let w = &w[..n];
-    if !t.push(w) {
+}
+
+/// [`on_mem`]'s words did not fit (`pushed` false: flush, then append them) or filled the
+/// buffer past [`TRACE_MEM_CAP`] (flush).
+#[cold]
+#[inline(never)]
+fn mem_flush(s: &vcpu::Slot, w: &[u32], pushed: bool) {
+    let t = s.trace(TRACE_BUF_WORDS);
+    if !pushed {
         flush_trace(s, true);
         t.push(w);
     }

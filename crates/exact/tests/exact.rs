@@ -1036,6 +1036,47 @@ fn a_plugin_qemu_cannot_load_is_an_error() {
     assert_eq!(v.0, 0);
 }
 
+/// The plugin's `mode=idle` (the benchmark's floor: the translation hook alone) loads,
+/// runs the program unchanged and writes nothing: the program's output and exit status are
+/// those of plain QEMU.
+#[test]
+fn idle_mode_runs_the_program_unchanged() {
+    if !need(
+        "idle_mode_runs_the_program_unchanged",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let q = proftrust_exact::find_qemu().expect("a qemu-x86_64 with plugins");
+    let plugin = proftrust_exact::find_plugin().expect("the plugin is built");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "mix");
+    let run = |plugin_arg: Option<String>| {
+        let mut c = Command::new(&q);
+        if let Some(a) = plugin_arg {
+            c.arg("-plugin").arg(a);
+        }
+        c.arg(&bin).arg("7").output().unwrap()
+    };
+    let plain = run(None);
+    let idle = run(Some(format!("{},mode=idle", plugin.display())));
+    assert_eq!(idle.status.code(), plain.status.code());
+    assert_eq!(idle.stdout, plain.stdout);
+    assert!(
+        idle.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&idle.stderr)
+    );
+    // mix.c prints two numbers and exits 0.
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout)
+            .split_whitespace()
+            .count(),
+        2
+    );
+}
+
 /// Main-binary instruction counts, edges and calls of `p`, keyed by SVMA.
 #[allow(clippy::type_complexity)]
 fn main_graph(

@@ -73,6 +73,9 @@ use wire::Put;
 
 const MODE_COUNT: u8 = 0;
 const MODE_TRACE: u8 = 1;
+/// `mode=idle`: the translation hook only, which instruments nothing (the benchmarks'
+/// floor: what QEMU adds for any plugin that instruments code).
+const MODE_IDLE: u8 = 2;
 /// Trace buffer entries per vcpu before a flush.
 const TRACE_CHUNK: usize = 16 * 1024;
 /// With memory tracing, a flush happens at the next block start after `TRACE_CHUNK` words;
@@ -1550,7 +1553,8 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 a.mode = match v {
                     "count" => MODE_COUNT,
                     "trace" => MODE_TRACE,
-                    _ => return Err(format!("mode={v}: expected count or trace")),
+                    "idle" => MODE_IDLE,
+                    _ => return Err(format!("mode={v}: expected count, trace or idle")),
                 }
             }
             "edges" => a.edges = on_off(k, v)?,
@@ -1633,6 +1637,16 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
 /// Entry point called by QEMU when it loads the plugin.
 ///
 /// # Safety
+/// `mode=idle`'s translation hook: looks at nothing, instruments nothing. Its cost over
+/// plain QEMU is what QEMU itself adds once any plugin hooks translation: QEMU 10's code
+/// generator then stores every guest load's and store's value into the CPU state
+/// (`plugin_mem_value_low`, for the memory-value plugin API) and keeps a copy of each load's
+/// address, instrumented or not (`tcg/tcg-op-ldst.c`, `plugin_gen_mem_callbacks_i64`, under
+/// `tcg_ctx->plugin_insn != NULL`, which `plugin_gen_insn_start` sets for every
+/// instruction of a translation a plugin watches). `scripts/bench-exact.sh` prints it as
+/// the floor under `truth`.
+extern "C" fn on_translate_idle(_id: ffi::PluginId, _tb: *mut ffi::Tb) {}
+
 /// Called by QEMU with `argc` valid C strings in `argv`.
 #[no_mangle]
 pub unsafe extern "C" fn qemu_plugin_install(
@@ -1664,6 +1678,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
             return -1;
         }
     };
+    if a.mode == MODE_IDLE {
+        // SAFETY: registering a callback with the id QEMU gave us, of the header's signature.
+        unsafe { (api.register_vcpu_tb_trans_cb)(id, on_translate_idle) };
+        return 0;
+    }
     let Some(spec) = a.out else {
         eprintln!("proftrust-qemu-plugin: missing out=PATH or out=fd:N");
         return -1;
@@ -1828,6 +1847,7 @@ mod tests {
             ([0x8400_0400, 0x10, 0], 3)
         );
         assert!(parse_args(&["mode=fast".into()]).is_err());
+        assert_eq!(parse_args(&["mode=idle".into()]).unwrap().mode, MODE_IDLE);
         assert!(parse_args(&["bogus".into()]).is_err());
         assert!(parse_args(&["x=1".into()]).is_err());
     }

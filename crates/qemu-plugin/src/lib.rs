@@ -1634,9 +1634,6 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
     }
 }
 
-/// Entry point called by QEMU when it loads the plugin.
-///
-/// # Safety
 /// `mode=idle`'s translation hook: looks at nothing, instruments nothing. Its cost over
 /// plain QEMU is what QEMU itself adds once any plugin hooks translation: QEMU 10's code
 /// generator then stores every guest load's and store's value into the CPU state
@@ -1647,6 +1644,9 @@ fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
 /// the floor under `truth`.
 extern "C" fn on_translate_idle(_id: ffi::PluginId, _tb: *mut ffi::Tb) {}
 
+/// Entry point called by QEMU when it loads the plugin.
+///
+/// # Safety
 /// Called by QEMU with `argc` valid C strings in `argv`.
 #[no_mangle]
 pub unsafe extern "C" fn qemu_plugin_install(

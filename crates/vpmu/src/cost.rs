@@ -201,7 +201,7 @@ impl CostModel for TraceCost {
                 let o = &mut out[r];
                 (o.cycles, o.l1_misses, o.llc_misses) =
                     (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
-                // What `settle` would count: every access, out-of-block ones included.
+                // What `time_block` would count: every access, out-of-block ones included.
                 all.accesses = b.mem.len() as u64;
                 t.add_stats(&all);
                 return;

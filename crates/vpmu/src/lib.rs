@@ -1124,9 +1124,9 @@ impl proftrust_model::BlockVisitor for Vpmu {
             .key
             .filter(|_| whole && !self.opts.exact)
             .and_then(|k| Some((k as usize, self.timer.block_cycles(b)?)));
-        if let Some((k, total)) = fixed {
+        if let Some((k, (total, stats))) = fixed {
             if self.counters_quiet(&th, n, total) {
-                self.timer.settle(b);
+                self.timer.add_stats(&stats);
                 if self.opts.lbr && self.prepare_slots(b, module) {
                     let ks = self.keyed_slots[k].as_deref().expect("prepared above");
                     let lens = (

@@ -249,22 +249,29 @@ impl InstrTimer {
 
     /// The summed cycles of block `b` (what [`InstrTimer::time_block`]'s instructions add up
     /// to) when they need no simulation: a keyed block timed before, without a cache or with
-    /// every access carrying the level it was served at (the plugin simulated the caches).
-    /// Changes nothing; a caller that takes this instead of timing the block calls
-    /// [`InstrTimer::settle`] for it. `None`: time the block.
+    /// every access carrying the level it was served at (the plugin simulated the caches);
+    /// with them, the cache totals its accesses add. Changes nothing: a caller that takes
+    /// this instead of timing the block adds the totals ([`InstrTimer::add_stats`]). `None`:
+    /// time the block.
     #[inline]
-    pub fn block_cycles(&self, b: &TraceBlock<'_>) -> Option<u64> {
+    pub fn block_cycles(&self, b: &TraceBlock<'_>) -> Option<(u64, CacheStats)> {
         let (_, total) = self.keyed.get(b.key? as usize)?.as_ref()?;
+        let mut st = CacheStats::default();
         let Some(c) = &self.cache else {
-            return Some(*total);
+            return Some((*total, st));
         };
         let mut sum = *total;
         for a in b.mem {
-            sum += u64::from(c.latency(a.level?.min(proftrust_cachesim::MEMORY), a.store));
+            let l = a.level?.min(proftrust_cachesim::MEMORY);
+            sum += u64::from(c.latency(l, a.store));
+            st.loads += u64::from(!a.store);
+            st.l1_misses += u64::from(l >= 1);
+            st.llc_misses += u64::from(l == 2);
         }
+        st.accesses = b.mem.len() as u64;
         // `time_block` saturates an instruction's cycles at u32::MAX: below that in total,
         // no instruction reached it and the sums agree.
-        (sum < u64::from(u32::MAX)).then_some(sum)
+        (sum < u64::from(u32::MAX)).then_some((sum, st))
     }
 
     /// The latency of a load served at each level (L1D, LLC, memory) and of a store, when a
@@ -279,27 +286,13 @@ impl InstrTimer {
     }
 
     /// Adds totals counted elsewhere (accesses whose levels were given, summed by the
-    /// caller as [`InstrTimer::settle`] would count them).
+    /// caller as [`InstrTimer::time_block`] would count them). Nothing without a cache.
     pub fn add_stats(&mut self, s: &CacheStats) {
         if let Some(c) = self.cache.as_mut() {
             c.stats.accesses += s.accesses;
             c.stats.loads += s.loads;
             c.stats.l1_misses += s.l1_misses;
             c.stats.llc_misses += s.llc_misses;
-        }
-    }
-
-    /// Counts `b`'s accesses into the cache totals as [`InstrTimer::time_block`] would, for
-    /// a block whose cycles came from [`InstrTimer::block_cycles`].
-    #[inline]
-    pub fn settle(&mut self, b: &TraceBlock<'_>) {
-        if let Some(c) = self.cache.as_mut() {
-            for a in b.mem {
-                c.count(
-                    a.level.unwrap_or(0).min(proftrust_cachesim::MEMORY),
-                    a.store,
-                );
-            }
         }
     }
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Exact counting benchmark (issues 3 and 13): per workload, the median wall seconds of REPS
 # interleaved runs of
-#   native | plain qemu-x86_64 (no plugin: TCG's own cost) | proftrust truth (instructions,
+#   native | plain qemu-x86_64 (no plugin: TCG's own cost) | qemu-x86_64 with the plugin in
+#   mode=idle (it hooks translation and instruments nothing: the floor QEMU itself puts
+#   under any instrumenting plugin) | proftrust truth (instructions,
 #   edges, calls) | truth --no-edges | truth --backend callgrind (valgrind --tool=callgrind
 #   --dump-instr=yes --collect-jumps=yes)
-# and the ratios truth/plain (goal <= 1.3), no-edges/plain, callgrind/truth (goal >= 5),
+# and the ratios truth/plain (goal <= 1.3), floor/plain, no-edges/plain, callgrind/truth (goal >= 5),
 # truth/native. All QEMU columns use the same QEMU: $PROFTRUST_QEMU, else the QEMU 10 that
 # scripts/install-qemu.sh builds (QEMU=/usr/bin/qemu-x86_64 benchmarks QEMU 7.2's plugin
 # API v1 instead); its version is printed.
@@ -70,17 +72,18 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[
 echo "QEMU: $QEMU ($("$QEMU" --version | head -1)); callgrind: $(valgrind --version 2>/dev/null || echo absent)"
 echo "plugin: $PROFTRUST_QEMU_PLUGIN"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; REPS=$REPS SIZE=${SIZE:-per workload} (medians)"
-printf '%-7s %5s %7s %7s %7s %7s %8s | %8s %8s %8s %8s %8s\n' workload size native plain truth noedge callgrnd \
-  tr/plain ne/plain cg/truth tr/nat plain/nat
+printf '%-7s %5s %7s %7s %7s %7s %7s %8s | %8s %8s %8s %8s %8s %8s\n' workload size native plain floor truth noedge \
+  callgrnd tr/plain fl/plain ne/plain cg/truth tr/nat plain/nat
 for w in "${ws[@]}"; do
   # Build on first use (and check the workload runs under the plugin at all).
   "$PT" -q truth --no-edges --workload "$w" --size 1 -o "$tmp/warm.ptexact" >/dev/null
   exe=$(exe_of "$w")
   n=$(scale_of "$w")
-  nat=() plain=() tr=() ne=() cg=()
+  nat=() plain=() fl=() tr=() ne=() cg=()
   for _ in $(seq "$REPS"); do
     nat+=("$(secs "$exe" "$n")")
     plain+=("$(secs "$QEMU" "$exe" "$n")")
+    fl+=("$(secs "$QEMU" -plugin "$PROFTRUST_QEMU_PLUGIN,mode=idle" "$exe" "$n")")
     tr+=("$(secs "$PT" -q truth -o "$tmp/t.ptexact" -- "$exe" "$n")")
     ne+=("$(secs "$PT" -q truth --no-edges -o "$tmp/n.ptexact" -- "$exe" "$n")")
   done
@@ -89,10 +92,11 @@ for w in "${ws[@]}"; do
     cg+=("$(secs "$PT" -q truth --backend callgrind -o "$tmp/c.ptexact" -- "$exe" "$n")")
   done
   a=$(echo "${nat[*]}" | median) b=$(echo "${plain[*]}" | median) c=$(echo "${tr[*]}" | median)
-  d=$(echo "${ne[*]}" | median) e=$(echo "${cg[*]}" | median)
-  awk -v w="$w" -v n="$n" -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v e="$e" 'BEGIN{
-    printf "%-7s %5d %7.3f %7.3f %7.3f %7.3f %8.3f | %8.2f %8.2f %8.2f %8.2f %8.2f\n",
-      w, n, a, b, c, d, e, c/b, d/b, e/c, c/a, b/a }'
+  d=$(echo "${ne[*]}" | median) e=$(echo "${cg[*]}" | median) f=$(echo "${fl[*]}" | median)
+  awk -v w="$w" -v n="$n" -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v e="$e" -v f="$f" 'BEGIN{
+    printf "%-7s %5d %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f | %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+      w, n, a, b, f, c, d, e, c/b, f/b, d/b, e/c, c/a, b/a }'
 done
 echo "goals (issue 13): tr/plain <= 1.3 (truth with edges and calls over plain QEMU), cg/truth >= 5"
+echo "floor: QEMU with a plugin that instruments nothing (fl/plain is what any plugin pays; cg/plain = cg/truth x tr/plain bounds cg/truth)"
 echo "truth's backend line names the plugin API: $("$PT" read "$tmp/t.ptexact" --json 2>/dev/null | grep -o '"backend_detail": *"[^;]*; plugin API v[0-9]' | sed 's/.*"backend_detail": *"//')"

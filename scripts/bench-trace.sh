@@ -8,7 +8,9 @@
 #   callgrind --cache-sim=yes) | vpmu --cpi-model flat
 # and each analysis as a multiple of plain QEMU (CPU time; the goals of issue 21 are
 # paths, cct and flat vpmu <= 5x plain QEMU, vpmu with its cache model 2x faster than
-# callgrind --cache-sim=yes: the vpmu/callgrind column is vpmu-cache over callgrind-cs).
+# callgrind --cache-sim=yes: the vpmu/callgrind column is vpmu-cache over callgrind-cs),
+# then the QEMU side alone (the plugin tracing into /dev/null: blocks only, and blocks with
+# every access through its cache simulation), the floor under the analyses' wall time.
 # CPU time rather than wall time because the development machine is shared: the analysis
 # runs beside QEMU (the trace is a pipe), so on an idle 2-core machine the wall time is
 # about the larger of the two processes' CPU times.
@@ -97,6 +99,15 @@ for w in "${ws[@]}"; do
       "  x", "", "1.0x", g/q, p/q, pf/q, c/q, v/q, vc/q, vf/q, vc/g
     printf "%-7s %13s %13s %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx %12.1fx   vpmu-cache/callgrind %.2f\n",
       "  wall x", "", "1.0x", gw/qw, pw/qw, pfw/qw, cw/qw, vw/qw, vcw/qw, vfw/qw, vcw/gw }'
+  # The QEMU side alone: the plugin tracing into /dev/null (no analysis, no pipe), blocks
+  # only and blocks with every access through the default caches (what paths, cct and
+  # vpmu-cache ask for): the floor under those columns' wall time.
+  plug="$PROFTRUST_QEMU_PLUGIN,out=/dev/null,mode=trace"
+  read -r fb fbw <<<"$(cpu "$QEMU" -plugin "$plug" "$exe" "$SIZE")"
+  read -r fc fcw <<<"$(cpu "$QEMU" -plugin "$plug,mem=on,cache=64:32768:8:8388608:16" "$exe" "$SIZE")"
+  awk -v q="$q" -v qw="$qw" -v fb="$fb" -v fbw="$fbw" -v fc="$fc" -v fcw="$fcw" 'BEGIN{
+    printf "  QEMU side alone (plugin into /dev/null): block trace %.1fx (wall %.1fx), with the cache simulation %.1fx (wall %.1fx)\n",
+      fb/q, fbw/qw, fc/q, fcw/qw }'
 done
 echo "goals (issue 21): paths, cct <= 5x plain QEMU; vpmu-flat <= 5x; vpmu-cache <= 0.5x callgrind-cs"
 

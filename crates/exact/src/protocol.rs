@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 6; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 7; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::elf::ElfInfo;
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -28,6 +28,10 @@ pub const MEM_STORE: u32 = 1 << 30;
 /// the next two words; else bits 16..26 hold the index, bits 0..16 the address's bits
 /// 32..48 and the next word its low half).
 pub const MEM_LONG: u32 = 1 << 26;
+/// TRACEMEM outcome word (header `mem` = 2: the plugin simulated the caches): shift of the
+/// 2-bit level where the access was served (0 L1D, 1 LLC, 2 memory); the instruction's index
+/// is in bits 0..16, [`MEM_STORE`] marks a store, and no address words follow.
+pub const MEM_LEVEL_POS: u32 = 28;
 /// Most words a trace chunk may hold (the plugin flushes far earlier).
 const MAX_CHUNK_WORDS: usize = 1 << 24;
 const NO_MODULE: u32 = u32::MAX;
@@ -103,7 +107,10 @@ pub enum Record {
     /// block id, or an access word (bit 31 set: [`MEM_FLAG`], [`MEM_STORE`], log2 size in
     /// bits 27..30) followed by the address's low word (short form: instruction index in
     /// bits 16..26, address bits 32..48 in bits 0..16) or by its low and high words
-    /// ([`MEM_LONG`]: instruction index in bits 0..16).
+    /// ([`MEM_LONG`]: instruction index in bits 0..16). When the plugin simulates the
+    /// caches ([`Decoder::mem_form`] 2) an access is one word: [`MEM_FLAG`], [`MEM_STORE`],
+    /// the level in bits 28..30 ([`MEM_LEVEL_POS`]), the instruction index in bits 0..16;
+    /// with `mem_form` 3 that word follows the address words.
     TraceMem {
         /// Thread id.
         tid: u32,
@@ -138,6 +145,9 @@ pub struct Decoder<R> {
     pub edges: bool,
     /// Header: data accesses traced.
     pub mem: bool,
+    /// Header: how accesses are written when traced: 1 addresses, 2 cache outcomes (one
+    /// word each, [`MEM_LEVEL_POS`], simulated by the plugin), 3 addresses then the outcome.
+    pub mem_form: u8,
     /// Header: the QEMU plugin API version the plugin runs with (1: shared inline
     /// counters and a callback per block for edges; 4: per-vCPU counters, edges derived).
     pub api: u8,
@@ -191,6 +201,7 @@ impl<R: Read> Decoder<R> {
             mode: head[8],
             edges: head[9] != 0,
             mem: head[10] != 0,
+            mem_form: head[10],
             api: head[11],
             spare: Vec::new(),
         }))

@@ -1,7 +1,8 @@
 //! Running a program under `qemu-x86_64` with the proftrust plugin.
 
 use crate::protocol::{
-    Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_LONG, MEM_STORE,
+    Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_LEVEL_POS, MEM_LONG,
+    MEM_STORE,
 };
 use crate::run::{self, Ended, StderrTail};
 use crate::{sys, ExactError};
@@ -98,6 +99,20 @@ pub struct QemuOptions {
     /// [`TRACE_RING_BYTES`], or `$PROFTRUST_TRACE_RING` (bytes) when set; 0 sends the trace
     /// through the pipe, as does a ring that cannot be made.
     pub trace_ring_bytes: usize,
+    /// With [`QemuOptions::trace_memory`]: the plugin simulates data caches of this
+    /// geometry in its memory callback ([`proftrust_cachesim::Caches`], the code
+    /// `proftrust-vpmu`'s timer runs on addresses) and ships where each access was served
+    /// ([`MemAccess::level`]) instead of its address: one word per access instead of two,
+    /// and no simulation left for the host. Same levels as the host's simulation of the
+    /// same accesses; threads share the one cache in the order their accesses happen.
+    /// Default `None`: addresses are shipped.
+    pub cache: Option<proftrust_cachesim::Geometry>,
+    /// With [`QemuOptions::cache`]: ship each access's address and size as well as its
+    /// level, so that the host can run its own simulation beside the plugin's (a check of
+    /// the two against each other in one run: QEMU's own memory layout changes with the
+    /// plugin's allocations, so two runs do not see the same addresses). Costs the
+    /// address words. Default `false`.
+    pub cache_with_addresses: bool,
 }
 
 impl Default for QemuOptions {
@@ -115,6 +130,8 @@ impl Default for QemuOptions {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(TRACE_RING_BYTES),
+            cache: None,
+            cache_with_addresses: false,
             stop: None,
         }
     }
@@ -367,9 +384,10 @@ fn run_qemu(
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
     let mem = trace && o.trace_memory;
+    let cache = o.cache.filter(|_| mem);
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
@@ -379,6 +397,15 @@ fn run_qemu(
         ring.as_ref().map_or(String::new(), |r| format!(
             ",ring=fd:{}",
             sys::raw(r.file())
+        )),
+        cache.map_or(String::new(), |g| format!(
+            ",cache={}{}",
+            g.to_arg(),
+            if o.cache_with_addresses {
+                ",addrs=on"
+            } else {
+                ""
+            }
         )),
     ));
     if let Some(cpu) = &o.cpu {
@@ -413,7 +440,12 @@ fn run_qemu(
             may_have_descendants(run_state(&probe), ended)
         })),
     );
-    let decoded = decode(rd, trace, mem, visitor, ring);
+    let form = match (cache.is_some(), o.cache_with_addresses) {
+        (false, _) => MemForm::Addresses,
+        (true, false) => MemForm::Outcomes,
+        (true, true) => MemForm::Both,
+    };
+    let decoded = decode(rd, trace, mem, form, visitor, ring);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
     }
@@ -539,6 +571,27 @@ fn emit(
     Ok(())
 }
 
+/// How a TRACEMEM chunk's accesses are written (header `mem`: 1, 2, 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MemForm {
+    /// Address words (short or long form).
+    Addresses,
+    /// One outcome word (the plugin simulated the caches).
+    Outcomes,
+    /// Address words, then the outcome word.
+    Both,
+}
+
+impl MemForm {
+    fn header(self) -> u8 {
+        match self {
+            MemForm::Addresses => 1,
+            MemForm::Outcomes => 2,
+            MemForm::Both => 3,
+        }
+    }
+}
+
 /// Per thread, the block whose accesses may continue in the thread's next TRACEMEM chunk.
 type PendingBlocks = HashMap<u32, (u32, Vec<MemAccess>)>;
 const NO_BLOCK: u32 = u32::MAX;
@@ -551,6 +604,7 @@ fn trace_mem_chunk(
     pending: &mut PendingBlocks,
     tid: u32,
     words: &[u32],
+    form: MemForm,
 ) -> Result<(), ExactError> {
     let (mut cur, mut mem) = pending.remove(&tid).unwrap_or((NO_BLOCK, Vec::new()));
     let mut i = 0;
@@ -562,6 +616,20 @@ fn trace_mem_chunk(
             }
             mem.clear();
             cur = w;
+            i += 1;
+            continue;
+        }
+        if form == MemForm::Outcomes {
+            // One word: the level the plugin's cache simulation served the access at.
+            if cur != NO_BLOCK {
+                mem.push(MemAccess {
+                    insn: (w & 0xffff) as u16,
+                    addr: 0,
+                    size: 0,
+                    store: w & MEM_STORE != 0,
+                    level: Some(((w >> MEM_LEVEL_POS) & 3) as u8),
+                });
+            }
             i += 1;
             continue;
         }
@@ -577,6 +645,13 @@ fn trace_mem_chunk(
             (w & 0xffff, lo | hi << 32, 3)
         };
         let shift = (w >> 27) & 7;
+        let level = match form {
+            MemForm::Both => {
+                let o = *words.get(i + len).ok_or_else(cut)?;
+                Some(((o >> MEM_LEVEL_POS) & 3) as u8)
+            }
+            _ => None,
+        };
         // An access before any block of this thread can only come from two threads sharing
         // a plugin vcpu slot (more than 1024 at once); it is dropped.
         if cur != NO_BLOCK {
@@ -585,9 +660,10 @@ fn trace_mem_chunk(
                 addr,
                 size: (1u32 << shift).min(255) as u8,
                 store: w & MEM_STORE != 0,
+                level,
             });
         }
-        i += len;
+        i += len + usize::from(level.is_some());
     }
     pending.insert(tid, (cur, mem));
     Ok(())
@@ -597,6 +673,7 @@ fn decode(
     rd: std::fs::File,
     trace: bool,
     mem: bool,
+    form: MemForm,
     mut visitor: Option<&mut dyn BlockVisitor>,
     mut ring: Option<sys::Ring>,
 ) -> Result<Decoded, ExactError> {
@@ -608,7 +685,7 @@ fn decode(
     else {
         return Ok((resolver, None, false, false, false, 0));
     };
-    if (d.mode == 1) != trace || d.mem != mem {
+    if (d.mode == 1) != trace || d.mem != mem || (mem && d.mem_form != form.header()) {
         return Err(ExactError::Protocol {
             offset: 8,
             what: "plugin mode differs from the one asked".into(),
@@ -649,7 +726,7 @@ fn decode(
                 let Some(v) = visitor.as_deref_mut() else {
                     continue;
                 };
-                trace_mem_chunk(v, &resolver, &mut pending, tid, &words)?;
+                trace_mem_chunk(v, &resolver, &mut pending, tid, &words, form)?;
                 d.recycle(words);
             }
             Record::Ring { tid, pos, n } => {
@@ -664,7 +741,7 @@ fn decode(
                     .ok_or_else(|| bad("not a chunk the plugin wrote"))?;
                 if let Some(v) = visitor.as_deref_mut() {
                     if mem {
-                        trace_mem_chunk(v, &resolver, &mut pending, tid, words)?;
+                        trace_mem_chunk(v, &resolver, &mut pending, tid, words, form)?;
                     } else {
                         for &id in words {
                             emit(v, &resolver, tid, id, &[])?;
@@ -914,15 +991,24 @@ mod tests {
             0xffff_ffff,
             1,
         ];
-        trace_mem_chunk(&mut v, &r, &mut pending, 7, &words).unwrap();
+        trace_mem_chunk(&mut v, &r, &mut pending, 7, &words, MemForm::Addresses).unwrap();
         // The next chunk of thread 7 continues block 1 (an access of its instruction 0),
         // then block 0 starts again.
-        trace_mem_chunk(&mut v, &r, &mut pending, 7, &[MEM_FLAG, 0x40, 0]).unwrap();
+        trace_mem_chunk(
+            &mut v,
+            &r,
+            &mut pending,
+            7,
+            &[MEM_FLAG, 0x40, 0],
+            MemForm::Addresses,
+        )
+        .unwrap();
         let acc = |insn, addr, size, store| MemAccess {
             insn,
             addr,
             size,
             store,
+            level: None,
         };
         assert_eq!(
             v.0,
@@ -941,7 +1027,15 @@ mod tests {
         let (id, mem) = &pending[&7];
         assert_eq!((*id, mem.len()), (0, 0));
         for cut in [&[0, MEM_FLAG][..], &[0, MEM_FLAG | MEM_LONG, 5][..]] {
-            let e = trace_mem_chunk(&mut v, &r, &mut PendingBlocks::new(), 1, cut).unwrap_err();
+            let e = trace_mem_chunk(
+                &mut v,
+                &r,
+                &mut PendingBlocks::new(),
+                1,
+                cut,
+                MemForm::Addresses,
+            )
+            .unwrap_err();
             assert!(e.to_string().contains("cut short"), "{e}");
         }
     }
@@ -1005,6 +1099,82 @@ mod tests {
         };
         assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}");
         assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    }
+
+    /// TRACEMEM outcome words (the plugin simulated the caches): one word per access, the
+    /// level in bits 28..30, the instruction index in bits 0..16, no address; continued
+    /// across chunks like the address form.
+    #[test]
+    fn trace_mem_outcome_words_decode() {
+        let mut r = Resolver::default();
+        r.block(0, u32::MAX, 0, &[0x10, 0x12, 0x14]).unwrap();
+        r.block(1, u32::MAX, 2, &[0x20]).unwrap();
+        let mut v = Blocks::default();
+        let mut pending = PendingBlocks::new();
+        let out = |insn: u32, store: bool, level: u32| {
+            MEM_FLAG | if store { MEM_STORE } else { 0 } | level << MEM_LEVEL_POS | insn
+        };
+        let words = [0, out(0, false, 0), out(2, true, 1), out(2, false, 2), 1];
+        trace_mem_chunk(&mut v, &r, &mut pending, 3, &words, MemForm::Outcomes).unwrap();
+        trace_mem_chunk(
+            &mut v,
+            &r,
+            &mut pending,
+            3,
+            &[out(0, false, 1), 0],
+            MemForm::Outcomes,
+        )
+        .unwrap();
+        let acc = |insn, store, level| MemAccess {
+            insn,
+            addr: 0,
+            size: 0,
+            store,
+            level: Some(level),
+        };
+        assert_eq!(
+            v.0,
+            vec![
+                (
+                    3,
+                    0x10,
+                    vec![acc(0, false, 0), acc(2, true, 1), acc(2, false, 2)]
+                ),
+                (3, 0x20, vec![acc(0, false, 1)])
+            ]
+        );
+        assert_eq!(pending[&3].0, 0);
+        // Both: the short-form address words, then the outcome word.
+        let mut v = Blocks::default();
+        let words = [1, MEM_FLAG | 3 << 27, 0x40, out(0, false, 2), 0];
+        trace_mem_chunk(
+            &mut v,
+            &r,
+            &mut PendingBlocks::new(),
+            3,
+            &words,
+            MemForm::Both,
+        )
+        .unwrap();
+        let both = MemAccess {
+            insn: 0,
+            addr: 0x40,
+            size: 8,
+            store: false,
+            level: Some(2),
+        };
+        assert_eq!(v.0, vec![(3, 0x20, vec![both])]);
+        let cut = [1, MEM_FLAG | 3 << 27, 0x40];
+        let e = trace_mem_chunk(
+            &mut v,
+            &r,
+            &mut PendingBlocks::new(),
+            3,
+            &cut,
+            MemForm::Both,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("cut short"), "{e}");
     }
 
     #[test]

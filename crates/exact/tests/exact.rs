@@ -547,6 +547,27 @@ fn qemu_threads_are_counted_exactly() {
             .collect()
     };
     assert_eq!(main_of(&r.counter), main_of(&t));
+    // With the plugin simulating the caches (outcome words; every access under the lock
+    // once the threads exist): the same blocks, accesses in order and in range.
+    let mut c = MemRecorder {
+        name: r.name.clone(),
+        ..Default::default()
+    };
+    let o = QemuOptions {
+        trace_memory: true,
+        cache: Some(proftrust_cachesim::Geometry::default()),
+        ..quiet_qemu()
+    };
+    trace_qemu(&cmd(&bin, &["threads", "3000"]), &o, &mut c).unwrap();
+    assert!(!c.bad_index && !c.out_of_order);
+    assert!(
+        c.accesses > r.accesses / 2,
+        "{} vs {}",
+        c.accesses,
+        r.accesses
+    );
+    assert_eq!(c.counter.tids.len(), t.tids.len());
+    assert_eq!(main_of(&c.counter), main_of(&t));
 }
 
 #[test]
@@ -884,15 +905,20 @@ fn cache_model_misses_match_hand_derivation() {
             .map(|x| x.0)
             .collect()
     };
-    let o = QemuOptions {
-        trace_memory: true,
-        ..quiet_qemu()
-    };
-    for (lines, passes, walk_l1, walk_llc) in [
-        (32u64, 4u64, 0u64, 0u64),
-        (256, 3, 256 * 3, 0),
-        (2048, 2, 2048 * 2, 2048 * 2),
-    ] {
+    // The host simulating the traced addresses, and the plugin simulating where the
+    // accesses happen (outcome words): the same hand-derived misses.
+    for (plugin, lines, passes, walk_l1, walk_llc) in [false, true].into_iter().flat_map(|p| {
+        [
+            (p, 32u64, 4u64, 0u64, 0u64),
+            (p, 256, 3, 256 * 3, 0),
+            (p, 2048, 2, 2048 * 2, 2048 * 2),
+        ]
+    }) {
+        let o = QemuOptions {
+            trace_memory: true,
+            cache: plugin.then(|| cfg.geometry()),
+            ..quiet_qemu()
+        };
         let mut t = Timed {
             timer: InstrTimer::new(CycleModel::flat(1), Some(cfg.clone())),
             main: None,
@@ -908,10 +934,75 @@ fn cache_model_misses_match_hand_derivation() {
         assert_eq!(
             t.misses,
             [lines, lines, walk_l1, walk_llc],
-            "{lines} lines x {passes} passes: (fill L1, fill LLC, walk L1, walk LLC)"
+            "{lines} lines x {passes} passes, plugin simulation {plugin}: (fill L1, fill LLC, walk L1, walk LLC)"
         );
         let st = t.timer.cache_stats().unwrap();
         assert!(st.accesses > lines * (passes + 1), "{st:?}");
+    }
+}
+
+/// The plugin's cache simulation (`QemuOptions::cache`) against the host's on the same
+/// run: with `cache_with_addresses` every access arrives with its address and the level
+/// the plugin served it at, and an independent host-side `Caches` over the addresses, in
+/// trace order, must give every level (single-threaded programs: the trace order is the
+/// execution order). Two geometries: the default, and a tiny one where every level occurs
+/// often.
+#[test]
+fn plugin_cache_levels_equal_the_hosts() {
+    use proftrust_cachesim::{Caches, Geometry};
+    let Some((_dir, bin)) = memwalk("plugin_cache_levels_equal_the_hosts") else {
+        return;
+    };
+    struct Check {
+        host: Caches,
+        accesses: u64,
+        /// Accesses per level, as the plugin said.
+        levels: [u64; 3],
+        mismatches: u64,
+        missing: u64,
+    }
+    impl BlockVisitor for Check {
+        fn block(&mut self, b: &TraceBlock<'_>) {
+            for a in b.mem {
+                self.accesses += 1;
+                let want = self.host.access(a.addr, u32::from(a.size));
+                match a.level {
+                    Some(l) => {
+                        self.levels[usize::from(l.min(2))] += 1;
+                        self.mismatches += u64::from(l != want);
+                    }
+                    None => self.missing += 1,
+                }
+            }
+        }
+    }
+    let tiny = Geometry {
+        line_size: 32,
+        l1_size: 1024,
+        l1_ways: 2,
+        llc_size: 16384,
+        llc_ways: 4,
+    };
+    for g in [Geometry::default(), tiny] {
+        let o = QemuOptions {
+            trace_memory: true,
+            cache: Some(g),
+            cache_with_addresses: true,
+            ..quiet_qemu()
+        };
+        let mut c = Check {
+            host: Caches::new(&g),
+            accesses: 0,
+            levels: [0; 3],
+            mismatches: 0,
+            missing: 0,
+        };
+        let outcome = trace_qemu(&cmd(&bin, &["1048576", "2"]), &o, &mut c).unwrap();
+        assert_eq!(outcome, RunOutcome::Exited { code: 0 });
+        // memwalk fills and walks 1 MiB twice: 16384 lines of 64 bytes per pass.
+        assert!(c.accesses > 3 * 16384, "{g:?}: {} accesses", c.accesses);
+        assert_eq!((c.missing, c.mismatches), (0, 0), "{g:?}: {:?}", c.levels);
+        assert!(c.levels.iter().all(|&n| n > 1000), "{g:?}: {:?}", c.levels);
     }
 }
 
@@ -943,6 +1034,47 @@ fn a_plugin_qemu_cannot_load_is_an_error() {
     assert!(matches!(e, ExactError::StartFailed { .. }), "{e}");
     assert!(e.to_string().contains("did not load the plugin"), "{e}");
     assert_eq!(v.0, 0);
+}
+
+/// The plugin's `mode=idle` (the benchmark's floor: the translation hook alone) loads,
+/// runs the program unchanged and writes nothing: the program's output and exit status are
+/// those of plain QEMU.
+#[test]
+fn idle_mode_runs_the_program_unchanged() {
+    if !need(
+        "idle_mode_runs_the_program_unchanged",
+        &["qemu-x86_64", "gcc"],
+    ) {
+        return;
+    }
+    let q = proftrust_exact::find_qemu().expect("a qemu-x86_64 with plugins");
+    let plugin = proftrust_exact::find_plugin().expect("the plugin is built");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "mix");
+    let run = |plugin_arg: Option<String>| {
+        let mut c = Command::new(&q);
+        if let Some(a) = plugin_arg {
+            c.arg("-plugin").arg(a);
+        }
+        c.arg(&bin).arg("7").output().unwrap()
+    };
+    let plain = run(None);
+    let idle = run(Some(format!("{},mode=idle", plugin.display())));
+    assert_eq!(idle.status.code(), plain.status.code());
+    assert_eq!(idle.stdout, plain.stdout);
+    assert!(
+        idle.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&idle.stderr)
+    );
+    // mix.c prints two numbers and exits 0.
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout)
+            .split_whitespace()
+            .count(),
+        2
+    );
 }
 
 /// Main-binary instruction counts, edges and calls of `p`, keyed by SVMA.
@@ -1278,7 +1410,8 @@ impl BlockVisitor for MainDigest {
         mix(b.instructions[0].0);
         mix(b.instructions.len() as u64);
         for a in b.mem {
-            mix((a.insn as u64) << 32
+            mix(a.level.map_or(7, u64::from) << 48
+                | (a.insn as u64) << 32
                 | (a.size as u64) << 16
                 | (a.addr & 0xfff) << 1
                 | a.store as u64);
@@ -1314,14 +1447,18 @@ impl MainDigest {
 /// trace: with both plugin APIs, a single thread's blocks and accesses in the same order,
 /// per-instruction counts of the main binary equal to the counting mode's, also when the
 /// program forks (the child is not traced), execs or kills itself; and a multi-threaded
-/// program's counts.
+/// program's counts. Memory accesses as addresses, and as the plugin's cache outcomes.
 #[test]
 fn trace_ring_and_pipe_give_the_same_trace() {
     let Some((_dir, bin)) = faults("trace_ring_and_pipe_give_the_same_trace") else {
         return;
     };
     let name = bin.file_name().unwrap().to_str().unwrap().to_string();
-    for qemu in qemus() {
+    let caches = [None, Some(proftrust_cachesim::Geometry::default())];
+    for (qemu, cache) in qemus()
+        .into_iter()
+        .flat_map(|q| caches.map(|c| (q.clone(), c)))
+    {
         for (mode, n) in [
             ("fork", 1_000_000u64),
             ("exec", 300_000),
@@ -1332,6 +1469,7 @@ fn trace_ring_and_pipe_give_the_same_trace() {
             let base = QemuOptions {
                 qemu: Some(qemu.clone()),
                 trace_memory: true,
+                cache,
                 ..quiet_qemu()
             };
             let counted = count_qemu(&c, &base).unwrap();

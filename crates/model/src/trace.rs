@@ -23,7 +23,9 @@ pub enum TraceEnd {
 }
 
 /// One data access of a traced instruction (guest virtual address; QEMU reports no access
-/// for software prefetches, which it executes as no-ops).
+/// for software prefetches, which it executes as no-ops), or, when the tracer simulated the
+/// caches where the access happened, where it was served ([`MemAccess::level`]; the address
+/// and size are then not shipped).
 ///
 /// QEMU 7.2 reports what its x86 front end emits as memory operations: a 16-byte SSE load or
 /// store arrives as two 8-byte accesses, `rep movs` as one access pair per iteration (each
@@ -38,6 +40,11 @@ pub struct MemAccess {
     pub size: u8,
     /// Store (true) or load (false).
     pub store: bool,
+    /// Where the access was served when the tracer simulated the caches itself (the QEMU
+    /// plugin with a cache geometry: 0 L1D, 1 last-level cache, 2 memory, the levels of
+    /// `proftrust-cachesim`); `addr` and `size` are then 0. `None`: the address and size
+    /// are real and a consumer with a cache model simulates them.
+    pub level: Option<u8>,
 }
 
 /// One executed block.

@@ -12,7 +12,8 @@ use proftrust_paths::{
     profile_staged, CodeOracle, PathProfile, Profiler, ProfilerOptions, ProgramCfgs,
 };
 use proftrust_vpmu::{
-    class_costs, CacheConfig, CacheStats, ClassCycles, CostTable, CycleModel, TraceCost,
+    class_costs, CacheConfig, CacheGeometry, CacheStats, ClassCycles, CostTable, CycleModel,
+    TraceCost,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -58,11 +59,14 @@ pub fn trace(
     show_output: bool,
     events: &dyn Events,
 ) -> Result<Traced> {
-    let (timing, trace_memory, cycle_model) =
+    let (timing, geometry, cycle_model) =
         timing_model(&p.path, o.timing, o.cache_config.as_deref())?;
     let mut opts = qemu_options(o.cpu.clone(), o.timeout, show_output)?;
     opts.stop = o.stop.clone();
-    opts.trace_memory = trace_memory;
+    // The plugin simulates the caches where the accesses happen (the same code as the
+    // host's, one outcome word per access shipped instead of two address words).
+    opts.trace_memory = geometry.is_some();
+    opts.cache = geometry;
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
         .chain(args.iter().map(OsString::from))
         .collect();
@@ -122,13 +126,13 @@ pub struct Traced {
     pub cycle_model: String,
 }
 
-/// The timing model for `program`, whether the trace must carry data addresses, and a
-/// description for the output.
+/// The timing model for `program`, the cache geometry the trace's data accesses must be
+/// simulated with (`None`: no accesses traced), and a description for the output.
 pub fn timing_model(
     program: &Path,
     arg: Timing,
     cache_config: Option<&str>,
-) -> Result<(TraceCost, bool, String)> {
+) -> Result<(TraceCost, Option<CacheGeometry>, String)> {
     if cache_config.is_some() && arg != Timing::CacheSim {
         bail!("--cache-config describes the simulated caches: it needs --cpi-model cache-sim");
     }
@@ -170,7 +174,7 @@ pub fn timing_model(
             (program_costs(program, &classes)?, Some(c), what)
         }
     };
-    let trace_memory = cache.is_some();
+    let geometry = cache.as_ref().map(CacheConfig::geometry);
     Ok((
         TraceCost::new(
             {
@@ -180,7 +184,7 @@ pub fn timing_model(
             },
             cache,
         ),
-        trace_memory,
+        geometry,
         what,
     ))
 }

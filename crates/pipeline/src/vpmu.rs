@@ -207,10 +207,12 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         (None, true) => Some(CacheConfig::default()),
         (None, false) => None,
     };
+    let geometry = opts.cache.as_ref().map(CacheConfig::geometry);
     let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
     let qo = proftrust_exact::QemuOptions {
         timeout: a.timeout,
         trace_memory: cache_sim,
+        cache: geometry,
         stop: a.stop.clone(),
         ..proftrust_exact::QemuOptions::default()
     };

@@ -27,7 +27,12 @@
 //!   With `mem=on` every instruction also gets a memory callback
 //!   (`qemu_plugin_register_vcpu_mem_cb`, loads and stores), which appends each executed
 //!   access (guest virtual address, size, load/store, instruction index) to the same per-vcpu
-//!   buffer after its block's id, so the stream keeps execution order per thread.
+//!   buffer after its block's id, so the stream keeps execution order per thread. With
+//!   `cache=LINE:L1:WAYS:LLC:WAYS` as well, the callback runs the access through the data
+//!   caches of `proftrust-cachesim` (the same code the analyzer would run) and appends where
+//!   it was served instead of its address: one word per access, no simulation on the host.
+//!   One cache serves the process; once the guest creates a thread ([`THREADED`]) every
+//!   access takes a lock around it, before that none is needed.
 //! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
@@ -69,6 +74,9 @@ use wire::Put;
 
 const MODE_COUNT: u8 = 0;
 const MODE_TRACE: u8 = 1;
+/// `mode=idle`: the translation hook only, which instruments nothing (the benchmarks'
+/// floor: what QEMU adds for any plugin that instruments code).
+const MODE_IDLE: u8 = 2;
 /// Trace buffer entries per vcpu before a flush.
 const TRACE_CHUNK: usize = 16 * 1024;
 /// With memory tracing, a flush happens at the next block start after `TRACE_CHUNK` words;
@@ -94,6 +102,44 @@ static THREADS: AtomicU32 = AtomicU32::new(0);
 /// uses per-vcpu callbacks instead of the shared, non-atomic inline add (QEMU flushes every
 /// translation when the first thread starts, so all code is retranslated after this).
 static THREADED: AtomicBool = AtomicBool::new(false);
+/// The data caches simulated in [`on_mem`] (`cache=`), in [`SIM`].
+struct SimCell {
+    lock: Mutex<()>,
+    caches: std::cell::UnsafeCell<Option<proftrust_cachesim::Caches>>,
+}
+
+// SAFETY: `caches` is written once at install time, before any vCPU runs, and afterwards
+// touched only by `simulate`: by the one guest thread while [`THREADED`] is false (set by
+// that thread before any other exists), under `lock` once it is true.
+unsafe impl Sync for SimCell {}
+
+static SIM: SimCell = SimCell {
+    lock: Mutex::new(()),
+    caches: std::cell::UnsafeCell::new(None),
+};
+/// `cache=` was given: [`on_mem`] ships cache outcomes.
+static SIM_ON: AtomicBool = AtomicBool::new(false);
+/// `addrs=on`: [`on_mem`] ships the address words before each outcome.
+static SIM_ADDRS: AtomicBool = AtomicBool::new(false);
+
+/// Where the access of `size` bytes at `vaddr` is served, and the caches updated: the
+/// only guest thread ([`THREADED`] false), without a lock.
+#[inline(always)]
+fn simulate_alone(vaddr: u64, size: u32) -> u8 {
+    // SAFETY: see `SimCell`: no other guest thread exists, so nothing else touches it.
+    let caches = unsafe { &mut *SIM.caches.get() };
+    caches.as_mut().map_or(0, |c| c.access(vaddr, size))
+}
+
+/// [`simulate_alone`] once the guest has threads: under the lock.
+#[inline(never)]
+fn simulate_locked(vaddr: u64, size: u32) -> u8 {
+    let _g = SIM.lock.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: see `SimCell`: every access after the first thread's creation holds the lock.
+    let caches = unsafe { &mut *SIM.caches.get() };
+    caches.as_mut().map_or(0, |c| c.access(vaddr, size))
+}
+
 /// One more than the highest vcpu index QEMU initialised.
 static VCPU_MAX: AtomicU32 = AtomicU32::new(0);
 /// API v4: the per-vcpu state scoreboard ([`VcpuState`] per vcpu).
@@ -757,11 +803,45 @@ extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c
     } else {
         meminfo_checked(info)
     };
+    let insn = udata as usize as u16;
+    let mut words = [0u32; 4];
+    let n = if SIM_ON.load(Relaxed) {
+        let level = if THREADED.load(Relaxed) {
+            simulate_locked(vaddr, 1 << shift)
+        } else {
+            simulate_alone(vaddr, 1 << shift)
+        };
+        let w = wire::outcome_word(insn, store, level);
+        if SIM_ADDRS.load(Relaxed) {
+            // The address words, then the outcome (`addrs=on`: the host checks the levels).
+            let (a, n) = wire::mem_words(insn, shift, store, vaddr);
+            words[..n].copy_from_slice(&a[..n]);
+            words[n] = w;
+            n + 1
+        } else {
+            words[0] = w;
+            1
+        }
+    } else {
+        let (a, n) = wire::mem_words(insn, shift, store, vaddr);
+        words[..3].copy_from_slice(&a);
+        n
+    };
     let s = vcpu::slot(vcpu);
     let t = s.trace(TRACE_BUF_WORDS);
-    let (w, n) = wire::mem_words(udata as usize as u16, shift, store, vaddr);
-    let w = &w[..n];
-    if !t.push(w) {
+    let pushed = t.push(&words[..n]);
+    if !pushed || t.len() >= TRACE_MEM_CAP {
+        mem_flush(s, &words[..n], pushed);
+    }
+}
+
+/// [`on_mem`]'s words did not fit (`pushed` false: flush, then append them) or filled the
+/// buffer past [`TRACE_MEM_CAP`] (flush).
+#[cold]
+#[inline(never)]
+fn mem_flush(s: &vcpu::Slot, w: &[u32], pushed: bool) {
+    let t = s.trace(TRACE_BUF_WORDS);
+    if !pushed {
         flush_trace(s, true);
         t.push(w);
     }
@@ -1475,6 +1555,8 @@ struct Args {
     mode: u8,
     edges: bool,
     mem: bool,
+    cache: Option<proftrust_cachesim::Geometry>,
+    addrs: bool,
 }
 
 fn on_off(k: &str, v: &str) -> Result<bool, String> {
@@ -1494,6 +1576,8 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         mode: MODE_COUNT,
         edges: true,
         mem: false,
+        cache: None,
+        addrs: false,
     };
     for arg in args {
         let (k, v) = arg
@@ -1508,14 +1592,21 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 a.mode = match v {
                     "count" => MODE_COUNT,
                     "trace" => MODE_TRACE,
-                    _ => return Err(format!("mode={v}: expected count or trace")),
+                    "idle" => MODE_IDLE,
+                    _ => return Err(format!("mode={v}: expected count, trace or idle")),
                 }
             }
             "edges" => a.edges = on_off(k, v)?,
             "mem" => a.mem = on_off(k, v)?,
+            "cache" => {
+                a.cache = Some(proftrust_cachesim::Geometry::from_arg(v).ok_or_else(|| {
+                    format!("cache={v}: expected line:l1_size:l1_ways:llc_size:llc_ways (positive integers)")
+                })?)
+            }
+            "addrs" => a.addrs = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem)"
+                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem, cache, addrs)"
                 ))
             }
         }
@@ -1597,6 +1688,16 @@ fn map_fd(key: &str, spec: &str, min: usize) -> Result<(*mut u8, usize), String>
     }
 }
 
+/// `mode=idle`'s translation hook: looks at nothing, instruments nothing. Its cost over
+/// plain QEMU is what QEMU itself adds once any plugin hooks translation: QEMU 10's code
+/// generator then stores every guest load's and store's value into the CPU state
+/// (`plugin_mem_value_low`, for the memory-value plugin API) and keeps a copy of each load's
+/// address, instrumented or not (`tcg/tcg-op-ldst.c`, `plugin_gen_mem_callbacks_i64`, under
+/// `tcg_ctx->plugin_insn != NULL`, which `plugin_gen_insn_start` sets for every
+/// instruction of a translation a plugin watches). `scripts/bench-exact.sh` prints it as
+/// the floor under `truth`.
+extern "C" fn on_translate_idle(_id: ffi::PluginId, _tb: *mut ffi::Tb) {}
+
 /// Entry point called by QEMU when it loads the plugin.
 ///
 /// # Safety
@@ -1631,6 +1732,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
             return -1;
         }
     };
+    if a.mode == MODE_IDLE {
+        // SAFETY: registering a callback with the id QEMU gave us, of the header's signature.
+        unsafe { (api.register_vcpu_tb_trans_cb)(id, on_translate_idle) };
+        return 0;
+    }
     let Some(spec) = a.out else {
         eprintln!("proftrust-qemu-plugin: missing out=PATH or out=fd:N");
         return -1;
@@ -1673,7 +1779,17 @@ pub unsafe extern "C" fn qemu_plugin_install(
     };
     MODE.store(a.mode, Relaxed);
     EDGES.store(a.edges, Relaxed);
+    if a.cache.is_some() && !a.mem || a.addrs && a.cache.is_none() {
+        eprintln!("proftrust-qemu-plugin: cache= needs mem=on, addrs=on needs cache=");
+        return -1;
+    }
     MEM.store(a.mem, Relaxed);
+    if let Some(g) = &a.cache {
+        // SAFETY: install time: no vCPU runs yet, nothing else touches the cell.
+        unsafe { *SIM.caches.get() = Some(proftrust_cachesim::Caches::new(g)) };
+        SIM_ON.store(true, Relaxed);
+        SIM_ADDRS.store(a.addrs, Relaxed);
+    }
     if let Some(v4) = &api.v4 {
         // SAFETY: allocating a scoreboard has no preconditions; it is never freed.
         let sb = unsafe { (v4.scoreboard_new)(std::mem::size_of::<VcpuState>()) };
@@ -1707,7 +1823,12 @@ pub unsafe extern "C" fn qemu_plugin_install(
     head.u32(wire::VERSION);
     head.u8(a.mode);
     head.u8(a.edges as u8);
-    head.u8(a.mem as u8);
+    head.u8(match (a.mem, a.cache.is_some(), a.addrs) {
+        (false, _, _) => 0,
+        (true, false, _) => 1,
+        (true, true, false) => 2,
+        (true, true, true) => 3,
+    });
     head.u8(api.version as u8);
     head.u32(std::process::id());
     g.put(&head);
@@ -1764,6 +1885,16 @@ mod tests {
         assert!(!a.mem);
         assert!(parse_args(&["mem=on".into()]).unwrap().mem);
         assert!(parse_args(&["mem=maybe".into()]).is_err());
+        assert_eq!(
+            parse_args(&["cache=64:32768:8:8388608:16".into()])
+                .unwrap()
+                .cache,
+            Some(proftrust_cachesim::Geometry::default())
+        );
+        assert!(parse_args(&["cache=64:32768:8".into()]).is_err());
+        // Outcome word: store, served by the LLC, instruction 5.
+        assert_eq!(wire::outcome_word(5, true, 1), 0xD000_0005);
+        assert_eq!(wire::outcome_word(300, false, 2), 0xA000_012C);
         // Short form: store, 4 bytes, instruction 3, address 0x1234_5678_9abc.
         assert_eq!(
             wire::mem_words(3, 2, true, 0x1234_5678_9abc),
@@ -1779,6 +1910,7 @@ mod tests {
             ([0x8400_0400, 0x10, 0], 3)
         );
         assert!(parse_args(&["mode=fast".into()]).is_err());
+        assert_eq!(parse_args(&["mode=idle".into()]).unwrap().mode, MODE_IDLE);
         assert!(parse_args(&["bogus".into()]).is_err());
         assert!(parse_args(&["x=1".into()]).is_err());
     }

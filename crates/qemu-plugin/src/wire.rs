@@ -1,8 +1,9 @@
-//! The stream this plugin writes (version 6, little-endian). The analyzer in
+//! The stream this plugin writes (version 7, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
-//! header   "PTQP" u32:version u8:mode(0 count, 1 trace) u8:edges(0/1) u8:mem(0/1) u32:pid
+//! header   "PTQP" u32:version u8:mode(0 count, 1 trace) u8:edges(0/1) u8:mem(0-3) u8:api
+//!          u32:pid                       mem 1 addresses, 2 cache outcomes, 3 both
 //! MODULE   u8:1 u32:id u64:base u16:len path[len]          base = host address of file offset 0
 //! BLOCK    u8:2 u32:id u32:module(MAX none) u64:vaddr u8:end u16:n u64[n]
 //!               (file offsets of the n instructions, or guest addresses when module is MAX)
@@ -28,24 +29,32 @@
 //! halves of the address. A block's accesses follow its id; a chunk may end between them
 //! (the next chunk of the same thread continues the block).
 //!
+//! With `cache=` (header mem = 2) the plugin simulates the data caches itself
+//! (`proftrust-cachesim`) and an access is one word: bit 31 set, bit 30 = store, bits
+//! 28..30 = the level it was served at (0 L1D, 1 LLC, 2 memory), bits 0..16 = the index of
+//! the instruction in the block; no address follows. With `addrs=on` as well (header mem =
+//! 3, a check of the plugin's simulation against the host's) each access is its address
+//! words as above followed by its outcome word.
+//!
 //! **Trace ring** (`ring=fd:N`, when the analyzer made one): trace chunks go through a
 //! shared mapping and the stream carries a RING record in their place, so the records keep
 //! their order. The mapping is a header page, then the data area of `cap` native-endian
-//! `u32` words (`cap` a power of two, at least two of the plugin's largest chunks). Header
-//! words (`u32`, byte offsets): [`RING_CAP`] `cap`, written by the analyzer;
-//! [`RING_HEAD`] the plugin's position after its last chunk (Release); [`RING_TAIL`] the
-//! analyzer's position after the last chunk it decoded (everything before it is free; the
-//! plugin sleeps on it with `FUTEX_WAIT`); [`RING_WAITING`] 1 while the plugin sleeps (the
-//! analyzer then clears it and wakes the plugin with `FUTEX_WAKE`). Positions count words
-//! and wrap at 2^32; position `pos` is word `pos % cap` of the data area. A chunk is
-//! contiguous: one that would cross the end starts at the next multiple of `cap`, and the
-//! words skipped are freed with it. The analyzer decodes chunks in stream order and stores
-//! `tail = pos + n` after each.
+//! `u32` words (at most 2^30, at least two of the plugin's largest chunks; the analyzer
+//! sizes the mapping to whole MiB). Header words (`u32`, byte offsets): [`RING_CAP`] `cap`,
+//! written by the analyzer; [`RING_HEAD`] the plugin's position after its last chunk
+//! (Release); [`RING_TAIL`] the analyzer's position after the last chunk it decoded
+//! (everything before it is free; the plugin sleeps on it with `FUTEX_WAIT`, 50 ms at a
+//! time, and gives up when the pipe has no reader left); [`RING_WAITING`] 1 while the
+//! plugin sleeps (the analyzer then clears it and wakes the plugin with `FUTEX_WAKE`).
+//! Positions count words modulo `2 * cap`; position `pos` is word `pos % cap` of the data
+//! area. A chunk is contiguous: one that would cross the end starts at the next multiple
+//! of `cap`, and the words skipped are freed with it. The analyzer decodes chunks in stream
+//! order and stores `tail = (pos + n) % (2 * cap)` after each.
 
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.
@@ -105,6 +114,19 @@ pub fn mem_words(insn: u16, size_shift: u32, store: bool, vaddr: u64) -> ([u32; 
             3,
         )
     }
+}
+
+/// TRACEMEM outcome word (`cache=`): shift of the 2-bit level.
+pub const MEM_LEVEL_POS: u32 = 28;
+
+/// The TRACEMEM word of an access of instruction `insn` that the plugin's cache simulation
+/// served at `level` (the `cache=` form).
+#[inline]
+pub fn outcome_word(insn: u16, store: bool, level: u8) -> u32 {
+    MEM_FLAG
+        | if store { MEM_STORE } else { 0 }
+        | u32::from(level & 3) << MEM_LEVEL_POS
+        | u32::from(insn)
 }
 
 /// Module id meaning "no module".

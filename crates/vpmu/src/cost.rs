@@ -166,6 +166,47 @@ impl CostModel for TraceCost {
         }
         let n = b.instructions.len();
         let mut r = 0usize;
+        if let Some((load, store)) = t.latencies() {
+            // Levels known (the plugin simulated the caches): nothing to simulate, and with
+            // at most 255 accesses of at most 2^24 cycles no instruction reaches the
+            // saturation below, so each access is added to its range directly.
+            let small = b.mem.len() <= 255 && load.iter().chain([&store]).all(|&l| l <= 1 << 24);
+            if small && b.mem.iter().all(|a| a.level.is_some()) {
+                // The current range's sums in registers, added to `out` when the range changes.
+                let (mut cy, mut m1, mut m2) = (0u64, 0u64, 0u64);
+                // The block's totals for the cache statistics.
+                let mut all = CacheStats::default();
+                for a in b.mem {
+                    let l = a.level.unwrap_or(0).min(2);
+                    all.l1_misses += u64::from(l >= 1);
+                    all.llc_misses += u64::from(l == 2);
+                    all.loads += u64::from(!a.store);
+                    let i = u32::from(a.insn);
+                    if i as usize >= n {
+                        continue;
+                    }
+                    if ends[r] <= i {
+                        let o = &mut out[r];
+                        (o.cycles, o.l1_misses, o.llc_misses) =
+                            (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
+                        (cy, m1, m2) = (0, 0, 0);
+                        while ends[r] <= i {
+                            r += 1;
+                        }
+                    }
+                    cy += u64::from(if a.store { store } else { load[l as usize] });
+                    m1 += u64::from(l >= 1);
+                    m2 += u64::from(l == 2);
+                }
+                let o = &mut out[r];
+                (o.cycles, o.l1_misses, o.llc_misses) =
+                    (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
+                // What `time_block` would count: every access, out-of-block ones included.
+                all.accesses = b.mem.len() as u64;
+                t.add_stats(&all);
+                return;
+            }
+        }
         // The instruction being charged and its cache totals so far (for the saturation).
         let mut cur: (u32, u32, u8, u8) = (u32::MAX, 0, 0, 0);
         t.simulate_accesses(b.mem, |insn, lat, m1, m2, _| {
@@ -225,18 +266,21 @@ mod tests {
                 addr: 0x1000,
                 size: 8,
                 store: false,
+                level: None,
             },
             MemAccess {
                 insn: 1,
                 addr: 0x1000,
                 size: 8,
                 store: true,
+                level: None,
             },
             MemAccess {
                 insn: 2,
                 addr: 0x9000,
                 size: 8,
                 store: false,
+                level: None,
             },
         ];
         for cache in [None, Some(CacheConfig::default())] {
@@ -295,6 +339,7 @@ mod tests {
             addr,
             size: 8,
             store,
+            level: None,
         };
         // Instruction 1: 600 loads of distinct lines, more than the L1's 512 (all miss L1 in
         // every round); 3: a load and a store; 4: a load crossing a line.
@@ -336,6 +381,45 @@ mod tests {
             // Static 3+7+1+9+2 = 22; in the last round the 600 lines hit the LLC (40 each).
             let total: u64 = got.iter().map(|c| c.cycles).sum();
             assert!(total >= 22 + 600 * 40, "{total}");
+        }
+        // Levels given (the plugin simulated the caches): the direct path for blocks of at
+        // most 255 accesses, the per-instruction one above that; both the summed block costs.
+        let given: Vec<MemAccess> = mem
+            .iter()
+            .enumerate()
+            .map(|(j, a)| MemAccess {
+                addr: 0,
+                size: 0,
+                level: Some((j * 7 % 5 % 3) as u8),
+                ..*a
+            })
+            .collect();
+        for len in [given.len(), 200, 3] {
+            for ends in [vec![5u32], vec![1, 2, 5], vec![1, 2, 3, 4, 5]] {
+                let mut a = TraceCost::new(model.clone(), Some(CacheConfig::default()));
+                let mut b = TraceCost::new(model.clone(), Some(CacheConfig::default()));
+                a.module(ModuleIdx(0), &prog);
+                b.module(ModuleIdx(0), &prog);
+                let (mut got, mut each, mut want) = (Vec::new(), Vec::new(), Vec::new());
+                let blk = TraceBlock {
+                    tid: 1,
+                    module: Some(ModuleIdx(0)),
+                    instructions: &instrs,
+                    end: TraceEnd::Other,
+                    mem: &given[given.len() - len..],
+                    key: Some(4),
+                };
+                for _ in 0..2 {
+                    a.range_costs(&blk, &ends, &mut got);
+                    b.block_costs(&blk, &mut each);
+                    proftrust_model::sum_ranges(&each, &ends, &mut want);
+                    assert_eq!(got, want, "{len} accesses, ends {ends:?}");
+                }
+                assert_eq!(a.cache_stats(), b.cache_stats());
+                let st = a.cache_stats().unwrap();
+                assert_eq!(st.accesses, 2 * len as u64);
+                assert!(st.l1_misses > 0 && st.llc_misses > 0, "{st:?}");
+            }
         }
     }
 }

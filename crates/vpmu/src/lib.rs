@@ -68,6 +68,8 @@ pub use error::VpmuError;
 pub use cost::TraceCost;
 pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
 pub use ooo::{Rob, RobConfig, RobTiming, TipAttribution};
+/// The cache geometry alone ([`CacheConfig::geometry`]), as the QEMU plugin takes it.
+pub use proftrust_cachesim::Geometry as CacheGeometry;
 pub use timer::{CacheConfig, CacheStats, InstrTimer, InstrTiming};
 
 use proftrust_model::{
@@ -1114,15 +1116,17 @@ impl proftrust_model::BlockVisitor for Vpmu {
         let n = b.instructions.len();
         let ooo = self.opts.mode.out_of_order();
         let whole = !ooo && !self.per_instruction && th.pending.is_empty();
-        // Keyed blocks without a cache simulation always take the same cycles (the timer's
-        // per-key total): a block stepped whole without `--exact` then needs no timing of
-        // its instructions.
+        // A keyed block's cycles are its per-key static total plus, with a cache, the
+        // latencies of the levels its accesses were served at (known when the plugin
+        // simulated the caches): a block stepped whole without `--exact` then needs no
+        // timing of its instructions.
         let fixed = b
             .key
             .filter(|_| whole && !self.opts.exact)
-            .and_then(|k| Some((k as usize, self.timer.fixed_cycles(k)?)));
-        if let Some((k, total)) = fixed {
+            .and_then(|k| Some((k as usize, self.timer.block_cycles(b)?)));
+        if let Some((k, (total, stats))) = fixed {
             if self.counters_quiet(&th, n, total) {
+                self.timer.add_stats(&stats);
                 if self.opts.lbr && self.prepare_slots(b, module) {
                     let ks = self.keyed_slots[k].as_deref().expect("prepared above");
                     let lens = (
@@ -1358,6 +1362,7 @@ mod tests {
                 addr: 64 * (k % 2),
                 size: 8,
                 store: false,
+                level: None,
             }];
             v.block(&TraceBlock {
                 tid: 1,
@@ -1698,7 +1703,23 @@ mod tests {
             default_cycles: 1,
             tables: vec![table],
         };
-        let run = |lbr: bool, keyed: bool, per_instruction: bool, exact: bool| {
+        // Data accesses per step (mem 1: addresses the timer simulates; mem 2: the levels the
+        // plugin's simulation served them at, which `block_cycles` sums without timing).
+        let accesses = |step: usize, n: usize, mem: u8| -> Vec<proftrust_model::MemAccess> {
+            (0..(step * 5 + 3) % 4)
+                .map(|j| {
+                    let x = step * 31 + j * 17;
+                    proftrust_model::MemAccess {
+                        insn: ((j * n) / 3) as u16,
+                        addr: if mem == 1 { (x % 23) as u64 * 64 } else { 0 },
+                        size: if mem == 1 { 8 } else { 0 },
+                        store: x % 5 == 0,
+                        level: (mem == 2).then_some((x % 7 % 3) as u8),
+                    }
+                })
+                .collect()
+        };
+        let run = |lbr: bool, keyed: bool, per_instruction: bool, exact: bool, mem: u8| {
             let opts = VpmuOptions {
                 instruction_period: 37,
                 cycle_period: 53,
@@ -1707,6 +1728,13 @@ mod tests {
                 seed: 11,
                 lbr,
                 exact,
+                cache: (mem > 0).then(|| CacheConfig {
+                    l1_size: 256,
+                    l1_ways: 2,
+                    llc_size: 512,
+                    llc_ways: 2,
+                    ..CacheConfig::default()
+                }),
                 ..VpmuOptions::default()
             };
             let mut v = Vpmu::new(opts, model.clone()).unwrap();
@@ -1718,6 +1746,7 @@ mod tests {
             });
             for step in 0..3000usize {
                 let k = (step * step + step / 7) % 3;
+                let mem = accesses(step, blocks[k].len(), mem);
                 v.visit(&TraceEvent::Block(TraceBlock {
                     tid: if (step / 5) % 3 == 0 { 8 } else { 9 },
                     module: Some(ModuleIdx(3)),
@@ -1727,11 +1756,12 @@ mod tests {
                     } else {
                         TraceEnd::Other
                     },
-                    mem: &[],
+                    mem: &mem,
                     key: keyed.then_some(k as u32),
                 }));
             }
             v.visit(&TraceEvent::End(&RunOutcome::Exited { code: 0 }));
+            let stats = v.timer.cache_stats();
             let (s, e) = v.finish();
             let samples: Vec<_> = s
                 .samples
@@ -1739,10 +1769,13 @@ mod tests {
                 .map(|x| (x.event, x.tid, x.time, x.period, x.ip, x.branches.clone()))
                 .collect();
             let e = e.unwrap_or_default();
-            (samples, e.instructions, e.extra_costs)
+            (samples, e.instructions, e.extra_costs, stats)
         };
-        for lbr in [false, true] {
-            let stepped = run(lbr, false, true, true);
+        for (lbr, mem) in [false, true]
+            .into_iter()
+            .flat_map(|l| [(l, 0), (l, 1), (l, 2)])
+        {
+            let stepped = run(lbr, false, true, true, mem);
             // Overflows every 37 instructions and ~53 cycles: hundreds of samples of each event.
             assert!(stepped.0.len() > 400, "{} samples", stepped.0.len());
             // Branch stacks with LBR only, full once 32 taken branches have passed.
@@ -1754,16 +1787,23 @@ mod tests {
                 .map(|step| blocks[(step * step + step / 7) % 3].len())
                 .sum();
             assert_eq!(stepped.1.iter().map(|i| i.count).sum::<u64>(), n as u64);
+            let stats = stepped.3.unwrap_or_default();
+            if mem > 0 {
+                // 0+1+2+3 accesses per 4 steps; some misses.
+                assert_eq!(stats.accesses, 4500, "mem {mem}");
+                assert!(stats.l1_misses > 100 && stats.llc_misses > 10, "{stats:?}");
+            }
             for keyed in [false, true] {
                 assert_eq!(
-                    run(lbr, keyed, false, true),
+                    run(lbr, keyed, false, true, mem),
                     stepped,
-                    "lbr {lbr}, keyed {keyed}"
+                    "lbr {lbr}, keyed {keyed}, mem {mem}"
                 );
-                let no_exact = run(lbr, keyed, false, false);
+                let no_exact = run(lbr, keyed, false, false, mem);
                 assert_eq!(
-                    no_exact.0, stepped.0,
-                    "lbr {lbr}, keyed {keyed}, no --exact"
+                    (&no_exact.0, no_exact.3),
+                    (&stepped.0, stepped.3),
+                    "lbr {lbr}, keyed {keyed}, mem {mem}, no --exact"
                 );
                 assert!(no_exact.1.is_empty());
             }

@@ -6,6 +6,7 @@
 
 use super::cycles::{CostTable, CycleModel};
 use crate::VpmuError;
+use proftrust_cachesim::{Caches, Geometry};
 use proftrust_model::{MemAccess, Module, ModuleIdx, TraceBlock};
 
 /// Set-associative LRU data caches (L1D, last level) in front of memory. The defaults
@@ -26,7 +27,10 @@ use proftrust_model::{MemAccess, Module, ModuleIdx, TraceBlock};
 /// both from memory. Writes allocate like reads (write-allocate); write-backs of dirty lines
 /// cost nothing. An L1 eviction does not touch the LLC and an LLC eviction does not remove the
 /// line from L1 (non-inclusive, no back-invalidation). One cache serves the whole process:
-/// threads share it in the order their blocks arrive.
+/// threads share it in the order their accesses happen when the QEMU plugin simulates it
+/// (`proftrust_exact::QemuOptions::cache`: the accesses then arrive with their
+/// [`MemAccess::level`]), in the order their blocks arrive when this timer simulates the
+/// traced addresses. Both run the same code, `proftrust_cachesim::Caches`.
 ///
 /// The latency of an access is its slowest line's level: [`CacheConfig::l1_latency`],
 /// [`CacheConfig::llc_latency`] or [`CacheConfig::memory_latency`] for a load, and
@@ -84,6 +88,17 @@ impl Default for CacheConfig {
 }
 
 impl CacheConfig {
+    /// The geometry alone (what the QEMU plugin needs to simulate the caches itself).
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            line_size: self.line_size,
+            l1_size: self.l1_size,
+            l1_ways: self.l1_ways,
+            llc_size: self.llc_size,
+            llc_ways: self.llc_ways,
+        }
+    }
+
     /// Checks the geometry: a power-of-two line size, at least one way, and each capacity a
     /// non-zero multiple of `line_size * ways`.
     pub fn check(&self) -> Result<(), VpmuError> {
@@ -140,115 +155,58 @@ pub struct CacheStats {
     pub llc_misses: u64,
 }
 
-/// One set-associative LRU level: per set, `ways` line numbers, most recent first.
-#[derive(Debug, Clone)]
-struct Level {
-    sets: u64,
-    /// `sets - 1` when `sets` is a power of two (every geometry `check` accepts with
-    /// power-of-two sizes): the set is then a mask, not a 64-bit division per access.
-    mask: Option<u64>,
-    ways: usize,
-    lines: Vec<u64>,
-}
-
-const EMPTY: u64 = u64::MAX;
-
-impl Level {
-    fn new(size: u32, ways: u32, line: u32) -> Level {
-        let ways = ways.max(1) as usize;
-        let sets = (size as u64 / (line as u64 * ways as u64)).max(1);
-        Level {
-            sets,
-            mask: sets.is_power_of_two().then(|| sets - 1),
-            ways,
-            lines: vec![EMPTY; sets as usize * ways],
-        }
-    }
-
-    /// Looks `line` up; on a miss it replaces the least recent line of its set. Either way
-    /// `line` becomes the most recent. Returns whether it hit.
-    #[inline]
-    fn access(&mut self, line: u64) -> bool {
-        let set = match self.mask {
-            Some(m) => line & m,
-            None => line % self.sets,
-        } as usize;
-        let row = &mut self.lines[set * self.ways..(set + 1) * self.ways];
-        // Most accesses hit the most recent line of their set (the same line as the
-        // access before, or a loop's working set): no search, no reordering.
-        if row[0] == line {
-            return true;
-        }
-        match row.iter().position(|&l| l == line) {
-            Some(p) => {
-                row[..=p].rotate_right(1);
-                true
-            }
-            None => {
-                row.rotate_right(1);
-                row[0] = line;
-                false
-            }
-        }
-    }
-}
-
-/// The two levels and their latencies.
+/// The two levels ([`proftrust_cachesim::Caches`]) and their latencies.
 #[derive(Debug, Clone)]
 struct Cache {
     cfg: CacheConfig,
-    line_shift: u32,
-    l1: Level,
-    llc: Level,
+    caches: Caches,
     stats: CacheStats,
 }
 
 impl Cache {
     fn new(cfg: CacheConfig) -> Cache {
-        // A non-power-of-two line size (refused by `check`) is rounded up here.
-        let line = cfg.line_size.max(1).next_power_of_two();
+        // A non-power-of-two line size (refused by `check`) is rounded up by `Caches`.
         Cache {
-            line_shift: line.trailing_zeros(),
-            l1: Level::new(cfg.l1_size, cfg.l1_ways, line),
-            llc: Level::new(cfg.llc_size, cfg.llc_ways, line),
+            caches: Caches::new(&cfg.geometry()),
             cfg,
             stats: CacheStats::default(),
         }
     }
 
-    /// (latency, missed L1, missed LLC) of one access.
+    /// (latency, missed L1, missed LLC) of one access: simulated from its address, or from
+    /// the level the tracer simulated it at ([`MemAccess::level`], the same [`Caches`] run
+    /// where the access happened).
     #[inline]
     fn access(&mut self, a: &MemAccess) -> (u32, bool, bool) {
-        let first = a.addr >> self.line_shift;
-        let last = a.addr.saturating_add(a.size.max(1) as u64 - 1) >> self.line_shift;
-        // 0 = L1 hit, 1 = LLC hit, 2 = memory; the slowest line decides.
-        let mut level = 0;
-        for line in first..=last {
-            let l = if self.l1.access(line) {
-                0
-            } else if self.llc.access(line) {
-                1
-            } else {
-                2
-            };
-            level = level.max(l);
-        }
+        let level = match a.level {
+            Some(l) => l.min(proftrust_cachesim::MEMORY),
+            None => self.caches.access(a.addr, u32::from(a.size)),
+        };
+        self.count(level, a.store);
+        (self.latency(level, a.store), level >= 1, level == 2)
+    }
+
+    /// Adds an access served at `level` to the totals.
+    #[inline]
+    fn count(&mut self, level: u8, store: bool) {
         self.stats.accesses += 1;
-        if !a.store {
-            self.stats.loads += 1;
-        }
-        self.stats.l1_misses += (level >= 1) as u64;
-        self.stats.llc_misses += (level == 2) as u64;
-        let latency = if a.store {
+        self.stats.loads += u64::from(!store);
+        self.stats.l1_misses += u64::from(level >= 1);
+        self.stats.llc_misses += u64::from(level == 2);
+    }
+
+    /// Cycles of an access served at `level` (at most [`proftrust_cachesim::MEMORY`]).
+    #[inline]
+    fn latency(&self, level: u8, store: bool) -> u32 {
+        if store {
             self.cfg.store_latency
         } else {
             [
                 self.cfg.l1_latency,
                 self.cfg.llc_latency,
                 self.cfg.memory_latency,
-            ][level]
-        };
-        (latency, level >= 1, level == 2)
+            ][level as usize]
+        }
     }
 }
 
@@ -289,17 +247,53 @@ impl InstrTimer {
         self.tables[i] = self.model.table_for(module);
     }
 
-    /// The cycles of the keyed block `key` when they are the same at every execution (no
-    /// cache simulation) and it was timed before; `None` otherwise.
+    /// The summed cycles of block `b` (what [`InstrTimer::time_block`]'s instructions add up
+    /// to) when they need no simulation: a keyed block timed before, without a cache or with
+    /// every access carrying the level it was served at (the plugin simulated the caches);
+    /// with them, the cache totals its accesses add. Changes nothing: a caller that takes
+    /// this instead of timing the block adds the totals ([`InstrTimer::add_stats`]). `None`:
+    /// time the block.
     #[inline]
-    pub fn fixed_cycles(&self, key: u32) -> Option<u64> {
-        if self.cache.is_some() {
-            return None;
+    pub fn block_cycles(&self, b: &TraceBlock<'_>) -> Option<(u64, CacheStats)> {
+        let (_, total) = self.keyed.get(b.key? as usize)?.as_ref()?;
+        let mut st = CacheStats::default();
+        let Some(c) = &self.cache else {
+            return Some((*total, st));
+        };
+        let mut sum = *total;
+        for a in b.mem {
+            let l = a.level?.min(proftrust_cachesim::MEMORY);
+            sum += u64::from(c.latency(l, a.store));
+            st.loads += u64::from(!a.store);
+            st.l1_misses += u64::from(l >= 1);
+            st.llc_misses += u64::from(l == 2);
         }
-        self.keyed
-            .get(key as usize)?
-            .as_ref()
-            .map(|&(_, total)| total)
+        st.accesses = b.mem.len() as u64;
+        // `time_block` saturates an instruction's cycles at u32::MAX: below that in total,
+        // no instruction reached it and the sums agree.
+        (sum < u64::from(u32::MAX)).then_some((sum, st))
+    }
+
+    /// The latency of a load served at each level (L1D, LLC, memory) and of a store, when a
+    /// cache is configured.
+    pub fn latencies(&self) -> Option<([u32; 3], u32)> {
+        self.cache.as_ref().map(|c| {
+            (
+                [c.cfg.l1_latency, c.cfg.llc_latency, c.cfg.memory_latency],
+                c.cfg.store_latency,
+            )
+        })
+    }
+
+    /// Adds totals counted elsewhere (accesses whose levels were given, summed by the
+    /// caller as [`InstrTimer::time_block`] would count them). Nothing without a cache.
+    pub fn add_stats(&mut self, s: &CacheStats) {
+        if let Some(c) = self.cache.as_mut() {
+            c.stats.accesses += s.accesses;
+            c.stats.loads += s.loads;
+            c.stats.l1_misses += s.l1_misses;
+            c.stats.llc_misses += s.llc_misses;
+        }
     }
 
     /// Timing of each instruction of `b`, in order (`out` is cleared first).
@@ -386,6 +380,7 @@ mod tests {
             addr,
             size: 8,
             store: false,
+            level: None,
         }
     }
 
@@ -449,6 +444,7 @@ mod tests {
             addr: 128,
             size: 4,
             store: true,
+            level: None,
         };
         assert_eq!(c.access(&st), (1, true, true));
         assert_eq!(c.access(&load(0, 130)), (3, false, false));

@@ -272,6 +272,7 @@ fn vpmu_timer_adds_cache_latency_per_execution() {
             addr,
             size: 8,
             store: false,
+            level: None,
         }]
     };
     let none = Vec::new;

@@ -23,7 +23,9 @@
 //! * **Tracing** (`mode=trace`): block definitions are written once (module, instruction file
 //!   offsets, end kind) when QEMU translates a block, then each vcpu appends executed block ids
 //!   to its own buffer, flushed as (tid, ids) chunks. Nothing keeps the trace: the buffers are
-//!   16 Ki entries and the stream goes to a pipe the analyzer reads while the guest runs.
+//!   16 Ki entries and the stream goes to a pipe the analyzer reads while the guest runs;
+//!   with `ring=fd:N` the chunks go through a shared-memory ring instead (`ring.rs`), the
+//!   pipe carrying a short record per chunk.
 //!   With `mem=on` every instruction also gets a memory callback
 //!   (`qemu_plugin_register_vcpu_mem_cb`, loads and stores), which appends each executed
 //!   access (guest virtual address, size, load/store, instruction index) to the same per-vcpu
@@ -31,7 +33,7 @@
 //!   `cache=LINE:L1:WAYS:LLC:WAYS` as well, the callback runs the access through the data
 //!   caches of `proftrust-cachesim` (the same code the analyzer would run) and appends where
 //!   it was served instead of its address: one word per access, no simulation on the host.
-//!   One cache serves the process; once the guest creates a thread ([`THREADED`]) every
+//!   One cache serves the process; once the guest creates a thread (`THREADED`) every
 //!   access takes a lock around it, before that none is needed.
 //! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file

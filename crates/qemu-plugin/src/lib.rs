@@ -1886,6 +1886,9 @@ mod tests {
         assert!(!a.edges);
         assert!(!a.mem);
         assert!(parse_args(&["mem=on".into()]).unwrap().mem);
+        let r = parse_args(&["ring=fd:7".into()]).unwrap();
+        assert_eq!(r.ring.as_deref(), Some("fd:7"));
+        assert!(map_ring("7").is_err_and(|e| e.contains("expected fd:N")));
         assert!(parse_args(&["mem=maybe".into()]).is_err());
         assert_eq!(
             parse_args(&["cache=64:32768:8:8388608:16".into()])

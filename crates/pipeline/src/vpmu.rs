@@ -263,8 +263,14 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
+    // "the program exited with status 0", "the program was killed by SIGSEGV".
+    let was = if matches!(outcome, RunOutcome::Exited { .. }) {
+        ""
+    } else {
+        "was "
+    };
     events.note(&format!(
-        "{} samples ({} instruction, {} cycle); the program {outcome}",
+        "{} samples ({} instruction, {} cycle); the program {was}{outcome}",
         set.samples.len(),
         set.count_for_event(0),
         set.count_for_event(1),

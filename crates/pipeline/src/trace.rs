@@ -63,10 +63,8 @@ pub fn trace(
         timing_model(&p.path, o.timing, o.cache_config.as_deref())?;
     let mut opts = qemu_options(o.cpu.clone(), o.timeout, show_output)?;
     opts.stop = o.stop.clone();
-    // The plugin simulates the caches where the accesses happen (the same code as the
-    // host's, one outcome word per access shipped instead of two address words).
     opts.trace_memory = geometry.is_some();
-    opts.cache = geometry;
+    opts.cache = plugin_cache(geometry);
     let cmd: Vec<OsString> = std::iter::once(p.path.clone().into_os_string())
         .chain(args.iter().map(OsString::from))
         .collect();
@@ -99,6 +97,21 @@ pub fn trace(
 /// (the 1-minute load average of `/proc/loadavg` at least one below the cores available);
 /// `PROFTRUST_TRACE_THREADS=1` or `2` decides instead. On a busy machine the second thread
 /// only adds its hand-over costs (about 10-25% more CPU time, measured on `sort`).
+/// Where a traced run's caches are simulated: by the QEMU plugin, where the accesses happen
+/// (the default: one outcome word per access is shipped instead of two address words, and
+/// the host has no simulation left), or, with `$PROFTRUST_CACHE_SIM=host`, by the analysis
+/// on the shipped addresses. Same model, same code (`proftrust-cachesim`). The plugin is the
+/// cheaper in CPU time; the host can be the faster in wall time on an idle machine when QEMU
+/// is the longer side of the run (floating-point code through QEMU's soft-float: on soplex
+/// the simulation then lengthens QEMU's side, where on sort it shortens the analysis';
+/// docs/paths.md, "Fifth round").
+pub(crate) fn plugin_cache(geometry: Option<CacheGeometry>) -> Option<CacheGeometry> {
+    match std::env::var("PROFTRUST_CACHE_SIM").as_deref() {
+        Ok("host") => None,
+        _ => geometry,
+    }
+}
+
 fn two_threads() -> bool {
     match std::env::var("PROFTRUST_TRACE_THREADS").as_deref() {
         Ok("1") => return false,

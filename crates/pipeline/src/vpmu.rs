@@ -207,7 +207,7 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         (None, true) => Some(CacheConfig::default()),
         (None, false) => None,
     };
-    let geometry = opts.cache.as_ref().map(CacheConfig::geometry);
+    let geometry = crate::trace::plugin_cache(opts.cache.as_ref().map(CacheConfig::geometry));
     let mut v = Vpmu::new(opts, model).context("cannot set up the virtual PMU")?;
     let qo = proftrust_exact::QemuOptions {
         timeout: a.timeout,

@@ -303,7 +303,7 @@ fn measure_vpmu(
         timeout: a.timeout,
         show_output: a.show_output,
         trace_memory: cache.is_some(),
-        cache: cache.as_ref().map(CacheConfig::geometry),
+        cache: crate::trace::plugin_cache(cache.as_ref().map(CacheConfig::geometry)),
         stop: a.stop.clone(),
         ..QemuOptions::default()
     };
@@ -399,7 +399,7 @@ fn measure_lbr(
                 timeout: a.timeout,
                 show_output: a.show_output,
                 trace_memory: cache.is_some(),
-                cache: cache.as_ref().map(CacheConfig::geometry),
+                cache: crate::trace::plugin_cache(cache.as_ref().map(CacheConfig::geometry)),
                 stop: a.stop.clone(),
                 ..QemuOptions::default()
             };

@@ -145,9 +145,6 @@ impl Way {
 #[derive(Debug, Clone)]
 pub struct Caches {
     line_shift: u32,
-    /// The line of the last access when it touched one line (it is then the most recent
-    /// line of its L1 set, so the same line again is an L1 hit that changes nothing).
-    last: u64,
     l1: Way,
     llc: Way,
 }
@@ -159,7 +156,6 @@ impl Caches {
         let line = g.line_size.max(1).next_power_of_two();
         Caches {
             line_shift: line.trailing_zeros(),
-            last: EMPTY,
             l1: Way::new(g.l1_size, g.l1_ways, line),
             llc: Way::new(g.llc_size, g.llc_ways, line),
         }
@@ -173,10 +169,6 @@ impl Caches {
         let first = addr >> self.line_shift;
         let last = addr.saturating_add(u64::from(size.max(1)) - 1) >> self.line_shift;
         if first == last {
-            if first == self.last {
-                return L1;
-            }
-            self.last = first;
             return self.line(first);
         }
         self.split(first, last)
@@ -186,7 +178,6 @@ impl Caches {
     #[cold]
     #[inline(never)]
     fn split(&mut self, first: u64, last: u64) -> Level {
-        self.last = EMPTY;
         (first..=last).map(|l| self.line(l)).max().unwrap_or(L1)
     }
 
@@ -241,11 +232,11 @@ mod tests {
         );
     }
 
-    /// The same-line shortcut must not skip a state change: line 0, then line 2 through a
+    /// Line-crossing accesses update every line they touch: line 0, then line 2 through a
     /// split access (lines 1 and 2), then line 0 again is an L1 hit only if it was kept.
     /// With 2 ways per set, 0 and 2 share set 0, so 0 stays; after 4 (set 0) it is gone.
     #[test]
-    fn split_accesses_reset_the_same_line_shortcut() {
+    fn split_accesses_update_every_line() {
         let mut c = Caches::new(&tiny());
         assert_eq!(c.access(0, 8), MEMORY);
         assert_eq!(c.access(120, 16), MEMORY); // lines 1 and 2
@@ -260,9 +251,10 @@ mod tests {
         assert_eq!(c.access(60, 8), LLC);
     }
 
-    /// The shortcut agrees with a simulation without it on a long pseudo-random sequence.
+    /// `access` is the slowest of its lines' levels, each line simulated in turn, on a long
+    /// pseudo-random sequence (repeats of the line just used, line-crossing accesses).
     #[test]
-    fn same_line_shortcut_changes_nothing() {
+    fn access_is_its_lines_simulated_in_turn() {
         let g = tiny();
         let mut fast = Caches::new(&g);
         let mut slow = Caches::new(&g);

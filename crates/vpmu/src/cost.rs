@@ -26,14 +26,28 @@ pub struct TraceCost {
     buf: Vec<InstrTiming>,
     /// Scratch per-instruction costs of [`CostModel::range_costs`]' slow path.
     each: Vec<InstrCost>,
+    /// A cache whose latencies are all at most 2^24 cycles: blocks of at most 255 accesses
+    /// with given levels can then be charged without per-instruction saturation.
+    levels_direct: bool,
 }
 
 impl TraceCost {
     /// Timing by `model`, with the caches of `cache` (check the geometry with
     /// [`CacheConfig::check`] first) or none.
     pub fn new(model: CycleModel, cache: Option<CacheConfig>) -> TraceCost {
+        let levels_direct = cache.as_ref().is_some_and(|c| {
+            [
+                c.l1_latency,
+                c.llc_latency,
+                c.memory_latency,
+                c.store_latency,
+            ]
+            .iter()
+            .all(|&l| l <= 1 << 24)
+        });
         TraceCost {
             model,
+            levels_direct,
             timer: cache.map(|c| InstrTimer::new(CycleModel::flat(0), Some(c))),
             tables: Vec::new(),
             keyed: Vec::new(),
@@ -166,46 +180,40 @@ impl CostModel for TraceCost {
         }
         let n = b.instructions.len();
         let mut r = 0usize;
-        if let Some((load, store)) = t.latencies() {
+        if self.levels_direct && b.mem.len() <= 255 && b.mem.iter().all(|a| a.level.is_some()) {
             // Levels known (the plugin simulated the caches): nothing to simulate, and with
-            // at most 255 accesses of at most 2^24 cycles no instruction reaches the
-            // saturation below, so each access is added to its range directly.
-            let small = b.mem.len() <= 255 && load.iter().chain([&store]).all(|&l| l <= 1 << 24);
-            if small && b.mem.iter().all(|a| a.level.is_some()) {
-                // The current range's sums in registers, added to `out` when the range changes.
-                let (mut cy, mut m1, mut m2) = (0u64, 0u64, 0u64);
-                // The block's totals for the cache statistics.
-                let mut all = CacheStats::default();
-                for a in b.mem {
-                    let l = a.level.unwrap_or(0).min(2);
-                    all.l1_misses += u64::from(l >= 1);
-                    all.llc_misses += u64::from(l == 2);
-                    all.loads += u64::from(!a.store);
-                    let i = u32::from(a.insn);
-                    if i as usize >= n {
-                        continue;
-                    }
-                    if ends[r] <= i {
-                        let o = &mut out[r];
-                        (o.cycles, o.l1_misses, o.llc_misses) =
-                            (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
-                        (cy, m1, m2) = (0, 0, 0);
-                        while ends[r] <= i {
-                            r += 1;
-                        }
-                    }
-                    cy += u64::from(if a.store { store } else { load[l as usize] });
-                    m1 += u64::from(l >= 1);
-                    m2 += u64::from(l == 2);
+            // at most 255 accesses of at most 2^24 cycles (`levels_direct`) no instruction
+            // reaches the saturation below, so each access is added to its range directly,
+            // the current range's sums kept in registers until the range changes.
+            let (mut cy, mut m1, mut m2) = (0u64, 0u64, 0u64);
+            let mut all = CacheStats::default();
+            let cfg = t.cache_config().expect("levels_direct implies a cache");
+            for a in b.mem {
+                let l = a.level.unwrap_or(0).min(2);
+                // What `time_block` counts: every access, out-of-block ones included.
+                all.count(l, a.store);
+                let i = u32::from(a.insn);
+                if i as usize >= n {
+                    continue;
                 }
-                let o = &mut out[r];
-                (o.cycles, o.l1_misses, o.llc_misses) =
-                    (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
-                // What `time_block` would count: every access, out-of-block ones included.
-                all.accesses = b.mem.len() as u64;
-                t.add_stats(&all);
-                return;
+                if ends[r] <= i {
+                    let o = &mut out[r];
+                    (o.cycles, o.l1_misses, o.llc_misses) =
+                        (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
+                    (cy, m1, m2) = (0, 0, 0);
+                    while ends[r] <= i {
+                        r += 1;
+                    }
+                }
+                cy += u64::from(cfg.latency(l, a.store));
+                m1 += u64::from(l >= 1);
+                m2 += u64::from(l == 2);
             }
+            let o = &mut out[r];
+            (o.cycles, o.l1_misses, o.llc_misses) =
+                (o.cycles + cy, o.l1_misses + m1, o.llc_misses + m2);
+            t.add_stats(&all);
+            return;
         }
         // The instruction being charged and its cache totals so far (for the saturation).
         let mut cur: (u32, u32, u8, u8) = (u32::MAX, 0, 0, 0);

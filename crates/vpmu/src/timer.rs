@@ -88,6 +88,17 @@ impl Default for CacheConfig {
 }
 
 impl CacheConfig {
+    /// Cycles of an access served at `level` (0 L1D, 1 LLC, 2 memory; above 2 counts as
+    /// memory): the level's load latency, or the store latency wherever the line was.
+    #[inline]
+    pub fn latency(&self, level: u8, store: bool) -> u32 {
+        if store {
+            self.store_latency
+        } else {
+            [self.l1_latency, self.llc_latency, self.memory_latency][usize::from(level.min(2))]
+        }
+    }
+
     /// The geometry alone (what the QEMU plugin needs to simulate the caches itself).
     pub fn geometry(&self) -> Geometry {
         Geometry {
@@ -155,6 +166,17 @@ pub struct CacheStats {
     pub llc_misses: u64,
 }
 
+impl CacheStats {
+    /// Counts one access served at `level` (0 L1D, 1 LLC, 2 memory).
+    #[inline]
+    pub fn count(&mut self, level: u8, store: bool) {
+        self.accesses += 1;
+        self.loads += u64::from(!store);
+        self.l1_misses += u64::from(level >= 1);
+        self.llc_misses += u64::from(level == 2);
+    }
+}
+
 /// The two levels ([`proftrust_cachesim::Caches`]) and their latencies.
 #[derive(Debug, Clone)]
 struct Cache {
@@ -182,31 +204,8 @@ impl Cache {
             Some(l) => l.min(proftrust_cachesim::MEMORY),
             None => self.caches.access(a.addr, u32::from(a.size)),
         };
-        self.count(level, a.store);
-        (self.latency(level, a.store), level >= 1, level == 2)
-    }
-
-    /// Adds an access served at `level` to the totals.
-    #[inline]
-    fn count(&mut self, level: u8, store: bool) {
-        self.stats.accesses += 1;
-        self.stats.loads += u64::from(!store);
-        self.stats.l1_misses += u64::from(level >= 1);
-        self.stats.llc_misses += u64::from(level == 2);
-    }
-
-    /// Cycles of an access served at `level` (at most [`proftrust_cachesim::MEMORY`]).
-    #[inline]
-    fn latency(&self, level: u8, store: bool) -> u32 {
-        if store {
-            self.cfg.store_latency
-        } else {
-            [
-                self.cfg.l1_latency,
-                self.cfg.llc_latency,
-                self.cfg.memory_latency,
-            ][level as usize]
-        }
+        self.stats.count(level, a.store);
+        (self.cfg.latency(level, a.store), level >= 1, level == 2)
     }
 }
 
@@ -263,26 +262,17 @@ impl InstrTimer {
         let mut sum = *total;
         for a in b.mem {
             let l = a.level?.min(proftrust_cachesim::MEMORY);
-            sum += u64::from(c.latency(l, a.store));
-            st.loads += u64::from(!a.store);
-            st.l1_misses += u64::from(l >= 1);
-            st.llc_misses += u64::from(l == 2);
+            sum += u64::from(c.cfg.latency(l, a.store));
+            st.count(l, a.store);
         }
-        st.accesses = b.mem.len() as u64;
         // `time_block` saturates an instruction's cycles at u32::MAX: below that in total,
         // no instruction reached it and the sums agree.
         (sum < u64::from(u32::MAX)).then_some((sum, st))
     }
 
-    /// The latency of a load served at each level (L1D, LLC, memory) and of a store, when a
-    /// cache is configured.
-    pub fn latencies(&self) -> Option<([u32; 3], u32)> {
-        self.cache.as_ref().map(|c| {
-            (
-                [c.cfg.l1_latency, c.cfg.llc_latency, c.cfg.memory_latency],
-                c.cfg.store_latency,
-            )
-        })
+    /// The cache configuration, when a cache is simulated.
+    pub fn cache_config(&self) -> Option<&CacheConfig> {
+        self.cache.as_ref().map(|c| &c.cfg)
     }
 
     /// Adds totals counted elsewhere (accesses whose levels were given, summed by the

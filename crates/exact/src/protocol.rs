@@ -143,10 +143,9 @@ pub struct Decoder<R> {
     pub mode: u8,
     /// Header: edges enabled.
     pub edges: bool,
-    /// Header: data accesses traced.
-    pub mem: bool,
-    /// Header: how accesses are written when traced: 1 addresses, 2 cache outcomes (one
-    /// word each, [`MEM_LEVEL_POS`], simulated by the plugin), 3 addresses then the outcome.
+    /// Header: whether and how data accesses are traced: 0 not, 1 addresses, 2 cache
+    /// outcomes (one word each, [`MEM_LEVEL_POS`], simulated by the plugin), 3 addresses
+    /// then the outcome.
     pub mem_form: u8,
     /// Header: the QEMU plugin API version the plugin runs with (1: shared inline
     /// counters and a callback per block for edges; 4: per-vCPU counters, edges derived).
@@ -200,7 +199,6 @@ impl<R: Read> Decoder<R> {
             off: HEADER_LEN as u64,
             mode: head[8],
             edges: head[9] != 0,
-            mem: head[10] != 0,
             mem_form: head[10],
             api: head[11],
             spare: Vec::new(),

@@ -379,7 +379,7 @@ fn run_qemu(
     if trace && ring.is_none() {
         sys::grow_pipe(&rd, TRACE_PIPE_BYTES);
     }
-    let shm = sys::memfd((THREADS_AT + 1) * 8)
+    let shm = sys::memfd(c"proftrust-counters", (THREADS_AT + 1) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
@@ -592,6 +592,29 @@ impl MemForm {
     }
 }
 
+/// The level of an outcome word (the plugin's cache simulation: 0 L1D, 1 LLC, 2 memory).
+fn outcome_level(w: u32) -> u8 {
+    ((w >> MEM_LEVEL_POS) & 3) as u8
+}
+
+/// Hands the blocks of one trace chunk of thread `tid` to `v`: block ids alone (a TRACE
+/// chunk, `mem` `None`) or ids and accesses written in `mem`'s form (TRACEMEM).
+fn trace_chunk(
+    v: &mut dyn BlockVisitor,
+    resolver: &Resolver,
+    pending: &mut PendingBlocks,
+    tid: u32,
+    words: &[u32],
+    mem: Option<MemForm>,
+) -> Result<(), ExactError> {
+    match mem {
+        Some(form) => trace_mem_chunk(v, resolver, pending, tid, words, form),
+        None => words
+            .iter()
+            .try_for_each(|&id| emit(v, resolver, tid, id, &[])),
+    }
+}
+
 /// Per thread, the block whose accesses may continue in the thread's next TRACEMEM chunk.
 type PendingBlocks = HashMap<u32, (u32, Vec<MemAccess>)>;
 const NO_BLOCK: u32 = u32::MAX;
@@ -627,7 +650,7 @@ fn trace_mem_chunk(
                     addr: 0,
                     size: 0,
                     store: w & MEM_STORE != 0,
-                    level: Some(((w >> MEM_LEVEL_POS) & 3) as u8),
+                    level: Some(outcome_level(w)),
                 });
             }
             i += 1;
@@ -646,10 +669,7 @@ fn trace_mem_chunk(
         };
         let shift = (w >> 27) & 7;
         let level = match form {
-            MemForm::Both => {
-                let o = *words.get(i + len).ok_or_else(cut)?;
-                Some(((o >> MEM_LEVEL_POS) & 3) as u8)
-            }
+            MemForm::Both => Some(outcome_level(*words.get(i + len).ok_or_else(cut)?)),
             _ => None,
         };
         // An access before any block of this thread can only come from two threads sharing
@@ -685,7 +705,7 @@ fn decode(
     else {
         return Ok((resolver, None, false, false, false, 0));
     };
-    if (d.mode == 1) != trace || d.mem != mem || (mem && d.mem_form != form.header()) {
+    if (d.mode == 1) != trace || d.mem_form != if mem { form.header() } else { 0 } {
         return Err(ExactError::Protocol {
             offset: 8,
             what: "plugin mode differs from the one asked".into(),
@@ -714,19 +734,15 @@ fn decode(
                 ..
             } => resolver.block(id, module, end, &addrs)?,
             Record::Trace { tid, ids } => {
-                let Some(v) = visitor.as_deref_mut() else {
-                    continue;
-                };
-                for &id in &ids {
-                    emit(v, &resolver, tid, id, &[])?;
+                if let Some(v) = visitor.as_deref_mut() {
+                    trace_chunk(v, &resolver, &mut pending, tid, &ids, None)?;
                 }
                 d.recycle(ids);
             }
             Record::TraceMem { tid, words } => {
-                let Some(v) = visitor.as_deref_mut() else {
-                    continue;
-                };
-                trace_mem_chunk(v, &resolver, &mut pending, tid, &words, form)?;
+                if let Some(v) = visitor.as_deref_mut() {
+                    trace_chunk(v, &resolver, &mut pending, tid, &words, Some(form))?;
+                }
                 d.recycle(words);
             }
             Record::Ring { tid, pos, n } => {
@@ -740,13 +756,8 @@ fn decode(
                     .chunk(pos, n)
                     .ok_or_else(|| bad("not a chunk the plugin wrote"))?;
                 if let Some(v) = visitor.as_deref_mut() {
-                    if mem {
-                        trace_mem_chunk(v, &resolver, &mut pending, tid, words, form)?;
-                    } else {
-                        for &id in words {
-                            emit(v, &resolver, tid, id, &[])?;
-                        }
-                    }
+                    let form = mem.then_some(form);
+                    trace_chunk(v, &resolver, &mut pending, tid, words, form)?;
                 }
                 r.release(pos, n);
             }

@@ -37,11 +37,11 @@ pub fn grow_pipe(f: &File, bytes: usize) {
     }
 }
 
-/// An anonymous shared-memory file (`memfd_create`, close-on-exec) of `len` bytes; sparse,
-/// so only pages the plugin touches cost memory.
-pub fn memfd(len: u64) -> std::io::Result<File> {
+/// An anonymous shared-memory file `name` (`memfd_create`, close-on-exec) of `len` bytes;
+/// sparse, so only pages the plugin touches cost memory.
+pub fn memfd(name: &std::ffi::CStr, len: u64) -> std::io::Result<File> {
     // SAFETY: the name is a valid NUL-terminated string.
-    let fd = unsafe { libc::memfd_create(c"proftrust-counters".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -104,12 +104,12 @@ pub struct Ring {
     file: File,
 }
 
-/// Trace ring header: capacity in words.
-const RING_CAP: usize = 0;
-
 // SAFETY: the mapping belongs to the process, not to a thread; `&self` methods touch only
 // the header's atomic words and slices that `release(&mut self)` ends.
 unsafe impl Send for Ring {}
+
+/// Trace ring header: capacity in words.
+const RING_CAP: usize = 0;
 /// Trace ring header: the plugin's published position.
 const RING_HEAD: usize = 64;
 /// Trace ring header: our position (the futex word the plugin sleeps on).
@@ -127,14 +127,7 @@ impl Ring {
             return Err(std::io::Error::other("ring capacity above 2^30 words"));
         }
         let len = RING_DATA + 4 * cap as usize;
-        // SAFETY: the name is a valid NUL-terminated string.
-        let fd = unsafe { libc::memfd_create(c"proftrust-trace-ring".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: memfd_create succeeded; the descriptor is ours alone.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(len as u64)?;
+        let file = memfd(c"proftrust-trace-ring", len as u64)?;
         // SAFETY: a shared mapping of the whole (just sized) file, checked for failure;
         // unmapped only in `drop`.
         let p = unsafe {

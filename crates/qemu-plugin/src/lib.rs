@@ -124,22 +124,23 @@ static SIM_ON: AtomicBool = AtomicBool::new(false);
 /// `addrs=on`: [`on_mem`] ships the address words before each outcome.
 static SIM_ADDRS: AtomicBool = AtomicBool::new(false);
 
-/// Where the access of `size` bytes at `vaddr` is served, and the caches updated: the
-/// only guest thread ([`THREADED`] false), without a lock.
+/// Where the access of `size` bytes at `vaddr` is served, and the caches updated.
+///
+/// # Safety
+/// The caller is the only guest thread ([`THREADED`] false) or holds `SIM.lock`.
 #[inline(always)]
-fn simulate_alone(vaddr: u64, size: u32) -> u8 {
-    // SAFETY: see `SimCell`: no other guest thread exists, so nothing else touches it.
+unsafe fn simulate(vaddr: u64, size: u32) -> u8 {
+    // SAFETY: see `SimCell` and the caller's promise: nothing else touches the caches now.
     let caches = unsafe { &mut *SIM.caches.get() };
     caches.as_mut().map_or(0, |c| c.access(vaddr, size))
 }
 
-/// [`simulate_alone`] once the guest has threads: under the lock.
+/// [`simulate`] once the guest has threads: under the lock.
 #[inline(never)]
 fn simulate_locked(vaddr: u64, size: u32) -> u8 {
     let _g = SIM.lock.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: see `SimCell`: every access after the first thread's creation holds the lock.
-    let caches = unsafe { &mut *SIM.caches.get() };
-    caches.as_mut().map_or(0, |c| c.access(vaddr, size))
+    // SAFETY: the lock is held.
+    unsafe { simulate(vaddr, size) }
 }
 
 /// One more than the highest vcpu index QEMU initialised.
@@ -811,7 +812,9 @@ extern "C" fn on_mem(vcpu: c_uint, info: ffi::MemInfo, vaddr: u64, udata: *mut c
         let level = if THREADED.load(Relaxed) {
             simulate_locked(vaddr, 1 << shift)
         } else {
-            simulate_alone(vaddr, 1 << shift)
+            // SAFETY: no other guest thread exists (`THREADED` is set by the creating
+            // thread before the clone runs).
+            unsafe { simulate(vaddr, 1 << shift) }
         };
         let w = wire::outcome_word(insn, store, level);
         if SIM_ADDRS.load(Relaxed) {

@@ -398,11 +398,8 @@ int main(void) {
 #[test]
 fn vpmu_cache_sim_in_the_plugin_and_on_the_host_count_the_same_accesses() {
     let name = "vpmu_cache_sim_in_the_plugin_and_on_the_host_count_the_same_accesses";
-    for t in ["gcc", "qemu-x86_64"] {
-        if !have(t) {
-            proftrust_testkit::skip!("{name}: {t} not installed");
-            return;
-        }
+    if !proftrust_testkit::need(name, &["gcc", "qemu-x86_64"]) {
+        return;
     }
     if !plugin_present() {
         proftrust_testkit::skip!("{name}: QEMU plugin not built next to {}", bin().display());
@@ -428,14 +425,7 @@ int main(void) {
 "#,
     )
     .unwrap();
-    let exe = dir.path().join("w");
-    let st = Command::new("gcc")
-        .args(["-O2", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let exe = proftrust_testkit::gcc(&dir.path().join("w"), &[&src], &[]);
     // (accesses, loads, L1D misses, LLC misses) from the note.
     let run = |sim: &str| -> [u64; 4] {
         let out = Command::new(bin())

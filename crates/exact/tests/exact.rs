@@ -311,6 +311,22 @@ struct TraceCounter {
     ended: Option<RunOutcome>,
 }
 
+impl TraceCounter {
+    /// Per-instruction counts of the module whose file name is `name` (the main binary).
+    fn main_counts(&self, name: &str) -> HashMap<u64, u64> {
+        let main = self
+            .modules
+            .iter()
+            .find(|(_, m)| m.file_name() == name)
+            .map(|(i, _)| *i);
+        self.counts
+            .iter()
+            .filter(|((m, _), _)| m.is_some() && *m == main)
+            .map(|((_, s), n)| (s.0, *n))
+            .collect()
+    }
+}
+
 impl BlockVisitor for TraceCounter {
     fn module(&mut self, idx: ModuleIdx, module: &Module) {
         self.modules.push((idx, module.clone()));
@@ -534,18 +550,7 @@ fn qemu_threads_are_counted_exactly() {
     assert!(!r.bad_index && !r.out_of_order);
     assert!(r.accesses > 0);
     assert_eq!(r.counter.tids.len(), t.tids.len());
-    let main_of = |c: &TraceCounter| -> HashMap<u64, u64> {
-        let m = c
-            .modules
-            .iter()
-            .find(|(_, m)| m.file_name() == r.name)
-            .map(|(i, _)| *i);
-        c.counts
-            .iter()
-            .filter(|((mi, _), _)| *mi == m)
-            .map(|((_, s), n)| (s.0, *n))
-            .collect()
-    };
+    let main_of = |c: &TraceCounter| c.main_counts(&r.name);
     assert_eq!(main_of(&r.counter), main_of(&t));
     // With the plugin simulating the caches (outcome words; every access under the lock
     // once the threads exist): the same blocks, accesses in order and in range.
@@ -1433,12 +1438,7 @@ impl MainDigest {
 
     /// Per-instruction counts of the main binary.
     fn main_counts(&self) -> HashMap<u64, u64> {
-        self.counter
-            .counts
-            .iter()
-            .filter(|((m, _), _)| m.is_some() && *m == self.main)
-            .map(|((_, s), c)| (s.0, *c))
-            .collect()
+        self.counter.main_counts(&self.name)
     }
 }
 

@@ -1,75 +1,130 @@
 #!/usr/bin/env bash
 # The whole proftrust test suite, installing what is missing (README quick start, step 2).
 #
-#   bash scripts/test.sh            # install tools if needed, fmt, clippy, tests, docs
+#   bash scripts/test.sh                  # install tools if needed, fmt, clippy, tests, docs,
+#                                         # the quick start, fleet (DataFusion) and Ballista
+#   bash scripts/test.sh --quick          # developers' tier: fmt, clippy, unit, doc and golden
+#                                         # tests of the default build; no apt, no QEMU build,
+#                                         # no fleet, no Ballista (<= 3 min warm; docs/testing.md)
 #   SKIP_INSTALL=1 bash scripts/test.sh   # do not touch apt (tests needing tools skip loudly)
+#   SKIP_FLEET=1 / SKIP_BALLISTA=1        # leave out the fleet binary / the Ballista cluster test
+#
+# The tests run on a clean slate (docs/testing.md, "Fresh machine"): their TMPDIR is a new
+# directory under target/, the workloads are built into a new cache there, and, where this
+# runs as root with unshare(1), /tmp itself is an empty read-only tmpfs in a private mount
+# namespace, so a test that reads or writes a fixed path under /tmp fails here as it would on
+# a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need=()
-for pair in qemu-x86_64:qemu-user perf:linux-perf valgrind:valgrind addr2line:binutils \
-            objdump:binutils gcc:gcc chromium:chromium \
-            go:golang-go llvm-profdata:llvm clang-14:clang-14 \
-            aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc:libc6-dev-arm64-cross \
-            i686-linux-gnu-gcc:gcc-i686-linux-gnu i686-linux-gnu-gcc:libc6-dev-i386-cross; do
-  bin=${pair%%:*}; pkg=${pair#*:}
-  command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ] && [ -z "${SKIP_INSTALL:-}" ]; then
-  # shellcheck disable=SC2207
-  uniq_need=($(printf '%s\n' "${need[@]}" | sort -u))
-  echo "== installing: ${uniq_need[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${uniq_need[@]}" >/dev/null
-fi
+quick=""
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: bash scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+if [ -n "$quick" ]; then SKIP_INSTALL=1; SKIP_FLEET=1; fi
+start=$(date +%s)
+step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
 
-# QEMU >= 9.2 with TCG plugins (plugin API v4: per-vCPU counters, derived edges), built
-# from Debian's source package side by side with the system's qemu-user 7.2, which stays
-# (tests compare the two plugin API generations). Cached after the first build (~4 min).
 if [ -z "${SKIP_INSTALL:-}" ]; then
-  echo "== QEMU 10 with plugins (scripts/install-qemu.sh)"
+  need=()
+  for pair in qemu-x86_64:qemu-user perf:linux-perf valgrind:valgrind addr2line:binutils \
+              objdump:binutils gcc:gcc chromium:chromium \
+              go:golang-go llvm-profdata:llvm clang-14:clang-14 unshare:util-linux \
+              aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc:libc6-dev-arm64-cross \
+              i686-linux-gnu-gcc:gcc-i686-linux-gnu i686-linux-gnu-gcc:libc6-dev-i386-cross; do
+    bin=${pair%%:*}; pkg=${pair#*:}
+    command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    # shellcheck disable=SC2207
+    uniq_need=($(printf '%s\n' "${need[@]}" | sort -u))
+    step "installing: ${uniq_need[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${uniq_need[@]}" >/dev/null
+  fi
+  # QEMU >= 9.2 with TCG plugins (plugin API v4: per-vCPU counters, derived edges), built
+  # from Debian's source package side by side with the system's qemu-user 7.2, which stays
+  # (tests compare the two plugin API generations). Cached after the first build (~3-4 min).
+  step "QEMU 10 with plugins (scripts/install-qemu.sh)"
   bash scripts/install-qemu.sh
 fi
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --release -- -D warnings
-echo "== cargo build --release"
-cargo build --workspace --release
-echo "== cargo test"
+step "cargo clippy -D warnings (default build)"
+cargo clippy --all-targets --release -- -D warnings
+step "cargo build --release (default build: proftrust and its QEMU plugin)"
+cargo build --release
+
+# A clean slate for the tests (see the top of this file).
+scratch="$PWD/target/test-scratch"
+rm -rf "$scratch" && mkdir -p "$scratch/tmp" "$scratch/workloads"
+export TMPDIR="$scratch/tmp" PROFTRUST_WORKLOAD_DIR="$scratch/workloads"
 # cargo test hides the stderr of passing tests: skips are also collected in a file
 # (proftrust-testkit's skip!) and listed at the end of this script.
 export PROFTRUST_SKIP_LOG="$PWD/target/skipped-tests.log"
 rm -f "$PROFTRUST_SKIP_LOG"
-cargo test --workspace --release --no-fail-fast 2>&1 | tee target/test.log
-echo "== cargo doc"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --release >/dev/null
-echo "== README quick start"
-bash scripts/quickstart-check.sh
-# The two-engine fleet test on a real local Ballista cluster (a scheduler and 2 executors on
-# 127.0.0.1, started and stopped by the test). Behind the `ballista` feature: Ballista
-# enables DataFusion's default features, so this compiles DataFusion a second time (same
-# target/, the default build's artifacts stay) and relinks target/release/proftrust with the
-# feature (the next `cargo build` relinks the default one); it runs last so every step above
-# used the default binary. SKIP_BALLISTA=1 leaves
-# it out (the test then stays skipped, as listed below).
-if [ -z "${SKIP_BALLISTA:-}" ]; then
-  echo "== Ballista cluster test (cargo test --features ballista --test fleet_ballista)"
-  before=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
-  cargo test --release -p proftrust --features ballista --test fleet_ballista 2>&1 | tee target/test-ballista.log
-  after=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
-  if [ "$after" = "$before" ]; then
-    # It ran here, with the feature and a cluster: the default run's skip of it is not a
-    # skip of the suite.
-    sed -i '/built without the `ballista` feature/d' "$PROFTRUST_SKIP_LOG" 2>/dev/null || true
+isolated() {
+  # Runs "$@" with /tmp an empty read-only tmpfs (private mount namespace) when possible.
+  if [ "$(id -u)" -eq 0 ] && [ -z "${PROFTRUST_SHARED_TMP:-}" ] && command -v unshare >/dev/null 2>&1 \
+     && unshare --mount --propagation private true 2>/dev/null; then
+    unshare --mount --propagation private bash -c 'mount -t tmpfs -o ro,mode=1777 none /tmp && exec "$@"' isolated "$@"
+  else
+    echo "   (not isolating /tmp: needs root and unshare; TMPDIR is still private)"
+    "$@"
+  fi
+}
+
+if [ -n "$quick" ]; then
+  step "cargo test (quick tier: unit, doc and golden tests)"
+  isolated cargo test --release --no-fail-fast --lib --bins 2>&1 | tee target/test.log
+  isolated cargo test --release --no-fail-fast --doc 2>&1 | tee -a target/test.log
+  isolated cargo test --release --no-fail-fast -p proftrust --test cli golden:: 2>&1 | tee -a target/test.log
+else
+  step "cargo test (default build)"
+  isolated cargo test --release --no-fail-fast 2>&1 | tee target/test.log
+  step "cargo doc -D warnings"
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release >/dev/null
+  step "README quick start"
+  bash scripts/quickstart-check.sh
+fi
+
+# Fleet: the separately built proftrust-fleet binary (Apache DataFusion, one build). Its
+# tests run `proftrust fleet …` through the proftrust binary built above. The embedded
+# engine and Ballista use the same DataFusion feature set (crates/fleet/Cargo.toml), so the
+# Ballista step compiles Ballista's own crates only.
+if [ -z "${SKIP_FLEET:-}" ]; then
+  step "fleet: clippy, build, tests (cargo test -p proftrust-fleet -p proftrust-fleet-cli)"
+  cargo clippy --release -p proftrust-fleet -p proftrust-fleet-cli --all-targets --features proftrust-fleet-cli/ballista -- -D warnings
+  RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --release -p proftrust-fleet -p proftrust-fleet-cli --features proftrust-fleet-cli/ballista >/dev/null
+  isolated cargo test --release --no-fail-fast -p proftrust-fleet -p proftrust-fleet-cli 2>&1 | tee target/test-fleet.log
+  # The two-engine fleet test on a real local Ballista cluster (a scheduler and 2 executors
+  # on 127.0.0.1, started and stopped by the test).
+  if [ -z "${SKIP_BALLISTA:-}" ]; then
+    step "Ballista cluster test (cargo test -p proftrust-fleet-cli --features ballista --test fleet_ballista)"
+    before=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
+    isolated cargo test --release -p proftrust-fleet-cli --features ballista --test fleet_ballista 2>&1 | tee target/test-ballista.log
+    after=$(wc -l <"$PROFTRUST_SKIP_LOG" 2>/dev/null || echo 0)
+    if [ "$after" = "$before" ]; then
+      # It ran here, with the feature and a cluster: the default run's skip of it is not a
+      # skip of the suite.
+      sed -i '/built without the `ballista` feature/d' "$PROFTRUST_SKIP_LOG" 2>/dev/null || true
+    fi
   fi
 fi
-echo "== skipped tests"
+# A failed test fails this script (pipefail) before here; a test binary that died without
+# a result line would not: every "test result" must say ok.
+if grep -h "^test result:" target/test*.log | grep -qv "^test result: ok"; then
+  echo "some tests failed:"; grep -h "^test result:" target/test*.log | grep -v "ok\."; exit 1
+fi
+step "skipped tests"
 if [ -s "$PROFTRUST_SKIP_LOG" ]; then
   sort "$PROFTRUST_SKIP_LOG" | uniq -c | sed 's/^ */  /'
   echo "($(wc -l <"$PROFTRUST_SKIP_LOG") skip(s): the tests above did not run their checks here)"
 else
   echo "  none"
 fi
+step "done"

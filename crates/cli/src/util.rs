@@ -117,6 +117,7 @@ pub struct StdoutToStderr {
 }
 
 impl StdoutToStderr {
+    /// Points fd 1 at stderr until the returned guard is dropped.
     pub fn new() -> anyhow::Result<StdoutToStderr> {
         use anyhow::Context;
         use std::os::fd::AsFd;

@@ -59,7 +59,8 @@ fn read_file(dir: &Path, name: &str) -> String {
 
 /// `proftrust read --json`: samples per symbol (of the first event when there are several).
 fn read_symbols(dir: &Path, file: &str) -> BTreeMap<String, u64> {
-    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", file])).unwrap();
+    let j: Value =
+        serde_json::from_str(&pt(dir, &["read", "--json", file, "--binary", "tiny"])).unwrap();
     let table = match j["events"][0].get("symbols") {
         Some(t) if t.is_array() => t.clone(),
         _ => j["symbols"].clone(),
@@ -100,7 +101,11 @@ fn folded_and_flame_graph_of_samples_match_read() {
     let folded = read_file(dir, "tiny.folded");
     assert_golden(&expected("export-folded.txt"), &folded);
     // The first event of the virtual-PMU file, as `read` counts it.
-    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", "tiny.ptsamp"])).unwrap();
+    let j: Value = serde_json::from_str(&pt(
+        dir,
+        &["read", "--json", "tiny.ptsamp", "--binary", "tiny"],
+    ))
+    .unwrap();
     assert_eq!(
         folded_total(&folded),
         j["events"][0]["samples"].as_u64().unwrap()
@@ -167,7 +172,11 @@ fn differential_folded_pairs_samples_with_exact_counts() {
     assert_golden(&expected("export-folded-diff.txt"), &text);
     // The exact column is the exact instruction count per function (callgrind-free oracle:
     // the exact file's own per-function table, as `read` prints it).
-    let j: Value = serde_json::from_str(&pt(dir, &["read", "--json", "tiny.ptexact"])).unwrap();
+    let j: Value = serde_json::from_str(&pt(
+        dir,
+        &["read", "--json", "tiny.ptexact", "--binary", "tiny"],
+    ))
+    .unwrap();
     let exact: BTreeMap<String, u64> = j["functions"]
         .as_array()
         .unwrap()

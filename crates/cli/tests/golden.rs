@@ -17,188 +17,28 @@
 //! a real run by time, every number (`N`). Nothing else is masked.
 //!
 //! A missing expected file fails. Re-bless after an intended change with
-//! `PROFTRUST_BLESS=1 cargo test --release -p proftrust --test golden` and review `git diff`.
+//! `PROFTRUST_BLESS=1 cargo test --release -p proftrust --test cli golden::` and review `git diff`.
 
-use proftrust_testkit::{assert_golden, need, Masks};
+mod sandbox;
+
+use proftrust_testkit::{assert_golden, need};
+use sandbox::{valgrind_pids, Sandbox};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
-const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// A scratch directory holding a copy of the fixtures; every command runs in it.
-struct Sandbox {
-    dir: tempfile::TempDir,
-    masks: Masks,
-}
-
-impl Sandbox {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        for entry in std::fs::read_dir(golden_dir().join("fixtures")).expect("fixtures") {
-            let p = entry.expect("fixture").path();
-            std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).expect("copy fixture");
-        }
-        // The recorded fixtures (perf.data, perf script, ptsamp) name the program where
-        // make.sh ran it, /tmp/proftrust-golden/tiny, and proftrust finds the binary by that
-        // recorded path as perf does: put the committed binary there when it is missing
-        // (a fresh machine), or the reports lose their symbols.
-        let recorded = Path::new("/tmp/proftrust-golden/tiny");
-        if !recorded.exists() {
-            let tmp = recorded.with_extension(format!("tmp{}", std::process::id()));
-            _ = std::fs::create_dir_all(recorded.parent().unwrap());
-            if std::fs::copy(golden_dir().join("fixtures/tiny"), &tmp).is_ok() {
-                _ = std::fs::rename(&tmp, recorded);
-            }
-        }
-        let build = Path::new(BIN).parent().unwrap().to_path_buf();
-        let canonical = dir.path().canonicalize().unwrap();
-        let masks = Masks::new()
-            .add(canonical.display().to_string(), "[DIR]")
-            .add(dir.path().display().to_string(), "[DIR]")
-            // Cargo leaves the plugin in target/*/ and target/*/deps/; proftrust takes the
-            // newer copy, which depends on the build order.
-            .add(
-                format!("{}/deps/libproftrust_qemu_plugin.so", build.display()),
-                "[BUILD]/libproftrust_qemu_plugin.so",
-            )
-            .add(build.display().to_string(), "[BUILD]")
-            .add(
-                tool_version("qemu-x86_64", "--version", "version "),
-                "[QEMU-VERSION]",
-            )
-            .add(
-                tool_version("valgrind", "--version", "valgrind-"),
-                "[VALGRIND-VERSION]",
-            )
-            // The kernel release the audit stores among its tool versions.
-            .add(kernel_release(), "[KERNEL]")
-            .add(
-                format!("\"proftrust_version\": \"{VERSION}\""),
-                "\"proftrust_version\": \"[VERSION]\"",
-            )
-            .add(
-                format!("<th>proftrust</th><td class=\"mono\">{VERSION}</td>"),
-                "<th>proftrust</th><td class=\"mono\">[VERSION]</td>",
-            );
-        Sandbox { dir, masks }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// Runs `proftrust ARGS` in the sandbox with a fixed environment and returns the
-    /// transcript: the command, stdout, stderr (when not empty) and the exit status.
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new(BIN)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("LC_ALL", "C")
-            .output()
-            .expect("run proftrust");
-        let mut t = format!("$ proftrust {}\n", args.join(" "));
-        t.push_str(&String::from_utf8_lossy(&out.stdout));
-        if !t.ends_with('\n') {
-            t.push('\n');
-        }
-        if !out.stderr.is_empty() {
-            t.push_str("--- stderr\n");
-            t.push_str(&String::from_utf8_lossy(&out.stderr));
-            if !t.ends_with('\n') {
-                t.push('\n');
-            }
-        }
-        t.push_str(&format!("--- exit {}\n", out.status.code().unwrap_or(-1)));
-        self.masks.apply(&t)
-    }
-
-    /// Runs each command and compares the transcripts, joined, with `expected/NAME.txt`.
-    fn check(&self, name: &str, commands: &[&[&str]]) {
-        let text: Vec<String> = commands.iter().map(|a| self.run(a)).collect();
-        assert_golden(
-            &golden_dir().join("expected").join(format!("{name}.txt")),
-            &text.join("\n"),
-        );
-    }
-
-    /// `check` of one JSON command into `expected/NAME.json` (stdout alone, as printed);
-    /// stderr must be empty and the exit status 0.
-    fn check_json(&self, name: &str, args: &[&str]) {
-        let out = Command::new(BIN)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("LC_ALL", "C")
-            .output()
-            .expect("run proftrust");
-        let stdout = String::from_utf8(out.stdout).expect("JSON is UTF-8");
-        assert!(
-            out.status.success(),
-            "proftrust {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_str::<serde_json::Value>(&stdout)
-            .unwrap_or_else(|e| panic!("proftrust {args:?}: not JSON ({e})"));
-        assert_golden(
-            &golden_dir().join("expected").join(format!("{name}.json")),
-            &self.masks.apply(&stdout),
-        );
-    }
-
-    /// The contents of a text file a command wrote, masked, after a `--- file NAME` line.
-    fn file(&self, name: &str) -> String {
-        let text = std::fs::read_to_string(self.path(name))
-            .unwrap_or_else(|e| panic!("{name} was not written: {e}"));
-        format!("--- file {name}\n{}", self.masks.apply(&text))
-    }
-}
-
-/// `uname -r`: the kernel release the audit stores among its tool versions.
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// The version in the first line of `tool FLAG` after `marker` (up to the end of the line),
-/// or "" when the tool is absent.
-fn tool_version(tool: &str, flag: &str, marker: &str) -> String {
-    let Ok(out) = Command::new(tool).arg(flag).output() else {
-        return String::new();
-    };
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text.lines().next().unwrap_or("");
-    match line.find(marker) {
-        Some(i) => line[i + marker.len()..].trim().to_string(),
-        None => String::new(),
-    }
-}
-
-/// valgrind's banner lines start with `==PID==`: the pid becomes `PID`.
-fn valgrind_pids(text: &str) -> String {
-    text.lines()
-        .map(
-            |l| match l.strip_prefix("==").and_then(|r| r.split_once("==")) {
-                Some((pid, rest)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
-                    format!("==PID=={rest}\n")
-                }
-                _ => format!("{l}\n"),
-            },
-        )
-        .collect()
+/// A sandbox running `proftrust`, comparing with this crate's expected files.
+fn sandbox() -> Sandbox {
+    Sandbox::new(BIN, &golden_dir())
 }
 
 #[test]
 fn simulate() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "simulate",
         &[
@@ -247,7 +87,7 @@ fn calibrate() {
     if !need("golden calibrate", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "calibrate",
         &[
@@ -285,7 +125,7 @@ fn calibrate() {
 
 #[test]
 fn analyze() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "analyze",
         &[
@@ -323,14 +163,14 @@ fn analyze() {
 
 #[test]
 fn read() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "read",
         &[
-            &["read", "tiny.ptsamp"],
+            &["read", "tiny.ptsamp", "--symfs", "root"],
             &["read", "tiny.ptsamp", "--binary", "tiny", "--top", "5"],
-            &["read", "tiny.lbr.ptsamp", "--top", "5"],
-            &["read", "tiny.ptexact"],
+            &["read", "tiny.lbr.ptsamp", "--symfs", "root", "--top", "5"],
+            &["read", "tiny.ptexact", "--symfs", "root"],
             &["read", "tiny.perf.data", "--binary", "tiny"],
             &["read", "tiny.perf-script", "--binary", "tiny"],
             &["read", "tiny.callgrind", "--binary", "tiny"],
@@ -340,7 +180,7 @@ fn read() {
         "read-script",
         &[
             &["read", "tiny.ptexact", "--script"],
-            &["read", "tiny.perf.data", "--script"],
+            &["read", "tiny.perf.data", "--script", "--symfs", "root"],
         ],
     );
     for (name, file) in [
@@ -356,83 +196,8 @@ fn read() {
 }
 
 #[test]
-fn fleet() {
-    let s = Sandbox::new();
-    // A store of four "hosts" from the committed fixtures: two virtual-PMU files (events
-    // instructions:vpmu and cycles:vpmu) and the perf.data and its perf script (cpu-clock:u).
-    // The ingest's own output names recording ids and times, so it is not compared.
-    for (host, labels, file) in [
-        ("a", "build=A", "tiny.ptsamp"),
-        ("b", "build=B", "tiny.lbr.ptsamp"),
-        ("c", "build=B", "tiny.perf.data"),
-        ("d", "build=A", "tiny.perf-script"),
-    ] {
-        let t = s.run(&[
-            "fleet", "ingest", "--host", host, "--labels", labels, "--out", "store", file,
-        ]);
-        assert!(t.ends_with("--- exit 0\n"), "{t}");
-    }
-    s.check(
-        "fleet",
-        &[
-            &["fleet", "report", "store"],
-            &[
-                "fleet",
-                "report",
-                "store",
-                "--event",
-                "cpu-clock:u",
-                "--level",
-                "line",
-            ],
-            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=B"],
-        ],
-    );
-    s.check_json("fleet-report", &["fleet", "report", "store", "--json"]);
-    s.check_json(
-        "fleet-diff",
-        &[
-            "fleet", "diff", "store", "--a", "build=A", "--b", "build=B", "--json",
-        ],
-    );
-    std::fs::create_dir(s.path("empty")).unwrap();
-    s.check(
-        "fleet-errors",
-        &[
-            &["fleet", "report", "missing"],
-            &["fleet", "report", "empty"],
-            &["fleet", "report", "store", "--event", "nope"],
-            &["fleet", "diff", "store", "--a", "build=A", "--b", "team=x"],
-            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=Z"],
-            &["fleet", "report", "store", "--engine", "spark://h:1"],
-            &[
-                "fleet",
-                "ingest",
-                "--host",
-                "a/b",
-                "--out",
-                "store",
-                "tiny.ptsamp",
-            ],
-            &[
-                "fleet",
-                "ingest",
-                "--host",
-                "e",
-                "--labels",
-                "build",
-                "--out",
-                "store",
-                "tiny.ptsamp",
-            ],
-            &["fleet", "ingest", "--host", "e", "--out", "store", "tiny.c"],
-        ],
-    );
-}
-
-#[test]
 fn inspect() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "inspect",
         &[
@@ -465,7 +230,7 @@ fn audit_args<'a>(samples: &'a str, truth: &'a str, extra: &[&'a str]) -> Vec<&'
 
 #[test]
 fn audit() {
-    let s = Sandbox::new();
+    let s = sandbox();
     let (samp, exact) = ("tiny.ptsamp", "tiny.ptexact");
     s.check(
         "audit",
@@ -505,7 +270,7 @@ fn audit() {
 /// few to judge, a warning names the minimum and the fix, and no row is marked `!`.
 #[test]
 fn audit_few_samples() {
-    let s = Sandbox::new();
+    let s = sandbox();
     let script = std::fs::read_to_string(s.path("tiny.perf-script")).unwrap();
     // The fixture's addresses are link-time offsets (`1080`); perf script prints this
     // non-PIE program's runtime addresses (`401080`), which is what the reader maps.
@@ -548,7 +313,7 @@ fn audit_few_samples() {
 
 #[test]
 fn correct() {
-    let s = Sandbox::new();
+    let s = sandbox();
     let base = [
         "correct",
         "--samples",
@@ -584,7 +349,7 @@ fn truth() {
     if !need("golden truth", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     let mut text = s.run(&["truth", "-o", "out.ptexact", "--", "./tiny"]);
     text.push('\n');
     text.push_str(&s.run(&["read", "out.ptexact"]));
@@ -613,7 +378,7 @@ fn vpmu() {
     if !need("golden vpmu", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "vpmu",
         &[
@@ -653,7 +418,7 @@ fn vpmu_modes() {
     if !need("golden vpmu modes", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "vpmu-modes",
         &[
@@ -715,7 +480,7 @@ fn paths() {
     if !need("golden paths", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "paths",
         &[
@@ -740,7 +505,7 @@ fn cct() {
     if !need("golden cct", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     let mut text = s.run(&["cct", "--folded", "exact.folded", "--", "./tiny"]);
     text.push_str(&s.file("exact.folded"));
     text.push('\n');
@@ -773,7 +538,7 @@ fn vpp() {
     if !need("golden vpp", &["qemu-x86_64"]) {
         return;
     }
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "vpp",
         &[
@@ -809,7 +574,7 @@ fn vpp() {
 /// (and of `read`'s summary of what it wrote) is golden, every number masked.
 #[test]
 fn record() {
-    let s = Sandbox::new();
+    let s = sandbox();
     let digits = |t: &str| -> String {
         let mut out = String::new();
         let mut in_num = false;
@@ -859,7 +624,7 @@ fn record() {
 
 #[test]
 fn check() {
-    let s = Sandbox::new();
+    let s = sandbox();
     s.check(
         "check",
         &[

@@ -531,20 +531,18 @@ tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
 }
 
 /// The golden fixtures' perf.data (`perf record` of `tiny` in /tmp/proftrust-golden) and
-/// exact counts, with the binary at its recorded path (as the golden test lays it).
-fn golden_perf_fixture(dir: &Path) -> (PathBuf, PathBuf) {
+/// exact counts copied into `dir`, and a `--symfs` root in `dir` holding the binary at its
+/// recorded path (the test's own copy: nothing is put at the recorded path itself).
+fn golden_perf_fixture(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures");
-    let recorded = Path::new("/tmp/proftrust-golden/tiny");
-    if !recorded.exists() {
-        let tmp = recorded.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::create_dir_all(recorded.parent().unwrap()).unwrap();
-        std::fs::copy(fx.join("tiny"), &tmp).unwrap();
-        _ = std::fs::rename(&tmp, recorded);
-    }
+    let root = dir.join("root");
+    let under = root.join("tmp/proftrust-golden/tiny");
+    std::fs::create_dir_all(under.parent().unwrap()).unwrap();
+    std::fs::copy(fx.join("tiny"), &under).unwrap();
     let (pd, ex) = (dir.join("tiny.perf.data"), dir.join("tiny.ptexact"));
     std::fs::copy(fx.join("tiny.perf.data"), &pd).unwrap();
     std::fs::copy(fx.join("tiny.ptexact"), &ex).unwrap();
-    (pd, ex)
+    (pd, ex, root)
 }
 
 /// `read --script` prints the comm perf script prints (the program's name from its COMM
@@ -557,7 +555,7 @@ fn read_script_comm_is_perf_scripts() {
         return skip_test(t, "perf not installed");
     }
     let dir = tempfile::tempdir().unwrap();
-    let (pd, _) = golden_perf_fixture(dir.path());
+    let (pd, _, root) = golden_perf_fixture(dir.path());
     let comms = |out: &[u8]| -> Vec<String> {
         String::from_utf8_lossy(out)
             .lines()
@@ -568,6 +566,8 @@ fn read_script_comm_is_perf_scripts() {
     let ours = Command::new(env!("CARGO_BIN_EXE_proftrust"))
         .args(["read", "--script"])
         .arg(&pd)
+        .arg("--symfs")
+        .arg(&root)
         .output()
         .unwrap();
     assert!(
@@ -590,24 +590,30 @@ fn read_script_comm_is_perf_scripts() {
 }
 
 /// `audit --samples perf.data --truth FILE` without `--binary` audits the program perf
-/// recorded (`tiny`), not perf itself (whose command line perf.data stores).
+/// recorded (`tiny`, found under `--symfs`), not perf itself (whose command line perf.data
+/// stores).
 #[test]
 fn audit_of_perf_data_defaults_to_the_recorded_program() {
     let dir = tempfile::tempdir().unwrap();
-    let (pd, ex) = golden_perf_fixture(dir.path());
+    let (pd, ex, root) = golden_perf_fixture(dir.path());
     let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
         .args(["audit", "--json", "--samples"])
         .arg(&pd)
         .arg("--truth")
         .arg(&ex)
+        .arg("--symfs")
+        .arg(&root)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("nothing from perf"), "{err}");
     let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The recorded program, found under --symfs (perf's rule: ROOT/RECORDED_PATH).
+    let audited = j["config"]["binary"].as_str().unwrap();
     assert_eq!(
-        j["config"]["binary"], "/tmp/proftrust-golden/tiny",
+        Path::new(audited),
+        root.join("tmp/proftrust-golden/tiny"),
         "{}",
         j["config"]
     );

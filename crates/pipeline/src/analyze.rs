@@ -45,7 +45,7 @@ impl Default for GranularityRunOptions {
 
 /// Reads the samples and analyses their granularity per module and per function.
 pub fn granularity(a: &GranularityRunOptions, events: &dyn Events) -> Result<GranularityAnalysis> {
-    let (set, format) = read_set(&a.file, events)?;
+    let (set, format) = read_set(&a.file, &a.binaries, events)?;
     let second = match a.second_event {
         Some(e) => Some(e),
         None => (set.events.len() >= 2).then_some(if a.base_event == 0 { 1 } else { 0 }),
@@ -88,7 +88,7 @@ pub fn granularity(a: &GranularityRunOptions, events: &dyn Events) -> Result<Gra
 
 /// The samples of `path` and their format: perf.data or a proftrust sample file (the
 /// formats with time stamps the analysis needs).
-fn read_set(path: &Path, events: &dyn Events) -> Result<(SampleSet, Format)> {
+fn read_set(path: &Path, binaries: &[PathBuf], events: &dyn Events) -> Result<(SampleSet, Format)> {
     let format = match crate::load::format_of(path)? {
         Some(f @ (Format::PerfData | Format::NativeSamples)) => f,
         Some(f) => bail!(
@@ -102,7 +102,9 @@ fn read_set(path: &Path, events: &dyn Events) -> Result<(SampleSet, Format)> {
             path.display()
         ),
     };
-    let set = crate::load::samples(path, &[], events)?;
+    // The binaries matter to the reading too: a non-PIE executable's samples are mapped to
+    // module-relative addresses through its segments.
+    let set = crate::load::samples(path, binaries, events)?;
     Ok((set, format))
 }
 

@@ -283,7 +283,8 @@ pub fn execute_with_data(
 
     // The scope: --binary, else the profiled program, else the module with most samples.
     let bin_paths = if args.binaries.is_empty() {
-        vec![default_binary(&samples, &command)?]
+        let locator = load::locator(&[], args.symfs.as_deref());
+        vec![default_binary(&samples, &command, &locator)?]
     } else {
         args.binaries.clone()
     };
@@ -1192,16 +1193,27 @@ pub(crate) fn recorded_program(samples: &SampleSet, command: &[String]) -> Optio
 }
 
 /// The binary to audit when `--binary` is not given: the recorded program (for perf.data,
-/// the program perf ran, not perf), else the readable module with the most samples.
-fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
+/// the program perf ran, not perf), else the readable module with the most samples; a
+/// module's binary is found as everywhere else (`locator`: `--symfs`, build-id caches, the
+/// recorded path).
+fn default_binary(
+    samples: &SampleSet,
+    command: &[String],
+    locator: &proftrust_binary::BinaryLocator,
+) -> Result<PathBuf> {
+    let found = |m: &proftrust_model::Module| -> Option<PathBuf> {
+        if m.path.starts_with('[') {
+            return None;
+        }
+        let l = locator.locate(&m.path, m.build_id.as_ref());
+        l.binary.map(|b| b.path().to_path_buf())
+    };
     if let Some(p) = recorded_program(samples, command) {
         let p = &p;
         let name = p.rsplit('/').next().unwrap_or(p);
         if let Some(i) = samples.modules.find_by_file_name(name) {
-            if let Some(m) = samples.modules.get(i) {
-                if Path::new(&m.path).exists() {
-                    return Ok(PathBuf::from(&m.path));
-                }
+            if let Some(found) = samples.modules.get(i).and_then(found) {
+                return Ok(found);
             }
         }
         if Path::new(p).exists() {
@@ -1216,22 +1228,16 @@ fn default_binary(samples: &SampleSet, command: &[String]) -> Result<PathBuf> {
     }
     let best = per
         .iter()
-        .filter(|(m, _)| {
-            samples
-                .modules
-                .get(proftrust_model::ModuleIdx(**m))
-                .map(|x| !x.path.starts_with('[') && Path::new(&x.path).exists())
-                .unwrap_or(false)
-        })
-        .max_by_key(|(_, c)| **c);
-    match best {
-        Some((m, _)) => Ok(PathBuf::from(
-            &samples
+        .filter_map(|(m, c)| {
+            let path = samples
                 .modules
                 .get(proftrust_model::ModuleIdx(*m))
-                .map(|x| x.path.clone())
-                .unwrap_or_default(),
-        )),
+                .and_then(found)?;
+            Some((path, *c))
+        })
+        .max_by_key(|(_, c)| *c);
+    match best {
+        Some((path, _)) => Ok(path),
         None => bail!("cannot tell which binary to audit: the samples name no module found on this machine; pass --binary PATH (the program that was recorded)"),
     }
 }

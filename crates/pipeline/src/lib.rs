@@ -31,8 +31,9 @@
 //! * [`export`] — a profile into the tools users already use (pprof, Firefox Profiler,
 //!   speedscope, folded stacks, flame graphs, LLVM sample profiles, annotated source): the
 //!   `export` command and the `--export` of `audit` and `correct`.
-//! * [`fleet`] — many hosts' profiles in a Parquet store; fleet shares with cluster-robust
-//!   intervals, host deviations and label diffs as query plans on Apache DataFusion.
+//! * fleet (many hosts' profiles in a Parquet store, on Apache DataFusion) is not here: it
+//!   is the `proftrust-fleet` binary (`crates/fleet-cli`), built on its own so that this
+//!   crate and the `proftrust` binary do not pull the query engine.
 //! * [`load`] — the one place sample files and exact-count files are read, any format.
 //! * [`program`] — finding programs on `PATH`, tool versions.
 //! * [`trace`] — a program traced under QEMU with a timing model (paths, cct, vpp).
@@ -74,7 +75,6 @@ pub mod correct;
 mod error;
 mod events;
 pub mod export;
-pub mod fleet;
 pub mod inspect;
 pub mod load;
 pub mod paths;

@@ -6,7 +6,6 @@ pub mod cct;
 pub mod check;
 pub mod correct;
 pub mod export;
-pub mod fleet;
 pub mod inspect;
 pub mod paths;
 pub mod read;

@@ -1,5 +1,7 @@
-//! `proftrust fleet`: many hosts' profiles in a Parquet store, fleet statistics as query
-//! plans on Apache DataFusion (docs/fleet.md).
+//! `proftrust-fleet`, run as `proftrust fleet`: many hosts' profiles in a Parquet store,
+//! fleet statistics as query plans on Apache DataFusion (docs/fleet.md). Built on its own
+//! (`cargo build --release -p proftrust-fleet-cli`) so that the `proftrust` binary and the
+//! library crates do not pull the query engine; `proftrust fleet ARGS…` execs this binary.
 //!
 //! Contract (kept stable):
 //!
@@ -10,14 +12,30 @@
 //!   `ci_low`, `ci_high`);
 //! * `proftrust fleet diff DIR --a k=v --b k=v [--json]`.
 
-use crate::util;
-use proftrust_pipeline::fleet::{DiffOptions, Engine, IngestOptions, Level, ReportOptions, Rows};
+mod jobs;
+
+use clap::Parser;
+use jobs::{DiffOptions, Engine, IngestOptions, Level, ReportOptions, Rows};
+use proftrust_cli::{args, output, util};
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Arguments of `proftrust fleet`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
+/// Many hosts' profiles in a Parquet store: fleet shares with intervals, host deviations,
+/// label diffs (DataFusion embedded, or a Ballista cluster).
+#[derive(Debug, Parser)]
+#[command(
+    name = "proftrust fleet",
+    bin_name = "proftrust fleet",
+    version,
+    propagate_version = true
+)]
+struct Args {
+    /// More detail on stderr (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// No progress bars or notes on stderr; errors are still printed.
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Sub,
 }
@@ -66,10 +84,10 @@ struct ExecutorArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
     bind: std::net::SocketAddr,
     /// Port of this executor's gRPC service (tasks).
-    #[arg(long, value_name = "PORT", default_value_t = 50052, value_parser = crate::args::int::<u16>(1, 65535))]
+    #[arg(long, value_name = "PORT", default_value_t = 50052, value_parser = args::int::<u16>(1, 65535))]
     grpc_port: u16,
     /// Tasks run at once.
-    #[arg(long, default_value_t = 1, value_parser = crate::args::int::<usize>(1, 1024))]
+    #[arg(long, default_value_t = 1, value_parser = args::int::<usize>(1, 1024))]
     concurrency: usize,
 }
 
@@ -82,16 +100,16 @@ struct SynthArgs {
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Hosts.
-    #[arg(long, default_value_t = 10, value_parser = crate::args::int::<u64>(1, 1_000_000))]
+    #[arg(long, default_value_t = 10, value_parser = args::int::<u64>(1, 1_000_000))]
     hosts: u64,
     /// Samples over all hosts.
-    #[arg(long, default_value_t = 100_000, value_parser = crate::args::int::<u64>(1, 10_000_000_000))]
+    #[arg(long, default_value_t = 100_000, value_parser = args::int::<u64>(1, 10_000_000_000))]
     samples: u64,
     /// Functions sampled.
-    #[arg(long, default_value_t = 40, value_parser = crate::args::int::<usize>(1, 100_000))]
+    #[arg(long, default_value_t = 40, value_parser = args::int::<usize>(1, 100_000))]
     functions: usize,
     #[command(flatten)]
-    seed: crate::args::Seed,
+    seed: args::Seed,
 }
 
 /// `--rows` values.
@@ -177,7 +195,7 @@ struct ReportArgs {
     #[command(flatten)]
     common: Common,
     /// Rows of the text table, and functions tested per host and given precision rows.
-    #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(1, 1_000_000))]
+    #[arg(long, default_value_t = 20, value_parser = args::int::<usize>(1, 1_000_000))]
     top: usize,
     /// Also write a self-contained HTML page (shares with intervals, per-host spread).
     #[arg(long, value_name = "FILE")]
@@ -195,21 +213,30 @@ struct DiffArgs {
     #[arg(long, value_name = "K=V")]
     b: String,
     /// Rows of the text table.
-    #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(1, 1_000_000))]
+    #[arg(long, default_value_t = 20, value_parser = args::int::<usize>(1, 1_000_000))]
     top: usize,
 }
 
-/// Runs `proftrust fleet`.
-pub fn run(a: Args) -> anyhow::Result<()> {
+fn main() {
+    proftrust_cli::pipe::install();
+    let a = Args::parse();
+    util::set_verbosity(a.verbose, a.quiet);
+    if let Err(e) = run(a) {
+        util::print_error(&e);
+        std::process::exit(2);
+    }
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
     match a.command {
         Sub::Ingest(a) => ingest(a),
         Sub::Report(a) => report(a),
         Sub::Diff(a) => diff(a),
         Sub::Synth(a) => synth(a),
         #[cfg(feature = "ballista")]
-        Sub::Scheduler(a) => Ok(proftrust_pipeline::fleet::run_scheduler(a.bind)?),
+        Sub::Scheduler(a) => Ok(jobs::run_scheduler(a.bind)?),
         #[cfg(feature = "ballista")]
-        Sub::Executor(a) => Ok(proftrust_pipeline::fleet::run_executor(
+        Sub::Executor(a) => Ok(jobs::run_executor(
             a.scheduler,
             a.bind,
             a.grpc_port,
@@ -219,7 +246,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 fn synth(a: SynthArgs) -> anyhow::Result<()> {
-    let o = proftrust_pipeline::fleet::SynthOptions {
+    let o = jobs::SynthOptions {
         binary: a.binary,
         out: a.out,
         hosts: a.hosts,
@@ -229,7 +256,7 @@ fn synth(a: SynthArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     util::note(format!("seed {}", o.seed));
-    let s = proftrust_pipeline::fleet::synthesize(&o)?;
+    let s = jobs::synthesize(&o)?;
     println!(
         "wrote {} samples in {} files to {} (seed {})",
         s.samples,
@@ -253,14 +280,14 @@ fn ingest(a: IngestArgs) -> anyhow::Result<()> {
         binaries: a.binaries,
         symfs: a.symfs,
     };
-    let summary = proftrust_pipeline::fleet::ingest(&o, &util::Ui)?;
+    let summary = jobs::ingest(&o, &util::Ui)?;
     let mut out = std::io::stdout().lock();
     out.write_all(summary.render_text().as_bytes())?;
     Ok(())
 }
 
 fn report(a: ReportArgs) -> anyhow::Result<()> {
-    crate::output::check_opt(a.html.as_ref()).map_err(|e| e.context("--html"))?;
+    output::check_opt(a.html.as_ref()).map_err(|e| e.context("--html"))?;
     let o = ReportOptions {
         store: a.common.store,
         engine: a.common.engine,
@@ -269,10 +296,10 @@ fn report(a: ReportArgs) -> anyhow::Result<()> {
         top: a.top,
         ..ReportOptions::default()
     };
-    let (report, host_shares) = proftrust_pipeline::fleet::report(&o, &util::Ui)?;
+    let (report, host_shares) = jobs::report(&o, &util::Ui)?;
     if let Some(h) = &a.html {
         let html = report.render_html_with_hosts(a.top, &host_shares);
-        crate::output::write(h, |w| {
+        output::write(h, |w| {
             w.write_all(html.as_bytes())?;
             Ok(())
         })?;
@@ -302,7 +329,7 @@ fn diff(a: DiffArgs) -> anyhow::Result<()> {
         b: a.b,
         ..DiffOptions::default()
     };
-    let report = proftrust_pipeline::fleet::diff(&o, &util::Ui)?;
+    let report = jobs::diff(&o, &util::Ui)?;
     let mut out = std::io::stdout().lock();
     if a.common.json {
         out.write_all(report.to_json()?.as_bytes())?;

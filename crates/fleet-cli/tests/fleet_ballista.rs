@@ -1,15 +1,16 @@
 //! `fleet report --engine ballista://...` on a real local Apache Ballista cluster (a
 //! scheduler and two executors on 127.0.0.1, free ports, started here and killed on drop)
-//! gives the same report as the embedded engine on the same store. Needs proftrust built
-//! with the `ballista` feature (`cargo test --release -p proftrust --features ballista
-//! --test fleet_ballista`); skipped loudly otherwise or when the cluster cannot start.
+//! gives the same report as the embedded engine on the same store. Needs the fleet binary built
+//! with the `ballista` feature (`cargo test --release -p proftrust-fleet-cli --features
+//! ballista --test fleet_ballista`); skipped loudly otherwise or when the cluster cannot start.
 
 use proftrust_testkit::skip;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+/// The fleet binary itself (`proftrust fleet ARGS` execs it with ARGS).
+const BIN: &str = env!("CARGO_BIN_EXE_proftrust-fleet");
 
 /// Child processes killed (and reaped) when dropped.
 struct Cluster(Vec<Child>);
@@ -43,7 +44,7 @@ fn listening(port: u16, within: Duration) -> bool {
 
 fn report(store: &Path, engine: &str) -> serde_json::Value {
     let out = Command::new(BIN)
-        .args(["fleet", "report", store.to_str().unwrap(), "--json"])
+        .args(["report", store.to_str().unwrap(), "--json"])
         .args(["--engine", engine])
         .output()
         .expect("run proftrust");
@@ -60,16 +61,16 @@ fn report(store: &Path, engine: &str) -> serde_json::Value {
 #[test]
 fn ballista_cluster_gives_the_embedded_report() {
     if !cfg!(feature = "ballista") {
-        skip!("proftrust built without the `ballista` feature (cargo test --features ballista)");
+        skip!("proftrust-fleet built without the `ballista` feature (cargo test -p proftrust-fleet-cli --features ballista)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     // A synthetic fleet of 12 hosts in the committed golden binary's functions.
-    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures/tiny");
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/golden/fixtures/tiny");
     let profiles = dir.path().join("profiles");
     let synth = Command::new(BIN)
-        .args(["-q", "fleet", "synth", "--binary", tiny.to_str().unwrap()])
+        .args(["-q", "synth", "--binary", tiny.to_str().unwrap()])
         .args(["--out", profiles.to_str().unwrap(), "--hosts", "12"])
         .args(["--samples", "60000", "--functions", "8", "--seed", "3"])
         .output()
@@ -82,7 +83,7 @@ fn ballista_cluster_gives_the_embedded_report() {
     for i in 0..12 {
         let f = profiles.join(format!("host-{i:04}.ptsamp"));
         let st = Command::new(BIN)
-            .args(["-q", "fleet", "ingest", "--host", &format!("h{i}")])
+            .args(["-q", "ingest", "--host", &format!("h{i}")])
             .args(["--labels", if i % 2 == 0 { "build=A" } else { "build=B" }])
             .args(["--out", store.to_str().unwrap(), f.to_str().unwrap()])
             .status()
@@ -101,7 +102,6 @@ fn ballista_cluster_gives_the_embedded_report() {
     };
     let mut cluster = Cluster(Vec::new());
     match spawn(&[
-        "fleet".into(),
         "scheduler".into(),
         "--bind".into(),
         format!("127.0.0.1:{sched}"),
@@ -119,7 +119,6 @@ fn ballista_cluster_gives_the_embedded_report() {
     for _ in 0..2 {
         let (flight, grpc) = (free_port(), free_port());
         match spawn(&[
-            "fleet".into(),
             "executor".into(),
             "--scheduler".into(),
             format!("127.0.0.1:{sched}"),

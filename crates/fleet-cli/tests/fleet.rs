@@ -8,17 +8,31 @@
 use proftrust_fleet::datafusion::arrow::array::AsArray;
 use proftrust_fleet::datafusion::arrow::datatypes::UInt64Type;
 use proftrust_fleet::datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use proftrust_testkit::need;
+#[path = "../../cli/tests/golden/sandbox.rs"]
+mod sandbox;
+
+use proftrust_testkit::{need, skip};
+use sandbox::Sandbox;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
+/// `proftrust` beside this crate's `proftrust-fleet` (cargo puts both in one target directory:
+/// `cargo build --release --workspace`, or `cargo build --release` then `-p
+/// proftrust-fleet-cli`); the tests run `proftrust fleet …`, which execs the fleet binary
+/// beside it, as users do. `None` (the test skips loudly) when it is not built.
+fn proftrust_bin() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_BIN_EXE_proftrust-fleet")).with_file_name("proftrust");
+    p.exists().then_some(p)
+}
+
+const NOT_BUILT: &str =
+    "proftrust is not built beside proftrust-fleet (cargo build --release -p proftrust)";
 
 fn proftrust(args: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(proftrust_bin().expect(NOT_BUILT))
         .args(args)
         .output()
         .expect("run proftrust")
@@ -380,5 +394,90 @@ fn bad_stores_and_flags() {
     assert!(
         !store.join("samples").exists(),
         "a failed ingest wrote samples"
+    );
+}
+
+/// The fleet commands' text and JSON on the golden fixtures (docs/testing.md), byte for byte
+/// against `tests/golden/expected/` (re-blessed with `PROFTRUST_BLESS=1`).
+#[test]
+fn golden_fleet() {
+    let Some(bin) = proftrust_bin() else {
+        skip!("golden_fleet: {NOT_BUILT}");
+        return;
+    };
+    let s = Sandbox::new(
+        bin.to_str().unwrap(),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+    );
+    // A store of four "hosts" from the committed fixtures: two virtual-PMU files (events
+    // instructions:vpmu and cycles:vpmu) and the perf.data and its perf script (cpu-clock:u).
+    // The ingest's own output names recording ids and times, so it is not compared.
+    for (host, labels, file) in [
+        ("a", "build=A", "tiny.ptsamp"),
+        ("b", "build=B", "tiny.lbr.ptsamp"),
+        ("c", "build=B", "tiny.perf.data"),
+        ("d", "build=A", "tiny.perf-script"),
+    ] {
+        let t = s.run(&[
+            "fleet", "ingest", "--host", host, "--labels", labels, "--binary", "tiny", "--out",
+            "store", file,
+        ]);
+        assert!(t.ends_with("--- exit 0\n"), "{t}");
+    }
+    s.check(
+        "fleet",
+        &[
+            &["fleet", "report", "store"],
+            &[
+                "fleet",
+                "report",
+                "store",
+                "--event",
+                "cpu-clock:u",
+                "--level",
+                "line",
+            ],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=B"],
+        ],
+    );
+    s.check_json("fleet-report", &["fleet", "report", "store", "--json"]);
+    s.check_json(
+        "fleet-diff",
+        &[
+            "fleet", "diff", "store", "--a", "build=A", "--b", "build=B", "--json",
+        ],
+    );
+    std::fs::create_dir(s.path("empty")).unwrap();
+    s.check(
+        "fleet-errors",
+        &[
+            &["fleet", "report", "missing"],
+            &["fleet", "report", "empty"],
+            &["fleet", "report", "store", "--event", "nope"],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "team=x"],
+            &["fleet", "diff", "store", "--a", "build=A", "--b", "build=Z"],
+            &["fleet", "report", "store", "--engine", "spark://h:1"],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "a/b",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
+            &[
+                "fleet",
+                "ingest",
+                "--host",
+                "e",
+                "--labels",
+                "build",
+                "--out",
+                "store",
+                "tiny.ptsamp",
+            ],
+            &["fleet", "ingest", "--host", "e", "--out", "store", "tiny.c"],
+        ],
     );
 }

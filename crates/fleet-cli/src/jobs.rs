@@ -1,4 +1,5 @@
-//! `fleet`: the profiles of many hosts in a Parquet store, and fleet statistics over them run
+//! The fleet jobs (moved here from `proftrust-pipeline`, which no longer pulls the engine):
+//! the profiles of many hosts in a Parquet store, and fleet statistics over them run
 //! as query plans on Apache DataFusion (embedded) or an Apache Ballista cluster
 //! (`proftrust_fleet`, docs/fleet.md).
 //!
@@ -9,11 +10,10 @@
 //! The fleet crate's API is async; these functions build a tokio runtime (2 worker
 //! threads) and block on it, so callers stay synchronous like every other command.
 
-use crate::error::{Context, Error, Result};
-use crate::{load, Events};
 use proftrust_fleet::ingest::{self as fi, IngestSpec, KnownSymbols};
 use proftrust_fleet::query::Selector;
 use proftrust_fleet::report::{DiffSpec, ReportSpec};
+use proftrust_pipeline::{load, Context, Error, Events, Result};
 
 pub use proftrust_fleet::ingest::Rows;
 pub use proftrust_fleet::{Engine, Level};
@@ -339,7 +339,7 @@ pub struct SynthOptions {
     /// Spread of the host effect: each host's weight of a function is the fleet weight
     /// times `exp(sigma·Z)`, Z standard normal (default: 0.3; 0: every host alike).
     pub sigma: f64,
-    /// Seed (default: [`crate::DEFAULT_SEED`]).
+    /// Seed (default: [`proftrust_pipeline::DEFAULT_SEED`]).
     pub seed: u64,
 }
 
@@ -352,7 +352,7 @@ impl Default for SynthOptions {
             samples: 100_000,
             functions: 40,
             sigma: 0.3,
-            seed: crate::DEFAULT_SEED,
+            seed: proftrust_pipeline::DEFAULT_SEED,
         }
     }
 }

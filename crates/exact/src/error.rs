@@ -82,6 +82,19 @@ pub enum ExactError {
     /// An option is not supported.
     #[error("unsupported option: {0}")]
     Unsupported(String),
+    /// The kernel would not run the program (`execve` fails): an empty or text file, a
+    /// `#!` interpreter that is missing, too many `#!` levels.
+    #[error("cannot run the program: {0}")]
+    Exec(#[from] proftrust_supervise::exec::ExecError),
+    /// A variable of the environment names a file that is not there (it is not silently
+    /// replaced by the default).
+    #[error("${var}={}: no such file (unset {var} to use the default, or point it at the file)", path.display())]
+    EnvPath {
+        /// The variable.
+        var: String,
+        /// The path it gives.
+        path: PathBuf,
+    },
 }
 
 impl ExactError {

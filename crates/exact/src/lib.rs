@@ -38,6 +38,7 @@ pub mod protocol;
 mod qemu;
 mod run;
 mod sys;
+mod tree;
 
 pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;

@@ -30,7 +30,7 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
-    Sample, SampleSet, SamplingConfig, ThreadName,
+    Sample, SampleSet, SamplingConfig, ThreadName, ThreadStart,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -972,6 +972,7 @@ pub fn read_perf_data_with(
     let mut unknown = UnknownRecords::default();
     let mut health = HealthSeen::default();
     let mut threads: Vec<ThreadName> = Vec::new();
+    let mut forks: Vec<ThreadStart> = Vec::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -1195,6 +1196,13 @@ pub fn read_perf_data_with(
                 );
             }
             EventRecord::Fork(f) if f.pid != f.ppid => {
+                forks.push(ThreadStart {
+                    pid: f.pid as u32,
+                    tid: f.tid as u32,
+                    ppid: f.ppid as u32,
+                    ptid: f.ptid as u32,
+                    time: record.timestamp().unwrap_or(0),
+                });
                 if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
                     mapper.by_pid.insert(f.pid, v);
                 }
@@ -1252,6 +1260,7 @@ pub fn read_perf_data_with(
             outcome: None,
             health: health.finish(),
             threads,
+            forks,
         },
         notes,
     ))

@@ -748,6 +748,8 @@ pub fn read_perf_script(
             // enabled/running times: the health is unknown.
             health: RecordingHealth::default(),
             threads,
+            // perf script prints no fork records.
+            forks: Vec::new(),
         },
         r.notes,
     ))

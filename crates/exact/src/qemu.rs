@@ -883,7 +883,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     let plan = r.plan.clone();
     let pid = r.pid;
     let resolver = r.resolver.clone();
-    let root = started_image_profile(r)?;
+    let followed_exec = o.follow && notes.exec.as_ref().is_some_and(|e| e.image.is_some());
+    let root = started_image_profile(r, followed_exec)?;
     if !o.follow {
         return Ok(root);
     }
@@ -1053,8 +1054,9 @@ fn with_tree(
     out
 }
 
-/// The started image's profile (the whole run's without [`QemuOptions::follow`]).
-fn started_image_profile(r: QemuRun) -> Result<ExactProfile, ExactError> {
+/// The started image's profile (the whole run's without [`QemuOptions::follow`]);
+/// `followed_exec`: its `execve` was followed (the next image has the counts after it).
+fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile, ExactError> {
     let mut died = false;
     let snap = match r.snapshot {
         Some(s) => s,
@@ -1145,6 +1147,7 @@ fn started_image_profile(r: QemuRun) -> Result<ExactProfile, ExactError> {
         ));
     }
     match snap.reason {
+        SnapshotReason::Exec if followed_exec => {}
         SnapshotReason::Exec => detail
             .push_str("; the program called execve: counts stop there (new image not followed)"),
         SnapshotReason::Kill => detail.push_str("; counts written just before a self-SIGKILL"),

@@ -68,6 +68,7 @@
 
 pub mod analyze;
 pub mod audit;
+mod processes;
 pub mod calibrate;
 pub mod cct;
 pub mod check;

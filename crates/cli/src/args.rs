@@ -281,7 +281,6 @@ mod tests {
         }
     }
 
-
     /// Every parser against the values of the issue-20 campaign: each case is (parser,
     /// input, accepted?).
     #[test]

@@ -13,6 +13,7 @@ mod hardening;
 mod inspect;
 mod interrupt;
 mod paths;
+mod processes;
 mod read;
 mod record;
 mod seeds;

@@ -4,8 +4,8 @@ use crate::run::{self, StderrTail};
 use crate::{sys, ExactError};
 use proftrust_formats::callgrind::{self, ExactOptions};
 use proftrust_model::{ExactProcess, ExactProfile, ImageStart, RunOutcome};
-use std::collections::HashMap;
 use proftrust_supervise::StopSignal;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -236,7 +236,13 @@ fn split_log_line(line: &str) -> Option<(u32, char, &str)> {
     let rest = line.strip_prefix(mark)?;
     let end = rest.find(mark)?;
     let pid = rest[..end].parse().ok()?;
-    Some((pid, kind, rest[end + 2..].strip_prefix(' ').unwrap_or(&rest[end + 2..])))
+    Some((
+        pid,
+        kind,
+        rest[end + 2..]
+            .strip_prefix(' ')
+            .unwrap_or(&rest[end + 2..]),
+    ))
 }
 
 /// The load bias from `   svma 0x0000026380, avma 0x000486c380` (valgrind `-v -v`, the
@@ -333,7 +339,10 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     let log_reader = std::thread::spawn(move || {
         use std::io::BufRead;
         let mut log = ValgrindLog::default();
-        for line in std::io::BufReader::new(log_rd).split(b'\n').map_while(Result::ok) {
+        for line in std::io::BufReader::new(log_rd)
+            .split(b'\n')
+            .map_while(Result::ok)
+        {
             log.line(&String::from_utf8_lossy(&line));
         }
         log
@@ -398,7 +407,9 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
             }
             // The started program's file must read; another process's that does not is
             // listed as not counted.
-            Err(e) if proc.pid == pid && proc.parent.is_none() && proc.start == ImageStart::Root => {
+            Err(e)
+                if proc.pid == pid && proc.parent.is_none() && proc.start == ImageStart::Root =>
+            {
                 return Err(e)
             }
             Err(e) => {
@@ -413,13 +424,23 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         .next()
         .map(|p| p.backend_detail.clone())
         .unwrap_or_default();
-    let mut p = crate::tree::assemble(images.into_iter().map(|(p, _, _)| p).zip(profiles).collect());
+    let mut p = crate::tree::assemble(
+        images
+            .into_iter()
+            .map(|(p, _, _)| p)
+            .zip(profiles)
+            .collect(),
+    );
     p.backend = "callgrind".into();
     let mut detail = format!(
         "{}; --dump-instr=yes --collect-jumps=yes{}{}; {}",
         valgrind_version(&valgrind),
         if o.cache_sim { " --cache-sim=yes" } else { "" },
-        if o.branch_sim { " --branch-sim=yes" } else { "" },
+        if o.branch_sim {
+            " --branch-sim=yes"
+        } else {
+            ""
+        },
         if o.follow {
             "process tree followed (--trace-children=yes; an image left by execve is not counted)"
         } else {
@@ -431,7 +452,11 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         detail.push_str(&root_detail);
     }
     if p.processes.len() > 1 {
-        let counted = p.processes.iter().filter(|x| x.not_counted.is_none()).count();
+        let counted = p
+            .processes
+            .iter()
+            .filter(|x| x.not_counted.is_none())
+            .count();
         detail.push_str(&format!(
             "; {} process images, {counted} counted",
             p.processes.len()

@@ -4,8 +4,8 @@ use crate::protocol::{
     Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_LEVEL_POS, MEM_LONG,
     MEM_STORE, SHM_HEAD_WORDS,
 };
-use crate::tree::{self, ImageNotes};
 use crate::run::{self, Ended, StderrTail};
+use crate::tree::{self, ImageNotes};
 use crate::{sys, ExactError};
 use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
 use proftrust_supervise::StopSignal;
@@ -987,7 +987,10 @@ fn with_tree(
                 };
                 (notes, counts)
             }
-            Err(e) => (ImageNotes::default(), Err(format!("its stream is unreadable: {e}"))),
+            Err(e) => (
+                ImageNotes::default(),
+                Err(format!("its stream is unreadable: {e}")),
+            ),
         };
         resolvers.insert(id, resolver);
         decoded.push((notes, pid, counts));
@@ -1040,7 +1043,11 @@ fn with_tree(
         p.not_counted = l.not_counted;
         p.replaced = l.replaced;
     }
-    let counted = out.processes.iter().filter(|p| p.not_counted.is_none()).count();
+    let counted = out
+        .processes
+        .iter()
+        .filter(|p| p.not_counted.is_none())
+        .count();
     if out.processes.len() > 1 {
         out.backend_detail.push_str(&format!(
             "; {} process images, {counted} counted",

@@ -33,8 +33,11 @@ pub(crate) struct Listener {
     /// The abstract socket name given to the plugin (`follow=`).
     pub name: String,
     stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<Vec<JoinHandle<Stream>>>>,
+    acceptor: Option<JoinHandle<Vec<Reader>>>,
 }
+
+/// A connection and the thread reading it.
+type Reader = (std::os::unix::net::UnixStream, JoinHandle<Stream>);
 
 impl Listener {
     /// Binds a new abstract socket and starts accepting.
@@ -62,7 +65,9 @@ impl Listener {
                 match l.accept() {
                     Ok((c, _)) => {
                         let _ = c.set_nonblocking(false);
-                        readers.push(std::thread::spawn(move || read_stream(c)));
+                        if let Ok(handle) = c.try_clone() {
+                            readers.push((handle, std::thread::spawn(move || read_stream(c))));
+                        }
                         continue;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -86,7 +91,9 @@ impl Listener {
     }
 
     /// After the run (every process of it ended): the streams of every image that
-    /// connected, in the order they connected.
+    /// connected, in the order they connected. A connection still open
+    /// [`proftrust_supervise::TERM_GRACE`] later (a process that escaped the end of the run)
+    /// is shut down: its stream ends there.
     pub fn finish(mut self) -> Vec<Stream> {
         self.stop.store(true, Ordering::Release);
         let readers = self
@@ -94,7 +101,7 @@ impl Listener {
             .take()
             .and_then(|a| a.join().ok())
             .unwrap_or_default();
-        readers.into_iter().filter_map(|r| r.join().ok()).collect()
+        end_readers(readers)
     }
 }
 
@@ -102,11 +109,26 @@ impl Drop for Listener {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(a) = self.acceptor.take() {
-            for r in a.join().unwrap_or_default() {
-                let _ = r.join();
-            }
+            end_readers(a.join().unwrap_or_default());
         }
     }
+}
+
+/// Joins the readers, shutting down the connections still open after the grace period.
+fn end_readers(readers: Vec<Reader>) -> Vec<Stream> {
+    let deadline = std::time::Instant::now() + proftrust_supervise::TERM_GRACE;
+    while readers.iter().any(|(_, r)| !r.is_finished()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    readers
+        .into_iter()
+        .filter_map(|(c, r)| {
+            if !r.is_finished() {
+                let _ = c.shutdown(std::net::Shutdown::Both);
+            }
+            r.join().ok()
+        })
+        .collect()
 }
 
 /// Reads one connection to its end.
@@ -265,15 +287,14 @@ pub(crate) fn image_list(
             }
         }
     }
-    let mut order: Vec<&(ImageNotes, u32)> = others.iter().filter(|(n, _)| n.process.is_some()).collect();
+    let mut order: Vec<&(ImageNotes, u32)> =
+        others.iter().filter(|(n, _)| n.process.is_some()).collect();
     order.sort_by_key(|(n, _)| n.process.map_or(u32::MAX, |p| p.image));
     for (n, pid) in order {
         let Some(p) = n.process else { continue };
         let parent = images.iter().find(|i| Some(i.id) == p.parent);
         let (comm, path, argv) = match (p.start, exec_of.get(&p.image), parent) {
-            (ImageStart::Exec, Some((_, e)), _) => {
-                (e.comm.clone(), e.path.clone(), e.argv.clone())
-            }
+            (ImageStart::Exec, Some((_, e)), _) => (e.comm.clone(), e.path.clone(), e.argv.clone()),
             (_, _, Some(par)) => (
                 par.process.comm.clone(),
                 par.process.path.clone(),
@@ -346,11 +367,17 @@ pub(crate) fn image_list(
 /// in order (the `parent` indices of the listings point into this order): the counts are
 /// summed, each counted image keeps its own, and the backend fields come from the first
 /// counted image.
-pub(crate) fn assemble(list: Vec<(ExactProcess, Option<proftrust_model::ExactProfile>)>) -> proftrust_model::ExactProfile {
+pub(crate) fn assemble(
+    list: Vec<(ExactProcess, Option<proftrust_model::ExactProfile>)>,
+) -> proftrust_model::ExactProfile {
     let mut out = proftrust_model::ExactProfile::default();
     let listed: Vec<ExactProcess> = list.iter().map(|(p, _)| p.clone()).collect();
-    let mut first: Option<(String, String, Vec<String>, Option<proftrust_model::RunOutcome>)> =
-        None;
+    let mut first: Option<(
+        String,
+        String,
+        Vec<String>,
+        Option<proftrust_model::RunOutcome>,
+    )> = None;
     for (proc, prof) in list {
         match prof {
             Some(mut p) if proc.not_counted.is_none() => {

@@ -775,7 +775,13 @@ mod tests {
         assert_eq!(&buf[..8], EXACT2_MAGIC);
         let back = read_exact(&buf).unwrap();
         assert_eq!(back, a);
-        assert_eq!(back.process_instructions(1).iter().map(|i| i.count).sum::<u64>(), 11);
+        assert_eq!(
+            back.process_instructions(1)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            11
+        );
         // Cut inside the per-process records: corrupt, not silently short.
         assert!(read_exact(&buf[..buf.len() - 4]).is_err());
     }

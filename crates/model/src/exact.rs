@@ -206,7 +206,8 @@ impl ExactProfile {
                 count: ic.count,
             });
             if same_extra && !self.extra_cost_names.is_empty() {
-                self.extra_costs.push(other.extra_costs.get(k).cloned().unwrap_or_default());
+                self.extra_costs
+                    .push(other.extra_costs.get(k).cloned().unwrap_or_default());
             }
         }
         let base = self.processes.len();
@@ -232,11 +233,15 @@ impl ExactProfile {
         }
         let mut edges: std::collections::HashMap<(crate::Location, crate::Location), u64> =
             Default::default();
-        for e in self.edges.drain(..).chain(other.edges.iter().map(|e| EdgeCount {
-            from: mv(e.from),
-            to: mv(e.to),
-            count: e.count,
-        })) {
+        for e in self
+            .edges
+            .drain(..)
+            .chain(other.edges.iter().map(|e| EdgeCount {
+                from: mv(e.from),
+                to: mv(e.to),
+                count: e.count,
+            }))
+        {
             *edges.entry((e.from, e.to)).or_insert(0) += e.count;
         }
         self.edges = edges
@@ -246,11 +251,15 @@ impl ExactProfile {
         self.edges.sort_by_key(|e| (e.from, e.to));
         let mut calls: std::collections::HashMap<(crate::Location, crate::Location), u64> =
             Default::default();
-        for c in self.calls.drain(..).chain(other.calls.iter().map(|c| CallCount {
-            site: mv(c.site),
-            target: mv(c.target),
-            count: c.count,
-        })) {
+        for c in self
+            .calls
+            .drain(..)
+            .chain(other.calls.iter().map(|c| CallCount {
+                site: mv(c.site),
+                target: mv(c.target),
+                count: c.count,
+            }))
+        {
             *calls.entry((c.site, c.target)).or_insert(0) += c.count;
         }
         self.calls = calls
@@ -394,8 +403,20 @@ mod tests {
         assert_eq!(a.count_at(Location::new(libc_a, 0x20)), 5);
         assert_eq!(a.processes.len(), 2);
         assert_eq!(a.processes[1].pid, 2);
-        assert_eq!(a.process_instructions(0).iter().map(|i| i.count).sum::<u64>(), 3);
-        assert_eq!(a.process_instructions(1).iter().map(|i| i.count).sum::<u64>(), 9);
+        assert_eq!(
+            a.process_instructions(0)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            3
+        );
+        assert_eq!(
+            a.process_instructions(1)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            9
+        );
         a.keep_processes(&[1], "left out");
         assert_eq!(a.total_instructions, 9);
         assert_eq!(a.count_at(Location::new(prog, 0x10)), 4);

@@ -211,7 +211,8 @@ impl SampleSet {
 /// on its chain of parents from the top (perf's own process and its child before the exec
 /// of the command are not the program), else the top of the chain.
 pub fn program_root(images: &[SampledImage], counts: &[u64]) -> Option<usize> {
-    let busiest = (0..images.len()).max_by_key(|&i| (counts.get(i).copied().unwrap_or(0), std::cmp::Reverse(i)))?;
+    let busiest = (0..images.len())
+        .max_by_key(|&i| (counts.get(i).copied().unwrap_or(0), std::cmp::Reverse(i)))?;
     let mut chain = vec![busiest];
     let mut at = busiest;
     while let Some(p) = images[at].parent {
@@ -295,14 +296,25 @@ mod tests {
                 name(13, 310, "uniq", true),
                 name(12, 400, "renamed", false),
             ],
-            forks: vec![fork(11, 10, 50), fork(12, 11, 200), fork(13, 11, 210), ThreadStart {
-                pid: 12,
-                tid: 14,
-                ppid: 12,
-                ptid: 12,
-                time: 350,
-            }],
-            samples: vec![sample(11, 150), sample(12, 250), sample(12, 500), sample(13, 600), sample(12, 700)],
+            forks: vec![
+                fork(11, 10, 50),
+                fork(12, 11, 200),
+                fork(13, 11, 210),
+                ThreadStart {
+                    pid: 12,
+                    tid: 14,
+                    ppid: 12,
+                    ptid: 12,
+                    time: 350,
+                },
+            ],
+            samples: vec![
+                sample(11, 150),
+                sample(12, 250),
+                sample(12, 500),
+                sample(13, 600),
+                sample(12, 700),
+            ],
             ..Default::default()
         };
         let im = set.images();
@@ -350,7 +362,10 @@ mod tests {
         };
         let im = set.images();
         assert_eq!(im.len(), 2);
-        assert_eq!((im[0].pid, im[0].comm.as_str(), im[0].start), (7, "prog", ImageStart::Root));
+        assert_eq!(
+            (im[0].pid, im[0].comm.as_str(), im[0].start),
+            (7, "prog", ImageStart::Root)
+        );
         assert_eq!((im[1].pid, im[1].comm.as_str()), (8, ""));
         assert_eq!(program_root(&im, &[1, 1]), Some(0));
     }

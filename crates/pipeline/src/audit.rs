@@ -809,12 +809,7 @@ fn inputs(
 }
 
 /// `--samples FILE --truth FILE`.
-fn file_inputs(
-    args: &AuditOptions,
-    sf: &Path,
-    tf: &Path,
-    events: &dyn Events,
-) -> Result<Inputs> {
+fn file_inputs(args: &AuditOptions, sf: &Path, tf: &Path, events: &dyn Events) -> Result<Inputs> {
     if !args.sweep.is_empty() {
         bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
     }
@@ -863,7 +858,10 @@ fn samples_and_run_inputs(
     let locator = load::locator(&args.binaries, args.symfs.as_deref());
     let s = load::samples_with(sf, &locator, events)?;
     if s.samples.is_empty() {
-        bail!("{}: the sample file holds no samples; nothing to audit", sf.display());
+        bail!(
+            "{}: the sample file holds no samples; nothing to audit",
+            sf.display()
+        );
     }
     let stop = args.stop.clone().unwrap_or_default();
     let (e, interrupted) = exact_side(&cmd, args, tool_versions, warnings, &stop, events)?;
@@ -890,7 +888,15 @@ fn run_inputs(
 ) -> Result<Inputs> {
     let cmd = checked_command(cmd)?;
     let stop = args.stop.clone().unwrap_or_default();
-    let r = record_once(&cmd, args, args.period, args.randomize, false, &stop, events)?;
+    let r = record_once(
+        &cmd,
+        args,
+        args.period,
+        args.randomize,
+        false,
+        &stop,
+        events,
+    )?;
     let s = r.samples;
     let (e, interrupted) = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
         warnings.push(format!(

@@ -68,7 +68,6 @@
 
 pub mod analyze;
 pub mod audit;
-mod processes;
 pub mod calibrate;
 pub mod cct;
 pub mod check;
@@ -79,6 +78,7 @@ pub mod export;
 pub mod inspect;
 pub mod load;
 pub mod paths;
+mod processes;
 pub mod program;
 pub mod read;
 pub mod record;

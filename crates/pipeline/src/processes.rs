@@ -41,7 +41,12 @@ struct Side {
 fn sample_images(
     samples: &SampleSet,
     started: Option<u32>,
-) -> (Vec<SampledImage>, Vec<Option<usize>>, Option<usize>, Vec<Option<Side>>) {
+) -> (
+    Vec<SampledImage>,
+    Vec<Option<usize>>,
+    Option<usize>,
+    Vec<Option<Side>>,
+) {
     let images = samples.images();
     let of = samples.image_of_samples(&images);
     let mut counts = vec![0u64; images.len()];
@@ -58,9 +63,9 @@ fn sample_images(
             if !descends_from(&images, i, root) {
                 return None;
             }
-            let replaced = images
-                .iter()
-                .any(|j| j.parent == Some(i) && j.start == ImageStart::Exec && j.pid == images[i].pid);
+            let replaced = images.iter().any(|j| {
+                j.parent == Some(i) && j.start == ImageStart::Exec && j.pid == images[i].pid
+            });
             Some(Side {
                 comm: images[i].comm.clone(),
                 start: if i == root {
@@ -154,7 +159,9 @@ pub(crate) fn compare_same_processes(
     let mut groups: BTreeMap<Key, Group> = BTreeMap::new();
     for (i, s) in sides.iter().enumerate() {
         if let Some(s) = s {
-            let g = groups.entry(key(detailed, &s.comm, s.start, s.replaced)).or_default();
+            let g = groups
+                .entry(key(detailed, &s.comm, s.start, s.replaced))
+                .or_default();
             g.name = s.comm.clone();
             g.sampled.push(i);
         }
@@ -266,7 +273,9 @@ pub(crate) fn compare_same_processes(
         .collect();
     let total_before = samples.samples.len() as u64;
     let mut dropped = 0u64;
-    let mut keep_flags = of.iter().map(|im| im.is_some_and(|i| keep_images.contains(&i)));
+    let mut keep_flags = of
+        .iter()
+        .map(|im| im.is_some_and(|i| keep_images.contains(&i)));
     samples.samples.retain(|_| {
         let k = keep_flags.next().unwrap_or(false);
         dropped += u64::from(!k);
@@ -285,7 +294,13 @@ pub(crate) fn compare_same_processes(
             "left out: the samples do not have the same processes of this name",
         );
     }
-    let rows = rows_of(&groups, &compared, &left, &totals, exact, &images);
+    // Shown when the exact side lists its processes (a run here; files of older versions
+    // and other tools do not say).
+    let rows = if listed {
+        rows_of(&groups, &compared, &left, &totals, exact, &images)
+    } else {
+        Vec::new()
+    };
     if !left.is_empty() {
         let names: Vec<String> = groups
             .iter()
@@ -293,7 +308,11 @@ pub(crate) fn compare_same_processes(
             .map(|(k, g)| {
                 format!(
                     "{} ({}: {})",
-                    if g.name.is_empty() { "?".into() } else { g.name.clone() },
+                    if g.name.is_empty() {
+                        "?".into()
+                    } else {
+                        g.name.clone()
+                    },
                     start_label(k),
                     left[k]
                 )
@@ -392,9 +411,17 @@ fn rows_of(
                 sampled_images: g.sampled.len() as u64,
                 exact_images: (g.counted.len() + g.uncounted.len()) as u64,
                 samples: n,
-                sampled_share: if is_compared { share(n, total_samples) } else { 0.0 },
+                sampled_share: if is_compared {
+                    share(n, total_samples)
+                } else {
+                    0.0
+                },
                 exact_instructions: instr,
-                exact_share: if is_compared { share(instr, total_exact) } else { 0.0 },
+                exact_share: if is_compared {
+                    share(instr, total_exact)
+                } else {
+                    0.0
+                },
                 sampled_pids,
                 exact_pids,
                 left_out: left.get(k).cloned(),
@@ -402,19 +429,20 @@ fn rows_of(
         ));
     }
     rows.sort_by(|a, b| {
-        (b.0, b.1.left_out.is_none(), b.1.exact_instructions, b.1.samples).cmp(&(
-            a.0,
-            a.1.left_out.is_none(),
-            a.1.exact_instructions,
-            a.1.samples,
-        ))
+        (
+            b.0,
+            b.1.left_out.is_none(),
+            b.1.exact_instructions,
+            b.1.samples,
+        )
+            .cmp(&(
+                a.0,
+                a.1.left_out.is_none(),
+                a.1.exact_instructions,
+                a.1.samples,
+            ))
     });
-    let rows: Vec<ProcessRow> = rows.into_iter().map(|(_, r)| r).collect();
-    // One image on each side, compared: nothing to show.
-    if rows.len() == 1 && rows[0].left_out.is_none() && rows[0].sampled_images <= 1 && rows[0].exact_images <= 1 {
-        return Vec::new();
-    }
-    rows
+    rows.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Keeps the samples of a further recording of the same program (`--sweep`) in the groups
@@ -427,8 +455,10 @@ pub(crate) fn keep_compared(samples: &mut SampleSet, set: &ProcessSet, started: 
     let keep: Vec<bool> = of
         .iter()
         .map(|im| {
-            im.and_then(|i| sides[i].as_ref())
-                .is_some_and(|s| set.compared.contains(&key(set.detailed, &s.comm, s.start, s.replaced)))
+            im.and_then(|i| sides[i].as_ref()).is_some_and(|s| {
+                set.compared
+                    .contains(&key(set.detailed, &s.comm, s.start, s.replaced))
+            })
         })
         .collect();
     let mut k = keep.into_iter();

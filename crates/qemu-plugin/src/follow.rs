@@ -89,7 +89,13 @@ pub(crate) fn connect() -> Result<std::fs::File, String> {
 }
 
 /// The PROCESS record.
-pub(crate) fn process_record(image: u32, parent: u32, start: u8, blocks: u32, modules: u32) -> Vec<u8> {
+pub(crate) fn process_record(
+    image: u32,
+    parent: u32,
+    start: u8,
+    blocks: u32,
+    modules: u32,
+) -> Vec<u8> {
     let mut r = Vec::with_capacity(22);
     r.u8(wire::TAG_PROCESS);
     r.u32(image);
@@ -226,7 +232,10 @@ pub(crate) fn on_exec(path: u64, argv: u64, envp: u64, at: Option<(i64, u64)>) {
     crate::snapshot(1);
     crate::end_stream();
     if let Err(e) = exec_qemu(image, &plan, &env) {
-        eprintln!("proftrust-qemu-plugin: cannot follow the execve of {}: {e}", plan.elf.display());
+        eprintln!(
+            "proftrust-qemu-plugin: cannot follow the execve of {}: {e}",
+            plan.elf.display()
+        );
     }
 }
 
@@ -238,7 +247,8 @@ fn exec_qemu(
 ) -> Result<(), String> {
     let f = FOLLOW.get().ok_or("following is off")?;
     let exe = std::fs::read_link("/proc/self/exe").map_err(|e| format!("/proc/self/exe: {e}"))?;
-    let cmdline = std::fs::read("/proc/self/cmdline").map_err(|e| format!("/proc/self/cmdline: {e}"))?;
+    let cmdline =
+        std::fs::read("/proc/self/cmdline").map_err(|e| format!("/proc/self/cmdline: {e}"))?;
     let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     // QEMU's options as the runner wrote them (`-plugin SPEC [-cpu X] -0 ARGV0 PROGRAM
     // ARGS`): the plugin's file from SPEC, the other options kept.
@@ -272,10 +282,18 @@ fn exec_qemu(
         )
         .as_bytes(),
     );
-    let mut argv: Vec<Vec<u8>> = vec![exe.as_os_str().as_bytes().to_vec(), b"-plugin".to_vec(), spec];
+    let mut argv: Vec<Vec<u8>> = vec![
+        exe.as_os_str().as_bytes().to_vec(),
+        b"-plugin".to_vec(),
+        spec,
+    ];
     argv.extend(options.iter().map(|o| o.to_vec()));
     argv.push(b"-0".to_vec());
-    argv.push(plan.argv.first().map_or_else(Vec::new, |a| a.as_bytes().to_vec()));
+    argv.push(
+        plan.argv
+            .first()
+            .map_or_else(Vec::new, |a| a.as_bytes().to_vec()),
+    );
     argv.push(plan.elf.as_os_str().as_bytes().to_vec());
     argv.extend(plan.argv.iter().skip(1).map(|a| a.as_bytes().to_vec()));
     let cs = |v: &[Vec<u8>]| -> Result<Vec<CString>, String> {
@@ -285,6 +303,7 @@ fn exec_qemu(
     };
     let argv = cs(&argv)?;
     let envp = cs(env)?;
-    let exe_c = CString::new(exe.as_os_str().as_bytes()).map_err(|_| "a NUL byte in QEMU's path")?;
+    let exe_c =
+        CString::new(exe.as_os_str().as_bytes()).map_err(|_| "a NUL byte in QEMU's path")?;
     crate::sys_exec(&exe_c, &argv, &envp, &[f.shm_fd, f.ctl_fd])
 }

@@ -1674,7 +1674,10 @@ extern "C" fn in_fork_child() {
         Some(g) => match child_setup(g) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("proftrust-qemu-plugin: the forked child (pid {}) is not counted: {e}", std::process::id());
+                eprintln!(
+                    "proftrust-qemu-plugin: the forked child (pid {}) is not counted: {e}",
+                    std::process::id()
+                );
                 false
             }
         },
@@ -1997,30 +2000,31 @@ pub unsafe extern "C" fn qemu_plugin_install(
         eprintln!("proftrust-qemu-plugin: follow= needs mode=count");
         return -1;
     }
-    let (shared, shared_cap, shm_fd) = match a.shm.as_deref().map(|s| map_shared(s, a.follow.is_some())) {
-        None => (std::ptr::null_mut(), 0, -1),
-        Some(Ok((p, cap, fd))) => {
-            // Layout: the head page (run state, thread count, image counter), then the
-            // inline counters, which only the started program's image uses (an exec'd
-            // image counts in private memory).
-            // SAFETY: `cap > SHM_HEAD_WORDS` u64s are mapped at `p` (map_shared refuses
-            // less).
-            unsafe {
-                RUN_SHARED.store(p.add(wire::SHM_RUN), Relaxed);
-                follow::IMAGES_SHARED.store(p.add(wire::SHM_IMAGES), Relaxed);
-                if a.image == 0 {
-                    THREADS_SHARED.store(p.add(wire::SHM_THREADS), Relaxed);
-                    (p.add(wire::SHM_HEAD_WORDS), cap - wire::SHM_HEAD_WORDS, fd)
-                } else {
-                    (std::ptr::null_mut(), 0, fd)
+    let (shared, shared_cap, shm_fd) =
+        match a.shm.as_deref().map(|s| map_shared(s, a.follow.is_some())) {
+            None => (std::ptr::null_mut(), 0, -1),
+            Some(Ok((p, cap, fd))) => {
+                // Layout: the head page (run state, thread count, image counter), then the
+                // inline counters, which only the started program's image uses (an exec'd
+                // image counts in private memory).
+                // SAFETY: `cap > SHM_HEAD_WORDS` u64s are mapped at `p` (map_shared refuses
+                // less).
+                unsafe {
+                    RUN_SHARED.store(p.add(wire::SHM_RUN), Relaxed);
+                    follow::IMAGES_SHARED.store(p.add(wire::SHM_IMAGES), Relaxed);
+                    if a.image == 0 {
+                        THREADS_SHARED.store(p.add(wire::SHM_THREADS), Relaxed);
+                        (p.add(wire::SHM_HEAD_WORDS), cap - wire::SHM_HEAD_WORDS, fd)
+                    } else {
+                        (std::ptr::null_mut(), 0, fd)
+                    }
                 }
             }
-        }
-        Some(Err(e)) => {
-            eprintln!("proftrust-qemu-plugin: {e}");
-            return -1;
-        }
-    };
+            Some(Err(e)) => {
+                eprintln!("proftrust-qemu-plugin: {e}");
+                return -1;
+            }
+        };
     let ctl = match a.ctl.as_deref().map(open_out) {
         None => None,
         Some(Ok(f)) => Some(f),

@@ -474,7 +474,9 @@ pub(crate) fn process_signalable(pid: i32) -> Result<(), i32> {
     if unsafe { libc::kill(pid, 0) } == 0 {
         return Ok(());
     }
-    Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ESRCH))
+    Err(io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::ESRCH))
 }
 
 /// The stop flag of a `--pid` recording whose caller gave none.

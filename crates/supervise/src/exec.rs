@@ -265,10 +265,7 @@ mod tests {
     /// dropped, the argument kept whole (inner blanks too).
     #[test]
     fn shebang_lines_parse_as_the_kernel_parses_them() {
-        assert_eq!(
-            shebang(b"#!/bin/sh\necho"),
-            Some(("/bin/sh".into(), None))
-        );
+        assert_eq!(shebang(b"#!/bin/sh\necho"), Some(("/bin/sh".into(), None)));
         assert_eq!(
             shebang(b"#! \t/usr/bin/env  python3 -u \t\nx"),
             Some(("/usr/bin/env".into(), Some("python3 -u".into())))
@@ -277,7 +274,10 @@ mod tests {
         assert_eq!(shebang(b"#!   \n"), None);
         // No newline in the bytes read: complete only when a blank ends the name.
         assert_eq!(shebang(b"#!/bin/sh"), None);
-        assert_eq!(shebang(b"#!/bin/sh -e"), Some(("/bin/sh".into(), Some("-e".into()))));
+        assert_eq!(
+            shebang(b"#!/bin/sh -e"),
+            Some(("/bin/sh".into(), Some("-e".into())))
+        );
     }
 
     /// A script of a script: argv as the kernel builds it (interpreter as written, its
@@ -319,7 +319,11 @@ mod tests {
         assert!(e.why.contains("empty file"), "{e}");
         let mut prev = script(d, "s0", format!("#!{}\n", sh.display()).as_bytes());
         for i in 1..=5 {
-            prev = script(d, &format!("s{i}"), format!("#!{}\n", prev.display()).as_bytes());
+            prev = script(
+                d,
+                &format!("s{i}"),
+                format!("#!{}\n", prev.display()).as_bytes(),
+            );
             // Five scripts in a row run (s4 -> ... -> s0 -> sh); the sixth is ELOOP.
             let r = plan_exec(&prev, &[]);
             if i < 5 {
@@ -330,7 +334,10 @@ mod tests {
         }
         let missing = script(d, "missing-interp", b"#!/no/such/interpreter\n");
         let e = plan_exec(&missing, &[]).unwrap_err();
-        assert_eq!((e.errno, e.path), (libc::ENOENT, PathBuf::from("/no/such/interpreter")));
+        assert_eq!(
+            (e.errno, e.path),
+            (libc::ENOENT, PathBuf::from("/no/such/interpreter"))
+        );
         let plain = d.join("plain");
         std::fs::write(&plain, b"\x7fELF").unwrap();
         std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -343,7 +350,10 @@ mod tests {
     #[test]
     fn comm_is_the_given_paths_last_component_cut_to_15_bytes() {
         assert_eq!(comm_of(OsStr::new("/usr/bin/sh")), "sh");
-        assert_eq!(comm_of(OsStr::new("a-very-long-program-name")), "a-very-long-pro");
+        assert_eq!(
+            comm_of(OsStr::new("a-very-long-program-name")),
+            "a-very-long-pro"
+        );
         assert_eq!(comm_of(OsStr::new("dir/x")), "x");
     }
 }

@@ -87,14 +87,18 @@ pub(crate) fn may_execute(path: &std::path::Path) -> bool {
 /// mask (handlers are reset by the exec itself).
 pub(crate) fn default_signals() -> io::Result<()> {
     // SAFETY: `sa` and `set` are plain structs initialised by the calls; SIGKILL and SIGSTOP
-    // cannot be changed (EINVAL, ignored), nor can the signals the C library reserves
-    // (32, 33), which are skipped.
+    // cannot be changed (skipped); the signals the C library reserves (32, 33) are reset
+    // by the system call itself ([`reserved_default`]).
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = libc::SIG_DFL;
         libc::sigemptyset(&mut sa.sa_mask);
         for sig in 1..=libc::SIGRTMAX() {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP || (32..libc::SIGRTMIN()).contains(&sig) {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            if (32..libc::SIGRTMIN()).contains(&sig) {
+                reserved_default(sig);
                 continue;
             }
             libc::sigaction(sig, &sa, std::ptr::null_mut());
@@ -106,6 +110,38 @@ pub(crate) fn default_signals() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `SIG_DFL` for a signal the C library reserves for itself (32, 33: thread cancellation
+/// and set*id broadcast), which its `sigaction` refuses. A parent that ignored them leaves
+/// them ignored across `execve` (seen under the Rust test harness: `SigIgn: 180000000`);
+/// the raw system call resets them. Only for a child about to exec: the C library of this
+/// process relies on its handlers.
+unsafe fn reserved_default(sig: libc::c_int) {
+    /// The kernel's `struct sigaction` (handler, flags, restorer, 64-bit mask).
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let sa = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: `sa` is a live struct of the kernel's layout; the size is the mask's (8).
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &sa as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            std::mem::size_of::<u64>(),
+        );
+    }
 }
 
 /// [`default_signals`] in the child of `cmd`, before its exec.

@@ -1213,7 +1213,18 @@ fn default_binary(
             return None;
         }
         let l = locator.locate(&m.path, m.build_id.as_ref());
-        l.binary.map(|b| b.path().to_path_buf())
+        let b = l.binary?;
+        // The recorded path, when it holds the same build as the copy found first (perf's
+        // build-id cache, ~/.debug/.build-id/..../elf): the name the user knows.
+        let recorded = Path::new(&m.path);
+        if b.path() != recorded && b.build_id().is_some() && recorded.is_file() {
+            let same = proftrust_binary::Binary::open(recorded)
+                .is_ok_and(|r| r.build_id() == b.build_id());
+            if same {
+                return Some(recorded.to_path_buf());
+            }
+        }
+        Some(b.path().to_path_buf())
     };
     let mut per: BTreeMap<u32, u64> = BTreeMap::new();
     let mut total = 0u64;

@@ -24,8 +24,9 @@ pub struct AuditReport {
     /// The same comparison after undoing skid (`--correct-skid`, seed 000), when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrected: Option<CorrectedSide>,
-    /// The processes on both sides, by name, when the run had more than one process image
-    /// or some were left out (docs/processes.md, "Process trees"); empty otherwise.
+    /// The processes on both sides, by name, when the exact side lists its process images
+    /// (a run of this version; docs/processes.md, "Process trees"); empty for a truth file
+    /// that does not list them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<ProcessRow>,
 }
@@ -37,7 +38,8 @@ pub struct AuditReport {
 pub struct ProcessRow {
     /// The process name (`comm`), or what it started as (`sh, forked`).
     pub name: String,
-    /// How the images began: `root` (the started program), `fork`, `exec`, or several.
+    /// How the images began: `started` (the program started), `forked`, `exec`, with
+    /// `, then exec` when an `execve` replaced them (the exec'd image is a row of its own).
     pub start: String,
     /// Images of this name in the samples.
     pub sampled_images: u64,

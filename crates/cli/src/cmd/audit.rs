@@ -29,8 +29,10 @@ pub struct AuditArgs {
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
     truth: Option<PathBuf>,
-    /// Binary to audit (repeat for more). Default: the profiled program. With --samples, the
-    /// files' modules are matched to these binaries by build-id, else file name.
+    /// Binary to audit (repeat for more). Default: the binary holding the most samples (the
+    /// program, or the library where its time is, e.g. libbz2 for bzip2), stated in the
+    /// report. With --samples, the files' modules are matched to these binaries by
+    /// build-id, else file name.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
     /// With --samples/--truth: look for each module at DIR/RECORDED_PATH first (perf's

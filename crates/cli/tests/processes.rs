@@ -519,3 +519,86 @@ fn truth_lists_the_process_images_of_a_pipeline() {
     );
     assert_eq!(sum, total, "{err}");
 }
+
+/// `audit --samples perf.data --truth callgrind.out` of a program that forks, where the
+/// callgrind file counts the parent alone (no `--trace-children`): the child's samples are
+/// left out and named, not compared with the parent's truth (epsilon was 0.999 without a
+/// word). Oracle: the fixture's loops (the child does 3n of the 4n iterations, so about
+/// 3/4 of the samples are left out) and callgrind's own file (the parent's only).
+#[test]
+fn audit_of_files_leaves_out_a_child_the_truth_does_not_count() {
+    let t = "audit_of_files_leaves_out_a_child_the_truth_does_not_count";
+    if !need(t, &["gcc", "perf", "valgrind"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let forker = proftrust_testkit::compile_c(
+        d.path(),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c"),
+        "forker",
+        &["-O1", "-g"],
+    );
+    let data = d.path().join("perf.data");
+    let o = Command::new("perf")
+        .args(["record", "-q", "-e", "cpu-clock", "-c", "100003", "-o"])
+        .arg(&data)
+        .arg(&forker)
+        .arg("40000000")
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        skip_test(t, &format!("perf record failed: {}", text(&o)));
+        return;
+    }
+    let cg = d.path().join("cg.out");
+    let o = Command::new("valgrind")
+        .args(["-q", "--tool=callgrind", "--dump-instr=yes"])
+        .arg(format!("--callgrind-out-file={}", cg.display()))
+        .arg(&forker)
+        .arg("40000000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = proftrust()
+        .args(["-q", "audit", "--json", "--samples"])
+        .arg(&data)
+        .arg("--truth")
+        .arg(&cg)
+        .arg("--binary")
+        .arg(&forker)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w: Vec<String> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    let left = w
+        .iter()
+        .find(|w| w.starts_with("processes left out of both sides: forker (forked"))
+        .unwrap_or_else(|| panic!("the child is not named: {w:?}"));
+    // "...; D of N samples and 0 of E exact instructions left out"
+    let nums: Vec<u64> = left
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let (dropped, total) = (nums[nums.len() - 4], nums[nums.len() - 3]);
+    let share = dropped as f64 / total as f64;
+    assert!((0.6..0.9).contains(&share), "{left}");
+    assert_eq!(nums[nums.len() - 2], 0, "{left}");
+    let funcs = v["functions"].as_array().unwrap();
+    assert!(
+        funcs
+            .iter()
+            .all(|f| f["name"] != "child_work" || f["samples"] == 0),
+        "{funcs:?}"
+    );
+    assert!(
+        v["metrics"]["epsilon_function"].as_f64().unwrap() < 0.05,
+        "{}",
+        v["metrics"]
+    );
+}

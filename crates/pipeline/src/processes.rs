@@ -319,9 +319,14 @@ pub(crate) fn compare_same_processes(
             })
             .collect();
         warnings.push(format!(
-            "processes left out of both sides: {}; {dropped} of {total_before} samples and {} of {exact_before} exact instructions left out (the rows under `processes`)",
+            "processes left out of both sides: {}; {dropped} of {total_before} samples and {} of {exact_before} exact instructions left out{}",
             names.join("; "),
             exact_before.saturating_sub(exact.total_instructions),
+            if rows.is_empty() {
+                ""
+            } else {
+                " (the rows under `processes`)"
+            },
         ));
     }
     (

@@ -45,6 +45,7 @@
 
 pub mod compare;
 mod cycles;
+pub mod dist;
 pub mod evidence;
 pub mod fleet;
 mod order;

@@ -65,7 +65,7 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
     if df.is_infinite() && df > 0.0 {
         return normal_quantile(p);
     }
-    if !(df > 0.0) || p.is_nan() {
+    if df.is_nan() || df <= 0.0 || p.is_nan() {
         return f64::NAN;
     }
     if p <= 0.0 {
@@ -102,7 +102,7 @@ pub fn two_sided_p_t(t: f64, df: f64) -> f64 {
 /// `p` (`χ²(1)` at 95% = 3.8415, `χ²(19)` = 30.1435). `p <= 0` gives 0, `p >= 1` gives `+∞`,
 /// `k <= 0` or NaN gives NaN.
 pub fn chi2_quantile(p: f64, k: f64) -> f64 {
-    if !(k > 0.0) || p.is_nan() {
+    if k.is_nan() || k <= 0.0 || p.is_nan() {
         return f64::NAN;
     }
     if p <= 0.0 {

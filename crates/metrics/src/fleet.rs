@@ -107,29 +107,6 @@ pub struct Share {
     pub design_effect: f64,
 }
 
-/// The Wilson score interval of a share `p` of `n` (possibly weighted, non-integer) samples at
-/// normal quantile `z` (Wilson 1927; as [`crate::wilson_interval`], over reals).
-fn wilson(p: f64, n: f64, z: f64) -> (f64, f64) {
-    if n <= 0.0 {
-        return (0.0, 1.0);
-    }
-    let z2 = z * z;
-    let denom = 1.0 + z2 / n;
-    let centre = (p + z2 / (2.0 * n)) / denom;
-    let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).max(0.0).sqrt();
-    let lo = if p <= 0.0 {
-        0.0
-    } else {
-        (centre - half).max(0.0)
-    };
-    let hi = if p >= 1.0 {
-        1.0
-    } else {
-        (centre + half).min(1.0)
-    };
-    (lo, hi)
-}
-
 /// Kish's effective number of hosts, `C_eff = N²/Σ_h n_h²` (Kish 1992, "Weighting for
 /// unequal P_i", J. Official Statistics 8(2): the effective size of unequal weights, `C/(1 + CV²)`
 /// with CV the coefficient of variation of the hosts' samples `n_h`): `C`
@@ -215,7 +192,7 @@ pub fn ratio_share(unit: &UnitSums, fleet: &FleetTotals, confidence: f64) -> Sha
     let r = (unit.y / n).clamp(0.0, 1.0);
     let binom = r * (1.0 - r) / n;
     let z = z_for(confidence);
-    let (w_lo, w_hi) = wilson(r, n, z);
+    let (w_lo, w_hi) = crate::wilson_interval_of_share(r, n, z);
     let v = cluster_variance(unit, fleet);
     let (lo, hi, design_effect) = match v {
         Some(v) => {

@@ -6,6 +6,8 @@ mod audit;
 mod check;
 mod check_coverage;
 mod check_health;
+mod check_runs;
+mod check_trust;
 mod conformance;
 mod export;
 mod golden;

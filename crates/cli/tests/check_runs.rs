@@ -4,48 +4,11 @@
 //! intervals over repeated recordings is measured by `scripts/check-run-coverage.sh`
 //! (docs/check.md, "Intervals for another run"): it takes minutes and wants a quiet machine.
 
+use crate::check_util::{f, fixtures, json, programs, row, run, BIN};
 use proftrust_testkit::{need, skip_test};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("-q")
-        .args(args)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("run proftrust")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "proftrust {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap()
-}
-
-fn row<'a>(rows: &'a Value, name: &str) -> &'a Value {
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no row {name} in {rows}"))
-}
+use std::process::Command;
 
 /// The Wilson interval of share `p` over `n` (possibly effective) samples at 95%, as
 /// Wilson (1927) wrote it.
@@ -153,8 +116,7 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/check");
-    let prog = proftrust_testkit::compile_c(dir.path(), &src, "locked", &[]);
+    let prog = proftrust_testkit::compile_c(dir.path(), &programs(), "locked", &[]);
     let pb = prog.to_str().unwrap();
     let mut flagged = None;
     for attempt in 0..3 {

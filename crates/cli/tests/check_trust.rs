@@ -5,35 +5,11 @@
 //! at, leaving out the binary never raises the verdict, the share of samples without a
 //! function is stated per module, and the inline table agrees with the function table.
 
+use crate::check_util::{fixtures, json, programs, run, BIN};
 use proftrust_testkit::{have, need, skip_test};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("-q")
-        .args(args)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("run proftrust")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "proftrust {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
+use std::process::Command;
 
 /// The first `n` samples of the fixture's `perf script` text (163 cpu-clock samples of
 /// `tiny`), with the recorded path of the binary replaced by `path`.
@@ -209,8 +185,7 @@ fn inline_rows_agree_with_function_rows() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/check");
-    let prog = proftrust_testkit::compile_c(dir.path(), &src, "locked", &[]);
+    let prog = proftrust_testkit::compile_c(dir.path(), &programs(), "locked", &[]);
     let data = dir.path().join("locked.ptsamp");
     let rec = Command::new(BIN)
         .args(["-q", "record", "--randomize", "-c", "100000", "-o"])

@@ -8,6 +8,7 @@ mod check_coverage;
 mod check_health;
 mod check_runs;
 mod check_trust;
+mod check_util;
 mod conformance;
 mod export;
 mod golden;

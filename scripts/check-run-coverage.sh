@@ -15,7 +15,7 @@
 #
 # Programs: crates/cli/tests/check/{phases,chase,steady}.c (a program with phases, a pointer
 # chase, a steady fine-grained mix), and with `calibrate` as first argument the bundled
-# workloads omnet and hmmer, on which the over-dispersion `tau` was calibrated: for those it
+# workloads omnet 15 and hmmer 45 (the sizes of tests/check_coverage.rs), on which the over-dispersion `tau` was calibrated: for those it
 # prints each function's between-run variance beyond sampling, as tau² = (var of the shares
 # − mean p(1−p)/n) / (p(1−p)), and their median.
 #

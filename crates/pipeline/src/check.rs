@@ -955,8 +955,9 @@ fn run_intervals(
             recordings: recs,
             tau: None,
             note: format!(
-                "the spread of each function's share between the {recs} recordings: a prediction interval for one more run (t with {} degrees of freedom), never narrower than one recording's Wilson interval",
-                recs - 1
+                "the spread of each function's share between the {recs} recordings: a prediction interval for one more run (t with {} degree{} of freedom), never narrower than one recording's Wilson interval",
+                recs - 1,
+                if recs == 2 { "" } else { "s" }
             ),
         }
     } else if let Some(p) = locked {

@@ -4,7 +4,7 @@
 //! intervals over repeated recordings is measured by `scripts/check-run-coverage.sh`
 //! (docs/check.md, "Intervals for another run"): it takes minutes and wants a quiet machine.
 
-use crate::check_util::{f, fixtures, json, programs, row, run, BIN};
+use crate::check_util::{f, fixtures, json, perf_record, programs, pt_record, row, run};
 use proftrust_testkit::{need, skip_test};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -121,21 +121,8 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
     let mut flagged = None;
     for attempt in 0..3 {
         let data = dir.path().join(format!("fixed{attempt}.data"));
-        let rec = Command::new("perf")
-            .args(["record", "-q", "-e", "cpu-clock:u", "-c", "100000", "-o"])
-            .arg(&data)
-            .arg(&prog)
-            .arg("2")
-            .output()
-            .unwrap();
-        if !rec.status.success() {
-            return skip_test(
-                t,
-                &format!(
-                    "perf record failed (perf_event_paranoid?): {}",
-                    String::from_utf8_lossy(&rec.stderr)
-                ),
-            );
+        if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, "2") {
+            return skip_test(t, &e);
         }
         let script = Command::new("perf")
             .args(["script", "-F", "comm,tid,time,period,event,ip,sym", "-i"])
@@ -174,19 +161,7 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
 
     // Randomised: mixed stretches, a() near its time share, no warning.
     let rnd = dir.path().join("rnd.ptsamp");
-    let rec = Command::new(BIN)
-        .args(["-q", "record", "--randomize", "-c", "100000", "-o"])
-        .arg(&rnd)
-        .arg("--")
-        .arg(&prog)
-        .arg("3")
-        .output()
-        .unwrap();
-    assert!(
-        rec.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rec.stderr)
-    );
+    pt_record(&["--randomize", "-c", "100000"], &rnd, &prog, "3").unwrap();
     let text = run(&["read", "--script", rnd.to_str().unwrap(), "--binary", pb]);
     let samples = parse_script(&String::from_utf8_lossy(&text.stdout));
     let (locked, a_share) = locked_share(&samples);
@@ -226,21 +201,8 @@ fn fixed_period_without_a_locked_loop_is_not_flagged() {
     for (name, arg) in [("phases", "30"), ("steady", "350000")] {
         let prog = proftrust_testkit::compile_c(dir.path(), &programs(), name, &[]);
         let data = dir.path().join(format!("{name}.data"));
-        let rec = Command::new("perf")
-            .args(["record", "-q", "-e", "cpu-clock:u", "-c", "100000", "-o"])
-            .arg(&data)
-            .arg(&prog)
-            .arg(arg)
-            .output()
-            .unwrap();
-        if !rec.status.success() {
-            return skip_test(
-                t,
-                &format!(
-                    "perf record failed (perf_event_paranoid?): {}",
-                    String::from_utf8_lossy(&rec.stderr)
-                ),
-            );
+        if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, arg) {
+            return skip_test(t, &e);
         }
         let r = json(&[
             "check",

@@ -5,7 +5,7 @@
 //! at, leaving out the binary never raises the verdict, the share of samples without a
 //! function is stated per module, and the inline table agrees with the function table.
 
-use crate::check_util::{fixtures, json, programs, run, BIN};
+use crate::check_util::{fixtures, json, programs, pt_record, run};
 use proftrust_testkit::{have, need, skip_test};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -187,22 +187,8 @@ fn inline_rows_agree_with_function_rows() {
     let dir = tempfile::tempdir().unwrap();
     let prog = proftrust_testkit::compile_c(dir.path(), &programs(), "locked", &[]);
     let data = dir.path().join("locked.ptsamp");
-    let rec = Command::new(BIN)
-        .args(["-q", "record", "--randomize", "-c", "100000", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(&prog)
-        .arg("0.3")
-        .output()
-        .unwrap();
-    if !rec.status.success() {
-        return skip_test(
-            t,
-            &format!(
-                "proftrust record failed (perf_event_paranoid?): {}",
-                String::from_utf8_lossy(&rec.stderr)
-            ),
-        );
+    if let Err(e) = pt_record(&["--randomize", "-c", "100000"], &data, &prog, "0.3") {
+        return skip_test(t, &e);
     }
     let r = json(&[
         "check",

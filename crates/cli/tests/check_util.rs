@@ -51,3 +51,42 @@ pub fn row<'a>(rows: &'a Value, name: &str) -> &'a Value {
 pub fn f(v: &Value) -> f64 {
     v.as_f64().unwrap()
 }
+
+/// `perf record -q FLAGS -o DATA -- PROG ARG`; `Err` with perf's stderr when it fails (no
+/// perf_event_open: `perf_event_paranoid`), for the caller to skip on.
+pub fn perf_record(flags: &[&str], data: &Path, prog: &Path, arg: &str) -> Result<(), String> {
+    record("perf", &["record", "-q"], flags, data, prog, arg)
+}
+
+/// `proftrust -q record FLAGS -o DATA -- PROG ARG`; `Err` with its stderr when it fails.
+pub fn pt_record(flags: &[&str], data: &Path, prog: &Path, arg: &str) -> Result<(), String> {
+    record(BIN, &["-q", "record"], flags, data, prog, arg)
+}
+
+fn record(
+    tool: &str,
+    command: &[&str],
+    flags: &[&str],
+    data: &Path,
+    prog: &Path,
+    arg: &str,
+) -> Result<(), String> {
+    let out = Command::new(tool)
+        .args(command)
+        .args(flags)
+        .arg("-o")
+        .arg(data)
+        .arg("--")
+        .arg(prog)
+        .arg(arg)
+        .output()
+        .map_err(|e| format!("{tool} did not start: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{tool} record failed (perf_event_paranoid?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}

@@ -56,8 +56,8 @@ pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{outcome_warning, quote_name};
 pub use sample::{
-    Branch, CommIndex, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample,
-    SampleSet, SamplingConfig, ThreadName,
+    Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,
+    Sample, SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};

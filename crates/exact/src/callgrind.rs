@@ -502,6 +502,10 @@ fn read_counts(file: &Path, biases: &[(String, u64)]) -> Result<ExactProfile, Ex
     Ok(p)
 }
 
+/// One process image of a callgrind run: the image, its `callgrind.out.PID` file when it is
+/// counted, and its objects' load biases from the log (path, avma - svma of its text).
+type CgImage = (ExactProcess, Option<PathBuf>, Vec<(String, u64)>);
+
 /// The process images of a run from valgrind's log and the files in `dir`: per process,
 /// its images in order (a forked child's part before its first `execve`, then one per
 /// `Command:` line); the last image of each process is counted from its file
@@ -513,7 +517,7 @@ fn images_of(
     plan: &proftrust_supervise::exec::ExecPlan,
     dir: &Path,
     follow: bool,
-) -> Vec<(ExactProcess, Option<PathBuf>, Vec<(String, u64)>)> {
+) -> Vec<CgImage> {
     let mut pids: Vec<u32> = log.order.clone();
     if !pids.contains(&root) {
         pids.insert(0, root);
@@ -540,7 +544,7 @@ fn images_of(
         pids.retain(|&p| p == root);
     }
     let lost = "callgrind writes a process's counts when it exits, and its execve discarded what this image had: not counted";
-    let mut out: Vec<(ExactProcess, Option<PathBuf>, Vec<(String, u64)>)> = Vec::new();
+    let mut out: Vec<CgImage> = Vec::new();
     for pid in pids {
         let file = dir.join(format!("callgrind.out.{pid}"));
         let has_file = file.is_file();

@@ -34,19 +34,20 @@ struct Side {
     replaced: bool,
 }
 
-/// The images of `samples` below the program's root: the started process's first exec
-/// image when `started` (a recording proftrust made) names it, else the root of the
-/// busiest image's chain ([`program_root`]). Returns the images, each sample's image, the
-/// root, and the sample-side descriptions (`None` outside the program's tree).
-fn sample_images(
-    samples: &SampleSet,
-    started: Option<u32>,
-) -> (
+/// What [`sample_images`] returns: the images, each sample's image, the root, and the
+/// sample-side descriptions.
+type SampleImages = (
     Vec<SampledImage>,
     Vec<Option<usize>>,
     Option<usize>,
     Vec<Option<Side>>,
-) {
+);
+
+/// The images of `samples` below the program's root: the started process's first exec
+/// image when `started` (a recording proftrust made) names it, else the root of the
+/// busiest image's chain ([`program_root`]). Returns the images, each sample's image, the
+/// root, and the sample-side descriptions (`None` outside the program's tree).
+fn sample_images(samples: &SampleSet, started: Option<u32>) -> SampleImages {
     let images = samples.images();
     let of = samples.image_of_samples(&images);
     let mut counts = vec![0u64; images.len()];

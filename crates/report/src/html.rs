@@ -405,7 +405,30 @@ mod tests {
                     corrected_share: 0.6,
                 }],
             }),
+            processes: vec![ProcessRow {
+                name: "<sh>".into(),
+                start: "forked, then exec".into(),
+                sampled_images: 3,
+                exact_images: 3,
+                samples: 0,
+                sampled_share: 0.0,
+                exact_instructions: 15681,
+                exact_share: 0.0,
+                sampled_pids: vec![1, 2, 3],
+                exact_pids: vec![4, 5, 6],
+                left_out: Some("a <reason>".into()),
+            }],
         }
+    }
+
+    /// The processes table: one row per group, names and reasons escaped.
+    #[test]
+    fn processes_rows_are_shown_escaped() {
+        let h = render_html(&sample_report());
+        assert!(h.contains("<h2>Processes</h2>"), "{h}");
+        assert!(h.contains("&lt;sh&gt;") && !h.contains("<sh>"), "{h}");
+        assert!(h.contains("no: a &lt;reason&gt;"), "{h}");
+        assert!(h.contains("15681"), "{h}");
     }
 
     #[test]

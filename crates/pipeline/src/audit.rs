@@ -85,6 +85,12 @@ pub struct AuditOptions {
     pub backend: Backend,
     /// What the exact side counts. Default instructions.
     pub truth_weight: TruthWeight,
+    /// Which time model [`TruthWeight::TimeModel`] uses. Default
+    /// [`TimeModelKind::Static`](crate::timemodel::TimeModelKind::Static).
+    pub time_model: crate::timemodel::TimeModelKind,
+    /// The core the static time model models. Default Intel Golden Cove (LLVM's
+    /// `sapphirerapids`).
+    pub core: proftrust_uarch::CoreKind,
     /// Periods to sweep (records once per period, fixed and randomised; needs
     /// [`AuditInput::Run`]). Default none.
     pub sweep: Vec<u64>,
@@ -122,6 +128,8 @@ impl Default for AuditOptions {
             seed: crate::DEFAULT_SEED,
             backend: Backend::Auto,
             truth_weight: TruthWeight::Instructions,
+            time_model: crate::timemodel::TimeModelKind::Static,
+            core: proftrust_uarch::CoreKind::GoldenCove,
             sweep: Vec::new(),
             rank_threshold: 0.01,
             sample_event: None,
@@ -229,6 +237,7 @@ pub fn execute_with_data(
         command,
         sweep_cmd,
         interrupted,
+        time_model_used,
     } = inputs(args, &mut tool_versions, &mut warnings, events)?;
     if let Some(outcome) = &samples.outcome {
         if !matches!(
@@ -375,7 +384,10 @@ pub fn execute_with_data(
         warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
     }
     if weight == TruthWeight::TimeModel {
-        warnings.push("the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into());
+        warnings.push(match time_model_used {
+            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, every load an L1 hit (no caches, no front end), validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name),
+            crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
+        });
     }
     let mut opts = CompareOptions::default();
     opts.event = event_idx;
@@ -399,7 +411,12 @@ pub fn execute_with_data(
         truth_weight: weight.name().to_string(),
         truth_weight_formula: match weight {
             TruthWeight::CyclesEstimate => Some(proftrust_metrics::CYCLES_FORMULA.to_string()),
-            TruthWeight::TimeModel => Some(TIME_MODEL_FORMULA.to_string()),
+            TruthWeight::TimeModel => Some(match time_model_used {
+                crate::timemodel::TimeModelKind::Static => {
+                    crate::timemodel::formula(&proftrust_uarch::Core::new(args.core))
+                }
+                crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
+            }),
             TruthWeight::Instructions => None,
         },
         event: event
@@ -859,6 +876,8 @@ struct Inputs {
     sweep_cmd: Option<Vec<OsString>>,
     /// What an interrupt cut short: (signal, phase).
     interrupted: Option<(String, &'static str)>,
+    /// The time model the truth's time column comes from.
+    time_model_used: crate::timemodel::TimeModelKind,
 }
 
 /// Step 1: the samples and the exact counts.
@@ -870,6 +889,7 @@ fn inputs(
 ) -> Result<Inputs> {
     let weight = args.truth_weight;
     let mut interrupted: Option<(String, &'static str)> = None;
+    let mut time_model_used = args.time_model;
     let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
         if let AuditInput::Files {
             samples: sf,
@@ -881,7 +901,25 @@ fn inputs(
             }
             let locator = load::locator(&args.binaries, args.symfs.as_deref());
             let mut s = load::samples_with(sf, &locator, events)?;
-            let e = load::exact_with(tf, &locator, events)?;
+            let mut e = load::exact_with(tf, &locator, events)?;
+            if weight == TruthWeight::TimeModel
+                && args.time_model == crate::timemodel::TimeModelKind::Static
+                && !e.edges.is_empty()
+            {
+                // A truth with edges: time its blocks here (a virtual PMU's truth, which has
+                // its own time column and no edges, is compared as it is).
+                let core = proftrust_uarch::Core::new(args.core);
+                let locate = |m: &Module| {
+                    locator
+                        .locate(&m.path, m.build_id.as_ref())
+                        .binary
+                        .map(|b| b.path().to_path_buf())
+                };
+                let summary = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+                events.note(&crate::timemodel::summary_note(&core, &summary));
+            } else if weight == TruthWeight::TimeModel {
+                time_model_used = crate::timemodel::TimeModelKind::Trace;
+            }
             restrict_to_first_process(&mut s, warnings);
             let cmd = s.command.clone();
             (
@@ -958,6 +996,7 @@ fn inputs(
         command,
         sweep_cmd,
         interrupted,
+        time_model_used,
     })
 }
 
@@ -1296,9 +1335,11 @@ fn count_exact(
 ) -> Result<(ExactProfile, Option<String>)> {
     if weight == TruthWeight::TimeModel {
         if args.backend == Backend::Callgrind {
-            bail!("--truth-weight time-model replays the QEMU block trace through the virtual PMU's timing model; use --backend qemu or auto");
+            bail!("--truth-weight time-model times the blocks QEMU counts (edges included); use --backend qemu or auto");
         }
-        return time_model_truth(cmd, args, versions, stop, events).map(|e| (e, None));
+        if args.time_model == crate::timemodel::TimeModelKind::Trace {
+            return time_model_truth(cmd, args, versions, stop, events).map(|e| (e, None));
+        }
     }
     let timeout = args.timeout;
     let mut note = None;
@@ -1321,6 +1362,9 @@ fn count_exact(
             }
         }
     };
+    if !use_qemu && weight == TruthWeight::TimeModel {
+        bail!("--truth-weight time-model needs the block-to-block edges of the QEMU plugin's count ({}); install QEMU with plugin support (scripts/install-qemu.sh)", note.as_deref().unwrap_or("callgrind gives none"));
+    }
     if use_qemu && weight == TruthWeight::CyclesEstimate {
         bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
     }
@@ -1337,10 +1381,12 @@ fn count_exact(
         // run at the speed of bare QEMU. They are exact for one guest thread; with several,
         // API v1's non-atomic inline adds can lose increments, so count again with the
         // per-vcpu callback counts.
+        // The time model needs the edges (a callback where control went elsewhere than a
+        // block's listed successor, the rest derived).
         let mut o = proftrust_exact::QemuOptions {
             timeout,
             show_output: false,
-            edges: false,
+            edges: weight == TruthWeight::TimeModel,
             stop: Some(stop.clone()),
             ..Default::default()
         };
@@ -1376,6 +1422,20 @@ fn count_exact(
     };
     pb.finish();
     e.normalize();
+    if weight == TruthWeight::TimeModel {
+        let core = proftrust_uarch::Core::new(args.core);
+        let locator = load::locator(&args.binaries, args.symfs.as_deref());
+        let locate = |m: &Module| {
+            locator
+                .locate(&m.path, m.build_id.as_ref())
+                .binary
+                .map(|b| b.path().to_path_buf())
+        };
+        let s = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+        events.note(&crate::timemodel::summary_note(&core, &s));
+        e.backend_detail
+            .push_str(&format!("; time model: {}", core.name));
+    }
     Ok((e, note))
 }
 

@@ -82,6 +82,7 @@ pub mod program;
 pub mod read;
 pub mod record;
 pub mod simulate;
+pub mod timemodel;
 pub mod trace;
 pub mod truth;
 pub mod vpmu;

@@ -3,7 +3,7 @@
 
 use crate::table::Core;
 use iced_x86::{
-    Code, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
+    FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind, Register,
 };
 
 /// Register ids of the scheduler: 0-15 the general-purpose registers (any width), 16-47 the
@@ -365,9 +365,4 @@ fn offset_of(ins: &Instruction) -> Option<(Reg, i64)> {
         }
         _ => None,
     }
-}
-
-/// The code of the instruction (for tests and reports).
-pub fn code_name(c: Code) -> String {
-    format!("{c:?}")
 }

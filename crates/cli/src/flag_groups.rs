@@ -158,6 +158,11 @@ pub enum WeightArg {
     /// truth file needs edges (`proftrust truth`), or comes from `vpmu --mode tip --cpi-model
     /// cache-sim --exact FILE` (the trace model).
     TimeModel,
+    /// Cycles per instruction as the samples' own branch stacks measured them (their cycle
+    /// counts: perf -b / --call-graph lbr on Intel since Skylake, Arm BRBE, `vpmu --lbr`).
+    /// No exact run needed (--samples alone); with --truth or a program to run, the exact
+    /// counts check the ranges against the run.
+    LbrTime,
 }
 
 impl ExactSide {
@@ -172,6 +177,7 @@ impl ExactSide {
             WeightArg::Instructions => TruthWeight::Instructions,
             WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
             WeightArg::TimeModel => TruthWeight::TimeModel,
+            WeightArg::LbrTime => TruthWeight::LbrTime,
         };
         o.time_model = match self.time_model {
             TimeModelArg::Static => proftrust_pipeline::timemodel::TimeModelKind::Static,

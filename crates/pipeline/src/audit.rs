@@ -48,6 +48,12 @@ pub enum AuditInput {
         /// The exact-count file.
         truth: PathBuf,
     },
+    /// Samples alone, whose branch stacks carry cycle counts: the truth is the time they
+    /// measured (`--truth-weight lbr-time`, no exact run).
+    Samples {
+        /// The sample file.
+        samples: PathBuf,
+    },
     /// A program and its arguments: recorded, then counted exactly.
     Run {
         /// Program and arguments (the program is looked up on `PATH`).
@@ -417,6 +423,7 @@ pub fn execute_with_data(
                 }
                 crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
             }),
+            TruthWeight::LbrTime => Some(LBR_TIME_FORMULA.to_string()),
             TruthWeight::Instructions => None,
         },
         event: event
@@ -920,6 +927,9 @@ fn inputs(
             } else if weight == TruthWeight::TimeModel {
                 time_model_used = crate::timemodel::TimeModelKind::Trace;
             }
+            if weight == TruthWeight::LbrTime {
+                e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+            }
             restrict_to_first_process(&mut s, warnings);
             let cmd = s.command.clone();
             (
@@ -930,9 +940,29 @@ fn inputs(
                 cmd,
                 None,
             )
+        } else if let AuditInput::Samples { samples: sf } = &args.input {
+            if weight != TruthWeight::LbrTime {
+                bail!("--samples without --truth: give the truth file (--truth FILE), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
+            }
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload)");
+            }
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let mut s = load::samples_with(sf, &locator, events)?;
+            restrict_to_first_process(&mut s, warnings);
+            let e = lbr_side(&s, None, &locator, warnings, events)?;
+            let cmd = s.command.clone();
+            (
+                s,
+                Some(e),
+                sf.display().to_string(),
+                "the samples' branch stacks (no exact run)".to_string(),
+                cmd,
+                None,
+            )
         } else {
             let AuditInput::Run { command: cmd } = &args.input else {
-                unreachable!("AuditInput has two variants")
+                unreachable!("AuditInput has three variants")
             };
             let mut cmd = cmd.clone();
             if cmd.is_empty() {
@@ -958,8 +988,12 @@ fn inputs(
             ));
                 None
             } else {
-                let (e, backend_note) =
+                let (mut e, backend_note) =
                     count_exact(&cmd, args, weight, tool_versions, &stop, events)?;
+                if weight == TruthWeight::LbrTime {
+                    let locator = load::locator(&args.binaries, args.symfs.as_deref());
+                    e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+                }
                 if let Some(n) = backend_note {
                     warnings.push(n);
                 }
@@ -1386,7 +1420,7 @@ fn count_exact(
         let mut o = proftrust_exact::QemuOptions {
             timeout,
             show_output: false,
-            edges: weight == TruthWeight::TimeModel,
+            edges: matches!(weight, TruthWeight::TimeModel | TruthWeight::LbrTime),
             stop: Some(stop.clone()),
             ..Default::default()
         };
@@ -1439,6 +1473,9 @@ fn count_exact(
     Ok((e, note))
 }
 
+/// How the `lbr-time` truth is formed, as printed in reports.
+pub const LBR_TIME_FORMULA: &str = "cycles of an instruction = its share of the cycles the samples' branch stacks measured: each fall-through range from an entry's target to the next newer entry's source timed by that newer entry's cycle count (Intel LBR cycle counts, Arm BRBE), split evenly over the range's instructions; a measurement of the sampled windows, not a model";
+
 /// How the time-model truth is formed, as printed in reports.
 pub const TIME_MODEL_FORMULA: &str = "cycles of an instruction = its time-proportional (TIP) share of the run's cycles in proftrust's out-of-order model: ROB 224 entries, dispatch/commit width 4, latency = instruction class + simulated L1D 32K/LLC 8M/memory 200 cycles; no data dependencies, branch prediction or front end (docs/skid.md)";
 
@@ -1476,6 +1513,53 @@ fn time_model_truth(
         "time model: TIP attribution on the out-of-order model with simulated caches, replaying the QEMU block trace".into();
     e.normalize();
     Ok(e)
+}
+
+/// The `lbr-time` truth ([`crate::lbr::lbr_truth`]) with its notes and warnings; an error
+/// when the samples hold no branch stack with cycle counts.
+fn lbr_side(
+    samples: &SampleSet,
+    exact: Option<ExactProfile>,
+    locator: &proftrust_binary::BinaryLocator,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<ExactProfile> {
+    let sym = proftrust_binary::Symbolizer::with_locator(&samples.modules, locator);
+    let (e, s) = crate::lbr::lbr_truth(samples, exact, &sym);
+    if s.measured == 0 {
+        bail!(
+            "--truth-weight lbr-time: the samples hold no branch-stack range with a cycle count and known code ({} stacks, {} ranges of unknown code); record branch stacks with cycles (perf record -b or --call-graph lbr on Intel since Skylake, Arm BRBE; proftrust vpmu --lbr) and give the binaries (--binary)",
+            s.stacks,
+            s.unresolved
+        );
+    }
+    events.note(&format!(
+        "lbr time: {} fall-through ranges measured by {} branch stacks, {} cycles",
+        s.measured, s.stacks, s.cycles
+    ));
+    if s.unresolved > 0 {
+        warnings.push(format!(
+            "{} branch-stack ranges ({:.1}% of the ranges) have no known straight-line code (another module, or a binary not found) and are left out of the lbr time",
+            s.unresolved,
+            100.0 * s.unresolved as f64 / (s.unresolved + s.measured).max(1) as f64
+        ));
+    }
+    if s.off_cfg.0 > 0 {
+        warnings.push(format!(
+            "{} of {} measured branch-stack ranges ({:.1}% of the measured cycles) are not straight-line paths of the exact run (an instruction it never executed, or a fall-through it never took): the samples and the exact run are not of the same program and input, or the stacks are corrupt",
+            s.off_cfg.0,
+            s.checked,
+            100.0 * s.off_cfg.1 as f64 / s.cycles.max(1) as f64
+        ));
+    }
+    if exact_is_lbr_only(&e) {
+        warnings.push("no exact run: the counts beside the lbr time are how often the branch stacks covered each instruction, not executions (NRMSE_SR, SC and OD rest on them)".into());
+    }
+    Ok(e)
+}
+
+fn exact_is_lbr_only(e: &ExactProfile) -> bool {
+    e.backend == "lbr"
 }
 
 /// The QEMU proftrust runs (`proftrust_exact::find_qemu`), for its version in the report.

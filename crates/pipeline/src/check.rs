@@ -693,6 +693,8 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         }
     };
 
+    hardware_time(&set, ev, &sym, &mut functions, o, &mut warnings, &mut notes);
+
     // Profile verdict.
     let (verdict, reason) = profile_verdict(&functions, &warnings, aliased, o.top);
     pb.finish();
@@ -1102,6 +1104,9 @@ fn rows(
                 distinct_from_next: None,
                 runs,
                 r_mean,
+                hardware_time: None,
+                hardware_time_low: None,
+                hardware_time_high: None,
                 flags,
                 verdict,
                 reason,
@@ -1486,4 +1491,95 @@ fn skid_shows(pair: (u64, u64), two_sided: bool) -> Option<(f64, bool)> {
         f >= 0.75 && z >= 3.0
     };
     Some((f, n >= 50 && off))
+}
+
+/// The "hardware time" column (issue 34): when the samples carry branch stacks with cycle
+/// counts (perf `-b`, `-j any`, `--call-graph lbr`; Arm BRBE; `proftrust vpmu --lbr`), each
+/// function's share of the time the stacks measured (`proftrust_metrics::lbr_time`: every
+/// fall-through range timed by its entry's cycles), with a bootstrap interval over samples,
+/// beside the sampled share. A row whose sampled interval and hardware-time interval do not
+/// overlap is flagged `hardware-time`: the samples put it elsewhere than the time went (skid,
+/// a biased event, a period locked to a loop), measured from the user's own file.
+fn hardware_time(
+    set: &SampleSet,
+    ev: u16,
+    sym: &Symbolizer,
+    functions: &mut [CheckRow],
+    o: &CheckOptions,
+    warnings: &mut Vec<CheckWarning>,
+    notes: &mut Vec<String>,
+) {
+    if !set
+        .samples
+        .iter()
+        .any(|s| s.event == ev && s.branches.iter().any(|b| b.cycles > 0))
+    {
+        return;
+    }
+    let code = crate::lbr::SymbolizedRanges::new(sym);
+    let t = proftrust_metrics::lbr_time(set, Some(ev), &code);
+    if t.measured == 0 {
+        notes.push(format!(
+            "hardware time: the {} branch stacks hold no range with a cycle count and known code ({} unresolved, {} entries without cycles)",
+            t.stacks, t.unresolved, t.without_cycles
+        ));
+        return;
+    }
+    // Groups: the function rows, by the names the rows use.
+    let index: FastMap<&str, usize> = functions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let names = std::cell::RefCell::new((Names::default(), Names::default(), Names::default()));
+    let group_cache: std::cell::RefCell<FastMap<Location, Option<usize>>> = Default::default();
+    let group = |l: Location| -> Option<usize> {
+        *group_cache.borrow_mut().entry(l).or_insert_with(|| {
+            let mut n = names.borrow_mut();
+            let (f, i, li) = &mut *n;
+            let k = keys_of(sym, l, f, i, li);
+            // Time in a function without samples counts in the total (a group of its own).
+            Some(
+                index
+                    .get(f.names[k.function as usize].as_str())
+                    .copied()
+                    .unwrap_or(functions.len()),
+            )
+        })
+    };
+    let shares = t.shares(functions.len() + 1, &group, 400, o.confidence, 1);
+    let mut disagree = Vec::new();
+    for (r, (share, lo, hi)) in functions.iter_mut().zip(shares) {
+        r.hardware_time = Some(share);
+        r.hardware_time_low = Some(lo);
+        r.hardware_time_high = Some(hi);
+        if r.ci_high < lo || hi < r.ci_low {
+            r.flags.push("hardware-time".into());
+            disagree.push(format!(
+                "{} (sampled {}, hardware time {})",
+                r.name,
+                pct(r.share),
+                pct(share)
+            ));
+        }
+    }
+    notes.push(format!(
+        "hardware time: {} fall-through ranges measured by the cycle counts of {} branch stacks ({} cycles; {} ranges of unknown code, {} entries without cycles); shares with {:.0}% bootstrap intervals over samples (400 resamplings, seed 1)",
+        t.measured,
+        t.stacks,
+        t.total_cycles(),
+        t.unresolved,
+        t.without_cycles,
+        100.0 * o.confidence
+    ));
+    if !disagree.is_empty() {
+        warnings.push(CheckWarning {
+            kind: "hardware-time".into(),
+            message: format!(
+                "{} function(s) where the sampled share and the time the branch stacks measured disagree beyond both intervals: {}; the samples land elsewhere than the time goes (skid behind slow instructions, an event that is not time, a period locked to a loop): trust the hardware time for these rows",
+                disagree.len(),
+                disagree.join(", ")
+            ),
+        });
+    }
 }

@@ -76,6 +76,7 @@ mod error;
 mod events;
 pub mod export;
 pub mod inspect;
+pub mod lbr;
 pub mod load;
 pub mod paths;
 pub mod program;

@@ -82,7 +82,19 @@ pub struct CheckRow {
     /// Mean running-state length over the sampling interval (`R` of seed 002 eq. 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub r_mean: Option<f64>,
-    /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`).
+    /// The row's share of the time the branch stacks measured (their cycle counts, the
+    /// "hardware time"), when the samples carry branch stacks with cycles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time: Option<f64>,
+    /// Bootstrap interval of `hardware_time` (the stated confidence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time_low: Option<f64>,
+    /// Bootstrap interval of `hardware_time`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time_high: Option<f64>,
+    /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`,
+    /// `hardware-time`: the sampled share and the hardware time disagree beyond both
+    /// intervals).
     pub flags: Vec<String>,
     /// What the row can be used for.
     pub verdict: Verdict,
@@ -211,29 +223,41 @@ fn pct(x: f64) -> String {
 }
 
 fn table(rows: &[CheckRow], what: &str, top: usize, color: bool) -> String {
-    let mut t = Table::new([
-        what, "samples", "share", "95% CI", "interval", "R", "next", "verdict", "reason",
-    ])
-    .left_align(&[4, 7, 8]);
+    // The hardware-time columns only where the profile had branch stacks with cycles.
+    let hw = rows.iter().take(top).any(|r| r.hardware_time.is_some());
+    let mut headers = vec![what, "samples", "share", "95% CI"];
+    if hw {
+        headers.extend(["hw time", "hw 95% CI"]);
+    }
+    headers.extend(["interval", "R", "next", "verdict", "reason"]);
+    let left: Vec<usize> = if hw { vec![6, 9, 10] } else { vec![4, 7, 8] };
+    let mut t = Table::new(headers).left_align(&left);
     for r in rows.iter().take(top) {
-        t.row(
-            [
-                r.name.clone(),
-                r.samples.to_string(),
-                pct(r.share),
-                format!("{}..{}", pct(r.ci_low), pct(r.ci_high)),
-                r.interval.clone(),
-                r.r_mean.map_or("-".into(), |x| format!("{x:.1}")),
-                match r.distinct_from_next {
-                    Some(true) => ">".into(),
-                    Some(false) => "~".into(),
-                    None => String::new(),
-                },
-                r.verdict.label().into(),
-                r.reason.clone(),
-            ],
-            r.verdict == Verdict::Noise,
-        );
+        let mut cells = vec![
+            r.name.clone(),
+            r.samples.to_string(),
+            pct(r.share),
+            format!("{}..{}", pct(r.ci_low), pct(r.ci_high)),
+        ];
+        if hw {
+            cells.push(r.hardware_time.map_or("-".into(), pct));
+            cells.push(match (r.hardware_time_low, r.hardware_time_high) {
+                (Some(l), Some(h)) => format!("{}..{}", pct(l), pct(h)),
+                _ => "-".into(),
+            });
+        }
+        cells.extend([
+            r.interval.clone(),
+            r.r_mean.map_or("-".into(), |x| format!("{x:.1}")),
+            match r.distinct_from_next {
+                Some(true) => ">".into(),
+                Some(false) => "~".into(),
+                None => String::new(),
+            },
+            r.verdict.label().into(),
+            r.reason.clone(),
+        ]);
+        t.row(cells, r.verdict == Verdict::Noise);
     }
     let mut s = t.render(color);
     if rows.len() > top {

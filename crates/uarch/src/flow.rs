@@ -24,8 +24,9 @@
 //! distribution is proportional to `rᵏ`; `m = 1/2` at `p = 1/2`, `m ≈ q` for a biased
 //! branch). Indirect jumps and calls predicted by their last target: `m = 1 - Σ pⱼ²` over
 //! their targets' frequencies. Returns (return stack) and direct jumps: 0. Each
-//! misprediction costs the branch's resolution time (issue to completion after dispatch, in
-//! its block's timing) plus the core's `MispredictPenalty`, charged to the branch: the
+//! misprediction costs the branch's resolution time (from the dispatch of its block's first
+//! instruction into a drained core to the branch's completion: the front end restarts at the
+//! block after a misprediction) plus the core's `MispredictPenalty`, charged to the branch: the
 //! first-order model of Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic performance
 //! model for superscalar out-of-order processors" (ACM TOCS 27(2), 2009, §4.2: penalty =
 //! branch resolution time + front-end refill).
@@ -278,7 +279,7 @@ pub fn model_run(
             }
         }
         // The block's last instruction: a branch's mispredictions.
-        let (Some(o), Some(t)) = (ops[e - 1].as_ref(), last) else {
+        let (Some(o), Some(_)) = (ops[e - 1].as_ref(), last) else {
             continue;
         };
         let count = ins[e - 1].count;
@@ -308,7 +309,20 @@ pub fn model_run(
             _ => 0.0,
         };
         if rate > 0.0 {
-            let resolution = t.complete.saturating_sub(t.dispatch) as f64;
+            // Resolution time: after a misprediction the front end restarts at the block, so
+            // the branch resolves when the block, dispatched into a drained core, computes
+            // its condition (in the history above the front end runs far ahead of a
+            // dependency chain, which a core that mispredicts never does).
+            sched.reset();
+            let mut first = None;
+            let mut end = 0;
+            for o in ops[s..e].iter().flatten() {
+                let x = sched.push(o);
+                first.get_or_insert(x.dispatch);
+                end = x.complete;
+                out.steps += 1;
+            }
+            let resolution = end.saturating_sub(first.unwrap_or(0)) as f64;
             let m = rate * count as f64;
             out.mispredicts[e - 1] = m;
             out.cycles[e - 1] += m * (resolution + f64::from(core.mispredict_penalty));

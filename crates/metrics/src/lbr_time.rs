@@ -18,13 +18,18 @@
 //! # Charging and estimating
 //!
 //! A range's cycles are split evenly over its instructions (the hardware measures the range,
-//! not its instructions; below a range the split is an assumption). Summing over every range
-//! of every sample gives the time profile of the sampled windows: each sample's stack is a
-//! window of recent execution, so a function's share of the summed cycles estimates its
-//! share of the run's time. Intervals ([`LbrTime::shares`]) are percentile bootstrap
-//! intervals over samples (Efron and Tibshirani, *An Introduction to the Bootstrap*, 1993,
-//! §13.3): samples are resampled with replacement, the shares recomputed, the 2.5% and 97.5%
-//! quantiles taken; resampling whole samples keeps each window's ranges together.
+//! not its instructions; below a range the split is an assumption). Each sample's stack is
+//! a window of the execution just before the sample: its ranges tell what the time just
+//! before the sample went to. Samples taken at equal intervals of time (a cycles or clock
+//! event) each stand for the same stretch of time, so the run's time profile is the *mean
+//! of the windows' compositions*: each window's cycles per instruction divided by the
+//! window's total, averaged over the samples ([`LbrTime::per_instruction`], scaled back to
+//! cycles by the mean window). Summing the raw cycles of all windows instead would weigh
+//! code by the length of its windows (32 ranges of a slow loop cover more time than 32 of a
+//! fast one) and over-weight slow code by that factor. Intervals ([`LbrTime::shares`]) are
+//! percentile bootstrap intervals over samples (Efron and Tibshirani, *An Introduction to
+//! the Bootstrap*, 1993, §13.3): samples are resampled with replacement, the shares
+//! recomputed, the 2.5% and 97.5% quantiles taken.
 
 use proftrust_model::{Location, ModuleIdx, SampleSet, Svma};
 use std::collections::HashMap;
@@ -72,17 +77,33 @@ pub struct LbrTime {
 }
 
 impl LbrTime {
-    /// Cycles per instruction: each range's cycles split evenly over its instructions.
+    /// Cycles per instruction: the mean over samples of each window's composition (its
+    /// ranges' cycles split evenly over their instructions, divided by the window's total),
+    /// times the mean window's cycles (module documentation).
     pub fn per_instruction(&self) -> HashMap<Location, f64> {
+        let windows: Vec<u64> = self
+            .per_sample
+            .iter()
+            .map(|rs| rs.iter().map(|&(_, c)| u64::from(c)).sum())
+            .collect();
+        let used = windows.iter().filter(|&&w| w > 0).count();
+        let mean = windows.iter().sum::<u64>() as f64 / used.max(1) as f64;
         let mut out: HashMap<Location, f64> = HashMap::new();
-        for r in &self.ranges {
-            let each = r.cycles as f64 / r.instructions.len().max(1) as f64;
-            for &a in &r.instructions {
-                *out.entry(Location {
-                    module: Some(r.module),
-                    svma: a,
-                })
-                .or_default() += each;
+        for (rs, &w) in self.per_sample.iter().zip(&windows) {
+            if w == 0 {
+                continue;
+            }
+            let scale = mean / w as f64 / used as f64;
+            for &(ri, c) in rs {
+                let r = &self.ranges[ri as usize];
+                let each = f64::from(c) * scale / r.instructions.len().max(1) as f64;
+                for &a in &r.instructions {
+                    *out.entry(Location {
+                        module: Some(r.module),
+                        svma: a,
+                    })
+                    .or_default() += each;
+                }
             }
         }
         out
@@ -141,7 +162,7 @@ impl LbrTime {
                 v
             })
             .collect();
-        // Per sample: cycles per group.
+        // Per sample: its window's composition (cycles per group over the window's cycles).
         let per: Vec<Vec<(usize, f64)>> = self
             .per_sample
             .iter()
@@ -154,6 +175,10 @@ impl LbrTime {
                             None => v.push((g, f * f64::from(c))),
                         }
                     }
+                }
+                let w: f64 = rs.iter().map(|&(_, c)| f64::from(c)).sum();
+                if w > 0.0 {
+                    v.iter_mut().for_each(|x| x.1 /= w);
                 }
                 v
             })
@@ -346,11 +371,11 @@ mod tests {
             (Svma(0x1f0), Svma(0x1f0), 3)
         );
         assert_eq!(t.total_cycles(), 54);
+        // Windows: sample 1 all loop (22 cycles), sample 2 loop 29 of 32 cycles; the mean
+        // window 27 cycles; the loop's share the mean composition (1 + 29/32) / 2.
         let per = t.per_instruction();
-        assert_eq!(
-            per[&Location::new(m, 0x104)],
-            (12 + 10 + 9 + 20) as f64 / 4.0
-        );
+        let want = (1.0 + 29.0 / 32.0) / 2.0;
+        assert!((per[&Location::new(m, 0x104)] - want * 27.0 / 4.0).abs() < 1e-9);
         // Shares of two groups: the loop (0x100..0x10c) and the rest.
         let s = t.shares(
             2,
@@ -359,7 +384,7 @@ mod tests {
             0.95,
             7,
         );
-        let want = 51.0 / 54.0;
+        let want = (1.0 + 29.0 / 32.0) / 2.0;
         assert!((s[0].0 - want).abs() < 1e-12, "{s:?}");
         assert!(s[0].1 <= want && want <= s[0].2, "{s:?}");
     }

@@ -223,9 +223,9 @@ pub fn model_run(
     let mut retire: Vec<u64> = Vec::new();
     for (b, &(s, e)) in blocks.iter().enumerate() {
         if ops[s].is_none() {
-            for i in s..e {
-                out.cycles[i] = ins[i].count as f64;
-                out.uncoded_executions += ins[i].count;
+            for (c, ic) in out.cycles[s..e].iter_mut().zip(&ins[s..e]) {
+                *c = ic.count as f64;
+                out.uncoded_executions += ic.count;
             }
             continue;
         }

@@ -244,10 +244,10 @@ pub fn op_of(ins: &Instruction, core: &Core, factory: &mut InstructionInfoFactor
         // Registers of the memory operand are reported as reads too: keep them apart.
         let partial = u.register().is_gpr8() || u.register().is_gpr16();
         match u.access() {
-            OpAccess::Read | OpAccess::CondRead => {
-                if !zero && !addr_reads.as_slice().contains(&id) {
-                    reads.add(id)
-                }
+            OpAccess::Read | OpAccess::CondRead
+                if !zero && !addr_reads.as_slice().contains(&id) =>
+            {
+                reads.add(id)
             }
             OpAccess::Write | OpAccess::CondWrite => {
                 writes.add(id);

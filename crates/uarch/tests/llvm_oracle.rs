@@ -16,7 +16,10 @@ fn check(table: &str, cpu: &str) {
     assert!(rows.len() > 10, "{cpu}: {} rows", rows.len());
     let mut src = String::new();
     for (k, f) in rows.iter().enumerate() {
-        src.push_str(&format!("# LLVM-MCA-BEGIN r{k}\n{}\n# LLVM-MCA-END\n", f[8]));
+        src.push_str(&format!(
+            "# LLVM-MCA-BEGIN r{k}\n{}\n# LLVM-MCA-END\n",
+            f[8]
+        ));
     }
     let dir = tempfile_dir();
     let input = dir.join("oracle.s");
@@ -32,7 +35,11 @@ fn check(table: &str, cpu: &str) {
         .output()
         .expect("run llvm-mca-19");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     // Per region, the row after the `[1] [2] ... Instructions:` header: uops, latency.
     let mut got: Vec<(String, String)> = Vec::new();

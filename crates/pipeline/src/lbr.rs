@@ -5,12 +5,15 @@ use proftrust_binary::Symbolizer;
 use proftrust_model::{ExactProfile, InstrCount, Location, SampleSet};
 use std::collections::HashMap;
 
+/// A decoded function: (address, length) of each instruction.
+type Decoded = Vec<(u64, u32)>;
+
 /// Straight-line code from the binaries the symbolizer found: a range's instructions are
 /// those of the function holding its start, from start to end, with no gap.
 pub struct SymbolizedRanges<'a> {
     sym: &'a Symbolizer,
     /// Decoded functions: (module, function start) -> (address, length) of each instruction.
-    cache: std::cell::RefCell<HashMap<(u32, u64), Option<Vec<(u64, u32)>>>>,
+    cache: std::cell::RefCell<HashMap<(u32, u64), Option<Decoded>>>,
 }
 
 impl proftrust_metrics::RangeCode for SymbolizedRanges<'_> {

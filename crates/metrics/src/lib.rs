@@ -47,6 +47,7 @@
 
 pub mod compare;
 mod cycles;
+pub mod dist;
 pub mod evidence;
 pub mod fleet;
 pub mod lbr_time;
@@ -63,7 +64,7 @@ pub use cycles::{cycles_estimate, CYCLES_FORMULA};
 pub use lbr_time::{lbr_time, LbrTime, RangeCode, RangeTime};
 pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};
 pub use rank::{function_coverage, kendall_tau_b, top_k_overlap};
-pub use share::{epsilon, wilson_interval, Z_95};
+pub use share::{epsilon, wilson_interval, wilson_interval_of_share, Z_95};
 
 /// Why a metric could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -148,7 +148,14 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     let run_interval = run_intervals(&mut tables.functions, &keys, &counts, &found, &rules);
     let health = health(&loaded, &samples, &keys, &sym, &mut warnings);
     clustering(o, &tables.functions, counts.slices, &mut warnings);
-    hardware_time(&loaded, &sym, &mut tables.functions, o, &mut warnings, &mut notes);
+    hardware_time(
+        &loaded,
+        &sym,
+        &mut tables.functions,
+        o,
+        &mut warnings,
+        &mut notes,
+    );
     let (trustworthy_at, verdict, reason) =
         judge(o, &rules, &loaded.event, &tables, &found, &code, &warnings);
     pb.finish();

@@ -420,7 +420,7 @@ fn audit_perf_first_counts_the_recorded_program_with_its_child() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--truth FILE, or the program"),
+        String::from_utf8_lossy(&o.stderr).contains("the program that was recorded after `--`"),
         "{}",
         text(&o)
     );

@@ -23,7 +23,8 @@ const _: () = assert!(proftrust_pipeline::vpmu::DEFAULT_SKID == 30);
 pub struct AuditArgs {
     /// Existing samples: perf.data, `perf script` text, or a proftrust sample file. With
     /// --truth FILE both sides are read; with the program after `--` instead, the audit
-    /// counts that program exactly (the run perf recorded).
+    /// counts that program exactly (the run perf recorded); with --truth-weight lbr-time
+    /// alone, the samples' branch stacks are the truth.
     #[arg(long, value_name = "FILE", conflicts_with = "workload")]
     samples: Option<PathBuf>,
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
@@ -109,12 +110,17 @@ impl AuditArgs {
                 }
             }
             (Some(samples), None) => {
-                if self.command.is_empty() {
-                    bail!("--samples FILE needs the exact side: --truth FILE, or the program that was recorded after `--` (proftrust audit --samples perf.data -- ./prog args)");
-                }
-                AuditInput::SamplesAndRun {
-                    samples: samples.clone(),
-                    command: self.command.clone(),
+                // (--workload conflicts with --samples in clap.)
+                let lbr = self.exact_side.truth_weight == crate::flag_groups::WeightArg::LbrTime;
+                match (self.command.is_empty(), lbr) {
+                    (true, true) => AuditInput::Samples {
+                        samples: samples.clone(),
+                    },
+                    (true, false) => bail!("--samples needs --truth FILE (the exact counts to compare with), the program that was recorded after `--` (proftrust audit --samples perf.data -- ./prog args), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts"),
+                    (false, _) => AuditInput::SamplesAndRun {
+                        samples: samples.clone(),
+                        command: self.command.clone(),
+                    },
                 }
             }
             _ => AuditInput::Run {

@@ -56,12 +56,13 @@ mod error;
 mod kallsyms;
 mod locate;
 mod loops;
+mod recover;
 mod srcframes;
 mod symbolizer;
 
 pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
-pub use elf::{segment_table, Binary, Frame, Function, LoadHeaders, OpenOptions};
+pub use elf::{segment_table, Binary, Frame, Function, FunctionOrigin, LoadHeaders, OpenOptions};
 pub use error::BinaryError;
 pub use kallsyms::{Kallsyms, KernelSymbol};
 pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};

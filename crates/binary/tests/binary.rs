@@ -6,9 +6,11 @@
 //! A test whose tool is missing prints `SKIP: <test>: <reason>` and returns.
 
 use proftrust_binary::{
-    dominators, simple_loops, Binary, BinaryError, Flow, OpenOptions, Symbolizer,
+    dominators, simple_loops, Binary, BinaryError, Flow, FunctionOrigin, OpenOptions, Symbolizer,
 };
-use proftrust_model::{BuildId, EdgeKind, Location, Module, ModuleIdx, ModuleTable, Svma};
+use proftrust_model::{
+    Attribution, BuildId, EdgeKind, Location, Module, ModuleIdx, ModuleTable, Svma,
+};
 use proftrust_testkit::have;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -979,28 +981,259 @@ fn stripped_binaries_degrade_with_warnings() {
         ("work", None, None)
     );
     assert_eq!(b.cfg(&work).unwrap().loops.len(), 1);
-    // Fully stripped: only .dynsym (no defined functions in a PIE exe), with warnings.
+    // Fully stripped: no .symtab, a PIE exports no functions; the PLT stubs are named and
+    // every other function with an FDE is recovered as `stripped!sub_ADDR`.
     let all = dir.path().join("stripped");
     run("strip", &["--strip-all", "-o", p(&all), p(&exe)]);
     let b = Binary::open(&all).unwrap();
     assert!(!b.has_symtab());
     assert!(
-        b.warnings().iter().any(|w| w.contains("symbol")),
+        b.warnings()
+            .iter()
+            .any(|w| w.contains("no symbol table") && w.contains("stripped!sub_ADDR")),
         "{:?}",
         b.warnings()
     );
-    // Only the synthesized PLT stubs are left (a PIE exports no functions).
-    assert!(b.function_at(Svma(nm["work"])).is_none());
-    assert!(b
-        .functions()
-        .iter()
-        .all(|f| f.name.ends_with("@plt") || f.name == "[plt]"));
+    let work = b.function_at(Svma(nm["work"])).expect("work recovered");
+    assert_eq!(work.name, format!("stripped!sub_{:x}", nm["work"]));
+    assert_eq!(work.origin, FunctionOrigin::Recovered);
     let mut mt = ModuleTable::default();
     let mi = mt.intern(Module::new(p(&all)));
     let s = Symbolizer::new(&mt, &[]);
-    let name = s.function_name(Location::new(mi, nm["work"]));
-    assert_eq!(name, format!("stripped+{:#x}", nm["work"]));
+    let at = Location::new(mi, nm["work"] + 4);
+    assert_eq!(
+        s.function_name(at),
+        format!("stripped!sub_{:x}", nm["work"])
+    );
+    assert_eq!(s.attribution(at), Attribution::Recovered);
     assert!(!s.warnings().is_empty());
+    // Without unwind tables there is nothing to recover: the address stays unattributed.
+    let bare = gcc(
+        dir.path(),
+        "bare",
+        &["inline_loop.c"],
+        &["-fno-asynchronous-unwind-tables", "-fno-exceptions"],
+    );
+    let nm_bare = nm_functions(&bare);
+    let bare_stripped = dir.path().join("bare_stripped");
+    run("strip", &["--strip-all", "-o", p(&bare_stripped), p(&bare)]);
+    let mut mt = ModuleTable::default();
+    let mi = mt.intern(Module::new(p(&bare_stripped)));
+    let s = Symbolizer::new(&mt, &[]);
+    let at = Location::new(mi, nm_bare["work"]);
+    assert_eq!(
+        s.function_name(at),
+        format!("bare_stripped+{:#x}", nm_bare["work"])
+    );
+    assert_eq!(s.attribution(at), Attribution::Unattributed);
+    let per = s.attribution_by_module([(at, 3), (Location::unmapped(0x10), 1)]);
+    assert_eq!(per.len(), 2);
+    assert_eq!(
+        (per[0].module.as_str(), per[0].samples, per[0].unattributed),
+        ("bare_stripped", 3, 3)
+    );
+    assert_eq!(
+        (per[1].module.as_str(), per[1].unattributed),
+        ("[unknown]", 1)
+    );
+}
+
+/// `nm -S --defined-only` sized code symbols: (start, size, name).
+fn nm_sized(exe: &Path) -> Vec<(u64, u64, String)> {
+    run("nm", &["-S", "--defined-only", p(exe)])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 4 || !matches!(f[2], "T" | "t") {
+                return None;
+            }
+            Some((
+                u64::from_str_radix(f[0], 16).ok()?,
+                u64::from_str_radix(f[1], 16).ok()?,
+                f[3].to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The FDE ranges `readelf --debug-dump=frames` prints (`pc=START..END`).
+fn readelf_fdes(exe: &Path) -> BTreeSet<(u64, u64)> {
+    run("readelf", &["--debug-dump=frames", p(exe)])
+        .lines()
+        .filter(|l| l.contains(" FDE "))
+        .filter_map(|l| {
+            let pc = l.split("pc=").nth(1)?;
+            let (a, b) = pc.split_once("..")?;
+            Some((
+                u64::from_str_radix(a.trim(), 16).ok()?,
+                u64::from_str_radix(b.trim(), 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn stripped_functions_are_recovered_from_fdes_as_the_symbols_had_them() {
+    let t = "stripped_functions_are_recovered_from_fdes_as_the_symbols_had_them";
+    if !tools(t, &["gcc", "strip", "nm", "readelf"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    let all = dir.path().join("prog.stripped");
+    run("strip", &["--strip-all", "-o", p(&all), p(&exe)]);
+    let full = Binary::open(&exe).unwrap();
+    let b = Binary::open(&all).unwrap();
+    let fdes = readelf_fdes(&exe);
+    let syms = nm_sized(&exe);
+    // Oracle 1: every static function (mix, complain, check, check.cold, sum) and main has
+    // an FDE of exactly its nm range; in the stripped copy it is a recovered function of
+    // that range, named prog.stripped!sub_ADDR.
+    let mut checked = 0;
+    for (start, size, name) in &syms {
+        if !fdes.contains(&(*start, start + size)) {
+            continue;
+        }
+        let f = b
+            .function_at(Svma(*start))
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((f.start.0, f.size), (*start, *size), "{name}");
+        assert_eq!(f.name, format!("prog.stripped!sub_{start:x}"), "{name}");
+        assert_eq!(f.origin, FunctionOrigin::Recovered);
+        let g = full.function_at(Svma(*start)).unwrap();
+        assert_eq!(
+            (g.name.as_str(), g.origin),
+            (name.as_str(), FunctionOrigin::SymbolTable)
+        );
+        checked += 1;
+    }
+    for want in ["mix", "complain", "check", "check.cold", "sum", "main"] {
+        assert!(syms.iter().any(|s| s.2 == want), "nm lists {want}");
+    }
+    assert!(checked >= 6, "{checked} functions checked");
+    assert_eq!(b.recovered_functions() >= 6, true);
+    // Oracle 2: every FDE readelf lists starts a function of the stripped copy (the .plt
+    // FDEs start at the PLT stubs the stripped copy names too).
+    for (lo, _) in &fdes {
+        let f = b
+            .function_at(Svma(*lo))
+            .unwrap_or_else(|| panic!("FDE at {lo:#x}"));
+        assert_eq!(f.start.0, *lo);
+    }
+    // The partition of the code into functions: byte by byte over .text, the -g build and
+    // the stripped copy agree wherever an FDE covers the byte.
+    let (lo, hi) = (
+        syms.iter().map(|s| s.0).min().unwrap(),
+        syms.iter().map(|s| s.0 + s.1).max().unwrap(),
+    );
+    let (mut same, mut covered) = (0u64, 0u64);
+    for a in lo..hi {
+        if !fdes.iter().any(|&(s, e)| a >= s && a < e) {
+            continue;
+        }
+        covered += 1;
+        let r = |x: Option<&proftrust_binary::Function>| x.map(|f| (f.start, f.size));
+        if r(full.function_at(Svma(a))) == r(b.function_at(Svma(a))) {
+            same += 1;
+        }
+    }
+    assert!(covered > 200, "{covered}");
+    assert_eq!(
+        same, covered,
+        "bytes in the same function range in both builds"
+    );
+}
+
+#[test]
+fn mini_debug_info_names_the_functions_dynsym_leaves_out() {
+    let t = "mini_debug_info_names_the_functions_dynsym_leaves_out";
+    if !tools(t, &["gcc", "strip", "nm", "objcopy", "xz"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    // The GDB manual's recipe ("MiniDebugInfo"): the function symbols not in .dynsym, in
+    // a debug-only copy with .symtab kept, xz-compressed into .gnu_debugdata.
+    let dynsyms: BTreeSet<String> = run("nm", &["-D", "--defined-only", "--format=posix", p(&exe)])
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    let keep: Vec<String> = run("nm", &["--defined-only", "--format=posix", p(&exe)])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 2 && matches!(f[1], "T" | "t") && !dynsyms.contains(f[0]))
+                .then(|| f[0].to_string())
+        })
+        .collect();
+    let keep_file = dir.path().join("keep_symbols");
+    std::fs::write(&keep_file, keep.join("\n") + "\n").unwrap();
+    let mini = dir.path().join("mini_debuginfo");
+    run("objcopy", &["--only-keep-debug", p(&exe), p(&mini)]);
+    run(
+        "objcopy",
+        &[
+            "-S",
+            "--remove-section",
+            ".comment",
+            &format!("--keep-symbols={}", p(&keep_file)),
+            p(&mini),
+        ],
+    );
+    run("xz", &["-f", p(&mini)]);
+    let prog = dir.path().join("prog.mini");
+    run("strip", &["--strip-all", "-o", p(&prog), p(&exe)]);
+    run(
+        "objcopy",
+        &[
+            "--add-section",
+            &format!(".gnu_debugdata={}.xz", p(&mini)),
+            p(&prog),
+        ],
+    );
+    let b = Binary::open(&prog).unwrap();
+    assert!(b.has_mini_debug_info());
+    assert!(!b.has_symtab());
+    // Oracle: nm of the unstripped build; each kept function is named again, at its
+    // address, with its size.
+    for (start, size, name) in nm_sized(&exe) {
+        if !keep.contains(&name) {
+            continue;
+        }
+        let f = b
+            .function_by_name(&name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((f.start.0, f.size), (start, size), "{name}");
+        assert_eq!(f.origin, FunctionOrigin::MiniDebugInfo, "{name}");
+    }
+    for want in ["mix", "sum", "check.cold", "main"] {
+        assert!(b.function_by_name(want).is_some(), "{want}");
+    }
+    // A corrupt section is a warning, not an error: the FDEs still name the ranges.
+    let bad = dir.path().join("prog.badmini");
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"\xfd7zXZ\0 not really").unwrap();
+    run("strip", &["--strip-all", "-o", p(&bad), p(&exe)]);
+    run(
+        "objcopy",
+        &[
+            "--add-section",
+            &format!(".gnu_debugdata={}", p(&junk)),
+            p(&bad),
+        ],
+    );
+    let b = Binary::open(&bad).unwrap();
+    assert!(!b.has_mini_debug_info());
+    assert!(
+        b.warnings().iter().any(|w| w.contains("MiniDebugInfo")),
+        "{:?}",
+        b.warnings()
+    );
+    let sum = nm_functions(&exe)["sum"];
+    assert_eq!(
+        b.function_at(Svma(sum)).unwrap().origin,
+        FunctionOrigin::Recovered
+    );
 }
 
 #[test]

@@ -55,6 +55,6 @@ pub use sample::{
     SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
-pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
+pub use symbols::{Attribution, FunctionSymbol, ModuleAttribution, ObjectSymbols, SymbolSource};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};

@@ -270,12 +270,16 @@ impl BinaryLocator {
         if self.opts.recorded_path {
             candidates.push(("recorded path", PathBuf::from(path)));
         }
+        // Functions recovered from FDEs are named after the recorded file (`gawk!sub_..`),
+        // not after a cache's file name (`elf`, `debuginfo`).
+        let mut open = self.opts.open.clone();
+        open.module_name = Some(file_name(path).to_string());
         for (step, p) in candidates {
             if !p.is_file() {
                 log(st, format!("{step} {}: not found", p.display()));
                 continue;
             }
-            match Binary::open_with(&p, &self.opts.open) {
+            match Binary::open_with(&p, &open) {
                 Ok(b) => match (want, b.build_id()) {
                     (Some(w), Some(h)) if w != h => {
                         let msg = format!(

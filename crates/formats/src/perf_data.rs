@@ -434,16 +434,19 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
 fn callchain_offset(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<usize> {
-    read_span(b, info).map(|(_, end)| end)
+    read_span(b, info, rf).map(|(_, end)| end)
 }
 
 /// `(start, end)` of the `PERF_SAMPLE_READ` values in a raw `SAMPLE` body (`start == end`
 /// without `READ`): the fields before it in the kernel's order (`perf_event_open(2)`), then
-/// the read values, with and without `GROUP`. `None` when the body is too short.
+/// the read values, with and without `GROUP`. `None` when the body is too short. `rf` is
+/// the attribute's `read_format` as the file states it ([`raw_read_formats`]).
 fn read_span(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<(usize, usize)> {
     let sf = info.sample_format.bits();
     const IDENTIFIER: u64 = 1 << 16;
@@ -464,7 +467,7 @@ fn read_span(
     }
     let start = p;
     if sf & READ != 0 {
-        p = p.checked_add(read_values(b.get(p..)?, info.read_format.bits())?.len)?;
+        p = p.checked_add(read_values(b.get(p..)?, rf)?.len)?;
     }
     (p <= b.len()).then_some((start, p))
 }
@@ -475,6 +478,55 @@ const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
 const FORMAT_ID: u64 = 1 << 2;
 const FORMAT_GROUP: u64 = 1 << 3;
 const FORMAT_LOST: u64 = 1 << 4;
+
+/// `perf_event_attr.read_format` of each attribute as the file states it, in the file's
+/// attribute order (the attribute section in file mode, the `HEADER_ATTR` records in pipe
+/// mode; the word at byte 32 of `perf_event_attr`). `linux-perf-event-reader` keeps only
+/// the bits it knows (`from_bits_truncate`) and drops `PERF_FORMAT_LOST` (bit 4, Linux
+/// 6.0), so a sample's read values would be measured 8 bytes short per value and the
+/// fields after them (the call chain) misread. An attribute this cannot find gets `None`.
+pub(crate) fn raw_read_formats(bytes: &[u8]) -> Vec<Option<u64>> {
+    let rd = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            bytes.get(o..o.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let mut out = Vec::new();
+    match rd(8) {
+        Some(16) => {
+            // Pipe mode: the HEADER_ATTR records (type 64), in stream order.
+            let mut p = 16usize;
+            while let Some(h) = bytes.get(p..p + 8) {
+                let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
+                let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
+                if size < 8 {
+                    break;
+                }
+                if ty == 64 {
+                    out.push(rd(p + 8 + 32));
+                }
+                p += size;
+            }
+        }
+        Some(_) => {
+            // File mode: attr_size at 16, the attribute section (offset, size) at 24.
+            let (Some(entry), Some(off), Some(size)) = (rd(16), rd(24), rd(32)) else {
+                return out;
+            };
+            if entry < 40 {
+                return out;
+            }
+            for i in 0..(size / entry).min(1 << 16) {
+                let at = off
+                    .checked_add(i * entry)
+                    .and_then(|a| usize::try_from(a).ok());
+                out.push(at.and_then(|a| rd(a.checked_add(32)?)));
+            }
+        }
+        None => {}
+    }
+    out
+}
 
 /// The times of one `read_format` block (a `PERF_SAMPLE_READ` area or the body of a
 /// `PERF_RECORD_READ` after pid and tid).
@@ -549,12 +601,13 @@ fn read_values(b: &[u8], rf: u64) -> Option<ReadValues> {
 fn check_callchain(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Result<(), String> {
     const CALLCHAIN: u64 = 1 << 5;
     if info.sample_format.bits() & CALLCHAIN == 0 {
         return Ok(());
     }
-    let Some(p) = callchain_offset(b, info) else {
+    let Some(p) = callchain_offset(b, info, rf) else {
         return Err("a SAMPLE record ends before its call chain".into());
     };
     let Some(nr) = b
@@ -578,6 +631,7 @@ fn check_callchain(
 fn branch_stack(
     data: &RawData<'_>,
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<Vec<(u64, u64, u64)>> {
     let sf = info.sample_format.bits();
     const CALLCHAIN: u64 = 1 << 5;
@@ -593,7 +647,7 @@ fn branch_stack(
         *p += 8;
         Some(v)
     };
-    let mut p = callchain_offset(&b, info)?;
+    let mut p = callchain_offset(&b, info, rf)?;
     if sf & CALLCHAIN != 0 {
         let nr = rd(&mut p)?;
         p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
@@ -952,6 +1006,14 @@ pub fn read_perf_data_with(
         check_data_section(bytes)?;
     }
     let arch_warning = arch_note(&info);
+    let read_formats = raw_read_formats(bytes);
+    let read_format = |attr: usize, info: &RecordParseInfo| {
+        read_formats
+            .get(attr)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| info.read_format.bits())
+    };
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -1009,7 +1071,7 @@ pub fn read_perf_data_with(
             let b = record.data.as_slice();
             if let Some(v) = b
                 .get(8..)
-                .and_then(|r| read_values(r, record.parse_info.read_format.bits()))
+                .and_then(|r| read_values(r, read_format(attr_index, &record.parse_info)))
             {
                 let tid = b.get(4..8).map_or(0, |t| {
                     u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
@@ -1022,17 +1084,17 @@ pub fn read_perf_data_with(
         let mut without_read: Option<(Vec<u8>, RecordParseInfo)> = None;
         if record.record_type.0 == PERF_RECORD_SAMPLE {
             let b = record.data.as_slice();
-            check_callchain(&b, &record.parse_info)
+            let rf = read_format(attr_index, &record.parse_info);
+            check_callchain(&b, &record.parse_info, rf)
                 .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
             if record.parse_info.sample_format.contains(SampleFormat::READ) {
-                let (start, end) = read_span(&b, &record.parse_info).ok_or_else(|| {
+                let (start, end) = read_span(&b, &record.parse_info, rf).ok_or_else(|| {
                     perf_err(
                         path,
                         "a SAMPLE record is shorter than its read values (file corrupt)",
                     )
                 })?;
-                let v = read_values(&b[start..end], record.parse_info.read_format.bits())
-                    .expect("read_span parsed it");
+                let v = read_values(&b[start..end], rf).expect("read_span parsed it");
                 // TID follows IDENTIFIER and IP: pid u32, tid u32.
                 let sf = record.parse_info.sample_format;
                 let at = 8
@@ -1101,7 +1163,8 @@ pub fn read_perf_data_with(
                     }
                 }
                 let mut branches = Vec::new();
-                if let Some(bs) = branch_stack(&record.data, &record.parse_info) {
+                let rf = read_format(attr_index, &record.parse_info);
+                if let Some(bs) = branch_stack(&record.data, &record.parse_info, rf) {
                     for (from, to, flags) in bs {
                         branches.push(Branch {
                             from: mapper.locate(pid, Space::Unknown, from),

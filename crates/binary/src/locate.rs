@@ -24,6 +24,7 @@
 //! from.
 
 use crate::elf::{Binary, OpenOptions};
+use crate::kallsyms::Kallsyms;
 use proftrust_model::segments::{SegmentSource, SegmentTable};
 use proftrust_model::symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 use proftrust_model::BuildId;
@@ -50,6 +51,10 @@ pub struct LocateOptions {
     pub recorded_path: bool,
     /// How binaries are opened. Default: [`OpenOptions::default`] with `debug_dirs`.
     pub open: OpenOptions,
+    /// The running kernel's symbols and build-id note, used for `[kernel.kallsyms]` when the
+    /// profile's kernel build-id is the running kernel's (perf does the same). Default:
+    /// `Some(("/proc/kallsyms", "/sys/kernel/notes"))`; `None` never reads them.
+    pub running_kernel: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for LocateOptions {
@@ -71,6 +76,10 @@ impl Default for LocateOptions {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             recorded_path: true,
             open: OpenOptions::default(),
+            running_kernel: Some((
+                PathBuf::from("/proc/kallsyms"),
+                PathBuf::from("/sys/kernel/notes"),
+            )),
         }
     }
 }
@@ -104,6 +113,8 @@ struct Given {
 struct State {
     given: Vec<Given>,
     found: HashMap<(String, Option<BuildId>), Located>,
+    /// Kernel symbols found per kernel build-id (`None`: looked for, none found).
+    kernels: HashMap<Option<BuildId>, Option<Arc<Kallsyms>>>,
     trace: Vec<String>,
     warnings: Vec<String>,
 }
@@ -162,6 +173,7 @@ impl BinaryLocator {
             state: Mutex::new(State {
                 given,
                 found: HashMap::new(),
+                kernels: HashMap::new(),
                 trace: Vec::new(),
                 warnings,
             }),
@@ -202,8 +214,12 @@ impl BinaryLocator {
                 };
             }
         }
+        // A kernel image given as `--binary vmlinux*` names `[kernel.kallsyms]` (perf's
+        // `--vmlinux`), when no build-id says otherwise.
         let by_name = st.given.iter().position(|g| {
-            g.binary.path().file_name().and_then(|n| n.to_str()) == Some(file_name(path))
+            let given = g.binary.path().file_name().and_then(|n| n.to_str());
+            given == Some(file_name(path))
+                || (path == "[kernel.kallsyms]" && given.is_some_and(|n| n.starts_with("vmlinux")))
         });
         if let Some(i) = by_name {
             let b = st.given[i].binary.clone();
@@ -318,6 +334,62 @@ impl BinaryLocator {
             binary: None,
             step: None,
         }
+    }
+
+    /// Kernel symbols for a `[kernel.kallsyms]` recorded with build-id `build_id`, found as
+    /// perf finds them without `--kallsyms`: perf's build-id cache
+    /// (`[kernel.kallsyms]/ID/kallsyms` under [`LocateOptions::build_id_cache`], which
+    /// `perf record` fills), else the running kernel's `/proc/kallsyms` when its build-id
+    /// (`/sys/kernel/notes`) is `build_id`. Cached; `None` when neither applies.
+    pub fn kernel_symbols(&self, build_id: Option<&BuildId>) -> Option<Arc<Kallsyms>> {
+        let key = build_id.cloned();
+        if let Some(k) = self.state().kernels.get(&key) {
+            return k.clone();
+        }
+        let who = format!("[kernel.kallsyms] (build-id {})", hex_or_none(build_id));
+        let mut trace = Vec::new();
+        let mut found = None;
+        if let (Some(w), Some(c)) = (build_id, &self.opts.build_id_cache) {
+            let p = c
+                .join("[kernel.kallsyms]")
+                .join(w.to_hex())
+                .join("kallsyms");
+            match Kallsyms::open(&p) {
+                Ok(k) => {
+                    trace.push(format!("{who}: build-id cache {}: used", p.display()));
+                    found = Some(Arc::new(k));
+                }
+                Err(e) => trace.push(format!("{who}: build-id cache {}: {e}", p.display())),
+            }
+        }
+        if let (None, Some(w), Some((syms, notes))) = (&found, build_id, &self.opts.running_kernel)
+        {
+            let running = std::fs::read(notes)
+                .ok()
+                .and_then(|b| crate::kallsyms::build_id_in_notes(&b));
+            if running.as_ref() == Some(w) {
+                match Kallsyms::open(syms) {
+                    Ok(k) => {
+                        trace.push(format!(
+                            "{who}: running kernel {}: build-id matches: used",
+                            syms.display()
+                        ));
+                        found = Some(Arc::new(k));
+                    }
+                    Err(e) => trace.push(format!("{who}: running kernel: {e}")),
+                }
+            } else {
+                trace.push(format!(
+                    "{who}: the running kernel has build-id {}: its {} not used",
+                    hex_or_none(running.as_ref()),
+                    syms.display()
+                ));
+            }
+        }
+        let mut st = self.state();
+        st.trace.extend(trace);
+        st.kernels.insert(key, found.clone());
+        found
     }
 
     /// Every lookup step so far, one line each (for `-v`).

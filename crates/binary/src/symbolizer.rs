@@ -16,7 +16,18 @@ pub struct Symbolizer {
     modules: ModuleTable,
     binaries: Vec<Option<Arc<Binary>>>,
     warnings: Vec<String>,
-    kallsyms: Option<Arc<Kallsyms>>,
+    kallsyms: Option<(Arc<Kallsyms>, KernelSource)>,
+}
+
+/// Where the kernel symbols came from, weakest first: a stronger source replaces a weaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum KernelSource {
+    /// perf's build-id cache or the running kernel (the locator's).
+    Found,
+    /// Copied into the sample file when it was recorded.
+    Recorded,
+    /// `--kallsyms FILE`.
+    Given,
 }
 
 /// Whether a module is the kernel or a loadable kernel module as perf names them
@@ -71,18 +82,47 @@ impl Symbolizer {
                 warnings.extend(b.warnings().iter().cloned());
             }
         }
+        // Kernel symbols for the kernel's samples, found as perf finds them (a vmlinux given
+        // with --binary is a binary like any other and comes first).
+        let kallsyms = modules
+            .iter()
+            .find(|(_, m)| m.path == "[kernel.kallsyms]")
+            .and_then(|(_, m)| locator.kernel_symbols(m.build_id.as_ref()))
+            .map(|k| (k, KernelSource::Found));
         Symbolizer {
             modules: modules.clone(),
             binaries,
             warnings,
-            kallsyms: None,
+            kallsyms,
         }
     }
 
     /// Names kernel samples (modules [`is_kernel_module`] says are the kernel) from these
-    /// kernel symbols (`--kallsyms FILE`).
+    /// kernel symbols (`--kallsyms FILE`), before any other source but a vmlinux binary.
     pub fn with_kallsyms(mut self, k: Arc<Kallsyms>) -> Symbolizer {
-        self.kallsyms = Some(k);
+        self.kallsyms = Some((k, KernelSource::Given));
+        self
+    }
+
+    /// Names kernel samples from the kernel symbols a sample file carries
+    /// ([`SampleSet::kernel_symbols`](proftrust_model::SampleSet::kernel_symbols): copied
+    /// from `/proc/kallsyms` at record time), unless `--kallsyms` gave some. Nothing
+    /// changes when `symbols` is empty.
+    pub fn with_recorded_kernel_symbols(
+        mut self,
+        symbols: &[proftrust_model::KernelSymbol],
+    ) -> Symbolizer {
+        if !symbols.is_empty()
+            && self
+                .kallsyms
+                .as_ref()
+                .is_none_or(|(_, s)| *s < KernelSource::Recorded)
+        {
+            self.kallsyms = Some((
+                Arc::new(Kallsyms::from_symbols(symbols.to_vec())),
+                KernelSource::Recorded,
+            ));
+        }
         self
     }
 
@@ -104,7 +144,7 @@ impl Symbolizer {
     /// The kernel symbol naming `loc`, when `loc` is in the kernel or a kernel module and
     /// kernel symbols were given.
     fn kernel_symbol(&self, loc: Location) -> Option<&crate::KernelSymbol> {
-        let k = self.kallsyms.as_ref()?;
+        let (k, _) = self.kallsyms.as_ref()?;
         let m = self.modules.get(loc.module?)?;
         if !is_kernel_module(&m.path) {
             return None;

@@ -62,6 +62,7 @@ mod perf_counts;
 mod perf_data;
 mod perf_script;
 pub mod segments;
+mod stacks;
 mod sys;
 
 pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
@@ -71,7 +72,9 @@ pub use load::{
     Profile, Source, SNIFF_BYTES,
 };
 pub use perf_counts::{count_perf_data, LocationCount, SampleBranches, SampleCounts};
-pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
+pub use perf_data::{
+    read_perf_data, read_perf_data_unwinding, read_perf_data_with, PerfDataOptions,
+};
 pub use perf_script::{read_perf_script, write_perf_script};
 
 pub use error::FormatError;

@@ -28,6 +28,7 @@ use crate::input::{self, Bytes, Compression};
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource};
 use crate::{native, sniff, Format, PerfDataOptions, ReadNotes, SampleCounts};
 use proftrust_model::symbols::{NoSymbols, SymbolSource};
+use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{ExactProfile, SampleSet};
 use std::io::Read;
 use std::path::Path;
@@ -94,6 +95,10 @@ pub struct LoadOptions<'a> {
     /// [`load`] gives sample files as per-address counts ([`Profile::Counts`]; perf.data
     /// by the lean streaming pass) instead of a [`SampleSet`]. Default: `false`.
     pub sample_counts: bool,
+    /// Unwinds the user stacks of `perf record --call-graph dwarf` files. Default: `None`
+    /// (their call chains keep the kernel part, with a warning); the CLI passes
+    /// `proftrust_binary::BinaryLocator`.
+    pub unwind: Option<&'a dyn UnwindSource>,
 }
 
 static DEFAULT_PERF: PerfDataOptions = PerfDataOptions { keep_kernel: true };
@@ -112,6 +117,7 @@ impl Default for LoadOptions<'_> {
             callgrind: &DEFAULT_CALLGRIND,
             max_decompressed: 32 << 30,
             sample_counts: false,
+            unwind: None,
         }
     }
 }
@@ -127,6 +133,12 @@ impl<'a> LoadOptions<'a> {
             segments,
             ..LoadOptions::default()
         }
+    }
+
+    /// These options, unwinding `--call-graph dwarf` stacks with `unwind`.
+    pub fn unwinding(mut self, unwind: &'a dyn UnwindSource) -> LoadOptions<'a> {
+        self.unwind = Some(unwind);
+        self
     }
 }
 
@@ -252,9 +264,13 @@ fn samples_of(
     info: &mut LoadInfo,
 ) -> Result<SampleSet, FormatError> {
     let (s, notes) = match format {
-        Format::PerfData => {
-            crate::read_perf_data_with(b, Path::new(&info.name), opts.perf, opts.segments)?
-        }
+        Format::PerfData => crate::read_perf_data_unwinding(
+            b,
+            Path::new(&info.name),
+            opts.perf,
+            opts.segments,
+            opts.unwind,
+        )?,
         Format::PerfScript => {
             crate::read_perf_script(&text(b, info)?, opts.symbols, opts.segments)?
         }

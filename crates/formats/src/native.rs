@@ -71,6 +71,10 @@ struct SamplesHeader {
     /// as "no names", older readers ignore the key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     threads: Vec<ThreadName>,
+    /// Kernel functions copied from `/proc/kallsyms` at record time (added within version
+    /// 01 like `threads`: older files read with none, older readers ignore the key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kernel_symbols: Vec<proftrust_model::KernelSymbol>,
     sample_count: u64,
 }
 
@@ -311,6 +315,7 @@ pub fn write_samples<W: Write>(w: W, s: &SampleSet) -> Result<(), FormatError> {
         outcome: s.outcome.clone(),
         health: s.health.clone(),
         threads: s.threads.clone(),
+        kernel_symbols: s.kernel_symbols.clone(),
         sample_count: s.samples.len() as u64,
     };
     write_header(&mut out, SAMPLES_MAGIC, &h)?;
@@ -408,6 +413,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
         outcome: h.outcome,
         health: h.health,
         threads: h.threads,
+        kernel_symbols: h.kernel_symbols,
     })
 }
 
@@ -611,6 +617,12 @@ mod tests {
                 time: 400,
                 comm: "worker 1".into(),
                 exec: false,
+            }],
+            kernel_symbols: vec![proftrust_model::KernelSymbol {
+                start: 0xffff_ffff_8100_1000,
+                size: 0x40,
+                name: "do_syscall_64".into(),
+                module: None,
             }],
         }
     }

@@ -77,6 +77,9 @@ pub struct SampleCounts {
     /// The branch stacks (LBR) of the samples that have one, in file order; empty when
     /// none was recorded (a file sampling `BRANCH_STACK` is read by the full reader).
     pub branch_stacks: Vec<SampleBranches>,
+    /// Kernel functions the file carries (see
+    /// [`SampleSet::kernel_symbols`](proftrust_model::SampleSet::kernel_symbols)).
+    pub kernel_symbols: Vec<proftrust_model::KernelSymbol>,
 }
 
 /// The branch stack of one sample.
@@ -125,6 +128,7 @@ impl SampleCounts {
             command: s.command.clone(),
             streamed: false,
             branch_stacks,
+            kernel_symbols: s.kernel_symbols.clone(),
         }
     }
 
@@ -831,6 +835,7 @@ fn stream(
             command,
             streamed: true,
             branch_stacks: Vec::new(),
+            kernel_symbols: Vec::new(),
         },
         notes,
     ))

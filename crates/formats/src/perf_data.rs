@@ -22,12 +22,14 @@
 
 use crate::error::FormatError;
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
+use crate::stacks::Stacks;
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
     SampleFormat, SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
+use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
     Sample, SampleSet, SamplingConfig, ThreadName,
@@ -234,39 +236,51 @@ impl<'s> MapCtx<'s> {
         }
     }
 
-    /// The `[kernel.kallsyms]` module (interned on first use).
+    /// The `[kernel.kallsyms]` module (interned on first use), with the kernel's build-id
+    /// when the file's `HEADER_BUILD_ID` states one (kernel symbols are matched by it).
     pub(crate) fn kernel(&mut self) -> ModuleIdx {
-        *self
-            .kernel
-            .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
+        if let Some(k) = self.kernel {
+            return k;
+        }
+        let mut m = Module::new("[kernel.kallsyms]");
+        m.build_id = self.build_ids.get("[kernel.kallsyms]").cloned();
+        let k = self.modules.intern(m);
+        self.kernel = Some(k);
+        k
     }
 
-    /// The location of kernel address `ip`: in a loadable module's mapping, that module
-    /// (named as perf names it, `[kvm]`), else `[kernel.kallsyms]`; the SVMA is the address
-    /// (kernel symbols, from kallsyms or vmlinux, are stated at run-time addresses).
+    /// The location of kernel-mode address `ip`: in a loadable module's mapping, that
+    /// module (named as perf names it, `[kvm]`); in the kernel image's mapping or at a
+    /// kernel address (≥ `0xffff800000000000`), `[kernel.kallsyms]`; the SVMA is the address
+    /// (kernel symbols, from kallsyms or vmlinux, are stated at run-time addresses). A
+    /// kernel-mode sample at a user-space address no kernel mapping holds is in no module
+    /// (perf: `[unknown]`; issue 31 item 6).
     pub(crate) fn locate_kernel(&mut self, ip: u64) -> Location {
         let i = self.kernel_maps.partition_point(|x| x.start <= ip);
-        if let Some(m) = i
+        let held = i
             .checked_sub(1)
             .and_then(|i| self.kernel_maps.get_mut(i))
-            .filter(|m| ip < m.end && !m.path.starts_with("[kernel.kallsyms]"))
-        {
-            let idx = match m.module {
-                Some(x) => x,
-                None => {
-                    let mut module = Module::new(kernel_module_name(&m.path));
-                    module.build_id = m
-                        .build_id
-                        .clone()
-                        .or_else(|| self.build_ids.get(&m.path).cloned());
-                    let x = self.modules.intern(module);
-                    m.module = Some(x);
-                    x
-                }
-            };
-            return Location::new(idx, ip);
-        }
-        Location::new(self.kernel(), ip)
+            .filter(|m| ip < m.end);
+        let m = match held {
+            Some(m) if !m.path.starts_with("[kernel.kallsyms]") => m,
+            Some(_) => return Location::new(self.kernel(), ip),
+            None if ip >= KERNEL_START => return Location::new(self.kernel(), ip),
+            None => return Location::unmapped(ip),
+        };
+        let idx = match m.module {
+            Some(x) => x,
+            None => {
+                let mut module = Module::new(kernel_module_name(&m.path));
+                module.build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.build_ids.get(&m.path).cloned());
+                let x = self.modules.intern(module);
+                m.module = Some(x);
+                x
+            }
+        };
+        Location::new(idx, ip)
     }
 
     /// The location of `ip` in a space other than the sampled process's user space.
@@ -361,10 +375,18 @@ impl<'s> MapCtx<'s> {
 struct Mapper<'s> {
     by_pid: HashMap<i32, Vec<Mapping>>,
     ctx: MapCtx<'s>,
+    /// The user stacks' unwinder (`--call-graph dwarf` recordings).
+    stacks: Stacks<'s>,
 }
 
 impl Mapper<'_> {
     fn add(&mut self, pid: i32, m: Mapping) {
+        let build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
+        self.stacks
+            .map(pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
         add_mapping(self.by_pid.entry(pid).or_default(), m);
     }
 
@@ -992,12 +1014,26 @@ pub(crate) fn open_perf_data<'b>(
     ))
 }
 
-/// Reads a perf.data file; `segments` supplies the objects' load segments.
+/// Reads a perf.data file; `segments` supplies the objects' load segments. User stacks
+/// (`--call-graph dwarf`) are not unwound: see [`read_perf_data_unwinding`].
 pub fn read_perf_data_with(
     bytes: &[u8],
     path: &Path,
     opts: &PerfDataOptions,
     segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    read_perf_data_unwinding(bytes, path, opts, segments, None)
+}
+
+/// [`read_perf_data_with`], unwinding the user stacks of `--call-graph dwarf` recordings
+/// with `unwind` (`proftrust_binary::BinaryLocator`; see `stacks.rs`): each sample's call
+/// chain is then the kernel part, the user ip of a kernel sample, and the user callers.
+pub fn read_perf_data_unwinding<'s>(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &'s dyn SegmentSource,
+    unwind: Option<&'s dyn UnwindSource>,
 ) -> Result<(SampleSet, ReadNotes), FormatError> {
     let (bytes, repairs) = prepare(bytes)?;
     let bytes = &bytes[..];
@@ -1027,6 +1063,7 @@ pub fn read_perf_data_with(
     let mut mapper = Mapper {
         by_pid: HashMap::new(),
         ctx: MapCtx::new(build_ids, segments),
+        stacks: Stacks::new(unwind),
     };
     // A sample record is at least 40 bytes with the usual fields: reserve once.
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
@@ -1143,6 +1180,8 @@ pub fn read_perf_data_with(
                 let pid = s.pid.unwrap_or(-1);
                 let ip_loc = mapper.locate(pid, space, ip);
                 let mut callchain = Vec::new();
+                // Where the call chain's user part starts (entries after it are user space).
+                let mut user_from: Option<usize> = None;
                 if let Some(cc) = s.callchain {
                     let mut first = true;
                     let mut ctx = space;
@@ -1159,7 +1198,28 @@ pub fn read_perf_data_with(
                                 continue;
                             }
                         }
+                        if ctx.resolve(a) == Space::User && user_from.is_none() {
+                            user_from = Some(callchain.len());
+                        }
                         callchain.push(mapper.locate(pid, ctx, a));
+                    }
+                }
+                // A copy of the user stack (`--call-graph dwarf`): its unwound callers
+                // replace whatever user part the call chain had.
+                if let (Some(regs), Some((stack, dyn_size))) =
+                    (Stacks::regs(s.user_regs.as_ref()), s.user_stack.as_ref())
+                {
+                    let stack = stack.as_slice();
+                    let n = usize::try_from(*dyn_size).map_or(stack.len(), |d| d.min(stack.len()));
+                    if let Some(ras) = mapper.stacks.unwind(pid, regs, &stack[..n]) {
+                        let ras = ras.to_vec();
+                        callchain.truncate(user_from.unwrap_or(callchain.len()));
+                        if space.is_kernel() {
+                            callchain.push(mapper.locate(pid, Space::User, regs.ip));
+                        }
+                        for ra in ras {
+                            callchain.push(mapper.locate(pid, Space::User, ra));
+                        }
                     }
                 }
                 let mut branches = Vec::new();
@@ -1260,6 +1320,7 @@ pub fn read_perf_data_with(
             EventRecord::Fork(f) if f.pid != f.ppid => {
                 if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
                     mapper.by_pid.insert(f.pid, v);
+                    mapper.stacks.fork(f.ppid, f.pid);
                 }
                 // The child has its parent's name until it renames itself or execs (perf
                 // script names a sample between the fork and the exec's COMM so); without
@@ -1279,6 +1340,7 @@ pub fn read_perf_data_with(
             EventRecord::Comm(c) => {
                 if c.is_execve {
                     mapper.by_pid.remove(&c.pid);
+                    mapper.stacks.exec(c.pid);
                 }
                 // The thread's name from now on (perf script's comm column); the name is
                 // NUL-terminated and padded to 8 bytes.
@@ -1305,6 +1367,7 @@ pub fn read_perf_data_with(
     if let Some(w) = unknown.warning() {
         notes.warnings.push(w);
     }
+    notes.warnings.extend(mapper.stacks.warnings());
     Ok((
         SampleSet {
             modules: mapper.ctx.modules,
@@ -1315,6 +1378,7 @@ pub fn read_perf_data_with(
             outcome: None,
             health: health.finish(),
             threads,
+            kernel_symbols: Vec::new(),
         },
         notes,
     ))

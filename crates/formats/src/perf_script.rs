@@ -748,6 +748,7 @@ pub fn read_perf_script(
             // enabled/running times: the health is unknown.
             health: RecordingHealth::default(),
             threads,
+            kernel_symbols: Vec::new(),
         },
         r.notes,
     ))

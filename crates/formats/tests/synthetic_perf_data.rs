@@ -494,6 +494,9 @@ fn perf_reads_it_so_hand_computed() {
         r.sample(MISC_USER, 0, 0x13100, 10, 7),
         r.sample(MISC_KERNEL, 0, 0x8100_0100, 10, 8),
         r.sample(MISC_KERNEL, 0, 0xc000_0100, 10, 9),
+        // Kernel mode at a user-space address no kernel mapping holds: no module (perf
+        // script: `[unknown]`), not `[kernel.kallsyms]+0x7f…` (issue 31 item 6).
+        r.sample(MISC_KERNEL, 0, 0x7f00_0000_1000, 10, 10),
         Rec::record(200, 0, &[0u8; 8]),
         Rec::finished_round(),
     ];
@@ -512,6 +515,7 @@ fn perf_reads_it_so_hand_computed() {
         ((0, "/lib/a.so".to_string(), 0x3100), 1),
         ((0, "[kernel.kallsyms]".to_string(), 0x8100_0100), 1),
         ((0, "[kvm_intel]".to_string(), 0xc000_0100), 1),
+        ((0, "-".to_string(), 0x7f00_0000_1000), 1),
     ]
     .into_iter()
     .collect();
@@ -556,10 +560,10 @@ fn perf_reads_it_so_hand_computed() {
     let (fast, notes) = count_perf_data(&killed, p, &opts, &NoSegments).unwrap();
     assert_eq!(normalized(&fast), want);
     assert!(notes.warnings[0].contains("perf record did not finish (killed?)"));
-    // Cut in the middle of the last sample: the five complete samples are read.
+    // Cut in the middle of the last sample: the six complete samples are read.
     let cut_at = bytes.len() - 8 - 16 - 20;
     let (full, notes) = read_perf_data_with(&bytes[..cut_at], p, &opts, &NoSegments).unwrap();
-    assert_eq!(full.samples.len(), 5);
+    assert_eq!(full.samples.len(), 6);
     assert!(
         notes.warnings[0].contains("a cut copy?"),
         "{:?}",

@@ -14,7 +14,8 @@
 //!   [`InstrCost`] — what each traced instruction costs under a timing model.
 //! * [`segments`] — the one address rule (file offset ↔ SVMA ↔ runtime address through
 //!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
-//!   function symbols readers need from the objects a profile names.
+//!   function symbols readers need from the objects a profile names; [`unwind`] —
+//!   [`UnwindSource`], what readers need to unwind user stacks copied by the kernel.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
@@ -44,6 +45,7 @@ pub mod segments;
 pub mod symbols;
 mod trace;
 mod units;
+pub mod unwind;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
@@ -55,6 +57,9 @@ pub use sample::{
     SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
-pub use symbols::{Attribution, FunctionSymbol, ModuleAttribution, ObjectSymbols, SymbolSource};
+pub use symbols::{
+    Attribution, FunctionSymbol, KernelSymbol, ModuleAttribution, ObjectSymbols, SymbolSource,
+};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};
+pub use unwind::{StackUnwinder, UnwindEnd, UnwindSource, UserRegs};

@@ -165,6 +165,11 @@ pub struct SampleSet {
     /// column of `perf script` text); empty when the format does not carry them.
     #[serde(default)]
     pub threads: Vec<ThreadName>,
+    /// Kernel functions copied from `/proc/kallsyms` when the samples were recorded (the
+    /// ones the kernel samples and call chains fall in, each with its extent), sorted by
+    /// address; empty when the recorder saw none or the format does not carry them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_symbols: Vec<crate::symbols::KernelSymbol>,
 }
 
 /// [`SampleSet::threads`] per thread, each list in time order (stable: file order within

@@ -126,3 +126,24 @@ impl ModuleAttribution {
         s
     }
 }
+
+/// One kernel function as `/proc/kallsyms` states it (run-time address), with its extent
+/// when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelSymbol {
+    /// Start address.
+    pub start: u64,
+    /// Size in bytes; 0 = unknown (the symbol runs to the next one, as perf fixes kallsyms
+    /// ends up).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub size: u64,
+    /// Name.
+    pub name: String,
+    /// The loadable module (`kvm` for `[kvm]`), `None` for the kernel image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
+}

@@ -32,7 +32,7 @@ use proftrust_report::{
     InstructionRow, Metrics, SweepPoint,
 };
 use proftrust_supervise::StopSignal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -448,8 +448,10 @@ pub fn execute_with_data(
         }
         let n: u64 = per.iter().map(|(_, c)| c).sum();
         config.truth_missing = true;
+        let attribution = scope_attribution(&samples, event_idx, &scope, &bins);
         let report = AuditReport {
             config,
+            attribution,
             metrics: proftrust_report::Metrics {
                 samples: n,
                 samples_elsewhere: elsewhere,
@@ -614,6 +616,7 @@ pub fn execute_with_data(
     }
 
     let report = AuditReport {
+        attribution: scope_attribution(&samples, event_idx, &scope, &bins),
         config,
         metrics: metrics_of(&cmp, &opts),
         functions: rows_of(&cmp),
@@ -630,6 +633,41 @@ pub fn execute_with_data(
         corrected: corrected_counts,
     };
     Ok((report, data))
+}
+
+/// How the samples of event `event` in each audited binary are attributed: a named
+/// function, one recovered from an FDE (`gawk!sub_46dd00`), or none (the same rule as
+/// `Symbolizer::attribution`, on the scope's binaries).
+fn scope_attribution(
+    samples: &SampleSet,
+    event: u16,
+    scope: &[Module],
+    bins: &[Binary],
+) -> Vec<proftrust_model::ModuleAttribution> {
+    let mut per: Vec<proftrust_model::ModuleAttribution> = scope
+        .iter()
+        .map(|m| proftrust_model::ModuleAttribution {
+            module: m.file_name().to_string(),
+            ..Default::default()
+        })
+        .collect();
+    let which: HashMap<proftrust_model::ModuleIdx, usize> = samples
+        .modules
+        .iter()
+        .filter_map(|(i, m)| Some((i, scope.iter().position(|s| s.same_binary(m))?)))
+        .collect();
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        let Some(&j) = s.ip.module.and_then(|m| which.get(&m)) else {
+            continue;
+        };
+        let a = match bins[j].function_at(s.ip.svma) {
+            Some(f) if f.origin.is_named() => proftrust_model::Attribution::Named,
+            Some(_) => proftrust_model::Attribution::Recovered,
+            None => proftrust_model::Attribution::Unattributed,
+        };
+        per[j].add(a, 1);
+    }
+    per
 }
 
 /// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.

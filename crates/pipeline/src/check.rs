@@ -37,7 +37,9 @@ use proftrust_metrics::resolution::{
     batch_means, rank_difference_z, samples_factor, smallest_detectable_share, z_for,
 };
 use proftrust_metrics::wilson_interval;
-use proftrust_model::{EventKind, Location, PeriodMode, RunOutcome, Sample, SampleSet};
+use proftrust_model::{
+    Attribution, EventKind, Location, PeriodMode, RunOutcome, Sample, SampleSet,
+};
 pub use proftrust_report::check::{
     AliasingCheck, CheckEvent, CheckHealth, CheckReport, CheckRow, CheckWarning, Granularity,
     TargetAdvice, Verdict,
@@ -179,6 +181,7 @@ struct LocKeys {
     function: u32,
     inline: u32,
     line: Option<u32>,
+    /// In some function (named, or recovered from an FDE: `Symbolizer::attribution`).
     symbolized: bool,
 }
 
@@ -246,7 +249,8 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             desc.name
         );
     }
-    let sym = Symbolizer::with_locator(&set.modules, &locator);
+    let sym = Symbolizer::with_locator(&set.modules, &locator)
+        .with_recorded_kernel_symbols(&set.kernel_symbols);
     for w in sym.warnings() {
         events.detail(&w);
     }
@@ -490,7 +494,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             &mut warnings,
             "unsymbolized",
             format!(
-                "{} of the samples have no function name (no binary or no symbol found for their module): give the binaries with --binary (or --symfs)",
+                "{} of the samples are in no function (no binary found, or code no symbol and no .eh_frame FDE covers): each keeps its address as its row; give the binaries with --binary (or --symfs)",
                 pct(unsym_share)
             ),
         );
@@ -696,6 +700,14 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     // Profile verdict.
     let (verdict, reason) = profile_verdict(&functions, &warnings, aliased, o.top);
     pb.finish();
+    // What the function rows stand on, per module (every report states it).
+    let attribution = {
+        let mut per_loc = vec![0u64; locs.len()];
+        for &l in &per_sample {
+            per_loc[l as usize] += 1;
+        }
+        sym.attribution_by_module(locs.iter().zip(per_loc).map(|((l, _), n)| (*l, n)))
+    };
     Ok(CheckReport {
         profile: o.profile.display().to_string(),
         verdict,
@@ -717,6 +729,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
             throttled,
             running_ratio,
             unsymbolized: unsym_share,
+            attribution,
             no_debug_info: no_debug,
             outcome,
         },
@@ -825,18 +838,12 @@ fn keys_of(
     lnames: &mut Names,
 ) -> LocKeys {
     let func = sym.function(ip);
+    // One naming rule for every report (`Symbolizer`): the symbol, a function recovered
+    // from an FDE (`gawk!sub_46dd00`), a kernel symbol, else the address itself
+    // (`gawk+0x46dd58`, `[unknown]`): code in no function is never merged into a
+    // module-wide row (issue 29).
     let fname = sym.function_name(ip);
-    let symbolized = func.is_some() || !(fname.contains("+0x") || fname == "[unknown]");
-    // Code without a symbol is grouped per module (`libc.so.6+0x...` would make every
-    // address its own function).
-    let fname = if symbolized {
-        fname
-    } else {
-        match ip.module.and_then(|m| sym.modules().get(m)) {
-            Some(m) => format!("[{}]", m.file_name()),
-            None => "[unknown]".to_string(),
-        }
-    };
+    let symbolized = sym.attribution(ip) != Attribution::Unattributed;
     let frames = if func.is_some() {
         sym.frames(ip)
     } else {

@@ -190,7 +190,8 @@ impl Side {
         };
         Side {
             profile: Profile::from_samples(set, event),
-            symbolizer: Symbolizer::new(&set.modules, binaries),
+            symbolizer: Symbolizer::new(&set.modules, binaries)
+                .with_recorded_kernel_symbols(&set.kernel_symbols),
             calls: Vec::new(),
             label,
             source_dirs: dirs_of(binaries),

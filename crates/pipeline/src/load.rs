@@ -46,8 +46,10 @@ pub fn samples_with(
     locator: &BinaryLocator,
     events: &dyn Events,
 ) -> Result<SampleSet> {
-    let r =
-        proftrust_formats::load_samples(source(path), &LoadOptions::with_sources(locator, locator));
+    let r = proftrust_formats::load_samples(
+        source(path),
+        &LoadOptions::with_sources(locator, locator).unwinding(locator),
+    );
     for line in locator.trace() {
         events.detail(&format!("binary lookup: {line}"));
     }
@@ -70,9 +72,11 @@ pub fn exact_with(
     locator: &BinaryLocator,
     events: &dyn Events,
 ) -> Result<ExactProfile> {
-    let (mut e, info) =
-        proftrust_formats::load_exact(source(path), &LoadOptions::with_sources(locator, locator))
-            .context("cannot read the exact counts")?;
+    let (mut e, info) = proftrust_formats::load_exact(
+        source(path),
+        &LoadOptions::with_sources(locator, locator).unwinding(locator),
+    )
+    .context("cannot read the exact counts")?;
     for w in &info.warnings {
         events.note(&format!("{}: {w}", info.name));
     }

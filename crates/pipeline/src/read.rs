@@ -104,7 +104,9 @@ pub fn script(
     if let Some(p) = crate::audit::recorded_program(&s, &s.command) {
         s.command = vec![p.clone()];
     }
-    let symbolizer = lookup.symbolizer(&s.modules, events);
+    let symbolizer = lookup
+        .symbolizer(&s.modules, events)
+        .with_recorded_kernel_symbols(&s.kernel_symbols);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // Names quoted as in every text output (a symbol cannot reach a terminal raw).
@@ -137,7 +139,8 @@ impl Lookup {
     }
 
     fn load(&self, o: &ReadOptions, counts: bool, events: &dyn Events) -> Result<Loaded> {
-        let mut opts = LoadOptions::with_sources(&self.locator, &self.locator);
+        let mut opts =
+            LoadOptions::with_sources(&self.locator, &self.locator).unwinding(&self.locator);
         opts.format = o.format;
         opts.sample_counts = counts;
         let loaded = proftrust_formats::load(source(&o.file), &opts);
@@ -184,7 +187,9 @@ fn modules(m: &ModuleTable) -> Vec<ReadModule> {
 /// The per-symbol table of per-address counts: each distinct address is named once, then
 /// the counts are summed per (symbol, module).
 fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Events) -> ReadSamples {
-    let symbolizer = lookup.symbolizer(&c.modules, events);
+    let symbolizer = lookup
+        .symbolizer(&c.modules, events)
+        .with_recorded_kernel_symbols(&c.kernel_symbols);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // The same address may appear once per event: name each address once.
@@ -226,6 +231,7 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         symbols
     };
     let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
+    let attribution = symbolizer.attribution_by_module(per_loc.iter().map(|(&l, &n)| (l, n)));
     let (branches, branch_stacks) = branch_tables(c, &symbolizer, &module_names);
     let several = c.events.len() > 1;
     let counts = c.per_event();
@@ -258,6 +264,7 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         symbols,
         branches,
         branch_stacks,
+        attribution,
         warnings,
     }
 }

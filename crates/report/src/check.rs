@@ -145,8 +145,11 @@ pub struct CheckHealth {
     /// Time running over time enabled of the event (< 1: multiplexed), when the file carries
     /// the times (`PERF_FORMAT_TOTAL_TIME_*` read values; `proftrust record`'s files).
     pub running_ratio: Option<f64>,
-    /// Share of the samples with no function name (no binary, no symbol).
+    /// Share of the samples in no function (no binary, no symbol, no FDE).
     pub unsymbolized: f64,
+    /// Per module: samples in named functions, in functions recovered from FDEs without a
+    /// name (`gawk!sub_46dd00`), and in no function.
+    pub attribution: Vec<crate::attribution::ModuleAttribution>,
     /// Modules with samples whose binary has no line information.
     pub no_debug_info: Vec<String>,
     /// How the program ended, when known.
@@ -283,6 +286,9 @@ impl CheckReport {
         );
         if let Some(t) = &self.target {
             let _ = writeln!(s, "target:       {}", t.message);
+        }
+        for l in crate::attribution::attribution_lines(&self.health.attribution) {
+            let _ = writeln!(s, "functions:    {l}");
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning:      [{}] {}", w.kind, w.message);

@@ -314,6 +314,7 @@ mod tests {
                 epsilon_function: Some(0.125),
                 ..Default::default()
             },
+            attribution: Vec::new(),
             functions: vec![FunctionRow {
                 name: "operator<<(std::ostream&, <script>alert(1)</script>)".into(),
                 samples: 3,

@@ -41,6 +41,9 @@ pub struct ReadSamples {
     /// The branch stack of each sample that has one, in file order (absent when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branch_stacks: Vec<ReadBranchStack>,
+    /// Per module, how its samples are attributed: in a named function, in a function
+    /// recovered from the call-frame information (`gawk!sub_46dd00`), or in none.
+    pub attribution: Vec<crate::attribution::ModuleAttribution>,
     /// Reader and symbolizer warnings.
     pub warnings: Vec<String>,
 }
@@ -297,6 +300,9 @@ impl ReadSamples {
                 quote_name(&e.name),
                 e.samples
             );
+        }
+        for l in crate::attribution::attribution_lines(&self.attribution) {
+            _ = writeln!(out, "  {l}");
         }
         let table = |out: &mut String, title: Option<&str>, symbols: &[ReadSymbol], total: u64| {
             if let Some(t) = title {

@@ -1071,6 +1071,7 @@ impl Vpmu {
             // multiplexed, nothing to report.
             health: proftrust_model::RecordingHealth::default(),
             threads: Vec::new(),
+            kernel_symbols: Vec::new(),
         };
         (set, exact)
     }

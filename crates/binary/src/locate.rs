@@ -203,7 +203,7 @@ impl BinaryLocator {
         if let Some(w) = want {
             if let Some(g) = st.given.iter_mut().find(|g| g.binary.build_id() == Some(w)) {
                 g.used = true;
-                let b = g.binary.clone();
+                let b = self.named_after(g.binary.clone(), path);
                 log(
                     st,
                     format!("--binary {}: build-id matches: used", b.path().display()),
@@ -234,6 +234,7 @@ impl BinaryLocator {
                 }
                 _ => {
                     st.given[i].used = true;
+                    let b = self.named_after(b, path);
                     log(
                         st,
                         format!("--binary {}: file name matches: used", b.path().display()),
@@ -390,6 +391,22 @@ impl BinaryLocator {
         st.trace.extend(trace);
         st.kernels.insert(key, found.clone());
         found
+    }
+
+    /// `b` with its recovered functions named after the recorded module (`gawk!sub_..`
+    /// for a module recorded as `/usr/bin/gawk` and given as `--binary gawk.stripped`):
+    /// opened again under that name when the names differ and it has recovered functions.
+    fn named_after(&self, b: Arc<Binary>, path: &str) -> Arc<Binary> {
+        let recorded = file_name(path);
+        if b.recovered_functions() == 0
+            || b.path().file_name().and_then(|n| n.to_str()) == Some(recorded)
+            || is_pseudo(path)
+        {
+            return b;
+        }
+        let mut open = self.opts.open.clone();
+        open.module_name = Some(recorded.to_string());
+        Binary::open_with(b.path(), &open).map_or(b, Arc::new)
     }
 
     /// Every lookup step so far, one line each (for `-v`).

@@ -14,6 +14,7 @@ mod inspect;
 mod interrupt;
 mod paths;
 mod read;
+mod real_programs;
 mod record;
 mod seeds;
 mod simulate;

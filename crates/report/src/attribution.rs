@@ -12,12 +12,11 @@ fn pct(n: u64, of: u64) -> String {
     format!("{:.1}%", 100.0 * n as f64 / of.max(1) as f64)
 }
 
-/// The lines of a text report: `no function: gawk 0.3% (52 of 15034), libc.so.6 0.0% (0 of
-/// 410)` (most samples first; modules past the sixth with every sample in a function are
-/// counted, not named), and, when some function was recovered, `recovered: gawk 60.8% in
-/// gawk!sub_ADDR functions (.eh_frame ranges, no symbol names them)`. Empty without
-/// samples.
-pub fn attribution_lines(v: &[ModuleAttribution]) -> Vec<String> {
+/// The lines of a text report as `(label, text)`: `("no function", "gawk 0.3% (52 of 15034),
+/// libc.so.6 0.0% (0 of 410)")` (most samples first; modules past the sixth with every
+/// sample in a function are counted, not named), and, when some function was recovered,
+/// `("recovered", "gawk 60.8% in gawk!sub_ADDR functions (...)")`. Empty without samples.
+pub fn attribution_lines(v: &[ModuleAttribution]) -> Vec<(&'static str, String)> {
     let mut m: Vec<&ModuleAttribution> = v.iter().filter(|m| m.samples > 0).collect();
     if m.is_empty() {
         return Vec::new();
@@ -48,7 +47,7 @@ pub fn attribution_lines(v: &[ModuleAttribution]) -> Vec<String> {
             if quiet == 1 { "" } else { "s" }
         ));
     }
-    let mut out = vec![format!("no function: {}", parts.join(", "))];
+    let mut out = vec![("no function", parts.join(", "))];
     let rec: Vec<String> = m
         .iter()
         .filter(|x| x.recovered > 0)
@@ -62,9 +61,12 @@ pub fn attribution_lines(v: &[ModuleAttribution]) -> Vec<String> {
         })
         .collect();
     if !rec.is_empty() {
-        out.push(format!(
-            "recovered: {} (.eh_frame ranges no symbol names: boundaries exact, names made up)",
-            rec.join(", ")
+        out.push((
+            "recovered",
+            format!(
+                "{} (.eh_frame ranges no symbol names: boundaries exact, names made up)",
+                rec.join(", ")
+            ),
         ));
     }
     out
@@ -95,8 +97,8 @@ mod tests {
         assert_eq!(
             l,
             vec![
-                "no function: gawk 0.0% (3 of 9043), libc.so.6 2.4% (10 of 410), [kernel.kallsyms] 100.0% (7 of 7)".to_string(),
-                "recovered: gawk 99.5% in gawk!sub_ADDR functions (.eh_frame ranges no symbol names: boundaries exact, names made up)".to_string(),
+                ("no function", "gawk 0.0% (3 of 9043), libc.so.6 2.4% (10 of 410), [kernel.kallsyms] 100.0% (7 of 7)".to_string()),
+                ("recovered", "gawk 99.5% in gawk!sub_ADDR functions (.eh_frame ranges no symbol names: boundaries exact, names made up)".to_string()),
             ]
         );
         let many: Vec<ModuleAttribution> = (0..9)

@@ -287,8 +287,8 @@ impl CheckReport {
         if let Some(t) = &self.target {
             let _ = writeln!(s, "target:       {}", t.message);
         }
-        for l in crate::attribution::attribution_lines(&self.health.attribution) {
-            let _ = writeln!(s, "functions:    {l}");
+        for (label, l) in crate::attribution::attribution_lines(&self.health.attribution) {
+            let _ = writeln!(s, "{:<14}{l}", format!("{label}:"));
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning:      [{}] {}", w.kind, w.message);

@@ -301,8 +301,8 @@ impl ReadSamples {
                 e.samples
             );
         }
-        for l in crate::attribution::attribution_lines(&self.attribution) {
-            _ = writeln!(out, "  {l}");
+        for (label, l) in crate::attribution::attribution_lines(&self.attribution) {
+            _ = writeln!(out, "  {label}: {l}");
         }
         let table = |out: &mut String, title: Option<&str>, symbols: &[ReadSymbol], total: u64| {
             if let Some(t) = title {

@@ -172,8 +172,8 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     if let Some(i) = &c.interrupted {
         let _ = writeln!(out, "INTERRUPTED:  {}", q(i));
     }
-    for l in crate::attribution::attribution_lines(&r.attribution) {
-        let _ = writeln!(out, "functions:    {l}");
+    for (label, l) in crate::attribution::attribution_lines(&r.attribution) {
+        let _ = writeln!(out, "{:<14}{}", format!("{label}:"), q(&l));
     }
     for w in &r.warnings {
         let _ = writeln!(out, "warning:      {}", q(w));

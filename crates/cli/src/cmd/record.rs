@@ -18,6 +18,7 @@ for raw events. Examples:
   proftrust record -- ./prog arg                 (writes ./perf.data, as perf does)
   proftrust record -o prof.ptsamp -- ./prog arg
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog
+  proftrust record --call-graph dwarf --kernel -o prof.ptsamp -- xz -9 file  (stripped code)
   proftrust record --pid 1234 --timeout 10 -o prof.ptsamp")]
 pub struct Args {
     /// Event to sample: cpu-clock, task-clock, cycles, instructions, rHEX, with optional :p,
@@ -37,9 +38,12 @@ pub struct Args {
     randomize: bool,
     #[command(flatten)]
     seed: crate::args::Seed,
-    /// Record frame-pointer user call chains.
-    #[arg(short = 'g', long = "call-graph")]
-    callchain: bool,
+    /// Record call chains: `-g` (or `--call-graph fp`) follows frame pointers;
+    /// `--call-graph dwarf[,SIZE]` copies SIZE bytes of user stack per sample (default 8192,
+    /// as perf) and unwinds them with the binaries' .eh_frame when the recording ends
+    /// (programs built without frame pointers, as distributions ship them).
+    #[arg(short = 'g', long = "call-graph", num_args = 0..=1, default_missing_value = "fp", value_name = "fp|dwarf[,SIZE]", value_parser = proftrust_pipeline::record::CallGraph::parse)]
+    call_graph: Option<proftrust_pipeline::record::CallGraph>,
     /// Record branch stacks (needs a PMU with LBR or equivalent).
     #[arg(short = 'b', long = "branch-stack")]
     branch_stack: bool,
@@ -76,7 +80,12 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         None => RecordTarget::Command(a.program.clone()),
     };
     (o.events, o.period, o.frequency) = (a.events.clone(), a.period, a.freq);
-    (o.randomize, o.seed, o.callchain) = (a.randomize, a.seed.seed, a.callchain);
+    use proftrust_pipeline::record::CallGraph;
+    o.callchain = a.call_graph == Some(CallGraph::FramePointer);
+    if let Some(CallGraph::Dwarf { stack }) = a.call_graph {
+        o.dwarf_stack = Some(stack);
+    }
+    (o.randomize, o.seed) = (a.randomize, a.seed.seed);
     (o.branch_stack, o.kernel, o.timeout) = (a.branch_stack, a.kernel, a.timeout);
     o.stop = Some(crate::interrupt::install());
     let r = execute(&o, &util::Ui)?;

@@ -1061,7 +1061,8 @@ fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<
 /// name (`strlen`; among aliases the one [`alias_order`] puts first). A static glibc
 /// program calls `strlen`, `memcpy` and the like through such `.plt` stubs; perf 6.1 counts
 /// their samples under `_init` (it synthesizes PLT names from JUMP_SLOT relocations only),
-/// proftrust names them `strlen@plt` (objdump: `*ABS*+0x418d80@plt`).
+/// proftrust names them `strlen@plt` (objdump: `*ABS*+0x418d80@plt`); an addend no symbol
+/// names gives objdump's name (`*ABS*+0x9f1c0`).
 fn irelative_names(
     sections: &[SectionInfo],
     data: &[u8],
@@ -1128,9 +1129,16 @@ fn irelative_names(
             })
             .or_insert(r);
     }
+    // An IFUNC no symbol names (a shared library's internal one, e.g. in libc.so.6 with only
+    // .dynsym) is named as objdump names it, `*ABS*+0x9f1c0`, so that its stub is a function.
     wanted
         .into_iter()
-        .filter_map(|(slot, a)| best.get(&a).map(|r| (slot, r.name.clone())))
+        .map(|(slot, a)| {
+            let name = best
+                .get(&a)
+                .map_or_else(|| format!("*ABS*+{a:#x}"), |r| r.name.clone());
+            (slot, name)
+        })
         .collect()
 }
 

@@ -1549,3 +1549,84 @@ fn static_irelative_plt_stubs_are_named_after_their_ifunc() {
     }
     assert!(checked >= 2, "{checked} IRELATIVE stubs checked:\n{dis}");
 }
+
+/// A shared library's `.plt` holds stubs of IFUNCs resolved by `R_X86_64_IRELATIVE`
+/// relocations (Debian's libc.so.6 has 50, libm.so.6 22): each is a function named as
+/// `objdump -d` names it, so no sample in them is left outside every function. objdump
+/// names such a stub `*ABS*+0xRESOLVER@plt`; proftrust names it after the IFUNC symbol at
+/// the resolver when one exists (`strnlen@plt`, as for static binaries), else exactly as
+/// objdump does (libm.so.6 of Debian 12 without its debug file has one:
+/// `*ABS*+0x2e730@plt`).
+#[test]
+fn shared_library_plt_stubs_are_named_as_objdump_names_them() {
+    let t = "shared_library_plt_stubs_are_named_as_objdump_names_them";
+    if !tools(t, &["objdump"]) {
+        return;
+    }
+    let mut libs: Vec<std::path::PathBuf> = ["libc.so.6", "libm.so.6"]
+        .iter()
+        .map(|l| Path::new("/lib/x86_64-linux-gnu").join(l))
+        .filter(|l| l.exists())
+        .collect();
+    if libs.is_empty() {
+        return proftrust_testkit::skip_test(t, "no libc.so.6/libm.so.6 in /lib/x86_64-linux-gnu");
+    }
+    // Where libc6-dbg is installed, its symbol tables name every resolver; a copy without
+    // build-id and debuglink finds no debug file, as on a machine without the package.
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join(libs.last().unwrap().file_name().unwrap());
+    let o = std::process::Command::new("objcopy")
+        .args(["--remove-section", ".note.gnu.build-id"])
+        .args(["--remove-section", ".gnu_debuglink"])
+        .arg(libs.last().unwrap())
+        .arg(&bare)
+        .output();
+    if o.is_ok_and(|o| o.status.success()) {
+        libs.push(bare);
+    }
+    let (mut checked, mut by_address) = (0, 0);
+    for lib in &libs {
+        let b = Binary::open(lib).unwrap();
+        let out = run("objdump", &["-d", "-j", ".plt", p(lib)]);
+        for l in out.lines() {
+            // `0000000000026110 <*ABS*+0x9f1c0@plt>:`
+            let Some((addr, rest)) = l.split_once(" <") else {
+                continue;
+            };
+            let Some(name) = rest.strip_suffix(">:").filter(|n| n.ends_with("@plt")) else {
+                continue;
+            };
+            let a = u64::from_str_radix(addr.trim(), 16).unwrap();
+            let at = format!("{}: {name} at {a:#x}", lib.display());
+            let f = b
+                .function_at(Svma(a))
+                .unwrap_or_else(|| panic!("{at}: no function"));
+            assert_eq!(f.start.0, a, "{at}");
+            assert_eq!(f.origin, FunctionOrigin::Plt, "{at}");
+            match name
+                .strip_prefix("*ABS*+0x")
+                .and_then(|x| x.strip_suffix("@plt"))
+            {
+                Some(hex) => {
+                    let resolver = u64::from_str_radix(hex, 16).unwrap();
+                    // The IFUNC's own symbol, if a symbol (not an FDE) names the resolver.
+                    let symbol = b
+                        .function_at(Svma(resolver))
+                        .filter(|r| r.start.0 == resolver && r.origin != FunctionOrigin::Recovered)
+                        .map(|r| format!("{}@plt", r.name));
+                    match symbol {
+                        Some(s) => assert_eq!(f.name, s, "{at}"),
+                        None => {
+                            assert_eq!(f.name, name, "{at}");
+                            by_address += 1;
+                        }
+                    }
+                }
+                None => assert_eq!(f.name, name.replace("@@", "@"), "{at}"),
+            }
+            checked += 1;
+        }
+    }
+    eprintln!("{checked} .plt stubs checked, {by_address} named by their resolver's address");
+    assert!(checked > 0, "no stub in objdump's .plt listings");
+}

@@ -22,6 +22,29 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
 
+/// A build-id cache of the tests' own for perf and proftrust (`PERF_BUILDID_DIR`): perf
+/// record copies every binary it sees into `~/.debug` by build-id and both tools look there
+/// first, so a stripped copy one test recorded would otherwise stand for the `-g` build of
+/// another with the same build-id.
+fn buildid_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// `perf` with the tests' own build-id cache.
+fn perf() -> Command {
+    let mut c = Command::new("perf");
+    c.env("PERF_BUILDID_DIR", buildid_dir());
+    c
+}
+
+/// `proftrust` with the tests' own build-id cache.
+fn pt() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("PERF_BUILDID_DIR", buildid_dir());
+    c
+}
+
 fn run(cmd: &mut Command) -> String {
     let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(
@@ -33,7 +56,7 @@ fn run(cmd: &mut Command) -> String {
 }
 
 fn proftrust(args: &[&str]) -> String {
-    run(Command::new(BIN).args(args))
+    run(pt().args(args))
 }
 
 /// The test's inputs, in its own directory: numbers for gawk, text for the compressors, a
@@ -113,7 +136,7 @@ fn corpus_ready(test: &str) -> bool {
 /// `perf record -q EXTRA -o OUT -- CMD` (output of the program discarded); `None` when perf
 /// cannot record here.
 fn perf_record(out: &Path, extra: &[&str], cmd: &[String]) -> Option<PathBuf> {
-    let o = Command::new("perf")
+    let o = perf()
         .arg("record")
         .arg("-q")
         .args(extra)
@@ -174,7 +197,7 @@ type Chain = Vec<(u64, String)>;
 /// `perf script --no-inline -F ip,dso` (the ip, then one frame per line; a final
 /// `ffffffffffffffff` perf adds when its unwinder stops early is left out: it is no frame).
 fn perf_chains(data: &Path) -> Vec<Chain> {
-    let out = run(Command::new("perf")
+    let out = run(perf()
         .args(["script", "--no-inline", "-F", "ip,dso", "-i"])
         .arg(data));
     let mut all = Vec::new();
@@ -310,6 +333,9 @@ fn dwarf_stacks_equal_perf_script() {
             theirs.len(),
             100.0 * share
         );
+        if let Some((p, o)) = &first_diff {
+            eprintln!("{name}: first difference: perf script {p:x?}, proftrust {o:x?}");
+        }
         assert!(theirs.len() >= 50, "{name}: {} samples", theirs.len());
         assert!(deep * 2 >= theirs.len(), "{name}: {deep} deep stacks");
         assert!(
@@ -341,7 +367,7 @@ fn readelf_fdes(path: &str) -> Vec<(u64, u64)> {
 /// [.] 0xADDR`, the address map-relative, i.e. the file offset): (dso file name, offset,
 /// samples).
 fn perf_report_addresses(data: &Path) -> Vec<(String, u64, u64)> {
-    let out = run(Command::new("perf")
+    let out = run(perf()
         .args(["report", "--stdio", "--sort", "dso,sym", "-n", "-i"])
         .arg(data));
     out.lines()
@@ -388,9 +414,15 @@ fn stripped_programs_every_sample_in_a_function() {
                 m["recovered"]
             );
             if n >= 20 && module != "[unknown]" {
+                let rows: Vec<&serde_json::Value> = json["symbols"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["name"].as_str().unwrap().contains("+0x"))
+                    .collect();
                 assert!(
                     (none as f64) < 0.01 * n as f64,
-                    "{name}: {module}: {none} of {n} samples in no function"
+                    "{name}: {module}: {none} of {n} samples in no function: {rows:?}"
                 );
             }
         }
@@ -596,7 +628,7 @@ fn kernel_samples_of_a_syscall_heavy_program_are_named() {
         .as_str()
         .unwrap()
         .to_string();
-    let report = run(Command::new("perf")
+    let report = run(perf()
         .args(["report", "--stdio", "--sort", "sym", "-i"])
         .arg(&data));
     assert!(
@@ -608,7 +640,7 @@ fn kernel_samples_of_a_syscall_heavy_program_are_named() {
     let out = dir.path().join("dd.ptsamp");
     let mut args = vec!["record", "--kernel", "-o", out.to_str().unwrap(), "--"];
     args.extend(dd.iter().map(String::as_str));
-    let o = Command::new(BIN).args(&args).output().unwrap();
+    let o = pt().args(&args).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let set = proftrust_formats::native::read_samples(&std::fs::read(&out).unwrap()).unwrap();
     assert!(!set.kernel_symbols.is_empty(), "no kernel symbols stored");
@@ -631,4 +663,115 @@ fn kernel_samples_of_a_syscall_heavy_program_are_named() {
     );
     assert!(k.samples >= 50, "{}", k.samples);
     assert!(k.named as f64 >= 0.9 * k.samples as f64, "{k:?}");
+}
+
+/// `nm -S` ranges of the `-g` build: name -> (start, end).
+fn nm_ranges(exe: &Path) -> HashMap<String, (u64, u64)> {
+    run(Command::new("nm").args(["-S", "--defined-only"]).arg(exe))
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 4 || !matches!(f[2], "T" | "t") {
+                return None;
+            }
+            let a = u64::from_str_radix(f[0], 16).ok()?;
+            let n = u64::from_str_radix(f[1], 16).ok()?;
+            Some((f[3].to_string(), (a, a + n)))
+        })
+        .collect()
+}
+
+/// The unwound stacks reach the exports and proftrust's own recorder: a program without
+/// frame pointers (`-O2`, where `main` calls `sum`, which calls `check` and `mix`).
+/// `export --to folded` of a `perf record --call-graph dwarf` recording puts `main;sum;mix`
+/// above ≥ 95% of the samples in `mix`; `proftrust record --call-graph dwarf` of its
+/// stripped copy gives the samples in `mix` (by nm's range in the `-g` build) the callers
+/// `sum`, then `main`, for ≥ 95% of them.
+#[test]
+fn dwarf_stacks_reach_exports_and_the_recorder() {
+    let t = "dwarf_stacks_reach_exports_and_the_recorder";
+    if !have("perf") || !have("gcc") || !have("nm") || !have("strip") {
+        return skip_test(t, "needs perf, gcc, nm and strip");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../binary/tests/c/stripped.c");
+    let exe = dir.path().join("prog");
+    proftrust_testkit::gcc(&exe, &[&src], &["-fomit-frame-pointer"]);
+    let ranges = nm_ranges(&exe);
+    let Some(data) = perf_record(
+        &dir.path().join("d.data"),
+        &["--call-graph", "dwarf", "-e", "cpu-clock:u", "-c", "200000"],
+        &[exe.display().to_string(), "40000000".into()],
+    ) else {
+        return skip_test(t, "perf record --call-graph dwarf does not work here");
+    };
+    let folded = dir.path().join("d.folded");
+    proftrust(&[
+        "export",
+        data.to_str().unwrap(),
+        "--to",
+        "folded",
+        "-o",
+        folded.to_str().unwrap(),
+    ]);
+    let (mut in_mix, mut under_main) = (0u64, 0u64);
+    for l in std::fs::read_to_string(&folded).unwrap().lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        if stack.ends_with(";mix") {
+            in_mix += n;
+            if stack.contains(";main;sum;mix") {
+                under_main += n;
+            }
+        }
+    }
+    eprintln!("export folded: {under_main} of {in_mix} samples in mix under main;sum");
+    let text = std::fs::read_to_string(&folded).unwrap();
+    assert!(in_mix >= 20, "{in_mix}: {}", &text[..text.len().min(2000)]);
+    assert!(under_main as f64 >= 0.95 * in_mix as f64);
+
+    // proftrust's own recorder, on the stripped copy.
+    let stripped = dir.path().join("prog.stripped");
+    run(Command::new("strip").arg("-o").arg(&stripped).arg(&exe));
+    let out = dir.path().join("r.ptsamp");
+    let o = pt()
+        .args([
+            "record",
+            "--call-graph",
+            "dwarf",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&stripped)
+        .arg("40000000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let set = proftrust_formats::native::read_samples(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(set.events[0].config.callchain);
+    let m = set.modules.find_by_file_name("prog.stripped").unwrap();
+    let within = |l: &proftrust_model::Location, f: &str| {
+        let (a, b) = ranges[f];
+        l.module == Some(m) && l.svma.0 >= a && l.svma.0 < b
+    };
+    let mix: Vec<&proftrust_model::Sample> = set
+        .samples
+        .iter()
+        .filter(|s| within(&s.ip, "mix"))
+        .collect();
+    let good = mix
+        .iter()
+        .filter(|s| {
+            s.callchain.len() >= 2
+                && within(&s.callchain[0], "sum")
+                && within(&s.callchain[1], "main")
+        })
+        .count();
+    eprintln!(
+        "record --call-graph dwarf: {good} of {} samples in mix called from sum from main",
+        mix.len()
+    );
+    assert!(mix.len() >= 20, "{}", mix.len());
+    assert!(good as f64 >= 0.95 * mix.len() as f64);
 }

@@ -307,7 +307,7 @@ fn dwarf_stacks_equal_perf_script() {
         let data = inputs.dir.path().join(format!("{name}.dwarf.data"));
         let Some(data) = perf_record(
             &data,
-            &["--call-graph", "dwarf", "-e", "cpu-clock", "-c", "1000000"],
+            &["--call-graph", "dwarf", "-e", "cpu-clock", "-c", "500000"],
             &cmd,
         ) else {
             return skip_test(t, "perf record --call-graph dwarf does not work here");
@@ -774,4 +774,77 @@ fn dwarf_stacks_reach_exports_and_the_recorder() {
     );
     assert!(mix.len() >= 20, "{}", mix.len());
     assert!(good as f64 >= 0.95 * mix.len() as f64);
+}
+
+/// `check` judges only what the samples stand on (issue 29): the same program (`-O2`,
+/// stripped) recorded by perf, built with unwind tables (every function recovered from an
+/// FDE: `prog!sub_ADDR`) and without (`-fno-asynchronous-unwind-tables`: the hot code in no
+/// function). With FDEs the hottest row is a recovered function and "trust down to" stops
+/// at `function` (no line below its range is known); without, no row in no function is
+/// "act on it", the profile is at most "rank only" and trust goes down to `none`, each
+/// saying why.
+#[test]
+fn check_verdicts_stand_on_the_attribution_available() {
+    let t = "check_verdicts_stand_on_the_attribution_available";
+    if !have("perf") || !have("gcc") || !have("strip") {
+        return skip_test(t, "needs perf, gcc and strip");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../binary/tests/c/stripped.c");
+    for (name, flags) in [
+        ("fde", &[][..]),
+        (
+            "nofde",
+            &["-fno-asynchronous-unwind-tables", "-fno-unwind-tables"][..],
+        ),
+    ] {
+        let exe = dir.path().join(name);
+        proftrust_testkit::gcc(&exe, &[&src], flags);
+        run(Command::new("strip").arg(&exe));
+        let Some(data) = perf_record(
+            &dir.path().join(format!("{name}.data")),
+            &["-e", "cpu-clock:u", "-c", "200000"],
+            &[exe.display().to_string(), "40000000".into()],
+        ) else {
+            return skip_test(t, "perf record does not work here");
+        };
+        let r: serde_json::Value =
+            serde_json::from_str(&proftrust(&["check", data.to_str().unwrap(), "--json"])).unwrap();
+        let rows = r["functions"].as_array().unwrap();
+        let top = &rows[0];
+        let top_name = top["name"].as_str().unwrap();
+        let level = r["trustworthy_at"]["level"].as_str().unwrap();
+        let why = r["trustworthy_at"]["reason"].as_str().unwrap();
+        eprintln!(
+            "{name}: top row {top_name} ({} samples, {}), verdict {}, trust down to {level}: {why}",
+            top["samples"], top["verdict"], r["verdict"]
+        );
+        assert!(top["samples"].as_u64().unwrap() >= 100, "{top}");
+        if name == "fde" {
+            assert!(top_name.starts_with("fde!sub_"), "{top_name}");
+            assert_eq!(level, "function", "{why}");
+            assert!(why.contains(top_name) && why.contains(".eh_frame"), "{why}");
+        } else {
+            // Every row is an address of the stripped program (`nofde+0x1210`): none acted on.
+            for f in rows
+                .iter()
+                .filter(|f| f["name"].as_str().unwrap().starts_with("nofde+0x"))
+            {
+                assert_ne!(f["verdict"], "act", "{f}");
+                assert!(
+                    f["reason"].as_str().unwrap().contains("in no function"),
+                    "{f}"
+                );
+            }
+            assert!(top_name.starts_with("nofde+0x"), "{top_name}");
+            assert_ne!(r["verdict"], "act");
+            let reason = r["reason"].as_str().unwrap();
+            assert!(
+                reason.contains(top_name) && reason.contains("in no function"),
+                "{reason}"
+            );
+            assert_eq!(level, "none", "{why}");
+            assert!(why.contains("in no function"), "{why}");
+        }
+    }
 }

@@ -414,6 +414,32 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         rows(names, counts, &sizes, n, z, o, states, aliased, level_note)
     };
     let mut functions = build(&fnames, &fcounts, Some(&states), None);
+    // What each row stands on (issue 29): a row of code in no function is one address (or
+    // `[unknown]`), not a function, so it is never "act on it"; a function none of whose
+    // sampled addresses has a source line (recovered from an FDE, or a binary without -g)
+    // has nothing below its range, which caps "trust down to" below.
+    let unattributed: std::collections::HashSet<&str> = locs
+        .iter()
+        .filter(|(_, k)| !k.symbolized)
+        .map(|(_, k)| fnames.names[k.function as usize].as_str())
+        .collect();
+    let mut fn_has_lines = vec![false; fnames.names.len()];
+    let mut fn_recovered = vec![false; fnames.names.len()];
+    for (l, k) in &locs {
+        fn_has_lines[k.function as usize] |= k.line.is_some();
+        fn_recovered[k.function as usize] |= sym.attribution(*l) == Attribution::Recovered;
+    }
+    for r in &mut functions {
+        if unattributed.contains(r.name.as_str()) {
+            if r.verdict == Verdict::Act {
+                r.verdict = Verdict::RankOnly;
+            }
+            r.reason.push_str(
+                "; in no function (no symbol, no .eh_frame FDE covers it): an address, not a function",
+            );
+            r.flags.push("no-function".into());
+        }
+    }
     let median_period = period_note(desc);
     // Granularity flags (seed 002 §3.3, §5.1.2).
     let mut short_states = Vec::new();
@@ -619,10 +645,34 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
 
     // The finest trustworthy granularity.
     let level_ok = |rows: &[CheckRow]| rows.first().is_some_and(|r| r.verdict == Verdict::Act);
+    let top_id = functions
+        .first()
+        .and_then(|r| fnames.ids.get(&r.name))
+        .map(|&f| f as usize);
+    let top_lines = top_id.is_some_and(|f| fn_has_lines[f]);
     let trustworthy_at = if !level_ok(&functions) {
         Granularity {
             level: "none".into(),
-            reason: "the hottest function's share is not precise enough to act on".into(),
+            reason: match functions.first() {
+                Some(r) if unattributed.contains(r.name.as_str()) => format!(
+                    "the hottest row, {}, is in no function (no symbol, no .eh_frame FDE covers it): give the binaries with --binary (or --symfs)",
+                    r.name
+                ),
+                _ => "the hottest function's share is not precise enough to act on".into(),
+            },
+        }
+    } else if !top_lines {
+        Granularity {
+            level: "function".into(),
+            reason: format!(
+                "the hottest function, {}, has no source lines ({}): nothing below its range is known",
+                functions[0].name,
+                if top_id.is_some_and(|f| fn_recovered[f]) {
+                    "recovered from .eh_frame, no symbol or debug info"
+                } else {
+                    "no debug info"
+                }
+            ),
         }
     } else if !level_ok(&inlines) {
         Granularity {
@@ -1190,6 +1240,14 @@ fn profile_verdict(
                 _ => "the event was multiplexed: shares may be biased against what ran while it was off",
             }
             .into(),
+        )
+    } else if first.flags.iter().any(|f| f == "no-function") {
+        (
+            Verdict::RankOnly,
+            format!(
+                "the hottest row, {}, is in no function (no symbol, no .eh_frame FDE covers it): give the binaries with --binary (or --symfs)",
+                first.name
+            ),
         )
     } else {
         (

@@ -468,8 +468,29 @@ impl SymbolSource for BinaryLocator {
 }
 
 impl SegmentSource for BinaryLocator {
+    /// The located file's `PT_LOAD` segments; for a debug-only file (a `-dbg` package's
+    /// `.debug`, a debuginfod `debuginfo`: its executable segment has `p_filesz` 0, the file
+    /// offsets are no longer those of the binary) the recorded path's, when its build-id is the one
+    /// wanted, since file offsets of a profile are the recorded file's.
     fn load_segments(&self, path: &str, build_id: Option<&BuildId>) -> Option<SegmentTable> {
         let b = self.locate(path, build_id).binary?;
+        // PF_X: the executable segment keeps its size but not its bytes.
+        let debug_only = b
+            .segments()
+            .segments()
+            .iter()
+            .any(|g| g.flags & 1 != 0 && g.filesz == 0 && g.memsz > 0);
+        if debug_only && path.starts_with('/') {
+            let want = build_id.or(b.build_id());
+            if let Some(h) = crate::elf::LoadHeaders::read(Path::new(path)) {
+                if want.is_some()
+                    && h.build_id.as_ref() == want
+                    && !h.segments.segments().is_empty()
+                {
+                    return Some(h.segments);
+                }
+            }
+        }
         (!b.segments().is_empty()).then(|| b.segments().clone())
     }
 }

@@ -1630,3 +1630,51 @@ fn shared_library_plt_stubs_are_named_as_objdump_names_them() {
     eprintln!("{checked} .plt stubs checked, {by_address} named by their resolver's address");
     assert!(checked > 0, "no stub in objdump's .plt listings");
 }
+
+/// A module the locator finds as a debug-only file (`/usr/lib/debug/.build-id/xx/rest.debug`
+/// of a `-dbg` package: its executable `PT_LOAD` segment has `p_filesz` 0) maps file
+/// offsets with the recorded file's segments (`readelf -l` of the binary), so a profile's
+/// offsets are not taken as addresses ("lies in none of its PT_LOAD segments").
+#[test]
+fn debug_only_file_segments_come_from_the_recorded_binary() {
+    use proftrust_binary::{BinaryLocator, LoadHeaders, LocateOptions};
+    use proftrust_model::segments::SegmentSource;
+    let t = "debug_only_file_segments_come_from_the_recorded_binary";
+    if !tools(t, &["gcc", "objcopy", "strip"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    let id = Binary::open(&exe).unwrap().build_id().unwrap().clone();
+    let hex = id.to_hex();
+    let root = dir.path().join("debugroot");
+    let bid_dir = root.join(".build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&bid_dir).unwrap();
+    let dbg = bid_dir.join(format!("{}.debug", &hex[2..]));
+    run("objcopy", &["--only-keep-debug", p(&exe), p(&dbg)]);
+    run("strip", &[p(&exe)]);
+    let dbg_segments = LoadHeaders::read(&dbg).unwrap().segments;
+    assert!(
+        dbg_segments
+            .segments()
+            .iter()
+            .any(|g| g.flags & 1 != 0 && g.filesz == 0),
+        "{dbg_segments:?}"
+    );
+    let mut lo = LocateOptions::default();
+    lo.build_id_cache = None;
+    lo.debuginfod_cache = None;
+    lo.debug_dirs = vec![root];
+    lo.running_kernel = None;
+    let locator = BinaryLocator::new(lo);
+    let found = locator.locate(p(&exe), Some(&id));
+    assert_eq!(
+        found.binary.unwrap().path(),
+        dbg.as_path(),
+        "the debug file is found"
+    );
+    let got = locator.load_segments(p(&exe), Some(&id)).unwrap();
+    let want = LoadHeaders::read(&exe).unwrap().segments;
+    assert_eq!(got.segments(), want.segments());
+    assert!(want.segments().iter().any(|g| g.filesz > 0));
+}

@@ -13,15 +13,18 @@
 //!    `~/.debug`): `.build-id/ID[..2]/ID[2..]/elf`;
 //! 4. the debuginfod client cache ([`LocateOptions::debuginfod_cache`],
 //!    `$DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`, else
-//!    `~/.cache/debuginfod_client`): `ID/executable`, then `ID/debuginfo`;
-//! 5. the distribution's debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
-//!    `.build-id/ID[..2]/ID[2..].debug`;
-//! 6. `PATH` itself, when its build-id is `ID` or the profile recorded none.
+//!    `~/.cache/debuginfod_client`): `ID/executable`;
+//! 5. `PATH` itself, when its build-id is `ID` or the profile recorded none (opening it
+//!    finds its separate debug file, so a `-dbg` package's symbols and lines come with the
+//!    code, PLT stubs and segments of the file that ran);
+//! 6. debug-only files: the debuginfod cache's `ID/debuginfo`, then the distribution's
+//!    debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
+//!    `.build-id/ID[..2]/ID[2..].debug`.
 //!
-//! Steps 3-5 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
-//! known. The module's segments come from the file found; a debug-only file (steps 4-5)
-//! gives symbols and lines, and its program headers are those of the binary it was split
-//! from.
+//! Steps 3, 4 and 6 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
+//! known. The module's segments come from the file found; a debug-only file (step 6, used
+//! only when the recorded file is gone or another build) gives symbols and lines, and its
+//! program headers keep the binary's addresses but not its file offsets.
 
 use crate::elf::{Binary, OpenOptions};
 use crate::kallsyms::Kallsyms;
@@ -47,7 +50,7 @@ pub struct LocateOptions {
     pub debuginfod_cache: Option<PathBuf>,
     /// Roots of separate debug files. Default: `["/usr/lib/debug"]`.
     pub debug_dirs: Vec<PathBuf>,
-    /// Try the recorded path (step 6). Default: `true`.
+    /// Try the recorded path (step 5). Default: `true`.
     pub recorded_path: bool,
     /// How binaries are opened. Default: [`OpenOptions::default`] with `debug_dirs`.
     pub open: OpenOptions,
@@ -272,6 +275,16 @@ impl BinaryLocator {
                 }
                 if let Some(c) = &self.opts.debuginfod_cache {
                     candidates.push(("debuginfod cache", c.join(&hex).join("executable")));
+                }
+                // The recorded file, when its build-id is the one wanted, before debug-only
+                // files: it has the code, `.plt` and segments, and opening it finds its debug
+                // file (by build-id under the debug directories) for symbols and lines, as
+                // perf pairs them. A debug-only file alone has no code bytes, no PLT stubs
+                // and zeroed segment offsets.
+                if self.opts.recorded_path {
+                    candidates.push(("recorded path", PathBuf::from(path)));
+                }
+                if let Some(c) = &self.opts.debuginfod_cache {
                     candidates.push(("debuginfod cache", c.join(&hex).join("debuginfo")));
                 }
                 for d in &self.opts.debug_dirs {
@@ -284,7 +297,7 @@ impl BinaryLocator {
                 }
             }
         }
-        if self.opts.recorded_path {
+        if self.opts.recorded_path && !candidates.iter().any(|(s, _)| *s == "recorded path") {
             candidates.push(("recorded path", PathBuf::from(path)));
         }
         // Functions recovered from FDEs are named after the recorded file (`gawk!sub_..`),
@@ -468,29 +481,8 @@ impl SymbolSource for BinaryLocator {
 }
 
 impl SegmentSource for BinaryLocator {
-    /// The located file's `PT_LOAD` segments; for a debug-only file (a `-dbg` package's
-    /// `.debug`, a debuginfod `debuginfo`: its executable segment has `p_filesz` 0, the file
-    /// offsets are no longer those of the binary) the recorded path's, when its build-id is the one
-    /// wanted, since file offsets of a profile are the recorded file's.
     fn load_segments(&self, path: &str, build_id: Option<&BuildId>) -> Option<SegmentTable> {
         let b = self.locate(path, build_id).binary?;
-        // PF_X: the executable segment keeps its size but not its bytes.
-        let debug_only = b
-            .segments()
-            .segments()
-            .iter()
-            .any(|g| g.flags & 1 != 0 && g.filesz == 0 && g.memsz > 0);
-        if debug_only && path.starts_with('/') {
-            let want = build_id.or(b.build_id());
-            if let Some(h) = crate::elf::LoadHeaders::read(Path::new(path)) {
-                if want.is_some()
-                    && h.build_id.as_ref() == want
-                    && !h.segments.segments().is_empty()
-                {
-                    return Some(h.segments);
-                }
-            }
-        }
         (!b.segments().is_empty()).then(|| b.segments().clone())
     }
 }

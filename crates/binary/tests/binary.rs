@@ -1631,20 +1631,23 @@ fn shared_library_plt_stubs_are_named_as_objdump_names_them() {
     assert!(checked > 0, "no stub in objdump's .plt listings");
 }
 
-/// A module the locator finds as a debug-only file (`/usr/lib/debug/.build-id/xx/rest.debug`
-/// of a `-dbg` package: its executable `PT_LOAD` segment has `p_filesz` 0) maps file
-/// offsets with the recorded file's segments (`readelf -l` of the binary), so a profile's
-/// offsets are not taken as addresses ("lies in none of its PT_LOAD segments").
+/// A module whose `-dbg` package is installed (`/usr/lib/debug/.build-id/xx/rest.debug`:
+/// no code bytes, no `.plt`, its executable `PT_LOAD` with `p_filesz` 0) is located as the
+/// recorded file with that debug file attached, as perf pairs them: symbols and lines from
+/// the debug file, segments (`readelf -l` of the binary), code and PLT stubs from the file
+/// that ran. Before, the debug file alone was taken: offsets "in none of its PT_LOAD
+/// segments", "no code bytes", libc's `.plt` stubs in no function.
 #[test]
-fn debug_only_file_segments_come_from_the_recorded_binary() {
+fn debug_only_file_pairs_with_the_recorded_binary() {
     use proftrust_binary::{BinaryLocator, LoadHeaders, LocateOptions};
     use proftrust_model::segments::SegmentSource;
-    let t = "debug_only_file_segments_come_from_the_recorded_binary";
-    if !tools(t, &["gcc", "objcopy", "strip"]) {
+    let t = "debug_only_file_pairs_with_the_recorded_binary";
+    if !tools(t, &["gcc", "objcopy", "strip", "nm"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    let named = nm_functions(&exe);
     let id = Binary::open(&exe).unwrap().build_id().unwrap().clone();
     let hex = id.to_hex();
     let root = dir.path().join("debugroot");
@@ -1664,17 +1667,21 @@ fn debug_only_file_segments_come_from_the_recorded_binary() {
     let mut lo = LocateOptions::default();
     lo.build_id_cache = None;
     lo.debuginfod_cache = None;
-    lo.debug_dirs = vec![root];
+    lo.debug_dirs = vec![root.clone()];
+    lo.open.debug_dirs = vec![root];
     lo.running_kernel = None;
     let locator = BinaryLocator::new(lo);
-    let found = locator.locate(p(&exe), Some(&id));
-    assert_eq!(
-        found.binary.unwrap().path(),
-        dbg.as_path(),
-        "the debug file is found"
-    );
+    let b = locator.locate(p(&exe), Some(&id)).binary.unwrap();
+    assert_eq!(b.path(), exe.as_path());
+    assert_eq!(b.debug_file(), Some(dbg.as_path()));
+    // The debug file's names, the binary's code.
+    let mix = named["mix"];
+    let f = b.function_at(Svma(mix)).unwrap();
+    assert_eq!((f.name.as_str(), f.start.0), ("mix", mix));
+    assert!(!b.instructions(f).unwrap().is_empty());
     let got = locator.load_segments(p(&exe), Some(&id)).unwrap();
-    let want = LoadHeaders::read(&exe).unwrap().segments;
-    assert_eq!(got.segments(), want.segments());
-    assert!(want.segments().iter().any(|g| g.filesz > 0));
+    assert_eq!(
+        got.segments(),
+        LoadHeaders::read(&exe).unwrap().segments.segments()
+    );
 }

@@ -53,8 +53,8 @@ pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use quote::{outcome_warning, quote_name};
 pub use sample::{
-    Branch, CommIndex, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample,
-    SampleSet, SamplingConfig, ThreadName,
+    Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,
+    Sample, SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{

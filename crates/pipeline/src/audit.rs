@@ -328,21 +328,7 @@ pub fn execute_with_data(
         e => e,
     };
     let event_idx = match &args.sample_event {
-        Some(name) => samples
-            .events
-            .iter()
-            .position(|e| &e.name == name)
-            .with_context(|| {
-                format!(
-                    "--sample-event {name:?}: the samples hold {}",
-                    samples
-                        .events
-                        .iter()
-                        .map(|e| e.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
+        Some(name) => samples.event_named(name).context("--sample-event")? as usize,
         None => samples
             .events
             .iter()

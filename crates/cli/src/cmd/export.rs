@@ -78,24 +78,12 @@ pub fn run(a: Args) -> Result<()> {
             if s.samples.is_empty() {
                 bail!("{}: the profile holds no samples", a.profile.display());
             }
-            let ev =
-                match &a.event {
-                    Some(n) => Some(s.events.iter().position(|e| &e.name == n).with_context(
-                        || {
-                            format!(
-                                "--event {n}: the profile has {}",
-                                s.events
-                                    .iter()
-                                    .map(|e| e.name.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            )
-                        },
-                    )? as u16),
-                    // pprof keeps every event; the others show one.
-                    None if a.to == Target::Pprof || s.events.len() <= 1 => None,
-                    None => Some(0),
-                };
+            let ev = match &a.event {
+                Some(n) => Some(s.event_named(n).context("--event")?),
+                // pprof keeps every event; the others show one.
+                None if a.to == Target::Pprof || s.events.len() <= 1 => None,
+                None => Some(0),
+            };
             Side::samples(s, ev, &a.binaries)
         }
         Loaded::Exact(e) => {

@@ -107,7 +107,8 @@ mod tests {
         let l = attribution_lines(&many);
         assert_eq!(l.len(), 1);
         assert!(
-            l[0].ends_with("3 more modules with every sample in a function"),
+            l[0].1
+                .ends_with("3 more modules with every sample in a function"),
             "{l:?}"
         );
         assert!(attribution_lines(&[]).is_empty());

@@ -860,8 +860,12 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             }
             _ => continue,
         };
-        let Ok(name) = s.name() else { continue };
-        if name.is_empty() || arm && is_mapping_symbol(name) {
+        // A name that is not UTF-8 still names its function (perf prints its bytes): kept
+        // with the invalid bytes replaced by U+FFFD.
+        let Ok(name) = s.name_bytes().map(String::from_utf8_lossy) else {
+            continue;
+        };
+        if name.is_empty() || arm && is_mapping_symbol(&name) {
             continue;
         }
         let rank = if s.is_weak() {
@@ -871,7 +875,7 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
         } else {
             1
         };
-        raw.push((s.address(), s.size(), name.to_string(), rank, label));
+        raw.push((s.address(), s.size(), name.into_owned(), rank, label));
     }
 }
 

@@ -9,6 +9,7 @@
 //! [`render_annotation_html`]'s standalone page).
 
 use crate::html::escape_html;
+use crate::quote_name;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -155,7 +156,7 @@ fn title(a: &Annotation) -> String {
 pub fn render_annotation_text(annotations: &[Annotation]) -> String {
     let mut o = String::new();
     for a in annotations {
-        let _ = writeln!(o, "== {}", title(a));
+        let _ = writeln!(o, "== {}", quote_name(&title(a)));
         let _ = writeln!(
             o,
             "Shares are of the function's own samples / exact count; ! = the exact share lies outside the 95% interval of the sampled share."
@@ -166,14 +167,14 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
             for l in &a.lines {
                 if l.file != file {
                     file = &l.file;
-                    let _ = writeln!(o, "{:w$}| {}", "", l.file, w = header(a).len());
+                    let _ = writeln!(o, "{:w$}| {}", "", quote_name(&l.file), w = header(a).len());
                 }
                 let _ = writeln!(
                     o,
                     "{}| {:>5}  {}",
                     text_cells(a, &l.shares),
                     l.line,
-                    l.text.as_deref().unwrap_or("").trim_end()
+                    source_text(l.text.as_deref().unwrap_or("").trim_end())
                 );
             }
         }
@@ -186,9 +187,9 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
                         o,
                         "{:w$}| {}:{}  {}",
                         "",
-                        short_file(&l.file),
+                        quote_name(short_file(&l.file)),
                         l.line,
-                        l.text.as_deref().unwrap_or("").trim(),
+                        source_text(l.text.as_deref().unwrap_or("").trim()),
                         w = header(a).len()
                     );
                 }
@@ -199,12 +200,30 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
                 "{}| {:>8x}:  {}",
                 text_cells(a, &i.shares),
                 i.address,
-                i.text
+                quote_name(&i.text)
             );
         }
         o.push('\n');
     }
     o
+}
+
+/// A source line as text output shows it: tabs expanded to the next multiple of 8 columns
+/// (as a terminal shows them), then [`quote_name`] (a source file is input like any other).
+fn source_text(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    let mut col = 0;
+    for c in s.chars() {
+        if c == '\t' {
+            let n = 8 - col % 8;
+            o.extend(std::iter::repeat_n(' ', n));
+            col += n;
+        } else {
+            o.push(c);
+            col += 1;
+        }
+    }
+    quote_name(&o).into_owned()
 }
 
 fn short_file(f: &str) -> &str {

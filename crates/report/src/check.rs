@@ -3,6 +3,7 @@
 //! style, and a self-contained HTML page.
 
 use crate::html::escape_html;
+use crate::quote_name;
 use crate::text::Table;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -253,26 +254,29 @@ impl CheckReport {
     pub fn render_text(&self, top: usize, color: bool) -> String {
         let mut s = String::new();
         let e = &self.event;
-        let _ = writeln!(s, "profile:      {}", self.profile);
+        // Every string here may hold names from the profile (event, functions, paths).
+        let q = |s: &str| quote_name(s).into_owned();
+        let _ = writeln!(s, "profile:      {}", q(&self.profile));
         let _ = writeln!(
             s,
             "samples:      {} ({}, {}; period {}{})",
             self.samples,
-            e.name,
-            e.measures,
-            e.period,
+            q(&e.name),
+            q(&e.measures),
+            q(&e.period),
             if e.randomized { ", randomised" } else { "" }
         );
         let _ = writeln!(
             s,
             "verdict:      {} ({})",
             self.verdict.label(),
-            self.reason
+            q(&self.reason)
         );
         let _ = writeln!(
             s,
             "trust down to: {} ({})",
-            self.trustworthy_at.level, self.trustworthy_at.reason
+            q(&self.trustworthy_at.level),
+            q(&self.trustworthy_at.reason)
         );
         let _ = writeln!(
             s,
@@ -282,13 +286,13 @@ impl CheckReport {
             self.slices
         );
         if let Some(t) = &self.target {
-            let _ = writeln!(s, "target:       {}", t.message);
+            let _ = writeln!(s, "target:       {}", q(&t.message));
         }
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      [{}] {}", w.kind, w.message);
+            let _ = writeln!(s, "warning:      [{}] {}", q(&w.kind), q(&w.message));
         }
         for n in &self.notes {
-            let _ = writeln!(s, "note:         {n}");
+            let _ = writeln!(s, "note:         {}", q(n));
         }
         s.push('\n');
         s.push_str(&table(&self.functions, "function", top, color));

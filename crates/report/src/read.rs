@@ -319,7 +319,12 @@ impl ReadSamples {
             // samples would mean nothing.
             for e in &self.events {
                 if let Some(syms) = &e.symbols {
-                    table(out, Some(&format!("event {}:", e.name)), syms, e.samples);
+                    table(
+                        out,
+                        Some(&format!("event {}:", quote_name(&e.name))),
+                        syms,
+                        e.samples,
+                    );
                 }
             }
         } else {

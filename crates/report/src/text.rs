@@ -21,7 +21,10 @@ impl Table {
     /// A table with these column headers.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
         Table {
-            headers: headers.into_iter().map(Into::into).collect(),
+            headers: headers
+                .into_iter()
+                .map(|h| quote_name(&h.into()).into_owned())
+                .collect(),
             left: vec![0],
             rows: Vec::new(),
         }
@@ -148,7 +151,7 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         out,
         "samples:      {} ({} event, {}{}) from {}",
         m.samples,
-        c.event,
+        q(&c.event),
         period,
         if c.randomized { ", randomised" } else { "" },
         q(&c.samples_source)

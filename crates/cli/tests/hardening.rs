@@ -664,3 +664,27 @@ fn audit_of_forking_and_execing_programs_covers_the_same_process() {
     let funcs = v["functions"].as_array().unwrap();
     assert!(funcs.iter().all(|f| f["name"] != "spin_work"), "{funcs:?}");
 }
+
+/// Issue 32 item 10: a full disk (`/dev/full`: every write fails with ENOSPC) under
+/// `cct --folded` and `vpp --svg` is an error naming the file.
+#[test]
+fn a_full_disk_names_the_file() {
+    if !need("a_full_disk_names_the_file", &["gcc", "qemu-x86_64"]) {
+        return;
+    }
+    if !Path::new("/dev/full").exists() {
+        proftrust_testkit::skip!("a_full_disk_names_the_file: no /dev/full");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let prog = compile(d.path(), "spin");
+    for (label, flag) in [("cct", "--folded"), ("vpp", "--svg")] {
+        let o = proftrust()
+            .args([label, flag, "/dev/full", "--"])
+            .arg(&prog)
+            .arg("0.001")
+            .output()
+            .unwrap();
+        assert_refused(label, &o, "cannot write /dev/full: No space left on device");
+    }
+}

@@ -6,9 +6,27 @@
 use crate::error::{Context, Result};
 use crate::Events;
 use proftrust_binary::{BinaryLocator, LocateOptions};
-use proftrust_formats::{Format, LoadOptions, Source};
+use proftrust_formats::{Format, LoadOptions, Profile, Source};
 use proftrust_model::{ExactProfile, SampleSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static MAX_RATIO: AtomicU64 = AtomicU64::new(proftrust_formats::DEFAULT_MAX_RATIO);
+
+/// Sets the largest decompression ratio every load of this process accepts
+/// (`LoadOptions::max_ratio`; the CLI's `--max-decompression-ratio`, for a genuine profile
+/// that compresses better than [`proftrust_formats::DEFAULT_MAX_RATIO`] times).
+pub fn set_max_decompression_ratio(ratio: u64) {
+    MAX_RATIO.store(ratio.max(1), Ordering::Relaxed);
+}
+
+/// The loader's options of every command: the binaries found by `locator`, the process's
+/// decompression ratio.
+pub fn options(locator: &BinaryLocator) -> LoadOptions<'_> {
+    let mut o = LoadOptions::with_sources(locator, locator);
+    o.max_ratio = MAX_RATIO.load(Ordering::Relaxed);
+    o
+}
 
 /// The locator of a command's profiles: `binaries` (matched to modules by build-id, else
 /// file name) and `symfs` (perf's `--symfs`) on top of the default places.
@@ -16,7 +34,8 @@ pub fn locator(binaries: &[PathBuf], symfs: Option<&Path>) -> BinaryLocator {
     BinaryLocator::new(LocateOptions::new(binaries, symfs))
 }
 
-fn source(path: &Path) -> Source<'_> {
+/// `path` as the loader's source: `-` is standard input.
+pub fn source(path: &Path) -> Source<'_> {
     if path.as_os_str() == "-" {
         Source::stdin()
     } else {
@@ -46,8 +65,7 @@ pub fn samples_with(
     locator: &BinaryLocator,
     events: &dyn Events,
 ) -> Result<SampleSet> {
-    let r =
-        proftrust_formats::load_samples(source(path), &LoadOptions::with_sources(locator, locator));
+    let r = proftrust_formats::load_samples(source(path), &options(locator));
     for line in locator.trace() {
         events.detail(&format!("binary lookup: {line}"));
     }
@@ -70,9 +88,8 @@ pub fn exact_with(
     locator: &BinaryLocator,
     events: &dyn Events,
 ) -> Result<ExactProfile> {
-    let (mut e, info) =
-        proftrust_formats::load_exact(source(path), &LoadOptions::with_sources(locator, locator))
-            .context("cannot read the exact counts")?;
+    let (mut e, info) = proftrust_formats::load_exact(source(path), &options(locator))
+        .context("cannot read the exact counts")?;
     for w in &info.warnings {
         events.note(&format!("{}: {w}", info.name));
     }

@@ -4,10 +4,11 @@
 //! perf-script-like text ([`script`]).
 
 use crate::error::{bail, Context, Result};
+use crate::load::source;
 use crate::Events;
 use proftrust_binary::{BinaryLocator, Kallsyms, LocateOptions, Symbolizer};
 use proftrust_formats::callgrind::CallgrindProfile;
-use proftrust_formats::{Format, LoadInfo, LoadOptions, Loaded, Profile, SampleCounts};
+use proftrust_formats::{Format, LoadInfo, Loaded, Profile, SampleCounts};
 use proftrust_model::{ExactProfile, Location, ModuleTable};
 pub use proftrust_report::read::{
     ReadAddress, ReadBranch, ReadBranchCount, ReadBranchStack, ReadCallgrind, ReadCgEvent,
@@ -15,7 +16,7 @@ pub use proftrust_report::read::{
 };
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Settings of [`execute`] and [`script`].
@@ -137,7 +138,7 @@ impl Lookup {
     }
 
     fn load(&self, o: &ReadOptions, counts: bool, events: &dyn Events) -> Result<Loaded> {
-        let mut opts = LoadOptions::with_sources(&self.locator, &self.locator);
+        let mut opts = crate::load::options(&self.locator);
         opts.format = o.format;
         opts.sample_counts = counts;
         let loaded = proftrust_formats::load(source(&o.file), &opts);
@@ -161,14 +162,6 @@ impl Lookup {
             events.detail(&format!("binary lookup: {line}"));
         }
         self.traced.set(t.len());
-    }
-}
-
-fn source(path: &Path) -> proftrust_formats::Source<'_> {
-    if path.as_os_str() == "-" {
-        proftrust_formats::Source::stdin()
-    } else {
-        proftrust_formats::Source::Path(path)
     }
 }
 

@@ -96,3 +96,48 @@ pub fn exact_with(
     e.normalize();
     Ok(e)
 }
+
+/// A profile of either kind, as [`any`] reads it.
+#[derive(Debug)]
+pub enum AnyProfile {
+    /// Samples (perf.data, perf script text, a proftrust sample file).
+    Samples(SampleSet),
+    /// Exact counts (a callgrind out file, a proftrust exact file), normalised.
+    Exact(ExactProfile),
+}
+
+/// Reads whatever profile `path` holds (any format and compression, `-` for standard
+/// input) in one pass: samples, or exact counts (a callgrind file converted with the
+/// binaries `binaries` name, as [`exact`] does). Reader warnings become notes.
+pub fn any(path: &Path, binaries: &[PathBuf], events: &dyn Events) -> Result<AnyProfile> {
+    let locator = locator(binaries, None);
+    let opts = options(&locator);
+    let r = proftrust_formats::load(source(path), &opts);
+    for line in locator.trace() {
+        events.detail(&format!("binary lookup: {line}"));
+    }
+    let loaded = r.context("cannot read the profile")?;
+    for w in &loaded.info.warnings {
+        events.note(&format!("{}: {w}", loaded.info.name));
+    }
+    let name = loaded.info.name;
+    Ok(match loaded.profile {
+        Profile::Samples(s) => AnyProfile::Samples(s),
+        Profile::Exact(mut e) => {
+            e.normalize();
+            AnyProfile::Exact(e)
+        }
+        Profile::Callgrind(p) => {
+            let mut e = p
+                .to_exact(opts.callgrind, opts.symbols)
+                .map_err(|e| proftrust_formats::FormatError::File {
+                    name: name.clone(),
+                    error: Box::new(e),
+                })
+                .context("cannot read the exact counts")?;
+            e.normalize();
+            AnyProfile::Exact(e)
+        }
+        _ => crate::error::bail!("{name}: this build cannot export this kind of profile"),
+    })
+}

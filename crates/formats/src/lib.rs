@@ -60,6 +60,7 @@ mod load;
 pub mod native;
 mod perf_counts;
 mod perf_data;
+mod perf_names;
 mod perf_script;
 pub mod segments;
 mod sys;

@@ -785,6 +785,65 @@ fn bad_input_fails_with_a_clear_message_and_no_file() {
     }
 }
 
+/// Issue 31 item 4: a hybrid CPU's recording names two PMUs' `cycles`; the first
+/// (`cpu_atom`) took no sample, the second every one. `export` took the first and wrote a
+/// 0-byte file (exit 0), `check` failed; both now take the event with the samples, and an
+/// export of an empty event is an error. The perf.data is built byte by byte
+/// (`proftrust_testkit::perf_data`): 3 samples in `leaf` (0x401080..) and 1 in `work` of the
+/// golden `tiny` (non-PIE: runtime addresses are SVMAs).
+#[test]
+fn the_event_with_the_samples_is_exported() {
+    use proftrust_testkit::perf_data::{Event, PerfData};
+    let dir = sandbox();
+    let d = dir.path();
+    let tiny = d.join("tiny");
+    let mut p = PerfData::new(vec![
+        Event::new(0, 10 << 32, 100).named("cpu_atom/cycles/"),
+        Event::new(0, 4 << 32, 200).named("cpu_core/cycles/"),
+    ]);
+    p.comm(7, "tiny", 1);
+    p.mmap2(7, 0x401000, 0x1000, 0x1000, tiny.to_str().unwrap(), 2);
+    for (t, ip) in [(3, 0x401090), (4, 0x401098), (5, 0x4010a0), (6, 0x401150)] {
+        p.sample(200, ip, 7, t, 1000);
+    }
+    std::fs::write(d.join("hybrid.data"), p.file_mode()).unwrap();
+    let o = Command::new(BIN)
+        .args(["export", "hybrid.data", "--to", "folded", "-o", "h.folded"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("exporting cpu_core/cycles/, the first with samples"),
+        "{err}"
+    );
+    assert_eq!(read_file(d, "h.folded"), "leaf 3\nwork 1\n");
+    // Asked for by name, the empty event is refused: no empty file written silently.
+    let o = Command::new(BIN)
+        .args([
+            "export",
+            "hybrid.data",
+            "--to",
+            "folded",
+            "--event",
+            "cpu_atom/cycles/",
+        ])
+        .args(["-o", "a.folded"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no samples of cpu_atom/cycles/"), "{err}");
+    assert!(!d.join("a.folded").exists());
+    // check takes the same event.
+    let out = pt(d, &["check", "hybrid.data", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["event"]["name"], "cpu_core/cycles/", "{v}");
+    assert_eq!(v["samples"], 4);
+}
+
 /// `export` reads its input through the one loader, as `read` and `check` do: a gzip-
 /// compressed `perf script` text or callgrind file and standard input (`-`) give the same
 /// export as the plain file (export had its own path, which sniffed the compressed bytes

@@ -328,26 +328,20 @@ pub fn execute_with_data(
         e => e,
     };
     let event_idx = match &args.sample_event {
-        Some(name) => samples
-            .events
-            .iter()
-            .position(|e| &e.name == name)
-            .with_context(|| {
-                format!(
-                    "--sample-event {name:?}: the samples hold {}",
-                    samples
-                        .events
-                        .iter()
-                        .map(|e| e.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?,
-        None => samples
-            .events
-            .iter()
-            .position(|e| e.kind == EventKind::Instructions)
-            .unwrap_or(0),
+        Some(name) => usize::from(samples.event_named(name).with_context(|| {
+            format!(
+                "--sample-event {name:?}: the samples hold {}",
+                samples.event_names()
+            )
+        })?),
+        // An instructions event that has samples, else the first event with samples (a
+        // hybrid CPU's first event is often empty).
+        None => (0..samples.events.len())
+            .find(|&i| {
+                samples.events[i].kind == EventKind::Instructions
+                    && samples.count_for_event(i as u16) > 0
+            })
+            .unwrap_or_else(|| usize::from(samples.default_event().unwrap_or(0))),
     } as u16;
     let event = samples.events.get(event_idx as usize).cloned();
     let event = event.as_ref();

@@ -802,17 +802,11 @@ fn pick_event(set: &SampleSet, want: Option<&str>) -> Result<u16> {
         bail!("the profile names no event: nothing to check");
     }
     match want {
-        None => Ok(0),
-        Some(w) => match set.events.iter().position(|e| e.name == w) {
-            Some(i) => Ok(i as u16),
-            None => bail!(
-                "the profile has no event {w}; it has {}",
-                set.events
-                    .iter()
-                    .map(|e| e.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+        // The event with the samples: a hybrid CPU's first event is often empty (issue 31).
+        None => Ok(set.default_event().unwrap_or(0)),
+        Some(w) => match set.event_named(w) {
+            Some(i) => Ok(i),
+            None => bail!("the profile has no event {w}; it has {}", set.event_names()),
         },
     }
 }

@@ -191,7 +191,11 @@ pub fn load(src: Source<'_>, opts: &LoadOptions<'_>) -> Result<Loaded, FormatErr
                 Profile::Samples(samples_of(b, format, opts, info)?)
             }
             Format::NativeExact => Profile::Exact(native::read_exact(b)?),
-            Format::Callgrind => Profile::Callgrind(Box::new(callgrind::parse(&text(b, info)?)?)),
+            Format::Callgrind => {
+                let p = callgrind::parse(&text(b, info)?)?;
+                info.warnings.extend(p.warnings.iter().cloned());
+                Profile::Callgrind(Box::new(p))
+            }
         };
         Ok(profile)
     })
@@ -246,6 +250,7 @@ pub fn load_exact(
         Format::NativeExact => native::read_exact(b),
         Format::Callgrind => {
             let p = callgrind::parse(&text(b, info)?)?;
+            info.warnings.extend(p.warnings.iter().cloned());
             p.to_exact(opts.callgrind, opts.symbols)
         }
         other => Err(FormatError::WrongKind {

@@ -357,6 +357,7 @@ fn callgrind(info: &LoadInfo, p: &CallgrindProfile) -> ReadCallgrind {
         calls: p.calls.len(),
         jumps: p.jumps.len(),
         functions,
+        warnings: info.warnings.clone(),
     }
 }
 

@@ -179,6 +179,8 @@ pub struct ReadCallgrind {
     pub jumps: usize,
     /// Per function, self `Ir`, largest first.
     pub functions: Vec<ReadFunction>,
+    /// Reader warnings (a stated total the records do not quite reach).
+    pub warnings: Vec<String>,
 }
 
 /// An exact file's totals and functions.
@@ -227,7 +229,7 @@ impl ReadReport {
         match self {
             ReadReport::Samples(r) => &r.warnings,
             ReadReport::Exact(r) => &r.warnings,
-            ReadReport::Callgrind(_) => &[],
+            ReadReport::Callgrind(r) => &r.warnings,
         }
     }
 

@@ -77,6 +77,9 @@ pub struct SampleCounts {
     /// The branch stacks (LBR) of the samples that have one, in file order; empty when
     /// none was recorded (a file sampling `BRANCH_STACK` is read by the full reader).
     pub branch_stacks: Vec<SampleBranches>,
+    /// How the recorded run ended, when the file says (proftrust's sample files do; an
+    /// interrupted `record` writes `Interrupted`).
+    pub outcome: Option<proftrust_model::RunOutcome>,
 }
 
 /// The branch stack of one sample.
@@ -125,6 +128,7 @@ impl SampleCounts {
             command: s.command.clone(),
             streamed: false,
             branch_stacks,
+            outcome: s.outcome.clone(),
         }
     }
 
@@ -831,6 +835,7 @@ fn stream(
             command,
             streamed: true,
             branch_stacks: Vec::new(),
+            outcome: None,
         },
         notes,
     ))

@@ -50,8 +50,8 @@ pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleL
 pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use quote::{
-    escape_markup, folded_frame, folded_stack, llvm_sample_name, outcome_warning, quote_line,
-    quote_name,
+    escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,
+    quote_line, quote_name,
 };
 pub use sample::{
     Branch, CommIndex, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample,

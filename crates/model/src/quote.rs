@@ -103,6 +103,14 @@ pub fn folded_stack<'a>(frames: impl IntoIterator<Item = &'a str>) -> String {
     o
 }
 
+/// A comment line of a folded-stack file, with its line break: `# proftrust: TEXT [not a
+/// stack]` (`TEXT` through [`quote_name`]). `flamegraph.pl` and inferno skip a line that
+/// does not end in a count (the closing bracket sees to that), so a mark such as "the run
+/// was interrupted" travels with the stacks without adding one.
+pub fn folded_comment(text: &str) -> String {
+    format!("# proftrust: {} [not a stack]\n", quote_name(text))
+}
+
 /// A function name in LLVM's text sample profile (`NAME:TOTAL:HEAD`, ` OFFSET: NAME:COUNT`):
 /// [`quote_name`] (a line break would split the record), and a leading `#` or space, which
 /// `llvm-profdata` would read as a comment or a body line, as `\x23` / `\x20`. The name
@@ -211,6 +219,10 @@ mod tests {
             }
         }
         assert_eq!(folded_stack(["a;b", "c\nd", "e"]), "a:b;c\\nd;e");
+        assert_eq!(
+            folded_comment("exited with status 3\n"),
+            "# proftrust: exited with status 3\\n [not a stack]\n"
+        );
         assert_eq!(quote_line("not found: a\nFAKE"), "not found: a\\nFAKE");
     }
 }

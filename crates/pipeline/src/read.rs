@@ -250,7 +250,9 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         modules: modules(&c.modules),
         symbols,
         branches,
+        branch_samples: (!c.branch_stacks.is_empty()).then_some(c.branch_stacks.len() as u64),
         branch_stacks,
+        outcome: c.outcome.clone(),
         warnings,
     }
 }

@@ -38,9 +38,16 @@ pub struct ReadSamples {
     /// first (absent when the file has no branch stacks).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<ReadBranchCount>,
-    /// The branch stack of each sample that has one, in file order (absent when none).
+    /// Samples with a branch stack (absent when none has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_samples: Option<u64>,
+    /// The branch stack of each sample that has one, in file order: only when asked for
+    /// (`read --branch-stacks`; tens of megabytes for a few thousand samples), else absent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branch_stacks: Vec<ReadBranchStack>,
+    /// How the recorded run ended, when the file says (absent when it does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
     /// Reader and symbolizer warnings.
     pub warnings: Vec<String>,
 }
@@ -252,6 +259,7 @@ impl ReadReport {
                     r.edges,
                     r.calls
                 );
+                ended_early(&mut out, r.outcome.as_ref(), "the counts");
                 instruction_table(&mut out, &r.functions, r.total_instructions, n, "module");
             }
             ReadReport::Callgrind(r) => {
@@ -285,6 +293,7 @@ impl ReadSamples {
             self.samples,
             self.lost
         );
+        ended_early(out, self.outcome.as_ref(), "the samples");
         for e in &self.events {
             // The kind only where the name does not already say it (`cpu-clock:u`).
             let base = e.name.split(':').next().unwrap_or("");
@@ -354,6 +363,15 @@ impl ReadSamples {
                 );
             }
         }
+    }
+}
+
+/// The line saying a recorded or counted run did not end normally (issue 32: an
+/// interrupted file looked complete to `read`): `ENDED EARLY: the program was interrupted
+/// (proftrust received SIGINT): the samples cover the run up to then`.
+fn ended_early(out: &mut String, outcome: Option<&RunOutcome>, what: &str) {
+    if let Some(w) = outcome.and_then(|o| crate::outcome_warning(o, what)) {
+        _ = writeln!(out, "ENDED EARLY: {}", quote_name(&w));
     }
 }
 

@@ -454,7 +454,11 @@ tiny 22000  6758.543688: cpu-clock:u:  401157 work (/tmp/proftrust-golden/tiny)
 ";
     let f = dir.path().join("lbr.perf-script");
     std::fs::write(&f, text).unwrap();
+    // Issue 31 item 15: per-sample stacks only when asked for.
     let v = read_json(&f, &["--binary", tiny.to_str().unwrap()]);
+    assert!(v.get("branch_stacks").is_none(), "{v}");
+    assert_eq!(v["branches"].as_array().map(Vec::len), Some(2));
+    let v = read_json(&f, &["--binary", tiny.to_str().unwrap(), "--branch-stacks"]);
     assert_eq!(v["samples"], 3);
     // The aggregated table, most frequent first.
     let t = v["branches"].as_array().unwrap();

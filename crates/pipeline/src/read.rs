@@ -34,6 +34,10 @@ pub struct ReadOptions {
     pub kallsyms: Option<PathBuf>,
     /// Read the file as this format instead of sniffing it. Default none.
     pub format: Option<Format>,
+    /// Put each sample's branch stack in [`ReadSamples::branch_stacks`] (the aggregated
+    /// branch table is always there). Default false: per-sample stacks of a few thousand
+    /// samples are tens of megabytes of JSON.
+    pub branch_stacks: bool,
 }
 
 impl Default for ReadOptions {
@@ -44,6 +48,7 @@ impl Default for ReadOptions {
             symfs: None,
             kallsyms: None,
             format: None,
+            branch_stacks: false,
         }
     }
 }
@@ -60,9 +65,16 @@ pub fn execute(o: &ReadOptions, events: &dyn Events) -> Result<ReadReport> {
             &lookup,
             &info,
             &SampleCounts::from_samples(&s),
+            o.branch_stacks,
             events,
         ))),
-        Profile::Counts(c) => Ok(ReadReport::Samples(samples(&lookup, &info, &c, events))),
+        Profile::Counts(c) => Ok(ReadReport::Samples(samples(
+            &lookup,
+            &info,
+            &c,
+            o.branch_stacks,
+            events,
+        ))),
         Profile::Exact(e) => Ok(ReadReport::Exact(exact(&lookup, &info, &e, events))),
         Profile::Callgrind(p) => Ok(ReadReport::Callgrind(callgrind(&info, &p))),
         _ => bail!(
@@ -176,7 +188,13 @@ fn modules(m: &ModuleTable) -> Vec<ReadModule> {
 
 /// The per-symbol table of per-address counts: each distinct address is named once, then
 /// the counts are summed per (symbol, module).
-fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Events) -> ReadSamples {
+fn samples(
+    lookup: &Lookup,
+    info: &LoadInfo,
+    c: &SampleCounts,
+    per_sample_branches: bool,
+    events: &dyn Events,
+) -> ReadSamples {
     let symbolizer = lookup.symbolizer(&c.modules, events);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
@@ -219,7 +237,8 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         symbols
     };
     let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
-    let (branches, branch_stacks) = branch_tables(c, &symbolizer, &module_names);
+    let (branches, branch_stacks) =
+        branch_tables(c, &symbolizer, &module_names, per_sample_branches);
     let several = c.events.len() > 1;
     let counts = c.per_event();
     ReadSamples {
@@ -258,11 +277,12 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
 }
 
 /// The branch table (taken branches counted over all stacks, most frequent first; ties by
-/// address) and each sample's branch stack, every address named once.
+/// address) and, when `per_sample`, each sample's branch stack; every address named once.
 fn branch_tables(
     c: &SampleCounts,
     symbolizer: &Symbolizer,
     module_names: &[&str],
+    per_sample: bool,
 ) -> (Vec<ReadBranchCount>, Vec<ReadBranchStack>) {
     let mut named: HashMap<Location, ReadAddress> = HashMap::new();
     let mut address = |loc: Location| -> ReadAddress {
@@ -279,13 +299,18 @@ fn branch_tables(
             .clone()
     };
     let mut per_pair: HashMap<(Location, Location), (u64, u64)> = HashMap::new();
-    let mut stacks = Vec::with_capacity(c.branch_stacks.len());
+    let mut stacks = Vec::new();
     for st in &c.branch_stacks {
-        let mut branches = Vec::with_capacity(st.branches.len());
         for b in &st.branches {
             let e = per_pair.entry((b.from, b.to)).or_default();
             e.0 += 1;
             e.1 += u64::from(b.mispredicted);
+        }
+        if !per_sample {
+            continue;
+        }
+        let mut branches = Vec::with_capacity(st.branches.len());
+        for b in &st.branches {
             branches.push(ReadBranch {
                 from: address(b.from),
                 to: address(b.to),

@@ -347,7 +347,7 @@ impl ReadSamples {
             _ = writeln!(
                 out,
                 "\nbranch stacks: {} samples, {entries} taken branches ({mispredicted} mispredicted), {} distinct",
-                self.branch_stacks.len(),
+                self.branch_samples.unwrap_or_default(),
                 self.branches.len()
             );
             _ = writeln!(out, "{:>10} {:>9}  from -> to", "count", "mispred");

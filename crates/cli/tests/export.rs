@@ -456,6 +456,15 @@ fn firefox_profile_has_the_processed_format_and_reads_samples() {
         ],
     );
     let j: Value = serde_json::from_str(&read_file(dir, "ff.json")).unwrap();
+    // Issue 31 item 14: the process and its main thread carry the program's name (`comm`,
+    // as perf script shows it), not perf's command line.
+    // (The Firefox Profiler shows a main thread by its process's name: `tiny (22000)`;
+    // main wrote `/usr/bin/perf record -q -g ... ./tiny 2000000 (22000)`.)
+    for t in j["threads"].as_array().unwrap() {
+        for key in ["name", "processName"] {
+            assert_eq!(t[key], "tiny (22000)", "{key}");
+        }
+    }
     // The processed format's skeleton (the Firefox Profiler's build is not on npm, so it
     // cannot be loaded offline: this walks the tables the way the profiler's call tree does).
     assert!(j["meta"]["version"].as_u64().is_some());
@@ -881,7 +890,11 @@ fn export_reads_what_read_reads() {
         // `[unknown]` line of its 761048 Ir).
         assert!(!plain.is_empty(), "{input}");
         for l in plain.lines() {
-            assert!(l.rsplit_once(' ').is_some_and(|(_, n)| n.parse::<u64>().is_ok()), "{l}");
+            assert!(
+                l.rsplit_once(' ')
+                    .is_some_and(|(_, n)| n.parse::<u64>().is_ok()),
+                "{l}"
+            );
         }
         let gz = format!("{input}.gz");
         let o = Command::new("gzip")

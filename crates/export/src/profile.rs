@@ -10,7 +10,7 @@
 
 use proftrust_model::{EventKind, ExactProfile, Location, ModuleTable, PeriodMode, SampleSet};
 use smallvec::{smallvec, SmallVec};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What one value column measures (pprof's `ValueType`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +103,9 @@ pub struct Profile {
     pub has_callers: bool,
     /// Time span of the samples in nanoseconds (0 when unknown).
     pub duration_ns: u64,
+    /// Each sampled thread's name (`comm`) at its first sample, by (pid, tid): sampled
+    /// profiles whose file names its threads; empty otherwise.
+    pub thread_names: BTreeMap<(u32, u32), String>,
 }
 
 fn unit_of(kind: EventKind) -> &'static str {
@@ -160,6 +163,8 @@ impl Profile {
         let mut has_callers = false;
         let (mut tmin, mut tmax) = (u64::MAX, 0u64);
         let mut key = Vec::new();
+        let comms = set.comm_index();
+        let mut thread_names = BTreeMap::new();
         for s in &set.samples {
             let Some(&col) = column.get(&s.event) else {
                 continue;
@@ -184,6 +189,13 @@ impl Profile {
             if s.time != 0 {
                 tmin = tmin.min(s.time);
                 tmax = tmax.max(s.time);
+            }
+            if let std::collections::btree_map::Entry::Vacant(v) =
+                thread_names.entry((s.pid, s.tid))
+            {
+                if let Some(name) = comms.at(s.pid, s.tid, s.time) {
+                    v.insert(name.to_string());
+                }
             }
             timeline.push(TimedSample {
                 stack: i,
@@ -210,6 +222,7 @@ impl Profile {
             timeline,
             has_callers,
             duration_ns: tmax.saturating_sub(tmin.min(tmax)),
+            thread_names,
         }
     }
 
@@ -261,6 +274,7 @@ impl Profile {
             timeline: Vec::new(),
             has_callers: false,
             duration_ns: 0,
+            thread_names: BTreeMap::new(),
         }
     }
 
@@ -300,6 +314,7 @@ impl Profile {
             timeline: Vec::new(),
             has_callers: false,
             duration_ns: 0,
+            thread_names: BTreeMap::new(),
         }
     }
 

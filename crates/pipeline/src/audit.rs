@@ -376,15 +376,19 @@ pub fn execute_with_data(
     opts.truth_weight = weight;
     opts.rank_threshold = args.rank_threshold;
 
-    let (period, randomized) = match event.map(|e| &e.config) {
+    let (period, frequency_hz, randomized) = match event.map(|e| &e.config) {
         Some(c) => (
             match c.period {
                 PeriodMode::Fixed(p) => Some(p),
                 _ => None,
             },
+            match c.period {
+                PeriodMode::Frequency(hz) => Some(hz),
+                _ => None,
+            },
             c.randomize_max.is_some(),
         ),
-        None => (None, false),
+        None => (None, None, false),
     };
     let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
     let mut config = AuditConfig {
@@ -400,6 +404,7 @@ pub fn execute_with_data(
             .map(|e| e.name.clone())
             .unwrap_or_else(|| "unknown".into()),
         period,
+        frequency_hz,
         randomized,
         samples_source,
         truth_source,

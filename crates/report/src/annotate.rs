@@ -277,12 +277,14 @@ fn html_header(a: &Annotation, what: &str) -> String {
 }
 
 /// CSS the annotation sections need (the audit page and the standalone page include it).
+/// The sampled and exact bars have the per-instruction chart's colours (`svg::SAMPLED`
+/// blue, `svg::EXACT` orange; issue 31 item 14: they were swapped).
 pub const ANNOTATION_CSS: &str =
     "table.annot td{padding:0 6px;border:none;white-space:pre}table.annot th{text-align:left}\
 table.annot tr.src td{background:#f4f4f4}table.annot tr.out td{color:#b00}\
 table.annot td.ci{color:#777}table.annot td.mark{color:#b00;font-weight:bold}\
 span.bar{display:inline-block;height:4px;margin:0 1px 0 0;vertical-align:middle}\
-span.bar.s{background:#c62}span.bar.e{background:#26a}span.bar.c{background:#2a6}";
+span.bar.s{background:#3b6fb6}span.bar.e{background:#e07b00}span.bar.c{background:#2a6}";
 
 /// One HTML section per annotated function: the per-line table and the disassembly
 /// (`id="annotate-N"` for the N-th function). Every name and source text is escaped.
@@ -378,6 +380,21 @@ pub fn render_annotation_html(title: &str, annotations: &[Annotation]) -> String
 
 #[cfg(test)]
 mod tests {
+    /// The annotated source's bars and the per-instruction chart give sampled and exact
+    /// the same colours.
+    #[test]
+    fn bars_have_the_charts_colours() {
+        let css = super::ANNOTATION_CSS;
+        assert!(
+            css.contains(&format!("span.bar.s{{background:{}}}", crate::svg::SAMPLED)),
+            "{css}"
+        );
+        assert!(
+            css.contains(&format!("span.bar.e{{background:{}}}", crate::svg::EXACT)),
+            "{css}"
+        );
+    }
+
     use super::*;
 
     fn sample() -> Annotation {

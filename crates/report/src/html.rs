@@ -60,10 +60,11 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     );
     let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
     let _ = writeln!(h, "<h2>What was compared</h2><table>");
-    let period = c
-        .period
-        .map(|p| p.to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let period = match (c.period, c.frequency_hz) {
+        (Some(p), _) => p.to_string(),
+        (None, Some(hz)) => format!("{hz} Hz (kernel-adjusted)"),
+        (None, None) => "unknown".into(),
+    };
     let mut cfg_rows: Vec<(&str, String)> = vec![
         ("binary", c.binary.clone()),
         (

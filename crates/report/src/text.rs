@@ -143,9 +143,11 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     if let Some(b) = &c.build_id {
         let _ = writeln!(out, "build-id:     {b}");
     }
-    let period = match c.period {
-        Some(p) => format!("period {p}"),
-        None => "period unknown".to_string(),
+    let period = match (c.period, c.frequency_hz) {
+        (Some(p), _) => format!("period {p}"),
+        // As check says it (issue 31 item 14: audit said "period unknown").
+        (None, Some(hz)) => format!("{hz} Hz (kernel-adjusted)"),
+        (None, None) => "period unknown".to_string(),
     };
     let _ = writeln!(
         out,
@@ -407,5 +409,24 @@ mod tests {
         assert_eq!(t.render(false), "a  text   n\nx  ab    10\n");
         assert_eq!(signed_pct(-0.00001), "0.00%");
         assert_eq!(signed_pct(0.0125), "+1.25%");
+    }
+
+    /// Issue 31 item 14: a frequency-sampled recording's period is said as check says it,
+    /// not "period unknown".
+    #[test]
+    fn the_sampling_rate_is_said_as_check_says_it() {
+        let mut r = AuditReport::default();
+        r.config.event = "cpu-clock".into();
+        r.config.frequency_hz = Some(4000);
+        let t = render_text(&r, false, 5);
+        assert!(
+            t.contains("(cpu-clock event, 4000 Hz (kernel-adjusted)) from"),
+            "{t}"
+        );
+        r.config.frequency_hz = None;
+        r.config.period = Some(250000);
+        assert!(render_text(&r, false, 5).contains("period 250000"));
+        r.config.period = None;
+        assert!(render_text(&r, false, 5).contains("period unknown"));
     }
 }

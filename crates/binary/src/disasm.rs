@@ -50,6 +50,9 @@ pub struct Instr {
     pub loads: bool,
     /// Writes memory (explicit operand, or implicit like `push`, `call`).
     pub stores: bool,
+    /// The decoder's mnemonic (for instruction classes, e.g. the virtual PMU's
+    /// `proftrust_vpmu::is_div_or_sqrt`).
+    pub mnemonic: iced_x86::Mnemonic,
 }
 
 impl Instr {
@@ -177,6 +180,7 @@ pub(crate) fn describe(raw: &[Instruction]) -> Vec<Instr> {
             memory,
             loads,
             stores,
+            mnemonic: ins.mnemonic(),
         });
     }
     out

@@ -3,46 +3,9 @@
 //! and bad input. (The coverage of the intervals against exact shares is in
 //! `check_coverage.rs`; the text and JSON layouts are golden files, `golden.rs`.)
 
+use crate::check_util::{f, fixtures, json, perf_record, row, run};
 use proftrust_testkit::{have, skip_test};
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_proftrust");
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/fixtures")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("run proftrust")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "proftrust {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
-
-fn row<'a>(rows: &'a Value, name: &str) -> &'a Value {
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == name)
-        .unwrap_or_else(|| panic!("no row {name} in {rows}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap()
-}
+use std::process::Command;
 
 /// The fixture's virtual-PMU profile of `tiny`: 754 instruction samples, 358 in `leaf`,
 /// 303 in `work`, 93 in `walk` (the same counts `audit` reads from it).
@@ -194,21 +157,13 @@ fn perf_recorded_cpu_clock() {
         ],
     );
     let data = dir.path().join("perf.data");
-    let rec = Command::new("perf")
-        .args(["record", "-q", "-e", "cpu-clock:u", "-c", "20011", "-o"])
-        .arg(&data)
-        .arg(&prog)
-        .arg("3000000")
-        .output()
-        .unwrap();
-    if !rec.status.success() {
-        return skip_test(
-            t,
-            &format!(
-                "perf record failed (perf_event_paranoid?): {}",
-                String::from_utf8_lossy(&rec.stderr)
-            ),
-        );
+    if let Err(e) = perf_record(
+        &["-e", "cpu-clock:u", "-c", "20011"],
+        &data,
+        &prog,
+        "3000000",
+    ) {
+        return skip_test(t, &e);
     }
     let rep = Command::new("perf")
         .args(["report", "--stdio", "-F", "sample,sym", "-i"])

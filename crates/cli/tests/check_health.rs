@@ -240,7 +240,14 @@ fn throttling_and_multiplexing_from_a_perf_data() {
         "{m}"
     );
     assert_eq!(r["health"]["lost"], 12);
-    assert_eq!(r["verdict"], "rank-only", "{}", r["reason"]);
+    // Its samples are at addresses in no module: no function, so no verdict stands on them
+    // (issue 29; the demotion by lost samples, throttling and multiplexing is
+    // verdict::tests::gaps_demote_the_verdict in proftrust-check).
+    assert_eq!(r["verdict"], "noise", "{}", r["reason"]);
+    assert!(r["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("no sample has a function (100.00%"));
 
     // perf's own reading of the same file.
     if !have("perf") {
@@ -500,9 +507,17 @@ fn contract_names_and_every_warning_kind() {
             String::from_utf8_lossy(&out.stderr)
         );
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-        for key in ["verdict", "samples", "event", "functions", "warnings"] {
+        for key in [
+            "verdict",
+            "samples",
+            "event",
+            "functions",
+            "warnings",
+            "run_interval",
+        ] {
             assert!(r.get(key).is_some(), "{p:?}: no top-level {key}");
         }
+        assert!(r["health"]["unattributed"].is_array(), "{p:?}");
         assert!(["act", "rank-only", "noise"].contains(&r["verdict"].as_str().unwrap()));
         assert!(r["samples"].as_u64().unwrap() > 0);
         let rows = r["functions"].as_array().unwrap();
@@ -510,7 +525,17 @@ fn contract_names_and_every_warning_kind() {
         let total: u64 = rows.iter().map(|f| f["samples"].as_u64().unwrap()).sum();
         assert_eq!(total, r["samples"].as_u64().unwrap(), "{p:?}");
         for f in rows {
-            for key in ["name", "samples", "share", "ci_low", "ci_high", "verdict"] {
+            for key in [
+                "name",
+                "samples",
+                "share",
+                "ci_low",
+                "ci_high",
+                "run_low",
+                "run_high",
+                "attribution",
+                "verdict",
+            ] {
                 assert!(
                     f.get(key).is_some(),
                     "{p:?}: function row without {key}: {f}"

@@ -23,7 +23,8 @@
 //! 1977, ch. 6: `R = ȳ/x̄`; for clusters of unequal size, ch. 9, the ratio-to-size estimate)
 //! and its variance is the linearised (sandwich) one of that estimator.
 
-use crate::resolution::{normal_quantile, t_quantile, z_for};
+use crate::dist::{t_quantile, z_for};
+pub use crate::dist::{two_sided_p, two_sided_p_t};
 
 /// How [`ratio_share`] computes a share and its interval, with the citation (shown under a
 /// fleet report's table).
@@ -104,189 +105,6 @@ pub struct Share {
     /// when samples behave as independent draws, above 1 when hosts differ; 1 by definition
     /// where either variance is 0 or cannot be estimated (one host, `R` = 0 or 1, `N` = 0).
     pub design_effect: f64,
-}
-
-/// The standard normal survival function `P(Z > x)`, through the complementary error function
-/// `erfc` by the Chebyshev fit of Press et al., *Numerical Recipes in C*, 2nd ed. 1992, §6.2
-/// (`erfcc`; fractional error below 1.2e-7 everywhere, so tiny p-values keep their order).
-fn normal_sf(x: f64) -> f64 {
-    if x.is_nan() {
-        return f64::NAN;
-    }
-    0.5 * erfc(x / std::f64::consts::SQRT_2)
-}
-
-fn erfc(x: f64) -> f64 {
-    const C: [f64; 10] = [
-        -1.265_512_23,
-        1.000_023_68,
-        0.374_091_96,
-        0.096_784_18,
-        -0.186_288_06,
-        0.278_868_07,
-        -1.135_203_98,
-        1.488_515_87,
-        -0.822_152_23,
-        0.170_872_77,
-    ];
-    let a = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * a);
-    let poly = C.iter().rev().fold(0.0, |acc, &c| acc * t + c);
-    let r = t * (-a * a + poly).exp();
-    if x >= 0.0 {
-        r
-    } else {
-        2.0 - r
-    }
-}
-
-/// Two-sided p-value of a standard normal statistic: `P(|Z| >= |z|)`; `z = ±∞` gives 0, NaN
-/// gives 1 (nothing shown).
-pub fn two_sided_p(z: f64) -> f64 {
-    if z.is_nan() {
-        return 1.0;
-    }
-    (2.0 * normal_sf(z.abs())).clamp(0.0, 1.0)
-}
-
-/// Quantile of Student's t with `df` degrees of freedom at probability `p`, exact where a
-/// closed form exists (df 1: `tan(π(p − ½))`; df 2: `(2p − 1)/√(2p(1 − p))`; df 4: with
-/// `α = 4p(1 − p)`, `q = cos(⅓ arccos √α)/√α`, `t = sign(p − ½)·2√(q − 1)`; Hill 1970, "Student's
-/// t-distribution", Comm. ACM 13(10), and the standard closed forms), else
-/// [`crate::resolution::t_quantile`]'s Cornish-Fisher expansion (within 0.2% at df 3, better
-/// beyond). Fleets of few hosts need the small-df values: the expansion is far off at df 1-2.
-pub fn t_quantile_exact_small(p: f64, df: f64) -> f64 {
-    if !(p > 0.0 && p < 1.0) {
-        return normal_quantile(p);
-    }
-    if df == 1.0 {
-        (std::f64::consts::PI * (p - 0.5)).tan()
-    } else if df == 2.0 {
-        (2.0 * p - 1.0) / (2.0 * p * (1.0 - p)).sqrt()
-    } else if df == 4.0 {
-        let alpha = 4.0 * p * (1.0 - p);
-        let sa = alpha.sqrt();
-        let q = ((sa.acos()) / 3.0).cos() / sa;
-        (p - 0.5).signum() * 2.0 * (q - 1.0).max(0.0).sqrt()
-    } else {
-        t_quantile(p, df)
-    }
-}
-
-/// `ln Γ(x)` for `x > 0`, by the Lanczos approximation with `g = 7`, 9 terms (Lanczos 1964,
-/// SIAM J. Numer. Anal. B1; the coefficient set of Godfrey, relative error about 1e-15).
-fn ln_gamma(x: f64) -> f64 {
-    const G: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        // Reflection: Γ(x)Γ(1 − x) = π / sin(πx).
-        let pi = std::f64::consts::PI;
-        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut a = G[0];
-    let t = x + 7.5;
-    for (i, &g) in G.iter().enumerate().skip(1) {
-        a += g / (x + i as f64);
-    }
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
-}
-
-/// The regularised incomplete beta function `I_x(a, b)`, by its continued fraction evaluated
-/// with the modified Lentz method (Abramowitz & Stegun 26.5.8; the symmetry `I_x(a,b) = 1 −
-/// I_{1−x}(b,a)` keeps the fraction in its fast-converging range `x < (a+1)/(a+b+2)`).
-fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    if x > (a + 1.0) / (a + b + 2.0) {
-        return 1.0 - incomplete_beta(1.0 - x, b, a);
-    }
-    let ln_front = ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln();
-    const TINY: f64 = 1e-300;
-    let mut c = 1.0f64;
-    let mut d = 1.0 - (a + b) * x / (a + 1.0);
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
-    let mut h = d;
-    for m in 1..300 {
-        let m = m as f64;
-        // Even step d_{2m} = m(b − m)x / ((a + 2m − 1)(a + 2m)).
-        let num = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
-        d = 1.0 + num * d;
-        d = if d.abs() < TINY { TINY } else { d };
-        c = 1.0 + num / c;
-        c = if c.abs() < TINY { TINY } else { c };
-        d = 1.0 / d;
-        h *= d * c;
-        // Odd step d_{2m+1} = −(a + m)(a + b + m)x / ((a + 2m)(a + 2m + 1)).
-        let num = -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0));
-        d = 1.0 + num * d;
-        d = if d.abs() < TINY { TINY } else { d };
-        c = 1.0 + num / c;
-        c = if c.abs() < TINY { TINY } else { c };
-        d = 1.0 / d;
-        let del = d * c;
-        h *= del;
-        if (del - 1.0).abs() < 1e-15 {
-            break;
-        }
-    }
-    (ln_front.exp() * h / a).clamp(0.0, 1.0)
-}
-
-/// Two-sided p-value of Student's t with `df` degrees of freedom: `P(|T| >= |t|) =
-/// I_{df/(df + t²)}(df/2, ½)` (Abramowitz & Stegun 26.7.1 with 26.5.27); `df` infinite or
-/// above 1e7 gives the normal [`two_sided_p`].
-pub fn two_sided_p_t(t: f64, df: f64) -> f64 {
-    if t.is_nan() {
-        return 1.0;
-    }
-    if !df.is_finite() || df > 1e7 {
-        return two_sided_p(t);
-    }
-    if t.is_infinite() {
-        return 0.0;
-    }
-    let df = df.max(1e-9);
-    incomplete_beta(df / (df + t * t), df / 2.0, 0.5)
-}
-
-/// The Wilson score interval of a share `p` of `n` (possibly weighted, non-integer) samples at
-/// normal quantile `z` (Wilson 1927; as [`crate::wilson_interval`], over reals).
-fn wilson(p: f64, n: f64, z: f64) -> (f64, f64) {
-    if n <= 0.0 {
-        return (0.0, 1.0);
-    }
-    let z2 = z * z;
-    let denom = 1.0 + z2 / n;
-    let centre = (p + z2 / (2.0 * n)) / denom;
-    let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).max(0.0).sqrt();
-    let lo = if p <= 0.0 {
-        0.0
-    } else {
-        (centre - half).max(0.0)
-    };
-    let hi = if p >= 1.0 {
-        1.0
-    } else {
-        (centre + half).min(1.0)
-    };
-    (lo, hi)
 }
 
 /// Kish's effective number of hosts, `C_eff = N²/Σ_h n_h²` (Kish 1992, "Weighting for
@@ -374,12 +192,12 @@ pub fn ratio_share(unit: &UnitSums, fleet: &FleetTotals, confidence: f64) -> Sha
     let r = (unit.y / n).clamp(0.0, 1.0);
     let binom = r * (1.0 - r) / n;
     let z = z_for(confidence);
-    let (w_lo, w_hi) = wilson(r, n, z);
+    let (w_lo, w_hi) = crate::wilson_interval_of_share(r, n, z);
     let v = cluster_variance(unit, fleet);
     let (lo, hi, design_effect) = match v {
         Some(v) => {
             let df = (effective_hosts(fleet) - 1.0).floor().max(1.0);
-            let t = t_quantile_exact_small(0.5 + confidence / 2.0, df);
+            let t = t_quantile(0.5 + confidence / 2.0, df);
             let half = t * v.sqrt();
             let deff = if binom > 0.0 { v / binom } else { 1.0 };
             (
@@ -514,7 +332,7 @@ pub fn share_difference_df(
     }
     let tc = if nu.is_finite() && nu < 1e7 {
         // Non-integer ν: the quantile at ⌊ν⌋ (the conservative side).
-        t_quantile_exact_small(0.5 + confidence / 2.0, nu.floor().max(1.0))
+        t_quantile(0.5 + confidence / 2.0, nu.floor().max(1.0))
     } else {
         z_for(confidence)
     };
@@ -686,7 +504,7 @@ mod tests {
         assert!(close(s.ci_high, 0.172_729, 1e-5), "{}", s.ci_high);
         // Equal hosts: the factor is C/(C−1). Four hosts of 250 with y = 20, 30, 20, 30
         // (R = 0.1): residuals −5, 5, −5, 5 -> Σe² = 100, V = 4/3·100/10⁶ = 1.33333e-4,
-        // C_eff = 4, t(3) = 3.1824 (Cornish-Fisher: 3.1786) -> half 3.1786·0.0115470 = 0.036704.
+        // C_eff = 4, t(3) = 3.182446 (exact, crate::dist) -> half 3.182446·0.0115470 = 0.036748.
         let n = [250.0; 4];
         let f = FleetTotals::from_hosts(&n);
         let u = UnitSums::from_hosts(&[20.0, 30.0, 20.0, 30.0], &n);
@@ -696,7 +514,7 @@ mod tests {
             1e-15
         ));
         let s = ratio_share(&u, &f, 0.95);
-        assert!(close(s.ci_high - 0.1, 0.036_704, 1e-5), "{}", s.ci_high);
+        assert!(close(s.ci_high - 0.1, 0.036_748, 1e-6), "{}", s.ci_high);
         // All samples on one of two hosts: no between-host variance.
         let n = [1000.0, 0.0];
         assert_eq!(
@@ -762,26 +580,6 @@ mod tests {
     }
 
     #[test]
-    fn small_df_t_is_exact() {
-        // Tables at 97.5%: df 1 12.7062, df 2 4.3027, df 4 2.7764.
-        assert!(close(t_quantile_exact_small(0.975, 1.0), 12.7062, 1e-4));
-        assert!(close(t_quantile_exact_small(0.975, 2.0), 4.3027, 1e-4));
-        assert!(close(t_quantile_exact_small(0.975, 4.0), 2.7764, 1e-4));
-        assert!(close(t_quantile_exact_small(0.025, 4.0), -2.7764, 1e-4));
-        assert!(close(t_quantile_exact_small(0.975, 30.0), 2.0423, 1e-3));
-    }
-
-    #[test]
-    fn p_values_by_table() {
-        // P(|Z| > 1.959964) = 0.05; P(|Z| > 3) = 0.0026998; P(|Z| > 6) = 1.9732e-9.
-        assert!(close(two_sided_p(1.959_964), 0.05, 1e-6));
-        assert!(close(two_sided_p(-3.0), 0.002_699_8, 1e-7));
-        assert!(close(two_sided_p(6.0) / 1.973_175e-9, 1.0, 1e-5));
-        assert_eq!(two_sided_p(0.0), 1.0);
-        assert_eq!(two_sided_p(f64::INFINITY), 0.0);
-    }
-
-    #[test]
     fn share_difference_by_hand() {
         // a = 0.10 ± 0.01, b = 0.13 ± 0.02: delta 0.03, se √(1e-4 + 4e-4) = 0.0223607,
         // z = 1.341641, p = 0.179713; interval 0.03 ± 1.959964·0.0223607 = [−0.013826, 0.073826].
@@ -803,24 +601,6 @@ mod tests {
         assert_eq!((d.z, d.p), (0.0, 1.0));
         let d = share_difference(&mk(0.0, 0.0), &mk(1.0, 0.0), 0.95);
         assert_eq!((d.z, d.p), (f64::MAX, 0.0));
-    }
-
-    #[test]
-    fn t_p_values_by_table() {
-        // P(|T| > 2.0930) = 0.05 at df 19 and P(|T| > 12.7062) = 0.05 at df 1 (tables); at
-        // df 2 the closed form p = 1 − t/√(2 + t²): t = 3 -> 1 − 3/√11 = 0.0954451.
-        assert!(close(two_sided_p_t(2.0930, 19.0), 0.05, 1e-4));
-        assert!(close(two_sided_p_t(-12.7062, 1.0), 0.05, 1e-5));
-        assert!(close(
-            two_sided_p_t(3.0, 2.0),
-            1.0 - 3.0 / 11f64.sqrt(),
-            1e-12
-        ));
-        // df 1 is Cauchy: p = 1 − 2 atan(t)/π; t = 1 -> 0.5.
-        assert!(close(two_sided_p_t(1.0, 1.0), 0.5, 1e-12));
-        assert!(close(two_sided_p_t(3.0, f64::INFINITY), 0.002_699_8, 1e-7));
-        assert!(close(two_sided_p_t(3.0, 1e6), 0.002_699_8, 1e-6));
-        assert_eq!(two_sided_p_t(0.0, 5.0), 1.0);
     }
 
     #[test]

@@ -45,6 +45,7 @@
 
 pub mod compare;
 mod cycles;
+pub mod dist;
 pub mod evidence;
 pub mod fleet;
 mod order;
@@ -59,7 +60,7 @@ pub use compare::{
 pub use cycles::{cycles_estimate, CYCLES_FORMULA};
 pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};
 pub use rank::{function_coverage, kendall_tau_b, top_k_overlap};
-pub use share::{epsilon, wilson_interval, Z_95};
+pub use share::{epsilon, wilson_interval, wilson_interval_of_share, Z_95};
 
 /// Why a metric could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -11,100 +11,7 @@
 //! the functions here add what the seeds leave to the user: the interval when the samples
 //! are not independent of each other (clustered in time), and the derived quantities.
 
-/// Quantile of the standard normal distribution at probability `p` (0 < p < 1), by Acklam's
-/// rational approximation (relative error below 1.15e-9). A standard numerical recipe, not
-/// a seed formula.
-pub fn normal_quantile(p: f64) -> f64 {
-    if !(p > 0.0 && p < 1.0) {
-        return if p <= 0.0 {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        };
-    }
-    const A: [f64; 6] = [
-        -3.969_683_028_665_376e1,
-        2.209_460_984_245_205e2,
-        -2.759_285_104_469_687e2,
-        1.383_577_518_672_69e2,
-        -3.066_479_806_614_716e1,
-        2.506_628_277_459_239,
-    ];
-    const B: [f64; 5] = [
-        -5.447_609_879_822_406e1,
-        1.615_858_368_580_409e2,
-        -1.556_989_798_598_866e2,
-        6.680_131_188_771_972e1,
-        -1.328_068_155_288_572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784_894_002_430_293e-3,
-        -3.223_964_580_411_365e-1,
-        -2.400_758_277_161_838,
-        -2.549_732_539_343_734,
-        4.374_664_141_464_968,
-        2.938_163_982_698_783,
-    ];
-    const D: [f64; 4] = [
-        7.784_695_709_041_462e-3,
-        3.224_671_290_700_398e-1,
-        2.445_134_137_142_996,
-        3.754_408_661_907_416,
-    ];
-    let lo = 0.02425;
-    if p < lo {
-        let q = (-2.0 * p.ln()).sqrt();
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    } else if p <= 1.0 - lo {
-        let q = p - 0.5;
-        let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    } else {
-        let q = (-2.0 * (1.0 - p).ln()).sqrt();
-        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    }
-}
-
-/// Two-sided normal quantile of a confidence level: `z` with `P(|Z| <= z) = confidence`
-/// (1.959 964 for 0.95).
-pub fn z_for(confidence: f64) -> f64 {
-    normal_quantile(0.5 + confidence / 2.0)
-}
-
-/// Quantile of Student's t distribution with `df` degrees of freedom at probability `p`,
-/// by the Cornish-Fisher expansion in `1/df` around the normal quantile `z` (Abramowitz &
-/// Stegun 26.7.5): `t = z + g1/df + g2/df² + g3/df³ + g4/df⁴` with
-/// `g1 = (z³ + z)/4`, `g2 = (5z⁵ + 16z³ + 3z)/96`, `g3 = (3z⁷ + 19z⁵ + 17z³ − 15z)/384`,
-/// `g4 = (79z⁹ + 776z⁷ + 1482z⁵ − 1920z³ − 945z)/92160`. Within 1e-3 of the exact quantile
-/// for `df >= 5` at the 97.5% point (t(19) = 2.0930 exactly; this gives 2.0930).
-pub fn t_quantile(p: f64, df: f64) -> f64 {
-    let z = normal_quantile(p);
-    if !df.is_finite() {
-        return z;
-    }
-    let (z2, z3) = (z * z, z * z * z);
-    let z5 = z3 * z2;
-    let z7 = z5 * z2;
-    let z9 = z7 * z2;
-    let g1 = (z3 + z) / 4.0;
-    let g2 = (5.0 * z5 + 16.0 * z3 + 3.0 * z) / 96.0;
-    let g3 = (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / 384.0;
-    let g4 = (79.0 * z9 + 776.0 * z7 + 1482.0 * z5 - 1920.0 * z3 - 945.0 * z) / 92160.0;
-    z + g1 / df + g2 / (df * df) + g3 / df.powi(3) + g4 / df.powi(4)
-}
-
-/// Upper quantile of the chi-square distribution with `k` degrees of freedom at probability
-/// `p`, by the Wilson-Hilferty cube-root approximation `k (1 − 2/(9k) + z_p √(2/(9k)))³`
-/// (Wilson & Hilferty 1931; within 1% for `k >= 5` at the 95% point: χ²(19) = 30.14,
-/// this gives 30.14).
-pub fn chi2_quantile(p: f64, k: f64) -> f64 {
-    let z = normal_quantile(p);
-    let a = 2.0 / (9.0 * k);
-    (k * (1.0 - a + z * a.sqrt()).powi(3)).max(0.0)
-}
+pub use crate::dist::{chi2_quantile, normal_quantile, t_quantile, z_for};
 
 /// A share's batch-means interval: the samples, in time order, cut into `counts.len()`
 /// consecutive slices (batches) of `sizes[b]` samples, of which `counts[b]` fall in the row.
@@ -229,31 +136,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantiles_match_tables() {
-        // Standard normal: 1.959964 (97.5%), 2.575829 (99.5%), -1.644854 (5%).
-        assert!((normal_quantile(0.975) - 1.959_963_985).abs() < 1e-8);
-        assert!((normal_quantile(0.995) - 2.575_829_304).abs() < 1e-8);
-        assert!((normal_quantile(0.05) + 1.644_853_627).abs() < 1e-8);
-        assert!((z_for(0.95) - 1.959_963_985).abs() < 1e-8);
-        // Student t at 97.5%: df 19 -> 2.0930, df 9 -> 2.2622, df 5 -> 2.5706 (tables).
-        assert!((t_quantile(0.975, 19.0) - 2.0930).abs() < 5e-4);
-        assert!((t_quantile(0.975, 9.0) - 2.2622).abs() < 1e-3);
-        assert!((t_quantile(0.975, 5.0) - 2.5706).abs() < 5e-3);
-        // Chi-square 95%: df 19 -> 30.144, df 9 -> 16.919 (tables).
-        assert!((chi2_quantile(0.95, 19.0) - 30.144).abs() < 0.05);
-        assert!((chi2_quantile(0.95, 9.0) - 16.919).abs() < 0.1);
-    }
-
-    #[test]
     fn batch_means_by_hand() {
         // Four slices of 100 samples with 10, 30, 10, 30 in the row: p = 0.2, batch shares
         // 0.1, 0.3, 0.1, 0.3, mean 0.2, s² = 4·0.01/3 = 0.013333, s/√4 = 0.057735,
-        // t(3, 97.5%) = 3.1824 (tables) -> half 0.18374; the expansion gives 3.1786 at
-        // df 3 (its error grows at small df).
+        // t(3, 97.5%) = 3.182446 (tables) -> half 0.183739.
         let bm = batch_means(&[10, 30, 10, 30], &[100; 4], 0.95);
         assert!((bm.share - 0.2).abs() < 1e-12);
         let half = (bm.high - bm.low) / 2.0;
-        assert!((half - 3.1824 * 0.057_735).abs() < 0.003, "{half}");
+        assert!((half - 3.182_446 * 0.057_735_03).abs() < 1e-5, "{half}");
         // Binomial variance of a slice share: 0.2·0.8/100 = 0.0016; s² / that = 8.33.
         assert!((bm.inflation - 0.013_333 / 0.0016).abs() < 1e-3);
         assert!(bm.clustered); // 8.33 > chi2(3, 95%)/3 = 7.815/3 = 2.6
@@ -263,6 +153,20 @@ mod tests {
         // Degenerate inputs.
         assert_eq!(batch_means(&[5], &[10], 0.95).high, 1.0);
         assert_eq!(batch_means(&[], &[], 0.95).low, 0.0);
+    }
+
+    /// `check --slices 2`: two batches, one degree of freedom, so the interval uses
+    /// t(1, 97.5%) = 12.7062 (the Cornish-Fisher expansion used before gave 11.30, 11% too
+    /// narrow). Shares 0.1 and 0.3 of 100 each: s = 0.141421, s/√2 = 0.1 -> half 1.27062,
+    /// clamped to [0, 1] around 0.2.
+    #[test]
+    fn two_slices_use_the_exact_t() {
+        let bm = batch_means(&[10, 30], &[100, 100], 0.95);
+        assert_eq!((bm.low, bm.high), (0.0, 1.0));
+        // Shares 0.19 and 0.21 of 1000 each: s/√2 = 0.01 -> half 0.127062.
+        let bm = batch_means(&[190, 210], &[1000, 1000], 0.95);
+        let half = (bm.high - bm.low) / 2.0;
+        assert!((half - 0.127_062).abs() < 1e-6, "{half}");
     }
 
     #[test]

@@ -60,19 +60,28 @@ pub fn wilson_interval(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
-    let k = k.min(n);
-    let nf = n as f64;
-    let p = k as f64 / nf;
+    wilson_interval_of_share(k.min(n) as f64 / n as f64, n as f64, z)
+}
+
+/// [`wilson_interval`] of a share `p` over `n` samples that may be weighted or effective
+/// (non-integer): the same formula over reals (a fleet's weighted samples, an effective
+/// sample size after over-dispersion). `n <= 0` gives `(0, 1)`; `p` is clamped to `[0, 1]`,
+/// and `p = 0` (`1`) keeps the lower (upper) bound at 0 (1).
+pub fn wilson_interval_of_share(p: f64, n: f64, z: f64) -> (f64, f64) {
+    if n.is_nan() || n <= 0.0 {
+        return (0.0, 1.0);
+    }
+    let p = p.clamp(0.0, 1.0);
     let z2 = z * z;
-    let denom = 1.0 + z2 / nf;
-    let centre = (p + z2 / (2.0 * nf)) / denom;
-    let half = z / denom * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt();
-    let lo = if k == 0 {
+    let denom = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / denom;
+    let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).max(0.0).sqrt();
+    let lo = if p <= 0.0 {
         0.0
     } else {
         (centre - half).max(0.0)
     };
-    let hi = if k == n {
+    let hi = if p >= 1.0 {
         1.0
     } else {
         (centre + half).min(1.0)

@@ -54,8 +54,8 @@ pub use quote::{
     quote_line, quote_name,
 };
 pub use sample::{
-    Branch, CommIndex, EventDesc, EventKind, EventTimes, PeriodMode, RecordingHealth, Sample,
-    SampleSet, SamplingConfig, ThreadName,
+    Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,
+    Sample, SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
 pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};

@@ -254,18 +254,34 @@ impl EventTimes {
     }
 }
 
+/// [`SampleSet::event_named`] found no event of that name: the names the set has, for the
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the profile has no event {name}; it has {}", if .available.is_empty() { "none".to_string() } else { .available.join(", ") })]
+pub struct NoSuchEvent {
+    /// The name asked for.
+    pub name: String,
+    /// The events the set has, in index order.
+    pub available: Vec<String>,
+}
+
 impl SampleSet {
+    /// The index of the event named `name` (exactly as the file names it, e.g. `cycles:pp`,
+    /// `cpu-clock:u`), or an error listing the events the set has. The one lookup of an event
+    /// by name (`check --event`, `audit --sample-event`, `export --event`).
+    pub fn event_named(&self, name: &str) -> Result<u16, NoSuchEvent> {
+        match self.events.iter().position(|e| e.name == name) {
+            Some(i) => Ok(i as u16),
+            None => Err(NoSuchEvent {
+                name: name.to_string(),
+                available: self.events.iter().map(|e| e.name.clone()).collect(),
+            }),
+        }
+    }
+
     /// Number of samples of event `e`.
     pub fn count_for_event(&self, e: u16) -> u64 {
         self.samples.iter().filter(|s| s.event == e).count() as u64
-    }
-
-    /// The index of the event named `name` (`--event NAME` of every command).
-    pub fn event_named(&self, name: &str) -> Option<u16> {
-        self.events
-            .iter()
-            .position(|e| e.name == name)
-            .map(|i| i as u16)
     }
 
     /// The events' names, comma-separated (what messages list as the choices).
@@ -368,6 +384,31 @@ mod tests {
         }
     }
 
+    /// One lookup by name: the index, or every name the set has in the message.
+    #[test]
+    fn event_named_finds_or_lists() {
+        let ev = |name: &str| EventDesc {
+            name: name.into(),
+            kind: EventKind::Other,
+            config: SamplingConfig::default(),
+        };
+        let set = SampleSet {
+            events: vec![ev("cycles:pp"), ev("cpu-clock:u")],
+            ..Default::default()
+        };
+        assert_eq!(set.event_named("cpu-clock:u"), Ok(1));
+        let e = set.event_named("cycles").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the profile has no event cycles; it has cycles:pp, cpu-clock:u"
+        );
+        let empty = SampleSet::default();
+        assert_eq!(
+            empty.event_named("x").unwrap_err().to_string(),
+            "the profile has no event x; it has none"
+        );
+    }
+
     /// perf's comm rule by hand: the name in force at the time; before a thread's first
     /// record, its first name; a thread without records, its process's name.
     #[test]
@@ -424,8 +465,7 @@ mod tests {
         // Both with samples: the first, though the second has more.
         set.samples.push(sample(1, 1));
         assert_eq!(set.default_event(), Some(0));
-        assert_eq!(set.event_named("cpu_core/cycles/"), Some(1));
-        assert_eq!(set.event_named("cycles"), None);
+        assert_eq!(set.event_named("cpu_core/cycles/"), Ok(1));
         assert_eq!(set.event_names(), "cpu_atom/cycles/, cpu_core/cycles/");
         assert_eq!(SampleSet::default().default_event(), None);
     }

@@ -328,12 +328,7 @@ pub fn execute_with_data(
         e => e,
     };
     let event_idx = match &args.sample_event {
-        Some(name) => usize::from(samples.event_named(name).with_context(|| {
-            format!(
-                "--sample-event {name:?}: the samples hold {}",
-                samples.event_names()
-            )
-        })?),
+        Some(name) => samples.event_named(name).context("--sample-event")? as usize,
         // An instructions event that has samples, else the first event with samples (a
         // hybrid CPU's first event is often empty).
         None => (0..samples.events.len())

@@ -1,173 +1,26 @@
 //! The report of `check` (how far to trust one profile when the run cannot be repeated):
-//! its data, which *is* the `--json` schema (docs/check.md), the text tables in the audit's
-//! style, and a self-contained HTML page.
+//! its data (defined in `proftrust_check::report`, which *is* the `--json` schema,
+//! docs/check.md), the text tables in the audit's style, and a self-contained HTML page.
 
 use crate::html::escape_html;
 use crate::quote_name;
 use crate::text::Table;
-use serde::Serialize;
 use std::fmt::Write as _;
 
-/// What a row (or the whole profile) can be used for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// The share is known precisely enough to act on (optimise, compare, report it).
-    Act,
-    /// The order against other rows holds, the size does not: rank only.
-    RankOnly,
-    /// Indistinguishable from sampling noise.
-    Noise,
-}
-
-impl Verdict {
-    /// As the text table prints it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Verdict::Act => "act on it",
-            Verdict::RankOnly => "rank only",
-            Verdict::Noise => "noise",
-        }
-    }
-}
-
-/// The sampled event and what it measures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckEvent {
-    /// Name as the file states it (`cpu-clock`, `cycles:pp`).
-    pub name: String,
-    /// Kind (`cpu-clock`, `task-clock`, `cycles`, `instructions`, `raw`, `other`).
-    pub kind: String,
-    /// What a sample's share estimates (`time on CPU`, `retired instructions`, ...).
-    pub measures: String,
-    /// Precise level (`:p` count, 0-3).
-    pub precise: u8,
-    /// Period as recorded (`fixed 100003`, `frequency 4000 Hz`, `unknown`).
-    pub period: String,
-    /// Whether the period was randomised (seed 001 §4).
-    pub randomized: bool,
-}
-
-/// One row: a function, inline function, source line or basic block.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckRow {
-    /// Name (function; `file:line`; `function@0xSTART` for a block).
-    pub name: String,
-    /// Samples attributed to it.
-    pub samples: u64,
-    /// `samples / total`.
-    pub share: f64,
-    /// Lower bound of the stated interval (see `interval`).
-    pub ci_low: f64,
-    /// Upper bound of the stated interval.
-    pub ci_high: f64,
-    /// Method of the stated interval: `wilson`, or `batch-means` where the row's samples
-    /// cluster in time.
-    pub interval: String,
-    /// The Wilson score interval.
-    pub wilson_low: f64,
-    /// The Wilson score interval.
-    pub wilson_high: f64,
-    /// The batch-means interval over time slices.
-    pub batch_low: f64,
-    /// The batch-means interval over time slices.
-    pub batch_high: f64,
-    /// Batch variance over binomial variance (> 1: clustered in time).
-    pub inflation: f64,
-    /// Whether its share is told apart from the next row's (`None` for the last row).
-    pub distinct_from_next: Option<bool>,
-    /// Running states (runs of consecutive samples in this row, seed 002 §5.1.2), when the
-    /// samples have time stamps.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runs: Option<u64>,
-    /// Mean running-state length over the sampling interval (`R` of seed 002 eq. 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub r_mean: Option<f64>,
-    /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`).
-    pub flags: Vec<String>,
-    /// What the row can be used for.
-    pub verdict: Verdict,
-    /// Why.
-    pub reason: String,
-}
-
-/// One warning about the profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckWarning {
-    /// `aliasing`, `skid`, `granularity`, `lost`, `throttling`, `multiplexing`,
-    /// `unsymbolized`, `clustering`, `ended-early`, `input`.
-    pub kind: String,
-    /// What was found and what to do about it.
-    pub message: String,
-}
-
-/// "Record N× longer for ±x% on the top k".
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TargetAdvice {
-    /// Wanted half-width of the intervals, as a share (0.01 = ±1%).
-    pub precision: f64,
-    /// Rows it applies to (the top k functions).
-    pub top: usize,
-    /// How many times the current samples are needed (<= 1: reached).
-    pub factor: f64,
-    /// Samples needed.
-    pub samples_needed: u64,
-    /// The advice in words.
-    pub message: String,
-}
-
-/// The aliasing measurement (seeds 001, 002): recurrence of sampled instruction addresses.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AliasingCheck {
-    /// Consecutive-sample pairs in one function examined (same thread).
-    pub pairs: u64,
-    /// Lag (in samples) with the strongest excess recurrence.
-    pub lag: u64,
-    /// Pairs at that lag landing on the same instruction.
-    pub same_observed: f64,
-    /// Expected same-instruction pairs if samples were independent of the code's phase.
-    pub same_expected: f64,
-    /// Observed over expected.
-    pub ratio: f64,
-    /// `(observed - expected) / sd`.
-    pub z: f64,
-    /// Whether shares may be biased by aliasing.
-    pub flagged: bool,
-}
-
-/// Recording health (issue 14 item 5).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CheckHealth {
-    /// Samples the kernel reported lost.
-    pub lost: u64,
-    /// `PERF_RECORD_THROTTLE` records in the file (0 also when its format cannot hold them:
-    /// `perf script` text, callgrind).
-    pub throttled: Option<u64>,
-    /// Time running over time enabled of the event (< 1: multiplexed), when the file carries
-    /// the times (`PERF_FORMAT_TOTAL_TIME_*` read values; `proftrust record`'s files).
-    pub running_ratio: Option<f64>,
-    /// Share of the samples with no function name (no binary, no symbol).
-    pub unsymbolized: f64,
-    /// Modules with samples whose binary has no line information.
-    pub no_debug_info: Vec<String>,
-    /// How the program ended, when known.
-    pub outcome: Option<String>,
-}
-
-/// The finest granularity whose rows can be acted on, and why not finer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Granularity {
-    /// `function`, `inline`, `line`, `block`, `instruction`, or `none`.
-    pub level: String,
-    /// Why the next finer level is not trustworthy.
-    pub reason: String,
-}
+pub use proftrust_check::report::{
+    AliasingCheck, Attribution, CheckEvent, CheckHealth, CheckRow, CheckWarning, Granularity,
+    ModuleAttribution, PhaseLock, RunInterval, TargetAdvice, Verdict,
+};
+use serde::Serialize;
 
 /// What `check` found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckReport {
-    /// The profile as given.
+    /// The profile as given (the first, when several recordings are checked together).
     pub profile: String,
+    /// Every recording checked, when more than one was given (`check a.data b.data`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<String>,
     /// Verdict for the profile.
     pub verdict: Verdict,
     /// Why.
@@ -185,20 +38,28 @@ pub struct CheckReport {
     pub smallest_share: f64,
     /// Down to which granularity the profile can be trusted.
     pub trustworthy_at: Granularity,
+    /// How the functions' intervals for another run were computed.
+    pub run_interval: RunInterval,
     /// Samples needed for `--target`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetAdvice>,
-    /// Per function (outermost frame; code without symbols per module), most samples first.
+    /// Per function (outermost frame; code without a function per module), most samples
+    /// first.
     pub functions: Vec<CheckRow>,
-    /// Per inline function (innermost frame), most samples first.
+    /// Per inline function (innermost frame, named with the function it is inlined in), most
+    /// samples first.
     pub inlines: Vec<CheckRow>,
     /// Per source line (innermost frame), most samples first.
     pub lines: Vec<CheckRow>,
     /// Per basic block, most samples first (when the binary's code was found).
     pub blocks: Vec<CheckRow>,
-    /// The aliasing measurement, when there were enough samples.
+    /// The recurrence measurement of aliasing, when there were enough samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aliasing: Option<AliasingCheck>,
+    /// The phase-lock measurement of aliasing (time events with a period that is not
+    /// randomised).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_lock: Option<PhaseLock>,
     /// Recording health.
     pub health: CheckHealth,
     /// What may be wrong, by kind.
@@ -211,30 +72,47 @@ fn pct(x: f64) -> String {
     format!("{:.2}%", 100.0 * x)
 }
 
+/// A per-row measurement beyond the fixed columns: its header and its cell. A column shows
+/// only in tables where some row has it. A new measurement of every row (e.g. another kind of
+/// time) is an `Option` field on [`CheckRow`] plus one entry in [`EXTRA_COLUMNS`].
+type ExtraColumn = (&'static str, fn(&CheckRow) -> Option<String>);
+
+/// The extra columns, in order, placed after the stated interval.
+const EXTRA_COLUMNS: &[ExtraColumn] = &[("next run", |r| {
+    Some(format!("{}..{}", pct(r.run_low?), pct(r.run_high?)))
+})];
+
 fn table(rows: &[CheckRow], what: &str, top: usize, color: bool) -> String {
-    let mut t = Table::new([
-        what, "samples", "share", "95% CI", "interval", "R", "next", "verdict", "reason",
-    ])
-    .left_align(&[4, 7, 8]);
-    for r in rows.iter().take(top) {
-        t.row(
-            [
-                r.name.clone(),
-                r.samples.to_string(),
-                pct(r.share),
-                format!("{}..{}", pct(r.ci_low), pct(r.ci_high)),
-                r.interval.clone(),
-                r.r_mean.map_or("-".into(), |x| format!("{x:.1}")),
-                match r.distinct_from_next {
-                    Some(true) => ">".into(),
-                    Some(false) => "~".into(),
-                    None => String::new(),
-                },
-                r.verdict.label().into(),
-                r.reason.clone(),
-            ],
-            r.verdict == Verdict::Noise,
-        );
+    let shown = &rows[..rows.len().min(top)];
+    let extra: Vec<&ExtraColumn> = EXTRA_COLUMNS
+        .iter()
+        .filter(|c| shown.iter().any(|r| (c.1)(r).is_some()))
+        .collect();
+    let mut headers = vec![what, "samples", "share", "95% CI"];
+    headers.extend(extra.iter().map(|c| c.0));
+    headers.extend(["interval", "R", "next", "verdict", "reason"]);
+    let k = extra.len();
+    let mut t = Table::new(headers).left_align(&[4 + k, 7 + k, 8 + k]);
+    for r in shown {
+        let mut cells = vec![
+            r.name.clone(),
+            r.samples.to_string(),
+            pct(r.share),
+            format!("{}..{}", pct(r.ci_low), pct(r.ci_high)),
+        ];
+        cells.extend(extra.iter().map(|c| (c.1)(r).unwrap_or_else(|| "-".into())));
+        cells.extend([
+            r.interval.clone(),
+            r.r_mean.map_or("-".into(), |x| format!("{x:.1}")),
+            match r.distinct_from_next {
+                Some(true) => ">".into(),
+                Some(false) => "~".into(),
+                None => String::new(),
+            },
+            r.verdict.label().into(),
+            r.reason.clone(),
+        ]);
+        t.row(cells, r.verdict == Verdict::Noise);
     }
     let mut s = t.render(color);
     if rows.len() > top {
@@ -244,6 +122,25 @@ fn table(rows: &[CheckRow], what: &str, top: usize, color: bool) -> String {
 }
 
 impl CheckReport {
+    /// The share of samples without a function, per module, in words (issue 29: every report
+    /// states it).
+    pub fn attribution_summary(&self) -> String {
+        let h = &self.health;
+        if h.unattributed.is_empty() {
+            return "every sample is in a function".into();
+        }
+        let per: Vec<String> = h
+            .unattributed
+            .iter()
+            .map(|m| format!("{} {} of its {}", m.module, pct(m.share), m.samples))
+            .collect();
+        format!(
+            "{} of the samples in no function ({})",
+            pct(h.unsymbolized),
+            per.join(", ")
+        )
+    }
+
     /// Pretty-printed JSON (with a final newline).
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self).map(|s| s + "\n")
@@ -257,6 +154,10 @@ impl CheckReport {
         // Every string here may hold names from the profile (event, functions, paths).
         let q = |s: &str| quote_name(s).into_owned();
         let _ = writeln!(s, "profile:      {}", q(&self.profile));
+        if !self.recordings.is_empty() {
+            let recordings: Vec<String> = self.recordings.iter().map(|r| q(r)).collect();
+            let _ = writeln!(s, "recordings:   {}", recordings.join(", "));
+        }
         let _ = writeln!(
             s,
             "samples:      {} ({}, {}; period {}{})",
@@ -285,6 +186,12 @@ impl CheckReport {
             self.confidence * 100.0,
             self.slices
         );
+        let _ = writeln!(
+            s,
+            "next run:     {} ({})",
+            self.run_interval.method, self.run_interval.note
+        );
+        let _ = writeln!(s, "functions:    {}", self.attribution_summary());
         if let Some(t) = &self.target {
             let _ = writeln!(s, "target:       {}", q(&t.message));
         }
@@ -326,7 +233,7 @@ impl CheckReport {
         s.push_str("<style>body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:collapse;margin:1em 0}td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #ddd}td:first-child,th:first-child,td.l{text-align:left}.act{color:#060}.rank-only{color:#a60}.noise{color:#b00}.bar{display:inline-block;position:relative;width:12em;height:0.8em;background:#eee}.bar span{position:absolute;top:0;height:100%;background:#69c}.bar i{position:absolute;top:-2px;width:2px;height:130%;background:#000}.mono{font-family:monospace}</style>\n</head><body>\n");
         let _ = writeln!(
             s,
-            "<h1>proftrust check</h1>\n<table><tr><th>profile</th><td class=\"l mono\">{}</td></tr><tr><th>samples</th><td class=\"l\">{} ({}, {}; period {}{})</td></tr><tr><th>verdict</th><td class=\"l {}\">{} ({})</td></tr><tr><th>trust down to</th><td class=\"l\">{} ({})</td></tr><tr><th>smallest share</th><td class=\"l\">{}</td></tr></table>",
+            "<h1>proftrust check</h1>\n<table><tr><th>profile</th><td class=\"l mono\">{}</td></tr><tr><th>samples</th><td class=\"l\">{} ({}, {}; period {}{})</td></tr><tr><th>verdict</th><td class=\"l {}\">{} ({})</td></tr><tr><th>trust down to</th><td class=\"l\">{} ({})</td></tr><tr><th>smallest share</th><td class=\"l\">{}</td></tr><tr><th>next run</th><td class=\"l\">{} ({})</td></tr><tr><th>functions</th><td class=\"l\">{}</td></tr></table>",
             escape_html(&self.profile),
             self.samples,
             escape_html(&self.event.name),
@@ -338,7 +245,10 @@ impl CheckReport {
             escape_html(&self.reason),
             escape_html(&self.trustworthy_at.level),
             escape_html(&self.trustworthy_at.reason),
-            pct(self.smallest_share)
+            pct(self.smallest_share),
+            escape_html(&self.run_interval.method),
+            escape_html(&self.run_interval.note),
+            escape_html(&self.attribution_summary())
         );
         if let Some(t) = &self.target {
             let _ = writeln!(s, "<p>{}</p>", escape_html(&t.message));
@@ -373,12 +283,24 @@ impl CheckReport {
                 .map(|r| r.ci_high)
                 .fold(0.0f64, f64::max)
                 .max(1e-9);
-            let _ = writeln!(s, "<h2>{what}</h2>\n<table><tr><th>name</th><th>samples</th><th>share</th><th>95% interval</th><th></th><th>verdict</th><th>reason</th></tr>");
+            let extra: Vec<&ExtraColumn> = EXTRA_COLUMNS
+                .iter()
+                .filter(|c| rows.iter().take(top).any(|r| (c.1)(r).is_some()))
+                .collect();
+            let extra_th: String = extra
+                .iter()
+                .map(|c| format!("<th>{}</th>", escape_html(c.0)))
+                .collect();
+            let _ = writeln!(s, "<h2>{what}</h2>\n<table><tr><th>name</th><th>samples</th><th>share</th><th>95% interval</th><th></th>{extra_th}<th>verdict</th><th>reason</th></tr>");
             for r in rows.iter().take(top) {
                 let x = |v: f64| 100.0 * v / max;
+                let extra_td: String = extra
+                    .iter()
+                    .map(|c| format!("<td>{}</td>", escape_html(&(c.1)(r).unwrap_or_default())))
+                    .collect();
                 let _ = writeln!(
                     s,
-                    "<tr><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}..{} ({})</td><td><span class=\"bar\"><span style=\"left:{:.2}%;width:{:.2}%\"></span><i style=\"left:{:.2}%\"></i></span></td><td class=\"l {}\">{}</td><td class=\"l\">{}</td></tr>",
+                    "<tr><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}..{} ({})</td><td><span class=\"bar\"><span style=\"left:{:.2}%;width:{:.2}%\"></span><i style=\"left:{:.2}%\"></i></span></td>{}<td class=\"l {}\">{}</td><td class=\"l\">{}</td></tr>",
                     escape_html(&r.name),
                     r.samples,
                     pct(r.share),
@@ -388,6 +310,7 @@ impl CheckReport {
                     x(r.ci_low),
                     (x(r.ci_high) - x(r.ci_low)).max(0.5),
                     x(r.share),
+                    extra_td,
                     verdict_class(r.verdict),
                     r.verdict.label(),
                     escape_html(&r.reason)

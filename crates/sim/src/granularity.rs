@@ -20,6 +20,7 @@
 
 use crate::SimError;
 use proftrust_model::{escape_markup as esc, Sample, SampleSet};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -247,6 +248,71 @@ pub struct GranularityReport {
     pub per_key: Vec<KeyGranularity>,
     /// Second-event analysis, when asked for and present.
     pub second: Option<SecondEvent>,
+}
+
+/// Running states of one key (seed 002 §5.1.2), from [`running_states`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunningStates {
+    /// Runs: maximal stretches of consecutive samples of one thread in the key.
+    pub runs: u64,
+    /// Samples in those runs (all the key's samples).
+    pub samples: u64,
+}
+
+impl RunningStates {
+    /// Mean run length in samples, the `R` of seed 002 eq. 1 (each sample stands for one
+    /// sampling interval); `None` without runs.
+    pub fn r_mean(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.samples as f64 / self.runs as f64)
+    }
+}
+
+/// Running states of each key over samples in time order: maximal runs of consecutive
+/// samples of one thread (`tid`) with the same key (seed 002 §5.1.2: "continuing samples with
+/// the same module name" form a run; the key here is the caller's, `check` passes the
+/// function). A time gap longer than `gap_factor` median sampling intervals of the thread ends
+/// a run (the thread was switched out or idle; the reading [`analyze`] chose too, with 4).
+/// `key_of[i]` is sample `i`'s key, below `nkeys`; samples without time stamps (0) never end a
+/// run by a gap.
+pub fn running_states(
+    samples: &[&Sample],
+    key_of: &[u32],
+    nkeys: usize,
+    gap_factor: f64,
+) -> Vec<RunningStates> {
+    let mut out = vec![RunningStates::default(); nkeys];
+    // Median interval over consecutive samples of one thread (time stamps, when present).
+    let mut last: FxHashMap<u32, (u64, u32)> = FxHashMap::default();
+    let mut gaps: Vec<u64> = Vec::new();
+    for s in samples {
+        if let Some((t, _)) = last.get(&s.tid) {
+            if s.time > *t && *t > 0 {
+                gaps.push(s.time - t);
+            }
+        }
+        last.insert(s.tid, (s.time, 0));
+    }
+    let limit = if gaps.is_empty() {
+        u64::MAX
+    } else {
+        let mid = gaps.len() / 2;
+        let (_, m, _) = gaps.select_nth_unstable(mid);
+        (*m as f64 * gap_factor).min(u64::MAX as f64) as u64
+    };
+    last.clear();
+    for (s, &k) in samples.iter().zip(key_of) {
+        let cont = match last.get(&s.tid) {
+            Some(&(t, pk)) => pk == k && s.time.saturating_sub(t) <= limit,
+            None => false,
+        };
+        let e = &mut out[k as usize];
+        if !cont {
+            e.runs += 1;
+        }
+        e.samples += 1;
+        last.insert(s.tid, (s.time, k));
+    }
+    out
 }
 
 /// Analyses `set`. `key_of` names the key of a sample (module file name, function name).
@@ -667,6 +733,37 @@ mod tests {
             callchain: vec![],
             branches: vec![],
         }
+    }
+
+    #[test]
+    fn running_states_by_hand() {
+        // Thread 1: f f g f at 10 ns apart, then f after a long gap (median interval 10,
+        // limit 40): f has runs [2], [1], [1] = 3 runs of 4 samples, g one run of 1. Thread 2's
+        // sample in f between them does not break thread 1's runs.
+        let mut v: Vec<Sample> = [10, 20, 30, 40, 1000]
+            .iter()
+            .map(|&t| s(0, 0, t, 0, 1))
+            .collect();
+        let mut other = s(0, 1, 25, 0, 1);
+        other.tid = 2;
+        v.insert(2, other);
+        let refs: Vec<&Sample> = v.iter().collect();
+        let st = running_states(&refs, &[0, 0, 0, 1, 0, 0], 2, 4.0);
+        assert_eq!(
+            st,
+            vec![
+                RunningStates {
+                    runs: 4,
+                    samples: 5
+                },
+                RunningStates {
+                    runs: 1,
+                    samples: 1
+                }
+            ]
+        );
+        assert_eq!(st[0].r_mean(), Some(1.25));
+        assert_eq!(RunningStates::default().r_mean(), None);
     }
 
     #[test]

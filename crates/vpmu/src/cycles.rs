@@ -141,7 +141,10 @@ impl Default for ClassCycles {
     }
 }
 
-fn is_div(m: Mnemonic) -> bool {
+/// Whether `m` divides or takes a square root (integer or floating point, scalar or packed,
+/// x87 too): the class of [`ClassCycles::div`], the slow arithmetic instructions after which
+/// samples skid (seed 000 §1.2; `check`'s skid shadow uses the same rule).
+pub fn is_div_or_sqrt(m: Mnemonic) -> bool {
     use Mnemonic::*;
     matches!(
         m,
@@ -178,7 +181,7 @@ fn is_mul(m: Mnemonic) -> bool {
 /// address depends on a loaded register (see [`ClassCycles::heavy_load`]).
 pub fn class_cycles(ins: &Instruction, t: &ClassCycles, dependent: bool) -> u32 {
     let m = ins.mnemonic();
-    let base = if is_div(m) {
+    let base = if is_div_or_sqrt(m) {
         t.div
     } else if is_mul(m) {
         t.mul

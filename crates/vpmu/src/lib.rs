@@ -66,7 +66,9 @@ mod timer;
 pub use error::VpmuError;
 
 pub use cost::TraceCost;
-pub use cycles::{class_costs, class_cycles, ClassCycles, CostTable, CycleModel, StaticCost};
+pub use cycles::{
+    class_costs, class_cycles, is_div_or_sqrt, ClassCycles, CostTable, CycleModel, StaticCost,
+};
 pub use ooo::{Rob, RobConfig, RobTiming, TipAttribution};
 /// The cache geometry alone ([`CacheConfig::geometry`]), as the QEMU plugin takes it.
 pub use proftrust_cachesim::Geometry as CacheGeometry;

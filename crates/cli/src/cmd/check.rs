@@ -1,4 +1,5 @@
-//! `proftrust check PROFILE`: how far to trust a profile when the run cannot be repeated.
+//! `proftrust check PROFILE...`: how far to trust a profile when the run cannot be repeated
+//! (several recordings of the same program and input: checked together).
 //! The arguments become [`proftrust_pipeline::check::CheckOptions`]; the report is
 //! `proftrust_report::check::CheckReport` (docs/check.md).
 
@@ -10,12 +11,15 @@ use std::path::PathBuf;
 /// Arguments of `proftrust check`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  proftrust check perf.data --binary ./prog\n  proftrust check perf.data --target 1%\n  perf script > p.txt && proftrust check p.txt --json\n  proftrust record -o prog.ptsamp -- ./prog && proftrust check prog.ptsamp --html check.html"
+    after_help = "Examples:\n  proftrust check perf.data --binary ./prog\n  proftrust check perf.data --target 1%\n  proftrust check a.data b.data c.data --binary ./prog   (three runs: intervals for the next run from their spread)\n  perf script > p.txt && proftrust check p.txt --json\n  proftrust record -o prog.ptsamp -- ./prog && proftrust check prog.ptsamp --html check.html"
 )]
 pub struct Args {
     /// The profile: perf.data, `perf script` text, a proftrust sample file (`record`'s
-    /// output), any of them compressed.
-    profile: PathBuf,
+    /// output), any of them compressed. Several recordings of the same program and input are
+    /// checked together: their samples merged, and the spread of the shares between them
+    /// gives the interval for another run (run_low, run_high).
+    #[arg(required = true, num_args = 1..)]
+    profiles: Vec<PathBuf>,
     /// The program's binaries (repeat), matched to the profile's modules by build-id, else
     /// file name; perf's build-id cache, debug directories and the recorded paths are
     /// searched too.
@@ -36,8 +40,8 @@ pub struct Args {
     top: usize,
     /// Interval stated per row: `wilson` (this run's sampling error), or `auto` (batch
     /// means over time slices where a row's samples cluster in time).
-    #[arg(long, value_enum, default_value_t = IntervalArg::Wilson)]
-    interval: IntervalArg,
+    #[arg(long, default_value = "wilson", value_parser = interval_choice())]
+    interval: IntervalChoice,
     /// Time slices of the batch-means intervals (2 to 100000).
     #[arg(long, default_value_t = 20, value_parser = crate::args::int::<usize>(2, 100_000))]
     slices: usize,
@@ -49,13 +53,13 @@ pub struct Args {
     html: Option<PathBuf>,
 }
 
-/// Interval stated per row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum IntervalArg {
-    /// Wilson score interval.
-    Wilson,
-    /// Batch means where the samples cluster in time, else Wilson.
-    Auto,
+/// Value parser of `--interval`: the names [`IntervalChoice`] parses.
+fn interval_choice() -> impl clap::builder::TypedValueParser<Value = IntervalChoice> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(IntervalChoice::NAMES).map(|s| {
+        s.parse::<IntervalChoice>()
+            .expect("one of the possible values")
+    })
 }
 
 /// `1%`, `0.5%` or `0.01`.
@@ -80,17 +84,14 @@ fn parse_share(s: &str) -> Result<f64, String> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     crate::output::check_opt(a.html.as_ref()).map_err(|e| e.context("--html"))?;
     let mut o = CheckOptions::default();
-    o.profile = a.profile;
+    o.profiles = a.profiles;
     o.binaries = a.binaries;
     o.symfs = a.symfs;
     o.event = a.event;
     o.target = a.target;
     o.top = a.top.max(1);
     o.slices = a.slices;
-    o.interval = match a.interval {
-        IntervalArg::Wilson => IntervalChoice::Wilson,
-        IntervalArg::Auto => IntervalChoice::Auto,
-    };
+    o.interval = a.interval;
     let report = proftrust_pipeline::check::execute(&o, &util::Ui)?;
     if let Some(h) = &a.html {
         let html = report.render_html(o.top);

@@ -80,9 +80,7 @@ pub fn run(a: Args) -> Result<()> {
                 bail!("{}: the profile holds no samples", a.profile.display());
             }
             let ev = match &a.event {
-                Some(n) => Some(s.event_named(n).with_context(|| {
-                    format!("--event {n}: the profile has {}", s.event_names())
-                })?),
+                Some(n) => Some(s.event_named(n).context("--event")?),
                 // pprof keeps every event; the others show one.
                 None if a.to == Target::Pprof || s.events.len() <= 1 => None,
                 // The event with the samples (issue 31: a hybrid CPU's first event is

@@ -195,7 +195,11 @@ fn ok(label: &str, args: &[std::ffi::OsString]) -> Output {
 }
 
 macro_rules! args {
-    ($($a:expr),* $(,)?) => { vec![$(std::ffi::OsString::from($a)),*] };
+    ($($a:expr),* $(,)?) => {
+        [$(std::ffi::OsString::from($a)),*]
+            .into_iter()
+            .collect::<Vec<std::ffi::OsString>>()
+    };
 }
 
 /// The inputs every output is made from.

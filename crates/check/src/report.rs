@@ -117,9 +117,21 @@ pub struct CheckRow {
     /// Mean running-state length over the sampling interval (`R` of seed 002 eq. 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub r_mean: Option<f64>,
+    /// The row's share of the time the branch stacks measured (their cycle counts, the
+    /// "hardware time"), when the samples carry branch stacks with cycles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time: Option<f64>,
+    /// Bootstrap interval of `hardware_time` (the stated confidence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time_low: Option<f64>,
+    /// Bootstrap interval of `hardware_time`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time_high: Option<f64>,
     /// The finest attribution that at least 95% of the row's samples have.
     pub attribution: Attribution,
-    /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`, `clustering`).
+    /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`, `clustering`,
+    /// `hardware-time`: the sampled share and the hardware time disagree beyond both
+    /// intervals).
     pub flags: Vec<String>,
     /// What the row can be used for.
     pub verdict: Verdict,

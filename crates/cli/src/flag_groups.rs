@@ -104,6 +104,35 @@ pub struct ExactSide {
     /// What the exact side counts.
     #[arg(long, value_enum, default_value_t = WeightArg::Instructions)]
     pub truth_weight: WeightArg,
+    /// Which time model --truth-weight time-model uses.
+    #[arg(long, value_enum, default_value_t = TimeModelArg::Static)]
+    pub time_model: TimeModelArg,
+    /// The core the static time model models: sapphirerapids (Intel Golden Cove, LLVM's
+    /// model of that name) or znver4 (AMD Zen 4).
+    #[arg(long, value_enum, default_value_t = CoreArg::Sapphirerapids)]
+    pub core: CoreArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `audit --time-model`.
+pub enum TimeModelArg {
+    /// Each executed block timed once by a dependency-aware out-of-order model of a real core
+    /// (LLVM's scheduling model: latencies, micro-ops, ports; register and store-to-load
+    /// dependencies; a 2-bit branch predictor on the exact branch frequencies), times its
+    /// exact count from one QEMU run with edges. Every load hits L1.
+    Static,
+    /// The whole QEMU block trace replayed through the virtual PMU's out-of-order model with
+    /// simulated caches (TIP attribution; minutes per run).
+    Trace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `audit --core`.
+pub enum CoreArg {
+    /// Intel Golden Cove (Alder Lake P-core, Sapphire Rapids; Raptor Cove derives from it).
+    Sapphirerapids,
+    /// AMD Zen 4.
+    Znver4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,12 +153,16 @@ pub enum WeightArg {
     Instructions,
     /// Cycle estimate from callgrind's cache and branch simulation.
     CyclesEstimate,
-    /// Cycles per instruction from proftrust's timing model (a model, not a measurement):
-    /// the QEMU trace replayed through the virtual PMU's out-of-order model with simulated
-    /// caches, each cycle charged to the instruction committing or stalling in it (TIP).
-    /// For cpu-clock and cycles profiles. With --samples/--truth, the truth file must come
-    /// from `vpmu --mode tip --cpi-model cache-sim --exact FILE`.
+    /// Cycles per instruction from proftrust's timing model (a model, not a measurement;
+    /// --time-model, --core). For cpu-clock and cycles profiles. With --samples/--truth, the
+    /// truth file needs edges (`proftrust truth`), or comes from `vpmu --mode tip --cpi-model
+    /// cache-sim --exact FILE` (the trace model).
     TimeModel,
+    /// Cycles per instruction as the samples' own branch stacks measured them (their cycle
+    /// counts: perf -b / --call-graph lbr on Intel since Skylake, Arm BRBE, `vpmu --lbr`).
+    /// No exact run needed (--samples alone); with --truth or a program to run, the exact
+    /// counts check the ranges against the run.
+    LbrTime,
 }
 
 impl ExactSide {
@@ -144,6 +177,15 @@ impl ExactSide {
             WeightArg::Instructions => TruthWeight::Instructions,
             WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
             WeightArg::TimeModel => TruthWeight::TimeModel,
+            WeightArg::LbrTime => TruthWeight::LbrTime,
+        };
+        o.time_model = match self.time_model {
+            TimeModelArg::Static => proftrust_pipeline::timemodel::TimeModelKind::Static,
+            TimeModelArg::Trace => proftrust_pipeline::timemodel::TimeModelKind::Trace,
+        };
+        o.core = match self.core {
+            CoreArg::Sapphirerapids => proftrust_uarch::CoreKind::GoldenCove,
+            CoreArg::Znver4 => proftrust_uarch::CoreKind::Zen4,
         };
     }
 }

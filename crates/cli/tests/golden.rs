@@ -652,6 +652,54 @@ fn check() {
     );
 }
 
+/// Time from branch stacks (issue 34) on the virtual PMU's LBR fixture: `check`'s hardware
+/// time column, and `audit --truth-weight lbr-time` without an exact run and with one (which
+/// checks the ranges against the run).
+#[test]
+fn hardware_time() {
+    let s = sandbox();
+    s.check(
+        "hardware-time",
+        &[
+            &[
+                "check",
+                "tiny.lbr.ptsamp",
+                "--binary",
+                "tiny",
+                "--event",
+                "cycles:vpmu",
+                "--top",
+                "4",
+            ],
+            &[
+                "audit",
+                "--samples",
+                "tiny.lbr.ptsamp",
+                "--truth-weight",
+                "lbr-time",
+                "--binary",
+                "tiny",
+                "--sample-event",
+                "cycles:vpmu",
+            ],
+            &[
+                "audit",
+                "--samples",
+                "tiny.lbr.ptsamp",
+                "--truth",
+                "tiny.ptexact",
+                "--truth-weight",
+                "lbr-time",
+                "--binary",
+                "tiny",
+                "--sample-event",
+                "cycles:vpmu",
+            ],
+            &["audit", "--samples", "tiny.ptsamp", "--binary", "tiny"],
+        ],
+    );
+}
+
 /// What a person reads holds no Rust debug text: every golden transcript (the stdout and
 /// stderr of every command above, which the other tests hold byte for byte) is free of
 /// `Some(`, `None`, struct literals (`Exited { code: 0 }`), enum values in parentheses

@@ -46,7 +46,14 @@ pub enum TruthWeight {
     /// [`TIME_MODEL_COLUMN`] extra cost (the virtual PMU's time-proportional attribution on
     /// its out-of-order model with simulated caches, `proftrust_vpmu::TIP_CYCLES`).
     TimeModel,
+    /// Each instruction's cycles as the samples' branch stacks measured them (the exact
+    /// profile's [`LBR_TIME_COLUMN`], `proftrust_pipeline::lbr`).
+    LbrTime,
 }
+
+/// The extra cost a [`TruthWeight::LbrTime`] truth carries: cycles per instruction from the
+/// branch stacks' cycle counts ([`crate::lbr_time()`]).
+pub const LBR_TIME_COLUMN: &str = "lbr_cycles";
 
 /// The extra cost a [`TruthWeight::TimeModel`] truth carries: cycles per instruction as the
 /// virtual PMU's TIP attribution charges them (`proftrust_vpmu::TIP_CYCLES`).
@@ -59,6 +66,7 @@ impl TruthWeight {
             TruthWeight::Instructions => "instructions",
             TruthWeight::CyclesEstimate => "cycles-estimate",
             TruthWeight::TimeModel => "time-model",
+            TruthWeight::LbrTime => "lbr-time",
         }
     }
 }
@@ -318,11 +326,17 @@ pub fn compare(
     if opts.truth_weight == TruthWeight::CyclesEstimate {
         check_columns(&exact.extra_cost_names)?;
     }
-    let time_column = exact
-        .extra_cost_names
-        .iter()
-        .position(|n| n == TIME_MODEL_COLUMN);
-    if opts.truth_weight == TruthWeight::TimeModel && time_column.is_none() {
+    let column_name = if opts.truth_weight == TruthWeight::LbrTime {
+        LBR_TIME_COLUMN
+    } else {
+        TIME_MODEL_COLUMN
+    };
+    let time_column = exact.extra_cost_names.iter().position(|n| n == column_name);
+    if matches!(
+        opts.truth_weight,
+        TruthWeight::TimeModel | TruthWeight::LbrTime
+    ) && time_column.is_none()
+    {
         return Err(Error::MissingTimeColumn {
             found: if exact.extra_cost_names.is_empty() {
                 "instruction counts only".into()
@@ -361,7 +375,7 @@ pub fn compare(
                 let costs = exact.extra_costs.get(k).map(Vec::as_slice).unwrap_or(&[]);
                 cycles_estimate(&exact.extra_cost_names, costs, ic.count)
             }
-            TruthWeight::TimeModel => time_column
+            TruthWeight::TimeModel | TruthWeight::LbrTime => time_column
                 .and_then(|c| exact.extra_costs.get(k)?.get(c).copied())
                 .unwrap_or(0),
         };

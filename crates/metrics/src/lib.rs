@@ -21,6 +21,8 @@
 //!   addresses and computes all of the above ([`Comparison`]); attribution (function, inline
 //!   frame, block) comes from the caller through the [`Attribution`] trait.
 //! * [`cycles_estimate`] — the documented cycle estimate from callgrind's simulated events.
+//! * [`lbr_time()`] — time per fall-through range from branch stacks with cycle counts
+//!   (Intel LBR, Arm BRBE), charged to instructions, with bootstrap intervals.
 //! * [`evidence`] — minimum-evidence rules: which metrics and verdicts rest on too few samples
 //!   (seed 002's binomial sampling model).
 //!
@@ -48,6 +50,7 @@ mod cycles;
 pub mod dist;
 pub mod evidence;
 pub mod fleet;
+pub mod lbr_time;
 mod order;
 mod rank;
 pub mod resolution;
@@ -55,9 +58,10 @@ mod share;
 
 pub use compare::{
     check_same_program, compare, sampled_functions, Attribution, CompareOptions, Comparison,
-    FunctionComparison, TruthWeight, TIME_MODEL_COLUMN,
+    FunctionComparison, TruthWeight, LBR_TIME_COLUMN, TIME_MODEL_COLUMN,
 };
 pub use cycles::{cycles_estimate, CYCLES_FORMULA};
+pub use lbr_time::{lbr_time, LbrTime, RangeCode, RangeTime};
 pub use order::{dense_order_levels, hotspot_metrics, HotspotMetrics, SampledIp};
 pub use rank::{function_coverage, kendall_tau_b, top_k_overlap};
 pub use share::{epsilon, wilson_interval, wilson_interval_of_share, Z_95};
@@ -135,7 +139,7 @@ pub enum Error {
         found: String,
     },
     /// `--truth-weight time-model` on a truth without the timing model's column.
-    #[error("the truth has no tip_cycles column (found: {found}): the time-model weight needs the exact profile of the virtual PMU's out-of-order model (`proftrust vpmu --mode tip --cpi-model cache-sim --exact FILE`, or let audit run the program)")]
+    #[error("the truth has no time column (found: {found}): --truth-weight time-model needs an exact profile with edges (`proftrust truth`) or the virtual PMU's (`proftrust vpmu --mode tip --cpi-model cache-sim --exact FILE`), or let audit run the program; --truth-weight lbr-time needs samples with branch stacks that carry cycle counts")]
     MissingTimeColumn {
         /// The columns present.
         found: String,

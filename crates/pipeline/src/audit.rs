@@ -48,6 +48,12 @@ pub enum AuditInput {
         /// The exact-count file.
         truth: PathBuf,
     },
+    /// Samples alone, whose branch stacks carry cycle counts: the truth is the time they
+    /// measured (`--truth-weight lbr-time`, no exact run).
+    Samples {
+        /// The sample file.
+        samples: PathBuf,
+    },
     /// A program and its arguments: recorded, then counted exactly.
     Run {
         /// Program and arguments (the program is looked up on `PATH`).
@@ -85,6 +91,12 @@ pub struct AuditOptions {
     pub backend: Backend,
     /// What the exact side counts. Default instructions.
     pub truth_weight: TruthWeight,
+    /// Which time model [`TruthWeight::TimeModel`] uses. Default
+    /// [`TimeModelKind::Static`](crate::timemodel::TimeModelKind::Static).
+    pub time_model: crate::timemodel::TimeModelKind,
+    /// The core the static time model models. Default Intel Golden Cove (LLVM's
+    /// `sapphirerapids`).
+    pub core: proftrust_uarch::CoreKind,
     /// Periods to sweep (records once per period, fixed and randomised; needs
     /// [`AuditInput::Run`]). Default none.
     pub sweep: Vec<u64>,
@@ -122,6 +134,8 @@ impl Default for AuditOptions {
             seed: crate::DEFAULT_SEED,
             backend: Backend::Auto,
             truth_weight: TruthWeight::Instructions,
+            time_model: crate::timemodel::TimeModelKind::Static,
+            core: proftrust_uarch::CoreKind::GoldenCove,
             sweep: Vec::new(),
             rank_threshold: 0.01,
             sample_event: None,
@@ -229,6 +243,7 @@ pub fn execute_with_data(
         command,
         sweep_cmd,
         interrupted,
+        time_model_used,
     } = inputs(args, &mut tool_versions, &mut warnings, events)?;
     if let Some(outcome) = &samples.outcome {
         if !matches!(
@@ -364,7 +379,10 @@ pub fn execute_with_data(
         warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
     }
     if weight == TruthWeight::TimeModel {
-        warnings.push("the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into());
+        warnings.push(match time_model_used {
+            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, every load an L1 hit (no caches, no front end), validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name),
+            crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
+        });
     }
     let mut opts = CompareOptions::default();
     opts.event = event_idx;
@@ -392,7 +410,13 @@ pub fn execute_with_data(
         truth_weight: weight.name().to_string(),
         truth_weight_formula: match weight {
             TruthWeight::CyclesEstimate => Some(proftrust_metrics::CYCLES_FORMULA.to_string()),
-            TruthWeight::TimeModel => Some(TIME_MODEL_FORMULA.to_string()),
+            TruthWeight::TimeModel => Some(match time_model_used {
+                crate::timemodel::TimeModelKind::Static => {
+                    crate::timemodel::formula(&proftrust_uarch::Core::new(args.core))
+                }
+                crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
+            }),
+            TruthWeight::LbrTime => Some(LBR_TIME_FORMULA.to_string()),
             TruthWeight::Instructions => None,
         },
         event: event
@@ -853,6 +877,8 @@ struct Inputs {
     sweep_cmd: Option<Vec<OsString>>,
     /// What an interrupt cut short: (signal, phase).
     interrupted: Option<(String, &'static str)>,
+    /// The time model the truth's time column comes from.
+    time_model_used: crate::timemodel::TimeModelKind,
 }
 
 /// Step 1: the samples and the exact counts.
@@ -864,6 +890,7 @@ fn inputs(
 ) -> Result<Inputs> {
     let weight = args.truth_weight;
     let mut interrupted: Option<(String, &'static str)> = None;
+    let mut time_model_used = args.time_model;
     let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
         if let AuditInput::Files {
             samples: sf,
@@ -875,7 +902,28 @@ fn inputs(
             }
             let locator = load::locator(&args.binaries, args.symfs.as_deref());
             let mut s = load::samples_with(sf, &locator, events)?;
-            let e = load::exact_with(tf, &locator, events)?;
+            let mut e = load::exact_with(tf, &locator, events)?;
+            if weight == TruthWeight::TimeModel
+                && args.time_model == crate::timemodel::TimeModelKind::Static
+                && !e.edges.is_empty()
+            {
+                // A truth with edges: time its blocks here (a virtual PMU's truth, which has
+                // its own time column and no edges, is compared as it is).
+                let core = proftrust_uarch::Core::new(args.core);
+                let locate = |m: &Module| {
+                    locator
+                        .locate(&m.path, m.build_id.as_ref())
+                        .binary
+                        .map(|b| b.path().to_path_buf())
+                };
+                let summary = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+                events.note(&crate::timemodel::summary_note(&core, &summary));
+            } else if weight == TruthWeight::TimeModel {
+                time_model_used = crate::timemodel::TimeModelKind::Trace;
+            }
+            if weight == TruthWeight::LbrTime {
+                e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+            }
             restrict_to_first_process(&mut s, warnings);
             let cmd = s.command.clone();
             (
@@ -886,9 +934,29 @@ fn inputs(
                 cmd,
                 None,
             )
+        } else if let AuditInput::Samples { samples: sf } = &args.input {
+            if weight != TruthWeight::LbrTime {
+                bail!("--samples without --truth: give the truth file (--truth FILE), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
+            }
+            if !args.sweep.is_empty() {
+                bail!("--sweep records the program once per period; give the program after `--` (or --workload)");
+            }
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            let mut s = load::samples_with(sf, &locator, events)?;
+            restrict_to_first_process(&mut s, warnings);
+            let e = lbr_side(&s, None, &locator, warnings, events)?;
+            let cmd = s.command.clone();
+            (
+                s,
+                Some(e),
+                sf.display().to_string(),
+                "the samples' branch stacks (no exact run)".to_string(),
+                cmd,
+                None,
+            )
         } else {
             let AuditInput::Run { command: cmd } = &args.input else {
-                unreachable!("AuditInput has two variants")
+                unreachable!("AuditInput has three variants")
             };
             let mut cmd = cmd.clone();
             if cmd.is_empty() {
@@ -914,8 +982,12 @@ fn inputs(
             ));
                 None
             } else {
-                let (e, backend_note) =
+                let (mut e, backend_note) =
                     count_exact(&cmd, args, weight, tool_versions, &stop, events)?;
+                if weight == TruthWeight::LbrTime {
+                    let locator = load::locator(&args.binaries, args.symfs.as_deref());
+                    e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+                }
                 if let Some(n) = backend_note {
                     warnings.push(n);
                 }
@@ -952,6 +1024,7 @@ fn inputs(
         command,
         sweep_cmd,
         interrupted,
+        time_model_used,
     })
 }
 
@@ -1290,9 +1363,11 @@ fn count_exact(
 ) -> Result<(ExactProfile, Option<String>)> {
     if weight == TruthWeight::TimeModel {
         if args.backend == Backend::Callgrind {
-            bail!("--truth-weight time-model replays the QEMU block trace through the virtual PMU's timing model; use --backend qemu or auto");
+            bail!("--truth-weight time-model times the blocks QEMU counts (edges included); use --backend qemu or auto");
         }
-        return time_model_truth(cmd, args, versions, stop, events).map(|e| (e, None));
+        if args.time_model == crate::timemodel::TimeModelKind::Trace {
+            return time_model_truth(cmd, args, versions, stop, events).map(|e| (e, None));
+        }
     }
     let timeout = args.timeout;
     let mut note = None;
@@ -1315,6 +1390,9 @@ fn count_exact(
             }
         }
     };
+    if !use_qemu && weight == TruthWeight::TimeModel {
+        bail!("--truth-weight time-model needs the block-to-block edges of the QEMU plugin's count ({}); install QEMU with plugin support (scripts/install-qemu.sh)", note.as_deref().unwrap_or("callgrind gives none"));
+    }
     if use_qemu && weight == TruthWeight::CyclesEstimate {
         bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
     }
@@ -1331,10 +1409,12 @@ fn count_exact(
         // run at the speed of bare QEMU. They are exact for one guest thread; with several,
         // API v1's non-atomic inline adds can lose increments, so count again with the
         // per-vcpu callback counts.
+        // The time model needs the edges (a callback where control went elsewhere than a
+        // block's listed successor, the rest derived).
         let mut o = proftrust_exact::QemuOptions {
             timeout,
             show_output: false,
-            edges: false,
+            edges: matches!(weight, TruthWeight::TimeModel | TruthWeight::LbrTime),
             stop: Some(stop.clone()),
             ..Default::default()
         };
@@ -1370,8 +1450,25 @@ fn count_exact(
     };
     pb.finish();
     e.normalize();
+    if weight == TruthWeight::TimeModel {
+        let core = proftrust_uarch::Core::new(args.core);
+        let locator = load::locator(&args.binaries, args.symfs.as_deref());
+        let locate = |m: &Module| {
+            locator
+                .locate(&m.path, m.build_id.as_ref())
+                .binary
+                .map(|b| b.path().to_path_buf())
+        };
+        let s = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+        events.note(&crate::timemodel::summary_note(&core, &s));
+        e.backend_detail
+            .push_str(&format!("; time model: {}", core.name));
+    }
     Ok((e, note))
 }
+
+/// How the `lbr-time` truth is formed, as printed in reports.
+pub const LBR_TIME_FORMULA: &str = "cycles of an instruction = its share of the cycles the samples' branch stacks measured: each fall-through range from an entry's target to the next newer entry's source timed by that newer entry's cycle count (Intel LBR cycle counts, Arm BRBE), split evenly over the range's instructions; a measurement of the sampled windows, not a model";
 
 /// How the time-model truth is formed, as printed in reports.
 pub const TIME_MODEL_FORMULA: &str = "cycles of an instruction = its time-proportional (TIP) share of the run's cycles in proftrust's out-of-order model: ROB 224 entries, dispatch/commit width 4, latency = instruction class + simulated L1D 32K/LLC 8M/memory 200 cycles; no data dependencies, branch prediction or front end (docs/skid.md)";
@@ -1410,6 +1507,53 @@ fn time_model_truth(
         "time model: TIP attribution on the out-of-order model with simulated caches, replaying the QEMU block trace".into();
     e.normalize();
     Ok(e)
+}
+
+/// The `lbr-time` truth ([`crate::lbr::lbr_truth`]) with its notes and warnings; an error
+/// when the samples hold no branch stack with cycle counts.
+fn lbr_side(
+    samples: &SampleSet,
+    exact: Option<ExactProfile>,
+    locator: &proftrust_binary::BinaryLocator,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<ExactProfile> {
+    let sym = proftrust_binary::Symbolizer::with_locator(&samples.modules, locator);
+    let (e, s) = crate::lbr::lbr_truth(samples, exact, &sym);
+    if s.measured == 0 {
+        bail!(
+            "--truth-weight lbr-time: the samples hold no branch-stack range with a cycle count and known code ({} stacks, {} ranges of unknown code); record branch stacks with cycles (perf record -b or --call-graph lbr on Intel since Skylake, Arm BRBE; proftrust vpmu --lbr) and give the binaries (--binary)",
+            s.stacks,
+            s.unresolved
+        );
+    }
+    events.note(&format!(
+        "lbr time: {} fall-through ranges measured by {} branch stacks, {} cycles",
+        s.measured, s.stacks, s.cycles
+    ));
+    if s.unresolved > 0 {
+        warnings.push(format!(
+            "{} branch-stack ranges ({:.1}% of the ranges) have no known straight-line code (another module, or a binary not found) and are left out of the lbr time",
+            s.unresolved,
+            100.0 * s.unresolved as f64 / (s.unresolved + s.measured).max(1) as f64
+        ));
+    }
+    if s.off_cfg.0 > 0 {
+        warnings.push(format!(
+            "{} of {} measured branch-stack ranges ({:.1}% of the measured cycles) are not straight-line paths of the exact run (an instruction it never executed, or a fall-through it never took): the samples and the exact run are not of the same program and input, or the stacks are corrupt",
+            s.off_cfg.0,
+            s.checked,
+            100.0 * s.off_cfg.1 as f64 / s.cycles.max(1) as f64
+        ));
+    }
+    if exact_is_lbr_only(&e) {
+        warnings.push("no exact run: the counts beside the lbr time are how often the branch stacks covered each instruction, not executions (NRMSE_SR, SC and OD rest on them)".into());
+    }
+    Ok(e)
+}
+
+fn exact_is_lbr_only(e: &ExactProfile) -> bool {
+    e.backend == "lbr"
 }
 
 /// The QEMU proftrust runs (`proftrust_exact::find_qemu`), for its version in the report.

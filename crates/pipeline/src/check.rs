@@ -148,6 +148,14 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     let run_interval = run_intervals(&mut tables.functions, &keys, &counts, &found, &rules);
     let health = health(&loaded, &samples, &keys, &sym, &mut warnings);
     clustering(o, &tables.functions, counts.slices, &mut warnings);
+    hardware_time(
+        &loaded,
+        &sym,
+        &mut tables.functions,
+        o,
+        &mut warnings,
+        &mut notes,
+    );
     let (trustworthy_at, verdict, reason) =
         judge(o, &rules, &loaded.event, &tables, &found, &code, &warnings);
     pb.finish();
@@ -1249,5 +1257,97 @@ mod tests {
             module_row(&Module::new("[kernel.kallsyms]")),
             "[kernel.kallsyms]"
         );
+    }
+}
+
+/// The "hardware time" column (issue 34): when the samples carry branch stacks with cycle
+/// counts (perf `-b`, `-j any`, `--call-graph lbr`; Arm BRBE; `proftrust vpmu --lbr`), each
+/// function's share of the time the stacks measured (`proftrust_metrics::lbr_time`: every
+/// fall-through range timed by its entry's cycles), with a bootstrap interval over samples,
+/// beside the sampled share. A row whose sampled interval and hardware-time interval do not
+/// overlap is flagged `hardware-time`: the samples put it elsewhere than the time went (skid,
+/// a biased event, a period locked to a loop), measured from the user's own file.
+fn hardware_time(
+    loaded: &Loaded,
+    sym: &Symbolizer,
+    functions: &mut [CheckRow],
+    o: &CheckOptions,
+    warnings: &mut Vec<CheckWarning>,
+    notes: &mut Vec<String>,
+) {
+    let (set, ev) = (&loaded.set, loaded.event_idx);
+    if !set
+        .samples
+        .iter()
+        .any(|s| s.event == ev && s.branches.iter().any(|b| b.cycles > 0))
+    {
+        return;
+    }
+    let code = crate::lbr::SymbolizedRanges::new(sym);
+    let t = proftrust_metrics::lbr_time(set, Some(ev), &code);
+    if t.measured == 0 {
+        notes.push(format!(
+            "hardware time: the {} branch stacks hold no range with a cycle count and known code ({} unresolved, {} entries without cycles)",
+            t.stacks, t.unresolved, t.without_cycles
+        ));
+        return;
+    }
+    // Groups: the function rows, by the names the rows use.
+    let index: FxHashMap<&str, usize> = functions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.as_str(), i))
+        .collect();
+    let names = std::cell::RefCell::new((Names::default(), Names::default(), Names::default()));
+    let group_cache: std::cell::RefCell<FxHashMap<Location, Option<usize>>> = Default::default();
+    let group = |l: Location| -> Option<usize> {
+        *group_cache.borrow_mut().entry(l).or_insert_with(|| {
+            let mut n = names.borrow_mut();
+            let (f, i, li) = &mut *n;
+            let k = keys_of(sym, l, f, i, li);
+            // Time in a function without samples counts in the total (a group of its own).
+            Some(
+                index
+                    .get(f.names()[k.function as usize].as_str())
+                    .copied()
+                    .unwrap_or(functions.len()),
+            )
+        })
+    };
+    let shares = t.shares(functions.len() + 1, &group, 400, o.confidence, 1);
+    let pct = |x: f64| format!("{:.2}%", 100.0 * x);
+    let mut disagree = Vec::new();
+    for (r, (share, lo, hi)) in functions.iter_mut().zip(shares) {
+        r.hardware_time = Some(share);
+        r.hardware_time_low = Some(lo);
+        r.hardware_time_high = Some(hi);
+        if r.ci_high < lo || hi < r.ci_low {
+            r.flags.push("hardware-time".into());
+            disagree.push(format!(
+                "{} (sampled {}, hardware time {})",
+                r.name,
+                pct(r.share),
+                pct(share)
+            ));
+        }
+    }
+    notes.push(format!(
+        "hardware time: {} fall-through ranges measured by the cycle counts of {} branch stacks ({} cycles; {} ranges of unknown code, {} entries without cycles); shares with {:.0}% bootstrap intervals over samples (400 resamplings, seed 1)",
+        t.measured,
+        t.stacks,
+        t.total_cycles(),
+        t.unresolved,
+        t.without_cycles,
+        100.0 * o.confidence
+    ));
+    if !disagree.is_empty() {
+        warnings.push(CheckWarning {
+            kind: "hardware-time".into(),
+            message: format!(
+                "{} function(s) where the sampled share and the time the branch stacks measured disagree beyond both intervals: {}; the samples land elsewhere than the time goes (skid behind slow instructions, an event that is not time, a period locked to a loop): trust the hardware time for these rows",
+                disagree.len(),
+                disagree.join(", ")
+            ),
+        });
     }
 }

@@ -78,9 +78,20 @@ fn pct(x: f64) -> String {
 type ExtraColumn = (&'static str, fn(&CheckRow) -> Option<String>);
 
 /// The extra columns, in order, placed after the stated interval.
-const EXTRA_COLUMNS: &[ExtraColumn] = &[("next run", |r| {
-    Some(format!("{}..{}", pct(r.run_low?), pct(r.run_high?)))
-})];
+const EXTRA_COLUMNS: &[ExtraColumn] = &[
+    ("next run", |r| {
+        Some(format!("{}..{}", pct(r.run_low?), pct(r.run_high?)))
+    }),
+    // The time the branch stacks' cycle counts measured (issue 34), where the samples had them.
+    ("hw time", |r| r.hardware_time.map(pct)),
+    ("hw 95% CI", |r| {
+        Some(format!(
+            "{}..{}",
+            pct(r.hardware_time_low?),
+            pct(r.hardware_time_high?)
+        ))
+    }),
+];
 
 fn table(rows: &[CheckRow], what: &str, top: usize, color: bool) -> String {
     let shown = &rows[..rows.len().min(top)];

@@ -21,13 +21,9 @@ const _: () = assert!(proftrust_pipeline::vpmu::DEFAULT_SKID == 30);
     after_help = "Examples:\n  proftrust audit --workload omnet\n  proftrust audit --html report.html -- ./prog arg\n  proftrust audit --samples perf.data --truth callgrind.out.123 --binary ./prog\n  proftrust audit --sweep 64K,256K,1M,4M --workload mcf"
 )]
 pub struct AuditArgs {
-    /// Existing samples: perf.data, `perf script` text, or a proftrust sample file.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "truth",
-        conflicts_with = "workload"
-    )]
+    /// Existing samples: perf.data, `perf script` text, or a proftrust sample file. Needs
+    /// --truth, except with --truth-weight lbr-time (the samples' branch stacks are the truth).
+    #[arg(long, value_name = "FILE", conflicts_with = "workload")]
     samples: Option<PathBuf>,
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
@@ -102,6 +98,17 @@ impl AuditArgs {
                 AuditInput::Files {
                     samples: samples.clone(),
                     truth: truth.clone(),
+                }
+            }
+            (Some(samples), None) => {
+                if self.exact_side.truth_weight != crate::flag_groups::WeightArg::LbrTime {
+                    bail!("--samples needs --truth FILE (the exact counts to compare with), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
+                }
+                if self.wl.workload.is_some() || !self.command.is_empty() {
+                    bail!("--samples --truth-weight lbr-time reads the samples alone; do not also give a program to run");
+                }
+                AuditInput::Samples {
+                    samples: samples.clone(),
                 }
             }
             _ => AuditInput::Run {

@@ -1,0 +1,264 @@
+//! Generates an instruction table of `proftrust-uarch` (`tables/CPU.tsv`) from LLVM's
+//! scheduling model through `llvm-mca` (run by `scripts/gen-uarch-tables.sh`).
+//!
+//! ```text
+//! cargo run --release -p proftrust-uarch --example gen_tables -- \
+//!     --llvm-mca /usr/lib/llvm-19/bin/llvm-mca --cpu sapphirerapids --out T.tsv ELF...
+//! ```
+//!
+//! Every instruction form (iced-x86 `Code`, with or without a memory operand) that occurs in
+//! the executable sections of the given ELF files is represented by its first occurrence,
+//! printed in AT&T syntax and put in a code region of its own; `llvm-mca -iterations=100
+//! -instruction-info -resource-pressure` then gives, per region, the form's micro-ops,
+//! latency, reciprocal throughput, whether it may load or store, and the cycles it occupies
+//! each port per execution (averaged over the iterations, i.e. spread over the ports it may
+//! use). Lines llvm-mca cannot parse are skipped (`-skip-unsupported-instructions=
+//! parse-failure`); their forms are absent from the table.
+
+use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, OpKind};
+use object::{Object, ObjectSection, SectionKind};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::Command;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut mca, mut cpu, mut out) = (None, None, None);
+    let mut files = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--llvm-mca" => mca = args.next(),
+            "--cpu" => cpu = args.next(),
+            "--out" => out = args.next(),
+            _ => files.push(a),
+        }
+    }
+    let (Some(mca), Some(cpu), Some(out)) = (mca, cpu, out) else {
+        eprintln!("usage: gen_tables --llvm-mca PATH --cpu NAME --out FILE ELF...");
+        std::process::exit(2);
+    };
+    // (code name, memory form) -> the first instance's AT&T text.
+    let mut forms: BTreeMap<(String, bool), String> = BTreeMap::new();
+    let mut fmt = GasFormatter::new();
+    fmt.options_mut().set_uppercase_hex(false);
+    for f in &files {
+        let Ok(data) = std::fs::read(f) else { continue };
+        let Ok(obj) = object::File::parse(&*data) else {
+            continue;
+        };
+        for s in obj.sections() {
+            if s.kind() != SectionKind::Text {
+                continue;
+            }
+            let Ok(bytes) = s.data() else { continue };
+            let mut dec = Decoder::with_ip(64, bytes, s.address(), DecoderOptions::NONE);
+            let mut ins = Instruction::default();
+            while dec.can_decode() {
+                dec.decode_out(&mut ins);
+                if ins.is_invalid() {
+                    continue;
+                }
+                let mem = (0..ins.op_count()).any(|k| ins.op_kind(k) == OpKind::Memory);
+                let key = (format!("{:?}", ins.code()), mem);
+                if forms.contains_key(&key) {
+                    continue;
+                }
+                let mut text = String::new();
+                fmt.format(&ins, &mut text);
+                forms.insert(key, text);
+            }
+        }
+    }
+    eprintln!(
+        "{} instruction forms from {} files",
+        forms.len(),
+        files.len()
+    );
+    let list: Vec<(&(String, bool), &String)> = forms.iter().collect();
+    let mut src = String::new();
+    for (k, (_, text)) in list.iter().enumerate() {
+        src.push_str(&format!("# LLVM-MCA-BEGIN f{k}\n{text}\n# LLVM-MCA-END\n"));
+    }
+    let dir = std::env::temp_dir().join(format!("gen-uarch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let input = dir.join("forms.s");
+    std::fs::write(&input, src).expect("write input");
+    let o = Command::new(&mca)
+        .arg(format!("-mcpu={cpu}"))
+        .args([
+            "-iterations=100",
+            "-instruction-info",
+            "-resource-pressure",
+            "-skip-unsupported-instructions=parse-failure",
+        ])
+        .arg(&input)
+        .output()
+        .expect("run llvm-mca");
+    let _ = std::fs::remove_dir_all(&dir);
+    if !o.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&o.stderr));
+        std::process::exit(1);
+    }
+    let version = Command::new(&mca)
+        .arg("--version")
+        .output()
+        .map(|v| String::from_utf8_lossy(&v.stdout).into_owned())
+        .unwrap_or_default();
+    let version = version
+        .lines()
+        .find(|l| l.contains("LLVM version"))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let (ports, rows) = parse(&text);
+    let mut w = std::fs::File::create(&out).expect("create output");
+    writeln!(
+        w,
+        "# proftrust-uarch instruction table: llvm-mca -mcpu={cpu} ({version}), LLVM's scheduling model for that CPU"
+    )
+    .unwrap();
+    writeln!(w, "# generated by scripts/gen-uarch-tables.sh (crates/uarch/examples/gen_tables.rs); do not edit").unwrap();
+    writeln!(w, "# ports\t{}", ports.join("\t")).unwrap();
+    writeln!(
+        w,
+        "# code\tmem\tuops\tlatency\trthroughput\tload\tstore\tpressure (port:cycles per execution)\texample"
+    )
+    .unwrap();
+    let mut n = 0;
+    for (k, ((code, mem), text)) in list.iter().enumerate() {
+        let Some(r) = rows.get(&k) else { continue };
+        n += 1;
+        let pressure: Vec<String> = r
+            .pressure
+            .iter()
+            .enumerate()
+            .filter(|(_, &p)| p > 0.0)
+            .map(|(i, p)| format!("{i}:{p}"))
+            .collect();
+        writeln!(
+            w,
+            "{code}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            u8::from(*mem),
+            r.uops,
+            r.latency,
+            r.rthroughput,
+            u8::from(r.load),
+            u8::from(r.store),
+            pressure.join(","),
+            text.replace('\t', " ")
+        )
+        .unwrap();
+    }
+    eprintln!("{n} forms with scheduling information written to {out}");
+}
+
+struct Row {
+    uops: u32,
+    latency: u32,
+    rthroughput: f64,
+    load: bool,
+    store: bool,
+    pressure: Vec<f64>,
+}
+
+/// Per region index: its row; and the port names (resources of the first region).
+fn parse(text: &str) -> (Vec<String>, BTreeMap<usize, Row>) {
+    let mut ports: Vec<String> = Vec::new();
+    let mut rows = BTreeMap::new();
+    let mut region: Option<usize> = None;
+    let mut state = 0u8; // 1: after the info header, 2: in resources, 3: after by-instruction
+    let mut row: Option<Row> = None;
+    let mut region_ports: Vec<String> = Vec::new();
+    let mut cols45 = (0usize, 0usize);
+    for line in text.lines() {
+        if let Some(p) = line.find("Code Region - f") {
+            region = line[p + 15..].trim().parse().ok();
+            state = 0;
+            row = None;
+            region_ports.clear();
+            continue;
+        }
+        let t = line.trim();
+        if t.starts_with("[1]    [2]    [3]    [4]    [5]    [6]    Instructions:") {
+            cols45 = (line.find("[4]").unwrap_or(0), line.find("[5]").unwrap_or(0));
+            state = 1;
+            continue;
+        }
+        if t == "Resources:" {
+            state = 2;
+            continue;
+        }
+        if t == "Resource pressure by instruction:" {
+            state = 3;
+            continue;
+        }
+        match state {
+            1 => {
+                // " 1      1     0.20                        addl %eax, %ebx"
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                if cols.len() >= 3 {
+                    let mut it = cols.iter();
+                    let uops = it.next().and_then(|x| x.parse().ok());
+                    let lat = it.next().and_then(|x| x.parse().ok());
+                    let rt = it.next().and_then(|x| x.parse().ok());
+                    if let (Some(uops), Some(latency), Some(rthroughput)) = (uops, lat, rt) {
+                        // Columns [4] MayLoad and [5] MayStore: a `*` under their header.
+                        let at = |c: usize| {
+                            line.as_bytes()
+                                .get(c..c + 3)
+                                .is_some_and(|w| w.contains(&b'*'))
+                        };
+                        row = Some(Row {
+                            uops,
+                            latency,
+                            rthroughput,
+                            load: at(cols45.0),
+                            store: at(cols45.1),
+                            pressure: Vec::new(),
+                        });
+                    }
+                }
+                state = 0;
+            }
+            2 => {
+                // "[0]   - SPRPort00" or "[12.0] - Zn4FP45"
+                if let Some((idx, name)) = t.split_once(" - ") {
+                    let idx = idx.trim().trim_start_matches('[').trim_end_matches(']');
+                    let name = if idx.contains('.') {
+                        format!("{}.{}", name.trim(), idx.rsplit('.').next().unwrap_or("0"))
+                    } else {
+                        name.trim().to_string()
+                    };
+                    region_ports.push(name);
+                } else if t.is_empty() && !region_ports.is_empty() {
+                    if ports.is_empty() {
+                        ports = region_ports.clone();
+                    }
+                    state = 0;
+                }
+            }
+            3 => {
+                if t.starts_with('[') {
+                    continue; // the column header
+                }
+                let cols: Vec<&str> = t.split_whitespace().collect();
+                let n = region_ports.len();
+                if cols.len() > n {
+                    if let (Some(k), Some(mut r)) = (region, row.take()) {
+                        r.pressure = cols[..n]
+                            .iter()
+                            .map(|c| c.parse::<f64>().unwrap_or(0.0))
+                            .collect();
+                        if region_ports == ports {
+                            rows.insert(k, r);
+                        }
+                    }
+                }
+                state = 0;
+            }
+            _ => {}
+        }
+    }
+    (ports, rows)
+}

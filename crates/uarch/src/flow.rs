@@ -1,0 +1,347 @@
+//! The time model of a run: per-block costs computed once with the scheduler, in the
+//! context the exact edge counts make most likely, times the exact counts.
+//!
+//! # Blocks and contexts
+//!
+//! From the exact profile (per-instruction counts and block-to-block edges, calls and
+//! returns included, as the QEMU plugin counts them) and the code: a block starts at an
+//! instruction that is an edge's target, that follows an edge's source, a control transfer
+//! or a gap, and runs to the next start. Each block is timed once, by the scheduler
+//! ([`crate::sched`]), at the end of its most likely history: walking back from the block
+//! along the predecessor with the most executions (the edge with the largest count, or the
+//! fall-through), until [`ModelOptions::context`] instructions precede it. A block in a loop
+//! thus sees the loop's previous iterations (and their loop-carried dependencies), a return
+//! site the callee's last block. Its instructions' costs are their TIP shares of the
+//! retirement cycles after the context's last retirement ([`crate::sched::tip`]); an
+//! instruction's cycles in the run are its cost times its exact count.
+//!
+//! # Branch mispredictions
+//!
+//! A simple predictor per branch: for a conditional branch taken with frequency `p` (from the
+//! exact edge counts), a 2-bit saturating counter on independent outcomes mispredicts at the
+//! stationary rate of its four-state chain, `m = ((1 + r) p + (r² + r³) q) / (1 + r + r² +
+//! r³)` with `q = 1 - p`, `r = p / q` (the chain is a birth-death chain, so its stationary
+//! distribution is proportional to `rᵏ`; `m = 1/2` at `p = 1/2`, `m ≈ q` for a biased
+//! branch). Indirect jumps and calls predicted by their last target: `m = 1 - Σ pⱼ²` over
+//! their targets' frequencies. Returns (return stack) and direct jumps: 0. Each
+//! misprediction costs the branch's resolution time (from the dispatch of its block's first
+//! instruction into a drained core to the branch's completion: the front end restarts at the
+//! block after a misprediction) plus the core's `MispredictPenalty`, charged to the branch: the
+//! first-order model of Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic performance
+//! model for superscalar out-of-order processors" (ACM TOCS 27(2), 2009, §4.2: penalty =
+//! branch resolution time + front-end refill).
+
+use crate::op::{op_of, Flow, Op};
+use crate::sched::{tip, Sched};
+use crate::table::Core;
+use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory};
+use proftrust_model::ExactProfile;
+
+/// The executable code of one module: (SVMA of a section, its bytes).
+#[derive(Debug, Clone, Default)]
+pub struct ModuleCode {
+    sections: Vec<(u64, Vec<u8>)>,
+}
+
+impl ModuleCode {
+    /// Code from executable sections (start SVMA, bytes).
+    pub fn new(mut sections: Vec<(u64, Vec<u8>)>) -> ModuleCode {
+        sections.sort_by_key(|s| s.0);
+        ModuleCode { sections }
+    }
+
+    /// The bytes from `svma` to the end of its section.
+    pub fn at(&self, svma: u64) -> Option<&[u8]> {
+        let k = self
+            .sections
+            .partition_point(|s| s.0 <= svma)
+            .checked_sub(1)?;
+        let (start, bytes) = &self.sections[k];
+        bytes
+            .get((svma - start) as usize..)
+            .filter(|b| !b.is_empty())
+    }
+}
+
+/// Settings of [`model_run`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ModelOptions {
+    /// Instructions of history simulated before a hot block. Default 400.
+    pub context: usize,
+    /// History of the other (cold) blocks. Default 40.
+    pub cold_context: usize,
+    /// Share of the run's executed instructions, hottest blocks first, timed with the long
+    /// history. Default 0.999.
+    pub hot_share: f64,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            context: 400,
+            cold_context: 40,
+            hot_share: 0.999,
+        }
+    }
+}
+
+/// The modelled time of a run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelledRun {
+    /// Cycles per instruction of the exact profile (parallel to its `instructions`): its
+    /// cost per execution times its count, mispredictions included.
+    pub cycles: Vec<f64>,
+    /// Expected mispredictions per instruction (parallel likewise).
+    pub mispredicts: Vec<f64>,
+    /// Blocks timed.
+    pub blocks: usize,
+    /// Instructions the scheduler stepped (contexts included).
+    pub steps: u64,
+    /// Executed instructions whose form the core's table lacks (1 micro-op, latency 1).
+    pub unknown_executions: u64,
+    /// Executed instructions of modules without code (charged 1 cycle each).
+    pub uncoded_executions: u64,
+}
+
+/// The stationary misprediction rate of a 2-bit saturating counter on independent outcomes
+/// taken with probability `p` (module documentation).
+pub fn two_bit_mispredict_rate(p: f64) -> f64 {
+    let p = p.clamp(0.0, 1.0);
+    let q = 1.0 - p;
+    if q <= 0.0 || p <= 0.0 {
+        return 0.0;
+    }
+    let r = p / q;
+    ((1.0 + r) * p + (r * r + r * r * r) * q) / (1.0 + r + r * r + r * r * r)
+}
+
+/// Times a run: every instruction of `exact` with code from `code` (indexed by the exact
+/// profile's module index; `None` for a module without code) on `core`.
+pub fn model_run(
+    exact: &ExactProfile,
+    code: &[Option<ModuleCode>],
+    core: &Core,
+    opts: &ModelOptions,
+) -> ModelledRun {
+    let ins = &exact.instructions;
+    let n = ins.len();
+    let mut factory = InstructionInfoFactory::new();
+    // Decode every executed instruction.
+    let ops: Vec<Option<Op>> = ins
+        .iter()
+        .map(|ic| {
+            let m = ic.loc.module?;
+            let bytes = code.get(m.0 as usize)?.as_ref()?.at(ic.loc.svma.0)?;
+            let mut dec = Decoder::with_ip(
+                64,
+                &bytes[..bytes.len().min(15)],
+                ic.loc.svma.0,
+                DecoderOptions::NONE,
+            );
+            let i = dec.decode();
+            (!i.is_invalid()).then(|| op_of(&i, core, &mut factory))
+        })
+        .collect();
+    let index = |l: proftrust_model::Location| ins.binary_search_by_key(&l, |i| i.loc).ok();
+    let mut in_sum = vec![0u64; n];
+    let mut preds: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+    for e in &exact.edges {
+        let (Some(f), Some(t)) = (index(e.from), index(e.to)) else {
+            continue;
+        };
+        in_sum[t] += e.count;
+        preds[t].push((f, e.count));
+        succs[f].push((t, e.count));
+    }
+    let contiguous = |i: usize| -> bool {
+        i > 0
+            && ins[i - 1].loc.module == ins[i].loc.module
+            && ops[i - 1]
+                .as_ref()
+                .is_some_and(|o| ins[i - 1].loc.svma.0 + u64::from(o.len) == ins[i].loc.svma.0)
+    };
+    // Block starts and blocks.
+    let mut block_of = vec![0usize; n];
+    let mut blocks: Vec<(usize, usize)> = Vec::new();
+    for i in 0..n {
+        let start = i == 0
+            || in_sum[i] > 0
+            || !contiguous(i)
+            || !succs[i - 1].is_empty()
+            || ops[i - 1].as_ref().is_none_or(|o| o.flow != Flow::Next);
+        if start {
+            blocks.push((i, i + 1));
+        } else if let Some(b) = blocks.last_mut() {
+            b.1 = i + 1;
+        }
+        block_of[i] = blocks.len() - 1;
+    }
+    // Each block's most likely predecessor block.
+    let best_pred: Vec<Option<usize>> = blocks
+        .iter()
+        .map(|&(s, _)| {
+            let mut best: Option<(u64, usize)> = None;
+            for &(f, c) in &preds[s] {
+                if best.is_none_or(|(bc, _)| c > bc) {
+                    best = Some((c, block_of[f]));
+                }
+            }
+            if contiguous(s) {
+                let fall = ins[s].count.saturating_sub(in_sum[s]);
+                if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
+                    best = Some((fall, block_of[s - 1]));
+                }
+            }
+            best.map(|b| b.1)
+        })
+        .collect();
+    // Hot blocks: the largest shares of executed instructions up to `hot_share`.
+    let weight = |b: &(usize, usize)| -> u64 { ins[b.0..b.1].iter().map(|i| i.count).sum() };
+    let total: u64 = blocks.iter().map(weight).sum();
+    let mut order: Vec<usize> = (0..blocks.len()).collect();
+    order.sort_by_key(|&b| std::cmp::Reverse(weight(&blocks[b])));
+    let mut hot = vec![false; blocks.len()];
+    let mut acc = 0u64;
+    for &b in &order {
+        if (acc as f64) >= opts.hot_share * total as f64 {
+            break;
+        }
+        hot[b] = true;
+        acc += weight(&blocks[b]);
+    }
+
+    let mut out = ModelledRun {
+        cycles: vec![0.0; n],
+        mispredicts: vec![0.0; n],
+        blocks: blocks.len(),
+        ..ModelledRun::default()
+    };
+    let mut sched = Sched::new(core);
+    let mut chain: Vec<usize> = Vec::new();
+    let mut retire: Vec<u64> = Vec::new();
+    for (b, &(s, e)) in blocks.iter().enumerate() {
+        if ops[s].is_none() {
+            for (c, ic) in out.cycles[s..e].iter_mut().zip(&ins[s..e]) {
+                *c = ic.count as f64;
+                out.uncoded_executions += ic.count;
+            }
+            continue;
+        }
+        // The history: most likely predecessors, newest first.
+        let want = if hot[b] {
+            opts.context
+        } else {
+            opts.cold_context
+        };
+        chain.clear();
+        let mut have = 0usize;
+        let mut cur = b;
+        while have < want {
+            let Some(p) = best_pred[cur] else { break };
+            let (ps, pe) = blocks[p];
+            if ops[ps..pe].iter().any(Option::is_none) {
+                break;
+            }
+            chain.push(p);
+            have += pe - ps;
+            cur = p;
+        }
+        sched.reset();
+        let mut start = 0;
+        for &p in chain.iter().rev() {
+            let (ps, pe) = blocks[p];
+            for o in ops[ps..pe].iter().flatten() {
+                start = sched.push(o).retire;
+                out.steps += 1;
+            }
+        }
+        retire.clear();
+        let mut last = None;
+        for o in ops[s..e].iter() {
+            match o {
+                Some(o) => {
+                    let t = sched.push(o);
+                    retire.push(t.retire);
+                    last = Some(t);
+                    out.steps += 1;
+                }
+                None => retire.push(retire.last().copied().unwrap_or(start)),
+            }
+        }
+        let costs = tip(&retire, start);
+        for (k, i) in (s..e).enumerate() {
+            let c = ins[i].count as f64;
+            out.cycles[i] = costs[k] * c;
+            if ops[i].as_ref().is_some_and(|o| !o.known) {
+                out.unknown_executions += ins[i].count;
+            }
+        }
+        // The block's last instruction: a branch's mispredictions.
+        let (Some(o), Some(_)) = (ops[e - 1].as_ref(), last) else {
+            continue;
+        };
+        let count = ins[e - 1].count;
+        if count == 0 {
+            continue;
+        }
+        let rate = match o.flow {
+            Flow::Conditional(target) => {
+                let taken: u64 = succs[e - 1]
+                    .iter()
+                    .filter(|&&(t, _)| ins[t].loc.svma.0 == target)
+                    .map(|&(_, c)| c)
+                    .sum();
+                two_bit_mispredict_rate(taken as f64 / count as f64)
+            }
+            Flow::IndirectJump | Flow::IndirectCall => {
+                let all: u64 = succs[e - 1].iter().map(|&(_, c)| c).sum();
+                if all == 0 {
+                    0.0
+                } else {
+                    1.0 - succs[e - 1]
+                        .iter()
+                        .map(|&(_, c)| (c as f64 / all as f64).powi(2))
+                        .sum::<f64>()
+                }
+            }
+            _ => 0.0,
+        };
+        if rate > 0.0 {
+            // Resolution time: after a misprediction the front end restarts at the block, so
+            // the branch resolves when the block, dispatched into a drained core, computes
+            // its condition (in the history above the front end runs far ahead of a
+            // dependency chain, which a core that mispredicts never does).
+            sched.reset();
+            let mut first = None;
+            let mut end = 0;
+            for o in ops[s..e].iter().flatten() {
+                let x = sched.push(o);
+                first.get_or_insert(x.dispatch);
+                end = x.complete;
+                out.steps += 1;
+            }
+            let resolution = end.saturating_sub(first.unwrap_or(0)) as f64;
+            let m = rate * count as f64;
+            out.mispredicts[e - 1] = m;
+            out.cycles[e - 1] += m * (resolution + f64::from(core.mispredict_penalty));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_bit_counter_by_hand() {
+        assert!((two_bit_mispredict_rate(0.5) - 0.5).abs() < 1e-12);
+        // p = 0.9: r = 9, (10 * 0.9 + (81 + 729) * 0.1) / (1 + 9 + 81 + 729) = 90 / 820.
+        assert!((two_bit_mispredict_rate(0.9) - 90.0 / 820.0).abs() < 1e-12);
+        assert!((two_bit_mispredict_rate(0.1) - 90.0 / 820.0).abs() < 1e-12);
+        assert_eq!(two_bit_mispredict_rate(1.0), 0.0);
+        assert_eq!(two_bit_mispredict_rate(0.0), 0.0);
+    }
+}

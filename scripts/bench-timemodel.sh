@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Benchmark of the time truth (docs/audit.md, "The time model"): per bundled third-party
+# workload, the native run, `audit` against instructions and against the static time model
+# (the exact QEMU count with edges plus per-block costs), and with TRACE=1 the older trace
+# model (--time-model trace); wall seconds, medians of REPEATS, the ratio of each to native,
+# and the function-level epsilon of the audit's own cpu-clock samples (randomised period).
+#
+#   bash scripts/bench-timemodel.sh [SIZE] [REPEATS] [WORKLOADS...]
+#   (defaults: 30 3 bzip2 zlib lua sqlite regex sort; PROFTRUST=path/to/proftrust to skip
+#   the cargo build; PERIOD=ns of the cpu-clock period, default 20011)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+size="${1:-30}"; reps="${2:-3}"; shift $(( $# > 2 ? 2 : $# )) || true
+workloads=("$@"); [ ${#workloads[@]} -gt 0 ] || workloads=(bzip2 zlib lua sqlite regex sort)
+period="${PERIOD:-20011}"
+if [ -z "${PROFTRUST:-}" ]; then
+  cargo build --release -q -p proftrust
+  PROFTRUST="${CARGO_TARGET_DIR:-target}/release/proftrust"
+fi
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+wall() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+eps() { python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))["metrics"]["epsilon_function"])' "$1" 2>/dev/null || echo "-"; }
+echo "size $size, median of $reps (wall seconds; ratio to native); epsilon(function) of the audit's cpu-clock samples, period $period ns randomised"
+printf '%-8s %8s %18s %18s' workload native "audit instr" "audit time-model"
+[ -n "${TRACE:-}" ] && printf ' %18s' "audit trace model"
+printf ' %9s %9s\n' "eps instr" "eps model"
+for w in "${workloads[@]}"; do
+  # Build once and find the program (the audit's --workload does the same).
+  "$PROFTRUST" -q truth --workload "$w" --size 1 -o "$work/warm.ptexact" >/dev/null 2>&1
+  exe=$(find "${PROFTRUST_WORKLOAD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/proftrust/workloads}" -type f -name "$w" -perm -u+x | head -1)
+  nat=$(for i in $(seq "$reps"); do wall "$exe" "$size"; done | median)
+  ai=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --period "$period" --randomize --json -- "$exe" "$size"; done | median)
+  "$PROFTRUST" -q audit --period "$period" --randomize --json -- "$exe" "$size" > "$work/i.json" 2>/dev/null || true
+  at=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -- "$exe" "$size"; done | median)
+  "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -- "$exe" "$size" > "$work/t.json" 2>/dev/null || true
+  printf '%-8s %8.3f %10.3f (%4.1fx) %10.3f (%4.1fx)' "$w" "$nat" "$ai" "$(echo "$ai/$nat" | bc -l)" "$at" "$(echo "$at/$nat" | bc -l)"
+  if [ -n "${TRACE:-}" ]; then
+    ao=$(wall "$PROFTRUST" -q audit --truth-weight time-model --time-model trace --period "$period" --randomize --json -- "$exe" "$size")
+    printf ' %10.3f (%4.0fx)' "$ao" "$(echo "$ao/$nat" | bc -l)"
+  fi
+  printf ' %9s %9s\n' "$(eps "$work/i.json")" "$(eps "$work/t.json")"
+done

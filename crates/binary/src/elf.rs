@@ -1008,8 +1008,12 @@ fn collect_functions(
             }
             _ => continue,
         };
-        let Ok(name) = s.name() else { continue };
-        if name.is_empty() || arm && is_mapping_symbol(name) {
+        // A name that is not UTF-8 still names its function (perf prints its bytes): kept
+        // with the invalid bytes replaced by U+FFFD.
+        let Ok(name) = s.name_bytes().map(String::from_utf8_lossy) else {
+            continue;
+        };
+        if name.is_empty() || arm && is_mapping_symbol(&name) {
             continue;
         }
         let rank = if s.is_weak() {
@@ -1022,7 +1026,7 @@ fn collect_functions(
         raw.push(RawSymbol {
             addr: s.address(),
             size: s.size(),
-            name: name.to_string(),
+            name: name.into_owned(),
             rank,
             label,
             origin,

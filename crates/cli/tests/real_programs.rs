@@ -307,7 +307,7 @@ fn dwarf_stacks_equal_perf_script() {
         let data = inputs.dir.path().join(format!("{name}.dwarf.data"));
         let Some(data) = perf_record(
             &data,
-            &["--call-graph", "dwarf", "-e", "cpu-clock", "-c", "500000"],
+            &["--call-graph", "dwarf", "-e", "cpu-clock", "-c", "250000"],
             &cmd,
         ) else {
             return skip_test(t, "perf record --call-graph dwarf does not work here");
@@ -316,20 +316,26 @@ fn dwarf_stacks_equal_perf_script() {
         let ours = our_chains(&data, &[]);
         assert_eq!(theirs.len(), ours.len(), "{name}: samples");
         let mut same = 0usize;
+        // Stacks where perf's unwinder stopped early and ours went on: perf's stack is a
+        // proper prefix of ours (seen at start-up, inside ld.so's relocation of a library).
+        let mut longer = 0usize;
         let mut first_diff = None;
         let mut deep = 0usize;
         for (p, o) in theirs.iter().zip(&ours) {
             let pa: Vec<u64> = p.iter().map(|f| f.0).collect();
-            if pa == as_perf_prints(o, &mut offsets) {
+            let oa = as_perf_prints(o, &mut offsets);
+            if pa == oa {
                 same += 1;
+            } else if pa.len() < oa.len() && oa.starts_with(&pa) {
+                longer += 1;
             } else if first_diff.is_none() {
                 first_diff = Some((p.clone(), o.clone()));
             }
             deep += usize::from(o.len() >= 4);
         }
-        let share = same as f64 / theirs.len().max(1) as f64;
+        let share = (same + longer) as f64 / theirs.len().max(1) as f64;
         eprintln!(
-            "{name}: {same} of {} stacks equal perf script's ({:.2}%), {deep} with 4 frames or more",
+            "{name}: {same} of {} stacks equal perf script's, {longer} extend it (perf stopped early) ({:.2}% agree), {deep} with 4 frames or more",
             theirs.len(),
             100.0 * share
         );
@@ -339,8 +345,8 @@ fn dwarf_stacks_equal_perf_script() {
         assert!(theirs.len() >= 50, "{name}: {} samples", theirs.len());
         assert!(deep * 2 >= theirs.len(), "{name}: {deep} deep stacks");
         assert!(
-            share >= 0.99,
-            "{name}: {share}; first difference {first_diff:?}"
+            share >= 0.99 && same as f64 >= 0.95 * theirs.len() as f64,
+            "{name}: {share} ({same} equal, {longer} longer); first difference {first_diff:?}"
         );
     }
 }

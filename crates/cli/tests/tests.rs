@@ -13,6 +13,7 @@ mod conformance;
 mod export;
 mod golden;
 mod hardening;
+mod hostile;
 mod inspect;
 mod interrupt;
 mod paths;

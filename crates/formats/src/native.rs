@@ -263,7 +263,9 @@ fn read_header<'a, H: for<'de> Deserialize<'de>>(
     if bytes.is_empty() {
         return Err(FormatError::Empty { what });
     }
-    let prefix = &magic[..magic.len() - 2];
+    // The name, then the version: `PTSAMP` `01`, `PTEXACT` `1`.
+    let name_len = magic.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    let prefix = &magic[..name_len];
     if !bytes.starts_with(prefix) {
         let shown: String = bytes
             .iter()
@@ -718,6 +720,12 @@ mod tests {
         v2[6..8].copy_from_slice(b"02");
         let err = read_samples(&v2).unwrap_err().to_string();
         assert!(err.contains("version \"02\""), "{err}");
+        // Issue 32 item 10: PTEXACT2 was reported as version "T2".
+        let mut x = Vec::new();
+        write_exact(&mut x, &exact()).unwrap();
+        x[7] = b'2';
+        let err = read_exact(&x).unwrap_err().to_string();
+        assert!(err.contains("version \"2\""), "{err}");
         assert!(matches!(
             read_samples(b"").unwrap_err(),
             FormatError::Empty { .. }

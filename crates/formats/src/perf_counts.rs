@@ -80,6 +80,9 @@ pub struct SampleCounts {
     /// Kernel functions the file carries (see
     /// [`SampleSet::kernel_symbols`](proftrust_model::SampleSet::kernel_symbols)).
     pub kernel_symbols: Vec<proftrust_model::KernelSymbol>,
+    /// How the recorded run ended, when the file says (proftrust's sample files do; an
+    /// interrupted `record` writes `Interrupted`).
+    pub outcome: Option<proftrust_model::RunOutcome>,
 }
 
 /// The branch stack of one sample.
@@ -129,6 +132,7 @@ impl SampleCounts {
             streamed: false,
             branch_stacks,
             kernel_symbols: s.kernel_symbols.clone(),
+            outcome: s.outcome.clone(),
         }
     }
 
@@ -836,6 +840,7 @@ fn stream(
             streamed: true,
             branch_stacks: Vec::new(),
             kernel_symbols: Vec::new(),
+            outcome: None,
         },
         notes,
     ))

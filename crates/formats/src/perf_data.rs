@@ -418,17 +418,11 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
         PerfEventType::DynamicPmu(4, config, _, _) => EventKind::Raw(config),
         _ => EventKind::Other,
     };
+    // An event the file does not name is named as perf names it.
     let name = attr
         .name()
         .map(str::to_string)
-        .unwrap_or_else(|| match kind {
-            EventKind::CpuClock => "cpu-clock".into(),
-            EventKind::TaskClock => "task-clock".into(),
-            EventKind::Cycles => "cycles".into(),
-            EventKind::Instructions => "instructions".into(),
-            EventKind::Raw(c) => format!("r{c:x}"),
-            EventKind::Other => format!("{:?}", a.type_),
-        });
+        .unwrap_or_else(|| crate::perf_names::event_name(&a.type_));
     let period = match a.sampling_policy {
         SamplingPolicy::Period(p) => PeriodMode::Fixed(p.get()),
         SamplingPolicy::Frequency(f) => PeriodMode::Frequency(f),

@@ -687,3 +687,45 @@ fn aarch64_recording_attributed_with_the_binary() {
     let f = sym.frames(set.samples[0].ip);
     assert!(f[0].line.is_some() && f[0].file.is_some(), "{f:?}");
 }
+
+/// Issue 31 item 5: events a perf.data does not name (pipe mode without `EVENT_DESC`, as
+/// older perf sent it) are named as perf names them, not with the reader's debug text
+/// (`Hardware(CacheReferences, PmuTypeId(0))`); by the full reader and the streaming
+/// counter alike.
+#[test]
+fn unnamed_events_are_named_as_perf_names_them() {
+    use proftrust_formats::{load_counts, load_samples, LoadOptions, Source};
+    use proftrust_testkit::perf_data::{Event, PerfData};
+    let mut p = PerfData::new(vec![
+        Event::new(0, 2, 10),       // PERF_COUNT_HW_CACHE_REFERENCES
+        Event::new(1, 2, 11),       // PERF_COUNT_SW_PAGE_FAULTS
+        Event::new(3, 1 << 16, 12), // L1D, read, miss
+        Event::new(0, 4 << 32, 13), // cycles of PMU type 4 (a hybrid CPU's core PMU)
+    ]);
+    p.comm(7, "prog", 1);
+    p.mmap2(7, 0x400000, 0x1000, 0, "/bin/prog", 2);
+    for (i, id) in [10, 11, 12, 13, 10].into_iter().enumerate() {
+        p.sample(id, 0x400100, 7, 3 + i as u64, 1000);
+    }
+    let want = [
+        "cache-references",
+        "page-faults",
+        "L1-dcache-load-misses",
+        "pmu4/cycles/",
+    ];
+    {
+        let (mode, bytes) = ("pipe", p.pipe_mode());
+        let src = || Source::Bytes {
+            bytes: &bytes,
+            name: mode,
+        };
+        let (s, _) = load_samples(src(), &LoadOptions::default()).expect(mode);
+        let names: Vec<&str> = s.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, want, "{mode} mode, full reader");
+        assert_eq!(s.count_for_event(0), 2, "{mode}");
+        let (c, _) = load_counts(src(), &LoadOptions::default()).expect(mode);
+        let names: Vec<&str> = c.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, want, "{mode} mode, streaming counter");
+        assert_eq!(c.total(), 5);
+    }
+}

@@ -51,7 +51,10 @@ pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
-pub use quote::{outcome_warning, quote_name};
+pub use quote::{
+    escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,
+    quote_line, quote_name,
+};
 pub use sample::{
     Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,
     Sample, SampleSet, SamplingConfig, ThreadName,

@@ -344,11 +344,14 @@ pub fn execute_with_data(
     };
     let event_idx = match &args.sample_event {
         Some(name) => samples.event_named(name).context("--sample-event")? as usize,
-        None => samples
-            .events
-            .iter()
-            .position(|e| e.kind == EventKind::Instructions)
-            .unwrap_or(0),
+        // An instructions event that has samples, else the first event with samples (a
+        // hybrid CPU's first event is often empty).
+        None => (0..samples.events.len())
+            .find(|&i| {
+                samples.events[i].kind == EventKind::Instructions
+                    && samples.count_for_event(i as u16) > 0
+            })
+            .unwrap_or_else(|| usize::from(samples.default_event().unwrap_or(0))),
     } as u16;
     let event = samples.events.get(event_idx as usize).cloned();
     let event = event.as_ref();
@@ -386,15 +389,19 @@ pub fn execute_with_data(
     opts.truth_weight = weight;
     opts.rank_threshold = args.rank_threshold;
 
-    let (period, randomized) = match event.map(|e| &e.config) {
+    let (period, frequency_hz, randomized) = match event.map(|e| &e.config) {
         Some(c) => (
             match c.period {
                 PeriodMode::Fixed(p) => Some(p),
                 _ => None,
             },
+            match c.period {
+                PeriodMode::Frequency(hz) => Some(hz),
+                _ => None,
+            },
             c.randomize_max.is_some(),
         ),
-        None => (None, false),
+        None => (None, None, false),
     };
     let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
     let mut config = AuditConfig {
@@ -416,6 +423,7 @@ pub fn execute_with_data(
             .map(|e| e.name.clone())
             .unwrap_or_else(|| "unknown".into()),
         period,
+        frequency_hz,
         randomized,
         samples_source,
         truth_source,

@@ -73,6 +73,10 @@ pub struct AuditConfig {
     pub event: String,
     /// Sampling period (events, or ns for clock events), when fixed.
     pub period: Option<u64>,
+    /// Sampling frequency, Hz, when the recording asked for one (`-F`; the kernel adjusts
+    /// the period as it goes). Absent for a fixed period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_hz: Option<u64>,
     /// Whether the period was randomised (seed 001 §4).
     pub randomized: bool,
     /// Where the samples came from (file path, or `recorded`).

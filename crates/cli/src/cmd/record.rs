@@ -48,8 +48,8 @@ pub struct Args {
     #[arg(short = 'b', long = "branch-stack")]
     branch_stack: bool,
     /// Attach to this running process instead of starting PROGRAM (stop with Ctrl-C,
-    /// --timeout, or when it exits).
-    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, i32::MAX as u64))]
+    /// --timeout, or when it exits). 1 to 4194304 (the kernel's PID_MAX_LIMIT).
+    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, PID_MAX_LIMIT))]
     pid: Option<i32>,
     /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds
     /// (fractions allowed; at most 30 days); the samples so far are written.
@@ -69,6 +69,10 @@ pub struct Args {
     #[arg(last = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
 }
+
+/// The largest pid Linux hands out on 64-bit machines (`PID_MAX_LIMIT`, 4 x 1024 x 1024,
+/// include/linux/threads.h): `/proc/sys/kernel/pid_max` cannot be set higher.
+const PID_MAX_LIMIT: u64 = 4 << 20;
 
 /// Runs `proftrust record`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {

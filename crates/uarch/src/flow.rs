@@ -150,8 +150,8 @@ fn time_block(
         }
     }
     let mut retire = Vec::with_capacity(body.1 - body.0);
-    for i in body.0..body.1 {
-        match &ops[i] {
+    for (i, op) in ops.iter().enumerate().take(body.1).skip(body.0) {
+        match op {
             Some(o) => {
                 retire.push(sched.push_with(o, extra(i)).retire);
                 *steps += 1;

@@ -97,6 +97,11 @@ pub struct AuditOptions {
     /// The core the static time model models. Default Intel Golden Cove (LLVM's
     /// `sapphirerapids`).
     pub core: proftrust_uarch::CoreKind,
+    /// The static time model charges data-cache misses: the program traced once more under
+    /// QEMU with the plugin simulating the caches of
+    /// [`CacheCosts`](crate::timemodel::CacheCosts) (docs/audit.md, "Cache misses"). Needs a
+    /// program to run. Default false (every load hits L1).
+    pub time_caches: bool,
     /// Periods to sweep (records once per period, fixed and randomised; needs
     /// [`AuditInput::Run`]). Default none.
     pub sweep: Vec<u64>,
@@ -135,6 +140,7 @@ impl Default for AuditOptions {
             backend: Backend::Auto,
             truth_weight: TruthWeight::Instructions,
             time_model: crate::timemodel::TimeModelKind::Static,
+            time_caches: false,
             core: proftrust_uarch::CoreKind::GoldenCove,
             sweep: Vec::new(),
             rank_threshold: 0.01,
@@ -380,7 +386,7 @@ pub fn execute_with_data(
     }
     if weight == TruthWeight::TimeModel {
         warnings.push(match time_model_used {
-            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, every load an L1 hit (no caches, no front end), validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name),
+            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, {}, validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name, if args.time_caches { "data-cache misses from a simulation of the run's loads (no front end)" } else { "every load an L1 hit (no caches, no front end)" }),
             crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
         });
     }
@@ -411,9 +417,10 @@ pub fn execute_with_data(
         truth_weight_formula: match weight {
             TruthWeight::CyclesEstimate => Some(proftrust_metrics::CYCLES_FORMULA.to_string()),
             TruthWeight::TimeModel => Some(match time_model_used {
-                crate::timemodel::TimeModelKind::Static => {
-                    crate::timemodel::formula(&proftrust_uarch::Core::new(args.core))
-                }
+                crate::timemodel::TimeModelKind::Static => crate::timemodel::formula(
+                    &proftrust_uarch::Core::new(args.core),
+                    args.time_caches,
+                ),
                 crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
             }),
             TruthWeight::LbrTime => Some(LBR_TIME_FORMULA.to_string()),
@@ -927,6 +934,16 @@ fn inputs(
     events: &dyn Events,
 ) -> Result<Inputs> {
     let weight = args.truth_weight;
+    if args.time_caches {
+        if weight != TruthWeight::TimeModel
+            || args.time_model != crate::timemodel::TimeModelKind::Static
+        {
+            bail!("--time-caches adds data-cache misses to the static time model: use it with --truth-weight time-model (--time-model static, the default)");
+        }
+        if !matches!(args.input, AuditInput::Run { .. }) {
+            bail!("--time-caches traces the program's data accesses under QEMU: give the program after `--` (or --workload) instead of --samples/--truth");
+        }
+    }
     let mut interrupted: Option<(String, &'static str)> = None;
     let mut time_model_used = args.time_model;
     let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
@@ -954,7 +971,8 @@ fn inputs(
                         .binary
                         .map(|b| b.path().to_path_buf())
                 };
-                let summary = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+                let summary =
+                    crate::timemodel::add_time_column(&mut e, &core, &[], &locate, events)?;
                 events.note(&crate::timemodel::summary_note(&core, &summary));
             } else if weight == TruthWeight::TimeModel {
                 time_model_used = crate::timemodel::TimeModelKind::Trace;
@@ -1497,10 +1515,40 @@ fn count_exact(
                 .binary
                 .map(|b| b.path().to_path_buf())
         };
-        let s = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+        let miss = if args.time_caches {
+            let costs = crate::timemodel::CacheCosts::default();
+            let q = proftrust_exact::QemuOptions {
+                timeout,
+                show_output: false,
+                stop: Some(stop.clone()),
+                ..Default::default()
+            };
+            let (miss, m) = crate::timemodel::miss_latencies(&e, cmd, &q, &costs, events)?;
+            events.note(&format!(
+                "data caches (L1D {} KiB, L2 {} KiB): {} loads, {} served by L2 (+{} cycles), {} beyond (+{} cycles)",
+                costs.geometry.l1_size / 1024,
+                costs.geometry.llc_size / 1024,
+                m.loads,
+                m.second,
+                costs.second,
+                m.memory,
+                costs.memory
+            ));
+            miss
+        } else {
+            Vec::new()
+        };
+        let s = crate::timemodel::add_time_column(&mut e, &core, &miss, &locate, events)?;
         events.note(&crate::timemodel::summary_note(&core, &s));
-        e.backend_detail
-            .push_str(&format!("; time model: {}", core.name));
+        e.backend_detail.push_str(&format!(
+            "; time model: {}{}",
+            core.name,
+            if args.time_caches {
+                ", data caches simulated"
+            } else {
+                ""
+            }
+        ));
     }
     Ok((e, note))
 }

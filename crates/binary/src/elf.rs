@@ -3,6 +3,7 @@
 use crate::debuginfo::{find_separate_debug_file, DebugInfo};
 use crate::demangle::demangle;
 use crate::error::BinaryError;
+use crate::recover;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
 use proftrust_model::segments::{LoadSegment, SegmentTable};
 use proftrust_model::{BuildId, Svma};
@@ -10,7 +11,47 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A function: a code symbol of the binary (or a synthesized `name@plt` stub).
+/// Where a [`Function`] comes from: what its name and its extent stand on.
+///
+/// This is the attribution fact reports and verdicts need: a function named by a symbol
+/// table is what the developer calls it; a recovered one has the exact extent of its FDE
+/// but a made-up name (`gawk!sub_46dd00`, see `recover.rs`); code in no function has
+/// neither (see [`Symbolizer::attribution`](crate::Symbolizer::attribution)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FunctionOrigin {
+    /// `.symtab` of the file, or of its separate debug file.
+    SymbolTable,
+    /// `.dynsym` only (an exported function of a stripped file).
+    DynamicSymbol,
+    /// The symbol table of the file's MiniDebugInfo (`.gnu_debugdata`).
+    MiniDebugInfo,
+    /// A synthesized `name@plt` (or `[plt]`) stub.
+    Plt,
+    /// An `.eh_frame`/`.debug_frame` FDE no symbol names: exact range, synthetic name.
+    Recovered,
+}
+
+impl FunctionOrigin {
+    /// How reports name the origin: `symtab`, `dynsym`, `minidebuginfo`, `plt`, `fde`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FunctionOrigin::SymbolTable => "symtab",
+            FunctionOrigin::DynamicSymbol => "dynsym",
+            FunctionOrigin::MiniDebugInfo => "minidebuginfo",
+            FunctionOrigin::Plt => "plt",
+            FunctionOrigin::Recovered => "fde",
+        }
+    }
+
+    /// Whether a symbol (or the PLT) names the function, rather than a made-up
+    /// `MODULE!sub_ADDR`.
+    pub fn is_named(self) -> bool {
+        self != FunctionOrigin::Recovered
+    }
+}
+
+/// A function: a code symbol of the binary, a synthesized `name@plt` stub, or a range of
+/// the call-frame information no symbol names (`gawk!sub_46dd00`; see [`FunctionOrigin`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
     /// Demangled name (`foo::bar(int)`, `core::fmt::write`, `main`).
@@ -19,8 +60,11 @@ pub struct Function {
     pub raw_name: String,
     /// Entry address.
     pub start: Svma,
-    /// Size in bytes. Symbols of size 0 are extended to the next function or section end.
+    /// Size in bytes. Symbols of size 0 take the size of an FDE starting at them, else run
+    /// to the next function or section end.
     pub size: u64,
+    /// Where it comes from.
+    pub origin: FunctionOrigin,
 }
 
 impl Function {
@@ -55,6 +99,10 @@ pub struct OpenOptions {
     pub debug_dirs: Vec<PathBuf>,
     /// Whether to look for separate debug files at all. Default is `true`.
     pub separate_debug: bool,
+    /// The module name recovered functions are prefixed with (`gawk` in
+    /// `gawk!sub_46dd00`). Default: `None`, the file name of the path opened (a locator
+    /// that finds a module in a cache under another name passes the recorded one).
+    pub module_name: Option<String>,
 }
 
 impl Default for OpenOptions {
@@ -62,6 +110,7 @@ impl Default for OpenOptions {
         OpenOptions {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             separate_debug: true,
+            module_name: None,
         }
     }
 }
@@ -98,6 +147,10 @@ pub struct Binary {
     /// GOT slot address -> name of the symbol it holds (from dynamic relocations).
     pub(crate) got_names: HashMap<u64, String>,
     has_symtab: bool,
+    /// Whether function names came from MiniDebugInfo.
+    has_mini_debug_info: bool,
+    /// Functions recovered from FDEs (no symbol names them).
+    recovered: usize,
     /// Whether any two functions overlap (then `function_at` looks further back).
     overlapping: bool,
     /// `functions[i].start`, for the binary search.
@@ -460,21 +513,37 @@ impl Binary {
         }
 
         // Function symbols: .symtab, else the .symtab of the separate debug file (Debian's
-        // -dbgsym files keep it), else .dynsym.
+        // -dbgsym files keep it), else .dynsym plus the .symtab of MiniDebugInfo.
         let mut has_symtab = false;
+        let mut has_mini_debug_info = false;
         let mut raw: Vec<RawSymbol> = Vec::new();
-        collect_functions(&file, false, &mut raw);
+        collect_functions(&file, false, FunctionOrigin::SymbolTable, &mut raw);
         if raw.is_empty() {
             if let Some(dd) = &debug_bytes {
                 if let Ok(df) = object::File::parse(&**dd) {
-                    collect_functions(&df, false, &mut raw);
+                    collect_functions(&df, false, FunctionOrigin::SymbolTable, &mut raw);
                 }
             }
         }
         if !raw.is_empty() {
             has_symtab = true;
         } else {
-            collect_functions(&file, true, &mut raw);
+            collect_functions(&file, true, FunctionOrigin::DynamicSymbol, &mut raw);
+            match recover::mini_debug_info(path, &file) {
+                Ok(Some(mini)) => match object::File::parse(&*mini) {
+                    Ok(mf) => {
+                        let before = raw.len();
+                        collect_functions(&mf, false, FunctionOrigin::MiniDebugInfo, &mut raw);
+                        has_mini_debug_info = raw.len() > before;
+                    }
+                    Err(e) => warnings.push(format!(
+                        "{}: the MiniDebugInfo (.gnu_debugdata) is not an ELF file ({e}): its function names are not used",
+                        path.display()
+                    )),
+                },
+                Ok(None) => {}
+                Err(e) => warnings.push(format!("{e}: its function names are not used")),
+            }
         }
 
         // A static binary's PLT stubs jump through slots IRELATIVE relocations fill: name
@@ -498,7 +567,14 @@ impl Binary {
         let mut by_name = HashMap::new();
         // Every symbol name with its address: aliases at one address share a function.
         let mut all_names: Vec<(String, u64)> = Vec::with_capacity(raw.len());
-        for (addr, size, name, _, _) in raw {
+        for r in raw {
+            let RawSymbol {
+                addr,
+                size,
+                name,
+                origin,
+                ..
+            } = r;
             all_names.push((name.clone(), addr));
             let idx = match functions.last_mut() {
                 Some(last) if last.start.0 == addr => {
@@ -522,6 +598,7 @@ impl Binary {
                         raw_name: name.clone(),
                         start: Svma(addr),
                         size,
+                        origin,
                     });
                     functions.len() - 1
                 }
@@ -536,9 +613,35 @@ impl Binary {
                 i == 0 || !functions[i - 1].contains(p.start) && functions[i - 1].start != p.start
             })
             .collect();
+        // Functions only the call-frame information knows (recover.rs): between the named
+        // ones (symbols and PLT stubs).
+        let fdes = recover::fde_ranges(&file);
+        let recovered = {
+            let mut named: Vec<Function> = functions.clone();
+            named.extend(extra.iter().cloned());
+            named.sort_by_key(|f| f.start);
+            let prefix = opts.module_name.clone().unwrap_or_else(|| {
+                path.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+            let found = recover::add_recovered(&mut named, &fdes, &prefix);
+            // Sizes the FDEs gave to size-0 symbols.
+            for f in functions.iter_mut().chain(extra.iter_mut()) {
+                if f.size == 0 {
+                    if let Ok(i) = named.binary_search_by_key(&f.start, |n| n.start) {
+                        f.size = named[i].size;
+                    }
+                }
+            }
+            found
+        };
+        let recovered_count = recovered.len();
+        extra.extend(recovered);
         if !extra.is_empty() {
-            // Stubs go between the symbols: move every name (aliases included) to its
-            // function's new index (starts are distinct), then add the stubs' names.
+            // Stubs and recovered functions go between the symbols: move every name
+            // (aliases included) to its function's new index (starts are distinct), then
+            // add their names.
             let old_starts: Vec<Svma> = functions.iter().map(|f| f.start).collect();
             let stub_names: Vec<(String, Svma)> =
                 extra.iter().map(|f| (f.name.clone(), f.start)).collect();
@@ -594,14 +697,31 @@ impl Binary {
         }
 
         if !has_symtab {
+            let named = functions.len() - recovered_count;
+            let sources = if has_mini_debug_info {
+                ".dynsym and MiniDebugInfo"
+            } else {
+                ".dynsym"
+            };
+            let fix =
+                "install the -dbgsym/-debuginfo package or use an unstripped build for their names";
             if functions.is_empty() {
                 warnings.push(format!(
-                    "no function symbols in {}: locations are shown as module+offset; use an unstripped build",
+                    "no function symbols and no call-frame information (.eh_frame) in {}: locations are shown as module+offset; use an unstripped build",
                     path.display()
                 ));
-            } else {
+            } else if recovered_count > 0 {
                 warnings.push(format!(
-                    "no symbol table (.symtab) in {}: only exported functions (.dynsym) are named, static functions are attributed to their neighbours; use an unstripped build",
+                    "no symbol table (.symtab) in {}: {named} functions are named from {sources}, {recovered_count} more are recovered from the call-frame information (.eh_frame) and named {}!sub_ADDR; {fix}",
+                    path.display(),
+                    opts.module_name.as_deref().unwrap_or_else(|| path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .unwrap_or("MODULE"))
+                ));
+            } else if !has_mini_debug_info {
+                warnings.push(format!(
+                    "no symbol table (.symtab) and no call-frame information (.eh_frame) in {}: only exported functions (.dynsym) are named, samples in other code keep their addresses (module+offset); {fix}",
                     path.display()
                 ));
             }
@@ -624,6 +744,8 @@ impl Binary {
             segments,
             got_names,
             has_symtab,
+            has_mini_debug_info,
+            recovered: recovered_count,
             debug,
             warnings,
         })
@@ -692,6 +814,17 @@ impl Binary {
     /// dynamic symbols.
     pub fn has_symtab(&self) -> bool {
         self.has_symtab
+    }
+
+    /// Whether function names came from MiniDebugInfo (`.gnu_debugdata`).
+    pub fn has_mini_debug_info(&self) -> bool {
+        self.has_mini_debug_info
+    }
+
+    /// How many functions were recovered from FDEs, named `MODULE!sub_ADDR`
+    /// ([`FunctionOrigin::Recovered`]).
+    pub fn recovered_functions(&self) -> usize {
+        self.recovered
     }
 
     /// Whether DWARF debug info (embedded or in a separate file) was found.
@@ -804,9 +937,19 @@ impl Binary {
     }
 }
 
-/// A code symbol as read: `(address, size, name, binding rank, label)`; ranks: global 0,
-/// local 1, weak 2 (see [`alias_order`]); `label`: an `STT_NOTYPE` symbol.
-type RawSymbol = (u64, u64, String, u8, bool);
+/// A code symbol as read.
+#[derive(Debug, Clone)]
+struct RawSymbol {
+    addr: u64,
+    size: u64,
+    name: String,
+    /// Binding rank: global 0, local 1, weak 2 (see [`alias_order`]).
+    rank: u8,
+    /// An `STT_NOTYPE` symbol (a label).
+    label: bool,
+    /// The table it was read from.
+    origin: FunctionOrigin,
+}
 
 /// Defined code symbols of `file` in symbol-table order (`dynamic`: `.dynsym`, else
 /// `.symtab`), as perf takes them (tools/perf/util/symbol-elf.c): `STT_FUNC` and
@@ -814,7 +957,12 @@ type RawSymbol = (u64, u64, String, u8, bool);
 /// as nm's `i`; object's `is_definition` leaves IFUNC out) in a real section, plus
 /// **labels**: named `STT_NOTYPE` symbols in an executable section whose visibility is
 /// not hidden or internal (ld.so's `_start`, `_dl_start_user`; perf's `elf_sym__is_label`).
-fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSymbol>) {
+fn collect_functions(
+    file: &object::File<'_>,
+    dynamic: bool,
+    origin: FunctionOrigin,
+    raw: &mut Vec<RawSymbol>,
+) {
     use object::{ObjectSection, SectionFlags, SymbolFlags};
     const SHF_EXECINSTR: u64 = 4;
     const STV_INTERNAL: u8 = 1;
@@ -860,8 +1008,12 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
             }
             _ => continue,
         };
-        let Ok(name) = s.name() else { continue };
-        if name.is_empty() || arm && is_mapping_symbol(name) {
+        // A name that is not UTF-8 still names its function (perf prints its bytes): kept
+        // with the invalid bytes replaced by U+FFFD.
+        let Ok(name) = s.name_bytes().map(String::from_utf8_lossy) else {
+            continue;
+        };
+        if name.is_empty() || arm && is_mapping_symbol(&name) {
             continue;
         }
         let rank = if s.is_weak() {
@@ -871,7 +1023,14 @@ fn collect_functions(file: &object::File<'_>, dynamic: bool, raw: &mut Vec<RawSy
         } else {
             1
         };
-        raw.push((s.address(), s.size(), name.to_string(), rank, label));
+        raw.push(RawSymbol {
+            addr: s.address(),
+            size: s.size(),
+            name: name.into_owned(),
+            rank,
+            label,
+            origin,
+        });
     }
 }
 
@@ -889,14 +1048,14 @@ fn is_mapping_symbol(name: &str) -> bool {
 /// (`__x86_cacheinfo_ifunc` before `__x86_cacheinfo`); then the symbol-table order (the
 /// sort is stable), as perf keeps the first.
 fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<usize>) {
-    let underscores = s.2.bytes().take_while(|&b| b == b'_').count();
+    let underscores = s.name.bytes().take_while(|&b| b == b'_').count();
     (
-        s.0,
-        s.1 == 0,
-        s.4,
-        s.3,
+        s.addr,
+        s.size == 0,
+        s.label,
+        s.rank,
         underscores,
-        std::cmp::Reverse(s.2.len()),
+        std::cmp::Reverse(s.name.len()),
     )
 }
 
@@ -906,7 +1065,8 @@ fn alias_order(s: &RawSymbol) -> (u64, bool, bool, u8, usize, std::cmp::Reverse<
 /// name (`strlen`; among aliases the one [`alias_order`] puts first). A static glibc
 /// program calls `strlen`, `memcpy` and the like through such `.plt` stubs; perf 6.1 counts
 /// their samples under `_init` (it synthesizes PLT names from JUMP_SLOT relocations only),
-/// proftrust names them `strlen@plt` (objdump: `*ABS*+0x418d80@plt`).
+/// proftrust names them `strlen@plt` (objdump: `*ABS*+0x418d80@plt`); an addend no symbol
+/// names gives objdump's name (`*ABS*+0x9f1c0`).
 fn irelative_names(
     sections: &[SectionInfo],
     data: &[u8],
@@ -964,8 +1124,8 @@ fn irelative_names(
     }
     let addends: std::collections::HashSet<u64> = wanted.iter().map(|w| w.1).collect();
     let mut best: HashMap<u64, &RawSymbol> = HashMap::new();
-    for r in raw.iter().filter(|r| addends.contains(&r.0)) {
-        best.entry(r.0)
+    for r in raw.iter().filter(|r| addends.contains(&r.addr)) {
+        best.entry(r.addr)
             .and_modify(|b| {
                 if alias_order(r) < alias_order(b) {
                     *b = r;
@@ -973,9 +1133,16 @@ fn irelative_names(
             })
             .or_insert(r);
     }
+    // An IFUNC no symbol names (a shared library's internal one, e.g. in libc.so.6 with only
+    // .dynsym) is named as objdump names it, `*ABS*+0x9f1c0`, so that its stub is a function.
     wanted
         .into_iter()
-        .filter_map(|(slot, a)| best.get(&a).map(|r| (slot, r.2.clone())))
+        .map(|(slot, a)| {
+            let name = best
+                .get(&a)
+                .map_or_else(|| format!("*ABS*+{a:#x}"), |r| r.name.clone());
+            (slot, name)
+        })
         .collect()
 }
 
@@ -1050,6 +1217,7 @@ fn plt_stubs(
                         raw_name: format!("{name}@plt"),
                         start: Svma(e),
                         size: 0,
+                        origin: FunctionOrigin::Plt,
                     });
                 } else if let (true, Some(e)) = (header, entry) {
                     pending.push(Function {
@@ -1057,6 +1225,7 @@ fn plt_stubs(
                         raw_name: "[plt]".into(),
                         start: Svma(e),
                         size: 0,
+                        origin: FunctionOrigin::Plt,
                     });
                 }
                 header = false;
@@ -1150,6 +1319,7 @@ fn plt_stubs_by_relocation(
                 raw_name: format!("{name}@plt"),
                 start: Svma(at),
                 size: entry,
+                origin: FunctionOrigin::Plt,
             });
         }
         at = end;

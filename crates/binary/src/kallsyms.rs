@@ -6,18 +6,8 @@
 //! carry their module (`[kvm]`), so samples in a module are named too.
 
 use crate::error::BinaryError;
+pub use proftrust_model::KernelSymbol;
 use std::path::Path;
-
-/// One kernel function.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelSymbol {
-    /// Start address.
-    pub start: u64,
-    /// Name.
-    pub name: String,
-    /// The loadable module (`kvm` for `[kvm]`), `None` for the kernel image.
-    pub module: Option<String>,
-}
 
 /// The function symbols of a kernel, sorted by address.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +41,35 @@ impl Kallsyms {
         Ok(k)
     }
 
+    /// Kernel symbols as a sample file carries them (explicit sizes where known).
+    pub fn from_symbols(mut symbols: Vec<KernelSymbol>) -> Kallsyms {
+        symbols.sort_by_key(|s| s.start);
+        Kallsyms { symbols }
+    }
+
+    /// The symbols, sorted by address.
+    pub fn symbols(&self) -> &[KernelSymbol] {
+        &self.symbols
+    }
+
+    /// The functions holding `addrs`, each with its extent made explicit (to the next
+    /// symbol's start): what a recording keeps of `/proc/kallsyms` so that its kernel
+    /// samples can be named on any machine later. Sorted, each once.
+    pub fn covering(&self, addrs: impl IntoIterator<Item = u64>) -> Vec<KernelSymbol> {
+        let mut idx: Vec<usize> = addrs.into_iter().filter_map(|a| self.index_at(a)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter()
+            .map(|i| {
+                let mut s = self.symbols[i].clone();
+                if s.size == 0 {
+                    s.size = self.end_of(i).map_or(0, |e| e - s.start);
+                }
+                s
+            })
+            .collect()
+    }
+
     /// Parses kallsyms text; lines that do not fit are skipped.
     pub fn parse(text: &str) -> Kallsyms {
         let mut symbols: Vec<KernelSymbol> = text
@@ -69,6 +88,7 @@ impl Kallsyms {
                     .map(str::to_string);
                 Some(KernelSymbol {
                     start,
+                    size: 0,
                     name: name.to_string(),
                     module,
                 })
@@ -88,14 +108,54 @@ impl Kallsyms {
         self.symbols.is_empty()
     }
 
-    /// The function containing `addr`: the last symbol starting at or before it (the first
-    /// of several at one address).
-    pub fn function_at(&self, addr: u64) -> Option<&KernelSymbol> {
+    /// The end of symbol `i` when its size is 0: the next symbol starting after it.
+    fn end_of(&self, i: usize) -> Option<u64> {
+        let start = self.symbols[i].start;
+        let j = self.symbols.partition_point(|s| s.start <= start);
+        self.symbols.get(j).map(|s| s.start)
+    }
+
+    /// Index of the function containing `addr`.
+    fn index_at(&self, addr: u64) -> Option<usize> {
         let i = self.symbols.partition_point(|s| s.start <= addr);
         let last = self.symbols.get(i.checked_sub(1)?)?;
         let first = self.symbols.partition_point(|s| s.start < last.start);
-        self.symbols.get(first)
+        let s = &self.symbols[first];
+        // A symbol with a stated size ends there; one without runs to the next symbol.
+        (s.size == 0 || addr < s.start.saturating_add(s.size)).then_some(first)
     }
+
+    /// The function containing `addr`: the last symbol starting at or before it (the first
+    /// of several at one address), within its size when it has one.
+    pub fn function_at(&self, addr: u64) -> Option<&KernelSymbol> {
+        self.index_at(addr).map(|i| &self.symbols[i])
+    }
+}
+
+/// The GNU build-id in an ELF note section's bytes (`/sys/kernel/notes` holds the running
+/// kernel's: the same build-id perf records for `[kernel.kallsyms]` and `vmlinux` carries).
+/// Notes are `namesz, descsz, type` (u32 each, native order), then the name and the
+/// descriptor, each padded to 4 bytes; the build-id is type 3 (`NT_GNU_BUILD_ID`) named
+/// `GNU`.
+pub fn build_id_in_notes(b: &[u8]) -> Option<proftrust_model::BuildId> {
+    let word = |o: usize| -> Option<usize> {
+        Some(u32::from_ne_bytes(b.get(o..o.checked_add(4)?)?.try_into().ok()?) as usize)
+    };
+    let pad = |n: usize| n.checked_add(3).map(|x| x & !3);
+    let mut p = 0usize;
+    while p + 12 <= b.len() {
+        let (namesz, descsz, ty) = (word(p)?, word(p + 4)?, word(p + 8)?);
+        let name_at = p + 12;
+        let desc_at = name_at.checked_add(pad(namesz)?)?;
+        let next = desc_at.checked_add(pad(descsz)?)?;
+        if ty == 3 && b.get(name_at..name_at + namesz)? == b"GNU\0" && descsz > 0 {
+            return Some(proftrust_model::BuildId(
+                b.get(desc_at..desc_at + descsz)?.to_vec(),
+            ));
+        }
+        p = next;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -129,6 +189,46 @@ ffffffffc0a02000 T kvm_vcpu_ioctl\t[kvm]
             ("kvm_arch_hardware_enable", Some("kvm"))
         );
         assert!(k.function_at(0x1000).is_none());
+        // What a recording keeps: the symbols holding the addresses, with explicit ends;
+        // read back, an address past a kept symbol's end is in no function.
+        let kept = k.covering([0xffffffff81001010, 0xffffffff81001020, 0xffffffffc0a02005]);
+        assert_eq!(
+            kept.iter()
+                .map(|s| (s.name.as_str(), s.size))
+                .collect::<Vec<_>>(),
+            vec![("do_one_initcall", 0x2000), ("kvm_vcpu_ioctl", 0)]
+        );
+        let r = Kallsyms::from_symbols(kept);
+        assert_eq!(
+            r.function_at(0xffffffff81002fff).unwrap().name,
+            "do_one_initcall"
+        );
+        assert!(r.function_at(0xffffffff81003000).is_none());
+        assert_eq!(
+            r.function_at(0xffffffffc0a03000).unwrap().name,
+            "kvm_vcpu_ioctl"
+        );
+    }
+
+    #[test]
+    fn build_id_from_kernel_notes() {
+        // Two notes as /sys/kernel/notes lays them out: an `Xen` note, then GNU build-id.
+        let mut b = Vec::new();
+        for (name, ty, desc) in [
+            (&b"Xen\0"[..], 6u32, &[1u8, 2, 3, 4, 5, 6][..]),
+            (&b"GNU\0"[..], 3u32, &[0xab, 0xcd, 0xef][..]),
+        ] {
+            b.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+            b.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+            b.extend_from_slice(&ty.to_ne_bytes());
+            b.extend_from_slice(name);
+            b.extend_from_slice(desc);
+            while b.len() % 4 != 0 {
+                b.push(0);
+            }
+        }
+        assert_eq!(build_id_in_notes(&b).unwrap().to_hex(), "abcdef");
+        assert!(build_id_in_notes(&b[..20]).is_none());
     }
 
     #[test]

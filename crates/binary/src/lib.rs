@@ -22,7 +22,11 @@
 //!   the recorded path), and is the [`SymbolSource`](proftrust_model::SymbolSource) and
 //!   [`SegmentSource`](proftrust_model::SegmentSource) the readers of
 //!   `proftrust-formats` take.
-//! * [`Kallsyms`]: kernel function symbols from a `/proc/kallsyms` copy (`--kallsyms`).
+//! * [`Kallsyms`]: kernel function symbols from a `/proc/kallsyms` copy (`--kallsyms`),
+//!   perf's build-id cache or the running kernel (when its build-id matches).
+//! * [`ProcessUnwinder`]: DWARF unwinding of user stacks the kernel copied
+//!   (`perf record --call-graph dwarf`), framehop over the binaries' call-frame
+//!   information; `BinaryLocator` is the readers' `UnwindSource`.
 //! * [`Symbolizer`]: a profile's [`ModuleTable`](proftrust_model::ModuleTable) mapped to
 //!   binaries on disk, naming any [`Location`](proftrust_model::Location).
 //!
@@ -56,19 +60,22 @@ mod error;
 mod kallsyms;
 mod locate;
 mod loops;
+mod recover;
 mod srcframes;
 mod symbolizer;
+mod unwind;
 
 pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
-pub use elf::{segment_table, Binary, Frame, Function, LoadHeaders, OpenOptions};
+pub use elf::{segment_table, Binary, Frame, Function, FunctionOrigin, LoadHeaders, OpenOptions};
 pub use error::BinaryError;
-pub use kallsyms::{Kallsyms, KernelSymbol};
+pub use kallsyms::{build_id_in_notes, Kallsyms, KernelSymbol};
 pub use locate::{object_symbols, BinaryLocator, LocateOptions, Located};
 pub use loops::{dominators, natural_loops, simple_loops};
 pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
 pub use srcframes::SourceFrame;
 pub use symbolizer::{is_kernel_module, Symbolizer};
+pub use unwind::ProcessUnwinder;
 
 /// Default cap on the number of simple loops enumerated per loop.
 pub const DEFAULT_SIMPLE_LOOP_CAP: usize = 10_000;

@@ -13,17 +13,21 @@
 //!    `~/.debug`): `.build-id/ID[..2]/ID[2..]/elf`;
 //! 4. the debuginfod client cache ([`LocateOptions::debuginfod_cache`],
 //!    `$DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`, else
-//!    `~/.cache/debuginfod_client`): `ID/executable`, then `ID/debuginfo`;
-//! 5. the distribution's debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
-//!    `.build-id/ID[..2]/ID[2..].debug`;
-//! 6. `PATH` itself, when its build-id is `ID` or the profile recorded none.
+//!    `~/.cache/debuginfod_client`): `ID/executable`;
+//! 5. `PATH` itself, when its build-id is `ID` or the profile recorded none (opening it
+//!    finds its separate debug file, so a `-dbg` package's symbols and lines come with the
+//!    code, PLT stubs and segments of the file that ran);
+//! 6. debug-only files: the debuginfod cache's `ID/debuginfo`, then the distribution's
+//!    debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
+//!    `.build-id/ID[..2]/ID[2..].debug`.
 //!
-//! Steps 3-5 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
-//! known. The module's segments come from the file found; a debug-only file (steps 4-5)
-//! gives symbols and lines, and its program headers are those of the binary it was split
-//! from.
+//! Steps 3, 4 and 6 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
+//! known. The module's segments come from the file found; a debug-only file (step 6, used
+//! only when the recorded file is gone or another build) gives symbols and lines, and its
+//! program headers keep the binary's addresses but not its file offsets.
 
 use crate::elf::{Binary, OpenOptions};
+use crate::kallsyms::Kallsyms;
 use proftrust_model::segments::{SegmentSource, SegmentTable};
 use proftrust_model::symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
 use proftrust_model::BuildId;
@@ -46,10 +50,14 @@ pub struct LocateOptions {
     pub debuginfod_cache: Option<PathBuf>,
     /// Roots of separate debug files. Default: `["/usr/lib/debug"]`.
     pub debug_dirs: Vec<PathBuf>,
-    /// Try the recorded path (step 6). Default: `true`.
+    /// Try the recorded path (step 5). Default: `true`.
     pub recorded_path: bool,
     /// How binaries are opened. Default: [`OpenOptions::default`] with `debug_dirs`.
     pub open: OpenOptions,
+    /// The running kernel's symbols and build-id note, used for `[kernel.kallsyms]` when the
+    /// profile's kernel build-id is the running kernel's (perf does the same). Default:
+    /// `Some(("/proc/kallsyms", "/sys/kernel/notes"))`; `None` never reads them.
+    pub running_kernel: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for LocateOptions {
@@ -71,6 +79,10 @@ impl Default for LocateOptions {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             recorded_path: true,
             open: OpenOptions::default(),
+            running_kernel: Some((
+                PathBuf::from("/proc/kallsyms"),
+                PathBuf::from("/sys/kernel/notes"),
+            )),
         }
     }
 }
@@ -104,6 +116,8 @@ struct Given {
 struct State {
     given: Vec<Given>,
     found: HashMap<(String, Option<BuildId>), Located>,
+    /// Kernel symbols found per kernel build-id (`None`: looked for, none found).
+    kernels: HashMap<Option<BuildId>, Option<Arc<Kallsyms>>>,
     trace: Vec<String>,
     warnings: Vec<String>,
 }
@@ -162,6 +176,7 @@ impl BinaryLocator {
             state: Mutex::new(State {
                 given,
                 found: HashMap::new(),
+                kernels: HashMap::new(),
                 trace: Vec::new(),
                 warnings,
             }),
@@ -191,7 +206,7 @@ impl BinaryLocator {
         if let Some(w) = want {
             if let Some(g) = st.given.iter_mut().find(|g| g.binary.build_id() == Some(w)) {
                 g.used = true;
-                let b = g.binary.clone();
+                let b = self.named_after(g.binary.clone(), path);
                 log(
                     st,
                     format!("--binary {}: build-id matches: used", b.path().display()),
@@ -202,8 +217,12 @@ impl BinaryLocator {
                 };
             }
         }
+        // A kernel image given as `--binary vmlinux*` names `[kernel.kallsyms]` (perf's
+        // `--vmlinux`), when no build-id says otherwise.
         let by_name = st.given.iter().position(|g| {
-            g.binary.path().file_name().and_then(|n| n.to_str()) == Some(file_name(path))
+            let given = g.binary.path().file_name().and_then(|n| n.to_str());
+            given == Some(file_name(path))
+                || (path == "[kernel.kallsyms]" && given.is_some_and(|n| n.starts_with("vmlinux")))
         });
         if let Some(i) = by_name {
             let b = st.given[i].binary.clone();
@@ -218,6 +237,7 @@ impl BinaryLocator {
                 }
                 _ => {
                     st.given[i].used = true;
+                    let b = self.named_after(b, path);
                     log(
                         st,
                         format!("--binary {}: file name matches: used", b.path().display()),
@@ -255,6 +275,16 @@ impl BinaryLocator {
                 }
                 if let Some(c) = &self.opts.debuginfod_cache {
                     candidates.push(("debuginfod cache", c.join(&hex).join("executable")));
+                }
+                // The recorded file, when its build-id is the one wanted, before debug-only
+                // files: it has the code, `.plt` and segments, and opening it finds its debug
+                // file (by build-id under the debug directories) for symbols and lines, as
+                // perf pairs them. A debug-only file alone has no code bytes, no PLT stubs
+                // and zeroed segment offsets.
+                if self.opts.recorded_path {
+                    candidates.push(("recorded path", PathBuf::from(path)));
+                }
+                if let Some(c) = &self.opts.debuginfod_cache {
                     candidates.push(("debuginfod cache", c.join(&hex).join("debuginfo")));
                 }
                 for d in &self.opts.debug_dirs {
@@ -267,15 +297,19 @@ impl BinaryLocator {
                 }
             }
         }
-        if self.opts.recorded_path {
+        if self.opts.recorded_path && !candidates.iter().any(|(s, _)| *s == "recorded path") {
             candidates.push(("recorded path", PathBuf::from(path)));
         }
+        // Functions recovered from FDEs are named after the recorded file (`gawk!sub_..`),
+        // not after a cache's file name (`elf`, `debuginfo`).
+        let mut open = self.opts.open.clone();
+        open.module_name = Some(file_name(path).to_string());
         for (step, p) in candidates {
             if !p.is_file() {
                 log(st, format!("{step} {}: not found", p.display()));
                 continue;
             }
-            match Binary::open_with(&p, &self.opts.open) {
+            match Binary::open_with(&p, &open) {
                 Ok(b) => match (want, b.build_id()) {
                     (Some(w), Some(h)) if w != h => {
                         let msg = format!(
@@ -314,6 +348,78 @@ impl BinaryLocator {
             binary: None,
             step: None,
         }
+    }
+
+    /// Kernel symbols for a `[kernel.kallsyms]` recorded with build-id `build_id`, found as
+    /// perf finds them without `--kallsyms`: perf's build-id cache
+    /// (`[kernel.kallsyms]/ID/kallsyms` under [`LocateOptions::build_id_cache`], which
+    /// `perf record` fills), else the running kernel's `/proc/kallsyms` when its build-id
+    /// (`/sys/kernel/notes`) is `build_id`. Cached; `None` when neither applies.
+    pub fn kernel_symbols(&self, build_id: Option<&BuildId>) -> Option<Arc<Kallsyms>> {
+        let key = build_id.cloned();
+        if let Some(k) = self.state().kernels.get(&key) {
+            return k.clone();
+        }
+        let who = format!("[kernel.kallsyms] (build-id {})", hex_or_none(build_id));
+        let mut trace = Vec::new();
+        let mut found = None;
+        if let (Some(w), Some(c)) = (build_id, &self.opts.build_id_cache) {
+            let p = c
+                .join("[kernel.kallsyms]")
+                .join(w.to_hex())
+                .join("kallsyms");
+            match Kallsyms::open(&p) {
+                Ok(k) => {
+                    trace.push(format!("{who}: build-id cache {}: used", p.display()));
+                    found = Some(Arc::new(k));
+                }
+                Err(e) => trace.push(format!("{who}: build-id cache {}: {e}", p.display())),
+            }
+        }
+        if let (None, Some(w), Some((syms, notes))) = (&found, build_id, &self.opts.running_kernel)
+        {
+            let running = std::fs::read(notes)
+                .ok()
+                .and_then(|b| crate::kallsyms::build_id_in_notes(&b));
+            if running.as_ref() == Some(w) {
+                match Kallsyms::open(syms) {
+                    Ok(k) => {
+                        trace.push(format!(
+                            "{who}: running kernel {}: build-id matches: used",
+                            syms.display()
+                        ));
+                        found = Some(Arc::new(k));
+                    }
+                    Err(e) => trace.push(format!("{who}: running kernel: {e}")),
+                }
+            } else {
+                trace.push(format!(
+                    "{who}: the running kernel has build-id {}: its {} not used",
+                    hex_or_none(running.as_ref()),
+                    syms.display()
+                ));
+            }
+        }
+        let mut st = self.state();
+        st.trace.extend(trace);
+        st.kernels.insert(key, found.clone());
+        found
+    }
+
+    /// `b` with its recovered functions named after the recorded module (`gawk!sub_..`
+    /// for a module recorded as `/usr/bin/gawk` and given as `--binary gawk.stripped`):
+    /// opened again under that name when the names differ and it has recovered functions.
+    fn named_after(&self, b: Arc<Binary>, path: &str) -> Arc<Binary> {
+        let recorded = file_name(path);
+        if b.recovered_functions() == 0
+            || b.path().file_name().and_then(|n| n.to_str()) == Some(recorded)
+            || is_pseudo(path)
+        {
+            return b;
+        }
+        let mut open = self.opts.open.clone();
+        open.module_name = Some(recorded.to_string());
+        Binary::open_with(b.path(), &open).map_or(b, Arc::new)
     }
 
     /// Every lookup step so far, one line each (for `-v`).

@@ -3,7 +3,7 @@
 use crate::elf::{Binary, Frame, Function, OpenOptions};
 use crate::kallsyms::Kallsyms;
 use crate::locate::{BinaryLocator, LocateOptions};
-use proftrust_model::{Location, ModuleIdx, ModuleTable};
+use proftrust_model::{Attribution, Location, ModuleAttribution, ModuleIdx, ModuleTable};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -16,7 +16,18 @@ pub struct Symbolizer {
     modules: ModuleTable,
     binaries: Vec<Option<Arc<Binary>>>,
     warnings: Vec<String>,
-    kallsyms: Option<Arc<Kallsyms>>,
+    kallsyms: Option<(Arc<Kallsyms>, KernelSource)>,
+}
+
+/// Where the kernel symbols came from, weakest first: a stronger source replaces a weaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum KernelSource {
+    /// perf's build-id cache or the running kernel (the locator's).
+    Found,
+    /// Copied into the sample file when it was recorded.
+    Recorded,
+    /// `--kallsyms FILE`.
+    Given,
 }
 
 /// Whether a module is the kernel or a loadable kernel module as perf names them
@@ -71,18 +82,47 @@ impl Symbolizer {
                 warnings.extend(b.warnings().iter().cloned());
             }
         }
+        // Kernel symbols for the kernel's samples, found as perf finds them (a vmlinux given
+        // with --binary is a binary like any other and comes first).
+        let kallsyms = modules
+            .iter()
+            .find(|(_, m)| m.path == "[kernel.kallsyms]")
+            .and_then(|(_, m)| locator.kernel_symbols(m.build_id.as_ref()))
+            .map(|k| (k, KernelSource::Found));
         Symbolizer {
             modules: modules.clone(),
             binaries,
             warnings,
-            kallsyms: None,
+            kallsyms,
         }
     }
 
     /// Names kernel samples (modules [`is_kernel_module`] says are the kernel) from these
-    /// kernel symbols (`--kallsyms FILE`).
+    /// kernel symbols (`--kallsyms FILE`), before any other source but a vmlinux binary.
     pub fn with_kallsyms(mut self, k: Arc<Kallsyms>) -> Symbolizer {
-        self.kallsyms = Some(k);
+        self.kallsyms = Some((k, KernelSource::Given));
+        self
+    }
+
+    /// Names kernel samples from the kernel symbols a sample file carries
+    /// ([`SampleSet::kernel_symbols`](proftrust_model::SampleSet::kernel_symbols): copied
+    /// from `/proc/kallsyms` at record time), unless `--kallsyms` gave some. Nothing
+    /// changes when `symbols` is empty.
+    pub fn with_recorded_kernel_symbols(
+        mut self,
+        symbols: &[proftrust_model::KernelSymbol],
+    ) -> Symbolizer {
+        if !symbols.is_empty()
+            && self
+                .kallsyms
+                .as_ref()
+                .is_none_or(|(_, s)| *s < KernelSource::Recorded)
+        {
+            self.kallsyms = Some((
+                Arc::new(Kallsyms::from_symbols(symbols.to_vec())),
+                KernelSource::Recorded,
+            ));
+        }
         self
     }
 
@@ -101,22 +141,73 @@ impl Symbolizer {
         self.binary(loc.module?)?.function_at(loc.svma)
     }
 
+    /// The kernel symbol naming `loc`, when `loc` is in the kernel or a kernel module and
+    /// kernel symbols were given.
+    fn kernel_symbol(&self, loc: Location) -> Option<&crate::KernelSymbol> {
+        let (k, _) = self.kallsyms.as_ref()?;
+        let m = self.modules.get(loc.module?)?;
+        if !is_kernel_module(&m.path) {
+            return None;
+        }
+        k.function_at(loc.svma.0)
+    }
+
     /// Outermost function name, or `module+0xoffset` / `[unknown]` fallback (never panics).
+    /// A function recovered from an FDE is named `MODULE!sub_ADDR`.
     pub fn function_name(&self, loc: Location) -> String {
         if let Some(f) = self.function(loc) {
             return f.name.clone();
         }
-        if let (Some(k), Some(m)) = (&self.kallsyms, loc.module.and_then(|m| self.modules.get(m))) {
-            if is_kernel_module(&m.path) {
-                if let Some(s) = k.function_at(loc.svma.0) {
-                    return s.name.clone();
-                }
-            }
+        if let Some(s) = self.kernel_symbol(loc) {
+            return s.name.clone();
         }
         match loc.module.and_then(|m| self.modules.get(m)) {
             Some(m) => format!("{}+{:#x}", m.file_name(), loc.svma.0),
             None => "[unknown]".to_string(),
         }
+    }
+
+    /// What the function of `loc` stands on: a symbol ([`Attribution::Named`]: symbol
+    /// tables, PLT stubs, kernel symbols), an FDE only ([`Attribution::Recovered`]), or
+    /// nothing ([`Attribution::Unattributed`]: `function_name` is then `module+0xoffset`).
+    pub fn attribution(&self, loc: Location) -> Attribution {
+        match self.function(loc) {
+            Some(f) if f.origin.is_named() => Attribution::Named,
+            Some(_) => Attribution::Recovered,
+            None if self.kernel_symbol(loc).is_some() => Attribution::Named,
+            None => Attribution::Unattributed,
+        }
+    }
+
+    /// How the weighted locations `locs` are attributed, per module (in module-table
+    /// order, modules without a location left out; locations in no module last, as
+    /// `[unknown]`): the share of samples without a function every report states.
+    pub fn attribution_by_module(
+        &self,
+        locs: impl IntoIterator<Item = (Location, u64)>,
+    ) -> Vec<ModuleAttribution> {
+        let mut per: Vec<ModuleAttribution> = self
+            .modules
+            .iter()
+            .map(|(_, m)| ModuleAttribution {
+                module: m.file_name().to_string(),
+                ..Default::default()
+            })
+            .collect();
+        let mut unknown = ModuleAttribution {
+            module: "[unknown]".into(),
+            ..Default::default()
+        };
+        for (loc, n) in locs {
+            let a = self.attribution(loc);
+            match loc.module.and_then(|m| per.get_mut(m.0 as usize)) {
+                Some(x) => x.add(a, n),
+                None => unknown.add(a, n),
+            }
+        }
+        per.push(unknown);
+        per.retain(|m| m.samples > 0);
+        per
     }
 
     /// Inline chain at `loc`, innermost first (empty when nothing is known).

@@ -6,9 +6,11 @@
 //! A test whose tool is missing prints `SKIP: <test>: <reason>` and returns.
 
 use proftrust_binary::{
-    dominators, simple_loops, Binary, BinaryError, Flow, OpenOptions, Symbolizer,
+    dominators, simple_loops, Binary, BinaryError, Flow, FunctionOrigin, OpenOptions, Symbolizer,
 };
-use proftrust_model::{BuildId, EdgeKind, Location, Module, ModuleIdx, ModuleTable, Svma};
+use proftrust_model::{
+    Attribution, BuildId, EdgeKind, Location, Module, ModuleIdx, ModuleTable, Svma,
+};
 use proftrust_testkit::have;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -979,28 +981,259 @@ fn stripped_binaries_degrade_with_warnings() {
         ("work", None, None)
     );
     assert_eq!(b.cfg(&work).unwrap().loops.len(), 1);
-    // Fully stripped: only .dynsym (no defined functions in a PIE exe), with warnings.
+    // Fully stripped: no .symtab, a PIE exports no functions; the PLT stubs are named and
+    // every other function with an FDE is recovered as `stripped!sub_ADDR`.
     let all = dir.path().join("stripped");
     run("strip", &["--strip-all", "-o", p(&all), p(&exe)]);
     let b = Binary::open(&all).unwrap();
     assert!(!b.has_symtab());
     assert!(
-        b.warnings().iter().any(|w| w.contains("symbol")),
+        b.warnings()
+            .iter()
+            .any(|w| w.contains("no symbol table") && w.contains("stripped!sub_ADDR")),
         "{:?}",
         b.warnings()
     );
-    // Only the synthesized PLT stubs are left (a PIE exports no functions).
-    assert!(b.function_at(Svma(nm["work"])).is_none());
-    assert!(b
-        .functions()
-        .iter()
-        .all(|f| f.name.ends_with("@plt") || f.name == "[plt]"));
+    let work = b.function_at(Svma(nm["work"])).expect("work recovered");
+    assert_eq!(work.name, format!("stripped!sub_{:x}", nm["work"]));
+    assert_eq!(work.origin, FunctionOrigin::Recovered);
     let mut mt = ModuleTable::default();
     let mi = mt.intern(Module::new(p(&all)));
     let s = Symbolizer::new(&mt, &[]);
-    let name = s.function_name(Location::new(mi, nm["work"]));
-    assert_eq!(name, format!("stripped+{:#x}", nm["work"]));
+    let at = Location::new(mi, nm["work"] + 4);
+    assert_eq!(
+        s.function_name(at),
+        format!("stripped!sub_{:x}", nm["work"])
+    );
+    assert_eq!(s.attribution(at), Attribution::Recovered);
     assert!(!s.warnings().is_empty());
+    // Without unwind tables there is nothing to recover: the address stays unattributed.
+    let bare = gcc(
+        dir.path(),
+        "bare",
+        &["inline_loop.c"],
+        &["-fno-asynchronous-unwind-tables", "-fno-exceptions"],
+    );
+    let nm_bare = nm_functions(&bare);
+    let bare_stripped = dir.path().join("bare_stripped");
+    run("strip", &["--strip-all", "-o", p(&bare_stripped), p(&bare)]);
+    let mut mt = ModuleTable::default();
+    let mi = mt.intern(Module::new(p(&bare_stripped)));
+    let s = Symbolizer::new(&mt, &[]);
+    let at = Location::new(mi, nm_bare["work"]);
+    assert_eq!(
+        s.function_name(at),
+        format!("bare_stripped+{:#x}", nm_bare["work"])
+    );
+    assert_eq!(s.attribution(at), Attribution::Unattributed);
+    let per = s.attribution_by_module([(at, 3), (Location::unmapped(0x10), 1)]);
+    assert_eq!(per.len(), 2);
+    assert_eq!(
+        (per[0].module.as_str(), per[0].samples, per[0].unattributed),
+        ("bare_stripped", 3, 3)
+    );
+    assert_eq!(
+        (per[1].module.as_str(), per[1].unattributed),
+        ("[unknown]", 1)
+    );
+}
+
+/// `nm -S --defined-only` sized code symbols: (start, size, name).
+fn nm_sized(exe: &Path) -> Vec<(u64, u64, String)> {
+    run("nm", &["-S", "--defined-only", p(exe)])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 4 || !matches!(f[2], "T" | "t") {
+                return None;
+            }
+            Some((
+                u64::from_str_radix(f[0], 16).ok()?,
+                u64::from_str_radix(f[1], 16).ok()?,
+                f[3].to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The FDE ranges `readelf --debug-dump=frames` prints (`pc=START..END`).
+fn readelf_fdes(exe: &Path) -> BTreeSet<(u64, u64)> {
+    run("readelf", &["--debug-dump=frames", p(exe)])
+        .lines()
+        .filter(|l| l.contains(" FDE "))
+        .filter_map(|l| {
+            let pc = l.split("pc=").nth(1)?;
+            let (a, b) = pc.split_once("..")?;
+            Some((
+                u64::from_str_radix(a.trim(), 16).ok()?,
+                u64::from_str_radix(b.trim(), 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn stripped_functions_are_recovered_from_fdes_as_the_symbols_had_them() {
+    let t = "stripped_functions_are_recovered_from_fdes_as_the_symbols_had_them";
+    if !tools(t, &["gcc", "strip", "nm", "readelf"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    let all = dir.path().join("prog.stripped");
+    run("strip", &["--strip-all", "-o", p(&all), p(&exe)]);
+    let full = Binary::open(&exe).unwrap();
+    let b = Binary::open(&all).unwrap();
+    let fdes = readelf_fdes(&exe);
+    let syms = nm_sized(&exe);
+    // Oracle 1: every static function (mix, complain, check, check.cold, sum) and main has
+    // an FDE of exactly its nm range; in the stripped copy it is a recovered function of
+    // that range, named prog.stripped!sub_ADDR.
+    let mut checked = 0;
+    for (start, size, name) in &syms {
+        if !fdes.contains(&(*start, start + size)) {
+            continue;
+        }
+        let f = b
+            .function_at(Svma(*start))
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((f.start.0, f.size), (*start, *size), "{name}");
+        assert_eq!(f.name, format!("prog.stripped!sub_{start:x}"), "{name}");
+        assert_eq!(f.origin, FunctionOrigin::Recovered);
+        let g = full.function_at(Svma(*start)).unwrap();
+        assert_eq!(
+            (g.name.as_str(), g.origin),
+            (name.as_str(), FunctionOrigin::SymbolTable)
+        );
+        checked += 1;
+    }
+    for want in ["mix", "complain", "check", "check.cold", "sum", "main"] {
+        assert!(syms.iter().any(|s| s.2 == want), "nm lists {want}");
+    }
+    assert!(checked >= 6, "{checked} functions checked");
+    assert!(b.recovered_functions() >= 6, "{}", b.recovered_functions());
+    // Oracle 2: every FDE readelf lists starts a function of the stripped copy (the .plt
+    // FDEs start at the PLT stubs the stripped copy names too).
+    for (lo, _) in &fdes {
+        let f = b
+            .function_at(Svma(*lo))
+            .unwrap_or_else(|| panic!("FDE at {lo:#x}"));
+        assert_eq!(f.start.0, *lo);
+    }
+    // The partition of the code into functions: byte by byte over .text, the -g build and
+    // the stripped copy agree wherever an FDE covers the byte.
+    let (lo, hi) = (
+        syms.iter().map(|s| s.0).min().unwrap(),
+        syms.iter().map(|s| s.0 + s.1).max().unwrap(),
+    );
+    let (mut same, mut covered) = (0u64, 0u64);
+    for a in lo..hi {
+        if !fdes.iter().any(|&(s, e)| a >= s && a < e) {
+            continue;
+        }
+        covered += 1;
+        let r = |x: Option<&proftrust_binary::Function>| x.map(|f| (f.start, f.size));
+        if r(full.function_at(Svma(a))) == r(b.function_at(Svma(a))) {
+            same += 1;
+        }
+    }
+    assert!(covered > 200, "{covered}");
+    assert_eq!(
+        same, covered,
+        "bytes in the same function range in both builds"
+    );
+}
+
+#[test]
+fn mini_debug_info_names_the_functions_dynsym_leaves_out() {
+    let t = "mini_debug_info_names_the_functions_dynsym_leaves_out";
+    if !tools(t, &["gcc", "strip", "nm", "objcopy", "xz"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    // The GDB manual's recipe ("MiniDebugInfo"): the function symbols not in .dynsym, in
+    // a debug-only copy with .symtab kept, xz-compressed into .gnu_debugdata.
+    let dynsyms: BTreeSet<String> = run("nm", &["-D", "--defined-only", "--format=posix", p(&exe)])
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    let keep: Vec<String> = run("nm", &["--defined-only", "--format=posix", p(&exe)])
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 2 && matches!(f[1], "T" | "t") && !dynsyms.contains(f[0]))
+                .then(|| f[0].to_string())
+        })
+        .collect();
+    let keep_file = dir.path().join("keep_symbols");
+    std::fs::write(&keep_file, keep.join("\n") + "\n").unwrap();
+    let mini = dir.path().join("mini_debuginfo");
+    run("objcopy", &["--only-keep-debug", p(&exe), p(&mini)]);
+    run(
+        "objcopy",
+        &[
+            "-S",
+            "--remove-section",
+            ".comment",
+            &format!("--keep-symbols={}", p(&keep_file)),
+            p(&mini),
+        ],
+    );
+    run("xz", &["-f", p(&mini)]);
+    let prog = dir.path().join("prog.mini");
+    run("strip", &["--strip-all", "-o", p(&prog), p(&exe)]);
+    run(
+        "objcopy",
+        &[
+            "--add-section",
+            &format!(".gnu_debugdata={}.xz", p(&mini)),
+            p(&prog),
+        ],
+    );
+    let b = Binary::open(&prog).unwrap();
+    assert!(b.has_mini_debug_info());
+    assert!(!b.has_symtab());
+    // Oracle: nm of the unstripped build; each kept function is named again, at its
+    // address, with its size.
+    for (start, size, name) in nm_sized(&exe) {
+        if !keep.contains(&name) {
+            continue;
+        }
+        let f = b
+            .function_by_name(&name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((f.start.0, f.size), (start, size), "{name}");
+        assert_eq!(f.origin, FunctionOrigin::MiniDebugInfo, "{name}");
+    }
+    for want in ["mix", "sum", "check.cold", "main"] {
+        assert!(b.function_by_name(want).is_some(), "{want}");
+    }
+    // A corrupt section is a warning, not an error: the FDEs still name the ranges.
+    let bad = dir.path().join("prog.badmini");
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"\xfd7zXZ\0 not really").unwrap();
+    run("strip", &["--strip-all", "-o", p(&bad), p(&exe)]);
+    run(
+        "objcopy",
+        &[
+            "--add-section",
+            &format!(".gnu_debugdata={}", p(&junk)),
+            p(&bad),
+        ],
+    );
+    let b = Binary::open(&bad).unwrap();
+    assert!(!b.has_mini_debug_info());
+    assert!(
+        b.warnings().iter().any(|w| w.contains("MiniDebugInfo")),
+        "{:?}",
+        b.warnings()
+    );
+    let sum = nm_functions(&exe)["sum"];
+    assert_eq!(
+        b.function_at(Svma(sum)).unwrap().origin,
+        FunctionOrigin::Recovered
+    );
 }
 
 #[test]
@@ -1315,4 +1548,140 @@ fn static_irelative_plt_stubs_are_named_after_their_ifunc() {
         checked += 1;
     }
     assert!(checked >= 2, "{checked} IRELATIVE stubs checked:\n{dis}");
+}
+
+/// A shared library's `.plt` holds stubs of IFUNCs resolved by `R_X86_64_IRELATIVE`
+/// relocations (Debian's libc.so.6 has 50, libm.so.6 22): each is a function named as
+/// `objdump -d` names it, so no sample in them is left outside every function. objdump
+/// names such a stub `*ABS*+0xRESOLVER@plt`; proftrust names it after the IFUNC symbol at
+/// the resolver when one exists (`strnlen@plt`, as for static binaries), else exactly as
+/// objdump does (libm.so.6 of Debian 12 without its debug file has one:
+/// `*ABS*+0x2e730@plt`).
+#[test]
+fn shared_library_plt_stubs_are_named_as_objdump_names_them() {
+    let t = "shared_library_plt_stubs_are_named_as_objdump_names_them";
+    if !tools(t, &["objdump"]) {
+        return;
+    }
+    let mut libs: Vec<std::path::PathBuf> = ["libc.so.6", "libm.so.6"]
+        .iter()
+        .map(|l| Path::new("/lib/x86_64-linux-gnu").join(l))
+        .filter(|l| l.exists())
+        .collect();
+    if libs.is_empty() {
+        return proftrust_testkit::skip_test(t, "no libc.so.6/libm.so.6 in /lib/x86_64-linux-gnu");
+    }
+    // Where libc6-dbg is installed, its symbol tables name every resolver; a copy without
+    // build-id and debuglink finds no debug file, as on a machine without the package.
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join(libs.last().unwrap().file_name().unwrap());
+    let o = std::process::Command::new("objcopy")
+        .args(["--remove-section", ".note.gnu.build-id"])
+        .args(["--remove-section", ".gnu_debuglink"])
+        .arg(libs.last().unwrap())
+        .arg(&bare)
+        .output();
+    if o.is_ok_and(|o| o.status.success()) {
+        libs.push(bare);
+    }
+    let (mut checked, mut by_address) = (0, 0);
+    for lib in &libs {
+        let b = Binary::open(lib).unwrap();
+        let out = run("objdump", &["-d", "-j", ".plt", p(lib)]);
+        for l in out.lines() {
+            // `0000000000026110 <*ABS*+0x9f1c0@plt>:`
+            let Some((addr, rest)) = l.split_once(" <") else {
+                continue;
+            };
+            let Some(name) = rest.strip_suffix(">:").filter(|n| n.ends_with("@plt")) else {
+                continue;
+            };
+            let a = u64::from_str_radix(addr.trim(), 16).unwrap();
+            let at = format!("{}: {name} at {a:#x}", lib.display());
+            let f = b
+                .function_at(Svma(a))
+                .unwrap_or_else(|| panic!("{at}: no function"));
+            assert_eq!(f.start.0, a, "{at}");
+            assert_eq!(f.origin, FunctionOrigin::Plt, "{at}");
+            match name
+                .strip_prefix("*ABS*+0x")
+                .and_then(|x| x.strip_suffix("@plt"))
+            {
+                Some(hex) => {
+                    let resolver = u64::from_str_radix(hex, 16).unwrap();
+                    // The IFUNC's own symbol, if a symbol (not an FDE) names the resolver.
+                    let symbol = b
+                        .function_at(Svma(resolver))
+                        .filter(|r| r.start.0 == resolver && r.origin != FunctionOrigin::Recovered)
+                        .map(|r| format!("{}@plt", r.name));
+                    match symbol {
+                        Some(s) => assert_eq!(f.name, s, "{at}"),
+                        None => {
+                            assert_eq!(f.name, name, "{at}");
+                            by_address += 1;
+                        }
+                    }
+                }
+                None => assert_eq!(f.name, name.replace("@@", "@"), "{at}"),
+            }
+            checked += 1;
+        }
+    }
+    eprintln!("{checked} .plt stubs checked, {by_address} named by their resolver's address");
+    assert!(checked > 0, "no stub in objdump's .plt listings");
+}
+
+/// A module whose `-dbg` package is installed (`/usr/lib/debug/.build-id/xx/rest.debug`:
+/// no code bytes, no `.plt`, its executable `PT_LOAD` with `p_filesz` 0) is located as the
+/// recorded file with that debug file attached, as perf pairs them: symbols and lines from
+/// the debug file, segments (`readelf -l` of the binary), code and PLT stubs from the file
+/// that ran. Before, the debug file alone was taken: offsets "in none of its PT_LOAD
+/// segments", "no code bytes", libc's `.plt` stubs in no function.
+#[test]
+fn debug_only_file_pairs_with_the_recorded_binary() {
+    use proftrust_binary::{BinaryLocator, LoadHeaders, LocateOptions};
+    use proftrust_model::segments::SegmentSource;
+    let t = "debug_only_file_pairs_with_the_recorded_binary";
+    if !tools(t, &["gcc", "objcopy", "strip", "nm"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "prog", &["stripped.c"], &[]);
+    let named = nm_functions(&exe);
+    let id = Binary::open(&exe).unwrap().build_id().unwrap().clone();
+    let hex = id.to_hex();
+    let root = dir.path().join("debugroot");
+    let bid_dir = root.join(".build-id").join(&hex[..2]);
+    std::fs::create_dir_all(&bid_dir).unwrap();
+    let dbg = bid_dir.join(format!("{}.debug", &hex[2..]));
+    run("objcopy", &["--only-keep-debug", p(&exe), p(&dbg)]);
+    run("strip", &[p(&exe)]);
+    let dbg_segments = LoadHeaders::read(&dbg).unwrap().segments;
+    assert!(
+        dbg_segments
+            .segments()
+            .iter()
+            .any(|g| g.flags & 1 != 0 && g.filesz == 0),
+        "{dbg_segments:?}"
+    );
+    let mut lo = LocateOptions::default();
+    lo.build_id_cache = None;
+    lo.debuginfod_cache = None;
+    lo.debug_dirs = vec![root.clone()];
+    lo.open.debug_dirs = vec![root];
+    lo.running_kernel = None;
+    let locator = BinaryLocator::new(lo);
+    let b = locator.locate(p(&exe), Some(&id)).binary.unwrap();
+    assert_eq!(b.path(), exe.as_path());
+    assert_eq!(b.debug_file(), Some(dbg.as_path()));
+    // The debug file's names, the binary's code.
+    let mix = named["mix"];
+    let f = b.function_at(Svma(mix)).unwrap();
+    assert_eq!((f.name.as_str(), f.start.0), ("mix", mix));
+    assert!(!b.instructions(f).unwrap().is_empty());
+    let got = locator.load_segments(p(&exe), Some(&id)).unwrap();
+    assert_eq!(
+        got.segments(),
+        LoadHeaders::read(&exe).unwrap().segments.segments()
+    );
 }

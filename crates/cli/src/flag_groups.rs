@@ -112,6 +112,12 @@ pub struct ExactSide {
     /// model of that name) or znver4 (AMD Zen 4).
     #[arg(long, value_enum, default_value_t = CoreArg::Sapphirerapids)]
     pub core: CoreArg,
+    /// The static time model charges data-cache misses: the program is traced once more
+    /// under QEMU, the plugin simulating L1D 48 KiB and L2 2 MiB, and each load's mean
+    /// latency beyond an L1 hit goes through the scheduler (paid in full on a dependency
+    /// chain, overlapped when independent). Slower: a traced run.
+    #[arg(long)]
+    pub time_caches: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -188,6 +194,7 @@ impl ExactSide {
             CoreArg::Sapphirerapids => proftrust_uarch::CoreKind::GoldenCove,
             CoreArg::Znver4 => proftrust_uarch::CoreKind::Zen4,
         };
+        o.time_caches = self.time_caches;
     }
 }
 

@@ -44,6 +44,12 @@ struct Cli {
     /// No progress bars or notes on stderr; errors are still printed.
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// Largest ratio of decompressed to compressed size of a gzip, zstd or xz profile
+    /// (decompressions up to 64 MiB pass whatever the ratio): past it the file is refused as
+    /// a likely decompression bomb. Real profiles compress 4x to about 260x.
+    #[arg(long, global = true, value_name = "N", default_value_t = proftrust_formats::DEFAULT_MAX_RATIO,
+          value_parser = crate::args::int::<u64>(1, 1 << 40))]
+    max_decompression_ratio: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,6 +101,7 @@ enum Command {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     util::set_verbosity(cli.verbose, cli.quiet);
+    proftrust_pipeline::load::set_max_decompression_ratio(cli.max_decompression_ratio);
     // Commands that run a program take over SIGINT/SIGTERM/SIGHUP before anything else, so
     // an early signal is not lost (docs/processes.md).
     if matches!(

@@ -179,7 +179,14 @@ fn write_as(
     f: impl FnOnce(&mut BufWriter<Sink>) -> Result<()>,
 ) -> Result<Option<PathBuf>> {
     let complete = |w: &mut BufWriter<Sink>| -> Result<()> {
-        f(w)?;
+        // A bare I/O error of the writer (ENOSPC, EIO) names the file it failed on.
+        f(w).map_err(|e| {
+            if e.chain().count() == 1 && e.downcast_ref::<std::io::Error>().is_some() {
+                e.context(format!("cannot write {}", path.display()))
+            } else {
+                e
+            }
+        })?;
         w.flush()
             .with_context(|| format!("cannot write {}", path.display()))
     };

@@ -56,7 +56,7 @@ impl proftrust_pipeline::Events for Ui {
     }
     fn detail(&self, msg: &str) {
         if verbosity() >= 2 {
-            eprintln!("proftrust: {msg}");
+            eprintln!("proftrust: {}", terminal_safe(msg));
         }
     }
     fn task(&self, len: Option<u64>, what: &str) -> Box<dyn proftrust_pipeline::Task + '_> {
@@ -82,14 +82,13 @@ pub fn print_error(e: &anyhow::Error) {
     eprintln!("error: {}", terminal_safe(&chain_text(e)));
 }
 
-/// `s` with every control character but the line breaks shown escaped
-/// ([`proftrust_report::quote_name`] line by line): messages name files and functions from
-/// binaries nobody checked, and must not drive the terminal.
-pub fn terminal_safe(s: &str) -> String {
-    s.split('\n')
-        .map(|l| proftrust_report::quote_name(l))
-        .collect::<Vec<_>>()
-        .join("\n")
+/// `s` as one line of stderr ([`proftrust_model::quote_line`]): messages name files,
+/// functions and events from binaries and profiles nobody checked, and must neither drive
+/// the terminal nor start a line of their own. Every note and error is one line by
+/// construction (a tool's own output is joined with ` | `), so a line break in one comes
+/// from a name and is shown escaped (`\n`).
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    proftrust_model::quote_line(s)
 }
 
 /// An error chain as `outer: inner`, leaving out a cause whose text the message already

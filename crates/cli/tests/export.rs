@@ -456,6 +456,15 @@ fn firefox_profile_has_the_processed_format_and_reads_samples() {
         ],
     );
     let j: Value = serde_json::from_str(&read_file(dir, "ff.json")).unwrap();
+    // Issue 31 item 14: the process and its main thread carry the program's name (`comm`,
+    // as perf script shows it), not perf's command line.
+    // (The Firefox Profiler shows a main thread by its process's name: `tiny (22000)`;
+    // main wrote `/usr/bin/perf record -q -g ... ./tiny 2000000 (22000)`.)
+    for t in j["threads"].as_array().unwrap() {
+        for key in ["name", "processName"] {
+            assert_eq!(t[key], "tiny (22000)", "{key}");
+        }
+    }
     // The processed format's skeleton (the Firefox Profiler's build is not on npm, so it
     // cannot be loaded offline: this walks the tables the way the profiler's call tree does).
     assert!(j["meta"]["version"].as_u64().is_some());
@@ -782,5 +791,123 @@ fn bad_input_fails_with_a_clear_message_and_no_file() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(needle), "{args:?}: {e}");
         assert!(!dir.join("x").exists(), "{args:?} left a file");
+    }
+}
+
+/// Issue 31 item 4: a hybrid CPU's recording names two PMUs' `cycles`; the first
+/// (`cpu_atom`) took no sample, the second every one. `export` took the first and wrote a
+/// 0-byte file (exit 0), `check` failed; both now take the event with the samples, and an
+/// export of an empty event is an error. The perf.data is built byte by byte
+/// (`proftrust_testkit::perf_data`): 3 samples in `leaf` (0x401080..) and 1 in `work` of the
+/// golden `tiny` (non-PIE: runtime addresses are SVMAs).
+#[test]
+fn the_event_with_the_samples_is_exported() {
+    use proftrust_testkit::perf_data::{Event, PerfData};
+    let dir = sandbox();
+    let d = dir.path();
+    let tiny = d.join("tiny");
+    let mut p = PerfData::new(vec![
+        Event::new(0, 10 << 32, 100).named("cpu_atom/cycles/"),
+        Event::new(0, 4 << 32, 200).named("cpu_core/cycles/"),
+    ]);
+    p.comm(7, "tiny", 1);
+    p.mmap2(7, 0x401000, 0x1000, 0x1000, tiny.to_str().unwrap(), 2);
+    for (t, ip) in [(3, 0x401090), (4, 0x401098), (5, 0x4010a0), (6, 0x401150)] {
+        p.sample(200, ip, 7, t, 1000);
+    }
+    std::fs::write(d.join("hybrid.data"), p.file_mode()).unwrap();
+    let o = Command::new(BIN)
+        .args(["export", "hybrid.data", "--to", "folded", "-o", "h.folded"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("exporting cpu_core/cycles/, the first with samples"),
+        "{err}"
+    );
+    assert_eq!(read_file(d, "h.folded"), "leaf 3\nwork 1\n");
+    // Asked for by name, the empty event is refused: no empty file written silently.
+    let o = Command::new(BIN)
+        .args([
+            "export",
+            "hybrid.data",
+            "--to",
+            "folded",
+            "--event",
+            "cpu_atom/cycles/",
+        ])
+        .args(["-o", "a.folded"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no samples of cpu_atom/cycles/"), "{err}");
+    assert!(!d.join("a.folded").exists());
+    // check takes the same event.
+    let out = pt(d, &["check", "hybrid.data", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["event"]["name"], "cpu_core/cycles/", "{v}");
+    assert_eq!(v["samples"], 4);
+}
+
+/// `export` reads its input through the one loader, as `read` and `check` do: a gzip-
+/// compressed `perf script` text or callgrind file and standard input (`-`) give the same
+/// export as the plain file (export had its own path, which sniffed the compressed bytes
+/// and refused them as an unknown format, and opened `-` as a file).
+#[test]
+fn export_reads_what_read_reads() {
+    if !have("gzip") {
+        skip!("export_reads_what_read_reads: needs gzip");
+        return;
+    }
+    let dir = sandbox();
+    let d = dir.path();
+    for (input, flags) in [
+        ("tiny.perf-script", &["--binary", "tiny"][..]),
+        ("tiny.callgrind", &["--binary", "tiny"][..]),
+    ] {
+        let export = |from: &str, out: &str, stdin: Option<&Path>| {
+            let mut c = Command::new(BIN);
+            c.args(["export", from, "--to", "folded", "-o", out])
+                .args(flags)
+                .current_dir(d);
+            if let Some(f) = stdin {
+                c.stdin(std::fs::File::open(f).unwrap());
+            }
+            let o = c.output().unwrap();
+            assert!(
+                o.status.success(),
+                "export {from}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            read_file(d, out)
+        };
+        let plain = export(input, "plain.folded", None);
+        // Every line a stack and its count (the callgrind fixture names no object: one
+        // `[unknown]` line of its 761048 Ir).
+        assert!(!plain.is_empty(), "{input}");
+        for l in plain.lines() {
+            assert!(
+                l.rsplit_once(' ')
+                    .is_some_and(|(_, n)| n.parse::<u64>().is_ok()),
+                "{l}"
+            );
+        }
+        let gz = format!("{input}.gz");
+        let o = Command::new("gzip")
+            .args(["-k", input])
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        assert_eq!(export(&gz, "gz.folded", None), plain, "{gz}");
+        assert_eq!(
+            export("-", "stdin.folded", Some(&d.join(input))),
+            plain,
+            "{input} on stdin"
+        );
     }
 }

@@ -176,6 +176,22 @@ fn read() {
             &["read", "tiny.callgrind", "--binary", "tiny"],
         ],
     );
+    // The stripped copy: every function recovered from its FDE (`tiny!sub_ADDR`), the
+    // same partition of the samples as the symbols give.
+    s.check(
+        "read-stripped",
+        &[
+            &["read", "tiny.perf.data", "--binary", "tiny.stripped"],
+            &[
+                "check",
+                "tiny.perf.data",
+                "--binary",
+                "tiny.stripped",
+                "--top",
+                "4",
+            ],
+        ],
+    );
     s.check(
         "read-script",
         &[

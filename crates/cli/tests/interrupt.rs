@@ -426,3 +426,79 @@ fn sigkill_of_proftrust_leaves_nothing_running() {
         assert!(leftovers.is_empty(), "{args:?}: {leftovers:?}");
     }
 }
+
+/// Issue 32 item 6: an interrupted sample file says so where it is read (`read`, `read
+/// --json`, as `check` already did), and the files `cct --folded` and `vpp --svg` write on
+/// an interrupt carry the mark (a comment line flame-graph tools skip; the plot's title).
+#[test]
+fn interrupted_outputs_say_so_wherever_they_are_read() {
+    if !need(
+        "interrupted_outputs_say_so_wherever_they_are_read",
+        &["gcc", "qemu-x86_64"],
+    ) {
+        return;
+    }
+    let Some((dir, spin)) = fixture("interrupted_outputs_say_so_wherever_they_are_read") else {
+        return;
+    };
+    let needle = dir.path().to_string_lossy().into_owned();
+    let case = Case {
+        at: 0.8,
+        signal: libc::SIGINT,
+        after_procs: 1,
+    };
+    let rec = dir.path().join("r.ptsamp");
+    let mut c = proftrust();
+    c.args(["record", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&spin)
+        .arg("2");
+    let (st, _, err) = interrupt(c, &case, &needle);
+    assert_ended_by(&st, case.signal, &err);
+    assert_marked(&read_json(&rec), case.signal, "read --json");
+    let o = proftrust().arg("read").arg(&rec).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "ENDED EARLY: the program was interrupted (proftrust received SIGINT): the samples cover the run up to then"
+        ),
+        "{text}"
+    );
+    // cct --folded and vpp --svg, interrupted while the trace runs.
+    let folded = dir.path().join("c.folded");
+    let mut c = proftrust();
+    c.args(["cct", "--cpi-model", "flat", "--folded"])
+        .arg(&folded)
+        .arg("--")
+        .arg(&spin)
+        .arg("2");
+    let (st, _, err) = interrupt(c, &case, &needle);
+    assert_ended_by(&st, case.signal, &err);
+    let f = std::fs::read_to_string(&folded).unwrap();
+    let first = f.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        "# proftrust: the program was interrupted (proftrust received SIGINT): these stacks cover the run up to then [not a stack]"
+    );
+    // Every other line is a stack with its count.
+    assert!(f.lines().count() > 1, "{f}");
+    for l in f.lines().skip(1) {
+        let n = l.rsplit_once(' ').map(|(_, n)| n.parse::<u64>());
+        assert!(matches!(n, Some(Ok(_))), "{l:?}");
+    }
+    let svg = dir.path().join("v.svg");
+    let mut c = proftrust();
+    c.args(["vpp", "--svg"])
+        .arg(&svg)
+        .arg("--")
+        .arg(&spin)
+        .arg("2");
+    let (st, _, err) = interrupt(c, &case, &needle);
+    assert_ended_by(&st, case.signal, &err);
+    let s = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert!(
+        s.contains("[the program was interrupted (proftrust received SIGINT): the paths cover the run up to then]"),
+        "{s:.400}"
+    );
+}

@@ -1138,12 +1138,8 @@ fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile
         ));
     }
     if r.edges && from_callback && snap.threads <= 1 {
-        let n = snap.inline.len().max(snap.callback.len());
-        let same = (0..n).all(|i| {
-            snap.inline.get(i).copied().unwrap_or(0) == snap.callback.get(i).copied().unwrap_or(0)
-        });
-        if !same {
-            detail.push_str("; WARNING inline and callback block counts differ");
+        if let Some(w) = block_count_mismatch(&snap.inline, &snap.callback) {
+            detail.push_str(&format!("; WARNING {w}"));
         }
     }
     if r.api < 2 && !from_callback && snap.threads > 1 {
@@ -1224,6 +1220,28 @@ pub fn guest_threads(p: &ExactProfile) -> Option<u32> {
 /// A caller that used `edges: false` for speed can rerun with edges when this is true.
 pub fn counts_may_be_low(p: &ExactProfile) -> bool {
     p.backend == "qemu" && p.backend_detail.contains(LOW_PHRASE)
+}
+
+/// Issue 31 item 14: on a single-threaded run the plugin counts every block twice, with its
+/// inline counters and with the per-vCPU callbacks the edges need (QEMU plugin API 1); both
+/// must agree. When they do not, what differs, which count is used and what to do.
+fn block_count_mismatch(inline: &[u64], callback: &[u64]) -> Option<String> {
+    let n = inline.len().max(callback.len());
+    let (mut blocks, mut most, mut total) = (0usize, 0u64, 0u64);
+    for i in 0..n {
+        let a = inline.get(i).copied().unwrap_or(0);
+        let b = callback.get(i).copied().unwrap_or(0);
+        if a != b {
+            blocks += 1;
+            most = most.max(a.abs_diff(b));
+            total += a.abs_diff(b);
+        }
+    }
+    (blocks > 0).then(|| {
+        format!(
+            "the plugin's two counts of the same blocks disagree (inline counters and edge callbacks: {blocks} of {n} blocks, {total} executions in all, up to {most} in one block): the counts shown are the callbacks', which may be off by that much; check them against `truth --backend callgrind` and report it with the program and `qemu --version`"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -1476,5 +1494,17 @@ mod tests {
         p.backend = "callgrind".into();
         p.backend_detail = format!("{THREADS_PHRASE}3");
         assert_eq!(guest_threads(&p), None);
+    }
+
+    #[test]
+    fn block_count_mismatch_says_how_much_and_what_to_do() {
+        assert_eq!(block_count_mismatch(&[3, 4], &[3, 4]), None);
+        assert_eq!(block_count_mismatch(&[3, 4], &[3, 4, 0]), None);
+        let w = block_count_mismatch(&[3, 4, 10], &[3, 6, 7]).unwrap();
+        assert!(
+            w.contains("2 of 3 blocks, 5 executions in all, up to 3 in one block"),
+            "{w}"
+        );
+        assert!(w.contains("truth --backend callgrind"), "{w}");
     }
 }

@@ -202,16 +202,24 @@ pub fn write_firefox<W: Write>(
             let th = match threads.get(&(ts.pid, ts.tid)) {
                 Some(&h) => h,
                 None => {
+                    // Processes and threads by their own names (`comm`), not by the
+                    // recording's command line (issue 31 item 14: perf's `perf record ...`).
+                    let name = |pid: u32, tid: u32| p.thread_names.get(&(pid, tid));
                     let proc = *processes.entry(ts.pid).or_insert_with(|| {
-                        b.fx.add_process(&format!("{} ({})", p.title, ts.pid), ts.pid, zero)
+                        let pname = name(ts.pid, ts.pid)
+                            .or_else(|| name(ts.pid, ts.tid))
+                            .map_or(p.title.as_str(), String::as_str);
+                        b.fx.add_process(&format!("{pname} ({})", ts.pid), ts.pid, zero)
                     });
                     let h = b.fx.add_thread(proc, ts.tid, zero, ts.pid == ts.tid);
+                    let main = ts.pid == ts.tid;
                     b.fx.set_thread_name(
                         h,
-                        &if ts.pid == ts.tid {
-                            "main thread".to_string()
-                        } else {
-                            format!("thread {}", ts.tid)
+                        &match name(ts.pid, ts.tid) {
+                            Some(n) if main => n.clone(),
+                            Some(n) => format!("{n} ({})", ts.tid),
+                            None if main => "main thread".to_string(),
+                            None => format!("thread {}", ts.tid),
                         },
                     );
                     threads.insert((ts.pid, ts.tid), h);

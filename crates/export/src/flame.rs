@@ -8,6 +8,7 @@ use crate::profile::Profile;
 use crate::symbols::Resolver;
 use crate::ExportError;
 use inferno::flamegraph::{self, Options, Palette};
+use proftrust_model::quote_name;
 use std::io::Write;
 
 /// What a flame graph is called and counts.
@@ -37,9 +38,12 @@ impl Default for FlameOptions {
 
 fn inferno_options(o: &FlameOptions) -> Options<'static> {
     let mut opt = Options::default();
-    opt.title = o.title.clone();
-    opt.subtitle = o.subtitle.clone();
-    opt.count_name = o.count_name.clone();
+    // inferno escapes markup; control characters (which XML 1.0 forbids: a browser shows
+    // an error instead of the graph) are escaped here, as the frames are (`folded_frame`).
+    let q = |s: &str| quote_name(s).into_owned();
+    opt.title = q(&o.title);
+    opt.subtitle = o.subtitle.as_deref().map(q);
+    opt.count_name = q(&o.count_name);
     opt.image_width = Some(o.width);
     // Colours by a hash of the name, the same from run to run (golden files, side-by-side
     // graphs of one program).

@@ -5,19 +5,18 @@
 //!
 //! Frames are function names, callers first; inline frames are expanded (the function a
 //! call was inlined into comes before the inlined one), as `stackcollapse-perf.pl --inline`
-//! does. A `;` inside a name would split the frame, so it is written as `:`; line breaks
-//! become spaces. Counts are integers (rounded); stacks with a count of 0 are left out.
+//! does. Each frame goes through [`proftrust_model::folded_frame`]: control characters
+//! escaped as text output shows them (a line break would start a new stack), and a `;`
+//! inside a name, which would split the frame, written as `:`. Counts are integers
+//! (rounded); stacks with a count of 0 are left out.
 //! Lines are sorted, so the output is deterministic.
 
 use crate::profile::Profile;
 use crate::symbols::Resolver;
 use crate::ExportError;
+use proftrust_model::folded_stack;
 use std::collections::BTreeMap;
 use std::io::Write;
-
-fn clean(name: &str) -> String {
-    name.replace(';', ":").replace(['\n', '\r'], " ")
-}
 
 /// Folded stack -> summed value of column `value`.
 pub(crate) fn fold(p: &Profile, r: &Resolver<'_>, value: usize) -> BTreeMap<String, f64> {
@@ -27,12 +26,9 @@ pub(crate) fn fold(p: &Profile, r: &Resolver<'_>, value: usize) -> BTreeMap<Stri
         if v == 0.0 {
             continue;
         }
-        let names: Vec<String> = r
-            .names_root_first(&s.frames)
-            .iter()
-            .map(|n| clean(n))
-            .collect();
-        *out.entry(names.join(";")).or_default() += v;
+        let names = r.names_root_first(&s.frames);
+        *out.entry(folded_stack(names.iter().map(String::as_str)))
+            .or_default() += v;
     }
     out
 }

@@ -81,7 +81,7 @@ pub use flame::{write_diff_flamegraph, write_flamegraph, FlameOptions};
 pub use folded::{write_folded, write_folded_diff, DiffOptions};
 pub use llvm::{write_llvm_sample, CallSite, LlvmSummary};
 pub use pprof::{read_pprof, to_pprof, write_pprof};
-pub use profile::{Origin, Profile, Stack, TimedSample, ValueType};
+pub use profile::{Frames, Origin, Profile, Stack, TimedSample, ValueType, Values};
 pub use speedscope::write_speedscope;
 pub use symbols::{Frame, FunctionSymbol, NoSymbols, Resolver, Segment, Symbols};
 

@@ -29,11 +29,14 @@
 //!   attached to the call site's line; sampled profiles have none.
 //!
 //! Addresses without a source line (no DWARF) are left out and counted in the summary.
+//! Names go through [`proftrust_model::llvm_sample_name`]: a name holding a line break or
+//! another control character (no C or C++ function has one) is written escaped, so that
+//! `llvm-profdata` reads every record.
 
 use crate::profile::Profile;
 use crate::symbols::{Frame, Resolver};
 use crate::ExportError;
-use proftrust_model::Location;
+use proftrust_model::{llvm_sample_name, Location};
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -165,7 +168,7 @@ pub fn write_llvm_sample<W: Write>(
     order.retain(|(_, f, t)| *t > 0 || f.head > 0);
     order.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(b.0)));
     for (name, f, total) in &order {
-        writeln!(w, "{name}:{total}:{}", f.head)?;
+        writeln!(w, "{}:{total}:{}", llvm_sample_name(name), f.head)?;
         write_body(&mut w, f, 1)?;
         summary.functions += 1;
         summary.total_samples += total;
@@ -192,7 +195,7 @@ fn write_body<W: Write>(w: &mut W, f: &FunctionSamples, depth: usize) -> std::io
         let mut line = format!("{pad}{}: {n}", loc_text(k));
         if let Some(t) = f.targets.get(&k) {
             for (callee, c) in t {
-                line.push_str(&format!(" {callee}:{c}"));
+                line.push_str(&format!(" {}:{c}", llvm_sample_name(callee)));
             }
         }
         writeln!(w, "{line}")?;
@@ -203,7 +206,7 @@ fn write_body<W: Write>(w: &mut W, f: &FunctionSamples, depth: usize) -> std::io
             if t == 0 {
                 continue;
             }
-            writeln!(w, "{pad}{}: {callee}:{t}", loc_text(*k))?;
+            writeln!(w, "{pad}{}: {}:{t}", loc_text(*k), llvm_sample_name(callee))?;
             write_body(w, g, depth + 1)?;
         }
     }

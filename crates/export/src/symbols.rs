@@ -124,12 +124,16 @@ pub struct Frame {
 /// Frames per (location, is a return address).
 type FrameCache = HashMap<(Location, bool), Rc<[Frame]>>;
 
+/// Entries a [`Resolver`] cache holds before it starts again (~250 MB of frames): a
+/// profile's memory stays proportional to its output, not to its distinct addresses.
+const CACHE_MAX: usize = 1 << 20;
+
 /// Cached resolution of locations into frames (module docs).
 pub struct Resolver<'a> {
     symbols: &'a dyn Symbols,
     modules: &'a ModuleTable,
     cache: RefCell<FrameCache>,
-    functions: RefCell<HashMap<Location, Option<FunctionSymbol>>>,
+    functions: RefCell<HashMap<Location, FunctionSymbol>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -175,14 +179,20 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// The function symbol containing `loc` (cached).
+    /// The function symbol containing `loc` (cached when there is one: a miss costs a
+    /// lookup again, but a profile of millions of addresses in a module whose binary is
+    /// missing holds no cache entry per address).
     pub fn function(&self, loc: Location) -> Option<FunctionSymbol> {
         if let Some(f) = self.functions.borrow().get(&loc) {
-            return f.clone();
+            return Some(f.clone());
         }
-        let f = self.symbols.function(loc);
-        self.functions.borrow_mut().insert(loc, f.clone());
-        f
+        let f = self.symbols.function(loc)?;
+        let mut c = self.functions.borrow_mut();
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        c.insert(loc, f.clone());
+        Some(f)
     }
 
     /// The frames at `loc`, innermost first; never empty (a fallback frame when nothing is
@@ -235,10 +245,18 @@ impl<'a> Resolver<'a> {
                 symbolized,
             });
         }
+        let symbolized = out[0].symbolized;
         let rc: Rc<[Frame]> = out.into();
-        self.cache
-            .borrow_mut()
-            .insert((loc, return_address), rc.clone());
+        // Only what took a lookup to find is kept: the fallback name of an address nothing
+        // is known about is made again when asked (issue 32: 26.8 M such addresses of a
+        // module not on disk held ~9 GB of cache).
+        if symbolized {
+            let mut c = self.cache.borrow_mut();
+            if c.len() >= CACHE_MAX {
+                c.clear();
+            }
+            c.insert((loc, return_address), rc.clone());
+        }
         rc
     }
 

@@ -55,6 +55,18 @@ fn unsupported_compression(head: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// An error when `head` starts with a compression the loader does not undo (bzip2, lz4,
+/// zip), with how to undo it.
+pub(crate) fn refuse_compression(head: &[u8]) -> Result<(), FormatError> {
+    match unsupported_compression(head) {
+        Some(what) => Err(FormatError::NotThisFormat {
+            what: "profile file",
+            detail: format!("the file is compressed with {what}"),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The bytes of an input: borrowed, read, or mapped.
 pub(crate) enum Bytes<'a> {
     Borrowed(&'a [u8]),
@@ -73,8 +85,19 @@ impl std::ops::Deref for Bytes<'_> {
     }
 }
 
-/// Reads the file at `path`: mapped when it is a regular file of at least 4 MiB, else read.
-pub(crate) fn read_path(path: &Path) -> Result<Bytes<'static>, FormatError> {
+/// How much of an input the loader looks at before it reads the rest.
+pub(crate) const HEAD_BYTES: usize = 1 << 16;
+
+/// Reads the file at `path`: its first [`HEAD_BYTES`] are read and handed to `check_head`
+/// (the loader refuses an unknown format there, before a byte more is read: a 50 GB file of
+/// zeros is refused at once); then the whole file is mapped when it is a regular file of at
+/// least 4 MiB, else read, in at most `max_bytes` (a pipe or device) with fallible
+/// allocation, so that no size taken from input aborts the process.
+pub(crate) fn read_path(
+    path: &Path,
+    check_head: &dyn Fn(&[u8]) -> Result<(), FormatError>,
+    max_bytes: u64,
+) -> Result<Bytes<'static>, FormatError> {
     let io = |source: std::io::Error| FormatError::Read {
         detail: source.to_string(),
     };
@@ -84,8 +107,44 @@ pub(crate) fn read_path(path: &Path) -> Result<Bytes<'static>, FormatError> {
             detail: "is a directory; give a profile file (perf.data, perf script text, callgrind.out.PID, a proftrust file)".into(),
         });
     }
-    let file = std::fs::File::open(path).map_err(io)?;
-    crate::sys::file_bytes(file, &meta).map_err(io)
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    if !meta.is_file() {
+        // A pipe, a FIFO, a device: read as a stream.
+        return read_all(file, check_head, max_bytes).map(Bytes::Owned);
+    }
+    let head = read_head(&mut file, HEAD_BYTES).map_err(io)?;
+    if head.is_empty() {
+        return Ok(Bytes::Owned(head));
+    }
+    check_head(&head)?;
+    crate::sys::file_bytes(file, meta.len(), head)
+}
+
+/// Up to `n` bytes from the start of `r` (fewer at its end).
+fn read_head(r: &mut impl Read, n: usize) -> std::io::Result<Vec<u8>> {
+    let mut head = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        match r.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(got);
+    Ok(head)
+}
+
+/// Grows `v` by `n` bytes' room without aborting when memory is short.
+pub(crate) fn reserve(v: &mut Vec<u8>, n: usize, what: &'static str) -> Result<(), FormatError> {
+    v.try_reserve(n).map_err(|_| FormatError::TooLarge {
+        what,
+        detail: format!(
+            "{} bytes do not fit in memory (an address-space limit, `ulimit -v`, or too little memory); give a smaller file or raise the limit",
+            v.len() as u64 + n as u64
+        ),
+    })
 }
 
 /// The first `n` bytes of what `r` holds, decompressed when it starts with a compression's
@@ -123,53 +182,117 @@ pub(crate) fn head_decompressed(r: impl Read, n: usize) -> std::io::Result<Vec<u
     Ok(out)
 }
 
-/// Reads everything from `r`.
-pub(crate) fn read_all(mut r: impl Read) -> Result<Vec<u8>, FormatError> {
-    let mut v = Vec::new();
-    r.read_to_end(&mut v).map_err(|e| FormatError::Read {
+/// Reads everything from `r` (a pipe, a device, standard input): the first [`HEAD_BYTES`]
+/// go to `check_head` before anything more is read (an endless device of zeros is refused
+/// at once), then at most `max_bytes` in all, in memory allocated fallibly.
+pub(crate) fn read_all(
+    mut r: impl Read,
+    check_head: &dyn Fn(&[u8]) -> Result<(), FormatError>,
+    max_bytes: u64,
+) -> Result<Vec<u8>, FormatError> {
+    let io = |e: std::io::Error| FormatError::Read {
         detail: e.to_string(),
-    })?;
-    Ok(v)
+    };
+    let mut v = read_head(&mut r, HEAD_BYTES).map_err(io)?;
+    if v.is_empty() {
+        return Ok(v);
+    }
+    check_head(&v)?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => return Ok(v),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        if v.len() as u64 + n as u64 > max_bytes {
+            return Err(FormatError::TooLarge {
+                what: "the input",
+                detail: format!(
+                    "more than {max_bytes} bytes came from a pipe or device (LoadOptions::max_decompressed); write it to a file first"
+                ),
+            });
+        }
+        if v.len() + n > v.capacity() {
+            let more = v.len().max(n);
+            reserve(&mut v, more, "the input")?;
+        }
+        v.extend_from_slice(&buf[..n]);
+    }
 }
 
+/// Decompressed sizes up to this much are allowed whatever the ratio (a small file of a
+/// very repetitive profile).
+pub(crate) const RATIO_FLOOR: u64 = 64 << 20;
+
 /// Undoes the compression `bytes` start with (up to two layers, e.g. a gzipped zstd file),
-/// streaming from the compressed bytes into one buffer of at most `limit` bytes.
+/// streaming from the compressed bytes into one buffer of at most `limit` bytes and at
+/// most `max_ratio` times the compressed size (but at least [`RATIO_FLOOR`]): a
+/// decompression bomb (394 KB of zstd holding 4 GB of text) is refused after that much,
+/// not read until memory runs out. Real profiles compress 4x (callgrind) to 260x (`perf
+/// script` text under `xz -9`).
 pub(crate) fn decompress<'b>(
     bytes: &'b [u8],
     limit: u64,
+    max_ratio: u64,
 ) -> Result<(Cow<'b, [u8]>, Option<Compression>), FormatError> {
-    if let Some(what) = unsupported_compression(bytes) {
-        return Err(FormatError::NotThisFormat {
-            what: "profile file",
-            detail: format!("the file is compressed with {what}"),
-        });
-    }
+    refuse_compression(bytes)?;
     let Some(c) = Compression::sniff(bytes) else {
         return Ok((Cow::Borrowed(bytes), None));
     };
-    let mut out = decompress_one(bytes, c, limit)?;
+    let cap = Cap::new(bytes.len() as u64, limit, max_ratio);
+    let mut out = decompress_one(bytes, c, &cap)?;
     if let Some(inner) = Compression::sniff(&out) {
-        out = decompress_one(&out, inner, limit)?;
+        out = decompress_one(&out, inner, &cap)?;
     }
     Ok((Cow::Owned(out), Some(c)))
 }
 
-fn decompress_one(b: &[u8], c: Compression, limit: u64) -> Result<Vec<u8>, FormatError> {
-    let mut out = Vec::with_capacity(b.len().saturating_mul(4).min(1 << 30));
+/// The most a compressed input may decompress to, and why.
+struct Cap {
+    bytes: u64,
+    compressed: u64,
+    by_ratio: bool,
+    ratio: u64,
+}
+
+impl Cap {
+    fn new(compressed: u64, limit: u64, ratio: u64) -> Cap {
+        let by_ratio = compressed.saturating_mul(ratio).max(RATIO_FLOOR);
+        Cap {
+            bytes: limit.min(by_ratio),
+            compressed,
+            by_ratio: by_ratio < limit,
+            ratio,
+        }
+    }
+}
+
+fn decompress_one(b: &[u8], c: Compression, cap: &Cap) -> Result<Vec<u8>, FormatError> {
+    let mut out = Vec::new();
+    reserve(
+        &mut out,
+        (b.len() as u64)
+            .saturating_mul(4)
+            .min(1 << 30)
+            .min(cap.bytes) as usize,
+        "the decompressed profile",
+    )?;
     let res = match c {
-        Compression::Gzip => copy_limited(flate2::read::MultiGzDecoder::new(b), &mut out, limit, c),
-        Compression::Zstd => zstd_all(b, &mut out, limit),
+        Compression::Gzip => copy_limited(flate2::read::MultiGzDecoder::new(b), &mut out, cap, c),
+        Compression::Zstd => zstd_all(b, &mut out, cap),
         Compression::Xz => {
             let mut r = std::io::BufReader::new(b);
             let mut w = LimitedWriter {
                 out: &mut out,
-                limit,
+                limit: cap.bytes,
             };
             lzma_rs::xz_decompress(&mut r, &mut w).map_err(|e| match e {
                 lzma_rs::error::Error::IoError(e)
                     if e.kind() == std::io::ErrorKind::OutOfMemory =>
                 {
-                    too_big(c, limit)
+                    too_big(c, cap)
                 }
                 e => bad_stream(c, &e.to_string(), w.out.len()),
             })
@@ -180,12 +303,12 @@ fn decompress_one(b: &[u8], c: Compression, limit: u64) -> Result<Vec<u8>, Forma
 
 /// Zstandard frames one after the other (as `zstd -d` reads concatenated frames; skippable
 /// frames are skipped by the decoder).
-fn zstd_all(b: &[u8], out: &mut Vec<u8>, limit: u64) -> Result<(), FormatError> {
+fn zstd_all(b: &[u8], out: &mut Vec<u8>, cap: &Cap) -> Result<(), FormatError> {
     let mut rest = b;
     while !rest.is_empty() {
         let mut dec = ruzstd::StreamingDecoder::new(&mut rest)
             .map_err(|e| bad_stream(Compression::Zstd, &e.to_string(), out.len()))?;
-        copy_limited(&mut dec, out, limit, Compression::Zstd)?;
+        copy_limited(&mut dec, out, cap, Compression::Zstd)?;
     }
     Ok(())
 }
@@ -193,7 +316,7 @@ fn zstd_all(b: &[u8], out: &mut Vec<u8>, limit: u64) -> Result<(), FormatError> 
 fn copy_limited(
     mut r: impl Read,
     out: &mut Vec<u8>,
-    limit: u64,
+    cap: &Cap,
     c: Compression,
 ) -> Result<(), FormatError> {
     let mut buf = vec![0u8; 1 << 16];
@@ -204,8 +327,12 @@ fn copy_limited(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(bad_stream(c, &e.to_string(), out.len())),
         };
-        if out.len() as u64 + n as u64 > limit {
-            return Err(too_big(c, limit));
+        if out.len() as u64 + n as u64 > cap.bytes {
+            return Err(too_big(c, cap));
+        }
+        if out.len() + n > out.capacity() {
+            let more = out.len().max(n);
+            reserve(out, more, "the decompressed profile")?;
         }
         out.extend_from_slice(&buf[..n]);
     }
@@ -218,7 +345,9 @@ struct LimitedWriter<'a> {
 
 impl std::io::Write for LimitedWriter<'_> {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        if self.out.len() as u64 + b.len() as u64 > self.limit {
+        if self.out.len() as u64 + b.len() as u64 > self.limit
+            || self.out.try_reserve(b.len()).is_err()
+        {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::OutOfMemory,
                 "decompressed size limit",
@@ -243,13 +372,24 @@ fn bad_stream(c: Compression, detail: &str, produced: usize) -> FormatError {
     }
 }
 
-fn too_big(c: Compression, limit: u64) -> FormatError {
+fn too_big(c: Compression, cap: &Cap) -> FormatError {
     FormatError::TooLarge {
         what: c.name_of_stream(),
-        detail: format!(
-            "it decompresses to more than {limit} bytes (LoadOptions::max_decompressed); decompress it with `{} -d` and read the result",
-            c.tool()
-        ),
+        detail: if cap.by_ratio {
+            format!(
+                "it decompresses to more than {} bytes, {} times its {} compressed bytes (LoadOptions::max_ratio; real profiles compress up to about 260 times): a decompression bomb, or a profile that needs `--max-decompression-ratio` raised (or decompress it with `{} -d` and read the result)",
+                cap.bytes,
+                cap.ratio,
+                cap.compressed,
+                c.tool()
+            )
+        } else {
+            format!(
+                "it decompresses to more than {} bytes (LoadOptions::max_decompressed); decompress it with `{} -d` and read the result",
+                cap.bytes,
+                c.tool()
+            )
+        },
     }
 }
 
@@ -281,23 +421,73 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&text).unwrap();
         let gz = gz.finish().unwrap();
-        let (out, c) = decompress(&gz, 1 << 30).unwrap();
+        let (out, c) = decompress(&gz, 1 << 30, 1000).unwrap();
         assert_eq!(c, Some(Compression::Gzip));
         assert_eq!(&*out, &text[..]);
         // Two members, as `cat a.gz b.gz` makes.
         let two = [gz.clone(), gz.clone()].concat();
-        assert_eq!(decompress(&two, 1 << 30).unwrap().0.len(), 2 * text.len());
-        let e = decompress(&gz[..gz.len() / 2], 1 << 30).unwrap_err();
+        assert_eq!(
+            decompress(&two, 1 << 30, 1000).unwrap().0.len(),
+            2 * text.len()
+        );
+        let e = decompress(&gz[..gz.len() / 2], 1 << 30, 1000).unwrap_err();
         assert!(e.to_string().contains("cut or damaged"), "{e}");
-        let e = decompress(&gz, 100).unwrap_err();
+        let e = decompress(&gz, 100, 1000).unwrap_err();
         assert!(matches!(e, FormatError::TooLarge { .. }), "{e}");
     }
 
     #[test]
     fn plain_and_refused() {
-        let (out, c) = decompress(b"PERFILE2", 10).unwrap();
+        let (out, c) = decompress(b"PERFILE2", 10, 1000).unwrap();
         assert_eq!((c, &*out), (None, &b"PERFILE2"[..]));
-        let e = decompress(b"BZh91AY&SY", 10).unwrap_err();
+        let e = decompress(b"BZh91AY&SY", 10, 1000).unwrap_err();
         assert!(e.to_string().contains("bunzip2"), "{e}");
+    }
+
+    /// Issue 32 item 4: a decompression bomb (here 100 MiB of one repeated line, gzip
+    /// ~1000:1) is refused once the output passes the ratio cap; raising the cap reads it.
+    #[test]
+    fn decompression_ratio_is_capped() {
+        let line = b"prog 1 1.0: 1 cpu-clock: 401000 main (/prog)\n";
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let mut written = 0u64;
+        while written < 100 << 20 {
+            gz.write_all(line).unwrap();
+            written += line.len() as u64;
+        }
+        let gz = gz.finish().unwrap();
+        let ratio = written / gz.len() as u64;
+        assert!(ratio > 300, "gzip made only {ratio}:1");
+        let e = decompress(&gz, 32 << 30, 200).unwrap_err().to_string();
+        assert!(e.contains("200 times its"), "{e}");
+        assert!(e.contains("--max-decompression-ratio"), "{e}");
+        // The cap: max(compressed x ratio, the 64 MiB floor).
+        assert!(
+            e.contains(&format!("more than {} bytes", RATIO_FLOOR)),
+            "{e}"
+        );
+        let (out, _) = decompress(&gz, 32 << 30, 2 * ratio).unwrap();
+        assert_eq!(out.len() as u64, written);
+    }
+
+    #[test]
+    fn streams_are_sniffed_before_they_are_read_whole() {
+        let refuse = |h: &[u8]| -> Result<(), FormatError> {
+            if h.iter().all(|&b| b == 0) {
+                Err(FormatError::UnknownFormat {
+                    start: "zeros".into(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        // An endless device of zeros: refused after its first 64 KiB.
+        let e = read_all(std::io::repeat(0), &refuse, u64::MAX).unwrap_err();
+        assert!(matches!(e, FormatError::UnknownFormat { .. }), "{e}");
+        // An endless stream that looks fine: refused at the cap.
+        let e = read_all(std::io::repeat(b'a'), &refuse, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("more than 1048576 bytes"), "{e}");
+        let v = read_all(&b"abc"[..], &refuse, 10).unwrap();
+        assert_eq!(v, b"abc");
     }
 }

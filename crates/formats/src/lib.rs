@@ -60,18 +60,22 @@ mod load;
 pub mod native;
 mod perf_counts;
 mod perf_data;
+mod perf_names;
 mod perf_script;
 pub mod segments;
+mod stacks;
 mod sys;
 
 pub use callgrind::{FunctionSymbol, NoSymbols, ObjectSymbols, SymbolSource};
 pub use input::Compression;
 pub use load::{
     load, load_counts, load_exact, load_samples, sniff_path, LoadInfo, LoadOptions, Loaded,
-    Profile, Source, SNIFF_BYTES,
+    Profile, Source, DEFAULT_MAX_RATIO, SNIFF_BYTES,
 };
 pub use perf_counts::{count_perf_data, LocationCount, SampleBranches, SampleCounts};
-pub use perf_data::{read_perf_data, read_perf_data_with, PerfDataOptions};
+pub use perf_data::{
+    read_perf_data, read_perf_data_unwinding, read_perf_data_with, PerfDataOptions,
+};
 pub use perf_script::{read_perf_script, write_perf_script};
 
 pub use error::FormatError;

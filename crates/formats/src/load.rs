@@ -28,6 +28,7 @@ use crate::input::{self, Bytes, Compression};
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource};
 use crate::{native, sniff, Format, PerfDataOptions, ReadNotes, SampleCounts};
 use proftrust_model::symbols::{NoSymbols, SymbolSource};
+use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{ExactProfile, SampleSet};
 use std::io::Read;
 use std::path::Path;
@@ -89,12 +90,27 @@ pub struct LoadOptions<'a> {
     pub perf: &'a PerfDataOptions,
     /// How callgrind files become exact profiles. Default: [`ExactOptions::default`].
     pub callgrind: &'a ExactOptions,
-    /// Largest decompressed size accepted, bytes. Default: 32 GiB.
+    /// Largest decompressed size accepted, and the most read from a pipe or device, bytes.
+    /// Default: 32 GiB.
     pub max_decompressed: u64,
+    /// Largest ratio of decompressed to compressed size (decompressions up to 64 MiB are
+    /// allowed whatever the ratio): past it the input is refused as a likely decompression
+    /// bomb. Real profiles compress 4x (callgrind) to about 260x (`perf script` text under
+    /// `xz -9`). Default: [`DEFAULT_MAX_RATIO`] (the CLI's `--max-decompression-ratio`).
+    pub max_ratio: u64,
     /// [`load`] gives sample files as per-address counts ([`Profile::Counts`]; perf.data
     /// by the lean streaming pass) instead of a [`SampleSet`]. Default: `false`.
     pub sample_counts: bool,
+    /// Unwinds the user stacks of `perf record --call-graph dwarf` files. Default: `None`
+    /// (their call chains keep the kernel part, with a warning); the CLI passes
+    /// `proftrust_binary::BinaryLocator`.
+    pub unwind: Option<&'a dyn UnwindSource>,
 }
+
+/// The default of [`LoadOptions::max_ratio`]: four times the most a real profile was seen
+/// to compress (`perf script` text, 260x under `xz -9`); a 394 KB zstd file of 4 GB of text
+/// (10,000x) is refused after 394 MB.
+pub const DEFAULT_MAX_RATIO: u64 = 1000;
 
 static DEFAULT_PERF: PerfDataOptions = PerfDataOptions { keep_kernel: true };
 static DEFAULT_CALLGRIND: ExactOptions = ExactOptions {
@@ -111,7 +127,9 @@ impl Default for LoadOptions<'_> {
             perf: &DEFAULT_PERF,
             callgrind: &DEFAULT_CALLGRIND,
             max_decompressed: 32 << 30,
+            max_ratio: DEFAULT_MAX_RATIO,
             sample_counts: false,
+            unwind: None,
         }
     }
 }
@@ -127,6 +145,12 @@ impl<'a> LoadOptions<'a> {
             segments,
             ..LoadOptions::default()
         }
+    }
+
+    /// These options, unwinding `--call-graph dwarf` stacks with `unwind`.
+    pub fn unwinding(mut self, unwind: &'a dyn UnwindSource) -> LoadOptions<'a> {
+        self.unwind = Some(unwind);
+        self
     }
 }
 
@@ -179,7 +203,11 @@ pub fn load(src: Source<'_>, opts: &LoadOptions<'_>) -> Result<Loaded, FormatErr
                 Profile::Samples(samples_of(b, format, opts, info)?)
             }
             Format::NativeExact => Profile::Exact(native::read_exact(b)?),
-            Format::Callgrind => Profile::Callgrind(Box::new(callgrind::parse(&text(b, info)?)?)),
+            Format::Callgrind => {
+                let p = callgrind::parse(&text(b, info)?)?;
+                info.warnings.extend(p.warnings.iter().cloned());
+                Profile::Callgrind(Box::new(p))
+            }
         };
         Ok(profile)
     })
@@ -234,6 +262,7 @@ pub fn load_exact(
         Format::NativeExact => native::read_exact(b),
         Format::Callgrind => {
             let p = callgrind::parse(&text(b, info)?)?;
+            info.warnings.extend(p.warnings.iter().cloned());
             p.to_exact(opts.callgrind, opts.symbols)
         }
         other => Err(FormatError::WrongKind {
@@ -252,9 +281,13 @@ fn samples_of(
     info: &mut LoadInfo,
 ) -> Result<SampleSet, FormatError> {
     let (s, notes) = match format {
-        Format::PerfData => {
-            crate::read_perf_data_with(b, Path::new(&info.name), opts.perf, opts.segments)?
-        }
+        Format::PerfData => crate::read_perf_data_unwinding(
+            b,
+            Path::new(&info.name),
+            opts.perf,
+            opts.segments,
+            opts.unwind,
+        )?,
         Format::PerfScript => {
             crate::read_perf_script(&text(b, info)?, opts.symbols, opts.segments)?
         }
@@ -300,12 +333,29 @@ fn with_bytes<T>(
             error: Box::new(e),
         },
     };
-    let raw: Bytes<'_> = match src {
-        Source::Path(p) => input::read_path(p).map_err(named)?,
-        Source::Bytes { bytes, .. } => Bytes::Borrowed(bytes),
-        Source::Reader { reader, .. } => Bytes::Owned(input::read_all(reader).map_err(named)?),
+    // The start of the input is looked at before the rest is read or mapped: an unknown
+    // format is refused at once, whatever the input's size.
+    let check_head = |head: &[u8]| -> Result<(), FormatError> {
+        input::refuse_compression(head)?;
+        if opts.format.is_some() || Compression::sniff(head).is_some() {
+            return Ok(());
+        }
+        match sniff(&head[..head.len().min(SNIFF_BYTES)]) {
+            Some(_) => Ok(()),
+            None => Err(unknown_format(head)),
+        }
     };
-    let (bytes, compression) = input::decompress(&raw, opts.max_decompressed).map_err(named)?;
+    let raw: Bytes<'_> = match src {
+        Source::Path(p) => {
+            input::read_path(p, &check_head, opts.max_decompressed).map_err(named)?
+        }
+        Source::Bytes { bytes, .. } => Bytes::Borrowed(bytes),
+        Source::Reader { reader, .. } => Bytes::Owned(
+            input::read_all(reader, &check_head, opts.max_decompressed).map_err(named)?,
+        ),
+    };
+    let (bytes, compression) =
+        input::decompress(&raw, opts.max_decompressed, opts.max_ratio).map_err(named)?;
     if bytes.is_empty() {
         return Err(named(FormatError::Empty {
             what: if compression.is_some() {
@@ -317,14 +367,8 @@ fn with_bytes<T>(
     }
     let format = match opts.format {
         Some(f) => f,
-        None => sniff(&bytes[..bytes.len().min(SNIFF_BYTES)]).ok_or_else(|| {
-            named(FormatError::UnknownFormat {
-                start: format!(
-                    "{:?}",
-                    String::from_utf8_lossy(&bytes[..bytes.len().min(16)])
-                ),
-            })
-        })?,
+        None => sniff(&bytes[..bytes.len().min(SNIFF_BYTES)])
+            .ok_or_else(|| named(unknown_format(&bytes)))?,
     };
     let mut info = LoadInfo {
         name: name.clone(),
@@ -334,6 +378,15 @@ fn with_bytes<T>(
     };
     let out = f(&bytes, format, &mut info).map_err(named)?;
     Ok((out, info))
+}
+
+fn unknown_format(bytes: &[u8]) -> FormatError {
+    FormatError::UnknownFormat {
+        start: format!(
+            "{:?}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(16)])
+        ),
+    }
 }
 
 /// The format of the file at `path`, from its first [`SNIFF_BYTES`] bytes after undoing

@@ -80,6 +80,10 @@ struct SamplesHeader {
     /// New processes and threads (added within version 01 like `threads`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     forks: Vec<ThreadStart>,
+    /// Kernel functions copied from `/proc/kallsyms` at record time (added within version
+    /// 01 like `threads`: older files read with none, older readers ignore the key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    kernel_symbols: Vec<proftrust_model::KernelSymbol>,
     sample_count: u64,
 }
 
@@ -275,7 +279,9 @@ fn read_header<'a, H: for<'de> Deserialize<'de>>(
     if bytes.is_empty() {
         return Err(FormatError::Empty { what });
     }
-    let prefix = &magic[..magic.len() - 2];
+    // The name, then the version: `PTSAMP` `01`, `PTEXACT` `1`.
+    let name_len = magic.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+    let prefix = &magic[..name_len];
     if !bytes.starts_with(prefix) {
         let shown: String = bytes
             .iter()
@@ -332,6 +338,7 @@ pub fn write_samples<W: Write>(w: W, s: &SampleSet) -> Result<(), FormatError> {
         health: s.health.clone(),
         threads: s.threads.clone(),
         forks: s.forks.clone(),
+        kernel_symbols: s.kernel_symbols.clone(),
         sample_count: s.samples.len() as u64,
     };
     write_header(&mut out, SAMPLES_MAGIC, &h)?;
@@ -430,6 +437,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
         health: h.health,
         threads: h.threads,
         forks: h.forks,
+        kernel_symbols: h.kernel_symbols,
     })
 }
 
@@ -699,6 +707,12 @@ mod tests {
                 ptid: 9,
                 time: 450,
             }],
+            kernel_symbols: vec![proftrust_model::KernelSymbol {
+                start: 0xffff_ffff_8100_1000,
+                size: 0x40,
+                name: "do_syscall_64".into(),
+                module: None,
+            }],
         }
     }
 
@@ -838,6 +852,12 @@ mod tests {
         v2[6..8].copy_from_slice(b"02");
         let err = read_samples(&v2).unwrap_err().to_string();
         assert!(err.contains("version \"02\""), "{err}");
+        // Issue 32 item 10: PTEXACT2 was reported as version "T2".
+        let mut x = Vec::new();
+        write_exact(&mut x, &exact()).unwrap();
+        x[7] = b'2';
+        let err = read_exact(&x).unwrap_err().to_string();
+        assert!(err.contains("version \"2\""), "{err}");
         assert!(matches!(
             read_samples(b"").unwrap_err(),
             FormatError::Empty { .. }

@@ -77,6 +77,12 @@ pub struct SampleCounts {
     /// The branch stacks (LBR) of the samples that have one, in file order; empty when
     /// none was recorded (a file sampling `BRANCH_STACK` is read by the full reader).
     pub branch_stacks: Vec<SampleBranches>,
+    /// Kernel functions the file carries (see
+    /// [`SampleSet::kernel_symbols`](proftrust_model::SampleSet::kernel_symbols)).
+    pub kernel_symbols: Vec<proftrust_model::KernelSymbol>,
+    /// How the recorded run ended, when the file says (proftrust's sample files do; an
+    /// interrupted `record` writes `Interrupted`).
+    pub outcome: Option<proftrust_model::RunOutcome>,
 }
 
 /// The branch stack of one sample.
@@ -125,6 +131,8 @@ impl SampleCounts {
             command: s.command.clone(),
             streamed: false,
             branch_stacks,
+            kernel_symbols: s.kernel_symbols.clone(),
+            outcome: s.outcome.clone(),
         }
     }
 
@@ -831,6 +839,8 @@ fn stream(
             command,
             streamed: true,
             branch_stacks: Vec::new(),
+            kernel_symbols: Vec::new(),
+            outcome: None,
         },
         notes,
     ))

@@ -22,12 +22,14 @@
 
 use crate::error::FormatError;
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
+use crate::stacks::Stacks;
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
     SampleFormat, SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
+use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
     Sample, SampleSet, SamplingConfig, ThreadName, ThreadStart,
@@ -234,39 +236,51 @@ impl<'s> MapCtx<'s> {
         }
     }
 
-    /// The `[kernel.kallsyms]` module (interned on first use).
+    /// The `[kernel.kallsyms]` module (interned on first use), with the kernel's build-id
+    /// when the file's `HEADER_BUILD_ID` states one (kernel symbols are matched by it).
     pub(crate) fn kernel(&mut self) -> ModuleIdx {
-        *self
-            .kernel
-            .get_or_insert_with(|| self.modules.intern(Module::new("[kernel.kallsyms]")))
+        if let Some(k) = self.kernel {
+            return k;
+        }
+        let mut m = Module::new("[kernel.kallsyms]");
+        m.build_id = self.build_ids.get("[kernel.kallsyms]").cloned();
+        let k = self.modules.intern(m);
+        self.kernel = Some(k);
+        k
     }
 
-    /// The location of kernel address `ip`: in a loadable module's mapping, that module
-    /// (named as perf names it, `[kvm]`), else `[kernel.kallsyms]`; the SVMA is the address
-    /// (kernel symbols, from kallsyms or vmlinux, are stated at run-time addresses).
+    /// The location of kernel-mode address `ip`: in a loadable module's mapping, that
+    /// module (named as perf names it, `[kvm]`); in the kernel image's mapping or at a
+    /// kernel address (≥ `0xffff800000000000`), `[kernel.kallsyms]`; the SVMA is the address
+    /// (kernel symbols, from kallsyms or vmlinux, are stated at run-time addresses). A
+    /// kernel-mode sample at a user-space address no kernel mapping holds is in no module
+    /// (perf: `[unknown]`; issue 31 item 6).
     pub(crate) fn locate_kernel(&mut self, ip: u64) -> Location {
         let i = self.kernel_maps.partition_point(|x| x.start <= ip);
-        if let Some(m) = i
+        let held = i
             .checked_sub(1)
             .and_then(|i| self.kernel_maps.get_mut(i))
-            .filter(|m| ip < m.end && !m.path.starts_with("[kernel.kallsyms]"))
-        {
-            let idx = match m.module {
-                Some(x) => x,
-                None => {
-                    let mut module = Module::new(kernel_module_name(&m.path));
-                    module.build_id = m
-                        .build_id
-                        .clone()
-                        .or_else(|| self.build_ids.get(&m.path).cloned());
-                    let x = self.modules.intern(module);
-                    m.module = Some(x);
-                    x
-                }
-            };
-            return Location::new(idx, ip);
-        }
-        Location::new(self.kernel(), ip)
+            .filter(|m| ip < m.end);
+        let m = match held {
+            Some(m) if !m.path.starts_with("[kernel.kallsyms]") => m,
+            Some(_) => return Location::new(self.kernel(), ip),
+            None if ip >= KERNEL_START => return Location::new(self.kernel(), ip),
+            None => return Location::unmapped(ip),
+        };
+        let idx = match m.module {
+            Some(x) => x,
+            None => {
+                let mut module = Module::new(kernel_module_name(&m.path));
+                module.build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.build_ids.get(&m.path).cloned());
+                let x = self.modules.intern(module);
+                m.module = Some(x);
+                x
+            }
+        };
+        Location::new(idx, ip)
     }
 
     /// The location of `ip` in a space other than the sampled process's user space.
@@ -361,10 +375,18 @@ impl<'s> MapCtx<'s> {
 struct Mapper<'s> {
     by_pid: HashMap<i32, Vec<Mapping>>,
     ctx: MapCtx<'s>,
+    /// The user stacks' unwinder (`--call-graph dwarf` recordings).
+    stacks: Stacks<'s>,
 }
 
 impl Mapper<'_> {
     fn add(&mut self, pid: i32, m: Mapping) {
+        let build_id = m
+            .build_id
+            .clone()
+            .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
+        self.stacks
+            .map(pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
         add_mapping(self.by_pid.entry(pid).or_default(), m);
     }
 
@@ -396,17 +418,11 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
         PerfEventType::DynamicPmu(4, config, _, _) => EventKind::Raw(config),
         _ => EventKind::Other,
     };
+    // An event the file does not name is named as perf names it.
     let name = attr
         .name()
         .map(str::to_string)
-        .unwrap_or_else(|| match kind {
-            EventKind::CpuClock => "cpu-clock".into(),
-            EventKind::TaskClock => "task-clock".into(),
-            EventKind::Cycles => "cycles".into(),
-            EventKind::Instructions => "instructions".into(),
-            EventKind::Raw(c) => format!("r{c:x}"),
-            EventKind::Other => format!("{:?}", a.type_),
-        });
+        .unwrap_or_else(|| crate::perf_names::event_name(&a.type_));
     let period = match a.sampling_policy {
         SamplingPolicy::Period(p) => PeriodMode::Fixed(p.get()),
         SamplingPolicy::Frequency(f) => PeriodMode::Frequency(f),
@@ -434,16 +450,19 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
 fn callchain_offset(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<usize> {
-    read_span(b, info).map(|(_, end)| end)
+    read_span(b, info, rf).map(|(_, end)| end)
 }
 
 /// `(start, end)` of the `PERF_SAMPLE_READ` values in a raw `SAMPLE` body (`start == end`
 /// without `READ`): the fields before it in the kernel's order (`perf_event_open(2)`), then
-/// the read values, with and without `GROUP`. `None` when the body is too short.
+/// the read values, with and without `GROUP`. `None` when the body is too short. `rf` is
+/// the attribute's `read_format` as the file states it ([`raw_read_formats`]).
 fn read_span(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<(usize, usize)> {
     let sf = info.sample_format.bits();
     const IDENTIFIER: u64 = 1 << 16;
@@ -464,7 +483,7 @@ fn read_span(
     }
     let start = p;
     if sf & READ != 0 {
-        p = p.checked_add(read_values(b.get(p..)?, info.read_format.bits())?.len)?;
+        p = p.checked_add(read_values(b.get(p..)?, rf)?.len)?;
     }
     (p <= b.len()).then_some((start, p))
 }
@@ -475,6 +494,55 @@ const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
 const FORMAT_ID: u64 = 1 << 2;
 const FORMAT_GROUP: u64 = 1 << 3;
 const FORMAT_LOST: u64 = 1 << 4;
+
+/// `perf_event_attr.read_format` of each attribute as the file states it, in the file's
+/// attribute order (the attribute section in file mode, the `HEADER_ATTR` records in pipe
+/// mode; the word at byte 32 of `perf_event_attr`). `linux-perf-event-reader` keeps only
+/// the bits it knows (`from_bits_truncate`) and drops `PERF_FORMAT_LOST` (bit 4, Linux
+/// 6.0), so a sample's read values would be measured 8 bytes short per value and the
+/// fields after them (the call chain) misread. An attribute this cannot find gets `None`.
+pub(crate) fn raw_read_formats(bytes: &[u8]) -> Vec<Option<u64>> {
+    let rd = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(
+            bytes.get(o..o.checked_add(8)?)?.try_into().ok()?,
+        ))
+    };
+    let mut out = Vec::new();
+    match rd(8) {
+        Some(16) => {
+            // Pipe mode: the HEADER_ATTR records (type 64), in stream order.
+            let mut p = 16usize;
+            while let Some(h) = bytes.get(p..p + 8) {
+                let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
+                let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
+                if size < 8 {
+                    break;
+                }
+                if ty == 64 {
+                    out.push(rd(p + 8 + 32));
+                }
+                p += size;
+            }
+        }
+        Some(_) => {
+            // File mode: attr_size at 16, the attribute section (offset, size) at 24.
+            let (Some(entry), Some(off), Some(size)) = (rd(16), rd(24), rd(32)) else {
+                return out;
+            };
+            if entry < 40 {
+                return out;
+            }
+            for i in 0..(size / entry).min(1 << 16) {
+                let at = off
+                    .checked_add(i * entry)
+                    .and_then(|a| usize::try_from(a).ok());
+                out.push(at.and_then(|a| rd(a.checked_add(32)?)));
+            }
+        }
+        None => {}
+    }
+    out
+}
 
 /// The times of one `read_format` block (a `PERF_SAMPLE_READ` area or the body of a
 /// `PERF_RECORD_READ` after pid and tid).
@@ -549,12 +617,13 @@ fn read_values(b: &[u8], rf: u64) -> Option<ReadValues> {
 fn check_callchain(
     b: &[u8],
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Result<(), String> {
     const CALLCHAIN: u64 = 1 << 5;
     if info.sample_format.bits() & CALLCHAIN == 0 {
         return Ok(());
     }
-    let Some(p) = callchain_offset(b, info) else {
+    let Some(p) = callchain_offset(b, info, rf) else {
         return Err("a SAMPLE record ends before its call chain".into());
     };
     let Some(nr) = b
@@ -578,6 +647,7 @@ fn check_callchain(
 fn branch_stack(
     data: &RawData<'_>,
     info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
+    rf: u64,
 ) -> Option<Vec<(u64, u64, u64)>> {
     let sf = info.sample_format.bits();
     const CALLCHAIN: u64 = 1 << 5;
@@ -593,7 +663,7 @@ fn branch_stack(
         *p += 8;
         Some(v)
     };
-    let mut p = callchain_offset(&b, info)?;
+    let mut p = callchain_offset(&b, info, rf)?;
     if sf & CALLCHAIN != 0 {
         let nr = rd(&mut p)?;
         p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
@@ -938,12 +1008,26 @@ pub(crate) fn open_perf_data<'b>(
     ))
 }
 
-/// Reads a perf.data file; `segments` supplies the objects' load segments.
+/// Reads a perf.data file; `segments` supplies the objects' load segments. User stacks
+/// (`--call-graph dwarf`) are not unwound: see [`read_perf_data_unwinding`].
 pub fn read_perf_data_with(
     bytes: &[u8],
     path: &Path,
     opts: &PerfDataOptions,
     segments: &dyn SegmentSource,
+) -> Result<(SampleSet, ReadNotes), FormatError> {
+    read_perf_data_unwinding(bytes, path, opts, segments, None)
+}
+
+/// [`read_perf_data_with`], unwinding the user stacks of `--call-graph dwarf` recordings
+/// with `unwind` (`proftrust_binary::BinaryLocator`; see `stacks.rs`): each sample's call
+/// chain is then the kernel part, the user ip of a kernel sample, and the user callers.
+pub fn read_perf_data_unwinding<'s>(
+    bytes: &[u8],
+    path: &Path,
+    opts: &PerfDataOptions,
+    segments: &'s dyn SegmentSource,
+    unwind: Option<&'s dyn UnwindSource>,
 ) -> Result<(SampleSet, ReadNotes), FormatError> {
     let (bytes, repairs) = prepare(bytes)?;
     let bytes = &bytes[..];
@@ -952,6 +1036,14 @@ pub fn read_perf_data_with(
         check_data_section(bytes)?;
     }
     let arch_warning = arch_note(&info);
+    let read_formats = raw_read_formats(bytes);
+    let read_format = |attr: usize, info: &RecordParseInfo| {
+        read_formats
+            .get(attr)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| info.read_format.bits())
+    };
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -965,6 +1057,7 @@ pub fn read_perf_data_with(
     let mut mapper = Mapper {
         by_pid: HashMap::new(),
         ctx: MapCtx::new(build_ids, segments),
+        stacks: Stacks::new(unwind),
     };
     // A sample record is at least 40 bytes with the usual fields: reserve once.
     let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
@@ -1010,7 +1103,7 @@ pub fn read_perf_data_with(
             let b = record.data.as_slice();
             if let Some(v) = b
                 .get(8..)
-                .and_then(|r| read_values(r, record.parse_info.read_format.bits()))
+                .and_then(|r| read_values(r, read_format(attr_index, &record.parse_info)))
             {
                 let tid = b.get(4..8).map_or(0, |t| {
                     u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
@@ -1023,17 +1116,17 @@ pub fn read_perf_data_with(
         let mut without_read: Option<(Vec<u8>, RecordParseInfo)> = None;
         if record.record_type.0 == PERF_RECORD_SAMPLE {
             let b = record.data.as_slice();
-            check_callchain(&b, &record.parse_info)
+            let rf = read_format(attr_index, &record.parse_info);
+            check_callchain(&b, &record.parse_info, rf)
                 .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
             if record.parse_info.sample_format.contains(SampleFormat::READ) {
-                let (start, end) = read_span(&b, &record.parse_info).ok_or_else(|| {
+                let (start, end) = read_span(&b, &record.parse_info, rf).ok_or_else(|| {
                     perf_err(
                         path,
                         "a SAMPLE record is shorter than its read values (file corrupt)",
                     )
                 })?;
-                let v = read_values(&b[start..end], record.parse_info.read_format.bits())
-                    .expect("read_span parsed it");
+                let v = read_values(&b[start..end], rf).expect("read_span parsed it");
                 // TID follows IDENTIFIER and IP: pid u32, tid u32.
                 let sf = record.parse_info.sample_format;
                 let at = 8
@@ -1082,6 +1175,8 @@ pub fn read_perf_data_with(
                 let pid = s.pid.unwrap_or(-1);
                 let ip_loc = mapper.locate(pid, space, ip);
                 let mut callchain = Vec::new();
+                // Where the call chain's user part starts (entries after it are user space).
+                let mut user_from: Option<usize> = None;
                 if let Some(cc) = s.callchain {
                     let mut first = true;
                     let mut ctx = space;
@@ -1098,11 +1193,33 @@ pub fn read_perf_data_with(
                                 continue;
                             }
                         }
+                        if ctx.resolve(a) == Space::User && user_from.is_none() {
+                            user_from = Some(callchain.len());
+                        }
                         callchain.push(mapper.locate(pid, ctx, a));
                     }
                 }
+                // A copy of the user stack (`--call-graph dwarf`): its unwound callers
+                // replace whatever user part the call chain had.
+                if let (Some(regs), Some((stack, dyn_size))) =
+                    (Stacks::regs(s.user_regs.as_ref()), s.user_stack.as_ref())
+                {
+                    let stack = stack.as_slice();
+                    let n = usize::try_from(*dyn_size).map_or(stack.len(), |d| d.min(stack.len()));
+                    if let Some(ras) = mapper.stacks.unwind(pid, regs, &stack[..n]) {
+                        let ras = ras.to_vec();
+                        callchain.truncate(user_from.unwrap_or(callchain.len()));
+                        if space.is_kernel() {
+                            callchain.push(mapper.locate(pid, Space::User, regs.ip));
+                        }
+                        for ra in ras {
+                            callchain.push(mapper.locate(pid, Space::User, ra));
+                        }
+                    }
+                }
                 let mut branches = Vec::new();
-                if let Some(bs) = branch_stack(&record.data, &record.parse_info) {
+                let rf = read_format(attr_index, &record.parse_info);
+                if let Some(bs) = branch_stack(&record.data, &record.parse_info, rf) {
                     for (from, to, flags) in bs {
                         branches.push(Branch {
                             from: mapper.locate(pid, Space::Unknown, from),
@@ -1205,6 +1322,7 @@ pub fn read_perf_data_with(
                 });
                 if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
                     mapper.by_pid.insert(f.pid, v);
+                    mapper.stacks.fork(f.ppid, f.pid);
                 }
                 // The child has its parent's name until it renames itself or execs (perf
                 // script names a sample between the fork and the exec's COMM so); without
@@ -1224,6 +1342,7 @@ pub fn read_perf_data_with(
             EventRecord::Comm(c) => {
                 if c.is_execve {
                     mapper.by_pid.remove(&c.pid);
+                    mapper.stacks.exec(c.pid);
                 }
                 // The thread's name from now on (perf script's comm column); the name is
                 // NUL-terminated and padded to 8 bytes.
@@ -1250,6 +1369,7 @@ pub fn read_perf_data_with(
     if let Some(w) = unknown.warning() {
         notes.warnings.push(w);
     }
+    notes.warnings.extend(mapper.stacks.warnings());
     Ok((
         SampleSet {
             modules: mapper.ctx.modules,
@@ -1261,6 +1381,7 @@ pub fn read_perf_data_with(
             health: health.finish(),
             threads,
             forks,
+            kernel_symbols: Vec::new(),
         },
         notes,
     ))

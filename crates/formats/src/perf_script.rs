@@ -750,6 +750,7 @@ pub fn read_perf_script(
             threads,
             // perf script prints no fork records.
             forks: Vec::new(),
+            kernel_symbols: Vec::new(),
         },
         r.notes,
     ))

@@ -494,6 +494,9 @@ fn perf_reads_it_so_hand_computed() {
         r.sample(MISC_USER, 0, 0x13100, 10, 7),
         r.sample(MISC_KERNEL, 0, 0x8100_0100, 10, 8),
         r.sample(MISC_KERNEL, 0, 0xc000_0100, 10, 9),
+        // Kernel mode at a user-space address no kernel mapping holds: no module (perf
+        // script: `[unknown]`), not `[kernel.kallsyms]+0x7f…` (issue 31 item 6).
+        r.sample(MISC_KERNEL, 0, 0x7f00_0000_1000, 10, 10),
         Rec::record(200, 0, &[0u8; 8]),
         Rec::finished_round(),
     ];
@@ -512,6 +515,7 @@ fn perf_reads_it_so_hand_computed() {
         ((0, "/lib/a.so".to_string(), 0x3100), 1),
         ((0, "[kernel.kallsyms]".to_string(), 0x8100_0100), 1),
         ((0, "[kvm_intel]".to_string(), 0xc000_0100), 1),
+        ((0, "-".to_string(), 0x7f00_0000_1000), 1),
     ]
     .into_iter()
     .collect();
@@ -556,10 +560,10 @@ fn perf_reads_it_so_hand_computed() {
     let (fast, notes) = count_perf_data(&killed, p, &opts, &NoSegments).unwrap();
     assert_eq!(normalized(&fast), want);
     assert!(notes.warnings[0].contains("perf record did not finish (killed?)"));
-    // Cut in the middle of the last sample: the five complete samples are read.
+    // Cut in the middle of the last sample: the six complete samples are read.
     let cut_at = bytes.len() - 8 - 16 - 20;
     let (full, notes) = read_perf_data_with(&bytes[..cut_at], p, &opts, &NoSegments).unwrap();
-    assert_eq!(full.samples.len(), 5);
+    assert_eq!(full.samples.len(), 6);
     assert!(
         notes.warnings[0].contains("a cut copy?"),
         "{:?}",
@@ -682,4 +686,46 @@ fn aarch64_recording_attributed_with_the_binary() {
     // Frames come from the binary's DWARF: a file and line on the innermost frame.
     let f = sym.frames(set.samples[0].ip);
     assert!(f[0].line.is_some() && f[0].file.is_some(), "{f:?}");
+}
+
+/// Issue 31 item 5: events a perf.data does not name (pipe mode without `EVENT_DESC`, as
+/// older perf sent it) are named as perf names them, not with the reader's debug text
+/// (`Hardware(CacheReferences, PmuTypeId(0))`); by the full reader and the streaming
+/// counter alike.
+#[test]
+fn unnamed_events_are_named_as_perf_names_them() {
+    use proftrust_formats::{load_counts, load_samples, LoadOptions, Source};
+    use proftrust_testkit::perf_data::{Event, PerfData};
+    let mut p = PerfData::new(vec![
+        Event::new(0, 2, 10),       // PERF_COUNT_HW_CACHE_REFERENCES
+        Event::new(1, 2, 11),       // PERF_COUNT_SW_PAGE_FAULTS
+        Event::new(3, 1 << 16, 12), // L1D, read, miss
+        Event::new(0, 4 << 32, 13), // cycles of PMU type 4 (a hybrid CPU's core PMU)
+    ]);
+    p.comm(7, "prog", 1);
+    p.mmap2(7, 0x400000, 0x1000, 0, "/bin/prog", 2);
+    for (i, id) in [10, 11, 12, 13, 10].into_iter().enumerate() {
+        p.sample(id, 0x400100, 7, 3 + i as u64, 1000);
+    }
+    let want = [
+        "cache-references",
+        "page-faults",
+        "L1-dcache-load-misses",
+        "pmu4/cycles/",
+    ];
+    {
+        let (mode, bytes) = ("pipe", p.pipe_mode());
+        let src = || Source::Bytes {
+            bytes: &bytes,
+            name: mode,
+        };
+        let (s, _) = load_samples(src(), &LoadOptions::default()).expect(mode);
+        let names: Vec<&str> = s.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, want, "{mode} mode, full reader");
+        assert_eq!(s.count_for_event(0), 2, "{mode}");
+        let (c, _) = load_counts(src(), &LoadOptions::default()).expect(mode);
+        let names: Vec<&str> = c.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, want, "{mode} mode, streaming counter");
+        assert_eq!(c.total(), 5);
+    }
 }

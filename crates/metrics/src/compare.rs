@@ -107,8 +107,9 @@ impl Default for CompareOptions {
 /// One function of a [`Comparison`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionComparison {
-    /// Outermost function name, `[unknown]` when no symbol covers the address; functions of
-    /// a second or later scope module carry ` [file name]`.
+    /// Outermost function name (`prog!sub_1234` for a function recovered from an FDE),
+    /// the address `prog+0x1234` when no function covers it; functions of a second or later
+    /// scope module carry ` [file name]`.
     pub name: String,
     /// Samples `s_f`.
     pub samples: u64,
@@ -248,6 +249,12 @@ pub fn check_same_program(exact: &ExactProfile, scope: &[Module]) -> Result<(), 
     Ok(())
 }
 
+/// The row of an address `a` of scope module `m` that no function covers: the address
+/// itself, `prog+0x1234`, as `Symbolizer::function_name` names it.
+fn unattributed(m: &Module, a: u64) -> String {
+    format!("{}+{a:#x}", m.file_name())
+}
+
 /// Samples of event `event` per function of `scope`, named as [`compare`] names them
 /// (outermost function, `[binary]` suffix for the second and later scope binaries), largest
 /// first, and the samples outside the scope. For a report of samples alone, when there is
@@ -266,7 +273,7 @@ pub fn sampled_functions(
             Some(&j) => {
                 let f = attr
                     .function(j, s.ip.svma)
-                    .unwrap_or_else(|| "[unknown]".into());
+                    .unwrap_or_else(|| unattributed(&scope[j], s.ip.svma.0));
                 let name = if j == 0 {
                     f
                 } else {
@@ -400,10 +407,15 @@ pub fn compare(
     };
     let mut func: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
     let mut inner: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
+    // Addresses in no function keep their address as their row (never one `[unknown]`
+    // row for all of them, issue 29); they are not the hottest function either.
+    let mut no_function: BTreeSet<String> = BTreeSet::new();
     for &(j, a) in &addrs {
-        let f = attr
-            .function(j, Svma(a))
-            .unwrap_or_else(|| "[unknown]".into());
+        let f = attr.function(j, Svma(a)).unwrap_or_else(|| {
+            let n = unattributed(&scope[j], a);
+            no_function.insert(format!("{n}{}", suffix(j)));
+            n
+        });
         let i = attr.innermost(j, Svma(a)).unwrap_or_else(|| f.clone());
         func.insert((j, a), format!("{f}{}", suffix(j)));
         inner.insert((j, a), format!("{i}{}", suffix(j)));
@@ -549,7 +561,7 @@ pub fn compare(
     // Hottest function, instruction by instruction.
     let hottest = functions
         .iter()
-        .find(|f| f.name != "[unknown]" && f.exact_weight > 0)
+        .find(|f| !no_function.contains(&f.name) && f.exact_weight > 0)
         .map(|f| {
             let rows: Vec<(u64, u64, u64)> = addrs
                 .iter()

@@ -93,7 +93,7 @@ pub enum Error {
         right: usize,
     },
     /// The samples or the truth come from another build of the binary.
-    #[error("{side} come from another build of {binary}: build-id {found} there, {expected} in the binary; re-run both on the same build or pass the matching --binary")]
+    #[error("{side} {} from another build of {binary}: build-id {found} there, {expected} in the binary; re-run both on the same build or pass the matching --binary", verb(side, "come", "comes"))]
     BuildIdMismatch {
         /// `samples` or `truth`.
         side: &'static str,
@@ -105,7 +105,7 @@ pub enum Error {
         expected: String,
     },
     /// The audited binary does not occur in one of the profiles.
-    #[error("the {side} contain nothing from {binary} (they name: {present}); samples and truth must come from the same program")]
+    #[error("the {side} {} nothing from {binary} (they name: {present}); samples and truth must come from the same program", verb(side, "contain", "contains"))]
     BinaryNotInProfile {
         /// `samples` or `truth`.
         side: &'static str,
@@ -154,4 +154,45 @@ pub enum Error {
         /// The total it exceeds.
         total: u64,
     },
+}
+
+/// The verb agreeing with a side of a comparison: `samples` is plural, `truth` singular.
+fn verb(side: &str, plural: &'static str, singular: &'static str) -> &'static str {
+    if side == "samples" {
+        plural
+    } else {
+        singular
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 32 item 10: "the truth contain nothing" read wrong; each side agrees.
+    #[test]
+    fn sides_agree_with_their_verbs() {
+        let e = |side| Error::BinaryNotInProfile {
+            side,
+            binary: "prog".into(),
+            present: "other".into(),
+        };
+        assert!(e("truth")
+            .to_string()
+            .starts_with("the truth contains nothing from prog"));
+        assert!(e("samples")
+            .to_string()
+            .starts_with("the samples contain nothing from prog"));
+        let b = Error::BuildIdMismatch {
+            side: "truth",
+            binary: "prog".into(),
+            found: "ab".into(),
+            expected: "cd".into(),
+        };
+        assert!(
+            b.to_string()
+                .starts_with("truth comes from another build of prog"),
+            "{b}"
+        );
+    }
 }

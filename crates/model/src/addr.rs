@@ -92,6 +92,18 @@ impl Module {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
+    /// The module's name in brackets, as a row standing for the whole module
+    /// (`[libc.so.6]`); a pseudo-module perf already names in brackets keeps its name
+    /// (`[kernel.kallsyms]`, `[vdso]`, never `[[vdso]]`).
+    pub fn bracketed_name(&self) -> String {
+        let n = self.file_name();
+        if n.starts_with('[') && n.ends_with(']') {
+            n.to_string()
+        } else {
+            format!("[{n}]")
+        }
+    }
+
     /// Whether two modules are the same binary: equal build-ids when both have one, else
     /// equal file names.
     pub fn same_binary(&self, other: &Module) -> bool {
@@ -217,6 +229,19 @@ mod tests {
         assert_eq!(t.get(a).unwrap().build_id, Some(BuildId(vec![1, 2])));
         assert_ne!(a, b);
         assert_eq!(t.find_by_file_name("libc.so.6"), Some(b));
+    }
+
+    #[test]
+    fn bracketed_names_are_never_doubled() {
+        assert_eq!(
+            Module::new("/lib/libc.so.6").bracketed_name(),
+            "[libc.so.6]"
+        );
+        assert_eq!(
+            Module::new("[kernel.kallsyms]").bracketed_name(),
+            "[kernel.kallsyms]"
+        );
+        assert_eq!(Module::new("[vdso]").bracketed_name(), "[vdso]");
     }
 
     #[test]

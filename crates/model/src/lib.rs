@@ -17,7 +17,8 @@
 //!   [`InstrCost`] — what each traced instruction costs under a timing model.
 //! * [`segments`] — the one address rule (file offset ↔ SVMA ↔ runtime address through
 //!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
-//!   function symbols readers need from the objects a profile names.
+//!   function symbols readers need from the objects a profile names; [`unwind`] —
+//!   [`UnwindSource`], what readers need to unwind user stacks copied by the kernel.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
@@ -48,18 +49,25 @@ pub mod segments;
 pub mod symbols;
 mod trace;
 mod units;
+pub mod unwind;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
-pub use quote::{outcome_warning, quote_name};
+pub use quote::{
+    escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,
+    quote_line, quote_name,
+};
 pub use sample::{
     Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,
     Sample, SampleSet, SamplingConfig, ThreadName,
 };
 pub use segments::{LoadSegment, SegmentSource, SegmentTable};
-pub use symbols::{FunctionSymbol, ObjectSymbols, SymbolSource};
+pub use symbols::{
+    Attribution, FunctionSymbol, KernelSymbol, ModuleAttribution, ObjectSymbols, SymbolSource,
+};
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};
+pub use unwind::{StackUnwinder, UnwindEnd, UnwindSource, UserRegs};

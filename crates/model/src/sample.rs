@@ -170,6 +170,11 @@ pub struct SampleSet {
     /// [`SampleSet::threads`] they give the process images ([`SampleSet::images`]).
     #[serde(default)]
     pub forks: Vec<crate::process::ThreadStart>,
+    /// Kernel functions copied from `/proc/kallsyms` when the samples were recorded (the
+    /// ones the kernel samples and call chains fall in, each with its extent), sorted by
+    /// address; empty when the recorder saw none or the format does not carry them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_symbols: Vec<crate::symbols::KernelSymbol>,
 }
 
 /// [`SampleSet::threads`] per thread, each list in time order (stable: file order within
@@ -287,6 +292,33 @@ impl SampleSet {
     /// Number of samples of event `e`.
     pub fn count_for_event(&self, e: u16) -> u64 {
         self.samples.iter().filter(|s| s.event == e).count() as u64
+    }
+
+    /// The events' names, comma-separated (what messages list as the choices).
+    pub fn event_names(&self) -> String {
+        self.events
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The event a command takes when none is named: the first that has samples (the
+    /// first event when none has), so that a recording whose first event is empty (a
+    /// hybrid CPU's `cpu_atom/cycles/` beside a `cpu_core/cycles/` that took every sample)
+    /// is not read as empty, while a recording whose events all have samples keeps perf
+    /// report's order. `None` when the set names no event.
+    pub fn default_event(&self) -> Option<u16> {
+        if self.events.is_empty() {
+            return None;
+        }
+        let mut seen = vec![false; self.events.len()];
+        for s in &self.samples {
+            if let Some(c) = seen.get_mut(usize::from(s.event)) {
+                *c = true;
+            }
+        }
+        Some(seen.iter().position(|&b| b).unwrap_or(0) as u16)
     }
 
     /// The name of thread `tid` at time `time` (see [`CommIndex::at`]). One lookup scans
@@ -409,6 +441,43 @@ mod tests {
         assert_eq!(set.comm_at(10, 12, 250), Some("prog"));
         assert_eq!(set.comm_at(20, 20, 500), Some("child"));
         assert_eq!(set.comm_at(30, 30, 500), None);
+    }
+
+    /// Issue 31 item 4: the first event of a hybrid CPU's recording is empty; the event
+    /// taken by default is the first with samples.
+    #[test]
+    fn default_event_and_events_by_name() {
+        let ev = |name: &str| EventDesc {
+            name: name.into(),
+            kind: crate::EventKind::Cycles,
+            config: SamplingConfig {
+                period: PeriodMode::Unknown,
+                randomize_max: None,
+                precise: 0,
+                seed: None,
+                user_only: true,
+                callchain: false,
+                branch_stack: false,
+            },
+        };
+        let mut set = SampleSet {
+            events: vec![ev("cpu_atom/cycles/"), ev("cpu_core/cycles/")],
+            ..Default::default()
+        };
+        assert_eq!(set.default_event(), Some(0), "no samples: the first");
+        for _ in 0..3 {
+            set.samples.push(Sample {
+                event: 1,
+                ..sample(1, 1)
+            });
+        }
+        assert_eq!(set.default_event(), Some(1));
+        // Both with samples: the first, though the second has more.
+        set.samples.push(sample(1, 1));
+        assert_eq!(set.default_event(), Some(0));
+        assert_eq!(set.event_named("cpu_core/cycles/"), Ok(1));
+        assert_eq!(set.event_names(), "cpu_atom/cycles/, cpu_core/cycles/");
+        assert_eq!(SampleSet::default().default_event(), None);
     }
 
     /// The program is the exec name of the process with the most samples.

@@ -324,7 +324,8 @@ impl Cct {
     }
 
     /// Writes the tree as collapsed stacks (`a;b;c N`, the flame-graph "folded" format), one
-    /// line per context with non-zero exclusive instructions, sorted.
+    /// line per context with non-zero exclusive instructions, sorted (frames through
+    /// [`proftrust_model::folded_frame`]: no line break or `;` inside a frame).
     pub fn write_folded(&self, names: &FunctionMap, w: &mut impl Write) -> std::io::Result<()> {
         self.write_folded_by(names, w, |n| n.instructions)
     }
@@ -337,7 +338,11 @@ impl Cct {
         metric: impl Fn(&CctNode) -> u64,
     ) -> std::io::Result<()> {
         for (st, n) in self.context_metric(names, None, metric) {
-            writeln!(w, "{} {}", st.join(";"), n)?;
+            writeln!(
+                w,
+                "{} {n}",
+                proftrust_model::folded_stack(st.iter().map(String::as_str))
+            )?;
         }
         Ok(())
     }

@@ -32,10 +32,14 @@ pub struct SampledCct {
 }
 
 impl SampledCct {
-    /// Writes collapsed stacks (`a;b;c N`).
+    /// Writes collapsed stacks (`a;b;c N`; frames through [`proftrust_model::folded_frame`]).
     pub fn write_folded(&self, w: &mut impl Write) -> std::io::Result<()> {
         for (st, n) in &self.contexts {
-            writeln!(w, "{} {}", st.join(";"), n)?;
+            writeln!(
+                w,
+                "{} {n}",
+                proftrust_model::folded_stack(st.iter().map(String::as_str))
+            )?;
         }
         Ok(())
     }

@@ -62,13 +62,18 @@ pub fn granularity(a: &GranularityRunOptions, events: &dyn Events) -> Result<Gra
             .and_then(|m| set.modules.get(m))
             .map_or_else(|| "[unknown]".to_string(), |m| m.file_name().to_string())
     };
+    let bracketed = |s: &Sample| {
+        s.ip.module
+            .and_then(|m| set.modules.get(m))
+            .map_or_else(|| "[unknown]".to_string(), |m| m.bracketed_name())
+    };
     let module = analyze(&set, "module", module_of, &opts)
         .with_context(|| format!("cannot analyse {}", a.file.display()))?;
     // Code without a function symbol (the kernel without kallsyms, stripped libraries) is one
     // key per module, `[module]`: per-address keys would cut its runs into one-sample pieces.
     let function_of = |s: &Sample| match sym.function(s.ip) {
         Some(f) => f.name.clone(),
-        None => format!("[{}]", module_of(s)),
+        None => bracketed(s),
     };
     let function = analyze(&set, "function", function_of, &opts)
         .with_context(|| format!("cannot analyse {}", a.file.display()))?;

@@ -32,7 +32,7 @@ use proftrust_report::{
     InstructionRow, Metrics, SweepPoint,
 };
 use proftrust_supervise::StopSignal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -105,6 +105,11 @@ pub struct AuditOptions {
     /// The core the static time model models. Default Intel Golden Cove (LLVM's
     /// `sapphirerapids`).
     pub core: proftrust_uarch::CoreKind,
+    /// The static time model charges data-cache misses: the program traced once more under
+    /// QEMU with the plugin simulating the caches of
+    /// [`CacheCosts`](crate::timemodel::CacheCosts) (docs/audit.md, "Cache misses"). Needs a
+    /// program to run. Default false (every load hits L1).
+    pub time_caches: bool,
     /// Periods to sweep (records once per period, fixed and randomised; needs
     /// [`AuditInput::Run`]). Default none.
     pub sweep: Vec<u64>,
@@ -143,6 +148,7 @@ impl Default for AuditOptions {
             backend: Backend::Auto,
             truth_weight: TruthWeight::Instructions,
             time_model: crate::timemodel::TimeModelKind::Static,
+            time_caches: false,
             core: proftrust_uarch::CoreKind::GoldenCove,
             sweep: Vec::new(),
             rank_threshold: 0.01,
@@ -390,7 +396,7 @@ pub fn execute_with_data(
     }
     if weight == TruthWeight::TimeModel {
         warnings.push(match time_model_used {
-            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, every load an L1 hit (no caches, no front end), validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name),
+            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, {}, validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name, if args.time_caches { "data-cache misses from a simulation of the run's loads (no front end)" } else { "every load an L1 hit (no caches, no front end)" }),
             crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
         });
     }
@@ -399,15 +405,19 @@ pub fn execute_with_data(
     opts.truth_weight = weight;
     opts.rank_threshold = args.rank_threshold;
 
-    let (period, randomized) = match event.map(|e| &e.config) {
+    let (period, frequency_hz, randomized) = match event.map(|e| &e.config) {
         Some(c) => (
             match c.period {
                 PeriodMode::Fixed(p) => Some(p),
                 _ => None,
             },
+            match c.period {
+                PeriodMode::Frequency(hz) => Some(hz),
+                _ => None,
+            },
             c.randomize_max.is_some(),
         ),
-        None => (None, false),
+        None => (None, None, false),
     };
     let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
     let mut config = AuditConfig {
@@ -417,9 +427,10 @@ pub fn execute_with_data(
         truth_weight_formula: match weight {
             TruthWeight::CyclesEstimate => Some(proftrust_metrics::CYCLES_FORMULA.to_string()),
             TruthWeight::TimeModel => Some(match time_model_used {
-                crate::timemodel::TimeModelKind::Static => {
-                    crate::timemodel::formula(&proftrust_uarch::Core::new(args.core))
-                }
+                crate::timemodel::TimeModelKind::Static => crate::timemodel::formula(
+                    &proftrust_uarch::Core::new(args.core),
+                    args.time_caches,
+                ),
                 crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
             }),
             TruthWeight::LbrTime => Some(LBR_TIME_FORMULA.to_string()),
@@ -429,6 +440,7 @@ pub fn execute_with_data(
             .map(|e| e.name.clone())
             .unwrap_or_else(|| "unknown".into()),
         period,
+        frequency_hz,
         randomized,
         samples_source,
         truth_source,
@@ -472,8 +484,10 @@ pub fn execute_with_data(
         }
         let n: u64 = per.iter().map(|(_, c)| c).sum();
         config.truth_missing = true;
+        let attribution = scope_attribution(&samples, event_idx, &scope, &bins);
         let report = AuditReport {
             config,
+            attribution,
             metrics: proftrust_report::Metrics {
                 samples: n,
                 samples_elsewhere: elsewhere,
@@ -638,6 +652,7 @@ pub fn execute_with_data(
     }
 
     let report = AuditReport {
+        attribution: scope_attribution(&samples, event_idx, &scope, &bins),
         config,
         metrics: metrics_of(&cmp, &opts),
         functions: rows_of(&cmp),
@@ -658,17 +673,55 @@ pub fn execute_with_data(
 }
 
 /// The event of the samples to compare: `--sample-event`, else the instructions event when
-/// there is one, else the first.
+/// it has samples, else the first event with samples.
 fn compared_event(args: &AuditOptions, samples: &SampleSet) -> Result<u16> {
     let i = match &args.sample_event {
         Some(name) => samples.event_named(name).context("--sample-event")? as usize,
-        None => samples
-            .events
-            .iter()
-            .position(|e| e.kind == EventKind::Instructions)
-            .unwrap_or(0),
+        // An instructions event that has samples, else the first event with samples (a
+        // hybrid CPU's first event is often empty).
+        None => (0..samples.events.len())
+            .find(|&i| {
+                samples.events[i].kind == EventKind::Instructions
+                    && samples.count_for_event(i as u16) > 0
+            })
+            .unwrap_or_else(|| usize::from(samples.default_event().unwrap_or(0))),
     };
     Ok(i as u16)
+}
+
+/// How the samples of event `event` in each audited binary are attributed: a named
+/// function, one recovered from an FDE (`gawk!sub_46dd00`), or none (the same rule as
+/// `Symbolizer::attribution`, on the scope's binaries).
+fn scope_attribution(
+    samples: &SampleSet,
+    event: u16,
+    scope: &[Module],
+    bins: &[Binary],
+) -> Vec<proftrust_model::ModuleAttribution> {
+    let mut per: Vec<proftrust_model::ModuleAttribution> = scope
+        .iter()
+        .map(|m| proftrust_model::ModuleAttribution {
+            module: m.file_name().to_string(),
+            ..Default::default()
+        })
+        .collect();
+    let which: HashMap<proftrust_model::ModuleIdx, usize> = samples
+        .modules
+        .iter()
+        .filter_map(|(i, m)| Some((i, scope.iter().position(|s| s.same_binary(m))?)))
+        .collect();
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        let Some(&j) = s.ip.module.and_then(|m| which.get(&m)) else {
+            continue;
+        };
+        let a = match bins[j].function_at(s.ip.svma) {
+            Some(f) if f.origin.is_named() => proftrust_model::Attribution::Named,
+            Some(_) => proftrust_model::Attribution::Recovered,
+            None => proftrust_model::Attribution::Unattributed,
+        };
+        per[j].add(a, 1);
+    }
+    per
 }
 
 /// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.
@@ -811,6 +864,16 @@ fn inputs(
     warnings: &mut Vec<String>,
     events: &dyn Events,
 ) -> Result<Inputs> {
+    if args.time_caches {
+        if args.truth_weight != TruthWeight::TimeModel
+            || args.time_model != crate::timemodel::TimeModelKind::Static
+        {
+            bail!("--time-caches adds data-cache misses to the static time model: use it with --truth-weight time-model (--time-model static, the default)");
+        }
+        if !matches!(args.input, AuditInput::Run { .. }) {
+            bail!("--time-caches traces the program's data accesses under QEMU: give the program after `--` (or --workload) instead of --samples/--truth");
+        }
+    }
     match &args.input {
         AuditInput::Files { samples, truth } => file_inputs(args, samples, truth, warnings, events),
         AuditInput::Samples { samples } => lbr_inputs(args, samples, warnings, events),
@@ -850,7 +913,7 @@ fn file_inputs(
                 .binary
                 .map(|b| b.path().to_path_buf())
         };
-        let summary = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+        let summary = crate::timemodel::add_time_column(&mut e, &core, &[], &locate, events)?;
         events.note(&crate::timemodel::summary_note(&core, &summary));
     } else if weight == TruthWeight::TimeModel {
         time_model_used = crate::timemodel::TimeModelKind::Trace;
@@ -1495,10 +1558,40 @@ fn count_exact(
                 .binary
                 .map(|b| b.path().to_path_buf())
         };
-        let s = crate::timemodel::add_time_column(&mut e, &core, &locate, events)?;
+        let miss = if args.time_caches {
+            let costs = crate::timemodel::CacheCosts::default();
+            let q = proftrust_exact::QemuOptions {
+                timeout,
+                show_output: false,
+                stop: Some(stop.clone()),
+                ..Default::default()
+            };
+            let (miss, m) = crate::timemodel::miss_latencies(&e, cmd, &q, &costs, events)?;
+            events.note(&format!(
+                "data caches (L1D {} KiB, L2 {} KiB): {} loads, {} served by L2 (+{} cycles), {} beyond (+{} cycles)",
+                costs.geometry.l1_size / 1024,
+                costs.geometry.llc_size / 1024,
+                m.loads,
+                m.second,
+                costs.second,
+                m.memory,
+                costs.memory
+            ));
+            miss
+        } else {
+            Vec::new()
+        };
+        let s = crate::timemodel::add_time_column(&mut e, &core, &miss, &locate, events)?;
         events.note(&crate::timemodel::summary_note(&core, &s));
-        e.backend_detail
-            .push_str(&format!("; time model: {}", core.name));
+        e.backend_detail.push_str(&format!(
+            "; time model: {}{}",
+            core.name,
+            if args.time_caches {
+                ", data caches simulated"
+            } else {
+                ""
+            }
+        ));
     }
     Ok((e, note))
 }

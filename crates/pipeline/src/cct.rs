@@ -91,6 +91,11 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
     } = trace::trace(&p, &o.command[1..], &o.trace, build, o.show_output, events)?;
     let mut warnings = p.warnings.clone();
     warnings.extend(proftrust_report::outcome_warning(&outcome, "the contexts"));
+    // The folded files carry the same mark as their first line (a comment flame-graph
+    // tools skip): a file written on an interrupt must not look like a whole run.
+    let folded_mark = proftrust_report::outcome_warning(&outcome, "these stacks")
+        .map(|w| proftrust_model::folded_comment(&w).into_bytes())
+        .unwrap_or_default();
     let mut names = FunctionMap::default();
     add_names(&mut names, &cct.modules, program, &mut warnings);
     if let Some(s) = &samples {
@@ -128,7 +133,7 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
                 ));
             }
             if o.sampled_folded {
-                let mut buf = Vec::new();
+                let mut buf = folded_mark.clone();
                 sc.write_folded(&mut buf)
                     .context("writing the sampled contexts as collapsed stacks")?;
                 sampled_folded = Some(buf);
@@ -146,7 +151,7 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
     };
     let folded = match o.folded {
         Some(metric) => {
-            let mut buf = Vec::new();
+            let mut buf = folded_mark.clone();
             cct.write_folded_by(&names, &mut buf, |n| match metric {
                 FoldedMetric::Instructions => n.instructions,
                 FoldedMetric::Cycles => n.cycles,

@@ -115,7 +115,9 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     let loaded = load(o, &locator, events)?;
     let samples = loaded.samples();
     let n = samples.len() as u64;
-    let sym = Symbolizer::with_locator(&loaded.set.modules, &locator);
+    // Kernel samples named also from the kallsyms `proftrust record --kernel` stored.
+    let sym = Symbolizer::with_locator(&loaded.set.modules, &locator)
+        .with_recorded_kernel_symbols(&loaded.set.kernel_symbols);
     for w in sym.warnings() {
         events.detail(&w);
     }
@@ -358,10 +360,8 @@ fn default_event(set: &SampleSet) -> Result<String> {
     if set.events.is_empty() {
         bail!("the profile names no event: nothing to check");
     }
-    let e = (0..set.events.len() as u16)
-        .find(|&e| set.count_for_event(e) > 0)
-        .unwrap_or(0);
-    Ok(set.events[e as usize].name.clone())
+    let e = set.default_event().unwrap_or(0);
+    Ok(set.events[usize::from(e)].name.clone())
 }
 
 /// One sample set of the checked event out of several recordings: modules interned (the
@@ -1188,80 +1188,6 @@ fn period_note(d: &proftrust_model::EventDesc) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proftrust_model::{EventDesc, ModuleIdx, SamplingConfig};
-
-    fn sample(tid: u32, time: u64, module: u32) -> Sample {
-        Sample {
-            event: 1,
-            pid: tid,
-            tid,
-            time,
-            cpu: 0,
-            period: 1,
-            ip: Location::new(ModuleIdx(module), 0x10),
-            callchain: Vec::new(),
-            branches: Vec::new(),
-        }
-    }
-
-    /// Two recordings merged: modules interned by path, the second's threads renumbered
-    /// apart and its times after the first's, only the checked event kept.
-    #[test]
-    fn merge_by_hand() {
-        let ev = |name: &str| EventDesc {
-            name: name.into(),
-            kind: EventKind::CpuClock,
-            config: SamplingConfig::default(),
-        };
-        let mut a = SampleSet {
-            events: vec![ev("x"), ev("cpu-clock")],
-            ..Default::default()
-        };
-        a.modules.intern(Module::new("/bin/prog"));
-        a.samples = vec![sample(7, 100, 0), sample(7, 200, 0)];
-        a.lost = 2;
-        let mut b = SampleSet {
-            events: vec![ev("cpu-clock")],
-            ..Default::default()
-        };
-        b.modules.intern(Module::new("/lib/libc.so.6"));
-        b.modules.intern(Module::new("/bin/prog"));
-        let mut s = sample(7, 50, 1);
-        s.event = 0;
-        b.samples = vec![s];
-        b.lost = 3;
-        let (m, ends) = merge(vec![a, b], &[1, 0], &ev("cpu-clock"));
-        assert_eq!(ends, vec![2, 3]);
-        assert_eq!(m.lost, 5);
-        assert_eq!(m.modules.len(), 2);
-        let last = &m.samples[2];
-        assert_eq!(last.ip.module, Some(ModuleIdx(0)), "prog keeps index 0");
-        assert_eq!(m.samples[0].tid, m.samples[1].tid);
-        assert_ne!(
-            last.tid, m.samples[0].tid,
-            "the second recording's thread 7 is another thread"
-        );
-        assert_eq!(last.time, 201);
-        assert!(m.samples.iter().all(|s| s.event == 0));
-    }
-
-    #[test]
-    fn module_rows_are_bracketed_once() {
-        assert_eq!(
-            module_row(&Module::new("/usr/lib/libc.so.6")),
-            "[libc.so.6]"
-        );
-        assert_eq!(module_row(&Module::new("[vdso]")), "[vdso]");
-        assert_eq!(
-            module_row(&Module::new("[kernel.kallsyms]")),
-            "[kernel.kallsyms]"
-        );
-    }
-}
-
 /// The "hardware time" column (issue 34): when the samples carry branch stacks with cycle
 /// counts (perf `-b`, `-j any`, `--call-graph lbr`; Arm BRBE; `proftrust vpmu --lbr`), each
 /// function's share of the time the stacks measured (`proftrust_metrics::lbr_time`: every
@@ -1351,5 +1277,79 @@ fn hardware_time(
                 disagree.join(", ")
             ),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proftrust_model::{EventDesc, ModuleIdx, SamplingConfig};
+
+    fn sample(tid: u32, time: u64, module: u32) -> Sample {
+        Sample {
+            event: 1,
+            pid: tid,
+            tid,
+            time,
+            cpu: 0,
+            period: 1,
+            ip: Location::new(ModuleIdx(module), 0x10),
+            callchain: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// Two recordings merged: modules interned by path, the second's threads renumbered
+    /// apart and its times after the first's, only the checked event kept.
+    #[test]
+    fn merge_by_hand() {
+        let ev = |name: &str| EventDesc {
+            name: name.into(),
+            kind: EventKind::CpuClock,
+            config: SamplingConfig::default(),
+        };
+        let mut a = SampleSet {
+            events: vec![ev("x"), ev("cpu-clock")],
+            ..Default::default()
+        };
+        a.modules.intern(Module::new("/bin/prog"));
+        a.samples = vec![sample(7, 100, 0), sample(7, 200, 0)];
+        a.lost = 2;
+        let mut b = SampleSet {
+            events: vec![ev("cpu-clock")],
+            ..Default::default()
+        };
+        b.modules.intern(Module::new("/lib/libc.so.6"));
+        b.modules.intern(Module::new("/bin/prog"));
+        let mut s = sample(7, 50, 1);
+        s.event = 0;
+        b.samples = vec![s];
+        b.lost = 3;
+        let (m, ends) = merge(vec![a, b], &[1, 0], &ev("cpu-clock"));
+        assert_eq!(ends, vec![2, 3]);
+        assert_eq!(m.lost, 5);
+        assert_eq!(m.modules.len(), 2);
+        let last = &m.samples[2];
+        assert_eq!(last.ip.module, Some(ModuleIdx(0)), "prog keeps index 0");
+        assert_eq!(m.samples[0].tid, m.samples[1].tid);
+        assert_ne!(
+            last.tid, m.samples[0].tid,
+            "the second recording's thread 7 is another thread"
+        );
+        assert_eq!(last.time, 201);
+        assert!(m.samples.iter().all(|s| s.event == 0));
+    }
+
+    #[test]
+    fn module_rows_are_bracketed_once() {
+        assert_eq!(
+            module_row(&Module::new("/usr/lib/libc.so.6")),
+            "[libc.so.6]"
+        );
+        assert_eq!(module_row(&Module::new("[vdso]")), "[vdso]");
+        assert_eq!(
+            module_row(&Module::new("[kernel.kallsyms]")),
+            "[kernel.kallsyms]"
+        );
     }
 }

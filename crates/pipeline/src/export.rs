@@ -11,7 +11,6 @@ use proftrust_export::{
     AnnotateInput, AnnotateOptions, CallSite, DiffOptions, FlameOptions, Origin, Profile, Resolver,
     SourceText, ValueType,
 };
-use proftrust_formats::{sniff, Format};
 use proftrust_model::{ExactProfile, Location, SampleSet};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -113,43 +112,12 @@ impl Target {
 }
 
 /// A loaded profile: samples or exact counts.
-#[derive(Debug)]
-pub enum Loaded {
-    /// Samples (perf.data, perf script text, a proftrust sample file).
-    Samples(SampleSet),
-    /// Exact counts (a callgrind out file, a proftrust exact file).
-    Exact(ExactProfile),
-}
+pub use crate::load::AnyProfile as Loaded;
 
-/// Reads any profile `read` accepts, through the pipeline's loader (the one place sample
-/// and exact-count files are read).
+/// Reads any profile `read` accepts (any format and compression, `-` for standard input)
+/// through the pipeline's one loader ([`crate::load::any`]).
 pub fn load_profile(path: &Path, binaries: &[PathBuf], events: &dyn Events) -> Result<Loaded> {
-    let mut head = vec![0u8; 8192];
-    let n = {
-        let mut f =
-            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let mut n = 0;
-        loop {
-            let k = std::io::Read::read(&mut f, &mut head[n..])
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            n += k;
-            if k == 0 || n == head.len() {
-                break n;
-            }
-        }
-    };
-    if n == 0 {
-        bail!("{}: the file is empty; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display());
-    }
-    match sniff(&head[..n]) {
-        Some(Format::NativeExact | Format::Callgrind) => Ok(Loaded::Exact(
-            crate::load::exact(path, binaries)?,
-        )),
-        Some(_) => Ok(Loaded::Samples(crate::load::samples(
-            path, binaries, events,
-        )?)),
-        None => bail!("{}: unknown file format; expected perf.data, perf script text, a callgrind out file or a proftrust sample/exact file", path.display()),
-    }
+    crate::load::any(path, binaries, events)
 }
 
 /// One side of an export: the profile, its symbolizer, and (exact profiles) call counts.
@@ -190,7 +158,8 @@ impl Side {
         };
         Side {
             profile: Profile::from_samples(set, event),
-            symbolizer: Symbolizer::new(&set.modules, binaries),
+            symbolizer: Symbolizer::new(&set.modules, binaries)
+                .with_recorded_kernel_symbols(&set.kernel_symbols),
             calls: Vec::new(),
             label,
             source_dirs: dirs_of(binaries),

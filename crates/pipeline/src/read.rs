@@ -4,10 +4,11 @@
 //! perf-script-like text ([`script`]).
 
 use crate::error::{bail, Context, Result};
+use crate::load::source;
 use crate::Events;
 use proftrust_binary::{BinaryLocator, Kallsyms, LocateOptions, Symbolizer};
 use proftrust_formats::callgrind::CallgrindProfile;
-use proftrust_formats::{Format, LoadInfo, LoadOptions, Loaded, Profile, SampleCounts};
+use proftrust_formats::{Format, LoadInfo, Loaded, Profile, SampleCounts};
 use proftrust_model::{ExactProfile, Location, ModuleTable};
 pub use proftrust_report::read::{
     ReadAddress, ReadBranch, ReadBranchCount, ReadBranchStack, ReadCallgrind, ReadCgEvent,
@@ -15,7 +16,7 @@ pub use proftrust_report::read::{
 };
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Settings of [`execute`] and [`script`].
@@ -33,6 +34,10 @@ pub struct ReadOptions {
     pub kallsyms: Option<PathBuf>,
     /// Read the file as this format instead of sniffing it. Default none.
     pub format: Option<Format>,
+    /// Put each sample's branch stack in [`ReadSamples::branch_stacks`] (the aggregated
+    /// branch table is always there). Default false: per-sample stacks of a few thousand
+    /// samples are tens of megabytes of JSON.
+    pub branch_stacks: bool,
 }
 
 impl Default for ReadOptions {
@@ -43,6 +48,7 @@ impl Default for ReadOptions {
             symfs: None,
             kallsyms: None,
             format: None,
+            branch_stacks: false,
         }
     }
 }
@@ -59,9 +65,16 @@ pub fn execute(o: &ReadOptions, events: &dyn Events) -> Result<ReadReport> {
             &lookup,
             &info,
             &SampleCounts::from_samples(&s),
+            o.branch_stacks,
             events,
         ))),
-        Profile::Counts(c) => Ok(ReadReport::Samples(samples(&lookup, &info, &c, events))),
+        Profile::Counts(c) => Ok(ReadReport::Samples(samples(
+            &lookup,
+            &info,
+            &c,
+            o.branch_stacks,
+            events,
+        ))),
         Profile::Exact(e) => Ok(ReadReport::Exact(exact(&lookup, &info, &e, events))),
         Profile::Callgrind(p) => Ok(ReadReport::Callgrind(callgrind(&info, &p))),
         _ => bail!(
@@ -104,7 +117,9 @@ pub fn script(
     if let Some(p) = crate::audit::recorded_program(&s, &s.command) {
         s.command = vec![p.clone()];
     }
-    let symbolizer = lookup.symbolizer(&s.modules, events);
+    let symbolizer = lookup
+        .symbolizer(&s.modules, events)
+        .with_recorded_kernel_symbols(&s.kernel_symbols);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // Names quoted as in every text output (a symbol cannot reach a terminal raw).
@@ -137,7 +152,7 @@ impl Lookup {
     }
 
     fn load(&self, o: &ReadOptions, counts: bool, events: &dyn Events) -> Result<Loaded> {
-        let mut opts = LoadOptions::with_sources(&self.locator, &self.locator);
+        let mut opts = crate::load::options(&self.locator);
         opts.format = o.format;
         opts.sample_counts = counts;
         let loaded = proftrust_formats::load(source(&o.file), &opts);
@@ -164,14 +179,6 @@ impl Lookup {
     }
 }
 
-fn source(path: &Path) -> proftrust_formats::Source<'_> {
-    if path.as_os_str() == "-" {
-        proftrust_formats::Source::stdin()
-    } else {
-        proftrust_formats::Source::Path(path)
-    }
-}
-
 fn modules(m: &ModuleTable) -> Vec<ReadModule> {
     m.iter()
         .map(|(_, m)| ReadModule {
@@ -183,8 +190,16 @@ fn modules(m: &ModuleTable) -> Vec<ReadModule> {
 
 /// The per-symbol table of per-address counts: each distinct address is named once, then
 /// the counts are summed per (symbol, module).
-fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Events) -> ReadSamples {
-    let symbolizer = lookup.symbolizer(&c.modules, events);
+fn samples(
+    lookup: &Lookup,
+    info: &LoadInfo,
+    c: &SampleCounts,
+    per_sample_branches: bool,
+    events: &dyn Events,
+) -> ReadSamples {
+    let symbolizer = lookup
+        .symbolizer(&c.modules, events)
+        .with_recorded_kernel_symbols(&c.kernel_symbols);
     let mut warnings = info.warnings.clone();
     warnings.extend(symbolizer.warnings());
     // The same address may appear once per event: name each address once.
@@ -226,7 +241,9 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         symbols
     };
     let symbols = table(&mut per_loc.iter().map(|(&l, &n)| (l, n)));
-    let (branches, branch_stacks) = branch_tables(c, &symbolizer, &module_names);
+    let attribution = symbolizer.attribution_by_module(per_loc.iter().map(|(&l, &n)| (l, n)));
+    let (branches, branch_stacks) =
+        branch_tables(c, &symbolizer, &module_names, per_sample_branches);
     let several = c.events.len() > 1;
     let counts = c.per_event();
     ReadSamples {
@@ -257,17 +274,21 @@ fn samples(lookup: &Lookup, info: &LoadInfo, c: &SampleCounts, events: &dyn Even
         modules: modules(&c.modules),
         symbols,
         branches,
+        branch_samples: (!c.branch_stacks.is_empty()).then_some(c.branch_stacks.len() as u64),
         branch_stacks,
+        attribution,
+        outcome: c.outcome.clone(),
         warnings,
     }
 }
 
 /// The branch table (taken branches counted over all stacks, most frequent first; ties by
-/// address) and each sample's branch stack, every address named once.
+/// address) and, when `per_sample`, each sample's branch stack; every address named once.
 fn branch_tables(
     c: &SampleCounts,
     symbolizer: &Symbolizer,
     module_names: &[&str],
+    per_sample: bool,
 ) -> (Vec<ReadBranchCount>, Vec<ReadBranchStack>) {
     let mut named: HashMap<Location, ReadAddress> = HashMap::new();
     let mut address = |loc: Location| -> ReadAddress {
@@ -284,13 +305,18 @@ fn branch_tables(
             .clone()
     };
     let mut per_pair: HashMap<(Location, Location), (u64, u64)> = HashMap::new();
-    let mut stacks = Vec::with_capacity(c.branch_stacks.len());
+    let mut stacks = Vec::new();
     for st in &c.branch_stacks {
-        let mut branches = Vec::with_capacity(st.branches.len());
         for b in &st.branches {
             let e = per_pair.entry((b.from, b.to)).or_default();
             e.0 += 1;
             e.1 += u64::from(b.mispredicted);
+        }
+        if !per_sample {
+            continue;
+        }
+        let mut branches = Vec::with_capacity(st.branches.len());
+        for b in &st.branches {
             branches.push(ReadBranch {
                 from: address(b.from),
                 to: address(b.to),
@@ -364,6 +390,7 @@ fn callgrind(info: &LoadInfo, p: &CallgrindProfile) -> ReadCallgrind {
         calls: p.calls.len(),
         jumps: p.jumps.len(),
         functions,
+        warnings: info.warnings.clone(),
     }
 }
 

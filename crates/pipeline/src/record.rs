@@ -39,6 +39,9 @@ pub struct RecordRunOptions {
     pub seed: u64,
     /// Frame-pointer user call chains. Default false.
     pub callchain: bool,
+    /// DWARF call chains: bytes of user stack copied per sample (`--call-graph
+    /// dwarf[,SIZE]`), unwound with the binaries' call-frame information. Default none.
+    pub dwarf_stack: Option<u32>,
     /// Branch stacks. Default false.
     pub branch_stack: bool,
     /// Sample kernel code too. Default false (user space only).
@@ -59,6 +62,7 @@ impl Default for RecordRunOptions {
             randomize: false,
             seed: crate::DEFAULT_SEED,
             callchain: false,
+            dwarf_stack: None,
             branch_stack: false,
             kernel: false,
             timeout: None,
@@ -75,6 +79,47 @@ pub struct RecordReport {
     pub recording: Recording,
     /// Seed, totals and the recorder's counters.
     pub summary: RecordSummary,
+}
+
+/// How call chains are recorded, as perf's `--call-graph` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// `fp`: the kernel follows the frame pointers (`-g`).
+    FramePointer,
+    /// `dwarf[,SIZE]`: SIZE bytes of user stack (default 8192, perf's) copied per sample
+    /// and unwound with the binaries' call-frame information.
+    Dwarf {
+        /// Bytes of stack copied per sample.
+        stack: u32,
+    },
+}
+
+/// perf's default stack copy of `--call-graph dwarf`.
+pub const DEFAULT_DWARF_STACK: u32 = 8192;
+
+impl CallGraph {
+    /// `fp`, `dwarf` or `dwarf,SIZE` (SIZE a multiple of 8, 8 to 65528, as perf takes it).
+    pub fn parse(s: &str) -> std::result::Result<CallGraph, String> {
+        let (mode, size) = match s.split_once(',') {
+            Some((m, n)) => (m, Some(n)),
+            None => (s, None),
+        };
+        match (mode, size) {
+            ("fp", None) => Ok(CallGraph::FramePointer),
+            ("dwarf", None) => Ok(CallGraph::Dwarf {
+                stack: DEFAULT_DWARF_STACK,
+            }),
+            ("dwarf", Some(n)) => match n.trim().parse::<u32>() {
+                Ok(v) if v > 0 && v % 8 == 0 && v <= 65528 => Ok(CallGraph::Dwarf { stack: v }),
+                _ => Err(format!(
+                    "the stack size of dwarf,SIZE must be a multiple of 8 from 8 to 65528, not {n}"
+                )),
+            },
+            _ => Err(format!(
+                "unknown call-graph mode {s}: give fp (frame pointers, as -g) or dwarf[,SIZE]"
+            )),
+        }
+    }
 }
 
 /// The events of `specs`, each a name or a comma-separated list as perf takes them.
@@ -95,6 +140,7 @@ pub fn execute(a: &RecordRunOptions, events: &dyn Events) -> Result<RecordReport
     opts.randomize = a.randomize;
     opts.seed = Some(a.seed);
     opts.callchain = a.callchain;
+    opts.dwarf_stack = a.dwarf_stack;
     opts.branch_stack = a.branch_stack;
     opts.user_only = !a.kernel;
     opts.timeout = a.timeout;
@@ -132,6 +178,23 @@ pub fn execute(a: &RecordRunOptions, events: &dyn Events) -> Result<RecordReport
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// perf's spellings of --call-graph.
+    #[test]
+    fn call_graph_modes_as_perf_spells_them() {
+        assert_eq!(CallGraph::parse("fp"), Ok(CallGraph::FramePointer));
+        assert_eq!(
+            CallGraph::parse("dwarf"),
+            Ok(CallGraph::Dwarf { stack: 8192 })
+        );
+        assert_eq!(
+            CallGraph::parse("dwarf,16384"),
+            Ok(CallGraph::Dwarf { stack: 16384 })
+        );
+        for bad in ["dwarf,12", "dwarf,0", "dwarf,70000", "lbr", "fp,8"] {
+            assert!(CallGraph::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     /// perf's spellings: `-e a,b` and `-e a -e b` name the same events, in order.
     #[test]

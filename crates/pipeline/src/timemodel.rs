@@ -7,8 +7,194 @@
 use crate::error::{bail, Context, Result};
 use crate::Events;
 use proftrust_model::ExactProfile;
-use proftrust_uarch::{model_run, Core, CoreKind, ModelOptions, ModuleCode};
+use proftrust_model::{BlockVisitor, Location, Module, ModuleIdx, TraceBlock};
+use proftrust_uarch::{model_run_with_misses, Core, CoreKind, ModelOptions, ModuleCode};
+use std::ffi::OsString;
 use std::path::Path;
+
+/// The data caches `--time-caches` simulates, and what a miss costs beyond an L1 hit.
+///
+/// Geometry: the core of this project's measurement host and of LLVM's `sapphirerapids`
+/// model (Golden Cove, server variant): L1D 48 KiB 12-way, L2 2 MiB 16-way, 64-byte lines
+/// (`lscpu`; the cache simulation's second level stands for the L2 and everything beyond
+/// it is "memory"). Latencies beyond the L1 hit (which LLVM's table already charges, 5
+/// cycles): measured on that host with `scripts/cache-latency.c` (a random pointer chase,
+/// one load per line, 20 M loads per size), converted to cycles with the L1 chase as the 5-cycle
+/// unit: 16 KiB 1.72 ns per load (= 5 cycles), 512 KiB 6.2 ns (18 cycles: L2), 8 MiB
+/// 178 ns (517 cycles: the L3 of a shared virtual machine, TLB misses included; 64 MiB 306
+/// ns). So an L2 hit costs 13 cycles more than an L1 hit and a miss beyond L2 510 more
+/// (docs/audit.md, "Cache misses").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheCosts {
+    /// What the plugin simulates.
+    pub geometry: proftrust_cachesim::Geometry,
+    /// Cycles beyond an L1 hit of a load served by the second level.
+    pub second: f64,
+    /// Cycles beyond an L1 hit of a load served beyond it.
+    pub memory: f64,
+}
+
+impl Default for CacheCosts {
+    fn default() -> Self {
+        CacheCosts {
+            geometry: proftrust_cachesim::Geometry {
+                line_size: 64,
+                l1_size: 48 * 1024,
+                l1_ways: 12,
+                llc_size: 2 * 1024 * 1024,
+                llc_ways: 16,
+            },
+            second: 13.0,
+            memory: 510.0,
+        }
+    }
+}
+
+/// Per instruction of an exact profile: executions seen in the trace, and its loads served
+/// by the second level and beyond.
+struct MissCounter<'a> {
+    exact: &'a ExactProfile,
+    /// Trace module index -> the exact profile's.
+    modules: Vec<Option<ModuleIdx>>,
+    /// Per trace block key: the exact index of each of its instructions.
+    keys: Vec<Option<Box<[Option<usize>]>>>,
+    execs: Vec<u64>,
+    second: Vec<u64>,
+    memory: Vec<u64>,
+    loads: u64,
+}
+
+impl MissCounter<'_> {
+    fn indices(&self, b: &TraceBlock<'_>) -> Box<[Option<usize>]> {
+        let m = b
+            .module
+            .and_then(|m| self.modules.get(m.0 as usize).copied().flatten());
+        b.instructions
+            .iter()
+            .map(|&a| {
+                let loc = Location { module: m, svma: a };
+                self.exact
+                    .instructions
+                    .binary_search_by_key(&loc, |i| i.loc)
+                    .ok()
+            })
+            .collect()
+    }
+}
+
+impl BlockVisitor for MissCounter<'_> {
+    fn module(&mut self, idx: ModuleIdx, module: &Module) {
+        let k = idx.0 as usize;
+        if self.modules.len() <= k {
+            self.modules.resize(k + 1, None);
+        }
+        self.modules[k] = self
+            .exact
+            .modules
+            .iter()
+            .find(|(_, m)| m.path == module.path)
+            .map(|(i, _)| i)
+            .or_else(|| self.exact.modules.find_same_binary(module));
+    }
+
+    fn block(&mut self, b: &TraceBlock<'_>) {
+        let fresh;
+        let idx: &[Option<usize>] = match b.key {
+            Some(k) => {
+                let k = k as usize;
+                if self.keys.len() <= k {
+                    self.keys.resize(k + 1, None);
+                }
+                if self.keys[k].is_none() {
+                    self.keys[k] = Some(self.indices(b));
+                }
+                self.keys[k].as_deref().expect("just set")
+            }
+            None => {
+                fresh = self.indices(b);
+                &fresh
+            }
+        };
+        for i in idx.iter().flatten() {
+            self.execs[*i] += 1;
+        }
+        for a in b.mem.iter().filter(|a| !a.store) {
+            self.loads += 1;
+            let Some(Some(i)) = idx.get(usize::from(a.insn)) else {
+                continue;
+            };
+            match a.level {
+                Some(proftrust_cachesim::LLC) => self.second[*i] += 1,
+                Some(l) if l >= proftrust_cachesim::MEMORY => self.memory[*i] += 1,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What [`miss_latencies`] saw.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MissSummary {
+    /// Loads traced.
+    pub loads: u64,
+    /// Loads served by the second level.
+    pub second: u64,
+    /// Loads served beyond it.
+    pub memory: u64,
+}
+
+/// Per instruction of `e` (an exact count of `cmd`), its mean load latency beyond an L1 hit
+/// in cycles per execution: `cmd` traced once more under QEMU with the plugin simulating the
+/// data caches of `costs.geometry` (`QemuOptions::cache`), each load's level counted per
+/// instruction, times [`CacheCosts::second`] or [`CacheCosts::memory`], over the
+/// instruction's executions in that trace.
+pub fn miss_latencies(
+    e: &ExactProfile,
+    cmd: &[OsString],
+    qemu: &proftrust_exact::QemuOptions,
+    costs: &CacheCosts,
+    events: &dyn Events,
+) -> Result<(Vec<f64>, MissSummary)> {
+    let n = e.instructions.len();
+    let mut v = MissCounter {
+        exact: e,
+        modules: Vec::new(),
+        keys: Vec::new(),
+        execs: vec![0; n],
+        second: vec![0; n],
+        memory: vec![0; n],
+        loads: 0,
+    };
+    let o = proftrust_exact::QemuOptions {
+        trace_memory: true,
+        cache: Some(costs.geometry),
+        cache_with_addresses: false,
+        ..qemu.clone()
+    };
+    let pb = events.task(None, "simulating the data caches (qemu trace)");
+    let outcome = proftrust_exact::trace_qemu(cmd, &o, &mut v)
+        .context("the cache simulation's trace under QEMU failed")?;
+    pb.finish();
+    if let proftrust_model::RunOutcome::Interrupted { .. } = outcome {
+        bail!("the cache simulation's trace was {outcome}");
+    }
+    let miss = (0..n)
+        .map(|i| {
+            if v.execs[i] == 0 {
+                0.0
+            } else {
+                (v.second[i] as f64 * costs.second + v.memory[i] as f64 * costs.memory)
+                    / v.execs[i] as f64
+            }
+        })
+        .collect();
+    let summary = MissSummary {
+        loads: v.loads,
+        second: v.second.iter().sum(),
+        memory: v.memory.iter().sum(),
+    };
+    Ok((miss, summary))
+}
 
 /// Which time model `--truth-weight time-model` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,9 +219,14 @@ impl TimeModelKind {
 }
 
 /// How the time-model truth is formed, as printed in reports (`truth_weight_formula`).
-pub fn formula(core: &Core) -> String {
+pub fn formula(core: &Core, caches: bool) -> String {
+    let loads = if caches {
+        "data-cache misses from a simulation of the run's loads (L1D 48 KiB, L2 2 MiB; +13 cycles from L2, +510 beyond) as each load's mean extra latency in the scheduler"
+    } else {
+        "every load hits L1 (no cache simulation)"
+    };
     format!(
-        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, TIP attribution of retirement cycles; plus branch mispredictions (2-bit counter / last-target predictor on the exact branch frequencies) x (resolution time + MispredictPenalty {}); every load hits L1 (no cache simulation)",
+        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, TIP attribution of retirement cycles; plus branch mispredictions (2-bit counter / last-target predictor on the exact branch frequencies) x (resolution time + MispredictPenalty {}); {loads}",
         core.name, core.mispredict_penalty
     )
 }
@@ -57,6 +248,8 @@ pub struct ModelSummary {
     pub uncoded: u64,
     /// Modules whose code could not be read.
     pub missing_modules: Vec<String>,
+    /// Cycles the data-cache misses added (`--time-caches`; 0 without).
+    pub miss_cycles: f64,
 }
 
 /// Reads the executable sections of the ELF file at `path`.
@@ -79,6 +272,7 @@ fn module_code(path: &Path) -> Option<ModuleCode> {
 pub fn add_time_column(
     e: &mut ExactProfile,
     core: &Core,
+    miss: &[f64],
     locate: &dyn Fn(&proftrust_model::Module) -> Option<std::path::PathBuf>,
     events: &dyn Events,
 ) -> Result<ModelSummary> {
@@ -105,7 +299,7 @@ pub fn add_time_column(
         })
         .collect();
     let pb = events.task(None, "timing the blocks (time model)");
-    let run = model_run(e, &code, core, &ModelOptions::default());
+    let run = model_run_with_misses(e, &code, core, &ModelOptions::default(), miss);
     pb.finish();
     let col = proftrust_metrics::TIME_MODEL_COLUMN.to_string();
     let names = &mut e.extra_cost_names;
@@ -135,6 +329,7 @@ pub fn add_time_column(
     summary.blocks = run.blocks;
     summary.unknown = run.unknown_executions;
     summary.uncoded = run.uncoded_executions;
+    summary.miss_cycles = run.miss_cycles;
     Ok(summary)
 }
 
@@ -150,6 +345,13 @@ pub fn summary_note(core: &Core, s: &ModelSummary) -> String {
         s.blocks,
         s.mispredicts
     );
+    if s.miss_cycles > 0.0 {
+        t.push_str(&format!(
+            "; data-cache misses add {:.4e} cycles ({:.1}%)",
+            s.miss_cycles,
+            100.0 * s.miss_cycles / s.cycles.max(1.0)
+        ));
+    }
     if s.unknown > 0 {
         t.push_str(&format!(
             "; {} executions ({:.3}%) of forms LLVM's table lacks, taken as 1 micro-op of latency 1",

@@ -730,9 +730,15 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
         })
         .collect();
     let paths = path_rows(&m, &an, program.as_ref(), a.limit.unwrap_or(usize::MAX));
-    let svg = a
-        .svg
-        .then(|| delta_plot(&a.command, &histograms, &paths, an.unit.name()));
+    let svg = a.svg.then(|| {
+        delta_plot(
+            &a.command,
+            &histograms,
+            &paths,
+            an.unit.name(),
+            m.outcome.as_ref(),
+        )
+    });
     let coverage = m
         .run_time
         .filter(|&t| t > 0)
@@ -873,16 +879,22 @@ fn delta_plot(
     histograms: &[DeltaHistogram],
     rows: &[VppPath],
     unit: &str,
+    outcome: Option<&RunOutcome>,
 ) -> String {
+    let mut title = format!(
+        "Delta from basetime of the top {} paths by net variation ({})",
+        histograms.len(),
+        command
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
+            .unwrap_or_default()
+    );
+    // A plot written on an interrupt (or of a run that died) says so where it is read.
+    if let Some(w) = outcome.and_then(|o| proftrust_report::outcome_warning(o, "the paths")) {
+        title = format!("[{w}] {title}");
+    }
     let plot = LinePlot {
-        title: format!(
-            "Delta from basetime of the top {} paths by net variation ({})",
-            histograms.len(),
-            command
-                .first()
-                .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
-                .unwrap_or_default()
-        ),
+        title,
         x_label: format!("time above the path's basetime ({unit})"),
         y_label: "share of the path's samples".into(),
         series: histograms

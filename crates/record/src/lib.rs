@@ -47,7 +47,7 @@ pub use proftrust_supervise::StopSignal;
 use parse::Rec;
 use proftrust_model::{
     Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
-    SampleSet, SamplingConfig, ThreadName, ThreadStart,
+    SampleSet, SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -85,6 +85,12 @@ pub struct RecordOptions {
     pub seed: Option<u64>,
     /// Frame-pointer user call chains (`PERF_SAMPLE_CALLCHAIN`). Default `false`.
     pub callchain: bool,
+    /// DWARF call chains (`perf record --call-graph dwarf,SIZE`): each sample copies this
+    /// many bytes of the user stack with the registers (`PERF_SAMPLE_STACK_USER` +
+    /// `PERF_SAMPLE_REGS_USER`), unwound with the binaries' call-frame information when the
+    /// recording ends (`proftrust_binary::ProcessUnwinder`). A multiple of 8, at most
+    /// 65528. Default `None` (off).
+    pub dwarf_stack: Option<u32>,
     /// Branch stacks (`PERF_SAMPLE_BRANCH_STACK`, any taken branch). Default `false`.
     pub branch_stack: bool,
     /// Exclude kernel and hypervisor. Default `true`.
@@ -116,6 +122,7 @@ impl Default for RecordOptions {
             randomize: false,
             seed: None,
             callchain: false,
+            dwarf_stack: None,
             branch_stack: false,
             user_only: true,
             timeout: None,
@@ -276,6 +283,19 @@ fn build_attr(spec: &EventSpec, opts: &RecordOptions, first_period: u64, read: b
     if opts.callchain {
         a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_CALLCHAIN as u64;
     }
+    if let Some(size) = opts.dwarf_stack {
+        // As perf's --call-graph dwarf: registers and a stack copy for the user part, the
+        // kernel's call chain (when kernel samples are recorded) for the kernel part.
+        a.sample_type |= (perf_event_open_sys::bindings::PERF_SAMPLE_REGS_USER
+            | perf_event_open_sys::bindings::PERF_SAMPLE_STACK_USER)
+            as u64;
+        a.sample_regs_user = parse::REGS_USER;
+        a.sample_stack_user = size;
+        if !opts.user_only {
+            a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_CALLCHAIN as u64;
+            a.set_exclude_callchain_user(1);
+        }
+    }
     if opts.branch_stack {
         a.sample_type |= perf_event_open_sys::bindings::PERF_SAMPLE_BRANCH_STACK as u64;
         a.branch_sample_type = perf_event_open_sys::bindings::PERF_SAMPLE_BRANCH_ANY as u64;
@@ -331,6 +351,13 @@ fn check_options(opts: &RecordOptions) -> Result<(), RecordError> {
         return Err(RecordError::BadOptions(
             "--randomize needs a fixed period (-c), not a frequency (-F)".into(),
         ));
+    }
+    if let Some(s) = opts.dwarf_stack {
+        if s == 0 || s % 8 != 0 || s > 65528 {
+            return Err(RecordError::BadOptions(format!(
+                "the stack copy of --call-graph dwarf must be a positive multiple of 8 of at most 65528 bytes, not {s}"
+            )));
+        }
     }
     if !opts.buffer_pages.is_power_of_two() {
         return Err(RecordError::BadOptions(format!(
@@ -542,8 +569,9 @@ fn open_events(
         stats: RecordStats::default(),
         layout: parse::Layout {
             read,
-            callchain: opts.callchain,
+            callchain: opts.callchain || (opts.dwarf_stack.is_some() && !opts.user_only),
             branch: opts.branch_stack,
+            user_stack: opts.dwarf_stack.is_some(),
         },
     })
 }
@@ -938,13 +966,24 @@ fn finish(
                 precise: spec.precise,
                 seed: Some(seed),
                 user_only: opts.user_only,
-                callchain: opts.callchain,
+                callchain: opts.callchain || opts.dwarf_stack.is_some(),
                 branch_stack: opts.branch_stack,
             },
         });
     }
     let mut stats = session.stats.clone();
     let mut last_count: HashMap<u64, u64> = HashMap::new();
+    // DWARF stacks: unwound with the binaries the mappings name, found as perf finds them.
+    let locator = proftrust_binary::BinaryLocator::new(proftrust_binary::LocateOptions::default());
+    let mut unwinder = opts
+        .dwarf_stack
+        .map(|_| proftrust_binary::ProcessUnwinder::new(&locator));
+    if let Some(u) = &mut unwinder {
+        for (pid, start, end, pgoff, path) in spaces.mappings() {
+            u.map(pid, start, end, pgoff, &path, None);
+        }
+    }
+    let mut unwound: Vec<u64> = Vec::new();
     let mut processes: std::collections::BTreeMap<u32, ProcessInfo> = Default::default();
     for r in &recs {
         match *r {
@@ -979,6 +1018,9 @@ fn finish(
             } => {
                 if prot & libc::PROT_EXEC as u32 != 0 {
                     spaces.map(pid, start, len, pgoff, &path);
+                    if let Some(u) = &mut unwinder {
+                        u.map(pid, start, start.saturating_add(len), pgoff, &path, None);
+                    }
                 }
             }
             Rec::Comm {
@@ -990,6 +1032,9 @@ fn finish(
             } => {
                 if exec {
                     spaces.exec(pid);
+                    if let Some(u) = &mut unwinder {
+                        u.exec(pid);
+                    }
                 }
                 set.threads.push(ThreadName {
                     pid,
@@ -1007,6 +1052,9 @@ fn finish(
                 time,
             } => {
                 spaces.fork(pid, ppid);
+                if let Some(u) = &mut unwinder {
+                    u.fork(ppid, pid);
+                }
                 set.forks.push(ThreadStart {
                     pid,
                     tid,
@@ -1030,6 +1078,7 @@ fn finish(
                 count,
                 callchain,
                 branches,
+                user_stack,
             } => {
                 let event = *id_to_event.get(&id).unwrap_or(&0);
                 let period = match session.randomized.get(&stream_id) {
@@ -1065,6 +1114,18 @@ fn finish(
                     }
                     chain.push(spaces.locate(pid, a));
                 }
+                if let (Some(u), Some((regs, stack))) = (&mut unwinder, &user_stack) {
+                    // The kernel part (when recorded), the user ip of a kernel sample, then
+                    // the unwound user callers.
+                    unwound.clear();
+                    u.unwind(pid, *regs, stack, &mut unwound);
+                    if ip != regs.ip {
+                        chain.push(spaces.locate(pid, regs.ip));
+                    }
+                    for &ra in &unwound {
+                        chain.push(spaces.locate(pid, ra));
+                    }
+                }
                 let branches = branches
                     .iter()
                     .map(|b| Branch {
@@ -1090,6 +1151,7 @@ fn finish(
         }
     }
     set.modules = spaces.modules;
+    set.kernel_symbols = kernel_symbols_of(&set);
     Ok(Recording {
         samples: set,
         seed,
@@ -1098,6 +1160,34 @@ fn finish(
         pid: None,
         processes: processes.into_values().collect(),
     })
+}
+
+/// The kernel functions the kernel samples and call-chain entries of `set` fall in, copied
+/// from `/proc/kallsyms` now (the running kernel is the recorded one) with their extents,
+/// so the file names them on any machine later. Empty without kernel samples, or when
+/// kallsyms cannot be read with addresses (`kernel.kptr_restrict`; the samples keep their
+/// addresses and `--kallsyms` names them later).
+fn kernel_symbols_of(set: &SampleSet) -> Vec<proftrust_model::KernelSymbol> {
+    let kernel: Vec<bool> = set
+        .modules
+        .iter()
+        .map(|(_, m)| proftrust_binary::is_kernel_module(&m.path))
+        .collect();
+    let is_kernel = |l: &Location| l.module.is_some_and(|m| kernel[m.0 as usize]);
+    let addrs: Vec<u64> = set
+        .samples
+        .iter()
+        .flat_map(|s| std::iter::once(&s.ip).chain(&s.callchain))
+        .filter(|l| is_kernel(l))
+        .map(|l| l.svma.0)
+        .collect();
+    if addrs.is_empty() {
+        return Vec::new();
+    }
+    match proftrust_binary::Kallsyms::open(std::path::Path::new("/proc/kallsyms")) {
+        Ok(k) => k.covering(addrs),
+        Err(_) => Vec::new(),
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ struct Mapping {
     path: String,
 }
 
+/// Lowest kernel address on x86-64.
+pub(crate) const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+
 /// The executable mappings of every traced process plus the module table being built.
 #[derive(Debug, Default)]
 pub(crate) struct AddressSpaces {
@@ -35,6 +38,25 @@ pub(crate) struct AddressSpaces {
     elf: HashMap<String, Option<ElfInfo>>,
     module_of_path: HashMap<String, ModuleIdx>,
     pub modules: ModuleTable,
+    /// Loadable kernel modules `(start, end, name)` from `/proc/modules`, read at the first
+    /// kernel address (`None` until then).
+    kernel_modules: Option<Vec<(u64, u64, String)>>,
+}
+
+/// `/proc/modules` lines (`name size refcount deps state address`) as `(start, end,
+/// name)`, sorted; modules whose address reads 0 (no privilege) are left out.
+pub(crate) fn parse_proc_modules(text: &str) -> Vec<(u64, u64, String)> {
+    let mut v: Vec<(u64, u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let size: u64 = f.get(1)?.parse().ok()?;
+            let addr = u64::from_str_radix(f.get(5)?.trim_start_matches("0x"), 16).ok()?;
+            (addr != 0).then(|| (addr, addr.saturating_add(size), f[0].to_string()))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 impl AddressSpaces {
@@ -78,6 +100,20 @@ impl AddressSpaces {
         self.per_pid.remove(&pid);
     }
 
+    /// Every mapping known now: `(pid, start, end, pgoff, path)`.
+    pub(crate) fn mappings(&self) -> Vec<(u32, u64, u64, u64, String)> {
+        let mut v: Vec<(u32, u64, u64, u64, String)> = self
+            .per_pid
+            .iter()
+            .flat_map(|(&pid, maps)| {
+                maps.iter()
+                    .map(move |m| (pid, m.start, m.end, m.pgoff, m.path.clone()))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
     /// `pid` was forked from `ppid`: it starts with a copy of the parent's mappings.
     pub(crate) fn fork(&mut self, pid: u32, ppid: u32) {
         if let Some(v) = self.per_pid.get(&ppid).cloned() {
@@ -116,8 +152,43 @@ impl AddressSpaces {
         }
     }
 
+    /// The location of kernel address `ip`: in a loadable module (`/proc/modules`), that
+    /// module named as perf names it (`[kvm_intel]`); else `[kernel.kallsyms]` with the
+    /// running kernel's build-id. The SVMA is the address (kallsyms speaks run-time
+    /// addresses).
+    fn locate_kernel(&mut self, ip: u64) -> Location {
+        let mods = self.kernel_modules.get_or_insert_with(|| {
+            std::fs::read_to_string("/proc/modules")
+                .map(|t| parse_proc_modules(&t))
+                .unwrap_or_default()
+        });
+        let i = mods.partition_point(|m| m.0 <= ip);
+        let name = match i.checked_sub(1).map(|i| &mods[i]) {
+            Some((_, end, name)) if ip < *end => format!("[{name}]"),
+            _ => "[kernel.kallsyms]".to_string(),
+        };
+        let idx = match self.module_of_path.get(&name) {
+            Some(&i) => i,
+            None => {
+                let mut module = Module::new(name.clone());
+                if name == "[kernel.kallsyms]" {
+                    module.build_id = std::fs::read("/sys/kernel/notes")
+                        .ok()
+                        .and_then(|b| proftrust_binary::build_id_in_notes(&b));
+                }
+                let i = self.modules.intern(module);
+                self.module_of_path.insert(name, i);
+                i
+            }
+        };
+        Location::new(idx, ip)
+    }
+
     /// Module-relative location of runtime address `ip` in process `pid`.
     pub(crate) fn locate(&mut self, pid: u32, ip: u64) -> Location {
+        if ip >= KERNEL_START {
+            return self.locate_kernel(ip);
+        }
         let Some(m) = self
             .per_pid
             .get(&pid)
@@ -170,6 +241,41 @@ mod tests {
     use super::*;
     use proftrust_model::segments::{LoadSegment, SegmentTable};
     use proftrust_model::BuildId;
+
+    #[test]
+    fn kernel_modules_from_proc_modules() {
+        let text = "kvm_intel 380928 0 - Live 0xffffffffc0a00000\nkvm 1146880 1 kvm_intel, Live 0xffffffffc0800000 (E)\nhidden 4096 0 - Live 0x0000000000000000\n";
+        assert_eq!(
+            parse_proc_modules(text),
+            vec![
+                (
+                    0xffffffffc0800000,
+                    0xffffffffc0800000 + 1146880,
+                    "kvm".to_string()
+                ),
+                (
+                    0xffffffffc0a00000,
+                    0xffffffffc0a00000 + 380928,
+                    "kvm_intel".to_string()
+                ),
+            ]
+        );
+        let mut a = AddressSpaces {
+            kernel_modules: Some(parse_proc_modules(text)),
+            ..Default::default()
+        };
+        let k = a.locate(1, 0xffffffffc0a00010);
+        assert_eq!(
+            a.modules.get(k.module.unwrap()).unwrap().path,
+            "[kvm_intel]"
+        );
+        assert_eq!(k.svma.0, 0xffffffffc0a00010);
+        let k = a.locate(1, 0xffffffff81000010);
+        assert_eq!(
+            a.modules.get(k.module.unwrap()).unwrap().path,
+            "[kernel.kallsyms]"
+        );
+    }
 
     #[test]
     fn pie_address_becomes_svma_via_segments() {

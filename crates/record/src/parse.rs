@@ -48,6 +48,9 @@ pub(crate) enum Rec {
         count: Option<u64>,
         callchain: Vec<u64>,
         branches: Vec<RawBranch>,
+        /// The user registers and the used part of the user stack copy
+        /// (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), with `--call-graph dwarf`.
+        user_stack: Option<(proftrust_model::UserRegs, Vec<u8>)>,
     },
     Mmap {
         pid: u32,
@@ -164,7 +167,13 @@ pub(crate) struct Layout {
     pub callchain: bool,
     /// `PERF_SAMPLE_BRANCH_STACK`.
     pub branch: bool,
+    /// `PERF_SAMPLE_REGS_USER` ([`REGS_USER`]) + `PERF_SAMPLE_STACK_USER`.
+    pub user_stack: bool,
 }
+
+/// The user registers a DWARF unwinder starts from: `bp`, `sp`, `ip` (x86-64 perf register
+/// numbers 6, 7, 8; the kernel writes them in bit order).
+pub(crate) const REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// Decodes every record of a drained batch, appending to `out`.
 pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Result<(), RecordError> {
@@ -234,6 +243,30 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
                         branches.push(RawBranch { from, to, flags });
                     }
                 }
+                let mut user_stack = None;
+                if l.user_stack {
+                    // REGS_USER: abi, then the registers (none when abi is 0: a kernel
+                    // thread); STACK_USER: size, the bytes, then the size used (when size > 0).
+                    let abi = c.u64()?;
+                    let regs = if abi != 0 {
+                        let bp = c.u64()?;
+                        let sp = c.u64()?;
+                        let ip = c.u64()?;
+                        Some(proftrust_model::UserRegs { ip, sp, bp })
+                    } else {
+                        None
+                    };
+                    let size = c.u64()? as usize;
+                    if size > body.len() {
+                        return Err(c.short());
+                    }
+                    let at = c.pos;
+                    c.skip(size)?;
+                    let used = if size > 0 { c.u64()? as usize } else { 0 };
+                    if let Some(r) = regs {
+                        user_stack = Some((r, body[at..at + used.min(size)].to_vec()));
+                    }
+                }
                 out.push(Rec::Sample {
                     id,
                     stream_id,
@@ -246,6 +279,7 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
                     count,
                     callchain: chain,
                     branches,
+                    user_stack,
                 });
             }
             b::PERF_RECORD_MMAP2 => {
@@ -439,6 +473,47 @@ mod tests {
             ),
             "{out:?}"
         );
+    }
+
+    /// `PERF_SAMPLE_REGS_USER` (abi 2 = 64-bit, then bp, sp, ip in bit order) and
+    /// `PERF_SAMPLE_STACK_USER` (size 24, the bytes, then 16 used): the used part is kept.
+    #[test]
+    fn decodes_user_registers_and_stack() {
+        let mut tail = vec![1000003u64, 2, 0x7000, 0x7ff0, 0x401234, 24];
+        tail.extend([0x1111u64, 0x2222, 0x3333, 16]);
+        let body = sample_body(&tail);
+        let bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
+        let mut out = Vec::new();
+        let l = Layout {
+            user_stack: true,
+            ..Layout::default()
+        };
+        decode_batch(&bytes, l, &mut out).unwrap();
+        match &out[..] {
+            [Rec::Sample {
+                user_stack: Some((r, stack)),
+                ..
+            }] => {
+                assert_eq!((r.bp, r.sp, r.ip), (0x7000, 0x7ff0, 0x401234));
+                assert_eq!(stack.len(), 16);
+                assert_eq!(stack[8..16], 0x2222u64.to_le_bytes());
+            }
+            other => panic!("{other:?}"),
+        }
+        // A kernel thread: abi 0, no registers; an empty stack has no used-size word.
+        let body = sample_body(&[1000003, 0, 0]);
+        let mut out = Vec::new();
+        decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).unwrap();
+        assert!(matches!(
+            &out[..],
+            [Rec::Sample {
+                user_stack: None,
+                ..
+            }]
+        ));
+        // A stack size past the record is an error, not a panic.
+        let body = sample_body(&[1000003, 0, 1 << 40]);
+        assert!(decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).is_err());
     }
 
     #[test]

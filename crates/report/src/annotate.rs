@@ -9,6 +9,7 @@
 //! [`render_annotation_html`]'s standalone page).
 
 use crate::html::escape_html;
+use crate::quote_name;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -155,7 +156,7 @@ fn title(a: &Annotation) -> String {
 pub fn render_annotation_text(annotations: &[Annotation]) -> String {
     let mut o = String::new();
     for a in annotations {
-        let _ = writeln!(o, "== {}", title(a));
+        let _ = writeln!(o, "== {}", quote_name(&title(a)));
         let _ = writeln!(
             o,
             "Shares are of the function's own samples / exact count; ! = the exact share lies outside the 95% interval of the sampled share."
@@ -166,14 +167,14 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
             for l in &a.lines {
                 if l.file != file {
                     file = &l.file;
-                    let _ = writeln!(o, "{:w$}| {}", "", l.file, w = header(a).len());
+                    let _ = writeln!(o, "{:w$}| {}", "", quote_name(&l.file), w = header(a).len());
                 }
                 let _ = writeln!(
                     o,
                     "{}| {:>5}  {}",
                     text_cells(a, &l.shares),
                     l.line,
-                    l.text.as_deref().unwrap_or("").trim_end()
+                    source_text(l.text.as_deref().unwrap_or("").trim_end())
                 );
             }
         }
@@ -186,9 +187,9 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
                         o,
                         "{:w$}| {}:{}  {}",
                         "",
-                        short_file(&l.file),
+                        quote_name(short_file(&l.file)),
                         l.line,
-                        l.text.as_deref().unwrap_or("").trim(),
+                        source_text(l.text.as_deref().unwrap_or("").trim()),
                         w = header(a).len()
                     );
                 }
@@ -199,12 +200,30 @@ pub fn render_annotation_text(annotations: &[Annotation]) -> String {
                 "{}| {:>8x}:  {}",
                 text_cells(a, &i.shares),
                 i.address,
-                i.text
+                quote_name(&i.text)
             );
         }
         o.push('\n');
     }
     o
+}
+
+/// A source line as text output shows it: tabs expanded to the next multiple of 8 columns
+/// (as a terminal shows them), then [`quote_name`] (a source file is input like any other).
+fn source_text(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    let mut col = 0;
+    for c in s.chars() {
+        if c == '\t' {
+            let n = 8 - col % 8;
+            o.extend(std::iter::repeat_n(' ', n));
+            col += n;
+        } else {
+            o.push(c);
+            col += 1;
+        }
+    }
+    quote_name(&o).into_owned()
 }
 
 fn short_file(f: &str) -> &str {
@@ -258,12 +277,14 @@ fn html_header(a: &Annotation, what: &str) -> String {
 }
 
 /// CSS the annotation sections need (the audit page and the standalone page include it).
+/// The sampled and exact bars have the per-instruction chart's colours (`svg::SAMPLED`
+/// blue, `svg::EXACT` orange; issue 31 item 14: they were swapped).
 pub const ANNOTATION_CSS: &str =
     "table.annot td{padding:0 6px;border:none;white-space:pre}table.annot th{text-align:left}\
 table.annot tr.src td{background:#f4f4f4}table.annot tr.out td{color:#b00}\
 table.annot td.ci{color:#777}table.annot td.mark{color:#b00;font-weight:bold}\
 span.bar{display:inline-block;height:4px;margin:0 1px 0 0;vertical-align:middle}\
-span.bar.s{background:#c62}span.bar.e{background:#26a}span.bar.c{background:#2a6}";
+span.bar.s{background:#3b6fb6}span.bar.e{background:#e07b00}span.bar.c{background:#2a6}";
 
 /// One HTML section per annotated function: the per-line table and the disassembly
 /// (`id="annotate-N"` for the N-th function). Every name and source text is escaped.
@@ -359,6 +380,21 @@ pub fn render_annotation_html(title: &str, annotations: &[Annotation]) -> String
 
 #[cfg(test)]
 mod tests {
+    /// The annotated source's bars and the per-instruction chart give sampled and exact
+    /// the same colours.
+    #[test]
+    fn bars_have_the_charts_colours() {
+        let css = super::ANNOTATION_CSS;
+        assert!(
+            css.contains(&format!("span.bar.s{{background:{}}}", crate::svg::SAMPLED)),
+            "{css}"
+        );
+        assert!(
+            css.contains(&format!("span.bar.e{{background:{}}}", crate::svg::EXACT)),
+            "{css}"
+        );
+    }
+
     use super::*;
 
     fn sample() -> Annotation {

@@ -3,6 +3,7 @@
 //! docs/check.md), the text tables in the audit's style, and a self-contained HTML page.
 
 use crate::html::escape_html;
+use crate::quote_name;
 use crate::text::Table;
 use std::fmt::Write as _;
 
@@ -161,29 +162,33 @@ impl CheckReport {
     pub fn render_text(&self, top: usize, color: bool) -> String {
         let mut s = String::new();
         let e = &self.event;
-        let _ = writeln!(s, "profile:      {}", self.profile);
+        // Every string here may hold names from the profile (event, functions, paths).
+        let q = |s: &str| quote_name(s).into_owned();
+        let _ = writeln!(s, "profile:      {}", q(&self.profile));
         if !self.recordings.is_empty() {
-            let _ = writeln!(s, "recordings:   {}", self.recordings.join(", "));
+            let recordings: Vec<String> = self.recordings.iter().map(|r| q(r)).collect();
+            let _ = writeln!(s, "recordings:   {}", recordings.join(", "));
         }
         let _ = writeln!(
             s,
             "samples:      {} ({}, {}; period {}{})",
             self.samples,
-            e.name,
-            e.measures,
-            e.period,
+            q(&e.name),
+            q(&e.measures),
+            q(&e.period),
             if e.randomized { ", randomised" } else { "" }
         );
         let _ = writeln!(
             s,
             "verdict:      {} ({})",
             self.verdict.label(),
-            self.reason
+            q(&self.reason)
         );
         let _ = writeln!(
             s,
             "trust down to: {} ({})",
-            self.trustworthy_at.level, self.trustworthy_at.reason
+            q(&self.trustworthy_at.level),
+            q(&self.trustworthy_at.reason)
         );
         let _ = writeln!(
             s,
@@ -199,13 +204,13 @@ impl CheckReport {
         );
         let _ = writeln!(s, "functions:    {}", self.attribution_summary());
         if let Some(t) = &self.target {
-            let _ = writeln!(s, "target:       {}", t.message);
+            let _ = writeln!(s, "target:       {}", q(&t.message));
         }
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      [{}] {}", w.kind, w.message);
+            let _ = writeln!(s, "warning:      [{}] {}", q(&w.kind), q(&w.message));
         }
         for n in &self.notes {
-            let _ = writeln!(s, "note:         {n}");
+            let _ = writeln!(s, "note:         {}", q(n));
         }
         s.push('\n');
         s.push_str(&table(&self.functions, "function", top, color));

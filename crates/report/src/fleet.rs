@@ -10,6 +10,11 @@
 
 use crate::html::escape_html;
 use crate::svg::{nice_step, shorten};
+
+/// A string of the report (names, events, the store's path) as text output shows it.
+fn q(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::quote_name(s)
+}
 use crate::text::Table;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -409,11 +414,15 @@ impl FleetReport {
     /// rows), the host deviations and the precision rows (`top` each), and the method.
     pub fn render_text(&self, top: usize, color: bool) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "store:        {} ({})", self.store, self.engine);
+        let _ = writeln!(s, "store:        {} ({})", q(&self.store), q(&self.engine));
         let _ = writeln!(
             s,
             "fleet:        {} hosts, {} recordings, {} samples of {} (rows per {})",
-            self.hosts, self.recordings, self.samples, self.event, self.level
+            self.hosts,
+            self.recordings,
+            self.samples,
+            q(&self.event),
+            q(&self.level)
         );
         let _ = writeln!(
             s,
@@ -422,7 +431,7 @@ impl FleetReport {
             self.seed.map_or(String::new(), |x| format!("; seed {x}"))
         );
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      {w}");
+            let _ = writeln!(s, "warning:      {}", q(w));
         }
         s.push('\n');
         let ci = format!("{:.0}% CI", self.confidence * 100.0);
@@ -518,7 +527,7 @@ impl FleetReport {
             }
             s.push_str(&t.render(color));
         }
-        let _ = writeln!(s, "\nmethod: {}", self.method);
+        let _ = writeln!(s, "\nmethod: {}", q(&self.method));
         s
     }
 
@@ -755,12 +764,16 @@ impl FleetDiffReport {
     /// terminal), and the method.
     pub fn render_text(&self, top: usize, color: bool) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "store:        {} ({})", self.store, self.engine);
+        let _ = writeln!(s, "store:        {} ({})", q(&self.store), q(&self.engine));
         for (tag, side) in [("A", &self.a), ("B", &self.b)] {
             let _ = writeln!(
                 s,
                 "side {tag}:       {}: {} hosts, {} recordings, {} samples of {}",
-                side.selector, side.hosts, side.recordings, side.samples, self.event
+                q(&side.selector),
+                side.hosts,
+                side.recordings,
+                side.samples,
+                q(&self.event)
             );
         }
         let significant = self.functions.iter().filter(|r| r.significant).count();
@@ -769,13 +782,13 @@ impl FleetDiffReport {
             "changes:      {} of {} {}s beyond noise (false-discovery rate {:.0}%, {:.0}% intervals of B − A){}",
             significant,
             self.functions.len(),
-            self.level,
+            q(&self.level),
             self.fdr * 100.0,
             self.confidence * 100.0,
             self.seed.map_or(String::new(), |x| format!("; seed {x}"))
         );
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      {w}");
+            let _ = writeln!(s, "warning:      {}", q(w));
         }
         s.push('\n');
         let ci = format!("{:.0}% CI", self.confidence * 100.0);
@@ -816,7 +829,7 @@ impl FleetDiffReport {
             "(significant: q <= {}, Benjamini-Hochberg over all {} rows)\n\nmethod: {}",
             self.fdr,
             self.functions.len(),
-            self.method
+            q(&self.method)
         );
         s
     }
@@ -1091,6 +1104,54 @@ mod tests {
             }
         }
         assert!(stack.is_empty(), "unclosed elements: {stack:?}");
+    }
+
+    /// Issue 32 item 1: names, events, hosts, labels and the store's path from ingested
+    /// files reach the text without a raw control character or a line of their own, and
+    /// the HTML without one either.
+    #[test]
+    fn hostile_strings_stay_escaped() {
+        let bad = "ev\x1b]0;t\x07\nFAKE 99.99% row\u{202e}\u{9b}";
+        let (mut r, mut d) = sample_reports();
+        r.store = bad.into();
+        r.event = bad.into();
+        r.warnings.push(bad.into());
+        r.functions[0].name = bad.into();
+        r.functions[0].module = bad.into();
+        r.host_deviations[0].host = bad.into();
+        r.host_deviations[0].function = bad.into();
+        r.precision[0].function = bad.into();
+        d.store = bad.into();
+        d.event = bad.into();
+        d.a.selector = bad.into();
+        d.warnings.push(bad.into());
+        d.functions[0].name = bad.into();
+        for (what, text) in [
+            ("report text", r.render_text(10, false)),
+            ("report text, colour", r.render_text(10, true)),
+            ("diff text", d.render_text(10, false)),
+            ("report html", r.render_html(10)),
+            ("diff html", d.render_html(10)),
+        ] {
+            assert!(
+                !text.lines().any(|l| l.trim_start().starts_with("FAKE")),
+                "{what}: forged line"
+            );
+            assert!(
+                !text.contains(['\x07', '\u{202e}', '\u{9b}', '\r']),
+                "{what}: raw control character"
+            );
+            // ESC only as the colour codes the renderer writes itself.
+            let no_colour = text
+                .replace("\x1b[0m", "")
+                .replace("\x1b[1m", "")
+                .replace("\x1b[31m", "");
+            assert!(!no_colour.contains('\x1b'), "{what}: raw ESC");
+            assert!(
+                text.contains("ev\\x1b]0;t\\x07\\nFAKE"),
+                "{what}: escaped form"
+            );
+        }
     }
 
     #[test]

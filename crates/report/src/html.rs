@@ -4,24 +4,11 @@ use crate::model::AuditReport;
 use crate::svg;
 use std::fmt::Write as _;
 
-/// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values; control
-/// characters (which HTML forbids) are shown as [`quote_name`](crate::quote_name) shows
-/// them (`\x1b`, `\n`).
-pub fn escape_html(s: &str) -> String {
-    let s = crate::quote_name(s);
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
-}
+/// Escapes `&`, `<`, `>`, `"` and `'` for HTML text and attribute values (and XML
+/// character data); control characters (which HTML and XML forbid) are shown as
+/// [`quote_name`](crate::quote_name) shows them (`\x1b`, `\n`). The one escaper of every
+/// page and SVG: `proftrust_model::escape_markup`.
+pub use proftrust_model::escape_markup as escape_html;
 
 fn opt(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.4}")).unwrap_or_else(|| "n/a".into())
@@ -73,10 +60,11 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     );
     let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
     let _ = writeln!(h, "<h2>What was compared</h2><table>");
-    let period = c
-        .period
-        .map(|p| p.to_string())
-        .unwrap_or_else(|| "unknown".into());
+    let period = match (c.period, c.frequency_hz) {
+        (Some(p), _) => p.to_string(),
+        (None, Some(hz)) => format!("{hz} Hz (kernel-adjusted)"),
+        (None, None) => "unknown".into(),
+    };
     let mut cfg_rows: Vec<(&str, String)> = vec![
         ("binary", c.binary.clone()),
         (
@@ -345,6 +333,7 @@ mod tests {
                 epsilon_function: Some(0.125),
                 ..Default::default()
             },
+            attribution: Vec::new(),
             functions: vec![FunctionRow {
                 name: "operator<<(std::ostream&, <script>alert(1)</script>)".into(),
                 samples: 3,

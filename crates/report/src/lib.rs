@@ -30,6 +30,9 @@
 //!   (text and JSON); [`correct`], [`paths`], [`cct`], [`vpp`], [`read`], [`inspect`],
 //!   [`analyze`] likewise.
 //!
+//! * [`attribution::attribution_lines`] — how every report states, per module, the share of
+//!   samples in no function and in functions recovered without a name.
+//!
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
@@ -54,6 +57,7 @@
 
 pub mod analyze;
 mod annotate;
+pub mod attribution;
 pub mod calibrate;
 pub mod cct;
 pub mod check;

@@ -21,6 +21,11 @@ pub struct AuditReport {
     /// Warnings the reader must see (weighting caveats, lost samples, unattributed samples).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Per audited binary: its samples in named functions, in functions recovered from
+    /// FDEs without a name (`gawk!sub_46dd00`), and in no function (rows of their own
+    /// address).
+    #[serde(default)]
+    pub attribution: Vec<crate::attribution::ModuleAttribution>,
     /// The same comparison after undoing skid (`--correct-skid`, seed 000), when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrected: Option<CorrectedSide>,
@@ -104,6 +109,10 @@ pub struct AuditConfig {
     pub event: String,
     /// Sampling period (events, or ns for clock events), when fixed.
     pub period: Option<u64>,
+    /// Sampling frequency, Hz, when the recording asked for one (`-F`; the kernel adjusts
+    /// the period as it goes). Absent for a fixed period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_hz: Option<u64>,
     /// Whether the period was randomised (seed 001 §4).
     pub randomized: bool,
     /// Where the samples came from (file path, or `recorded`).
@@ -201,7 +210,8 @@ impl FunctionRow {
 /// One function.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FunctionRow {
-    /// Name (demangled), `[unknown]` for addresses without a symbol.
+    /// Name (demangled); `prog!sub_1234` for a function recovered from an FDE; the address
+    /// `prog+0x1234` where no function covers it.
     pub name: String,
     /// Samples whose IP is in the function.
     pub samples: u64,

@@ -38,9 +38,19 @@ pub struct ReadSamples {
     /// first (absent when the file has no branch stacks).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branches: Vec<ReadBranchCount>,
-    /// The branch stack of each sample that has one, in file order (absent when none).
+    /// Samples with a branch stack (absent when none has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch_samples: Option<u64>,
+    /// The branch stack of each sample that has one, in file order: only when asked for
+    /// (`read --branch-stacks`; tens of megabytes for a few thousand samples), else absent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub branch_stacks: Vec<ReadBranchStack>,
+    /// Per module, how its samples are attributed: in a named function, in a function
+    /// recovered from the call-frame information (`gawk!sub_46dd00`), or in none.
+    pub attribution: Vec<crate::attribution::ModuleAttribution>,
+    /// How the recorded run ended, when the file says (absent when it does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
     /// Reader and symbolizer warnings.
     pub warnings: Vec<String>,
 }
@@ -179,6 +189,8 @@ pub struct ReadCallgrind {
     pub jumps: usize,
     /// Per function, self `Ir`, largest first.
     pub functions: Vec<ReadFunction>,
+    /// Reader warnings (a stated total the records do not quite reach).
+    pub warnings: Vec<String>,
 }
 
 /// An exact file's totals and functions.
@@ -227,7 +239,7 @@ impl ReadReport {
         match self {
             ReadReport::Samples(r) => &r.warnings,
             ReadReport::Exact(r) => &r.warnings,
-            ReadReport::Callgrind(_) => &[],
+            ReadReport::Callgrind(r) => &r.warnings,
         }
     }
 
@@ -250,6 +262,7 @@ impl ReadReport {
                     r.edges,
                     r.calls
                 );
+                ended_early(&mut out, r.outcome.as_ref(), "the counts");
                 instruction_table(&mut out, &r.functions, r.total_instructions, n, "module");
             }
             ReadReport::Callgrind(r) => {
@@ -283,6 +296,7 @@ impl ReadSamples {
             self.samples,
             self.lost
         );
+        ended_early(out, self.outcome.as_ref(), "the samples");
         for e in &self.events {
             // The kind only where the name does not already say it (`cpu-clock:u`).
             let base = e.name.split(':').next().unwrap_or("");
@@ -297,6 +311,9 @@ impl ReadSamples {
                 quote_name(&e.name),
                 e.samples
             );
+        }
+        for (label, l) in crate::attribution::attribution_lines(&self.attribution) {
+            _ = writeln!(out, "  {label}: {l}");
         }
         let table = |out: &mut String, title: Option<&str>, symbols: &[ReadSymbol], total: u64| {
             if let Some(t) = title {
@@ -319,7 +336,12 @@ impl ReadSamples {
             // samples would mean nothing.
             for e in &self.events {
                 if let Some(syms) = &e.symbols {
-                    table(out, Some(&format!("event {}:", e.name)), syms, e.samples);
+                    table(
+                        out,
+                        Some(&format!("event {}:", quote_name(&e.name))),
+                        syms,
+                        e.samples,
+                    );
                 }
             }
         } else {
@@ -331,7 +353,7 @@ impl ReadSamples {
             _ = writeln!(
                 out,
                 "\nbranch stacks: {} samples, {entries} taken branches ({mispredicted} mispredicted), {} distinct",
-                self.branch_stacks.len(),
+                self.branch_samples.unwrap_or_default(),
                 self.branches.len()
             );
             _ = writeln!(out, "{:>10} {:>9}  from -> to", "count", "mispred");
@@ -347,6 +369,15 @@ impl ReadSamples {
                 );
             }
         }
+    }
+}
+
+/// The line saying a recorded or counted run did not end normally (issue 32: an
+/// interrupted file looked complete to `read`): `ENDED EARLY: the program was interrupted
+/// (proftrust received SIGINT): the samples cover the run up to then`.
+fn ended_early(out: &mut String, outcome: Option<&RunOutcome>, what: &str) {
+    if let Some(w) = outcome.and_then(|o| crate::outcome_warning(o, what)) {
+        _ = writeln!(out, "ENDED EARLY: {}", quote_name(&w));
     }
 }
 

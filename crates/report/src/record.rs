@@ -75,8 +75,11 @@ impl RecordSummary {
     pub fn render_text(&self, written_to: &str, verbose: bool) -> String {
         let mut s = format!("seed {}\n", self.seed);
         s.push_str(&format!(
-            "{} samples, {} lost, {} modules written to {written_to}\n",
-            self.samples, self.lost, self.modules
+            "{} samples, {} lost, {} modules written to {}\n",
+            self.samples,
+            self.lost,
+            self.modules,
+            crate::quote_name(written_to)
         ));
         if verbose {
             s.push_str(&format!(

@@ -4,8 +4,8 @@ use crate::html::escape_html;
 use crate::model::{FunctionRow, InstructionPicture, SweepPoint};
 use std::fmt::Write as _;
 
-const SAMPLED: &str = "#3b6fb6";
-const EXACT: &str = "#e07b00";
+pub(crate) const SAMPLED: &str = "#3b6fb6";
+pub(crate) const EXACT: &str = "#e07b00";
 const SERIES: [&str; 4] = ["#3b6fb6", "#e07b00", "#2a9d5b", "#b23a48"];
 
 fn fmt_pct(x: f64) -> String {

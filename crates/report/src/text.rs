@@ -21,7 +21,10 @@ impl Table {
     /// A table with these column headers.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Table {
         Table {
-            headers: headers.into_iter().map(Into::into).collect(),
+            headers: headers
+                .into_iter()
+                .map(|h| quote_name(&h.into()).into_owned())
+                .collect(),
             left: vec![0],
             rows: Vec::new(),
         }
@@ -143,15 +146,17 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     if let Some(b) = &c.build_id {
         let _ = writeln!(out, "build-id:     {b}");
     }
-    let period = match c.period {
-        Some(p) => format!("period {p}"),
-        None => "period unknown".to_string(),
+    let period = match (c.period, c.frequency_hz) {
+        (Some(p), _) => format!("period {p}"),
+        // As check says it (issue 31 item 14: audit said "period unknown").
+        (None, Some(hz)) => format!("{hz} Hz (kernel-adjusted)"),
+        (None, None) => "period unknown".to_string(),
     };
     let _ = writeln!(
         out,
         "samples:      {} ({} event, {}{}) from {}",
         m.samples,
-        c.event,
+        q(&c.event),
         period,
         if c.randomized { ", randomised" } else { "" },
         q(&c.samples_source)
@@ -174,6 +179,9 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let _ = writeln!(out, "seed:         {}", c.seed);
     if let Some(i) = &c.interrupted {
         let _ = writeln!(out, "INTERRUPTED:  {}", q(i));
+    }
+    for (label, l) in crate::attribution::attribution_lines(&r.attribution) {
+        let _ = writeln!(out, "{:<14}{}", format!("{label}:"), q(&l));
     }
     for w in &r.warnings {
         let _ = writeln!(out, "warning:      {}", q(w));
@@ -449,5 +457,24 @@ mod tests {
         assert_eq!(t.render(false), "a  text   n\nx  ab    10\n");
         assert_eq!(signed_pct(-0.00001), "0.00%");
         assert_eq!(signed_pct(0.0125), "+1.25%");
+    }
+
+    /// Issue 31 item 14: a frequency-sampled recording's period is said as check says it,
+    /// not "period unknown".
+    #[test]
+    fn the_sampling_rate_is_said_as_check_says_it() {
+        let mut r = AuditReport::default();
+        r.config.event = "cpu-clock".into();
+        r.config.frequency_hz = Some(4000);
+        let t = render_text(&r, false, 5);
+        assert!(
+            t.contains("(cpu-clock event, 4000 Hz (kernel-adjusted)) from"),
+            "{t}"
+        );
+        r.config.frequency_hz = None;
+        r.config.period = Some(250000);
+        assert!(render_text(&r, false, 5).contains("period 250000"));
+        r.config.period = None;
+        assert!(render_text(&r, false, 5).contains("period unknown"));
     }
 }

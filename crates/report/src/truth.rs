@@ -1,6 +1,7 @@
 //! The report of `truth` (exact per-instruction counts of one run): what was counted, as
 //! the notes the command prints beside the file it writes, and as JSON.
 
+use crate::quote_name;
 use serde::Serialize;
 
 /// What an exact run counted (the counts themselves are the profile the command writes).
@@ -64,11 +65,20 @@ impl TruthSummary {
     /// backend's detail when `verbose`, then every caution.
     pub fn render_text(&self, written_to: &str, verbose: bool) -> String {
         let mut s = format!(
-            "{} instructions executed ({} distinct, {} edges, {} call sites, {} modules) written to {written_to}\n",
-            self.instructions, self.distinct, self.edges, self.call_sites, self.modules
+            "{} instructions executed ({} distinct, {} edges, {} call sites, {} modules) written to {}\n",
+            self.instructions,
+            self.distinct,
+            self.edges,
+            self.call_sites,
+            self.modules,
+            quote_name(written_to)
         );
         if verbose {
-            s.push_str(&format!("{}: {}\n", self.backend, self.backend_detail));
+            s.push_str(&format!(
+                "{}: {}\n",
+                quote_name(&self.backend),
+                quote_name(&self.backend_detail)
+            ));
         }
         if let Some(n) = &self.counts_may_be_low {
             s.push_str(&format!(
@@ -94,7 +104,7 @@ impl TruthSummary {
             }
         }
         for w in &self.warnings {
-            s.push_str(&format!("warning: {w}\n"));
+            s.push_str(&format!("warning: {}\n", quote_name(w)));
         }
         s
     }

@@ -19,7 +19,7 @@
 //!   of eq. 10.
 
 use crate::SimError;
-use proftrust_model::{Sample, SampleSet};
+use proftrust_model::{escape_markup as esc, Sample, SampleSet};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -585,13 +585,6 @@ fn truncate(s: &str, n: usize) -> String {
         let t: String = s.chars().take(n.saturating_sub(1)).collect();
         format!("{t}~")
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// A self-contained SVG bar chart of a histogram.

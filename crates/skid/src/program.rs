@@ -308,15 +308,19 @@ pub struct FunctionCounts {
 
 /// The name seed 000 reports a location under: in a modelled module the innermost inline
 /// frame's function (an inlined function counts on its own; the symbol when there is no
-/// debug info); `[file]` for other modules and for locations outside any function.
+/// debug info; `MODULE!sub_ADDR` for a function recovered from an FDE; the address,
+/// `prog+0x1234`, outside any function); `[file]` for the other modules (black boxes).
 pub fn function_name(sym: &Symbolizer, modelled: &[ModuleIdx], loc: Location) -> String {
     if loc.module.is_some_and(|m| modelled.contains(&m)) {
-        if let Some(fr) = sym.frames(loc).first() {
-            return fr.function.clone();
-        }
+        // A function recovered from an FDE has one frame named `MODULE!sub_ADDR`; code in
+        // no function keeps its address (`prog+0x1234`), never a module-wide row.
+        return match sym.frames(loc).first() {
+            Some(fr) => fr.function.clone(),
+            None => sym.function_name(loc),
+        };
     }
     match loc.module.and_then(|m| sym.modules().get(m)) {
-        Some(m) => format!("[{}]", m.file_name()),
+        Some(m) => m.bracketed_name(),
         None => "[unknown]".into(),
     }
 }

@@ -9,6 +9,8 @@
 //!   appended to the file named by `PROFTRUST_SKIP_LOG`; `scripts/test.sh` sets it and prints
 //!   every skip at the end of the run.
 //! * [`gcc`] / [`compile_c`]: a C test program built with `gcc -O2 -g` and extra flags.
+//! * [`perf_data`]: perf.data files (file or pipe mode) built byte by byte, for
+//!   recordings this machine cannot make (hardware events, two PMUs, unnamed events).
 //! * [`golden`]: golden files ([`assert_golden`]) re-blessed by `PROFTRUST_BLESS=1`, with
 //!   [`Masks`] for what genuinely varies between machines (temporary paths, tool versions).
 //!
@@ -23,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod golden;
+pub mod perf_data;
 pub use golden::{assert_golden, Masks};
 
 use std::io::Write;

@@ -30,6 +30,26 @@
 //! first-order model of Eyerman, Eeckhout, Karkhanis and Smith, "A mechanistic performance
 //! model for superscalar out-of-order processors" (ACM TOCS 27(2), 2009, §4.2: penalty =
 //! branch resolution time + front-end refill).
+//!
+//! # Cache misses (only where asked: [`model_run_with_misses`])
+//!
+//! The caller gives each instruction its mean load latency beyond an L1 hit, `m` cycles per
+//! execution (from a simulation of the run's data accesses: accesses served by the outer
+//! level times that level's latency beyond L1, over the instruction's executions). The
+//! scheduler then decides what the miss costs, as it does for every latency: a load on a
+//! dependency chain (a pointer chase, an index loaded and then used) delays everything that
+//! waits for it by `m`; an independent load overlaps with the work around it up to the
+//! reorder buffer's size. That is the mean-latency (average memory access time) reading of
+//! misses, exact for a serial chain (the expected length of a chain is the sum of its mean
+//! latencies) and first-order otherwise; it leaves out memory-level parallelism limits (fill
+//! buffers), prefetchers (beyond what the simulated caches see) and the correlation of one
+//! load's misses across iterations. The scheduler counts whole cycles, so a block whose
+//! loads have misses is timed with every one of its loads at `⌊m⌋` (all instances in its
+//! history too, the loop's earlier iterations), and once more per load with `⌊m⌋ + 1`; the
+//! block's costs are the first timing plus, per load, `m − ⌊m⌋` times the difference the
+//! extra cycle made (a linear interpolation per load, so a load missing 1% of the time
+//! costs 1% of what one more cycle on its path costs, not a whole cycle or none).
+//! Mispredicted branches keep their resolution time with L1 hits.
 
 use crate::op::{op_of, Flow, Op};
 use crate::sched::{tip, Sched};
@@ -102,6 +122,44 @@ pub struct ModelledRun {
     pub unknown_executions: u64,
     /// Executed instructions of modules without code (charged 1 cycle each).
     pub uncoded_executions: u64,
+    /// Cycles the cache misses added ([`model_run_with_misses`]; 0 without).
+    pub miss_cycles: f64,
+}
+
+/// The TIP costs of the instructions of block `body` (a range of `ops`), scheduled after
+/// `chain` (its history, newest first) on an empty core; instruction `i`'s load takes
+/// `extra(i)` cycles more than an L1 hit.
+fn time_block(
+    sched: &mut Sched<'_>,
+    ops: &[Option<Op>],
+    blocks: &[(usize, usize)],
+    chain: &[usize],
+    body: (usize, usize),
+    extra: &dyn Fn(usize) -> u32,
+    steps: &mut u64,
+) -> Vec<f64> {
+    sched.reset();
+    let mut start = 0;
+    for &p in chain.iter().rev() {
+        let (ps, pe) = blocks[p];
+        for (i, o) in ops.iter().enumerate().take(pe).skip(ps) {
+            if let Some(o) = o {
+                start = sched.push_with(o, extra(i)).retire;
+                *steps += 1;
+            }
+        }
+    }
+    let mut retire = Vec::with_capacity(body.1 - body.0);
+    for (i, op) in ops.iter().enumerate().take(body.1).skip(body.0) {
+        match op {
+            Some(o) => {
+                retire.push(sched.push_with(o, extra(i)).retire);
+                *steps += 1;
+            }
+            None => retire.push(retire.last().copied().unwrap_or(start)),
+        }
+    }
+    tip(&retire, start)
 }
 
 /// The stationary misprediction rate of a 2-bit saturating counter on independent outcomes
@@ -117,12 +175,26 @@ pub fn two_bit_mispredict_rate(p: f64) -> f64 {
 }
 
 /// Times a run: every instruction of `exact` with code from `code` (indexed by the exact
-/// profile's module index; `None` for a module without code) on `core`.
+/// profile's module index; `None` for a module without code) on `core`. Every load hits L1.
 pub fn model_run(
     exact: &ExactProfile,
     code: &[Option<ModuleCode>],
     core: &Core,
     opts: &ModelOptions,
+) -> ModelledRun {
+    model_run_with_misses(exact, code, core, opts, &[])
+}
+
+/// [`model_run`] with data-cache misses: `miss[i]` is instruction `i`'s mean load latency
+/// beyond an L1 hit, in cycles per execution (its accesses served by the outer levels times
+/// their latencies beyond L1, over its executions; parallel to `exact.instructions`, empty
+/// for none). How the scheduler charges it: module documentation, "Cache misses".
+pub fn model_run_with_misses(
+    exact: &ExactProfile,
+    code: &[Option<ModuleCode>],
+    core: &Core,
+    opts: &ModelOptions,
+    miss: &[f64],
 ) -> ModelledRun {
     let ins = &exact.instructions;
     let n = ins.len();
@@ -220,7 +292,6 @@ pub fn model_run(
     };
     let mut sched = Sched::new(core);
     let mut chain: Vec<usize> = Vec::new();
-    let mut retire: Vec<u64> = Vec::new();
     for (b, &(s, e)) in blocks.iter().enumerate() {
         if ops[s].is_none() {
             for (c, ic) in out.cycles[s..e].iter_mut().zip(&ins[s..e]) {
@@ -248,29 +319,66 @@ pub fn model_run(
             have += pe - ps;
             cur = p;
         }
-        sched.reset();
-        let mut start = 0;
-        for &p in chain.iter().rev() {
-            let (ps, pe) = blocks[p];
-            for o in ops[ps..pe].iter().flatten() {
-                start = sched.push(o).retire;
-                out.steps += 1;
-            }
-        }
-        retire.clear();
-        let mut last = None;
-        for o in ops[s..e].iter() {
-            match o {
-                Some(o) => {
-                    let t = sched.push(o);
-                    retire.push(t.retire);
-                    last = Some(t);
-                    out.steps += 1;
+        let mut costs = time_block(
+            &mut sched,
+            &ops,
+            &blocks,
+            &chain,
+            (s, e),
+            &|_| 0,
+            &mut out.steps,
+        );
+        if !miss.is_empty() {
+            // Cache misses (module documentation, "Cache misses"): the block again with its
+            // loads at the whole cycles of their mean miss latency, then each load with a
+            // fractional part one cycle more, interpolated.
+            let whole = |i: usize| miss.get(i).map_or(0, |m| m.max(0.0).floor() as u32);
+            let loads: Vec<(usize, f64)> = (s..e)
+                .filter_map(|i| {
+                    let m = *miss.get(i)?;
+                    (m > 0.0).then(|| (i, m - m.floor()))
+                })
+                .collect();
+            if !loads.is_empty() {
+                let history = chain.iter().flat_map(|&p| blocks[p].0..blocks[p].1);
+                let base = if history.chain(s..e).any(|i| whole(i) > 0) {
+                    time_block(
+                        &mut sched,
+                        &ops,
+                        &blocks,
+                        &chain,
+                        (s, e),
+                        &whole,
+                        &mut out.steps,
+                    )
+                } else {
+                    costs.clone()
+                };
+                let mut with = base.clone();
+                for &(j, frac) in &loads {
+                    if frac <= 0.0 {
+                        continue;
+                    }
+                    let up = |i: usize| whole(i) + u32::from(i == j);
+                    let c = time_block(
+                        &mut sched,
+                        &ops,
+                        &blocks,
+                        &chain,
+                        (s, e),
+                        &up,
+                        &mut out.steps,
+                    );
+                    for ((w, &u), &b) in with.iter_mut().zip(&c).zip(&base) {
+                        *w += frac * (u - b);
+                    }
                 }
-                None => retire.push(retire.last().copied().unwrap_or(start)),
+                for (k, i) in (s..e).enumerate() {
+                    out.miss_cycles += (with[k] - costs[k]) * ins[i].count as f64;
+                }
+                costs = with;
             }
         }
-        let costs = tip(&retire, start);
         for (k, i) in (s..e).enumerate() {
             let c = ins[i].count as f64;
             out.cycles[i] = costs[k] * c;
@@ -279,7 +387,7 @@ pub fn model_run(
             }
         }
         // The block's last instruction: a branch's mispredictions.
-        let (Some(o), Some(_)) = (ops[e - 1].as_ref(), last) else {
+        let Some(o) = ops[e - 1].as_ref() else {
             continue;
         };
         let count = ins[e - 1].count;
@@ -343,5 +451,69 @@ mod tests {
         assert!((two_bit_mispredict_rate(0.1) - 90.0 / 820.0).abs() < 1e-12);
         assert_eq!(two_bit_mispredict_rate(1.0), 0.0);
         assert_eq!(two_bit_mispredict_rate(0.0), 0.0);
+    }
+
+    /// Two loops of 1000 iterations, each `load; dec rcx; jnz`: at 0x1000 a pointer chase
+    /// (`mov rax, [rax]`: the next address is the loaded value), at 0x2000 an independent
+    /// load (`mov rdx, [rsi]`). Returns the cycles per iteration of each.
+    fn two_loops(miss: f64) -> (f64, f64, f64) {
+        use proftrust_model::{EdgeCount, InstrCount, Location, Module};
+        let chase = [0x48, 0x8b, 0x00, 0x48, 0xff, 0xc9, 0x75, 0xf8];
+        let indep = [0x48, 0x8b, 0x16, 0x48, 0xff, 0xc9, 0x75, 0xf8];
+        let mut e = ExactProfile::default();
+        let m = e.modules.intern(Module::new("/loops"));
+        for base in [0x1000u64, 0x2000] {
+            for off in [0, 3, 6] {
+                e.instructions.push(InstrCount {
+                    loc: Location::new(m, base + off),
+                    count: 1000,
+                });
+            }
+            e.edges.push(EdgeCount {
+                from: Location::new(m, base + 6),
+                to: Location::new(m, base),
+                count: 999,
+            });
+        }
+        e.normalize();
+        let code = [Some(ModuleCode::new(vec![
+            (0x1000, chase.to_vec()),
+            (0x2000, indep.to_vec()),
+        ]))];
+        let core = Core::new(crate::CoreKind::GoldenCove);
+        let loads = if miss > 0.0 {
+            vec![miss, 0.0, 0.0, miss, 0.0, 0.0]
+        } else {
+            Vec::new()
+        };
+        let r = model_run_with_misses(&e, &code, &core, &ModelOptions::default(), &loads);
+        let per = |k: usize| r.cycles[k..k + 3].iter().sum::<f64>() / 1000.0;
+        (per(0), per(3), r.miss_cycles)
+    }
+
+    #[test]
+    fn misses_on_a_chain_add_their_latency_and_overlap_when_independent() {
+        let (chase0, indep0, none) = two_loops(0.0);
+        assert_eq!(none, 0.0);
+        // L1 hits: the chase is bound by the load latency (LLVM's 5 cycles on Golden Cove),
+        // the independent loop by its dispatch (well under a cycle... plus the taken branch).
+        assert!((chase0 - 5.0).abs() < 0.5, "chase {chase0}");
+        assert!(indep0 < 2.0, "independent {indep0}");
+        // 100 cycles more per load: on the chain every cycle shows (105 per iteration)...
+        let (chase, indep, added) = two_loops(100.0);
+        assert!(
+            (chase - chase0 - 100.0).abs() < 1.0,
+            "chase {chase0} -> {chase}"
+        );
+        // ...the independent loads overlap (the reorder buffer holds 170 iterations, more
+        // than the 105 cycles of one load): a few cycles per iteration at most.
+        assert!(indep - indep0 < 5.0, "independent {indep0} -> {indep}");
+        assert!((added - 1000.0 * (chase - chase0 + indep - indep0)).abs() < 1.0);
+        // Half a cycle on average: half of what one more cycle costs, on the chain.
+        let (half, _, _) = two_loops(0.5);
+        assert!(
+            (half - chase0 - 0.5).abs() < 0.05,
+            "chase {chase0} -> {half}"
+        );
     }
 }

@@ -34,7 +34,10 @@ mod op;
 pub mod sched;
 mod table;
 
-pub use flow::{model_run, two_bit_mispredict_rate, ModelOptions, ModelledRun, ModuleCode};
+pub use flow::{
+    model_run, model_run_with_misses, two_bit_mispredict_rate, ModelOptions, ModelledRun,
+    ModuleCode,
+};
 pub use op::{op_of, Flow, MemRef, Op, Reg, Regs, FLAGS, NREGS, RSP};
 pub use sched::{tip, Sched, Timing};
 pub use table::{Core, CoreKind, InstrInfo};

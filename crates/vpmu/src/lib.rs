@@ -1074,6 +1074,7 @@ impl Vpmu {
             health: proftrust_model::RecordingHealth::default(),
             threads: Vec::new(),
             forks: Vec::new(),
+            kernel_symbols: Vec::new(),
         };
         (set, exact)
     }

@@ -72,8 +72,9 @@ pub struct Args {
 /// Runs `proftrust export`.
 pub fn run(a: Args) -> Result<()> {
     crate::output::check(&a.output).context("-o")?;
-    let loaded = load_profile(&a.profile, &a.binaries, &util::Ui)?;
-    let main = match &loaded {
+    // The loaded profile is dropped once its export side is built: a profile of millions of
+    // addresses is not held twice.
+    let main = match &load_profile(&a.profile, &a.binaries, &util::Ui)? {
         Loaded::Samples(s) => {
             if s.samples.is_empty() {
                 bail!("{}: the profile holds no samples", a.profile.display());
@@ -82,8 +83,29 @@ pub fn run(a: Args) -> Result<()> {
                 Some(n) => Some(s.event_named(n).context("--event")?),
                 // pprof keeps every event; the others show one.
                 None if a.to == Target::Pprof || s.events.len() <= 1 => None,
-                None => Some(0),
+                // The event with the samples (issue 31: a hybrid CPU's first event is
+                // often empty), said when there was a choice.
+                None => {
+                    let e = s.default_event().unwrap_or(0);
+                    util::note(format!(
+                        "{} events ({}): exporting {}, the first with samples; --event picks another",
+                        s.events.len(),
+                        s.event_names(),
+                        s.events[usize::from(e)].name
+                    ));
+                    Some(e)
+                }
             };
+            if let Some(e) = ev {
+                if s.count_for_event(e) == 0 {
+                    bail!(
+                        "{}: the profile holds no samples of {} (it has {}): nothing to export",
+                        a.profile.display(),
+                        s.events[usize::from(e)].name,
+                        s.event_names()
+                    );
+                }
+            }
             Side::samples(s, ev, &a.binaries)
         }
         Loaded::Exact(e) => {
@@ -101,7 +123,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     let against = match &a.against {
         Some(p) => Some(match load_profile(p, &a.binaries, &util::Ui)? {
-            Loaded::Samples(s) => Side::samples(&s, (s.events.len() > 1).then_some(0), &a.binaries),
+            Loaded::Samples(s) => Side::samples(
+                &s,
+                (s.events.len() > 1).then(|| s.default_event().unwrap_or(0)),
+                &a.binaries,
+            ),
             Loaded::Exact(e) => Side::exact(&e, &a.binaries),
         }),
         None => None,

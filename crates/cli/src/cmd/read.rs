@@ -12,9 +12,11 @@
 //!   events each event also has its own `symbols` table (the text output then prints one
 //!   table per event, as `perf report` does); a file with branch stacks adds `branches`
 //!   (each `from`, `to`, `count`, `mispredicted`: the aggregated table, most frequent
-//!   first) and `branch_stacks` (each `sample`, `event`, `branches`: `from`, `to`,
-//!   `mispredicted` true/false/null, `cycles`), every address `{module, address (SVMA),
-//!   symbol}` (docs/file-formats.md);
+//!   first) and, with `--branch-stacks`, `branch_stacks` (each `sample`, `event`,
+//!   `branches`: `from`, `to`, `mispredicted` true/false/null, `cycles`), every address
+//!   `{module, address (SVMA), symbol}` (docs/file-formats.md); a proftrust sample file of
+//!   a run that did not end normally adds `outcome` (`{"kind":"interrupted",...}`), and the
+//!   text says `ENDED EARLY: ...`;
 //! * callgrind (`format` = `callgrind`): `total_instructions` (the `Ir` total),
 //!   `functions` (each `name`, `instructions` = self Ir, sorted), `events` (each `name`,
 //!   `total`);
@@ -55,6 +57,10 @@ pub struct Args {
     /// Print the samples as perf-script-like text (module-relative addresses).
     #[arg(long)]
     script: bool,
+    /// With --json, also each sample's branch stack (`branch_stacks`; the aggregated branch
+    /// table `branches` is always there). Tens of megabytes for a few thousand samples.
+    #[arg(long, requires = "json")]
+    branch_stacks: bool,
     /// Read the file as this format instead of guessing.
     #[arg(long, value_enum)]
     format: Option<FormatArg>,
@@ -95,6 +101,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.symfs = a.symfs.clone();
     o.kallsyms = a.kallsyms.clone();
     o.format = a.format.map(Format::from);
+    o.branch_stacks = a.branch_stacks;
     if a.script {
         let stdout = std::io::stdout();
         let warnings = proftrust_pipeline::read::script(&o, &mut stdout.lock(), &util::Ui)?;

@@ -18,6 +18,7 @@ for raw events. Examples:
   proftrust record -- ./prog arg                 (writes ./proftrust.ptsamp)
   proftrust record -o prof.ptsamp -- ./prog arg
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog
+  proftrust record --call-graph dwarf --kernel -o prof.ptsamp -- xz -9 file  (stripped code)
   proftrust record --pid 1234 --timeout 10 -o prof.ptsamp")]
 pub struct Args {
     /// Event to sample: cpu-clock, task-clock, cycles, instructions, rHEX, with optional :p,
@@ -37,15 +38,18 @@ pub struct Args {
     randomize: bool,
     #[command(flatten)]
     seed: crate::args::Seed,
-    /// Record frame-pointer user call chains.
-    #[arg(short = 'g', long = "call-graph")]
-    callchain: bool,
+    /// Record call chains: `-g` (or `--call-graph fp`) follows frame pointers;
+    /// `--call-graph dwarf[,SIZE]` copies SIZE bytes of user stack per sample (default 8192,
+    /// as perf) and unwinds them with the binaries' .eh_frame when the recording ends
+    /// (programs built without frame pointers, as distributions ship them).
+    #[arg(short = 'g', long = "call-graph", num_args = 0..=1, default_missing_value = "fp", value_name = "fp|dwarf[,SIZE]", value_parser = proftrust_pipeline::record::CallGraph::parse)]
+    call_graph: Option<proftrust_pipeline::record::CallGraph>,
     /// Record branch stacks (needs a PMU with LBR or equivalent).
     #[arg(short = 'b', long = "branch-stack")]
     branch_stack: bool,
     /// Attach to this running process instead of starting PROGRAM (stop with Ctrl-C,
-    /// --timeout, or when it exits).
-    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, i32::MAX as u64))]
+    /// --timeout, or when it exits). 1 to 4194304 (the kernel's PID_MAX_LIMIT).
+    #[arg(long, conflicts_with = "program", value_parser = crate::args::int::<i32>(1, PID_MAX_LIMIT))]
     pid: Option<i32>,
     /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds
     /// (fractions allowed; at most 30 days); the samples so far are written.
@@ -66,6 +70,10 @@ pub struct Args {
     program: Vec<String>,
 }
 
+/// The largest pid Linux hands out on 64-bit machines (`PID_MAX_LIMIT`, 4 x 1024 x 1024,
+/// include/linux/threads.h): `/proc/sys/kernel/pid_max` cannot be set higher.
+const PID_MAX_LIMIT: u64 = 4 << 20;
+
 /// Runs `proftrust record`.
 pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check(&a.output)?;
@@ -76,7 +84,12 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
         None => RecordTarget::Command(a.program.clone()),
     };
     (o.events, o.period, o.frequency) = (a.events.clone(), a.period, a.freq);
-    (o.randomize, o.seed, o.callchain) = (a.randomize, a.seed.seed, a.callchain);
+    use proftrust_pipeline::record::CallGraph;
+    o.callchain = a.call_graph == Some(CallGraph::FramePointer);
+    if let Some(CallGraph::Dwarf { stack }) = a.call_graph {
+        o.dwarf_stack = Some(stack);
+    }
+    (o.randomize, o.seed) = (a.randomize, a.seed.seed);
     (o.branch_stack, o.kernel, o.timeout) = (a.branch_stack, a.kernel, a.timeout);
     o.stop = Some(crate::interrupt::install());
     let r = execute(&o, &util::Ui)?;

@@ -5,8 +5,8 @@
 //! [`output`], [`args`] and [`pipe`] so both print notes, errors and files alike.
 //! One thin binary over the library crates. Each subcommand lives in `cmd/<name>.rs` with its
 //! own clap `Args` struct, which it turns into the plain options of
-//! `proftrust_pipeline::<command>` (audit, correct, vpmu so far) or of the libraries, calls
-//! `execute` and renders the report (`proftrust-report`); libraries never see clap, and no
+//! `proftrust_pipeline::<command>` (every command but `export`, which calls the pipeline's
+//! export functions directly), calls `execute` and renders the report (`proftrust-report`); libraries never see clap, and no
 //! subcommand imports another (shared flags: `trace_args.rs`, `workload.rs`, `parse.rs`). Errors are `anyhow` here only; [`main`] prints them with their hints and
 //! exits with status 2.
 
@@ -56,7 +56,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    // Each helper adds one variant here and one arm in `run` below; keep them alphabetical.
+    // One variant per subcommand here and one arm in `run` below.
     /// Can I trust this profile? Samples against exact counts, with metrics and reports.
     Audit(cmd::audit::AuditArgs),
     /// Running granularity and sampling-interval analysis of real samples (paper 002 §5.1).

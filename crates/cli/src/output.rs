@@ -444,9 +444,7 @@ mod tests {
         }
         // a FIFO is written in place.
         let fifo = dir.join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: test-only mkfifo on a valid path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::sys::mkfifo(&fifo).unwrap();
         let reader = {
             let f = fifo.clone();
             std::thread::spawn(move || std::fs::read(f).unwrap())

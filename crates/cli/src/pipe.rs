@@ -28,14 +28,7 @@ pub fn end_if_broken_pipe(e: &anyhow::Error) {
 /// Ends the process as a write to a closed pipe ends coreutils: killed by `SIGPIPE` (status
 /// 141 in a shell), silently.
 fn die_of_sigpipe() -> ! {
-    // SAFETY: restoring the default disposition of SIGPIPE and raising it in this process
-    // touches no memory; the default action terminates the process.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        libc::raise(libc::SIGPIPE);
-    }
-    // Not reached (the signal is not blocked); the shell's code for it otherwise.
-    std::process::exit(128 + libc::SIGPIPE)
+    crate::sys::die_by(libc::SIGPIPE)
 }
 
 /// Installs a panic hook that ends the process quietly when the panic is `print!`'s

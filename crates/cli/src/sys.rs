@@ -4,6 +4,30 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
+/// `dup2(from, to)`: descriptor `to` becomes a copy of `from`. Used on 1 and 2 (and a saved
+/// copy of 1), which this process owns for its whole life; no Rust object owns fd 1
+/// exclusively (std's `Stdout` only writes to it).
+pub fn dup2(from: i32, to: i32) -> std::io::Result<()> {
+    // SAFETY: dup2 takes two integers and touches no memory of ours; an invalid descriptor
+    // is an EBADF error.
+    if unsafe { libc::dup2(from, to) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `mkfifo(path, 0600)` (the output tests' FIFO).
+#[cfg(test)]
+pub fn mkfifo(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Installs `handler` for each of `signals` (`SA_RESTART`, empty mask).
 pub fn set_handler(signals: &[i32], handler: extern "C" fn(libc::c_int)) {
     // SAFETY: the sigaction struct is zeroed and then filled; the handler is a plain

@@ -125,14 +125,7 @@ impl StdoutToStderr {
             .as_fd()
             .try_clone_to_owned()
             .context("cannot duplicate stdout")?;
-        // SAFETY: dup2 on two descriptors this process owns for its whole life (1 and 2);
-        // no Rust object owns fd 1 exclusively (std's Stdout only writes to it).
-        if unsafe { libc::dup2(2, 1) } < 0 {
-            anyhow::bail!(
-                "cannot redirect stdout: {}",
-                std::io::Error::last_os_error()
-            );
-        }
+        crate::sys::dup2(2, 1).context("cannot redirect stdout")?;
         Ok(StdoutToStderr { saved })
     }
 }
@@ -141,10 +134,7 @@ impl Drop for StdoutToStderr {
     fn drop(&mut self) {
         use std::os::fd::AsRawFd;
         let _ = std::io::stdout().flush();
-        // SAFETY: `saved` is a valid descriptor we own; dup2 makes fd 1 a copy of it again.
-        unsafe {
-            libc::dup2(self.saved.as_raw_fd(), 1);
-        }
+        let _ = crate::sys::dup2(self.saved.as_raw_fd(), 1);
     }
 }
 

@@ -5,7 +5,7 @@
 //! A profiler sees a mapping `[start, end)` of file offset `pgoff` and a runtime `ip`; the
 //! file offset of `ip` is `ip - start + pgoff`, and the SVMA is that offset moved into the
 //! `PT_LOAD` segment that contains it. When the object cannot be found, the readers fall
-//! back to `svma = off` and say so in [`crate::ReadNotes`]. The CLI passes
+//! back to `svma = off` and say so in [`crate::ReadNotes`]. The pipeline passes
 //! `proftrust_binary::BinaryLocator` instead, which finds objects the way perf does
 //! (`--binary`, `--symfs`, build-id caches, the recorded path).
 

@@ -1005,20 +1005,6 @@ mod tests {
     }
 
     #[test]
-    fn nnls_hand_example() {
-        // min ||[1 0; 0 1; 1 1] x - (1, -1, 1)||, x >= 0: x2 = 0, x1 = argmin (x-1)^2 + (x-1)^2 = 1.
-        let a = vec![vec![1.0, 0.0], vec![0.0, 1.0], vec![1.0, 1.0]];
-        let x = nnls(&a, &[1.0, -1.0, 1.0]);
-        assert!((x[0] - 1.0).abs() < 1e-9 && x[1] == 0.0, "{x:?}");
-        // Unconstrained optimum inside the orthant: x = (1, 2).
-        let x = nnls(&a, &[1.0, 2.0, 3.0]);
-        assert!(
-            (x[0] - 1.0).abs() < 1e-9 && (x[1] - 2.0).abs() < 1e-9,
-            "{x:?}"
-        );
-    }
-
-    #[test]
     fn rejects_bad_problems() {
         let mut p = synthetic(&[1.0, 1.0], 5.0).0;
         p.simple_loops.push(vec![0, 0]);

@@ -6,8 +6,10 @@
 //! table), fill it by hand (a per-address latency map), or leave it empty to get the flat
 //! model ([`CycleModel::default_cycles`] for every instruction).
 //!
-//! The trace carries no data addresses, so a cache simulation (set-associative LRU over the
-//! addresses loads touch) cannot run on it; heavy loads are instead named per address
+//! These costs are the static part of an instruction's time; the cache latencies of its data
+//! accesses come on top from the timer (`timer.rs`: the set-associative LRU caches of
+//! `proftrust-cachesim` over the traced data addresses, or the levels the QEMU plugin
+//! simulated). Without a cache model, heavy loads are named per address
 //! ([`CostTable::set`]) or by the class rule [`ClassCycles::heavy_load`].
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};

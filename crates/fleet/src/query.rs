@@ -474,21 +474,6 @@ fn floats(b: &RecordBatch, i: usize) -> Result<Vec<f64>> {
         .collect())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn literals_and_selectors() {
-        assert_eq!(lit("a'b"), "'a''b'");
-        let s = Selector::parse("build=A").unwrap();
-        assert_eq!(s.text(), "build=A");
-        assert!(Selector::parse("build").is_err());
-        assert_eq!(Level::parse("inline"), Some(Level::Inline));
-        assert_eq!(Level::parse("loop"), None);
-    }
-}
-
 /// Hosts that recorded events other than `event` and none of it, with those events
 /// (`(host, events)`, by host): they are not in `event`'s shares.
 pub async fn hosts_without(ctx: &SessionContext, event: &str) -> Result<Vec<(String, String)>> {
@@ -541,4 +526,19 @@ pub async fn recording_weights(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_and_selectors() {
+        assert_eq!(lit("a'b"), "'a''b'");
+        let s = Selector::parse("build=A").unwrap();
+        assert_eq!(s.text(), "build=A");
+        assert!(Selector::parse("build").is_err());
+        assert_eq!(Level::parse("inline"), Some(Level::Inline));
+        assert_eq!(Level::parse("loop"), None);
+    }
 }

@@ -496,8 +496,8 @@ impl FleetReport {
             let _ = writeln!(
                 s,
                 "weights:      shares of {} ({} in all): each sample weighs its period",
-                unit_name(&self.unit, &self.event),
-                amount(self.weight, &self.unit)
+                q(&unit_name(&self.unit, &self.event)),
+                q(&amount(self.weight, &self.unit))
             );
         }
         let _ = writeln!(
@@ -1379,7 +1379,7 @@ mod tests {
         let (_, d) = sample_reports();
         let t = d.render_text(10, false);
         assert!(t.contains("side A:       build=A: 20 hosts, 20 recordings, 100000 samples"));
-        assert!(t.contains("1 of 2 functions beyond noise"), "{t}");
+        assert!(t.contains("1 of 2 functions tested beyond noise"), "{t}");
         let row = t.lines().find(|l| l.starts_with("hash<K>")).expect("row");
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
@@ -1397,7 +1397,7 @@ mod tests {
         );
         let row = t.lines().find(|l| l.starts_with("memcpy")).expect("row");
         assert!(row.contains("-2.00%") && row.contains("0.3800") && row.ends_with(" no"));
-        assert!(t.contains("(significant: q <= 0.05, Benjamini-Hochberg over all 2 rows)"));
+        assert!(t.contains("(significant: q <= 0.05, Benjamini-Hochberg over the 2 tested rows; untested rows show q 1)"), "{t}");
         assert!(t.lines().all(|l| !l.ends_with(' ')), "trailing spaces");
         let h = d.render_html(10);
         assert_well_formed(&h);

@@ -392,10 +392,10 @@ pub fn share_difference_df(
 }
 
 /// The `|t|` at which Student's t with `df` degrees of freedom has the two-sided p-value
-/// `p` (`P(|T| >= t) = p`), by bisection on [`two_sided_p_t`] (exact through the incomplete
-/// beta function, so it holds in the far tail at small `df`, where quantile expansions do
-/// not: `fleet diff` needs `p = fdr/m`, e.g. 0.05/200). `df` infinite: the normal's. `p`
-/// outside `(0, 1)`: infinite for `p <= 0`, 0 for `p >= 1`.
+/// `p` (`P(|T| >= t) = p`): the lower-tail quantile at `p/2` of [`crate::dist::t_quantile`]
+/// (the lower tail keeps its precision where `1 - p/2` would round: `fleet diff` needs `p =
+/// fdr/m`, e.g. 0.05/200). `df` infinite: the normal's. `p` outside `(0, 1)`: infinite for
+/// `p <= 0`, 0 for `p >= 1`.
 pub fn t_critical(p: f64, df: f64) -> f64 {
     if p.is_nan() || p <= 0.0 {
         return f64::INFINITY;
@@ -403,27 +403,7 @@ pub fn t_critical(p: f64, df: f64) -> f64 {
     if p >= 1.0 {
         return 0.0;
     }
-    // Bracket: grow `hi` until its p-value is below `p` (t(1)'s tail is 1/(πt)).
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    while two_sided_p_t(hi, df) > p {
-        lo = hi;
-        hi *= 2.0;
-        if hi > 1e300 {
-            return f64::INFINITY;
-        }
-    }
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if two_sided_p_t(mid, df) > p {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-        if hi - lo <= 1e-12 * hi {
-            break;
-        }
-    }
-    0.5 * (lo + hi)
+    -t_quantile(p / 2.0, df)
 }
 
 /// Benjamini-Hochberg q-values (adjusted p-values) of `p`, in the same order: with the

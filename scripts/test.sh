@@ -72,6 +72,12 @@ export PROFTRUST_SKIP_LOG="$PWD/target/skipped-tests.log"
 rm -f "$PROFTRUST_SKIP_LOG"
 isolated() {
   # Runs "$@" with /tmp an empty tmpfs (private mount namespace) when possible.
+  case "$PWD/" in
+    /tmp/*)
+      # A checkout under /tmp would be hidden by the new /tmp (and so would its target/).
+      echo "   (not isolating /tmp: the checkout is under /tmp; TMPDIR is still private)"
+      "$@"; return ;;
+  esac
   if [ "$(id -u)" -eq 0 ] && [ -z "${PROFTRUST_SHARED_TMP:-}" ] && command -v unshare >/dev/null 2>&1 \
      && unshare --mount --propagation private true 2>/dev/null; then
     unshare --mount --propagation private bash -c 'mount -t tmpfs -o mode=1777 none /tmp && exec "$@"' isolated "$@"

@@ -174,6 +174,13 @@ pub fn ingest(o: &IngestOptions, events: &dyn Events) -> Result<IngestSummary> {
     }
     std::fs::create_dir_all(&o.out)
         .with_context(|| format!("cannot create the store {}", o.out.display()))?;
+    let swept = proftrust_fleet::manifest::sweep_temporaries(&o.out);
+    if swept > 0 {
+        events.note(&format!(
+            "removed {swept} temporary file(s) that interrupted ingests left in {}",
+            o.out.display()
+        ));
+    }
     let mut known = KnownSymbols::load(&o.out).map_err(fleet_err)?;
     let mut files = Vec::new();
     let mut samples = 0;
@@ -263,6 +270,9 @@ pub struct DiffOptions {
     pub confidence: f64,
     /// False-discovery rate (default: 0.05).
     pub fdr: f64,
+    /// Rows below this share on both sides are not tested (default:
+    /// [`proftrust_fleet::report::DEFAULT_MIN_SHARE`], 0.1%).
+    pub min_share: f64,
 }
 
 impl Default for DiffOptions {
@@ -276,6 +286,7 @@ impl Default for DiffOptions {
             b: String::new(),
             confidence: 0.95,
             fdr: 0.05,
+            min_share: proftrust_fleet::report::DEFAULT_MIN_SHARE,
         }
     }
 }
@@ -315,6 +326,7 @@ pub fn diff(o: &DiffOptions, _events: &dyn Events) -> Result<FleetDiffReport> {
         b: Selector::parse(&o.b).map_err(fleet_err)?,
         confidence: o.confidence,
         fdr: o.fdr,
+        min_share: o.min_share,
     };
     runtime()?
         .block_on(proftrust_fleet::report::diff(&o.store, &spec))

@@ -215,6 +215,10 @@ struct DiffArgs {
     /// Rows of the text table.
     #[arg(long, default_value_t = 20, value_parser = args::int::<usize>(1, 1_000_000))]
     top: usize,
+    /// Test only rows whose share is at least this on a side (0..1; default 0.001): rows
+    /// under it are shown but spend none of the false-discovery budget.
+    #[arg(long, value_name = "SHARE", default_value_t = proftrust_fleet::report::DEFAULT_MIN_SHARE, value_parser = args::share)]
+    min_share: f64,
 }
 
 fn main() {
@@ -281,8 +285,11 @@ fn ingest(a: IngestArgs) -> anyhow::Result<()> {
         symfs: a.symfs,
     };
     let summary = jobs::ingest(&o, &util::Ui)?;
-    let mut out = std::io::stdout().lock();
-    out.write_all(summary.render_text().as_bytes())?;
+    // What was stored is a note like any other: `-q` leaves it out (errors still show).
+    if util::verbosity() > 0 {
+        let mut out = std::io::stdout().lock();
+        out.write_all(summary.render_text().as_bytes())?;
+    }
     Ok(())
 }
 
@@ -327,6 +334,7 @@ fn diff(a: DiffArgs) -> anyhow::Result<()> {
         event: a.common.event,
         a: a.a,
         b: a.b,
+        min_share: a.min_share,
         ..DiffOptions::default()
     };
     let report = jobs::diff(&o, &util::Ui)?;

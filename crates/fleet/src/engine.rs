@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::ingest::parquet_files;
 use crate::schema::Table;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::ListingOptions;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::path::Path;
 use std::sync::Arc;
@@ -74,32 +76,50 @@ fn config() -> SessionConfig {
     c
 }
 
-/// Checks that `store` is a fleet store holding at least one recording, and returns a
-/// session of `engine` with the four tables registered.
-pub async fn session(engine: &Engine, store: &Path) -> Result<SessionContext> {
+/// Checks that `store` is a fleet store holding at least one recording, verifies it
+/// ([`crate::manifest::verify`]), and returns a session of `engine` whose tables are the
+/// files of the intact recordings, with the warnings the check raised (damage, extra files).
+pub async fn session(engine: &Engine, store: &Path) -> Result<(SessionContext, Vec<String>)> {
     check_store(store)?;
+    let root = std::fs::canonicalize(store).map_err(|e| Error::io(store, e))?;
+    let verified = crate::manifest::verify(&root)?;
+    if verified.recordings == 0 {
+        return Err(Error::Invalid(format!(
+            "fleet store {} holds no intact recording: {}",
+            store.display(),
+            verified.warnings.join("; ")
+        )));
+    }
     let ctx = match engine {
         Engine::Embedded => SessionContext::new_with_config(config()),
         Engine::Ballista { host, port } => remote(host, *port).await?,
     };
-    let root = std::fs::canonicalize(store).map_err(|e| Error::io(store, e))?;
     for t in Table::ALL {
-        let dir = t.dir(&root);
-        if !dir.is_dir() {
-            // No file of this table yet (e.g. no recording has labels): an empty table,
-            // and the store stays untouched.
+        let what = || format!("cannot open table {}", t.name());
+        let files = verified.of(t);
+        if files.is_empty() {
+            // No file of this table (e.g. no recording has labels): an empty table.
             let empty = datafusion::datasource::MemTable::try_new(t.schema(), vec![vec![]])
-                .map_err(|e| Error::engine(&format!("cannot open table {}", t.name()), e))?;
+                .map_err(|e| Error::engine(&what(), e))?;
             ctx.register_table(t.name(), Arc::new(empty))
-                .map_err(|e| Error::engine(&format!("cannot open table {}", t.name()), e))?;
+                .map_err(|e| Error::engine(&what(), e))?;
             continue;
         }
-        let url = format!("{}/", dir.display());
-        ctx.register_listing_table(t.name(), &url, listing_options(), Some(t.schema()), None)
-            .await
-            .map_err(|e| Error::engine(&format!("cannot open table {}", t.name()), e))?;
+        // Exactly the verified files, never a directory listing: a file that no intact
+        // recording wrote is not read.
+        let urls = files
+            .iter()
+            .map(|p| ListingTableUrl::parse(p.display().to_string()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::engine(&what(), e))?;
+        let cfg = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(listing_options())
+            .with_schema(t.schema());
+        let table = ListingTable::try_new(cfg).map_err(|e| Error::engine(&what(), e))?;
+        ctx.register_table(t.name(), Arc::new(table))
+            .map_err(|e| Error::engine(&what(), e))?;
     }
-    Ok(ctx)
+    Ok((ctx, verified.warnings))
 }
 
 /// Refuses a missing store, a directory that is no store, and a store without recordings.
@@ -122,17 +142,6 @@ pub fn check_store(store: &Path) -> Result<()> {
             store.display()
         )));
     }
-    // Every file's footer: a damaged or foreign file is named here rather than deep in a
-    // query plan.
-    for t in Table::ALL {
-        for p in parquet_files(&t.dir(store))? {
-            let f = std::fs::File::open(&p).map_err(|e| Error::io(&p, e))?;
-            let r = datafusion::parquet::file::reader::SerializedFileReader::new(f)
-                .map_err(|e| Error::corrupt(&p, e))?;
-            use datafusion::parquet::file::reader::FileReader;
-            crate::ingest::check_version(&p, r.metadata().file_metadata().key_value_metadata())?;
-        }
-    }
     Ok(())
 }
 
@@ -144,7 +153,8 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub fn check_listening(host: &str, port: u16) -> Result<()> {
     use std::net::ToSocketAddrs;
     let how = format!(
-        "start a cluster first: `proftrust fleet scheduler --bind {host}:{port}` and one or more          `proftrust fleet executor --scheduler {host}:{port}` (docs/fleet.md), or use --engine embedded"
+        "start a cluster first: `proftrust fleet scheduler --bind {host}:{port}` and one or more \
+         `proftrust fleet executor --scheduler {host}:{port}` (docs/fleet.md), or use --engine embedded"
     );
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
@@ -160,7 +170,8 @@ pub fn check_listening(host: &str, port: u16) -> Result<()> {
         }
     }
     Err(Error::Invalid(format!(
-        "--engine ballista://{host}:{port}: no Ballista scheduler is listening there          (waited {} s); {how}",
+        "--engine ballista://{host}:{port}: no Ballista scheduler is listening there \
+         (waited {} s); {how}",
         CONNECT_TIMEOUT.as_secs()
     )))
 }
@@ -168,9 +179,9 @@ pub fn check_listening(host: &str, port: u16) -> Result<()> {
 #[cfg(not(feature = "ballista"))]
 async fn remote(host: &str, port: u16) -> Result<SessionContext> {
     Err(Error::Invalid(format!(
-        "--engine ballista://{host}:{port}: this proftrust was built without Ballista; \
-         build it with `cargo build --release --features ballista` (docs/fleet.md), or use \
-         --engine embedded"
+        "--engine ballista://{host}:{port}: this proftrust-fleet was built without Ballista; \
+         build it with `cargo build --release -p proftrust-fleet-cli --features ballista` \
+         (docs/fleet.md), or use --engine embedded"
     )))
 }
 

@@ -6,6 +6,7 @@
 //! resolved here once per distinct (binary, address) that the store does not hold yet.
 
 use crate::error::{Error, Result};
+use crate::manifest;
 use crate::schema::{self, Table, SCHEMA_VERSION, SCHEMA_VERSION_KEY};
 use datafusion::arrow::array::{
     ArrayBuilder, ArrayRef, AsArray, StringBuilder, UInt32Builder, UInt64Builder,
@@ -366,12 +367,15 @@ pub fn ingest(
     }
 
     let mut files = Vec::new();
+    // What this recording writes, for its `files` rows (crate::manifest).
+    let mut listed = Vec::new();
     let new_symbols = sym.len() as u64;
     if new_symbols > 0 {
         let p = Table::Symbols
             .dir(store)
             .join(format!("{recording_id}.parquet"));
         write_parquet(&p, &sym.finish()?)?;
+        listed.push(manifest::entry(store, Table::Symbols, &p, new_symbols)?);
         files.push(p);
     }
     let host_dir = format!("host={}", spec.host);
@@ -380,6 +384,7 @@ pub fn ingest(
         .join(&host_dir)
         .join(format!("{recording_id}.parquet"));
     write_parquet(&p, &samples_batch)?;
+    listed.push(manifest::entry(store, Table::Samples, &p, rows)?);
     files.push(p);
 
     let mut labels = spec.labels.clone();
@@ -405,8 +410,10 @@ pub fn ingest(
             .join(&host_dir)
             .join(format!("{recording_id}.parquet"));
         write_parquet(&p, &batch)?;
+        listed.push(manifest::entry(store, Table::Labels, &p, n as u64)?);
         files.push(p);
     }
+    files.push(manifest::write(store, &spec.host, recording_id, &listed)?);
 
     let mut events: Vec<(u16, (u64, u64))> = per_event.into_iter().collect();
     events.sort_unstable();
@@ -460,7 +467,7 @@ pub fn ingest(
     })
 }
 
-fn str_col<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
+pub(crate) fn str_col<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
     let mut b = StringBuilder::new();
     for s in it {
         b.append_value(s);
@@ -468,7 +475,7 @@ fn str_col<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
     Arc::new(b.finish())
 }
 
-fn u64_col(it: impl Iterator<Item = u64>) -> ArrayRef {
+pub(crate) fn u64_col(it: impl Iterator<Item = u64>) -> ArrayRef {
     let mut b = UInt64Builder::new();
     for v in it {
         b.append_value(v);

@@ -7,7 +7,9 @@
 //! returns become the reports of `fleet report` and `fleet diff` ([`report`]) through
 //! `proftrust_metrics::fleet`.
 //!
-//! The API is async (DataFusion's); `proftrust_pipeline::fleet` wraps it in a runtime.
+//! Integrity: every recording lists what it wrote, and only intact recordings are read
+//! ([`manifest`]). The API is async (DataFusion's); the `proftrust-fleet` binary's jobs
+//! (`crates/fleet-cli`) wrap it in a runtime.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -16,6 +18,7 @@ pub mod ballista;
 pub mod engine;
 mod error;
 pub mod ingest;
+pub mod manifest;
 pub mod query;
 pub mod report;
 pub mod schema;

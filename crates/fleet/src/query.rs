@@ -3,8 +3,12 @@
 //! Σy·n and the hosts with samples, and the fleet's Σn, Σn² and number of hosts. Only
 //! per-function and per-host results are collected; the samples stay in the engine.
 //!
-//! Notation (docs/fleet-statistics.md): a host h is a cluster; n_h its samples of the
-//! event, y_h its samples in one function.
+//! Notation (docs/fleet-statistics.md): a host h is a cluster; n_h its weight of the event
+//! (the periods of its samples summed, in the event's unit: nanoseconds of cpu-clock,
+//! cycles, ...), y_h its weight in one function; shares are of weight, so hosts recorded at
+//! different rates count by the time (or events) they measured. A stored row without a
+//! period (weight 0) weighs its sample count. Sample counts ride along for the binomial
+//! floor and the tables.
 
 use crate::error::{Error, Result};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
@@ -90,7 +94,9 @@ pub struct FunctionSums {
     pub name: String,
     /// Module file name.
     pub module: String,
-    /// Σ y_h: its samples.
+    /// Its samples (count).
+    pub samples: u64,
+    /// Σ y_h: its weight.
     pub y: u64,
     /// Σ y_h².
     pub y_sq: f64,
@@ -105,10 +111,14 @@ pub struct FunctionSums {
 pub struct Totals {
     /// Hosts (clusters) with samples of the event.
     pub clusters: u64,
-    /// N = Σ n_h.
+    /// N = Σ n_h (weight).
     pub total: u64,
     /// Σ n_h².
     pub total_sq: f64,
+    /// Σ over stored rows of weight²/samples (for the effective number of samples).
+    pub sq_per_sample: f64,
+    /// Samples of the event (count).
+    pub samples: u64,
     /// Recordings with samples of the event.
     pub recordings: u64,
 }
@@ -118,8 +128,12 @@ pub struct Totals {
 pub struct HostTotal {
     /// Host.
     pub host: String,
-    /// n_h.
+    /// Its samples (count).
     pub samples: u64,
+    /// n_h, its weight.
+    pub weight: u64,
+    /// Σ over its stored rows of weight²/samples.
+    pub sq_per_sample: f64,
     /// Its recordings (of the event).
     pub recordings: u64,
 }
@@ -133,8 +147,10 @@ pub struct HostFunction {
     pub name: String,
     /// Module.
     pub module: String,
-    /// y_h.
+    /// y_h, the weight.
     pub y: u64,
+    /// Its samples (count).
+    pub samples: u64,
 }
 
 /// The events of the store, most samples first: `(event, samples)`.
@@ -203,8 +219,10 @@ pub struct Scope {
 
 impl Scope {
     /// The common table expressions: `rec` (complete recordings of the event in scope),
-    /// `s` (samples per host and address), `sym` (symbols, deduplicated), `hf` (per host
-    /// and function), `ht` (per host).
+    /// `s` (samples per host and address), `sym` (symbols, deduplicated; the unnamed
+    /// addresses of a pseudo-module such as `[kernel.kallsyms]` grouped into one row
+    /// `[kernel.kallsyms] (unnamed)`, so that a kernel without symbols is one function, not
+    /// one per address), `hf` (per host and function), `ht` (per host).
     fn with(&self) -> String {
         let ev = lit(&self.event);
         let label = match &self.selector {
@@ -216,17 +234,25 @@ impl Scope {
             None => String::new(),
         };
         let col = self.level.column();
+        // A row's weight: its periods summed, or its sample count where it has none.
+        let w = "CASE WHEN weight > 0 THEN weight ELSE \"count\" END";
         format!(
             "WITH rec AS (SELECT DISTINCT recording_id, host FROM recordings WHERE \"event\" = {ev}{label}), \
-             s AS (SELECT host, binary_key, address, SUM(\"count\") AS c FROM samples \
-                   WHERE \"event\" = {ev} AND recording_id IN (SELECT recording_id FROM rec) \
+             s AS (SELECT host, binary_key, address, SUM({w}) AS c, SUM(\"count\") AS k, \
+                   SUM(CAST({w} AS DOUBLE) * CAST({w} AS DOUBLE) / CAST(\"count\" AS DOUBLE)) AS q \
+                   FROM samples \
+                   WHERE \"event\" = {ev} AND \"count\" > 0 \
+                   AND recording_id IN (SELECT recording_id FROM rec) \
                    GROUP BY host, binary_key, address), \
-             sym AS (SELECT binary_key, address, MIN(module) AS module, MIN({col}) AS name \
+             sym AS (SELECT binary_key, address, MIN(module) AS module, \
+                     MIN(CASE WHEN module LIKE '[%' AND {col} LIKE '%+0x%' \
+                         THEN module || ' (unnamed)' ELSE {col} END) AS name \
                      FROM symbols GROUP BY binary_key, address), \
-             hf AS (SELECT s.host AS host, sym.name AS name, sym.module AS module, SUM(s.c) AS y \
+             hf AS (SELECT s.host AS host, sym.name AS name, sym.module AS module, SUM(s.c) AS y, \
+                    SUM(s.k) AS yk \
                     FROM s JOIN sym ON s.binary_key = sym.binary_key AND s.address = sym.address \
                     GROUP BY s.host, sym.name, sym.module), \
-             ht AS (SELECT host, SUM(c) AS n FROM s GROUP BY host) "
+             ht AS (SELECT host, SUM(c) AS n, SUM(k) AS nk, SUM(q) AS nq FROM s GROUP BY host) "
         )
     }
 }
@@ -234,9 +260,11 @@ impl Scope {
 /// The fleet's totals in `scope`.
 pub async fn totals(ctx: &SessionContext, scope: &Scope) -> Result<Totals> {
     let sql = format!(
-        "{} SELECT a.c, a.t, a.tsq, b.r FROM \
+        "{} SELECT a.c, a.t, a.tsq, b.r, a.tk, a.tq FROM \
          (SELECT CAST(COUNT(*) AS BIGINT) AS c, CAST(COALESCE(SUM(n), 0) AS BIGINT) AS t, \
-          CAST(COALESCE(SUM(CAST(n AS DOUBLE) * CAST(n AS DOUBLE)), 0) AS DOUBLE) AS tsq \
+          CAST(COALESCE(SUM(CAST(n AS DOUBLE) * CAST(n AS DOUBLE)), 0) AS DOUBLE) AS tsq, \
+          CAST(COALESCE(SUM(nk), 0) AS BIGINT) AS tk, \
+          CAST(COALESCE(SUM(nq), 0) AS DOUBLE) AS tq \
           FROM ht) a \
          CROSS JOIN (SELECT CAST(COUNT(*) AS BIGINT) AS r FROM rec) b",
         scope.with()
@@ -251,6 +279,8 @@ pub async fn totals(ctx: &SessionContext, scope: &Scope) -> Result<Totals> {
         total: ints(batch, 1)?[0],
         total_sq: floats(batch, 2)?[0],
         recordings: ints(batch, 3)?[0],
+        samples: ints(batch, 4)?[0],
+        sq_per_sample: floats(batch, 5)?[0],
     })
 }
 
@@ -260,7 +290,7 @@ pub async fn functions(ctx: &SessionContext, scope: &Scope) -> Result<Vec<Functi
         "{} SELECT hf.name, hf.module, CAST(SUM(hf.y) AS BIGINT) AS y, \
          CAST(SUM(CAST(hf.y AS DOUBLE) * CAST(hf.y AS DOUBLE)) AS DOUBLE), \
          CAST(SUM(CAST(hf.y AS DOUBLE) * CAST(ht.n AS DOUBLE)) AS DOUBLE), \
-         CAST(COUNT(*) AS BIGINT) \
+         CAST(COUNT(*) AS BIGINT), CAST(SUM(hf.yk) AS BIGINT) \
          FROM hf JOIN ht ON hf.host = ht.host \
          GROUP BY hf.name, hf.module ORDER BY y DESC, hf.name, hf.module",
         scope.with()
@@ -268,18 +298,20 @@ pub async fn functions(ctx: &SessionContext, scope: &Scope) -> Result<Vec<Functi
     let b = run(ctx, "computing the per-function sums", &sql).await?;
     let mut out = Vec::new();
     for batch in &b {
-        let (n, m, y, ysq, yn, h) = (
+        let (n, m, y, ysq, yn, h, k) = (
             strings(batch, 0)?,
             strings(batch, 1)?,
             ints(batch, 2)?,
             floats(batch, 3)?,
             floats(batch, 4)?,
             ints(batch, 5)?,
+            ints(batch, 6)?,
         );
         for i in 0..batch.num_rows() {
             out.push(FunctionSums {
                 name: n[i].clone(),
                 module: m[i].clone(),
+                samples: k[i],
                 y: y[i],
                 y_sq: ysq[i],
                 y_n: yn[i],
@@ -293,7 +325,8 @@ pub async fn functions(ctx: &SessionContext, scope: &Scope) -> Result<Vec<Functi
 /// Per host n_h and recordings, by host name.
 pub async fn hosts(ctx: &SessionContext, scope: &Scope) -> Result<Vec<HostTotal>> {
     let sql = format!(
-        "{} SELECT ht.host, CAST(ht.n AS BIGINT), CAST(COALESCE(rc.r, 0) AS BIGINT) \
+        "{} SELECT ht.host, CAST(ht.n AS BIGINT), CAST(COALESCE(rc.r, 0) AS BIGINT), \
+         CAST(ht.nk AS BIGINT), CAST(ht.nq AS DOUBLE) \
          FROM ht LEFT JOIN (SELECT host, COUNT(*) AS r FROM rec GROUP BY host) rc \
          ON rc.host = ht.host ORDER BY ht.host",
         scope.with()
@@ -301,11 +334,19 @@ pub async fn hosts(ctx: &SessionContext, scope: &Scope) -> Result<Vec<HostTotal>
     let b = run(ctx, "computing the per-host totals", &sql).await?;
     let mut out = Vec::new();
     for batch in &b {
-        let (h, n, r) = (strings(batch, 0)?, ints(batch, 1)?, ints(batch, 2)?);
+        let (h, n, r, k, q) = (
+            strings(batch, 0)?,
+            ints(batch, 1)?,
+            ints(batch, 2)?,
+            ints(batch, 3)?,
+            floats(batch, 4)?,
+        );
         for i in 0..batch.num_rows() {
             out.push(HostTotal {
                 host: h[i].clone(),
-                samples: n[i],
+                samples: k[i],
+                weight: n[i],
+                sq_per_sample: q[i],
                 recordings: r[i],
             });
         }
@@ -343,7 +384,8 @@ pub async fn host_functions(
     }
     let list = names.iter().map(|n| lit(n)).collect::<Vec<_>>().join(", ");
     let sql = format!(
-        "{} SELECT host, name, module, CAST(y AS BIGINT) FROM hf WHERE name IN ({list}) \
+        "{} SELECT host, name, module, CAST(y AS BIGINT), CAST(yk AS BIGINT) FROM hf \
+         WHERE name IN ({list}) \
          ORDER BY host, name, module",
         scope.with()
     );
@@ -355,11 +397,12 @@ pub async fn host_functions(
     .await?;
     let mut out = Vec::new();
     for batch in &b {
-        let (h, n, m, y) = (
+        let (h, n, m, y, k) = (
             strings(batch, 0)?,
             strings(batch, 1)?,
             strings(batch, 2)?,
             ints(batch, 3)?,
+            ints(batch, 4)?,
         );
         for i in 0..batch.num_rows() {
             out.push(HostFunction {
@@ -367,6 +410,7 @@ pub async fn host_functions(
                 name: n[i].clone(),
                 module: m[i].clone(),
                 y: y[i],
+                samples: k[i],
             });
         }
     }
@@ -428,6 +472,60 @@ fn floats(b: &RecordBatch, i: usize) -> Result<Vec<f64>> {
     Ok((0..a.len())
         .map(|j| if a.is_null(j) { 0.0 } else { a.value(j) })
         .collect())
+}
+
+/// Hosts that recorded events other than `event` and none of it, with those events
+/// (`(host, events)`, by host): they are not in `event`'s shares.
+pub async fn hosts_without(ctx: &SessionContext, event: &str) -> Result<Vec<(String, String)>> {
+    let ev = lit(event);
+    let b = run(
+        ctx,
+        "listing the hosts of other events",
+        &format!(
+            "SELECT host, \"event\" FROM recordings WHERE host NOT IN \
+             (SELECT host FROM recordings WHERE \"event\" = {ev}) \
+             GROUP BY host, \"event\" ORDER BY host, \"event\""
+        ),
+    )
+    .await?;
+    let mut out: Vec<(String, String)> = Vec::new();
+    for batch in &b {
+        let (h, e) = (strings(batch, 0)?, strings(batch, 1)?);
+        for i in 0..batch.num_rows() {
+            match out.last_mut() {
+                Some((last, evs)) if *last == h[i] => {
+                    evs.push_str(", ");
+                    evs.push_str(&e[i]);
+                }
+                _ => out.push((h[i].clone(), e[i].clone())),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Per recording of `event` in `scope`: `(host, samples, weight)`; a recording whose
+/// weight equals its samples carried no periods (every sample weighs 1).
+pub async fn recording_weights(
+    ctx: &SessionContext,
+    scope: &Scope,
+) -> Result<Vec<(String, u64, u64)>> {
+    let sql = format!(
+        "{} SELECT r.host, CAST(r.samples AS BIGINT), CAST(r.weight AS BIGINT) FROM recordings r \
+         WHERE r.\"event\" = {} AND r.recording_id IN (SELECT recording_id FROM rec) \
+         ORDER BY r.host, r.recording_id",
+        scope.with(),
+        lit(&scope.event)
+    );
+    let b = run(ctx, "listing the recordings' weights", &sql).await?;
+    let mut out = Vec::new();
+    for batch in &b {
+        let (h, n, w) = (strings(batch, 0)?, ints(batch, 1)?, ints(batch, 2)?);
+        for i in 0..batch.num_rows() {
+            out.push((h[i].clone(), n[i], w[i]));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -68,8 +68,30 @@ pub struct DiffSpec {
     pub b: Selector,
     /// Confidence level of the intervals of the differences.
     pub confidence: f64,
-    /// False-discovery rate over all functions.
+    /// False-discovery rate over the tested functions.
     pub fdr: f64,
+    /// Rows whose share is below this on both sides are shown but not tested (they spend
+    /// none of the false-discovery budget). Default 0.001 (0.1%).
+    pub min_share: f64,
+}
+
+/// [`DiffSpec::min_share`]'s default: 0.1%. Reading chosen: a function under a thousandth of
+/// the samples on both sides is below what a fleet diff is for, and each one tested raises the
+/// bar for all (Benjamini-Hochberg's first step is `p <= fdr/m`).
+pub const DEFAULT_MIN_SHARE: f64 = 0.001;
+
+/// The unit of an event's weight (its samples' periods): `ns` for the software clocks
+/// (`cpu-clock`, `task-clock`, with or without modifiers such as `:u`), `cycles`,
+/// `instructions`, else `events` (the event's own count).
+pub fn event_unit(event: &str) -> &'static str {
+    let base = event.split(':').next().unwrap_or(event);
+    let base = base.rsplit('/').find(|p| !p.is_empty()).unwrap_or(base);
+    match base.to_ascii_lowercase().as_str() {
+        "cpu-clock" | "task-clock" | "cpu-clock-msecs" => "ns",
+        "cycles" | "cpu-cycles" | "ref-cycles" | "cycles-ct" => "cycles",
+        "instructions" | "inst_retired.any" => "instructions",
+        _ => "events",
+    }
 }
 
 fn units(f: &FunctionSums) -> stats::UnitSums {
@@ -85,7 +107,68 @@ fn fleet_totals(t: &Totals) -> stats::FleetTotals {
         clusters: t.clusters,
         total: t.total as f64,
         total_sq: t.total_sq,
+        effective_samples: effective(t.total as f64, t.sq_per_sample),
     }
+}
+
+/// Kish's effective number of samples of a weight `w` whose rows give `Σ W²/c = sq`.
+fn effective(w: f64, sq: f64) -> f64 {
+    if sq > 0.0 {
+        w * w / sq
+    } else {
+        0.0
+    }
+}
+
+/// Warnings about what the weights stand on: hosts of the store that are not in these
+/// shares (they recorded other events only), and recordings without periods (each sample
+/// weighing 1) beside recordings with periods.
+async fn weight_warnings(
+    ctx: &datafusion::prelude::SessionContext,
+    scope: &Scope,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let others = query::hosts_without(ctx, &scope.event).await?;
+    if !others.is_empty() {
+        let list = others
+            .iter()
+            .take(5)
+            .map(|(h, e)| format!("{h} ({e})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        warnings.push(format!(
+            "{} host(s) recorded other events only and are not in these shares of {}: {list}{}; \
+             a share mixes no events (choose with --event)",
+            others.len(),
+            scope.event,
+            if others.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    let recs = query::recording_weights(ctx, scope).await?;
+    let unweighted: Vec<&str> = recs
+        .iter()
+        .filter(|(_, n, w)| *n > 0 && n == w)
+        .map(|(h, _, _)| h.as_str())
+        .collect();
+    if !unweighted.is_empty() && unweighted.len() < recs.len() {
+        let mut hosts = unweighted.clone();
+        hosts.dedup();
+        warnings.push(format!(
+            "{} of {} recordings (hosts {}) carry no sample periods, so each of their samples \
+             weighs 1 while the others weigh their periods ({}): their hosts' shares count \
+             samples, not {}; ingest the perf.data, or perf script with the period field",
+            unweighted.len(),
+            recs.len(),
+            hosts.join(", "),
+            event_unit(&scope.event),
+            if event_unit(&scope.event) == "ns" {
+                "time"
+            } else {
+                "events"
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// Picks the event: the one asked for (which must exist), else the one with most
@@ -129,8 +212,7 @@ async fn pick_event(
 /// Runs `fleet report` on `store`: the report, and every host's share of each of the top
 /// functions (the HTML page's per-host spread).
 pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec<HostShare>)> {
-    let ctx = engine::session(&spec.engine, store).await?;
-    let mut warnings = Vec::new();
+    let (ctx, mut warnings) = engine::session(&spec.engine, store).await?;
     let event = pick_event(&ctx, spec.event.as_deref(), &mut warnings).await?;
     let scope = Scope {
         event: event.clone(),
@@ -143,6 +225,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     let labels = query::host_labels(&ctx).await?;
     let fleet = fleet_totals(&totals);
     warnings.extend(stats::fleet_warnings(&fleet));
+    weight_warnings(&ctx, &scope, &mut warnings).await?;
 
     let mut functions = Vec::with_capacity(sums.len());
     let mut shares = Vec::with_capacity(sums.len());
@@ -151,7 +234,8 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
         functions.push(FleetFunction {
             name: f.name.clone(),
             module: f.module.clone(),
-            samples: f.y,
+            samples: f.samples,
+            weight: f.y,
             share: s.share,
             ci_low: s.ci_low,
             ci_high: s.ci_high,
@@ -172,6 +256,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
             host: h.host.clone(),
             recordings: h.recordings,
             samples: h.samples,
+            weight: h.weight,
             labels: by_host.get(h.host.as_str()).cloned().unwrap_or_default(),
         })
         .collect();
@@ -181,23 +266,36 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     let top = spec.top.min(sums.len());
     let names: Vec<String> = sums[..top].iter().map(|f| f.name.clone()).collect();
     let per_host = query::host_functions(&ctx, &scope, &names).await?;
-    let mut y_of: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
+    let mut y_of: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
     for r in &per_host {
-        y_of.insert((r.host.as_str(), r.name.as_str(), r.module.as_str()), r.y);
+        y_of.insert(
+            (r.host.as_str(), r.name.as_str(), r.module.as_str()),
+            (r.y, r.samples),
+        );
     }
     let mut tests = Vec::new();
     let mut host_shares = Vec::new();
     for f in &sums[..top] {
         for h in &host_rows {
-            let y = y_of
+            let (y, y_samples) = y_of
                 .get(&(h.host.as_str(), f.name.as_str(), f.module.as_str()))
                 .copied()
-                .unwrap_or(0);
+                .unwrap_or((0, 0));
+            // Weights for the shares, effective samples for the binomial variance.
             let rest_y = f.y.saturating_sub(y) as f64;
-            let rest_n = totals.total.saturating_sub(h.samples) as f64;
-            let t = stats::host_deviation(y as f64, h.samples as f64, rest_y, rest_n);
-            let host_share = if h.samples > 0 {
-                y as f64 / h.samples as f64
+            let rest_n = totals.total.saturating_sub(h.weight) as f64;
+            let host_eff = effective(h.weight as f64, h.sq_per_sample);
+            let rest_eff = effective(rest_n, totals.sq_per_sample - h.sq_per_sample);
+            let t = stats::host_deviation_weighted(
+                y as f64,
+                h.weight as f64,
+                host_eff,
+                rest_y,
+                rest_n,
+                rest_eff,
+            );
+            let host_share = if h.weight > 0 {
+                y as f64 / h.weight as f64
             } else {
                 0.0
             };
@@ -209,7 +307,8 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
             tests.push(HostDeviation {
                 host: h.host.clone(),
                 function: f.name.clone(),
-                samples: y,
+                module: f.module.clone(),
+                samples: y_samples,
                 host_share,
                 fleet_share: if rest_n > 0.0 { rest_y / rest_n } else { 0.0 },
                 z: t.z,
@@ -237,7 +336,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
         .map(|(f, s)| {
             let (binomial, needed, hosts) = stats::precision_needed(
                 s,
-                totals.total,
+                totals.samples,
                 totals.clusters,
                 spec.precision_target,
                 spec.confidence,
@@ -257,6 +356,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
         })
         .collect();
 
+    let unit = event_unit(&event).to_string();
     let report = FleetReport {
         version: FLEET_REPORT_VERSION,
         store: store.display().to_string(),
@@ -265,7 +365,9 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
         event,
         hosts: totals.clusters,
         recordings: totals.recordings,
-        samples: totals.total,
+        samples: totals.samples,
+        weight: totals.total,
+        unit,
         confidence: spec.confidence,
         method: format!(
             "{}; host deviations: {}",
@@ -315,10 +417,9 @@ async fn check_selector(ctx: &datafusion::prelude::SessionContext, sel: &Selecto
 
 /// Runs `fleet diff` on `store`.
 pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
-    let ctx = engine::session(&spec.engine, store).await?;
+    let (ctx, mut warnings) = engine::session(&spec.engine, store).await?;
     check_selector(&ctx, &spec.a).await?;
     check_selector(&ctx, &spec.b).await?;
-    let mut warnings = Vec::new();
     let event = pick_event(&ctx, spec.event.as_deref(), &mut warnings).await?;
     let side = |sel: &Selector| Scope {
         event: event.clone(),
@@ -344,6 +445,7 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
     let zero = FunctionSums {
         name: String::new(),
         module: String::new(),
+        samples: 0,
         y: 0,
         y_sq: 0.0,
         y_n: 0.0,
@@ -367,12 +469,16 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
             warnings.push(format!("side {}: {w}", sel.text()));
         }
     }
+    weight_warnings(&ctx, &sa, &mut warnings).await?;
+    weight_warnings(&ctx, &sb, &mut warnings).await?;
+    warnings.dedup();
     let (df_a, df_b) = (stats::share_df(&fleet_a), stats::share_df(&fleet_b));
     let mut rows = Vec::with_capacity(keys.len());
     for ((name, module), (a, b)) in keys {
         let share_a = stats::ratio_share(&units(a.unwrap_or(&zero)), &fleet_a, spec.confidence);
         let share_b = stats::ratio_share(&units(b.unwrap_or(&zero)), &fleet_b, spec.confidence);
         let d = stats::share_difference_df(&share_a, &share_b, df_a, df_b, spec.confidence);
+        let tested = share_a.share.max(share_b.share) >= spec.min_share;
         rows.push(DiffRow {
             name,
             module,
@@ -385,12 +491,19 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
             p: d.p,
             q: 1.0,
             significant: false,
+            tested,
         });
     }
-    let q = stats::benjamini_hochberg(&rows.iter().map(|r| r.p).collect::<Vec<_>>());
-    for (r, q) in rows.iter_mut().zip(q) {
-        r.q = q;
-        r.significant = q <= spec.fdr;
+    // Benjamini-Hochberg over the tested rows only; the others keep q 1.
+    let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].tested).collect();
+    let q = stats::benjamini_hochberg(&tested.iter().map(|&i| rows[i].p).collect::<Vec<_>>());
+    for (&i, q) in tested.iter().zip(q) {
+        rows[i].q = q;
+        rows[i].significant = q <= spec.fdr;
+    }
+    let critical_t = critical_t(tested.len(), df_a, df_b, spec.fdr);
+    if let Some(w) = power_warning(&ta, &tb, tested.len(), critical_t, spec.fdr) {
+        warnings.push(w);
     }
     rows.sort_by(|x, y| {
         y.significant
@@ -403,7 +516,8 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
         selector: sel.text(),
         hosts: t.clusters,
         recordings: t.recordings,
-        samples: t.total,
+        samples: t.samples,
+        weight: t.total,
     };
     Ok(FleetDiffReport {
         version: FLEET_REPORT_VERSION,
@@ -418,6 +532,55 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
         method: format!("{}; {DIFF_T_METHOD}", stats::RATIO_METHOD),
         seed: None,
         functions: rows,
+        tested: tested.len() as u64,
+        min_share: spec.min_share,
+        critical_t,
         warnings,
     })
+}
+
+/// The |t| the strongest of `m` tested rows needs to pass Benjamini-Hochberg at `fdr`
+/// (its first step: `p <= fdr/m`), on `df_a + df_b` degrees of freedom, the most the
+/// Welch-Satterthwaite approximation can give two sides of `df_a` and `df_b` (a row
+/// with all its variance on one side gets that side's alone, and needs more). `None`
+/// when nothing is tested.
+fn critical_t(m: usize, df_a: f64, df_b: f64, fdr: f64) -> Option<f64> {
+    if m == 0 {
+        return None;
+    }
+    let df = df_a + df_b;
+    Some(stats::t_critical(fdr / m as f64, df))
+}
+
+/// When the design can find only very large changes (the strongest tested row would need
+/// |t| > 10), says so with the numbers and what more hosts would give: "0 found" must not
+/// read as "nothing changed".
+fn power_warning(
+    ta: &Totals,
+    tb: &Totals,
+    m: usize,
+    critical: Option<f64>,
+    fdr: f64,
+) -> Option<String> {
+    let t = critical?;
+    if t <= 10.0 {
+        return None;
+    }
+    // Ten hosts of equal weight a side: 9 + 9 degrees of freedom.
+    let with_ten = stats::t_critical(fdr / m as f64, 18.0);
+    Some(format!(
+        "little power: with {} and {} hosts a side, a change must reach |t| >= {} to pass the \
+         false-discovery rate {:.0}% over the {m} tested rows (t on at most {} degrees of \
+         freedom), so 'no change found' does not mean no change; with 10 hosts of equal \
+         weight a side |t| >= {with_ten:.2} would do (or test fewer rows: --min-share)",
+        ta.clusters,
+        tb.clusters,
+        if t >= 100.0 {
+            format!("{t:.0}")
+        } else {
+            format!("{t:.1}")
+        },
+        fdr * 100.0,
+        stats::share_df(&fleet_totals(ta)) + stats::share_df(&fleet_totals(tb)),
+    ))
 }

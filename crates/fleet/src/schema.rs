@@ -6,12 +6,14 @@
 //! DIR/recordings/host=NAME/REC.parquet  one row per (recording, event)
 //! DIR/labels/host=NAME/REC.parquet      one row per (recording, label)
 //! DIR/symbols/REC.parquet               one row per (binary, address) first seen by REC
+//! DIR/files/host=NAME/REC.parquet       one row per file REC wrote: table, path, rows, size, CRC-32
 //! ```
 //!
 //! An ingest only ever adds files (each written to a hidden temporary and renamed), so
 //! ingesting more hosts never rewrites what is there. A recording is complete when its
-//! `recordings` file exists: that file is written last and the queries read only the
-//! samples of recordings it lists.
+//! `recordings` file exists: that file is written last, just after the recording's `files`
+//! rows, and the queries read only the files complete recordings listed, as they were
+//! written ([`crate::manifest`]).
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::path::{Path, PathBuf};
@@ -19,12 +21,12 @@ use std::sync::Arc;
 
 /// Version of the store's schema, written as the `schema_version` key of every Parquet
 /// file's metadata. Readers refuse files of another version.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "schema_version";
 
-/// The four tables of a store.
+/// The tables of a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
     /// Samples (or aggregated locations with a count).
@@ -35,15 +37,18 @@ pub enum Table {
     Labels,
     /// Symbols: one row per (binary, address).
     Symbols,
+    /// Files: one row per file a recording wrote (the store's integrity, [`crate::manifest`]).
+    Files,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 4] = [
+    pub const ALL: [Table; 5] = [
         Table::Samples,
         Table::Recordings,
         Table::Labels,
         Table::Symbols,
+        Table::Files,
     ];
 
     /// The table's name (its directory under the store, and its SQL name).
@@ -53,6 +58,7 @@ impl Table {
             Table::Recordings => "recordings",
             Table::Labels => "labels",
             Table::Symbols => "symbols",
+            Table::Files => "files",
         }
     }
 
@@ -68,6 +74,7 @@ impl Table {
             Table::Recordings => recordings_schema(),
             Table::Labels => labels_schema(),
             Table::Symbols => symbols_schema(),
+            Table::Files => files_schema(),
         }
     }
 
@@ -151,6 +158,21 @@ pub fn symbols_schema() -> SchemaRef {
         utf8("file", true),
         Field::new("line", DataType::UInt32, true),
         utf8("source_line", false),
+    ]))
+}
+
+/// `files`: `recording_id`, `host`, `table` (`samples`, `labels` or `symbols`), `path`
+/// (relative to the store), `rows`, `bytes`, `crc32` (of the whole file): what each
+/// recording wrote, checked before every query ([`crate::manifest::verify`]).
+pub fn files_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        utf8("recording_id", false),
+        utf8("host", false),
+        utf8("table", false),
+        utf8("path", false),
+        u64f("rows", false),
+        u64f("bytes", false),
+        u64f("crc32", false),
     ]))
 }
 

@@ -41,23 +41,71 @@ pub const DIFF_METHOD_DF: &str = "delta = share_B − share_A; t = delta / √(s
 pub const HOST_METHOD: &str = "host share y_h/n_h against the rest of the fleet's share (Σ y − y_h)/(N − n_h): two-proportion z with the pooled binomial variance p̄(1−p̄)(1/n_h + 1/(N − n_h)) (the score test of a 2×2 table, z² = Pearson's X², Agresti, Categorical Data Analysis, 3rd ed. 2013, ch. 3; seed 002 eq. 9 per sample), which assumes independent samples and flags any real difference, not only large ones; q-values by Benjamini-Hochberg over all host × function tests";
 
 /// The fleet's totals over its `C` hosts (clusters).
+///
+/// `n_h` is a host's *weight* of the event: the sum of its samples' periods, in the event's
+/// unit (nanoseconds of `cpu-clock`, cycles, instructions), so that hosts recorded at
+/// different rates count by what they measured, not by how often they sampled (`perf -F
+/// 1000` and `-F 10000` over the same CPU time weigh the same). Where every sample weighs 1
+/// (`from_hosts`), weights are sample counts and everything reads as before.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct FleetTotals {
     /// Number of hosts `C`.
     pub clusters: u64,
-    /// `N = Σ_h n_h`, all samples of the event.
+    /// `N = Σ_h n_h`, the event's weight over the fleet.
     pub total: f64,
     /// `Σ_h n_h²`.
     pub total_sq: f64,
+    /// Kish's effective number of independent samples behind `N`,
+    /// `N² / Σ_samples w_i²` (Kish 1965 §11.7: the sample size whose equal-weight binomial
+    /// variance matches the weighted one); `N` itself when every sample weighs 1. The
+    /// binomial floor of [`ratio_share`] (Wilson on the pooled samples) uses it. Reading
+    /// chosen: `Σ w_i²` is taken as `Σ_rows W²/c` over stored rows of weight `W` and `c`
+    /// samples, exact when a row's samples share one period (fixed-period recordings) and a
+    /// lower bound of the true sum otherwise.
+    pub effective_samples: f64,
 }
 
 impl FleetTotals {
-    /// The totals of hosts with `n[h]` samples each (hosts with 0 samples count as clusters).
+    /// The totals of hosts with `n[h]` samples each, every sample weighing 1 (hosts with 0
+    /// samples count as clusters).
     pub fn from_hosts(n: &[f64]) -> FleetTotals {
+        let total = n.iter().sum();
         FleetTotals {
             clusters: n.len() as u64,
-            total: n.iter().sum(),
+            total,
             total_sq: n.iter().map(|x| x * x).sum(),
+            effective_samples: total,
+        }
+    }
+
+    /// The totals of hosts of weight `n[h]` from `c[h]` samples each, every sample of a host
+    /// weighing `n[h]/c[h]` (one period per host; parallel slices).
+    pub fn from_weighted_hosts(n: &[f64], c: &[f64]) -> FleetTotals {
+        let total: f64 = n.iter().sum();
+        let sq_per_sample: f64 = n
+            .iter()
+            .zip(c)
+            .filter(|(_, &c)| c > 0.0)
+            .map(|(&n, &c)| n * n / c)
+            .sum();
+        FleetTotals {
+            clusters: n.len() as u64,
+            total,
+            total_sq: n.iter().map(|x| x * x).sum(),
+            effective_samples: if sq_per_sample > 0.0 {
+                total * total / sq_per_sample
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// [`FleetTotals::effective_samples`], or `total` where it is not set (0).
+    pub fn binomial_n(&self) -> f64 {
+        if self.effective_samples > 0.0 {
+            self.effective_samples
+        } else {
+            self.total
         }
     }
 }
@@ -190,9 +238,11 @@ pub fn ratio_share(unit: &UnitSums, fleet: &FleetTotals, confidence: f64) -> Sha
         };
     }
     let r = (unit.y / n).clamp(0.0, 1.0);
-    let binom = r * (1.0 - r) / n;
+    // The binomial floor on the samples behind the weight (FleetTotals::effective_samples).
+    let nb = fleet.binomial_n();
+    let binom = r * (1.0 - r) / nb;
     let z = z_for(confidence);
-    let (w_lo, w_hi) = crate::wilson_interval_of_share(r, n, z);
+    let (w_lo, w_hi) = crate::wilson_interval_of_share(r, nb, z);
     let v = cluster_variance(unit, fleet);
     let (lo, hi, design_effect) = match v {
         Some(v) => {
@@ -341,6 +391,21 @@ pub fn share_difference_df(
     d
 }
 
+/// The `|t|` at which Student's t with `df` degrees of freedom has the two-sided p-value
+/// `p` (`P(|T| >= t) = p`): the lower-tail quantile at `p/2` of [`crate::dist::t_quantile`]
+/// (the lower tail keeps its precision where `1 - p/2` would round: `fleet diff` needs `p =
+/// fdr/m`, e.g. 0.05/200). `df` infinite: the normal's. `p` outside `(0, 1)`: infinite for
+/// `p <= 0`, 0 for `p >= 1`.
+pub fn t_critical(p: f64, df: f64) -> f64 {
+    if p.is_nan() || p <= 0.0 {
+        return f64::INFINITY;
+    }
+    if p >= 1.0 {
+        return 0.0;
+    }
+    -t_quantile(p / 2.0, df)
+}
+
 /// Benjamini-Hochberg q-values (adjusted p-values) of `p`, in the same order: with the
 /// p-values sorted ascending `p_(1) <= .. <= p_(m)`, `q_(i) = min_{j >= i} min(1, m·p_(j)/j)`
 /// (the step-up procedure of Benjamini & Hochberg 1995, JRSS B 57(1), §3, as adjusted p-values:
@@ -390,13 +455,30 @@ pub struct HostTest {
 ///
 /// No samples on either side, or `p̄` 0 or 1: `z = 0, p = 1`.
 pub fn host_deviation(host_y: f64, host_n: f64, rest_y: f64, rest_n: f64) -> HostTest {
-    if host_n <= 0.0 || rest_n <= 0.0 || host_n.is_nan() || rest_n.is_nan() {
+    host_deviation_weighted(host_y, host_n, host_n, rest_y, rest_n, rest_n)
+}
+
+/// [`host_deviation`] where `y` and `n` are weights (periods summed, the event's unit) and
+/// `host_eff`, `rest_eff` the effective numbers of samples behind each side's weight
+/// ([`FleetTotals::effective_samples`]): the shares are the weights' (`y/n`), the pooled
+/// share is the samples-weighted mean of the two, and the binomial variance is of the
+/// effective samples. With every sample weighing 1 (`eff = n`) it is [`host_deviation`].
+pub fn host_deviation_weighted(
+    host_y: f64,
+    host_n: f64,
+    host_eff: f64,
+    rest_y: f64,
+    rest_n: f64,
+    rest_eff: f64,
+) -> HostTest {
+    let bad = |x: f64| x <= 0.0 || x.is_nan();
+    if bad(host_n) || bad(rest_n) || bad(host_eff) || bad(rest_eff) {
         return HostTest { z: 0.0, p: 1.0 };
     }
     let p1 = (host_y / host_n).clamp(0.0, 1.0);
     let p2 = (rest_y / rest_n).clamp(0.0, 1.0);
-    let pool = ((host_y + rest_y) / (host_n + rest_n)).clamp(0.0, 1.0);
-    let var = pool * (1.0 - pool) * (1.0 / host_n + 1.0 / rest_n);
+    let pool = ((p1 * host_eff + p2 * rest_eff) / (host_eff + rest_eff)).clamp(0.0, 1.0);
+    let var = pool * (1.0 - pool) * (1.0 / host_eff + 1.0 / rest_eff);
     if var <= 0.0 {
         return HostTest { z: 0.0, p: 1.0 };
     }
@@ -601,6 +683,25 @@ mod tests {
         assert_eq!((d.z, d.p), (0.0, 1.0));
         let d = share_difference(&mk(0.0, 0.0), &mk(1.0, 0.0), 0.95);
         assert_eq!((d.z, d.p), (f64::MAX, 0.0));
+    }
+
+    #[test]
+    fn t_critical_inverts_the_tables() {
+        // Tables: t(1) 12.7062, t(2) 4.3027, t(19) 2.0930 at p = 0.05; the normal 1.95996.
+        for (df, t) in [(1.0, 12.7062), (2.0, 4.3027), (19.0, 2.0930)] {
+            assert!(close(t_critical(0.05, df), t, 1e-3), "df {df}");
+        }
+        assert!(close(t_critical(0.05, f64::INFINITY), 1.959964, 1e-5));
+        // Far tail at df 1 (Cauchy): p = 1 − 2·atan(t)/π, so t = tan(π(1 − p)/2) = cot(πp/2).
+        let p = 0.05 / 217.0;
+        let exact = 1.0 / (std::f64::consts::PI * p / 2.0).tan();
+        assert!(close(t_critical(p, 1.0), exact, exact * 1e-9));
+        // df 2: p = 1 − t/√(2 + t²) gives t = √2 (1 − p) / √(1 − (1 − p)²).
+        let q = 1.0 - p;
+        let exact2 = (2.0f64).sqrt() * q / (1.0 - q * q).sqrt();
+        assert!(close(t_critical(p, 2.0), exact2, exact2 * 1e-9));
+        assert_eq!(t_critical(0.0, 3.0), f64::INFINITY);
+        assert_eq!(t_critical(1.0, 3.0), 0.0);
     }
 
     #[test]

@@ -450,15 +450,7 @@ mod tests {
         let ev = |name: &str| EventDesc {
             name: name.into(),
             kind: crate::EventKind::Cycles,
-            config: SamplingConfig {
-                period: PeriodMode::Unknown,
-                randomize_max: None,
-                precise: 0,
-                seed: None,
-                user_only: true,
-                callchain: false,
-                branch_stack: false,
-            },
+            config: SamplingConfig::default(),
         };
         let mut set = SampleSet {
             events: vec![ev("cpu_atom/cycles/"), ev("cpu_core/cycles/")],

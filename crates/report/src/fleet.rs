@@ -42,6 +42,15 @@ pub struct FleetReport {
     pub recordings: u64,
     /// Total samples (sum of the rows' counts) of the event.
     pub samples: u64,
+    /// Total weight of the event: its samples' periods summed, in [`FleetReport::unit`]
+    /// (a sample without a period weighs 1). The shares are of weight, so hosts recorded at
+    /// different rates count by what they measured.
+    #[serde(default)]
+    pub weight: u64,
+    /// The unit of the weight: `ns` (cpu-clock, task-clock), `cycles`, `instructions`, or
+    /// `events` (any other event: its count).
+    #[serde(default)]
+    pub unit: String,
     /// Confidence level of every interval (0.95).
     pub confidence: f64,
     /// How the intervals are computed, named and cited (shown under the table).
@@ -72,7 +81,10 @@ pub struct FleetFunction {
     pub module: String,
     /// Samples attributed to it over the fleet.
     pub samples: u64,
-    /// Ratio estimate of its fleet share: sum over clusters of its samples / all samples.
+    /// Its weight over the fleet (in the report's `unit`).
+    #[serde(default)]
+    pub weight: u64,
+    /// Ratio estimate of its fleet share: sum over clusters of its weight / all weight.
     pub share: f64,
     /// Lower bound of the interval (clamped to [0, 1]).
     pub ci_low: f64,
@@ -96,6 +108,9 @@ pub struct FleetHost {
     pub recordings: u64,
     /// Its samples (of the event).
     pub samples: u64,
+    /// Its weight (of the event, in the report's `unit`).
+    #[serde(default)]
+    pub weight: u64,
     /// Labels, `k=v`, sorted (the union over its recordings).
     pub labels: Vec<String>,
 }
@@ -107,6 +122,9 @@ pub struct HostDeviation {
     pub host: String,
     /// Function (as in [`FleetFunction::name`]).
     pub function: String,
+    /// The function's module (as in [`FleetFunction::module`]).
+    #[serde(default)]
+    pub module: String,
     /// Its samples in the function.
     pub samples: u64,
     /// Its share of its own samples.
@@ -165,6 +183,19 @@ pub struct FleetDiffReport {
     pub seed: Option<u64>,
     /// Every function seen on either side, significant ones first, by |delta|.
     pub functions: Vec<DiffRow>,
+    /// Rows tested (share at least `min_share` on a side); the q-values are over these.
+    #[serde(default)]
+    pub tested: u64,
+    /// The share below which a row is not tested (on both sides).
+    #[serde(default)]
+    pub min_share: f64,
+    /// What the design can find: the |t| a row needs to be called a change when it is the
+    /// strongest of the tested rows (Benjamini-Hochberg's first step, `p <= fdr/tested`),
+    /// on the most degrees of freedom this design gives (each side's effective hosts − 1,
+    /// summed: Welch-Satterthwaite's upper bound). Infinite (JSON `null`) when no row is
+    /// tested.
+    #[serde(default)]
+    pub critical_t: Option<f64>,
     /// Plain-language warnings.
     pub warnings: Vec<String>,
 }
@@ -180,6 +211,9 @@ pub struct DiffSide {
     pub recordings: u64,
     /// Samples matched.
     pub samples: u64,
+    /// Weight matched (periods summed, in the event's unit).
+    #[serde(default)]
+    pub weight: u64,
 }
 
 /// One function in a diff.
@@ -207,6 +241,14 @@ pub struct DiffRow {
     pub q: f64,
     /// `q <= fdr`.
     pub significant: bool,
+    /// Whether the row was tested: rows whose share is below the report's `min_share` on
+    /// both sides are shown but spend none of the false-discovery budget (`q` 1).
+    #[serde(default = "yes")]
+    pub tested: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One host's share of one function, for the per-host spread of [`FleetReport::render_html_with_hosts`].
@@ -245,6 +287,32 @@ fn pval(p: f64) -> String {
         format!("{p:.4}")
     } else {
         format!("{p:.1e}")
+    }
+}
+
+/// A critical |t|: two decimals, or a whole number when large.
+fn tcrit(t: f64) -> String {
+    if t >= 100.0 {
+        format!("{t:.0}")
+    } else {
+        format!("{t:.2}")
+    }
+}
+
+/// What the weight of `event` measures, for the header: `cpu-clock time`, `cycles`.
+fn unit_name(unit: &str, event: &str) -> String {
+    match unit {
+        "ns" => format!("{event} time"),
+        "events" => format!("{event} events"),
+        u => u.to_string(),
+    }
+}
+
+/// A weight in its unit: `5.50 s` for nanoseconds, else the count.
+fn amount(w: u64, unit: &str) -> String {
+    match unit {
+        "ns" => format!("{:.2} s", w as f64 / 1e9),
+        u => format!("{w} {u}"),
     }
 }
 
@@ -424,6 +492,14 @@ impl FleetReport {
             q(&self.event),
             q(&self.level)
         );
+        if !self.unit.is_empty() {
+            let _ = writeln!(
+                s,
+                "weights:      shares of {} ({} in all): each sample weighs its period",
+                q(&unit_name(&self.unit, &self.event)),
+                q(&amount(self.weight, &self.unit))
+            );
+        }
         let _ = writeln!(
             s,
             "intervals:    {:.0}%, hosts as clusters{}",
@@ -470,18 +546,20 @@ impl FleetReport {
             let mut t = Table::new([
                 "host",
                 "function",
+                "module",
                 "samples",
                 "host share",
                 "fleet share",
                 "z",
                 "q",
             ])
-            .left_align(&[1]);
+            .left_align(&[1, 2]);
             for d in self.host_deviations.iter().take(top) {
                 t.row(
                     [
                         d.host.clone(),
                         d.function.clone(),
+                        d.module.clone(),
                         d.samples.to_string(),
                         pct(d.host_share),
                         pct(d.fleet_share),
@@ -610,13 +688,14 @@ impl FleetReport {
         if self.host_deviations.is_empty() {
             s.push_str("<p>None beyond sampling noise.</p>\n");
         } else {
-            s.push_str("<table><tr><th>host</th><th>function</th><th>samples</th><th>host share</th><th>fleet share</th><th>z</th><th>p</th><th>q</th></tr>\n");
+            s.push_str("<table><tr><th>host</th><th>function</th><th>module</th><th>samples</th><th>host share</th><th>fleet share</th><th>z</th><th>p</th><th>q</th></tr>\n");
             for d in self.host_deviations.iter().take(top) {
                 let _ = writeln!(
                     s,
-                    "<tr><td class=\"mono\">{}</td><td class=\"l mono\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    "<tr><td class=\"mono\">{}</td><td class=\"l mono\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                     escape_html(&d.host),
                     escape_html(&d.function),
+                    escape_html(&d.module),
                     d.samples,
                     pct(d.host_share),
                     pct(d.fleet_share),
@@ -779,13 +858,27 @@ impl FleetDiffReport {
         let significant = self.functions.iter().filter(|r| r.significant).count();
         let _ = writeln!(
             s,
-            "changes:      {} of {} {}s beyond noise (false-discovery rate {:.0}%, {:.0}% intervals of B − A){}",
+            "changes:      {} of {} {}s tested beyond noise (false-discovery rate {:.0}%, {:.0}% intervals of B − A){}",
             significant,
-            self.functions.len(),
+            self.tested,
             q(&self.level),
             self.fdr * 100.0,
             self.confidence * 100.0,
             self.seed.map_or(String::new(), |x| format!("; seed {x}"))
+        );
+        let _ = writeln!(
+            s,
+            "tested:       the {} of {} rows with a share of at least {} on a side{}",
+            self.tested,
+            self.functions.len(),
+            pct(self.min_share),
+            match self.critical_t {
+                Some(t) => format!(
+                    "; the strongest needs |t| >= {} to be called a change",
+                    tcrit(t)
+                ),
+                None => String::new(),
+            }
         );
         for w in &self.warnings {
             let _ = writeln!(s, "warning:      {}", q(w));
@@ -826,9 +919,9 @@ impl FleetDiffReport {
         }
         let _ = writeln!(
             s,
-            "(significant: q <= {}, Benjamini-Hochberg over all {} rows)\n\nmethod: {}",
+            "(significant: q <= {}, Benjamini-Hochberg over the {} tested rows; untested rows show q 1)\n\nmethod: {}",
             self.fdr,
-            self.functions.len(),
+            self.tested,
             q(&self.method)
         );
         s
@@ -937,6 +1030,8 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
         hosts: 3,
         recordings: 4,
         samples: 1000,
+        weight: 1_000_000_000,
+        unit: "ns".into(),
         confidence: 0.95,
         method: "ratio estimator & cluster-robust variance".into(),
         seed: None,
@@ -945,6 +1040,7 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
                 name: "parse<script>alert(1)</script>".into(),
                 module: "app".into(),
                 samples: 600,
+                weight: 600_000_000,
                 share: 0.6,
                 ci_low: 0.5,
                 ci_high: 0.7,
@@ -956,6 +1052,7 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
                 name: "std::vector<int>::push_back".into(),
                 module: "libstdc++.so.6".into(),
                 samples: 300,
+                weight: 300_000_000,
                 share: 0.3,
                 ci_low: 0.25,
                 ci_high: 0.35,
@@ -967,6 +1064,7 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
                 name: "idle".into(),
                 module: "[kernel]".into(),
                 samples: 100,
+                weight: 100_000_000,
                 share: 0.1,
                 ci_low: 0.08,
                 ci_high: 0.12,
@@ -979,11 +1077,13 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
             host: "web-1".into(),
             recordings: 2,
             samples: 500,
+            weight: 500_000_000,
             labels: vec!["build=A".into()],
         }],
         host_deviations: vec![HostDeviation {
             host: "web<2>".into(),
             function: "std::vector<int>::push_back".into(),
+            module: "libstdc++.so.6".into(),
             samples: 150,
             host_share: 0.5,
             fleet_share: 0.3,
@@ -1013,12 +1113,14 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
             hosts: 20,
             recordings: 20,
             samples: 100_000,
+            weight: 100_000,
         },
         b: DiffSide {
             selector: "build=<B>".into(),
             hosts: 22,
             recordings: 25,
             samples: 120_000,
+            weight: 120_000,
         },
         confidence: 0.95,
         fdr: 0.05,
@@ -1037,6 +1139,7 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
                 p: 1e-6,
                 q: 4e-6,
                 significant: true,
+                tested: true,
             },
             DiffRow {
                 name: "memcpy".into(),
@@ -1050,8 +1153,12 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
                 p: 0.19,
                 q: 0.38,
                 significant: false,
+                tested: true,
             },
         ],
+        tested: 2,
+        min_share: 0.001,
+        critical_t: Some(2.36),
         warnings: vec![],
     };
     (report, diff)
@@ -1272,7 +1379,7 @@ mod tests {
         let (_, d) = sample_reports();
         let t = d.render_text(10, false);
         assert!(t.contains("side A:       build=A: 20 hosts, 20 recordings, 100000 samples"));
-        assert!(t.contains("1 of 2 functions beyond noise"), "{t}");
+        assert!(t.contains("1 of 2 functions tested beyond noise"), "{t}");
         let row = t.lines().find(|l| l.starts_with("hash<K>")).expect("row");
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
@@ -1290,7 +1397,7 @@ mod tests {
         );
         let row = t.lines().find(|l| l.starts_with("memcpy")).expect("row");
         assert!(row.contains("-2.00%") && row.contains("0.3800") && row.ends_with(" no"));
-        assert!(t.contains("(significant: q <= 0.05, Benjamini-Hochberg over all 2 rows)"));
+        assert!(t.contains("(significant: q <= 0.05, Benjamini-Hochberg over the 2 tested rows; untested rows show q 1)"), "{t}");
         assert!(t.lines().all(|l| !l.ends_with(' ')), "trailing spaces");
         let h = d.render_html(10);
         assert_well_formed(&h);

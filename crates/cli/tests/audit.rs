@@ -865,7 +865,16 @@ int main(void) {
     assert!(st.success());
     let share = |caches: bool| -> f64 {
         let mut c = Command::new(BIN);
-        c.args(["-q", "audit", "--truth-weight", "time-model", "--json"]);
+        // -o -: the report on stdout (the program's stdout, if any, goes to stderr).
+        c.args([
+            "-q",
+            "audit",
+            "--truth-weight",
+            "time-model",
+            "--json",
+            "-o",
+            "-",
+        ]);
         if caches {
             c.arg("--time-caches");
         }

@@ -421,12 +421,12 @@ fn failed_starts_are_errors_with_the_tools_message() {
         (
             "truth on an AArch64 ELF",
             vec!["truth", "-o", o_, "--", a],
-            "did not run the program",
+            "runs x86-64 programs only",
         ),
         (
             "truth --backend callgrind on an AArch64 ELF",
             vec!["truth", "--backend", "callgrind", "-o", o_, "--", a],
-            "did not run the program",
+            "runs x86-64 programs only",
         ),
         (
             "paths --cpu bogus",
@@ -441,12 +441,12 @@ fn failed_starts_are_errors_with_the_tools_message() {
         (
             "vpmu on an AArch64 ELF",
             vec!["vpmu", "-o", o_, "--", a],
-            "did not run the program",
+            "runs x86-64 programs only",
         ),
     ];
     for (label, args, needle) in cases {
         let o = proftrust().args(&args).output().unwrap();
-        // The message is QEMU's own (on stderr above the error, or in it).
+        // The message is the up-front check's or the tool's own (on stderr above the error, or in it).
         assert_refused(label, &o, needle);
         assert!(!out.exists(), "{label}: wrote an output");
     }

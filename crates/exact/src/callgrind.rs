@@ -286,11 +286,11 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     // by valgrind with /bin/sh).
     let plan = run::plan(cmd)?;
     if !plan.ident.is_x86_64() {
-        return Err(ExactError::Unsupported(format!(
-            "{} is an {} program; this valgrind runs x86-64 programs only",
-            plan.elf.display(),
-            plan.ident.machine_name()
-        )));
+        return Err(ExactError::WrongMachine {
+            program: plan.elf.clone(),
+            machine: plan.ident.machine_name().to_string(),
+            runner: "this valgrind",
+        });
     }
     let program = run::resolve_program(cmd)?;
     let valgrind = match &o.valgrind {

@@ -82,6 +82,16 @@ pub enum ExactError {
     /// An option is not supported.
     #[error("unsupported option: {0}")]
     Unsupported(String),
+    /// The program is built for another machine than the runner executes.
+    #[error("{} is an {machine} program; {runner} runs x86-64 programs only (give an x86-64 build of the program, or run proftrust on a {machine} machine)", program.display())]
+    WrongMachine {
+        /// The program's ELF file.
+        program: PathBuf,
+        /// Its machine (`e_machine`), by name.
+        machine: String,
+        /// The runner that cannot execute it (`qemu-x86_64`, `this valgrind`).
+        runner: &'static str,
+    },
     /// The kernel would not run the program (`execve` fails): an empty or text file, a
     /// `#!` interpreter that is missing, too many `#!` levels.
     #[error("cannot run the program: {0}")]

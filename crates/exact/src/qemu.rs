@@ -365,11 +365,11 @@ fn run_qemu(
 ) -> Result<QemuRun, ExactError> {
     let plan = run::plan(cmd)?;
     if !plan.ident.is_x86_64() {
-        return Err(ExactError::Unsupported(format!(
-            "{} is an {} program; qemu-x86_64 runs x86-64 programs only",
-            plan.elf.display(),
-            plan.ident.machine_name()
-        )));
+        return Err(ExactError::WrongMachine {
+            program: plan.elf.clone(),
+            machine: plan.ident.machine_name().to_string(),
+            runner: "qemu-x86_64",
+        });
     }
     let qemu = match &o.qemu {
         Some(q) => q.clone(),

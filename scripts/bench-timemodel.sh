@@ -2,8 +2,10 @@
 # Benchmark of the time truth (docs/audit.md, "The time model"): per bundled third-party
 # workload, the native run, `audit` against instructions and against the static time model
 # (the exact QEMU count with edges plus per-block costs), and with TRACE=1 the older trace
-# model (--time-model trace); wall seconds, medians of REPEATS, the ratio of each to native,
-# and the function-level epsilon of the audit's own cpu-clock samples (randomised period).
+# model (--time-model trace), and with BRANCHES=1 the static model with --time-branches (the
+# plugin's history-based predictor on the actual branch outcomes); wall seconds, medians of
+# REPEATS, the ratio of each to native, and the function-level epsilon of the audit's own
+# cpu-clock samples (randomised period).
 #
 #   bash scripts/bench-timemodel.sh [SIZE] [REPEATS] [WORKLOADS...]
 #   (defaults: 30 3 bzip2 zlib lua sqlite regex sort; PROFTRUST=path/to/proftrust to skip
@@ -24,7 +26,10 @@ eps() { python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))
 echo "size $size, median of $reps (wall seconds; ratio to native); epsilon(function) of the audit's cpu-clock samples, period $period ns randomised"
 printf '%-8s %8s %18s %18s' workload native "audit instr" "audit time-model"
 [ -n "${TRACE:-}" ] && printf ' %18s' "audit trace model"
-printf ' %9s %9s\n' "eps instr" "eps model"
+[ -n "${BRANCHES:-}" ] && printf ' %18s' "audit +branches"
+printf ' %9s %9s' "eps instr" "eps model"
+[ -n "${BRANCHES:-}" ] && printf ' %9s' "eps +br"
+printf '\n'
 for w in "${workloads[@]}"; do
   # Build once and find the program (the audit's --workload does the same).
   "$PROFTRUST" -q truth --workload "$w" --size 1 -o "$work/warm.ptexact" >/dev/null 2>&1
@@ -39,5 +44,12 @@ for w in "${workloads[@]}"; do
     ao=$(wall "$PROFTRUST" -q audit --truth-weight time-model --time-model trace --period "$period" --randomize --json -- "$exe" "$size")
     printf ' %10.3f (%4.0fx)' "$ao" "$(echo "$ao/$nat" | bc -l)"
   fi
-  printf ' %9s %9s\n' "$(eps "$work/i.json")" "$(eps "$work/t.json")"
+  if [ -n "${BRANCHES:-}" ]; then
+    ab=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -- "$exe" "$size"; done | median)
+    "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -- "$exe" "$size" > "$work/b.json" 2>/dev/null || true
+    printf ' %10.3f (%4.1fx)' "$ab" "$(echo "$ab/$nat" | bc -l)"
+  fi
+  printf ' %9s %9s' "$(eps "$work/i.json")" "$(eps "$work/t.json")"
+  [ -n "${BRANCHES:-}" ] && printf ' %9s' "$(eps "$work/b.json")"
+  printf '\n'
 done

@@ -118,6 +118,12 @@ pub struct ExactSide {
     /// chain, overlapped when independent). Slower: a traced run.
     #[arg(long)]
     pub time_caches: bool,
+    /// The static time model takes branch mispredictions from a history-based predictor
+    /// (TAGE, ITTAGE-like indirect, return stack) the QEMU plugin runs on the program's
+    /// actual branch outcomes, instead of estimating them from outcome frequencies. Costs
+    /// a plugin call per executed block in the count run.
+    #[arg(long)]
+    pub time_branches: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -195,6 +201,7 @@ impl ExactSide {
             CoreArg::Znver4 => proftrust_uarch::CoreKind::Zen4,
         };
         o.time_caches = self.time_caches;
+        o.time_branches = self.time_branches;
     }
 }
 

@@ -383,3 +383,100 @@ fn workload_flag_stands_for_the_built_program() {
     assert!(err.contains("either --workload or a program"), "{err}");
     assert!(!c.exists());
 }
+
+/// `truth --branch-sim` under QEMU: the plugin runs every branch through its history-based
+/// predictor (`proftrust-bpred`) and writes the mispredictions per branch instruction
+/// (column `bpred_misses`). `branches.c`: a loop whose branch follows a xorshift bit (no
+/// predictor can do better than a coin: about half of the iterations mispredicted) and a
+/// loop whose branch is taken every 4th iteration (learned from the history: about none).
+/// Oracles: the iteration count given, the instruction addresses of each function per
+/// `objdump -d`, and the two rates any predictor must show on such outcomes.
+#[test]
+fn branch_sim_counts_mispredictions_per_branch() {
+    if !need(
+        "branch_sim_counts_mispredictions_per_branch",
+        &["qemu-x86_64", "gcc", "objdump"],
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = compile(dir.path(), "branches");
+    let exact = dir.path().join("e.ptexact");
+    let n = 200_000u64;
+    let st = proftrust()
+        .args(["-q", "truth", "--branch-sim", "-o"])
+        .arg(&exact)
+        .arg("--")
+        .arg(&bin)
+        .arg(n.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let e = proftrust_formats::native::read_exact(&std::fs::read(&exact).unwrap()).unwrap();
+    let col = e
+        .extra_cost_names
+        .iter()
+        .position(|c| c == "bpred_misses")
+        .unwrap_or_else(|| panic!("no bpred_misses column: {:?}", e.extra_cost_names));
+    let module = e
+        .modules
+        .iter()
+        .find(|(_, m)| m.path.ends_with("/branches"))
+        .map(|(i, _)| i)
+        .unwrap();
+    let out = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // (executions, mispredictions) over a function's instructions.
+    let per_function = |func: &str| -> (u64, u64) {
+        let body = text.split(&format!("<{func}>:\n")).nth(1).unwrap();
+        let addrs: Vec<u64> = body
+            .lines()
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| u64::from_str_radix(l.trim().split(':').next()?, 16).ok())
+            .collect();
+        let mut misses = 0;
+        let mut most = 0;
+        for (ic, costs) in e.instructions.iter().zip(&e.extra_costs) {
+            if ic.loc.module == Some(module) && addrs.contains(&ic.loc.svma.0) {
+                misses += costs[col];
+                most = most.max(ic.count);
+            }
+        }
+        (most, misses)
+    };
+    let (runs, random) = per_function("random_branch");
+    assert_eq!(runs, n, "the loop body runs n times");
+    let rate = random as f64 / n as f64;
+    assert!(
+        (0.45..0.55).contains(&rate),
+        "random branch: {random} of {n}"
+    );
+    let (runs, periodic) = per_function("periodic_branch");
+    assert_eq!(runs, n);
+    eprintln!("mispredicted: random_branch {random} of {n}, periodic_branch {periodic} of {n}");
+    assert!(
+        (periodic as f64) < 0.005 * n as f64,
+        "periodic branch: {periodic} of {n}"
+    );
+    // Without --branch-sim there is no such column.
+    let plain = dir.path().join("p.ptexact");
+    let st = proftrust()
+        .args(["-q", "truth", "-o"])
+        .arg(&plain)
+        .arg("--")
+        .arg(&bin)
+        .arg("1000")
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let p = proftrust_formats::native::read_exact(&std::fs::read(&plain).unwrap()).unwrap();
+    assert!(!p.extra_cost_names.iter().any(|c| c == "bpred_misses"));
+}

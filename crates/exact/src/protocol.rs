@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 8;
+const VERSION: u32 = 9;
 const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -75,6 +75,9 @@ pub struct Snapshot {
     /// Plugin API >= 4: block executions whose edge the plugin could neither see nor derive
     /// (0 in a consistent run).
     pub underived: u64,
+    /// `bpred=on`: (block, mispredictions of its last instruction), blocks with none left
+    /// out.
+    pub misses: Vec<(u32, u64)>,
 }
 
 /// One record of the stream.
@@ -383,6 +386,12 @@ impl<R: Read> Decoder<R> {
                     edges.push((from, to, c));
                 }
                 let underived = self.u64(w)?;
+                let b = self.u32(w)? as usize;
+                let mut misses = Vec::with_capacity(b.min(1 << 20));
+                for _ in 0..b {
+                    let id = self.u32(w)?;
+                    misses.push((id, self.u64(w)?));
+                }
                 Record::Snapshot(Snapshot {
                     reason,
                     vcpus,
@@ -391,6 +400,7 @@ impl<R: Read> Decoder<R> {
                     callback,
                     edges,
                     underived,
+                    misses,
                 })
             }
             TAG_END => Record::End,
@@ -611,6 +621,47 @@ impl Resolver {
         p.normalize();
         p
     }
+
+    /// Adds a snapshot's mispredictions (`bpred=on`: per block id, of its last
+    /// instruction) to `p` (built by [`Resolver::profile`]) as the column
+    /// [`proftrust_model::BRANCH_MISSES_COLUMN`]; nothing when `misses` is empty.
+    pub fn add_branch_misses(&self, p: &mut ExactProfile, misses: &[(u32, u64)]) {
+        if misses.is_empty() {
+            return;
+        }
+        let k = Self::add_branch_misses_column(p);
+        for &(id, n) in misses {
+            let Some(Some(b)) = self.blocks.get(id as usize) else {
+                continue;
+            };
+            let Some(&last) = b.insns.last() else {
+                continue;
+            };
+            let loc = Self::loc(b, last);
+            if let Ok(i) = p.instructions.binary_search_by_key(&loc, |ic| ic.loc) {
+                p.extra_costs[i][k] += n;
+            }
+        }
+    }
+
+    /// Makes sure `p` has the [`proftrust_model::BRANCH_MISSES_COLUMN`] column (zeros
+    /// when new; every row as wide as the names); returns its index.
+    pub fn add_branch_misses_column(p: &mut ExactProfile) -> usize {
+        let col = proftrust_model::BRANCH_MISSES_COLUMN;
+        let k = match p.extra_cost_names.iter().position(|n| n == col) {
+            Some(k) => k,
+            None => {
+                p.extra_cost_names.push(col.to_string());
+                p.extra_cost_names.len() - 1
+            }
+        };
+        let width = p.extra_cost_names.len();
+        p.extra_costs.resize(p.instructions.len(), Vec::new());
+        for row in &mut p.extra_costs {
+            row.resize(width, 0);
+        }
+        k
+    }
 }
 
 #[cfg(test)]
@@ -648,6 +699,10 @@ mod tests {
         v.extend_from_slice(&1u32.to_le_bytes());
         v.extend_from_slice(&3u64.to_le_bytes());
         v.extend_from_slice(&0u64.to_le_bytes());
+        // One block with mispredictions: block 0, 2 of them.
+        v.extend_from_slice(&1u32.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        v.extend_from_slice(&2u64.to_le_bytes());
         v.push(TAG_END);
         v
     }
@@ -676,7 +731,22 @@ mod tests {
         }
         assert!(ended);
         let s = snap.unwrap();
-        let p = r.profile(&s.inline, &s.edges);
+        let mut p = r.profile(&s.inline, &s.edges);
+        assert_eq!(s.misses, vec![(0, 2)]);
+        r.add_branch_misses(&mut p, &s.misses);
+        // The call at 0x12 (block 0's last instruction) carries them, nothing else.
+        let k = p
+            .extra_cost_names
+            .iter()
+            .position(|n| n == proftrust_model::BRANCH_MISSES_COLUMN)
+            .unwrap();
+        let misses: Vec<(u64, u64)> = p
+            .instructions
+            .iter()
+            .zip(&p.extra_costs)
+            .map(|(i, c)| (i.loc.svma.0, c[k]))
+            .collect();
+        assert_eq!(misses, vec![(0x10, 0), (0x12, 2), (0x20, 0)]);
         assert_eq!(p.total_instructions, 9);
         assert_eq!(p.count_at(Location::unmapped(0x12)), 3);
         assert_eq!(p.returns, 3);

@@ -121,6 +121,12 @@ pub struct QemuOptions {
     /// plugin's allocations, so two runs do not see the same addresses). Costs the
     /// address words. Default `false`.
     pub cache_with_addresses: bool,
+    /// Count mode: the plugin also runs every executed branch through a history-based
+    /// predictor (`proftrust-bpred`: TAGE, an ITTAGE-like indirect predictor, a return
+    /// stack; one per guest thread) and ships its mispredictions per branch instruction,
+    /// the profile's [`proftrust_model::BRANCH_MISSES_COLUMN`]. Costs one plugin call per
+    /// executed block. Default `false`.
+    pub branch_predictor: bool,
 }
 
 impl Default for QemuOptions {
@@ -140,6 +146,7 @@ impl Default for QemuOptions {
                 .unwrap_or(TRACE_RING_BYTES),
             cache: None,
             cache_with_addresses: false,
+            branch_predictor: false,
             stop: None,
         }
     }
@@ -418,7 +425,7 @@ fn run_qemu(
     let cache = o.cache.filter(|_| mem);
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}{}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}{}{}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
@@ -441,6 +448,11 @@ fn run_qemu(
         listener
             .as_ref()
             .map_or(String::new(), |l| format!(",follow={}", l.name)),
+        if o.branch_predictor && !trace {
+            ",bpred=on"
+        } else {
+            ""
+        },
     ));
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
@@ -884,7 +896,11 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     let pid = r.pid;
     let resolver = r.resolver.clone();
     let followed_exec = o.follow && notes.exec.as_ref().is_some_and(|e| e.image.is_some());
-    let root = started_image_profile(r, followed_exec)?;
+    let mut root = started_image_profile(r, followed_exec)?;
+    if o.branch_predictor {
+        // A run whose predictor missed nothing still says it ran.
+        Resolver::add_branch_misses_column(&mut root);
+    }
     if !o.follow {
         return Ok(root);
     }
@@ -979,6 +995,7 @@ fn with_tree(
                             ));
                         }
                         let mut p = resolver.profile(&block_counts(&snap, api, edges), &snap.edges);
+                        resolver.add_branch_misses(&mut p, &snap.misses);
                         p.normalize();
                         Ok(p)
                     }
@@ -1101,6 +1118,7 @@ fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile
                 callback: Vec::new(),
                 edges: Vec::new(),
                 underived: 0,
+                misses: Vec::new(),
             }
         }
         None if matches!(r.outcome, RunOutcome::Interrupted { .. }) => Snapshot {
@@ -1112,6 +1130,7 @@ fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile
             callback: Vec::new(),
             edges: Vec::new(),
             underived: 0,
+            misses: Vec::new(),
         },
         None => {
             return Err(ExactError::NoCounts {
@@ -1126,6 +1145,7 @@ fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile
     let from_callback = r.api < 2 && !snap.callback.is_empty();
     let counts = block_counts(&snap, r.api, r.edges);
     let mut p = r.resolver.profile(&counts, &snap.edges);
+    r.resolver.add_branch_misses(&mut p, &snap.misses);
     let mut detail = r.detail;
     if died {
         detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");

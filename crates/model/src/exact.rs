@@ -92,6 +92,11 @@ pub struct CallCount {
     pub count: u64,
 }
 
+/// The `extra_costs` column of the branch mispredictions a simulated predictor counted on
+/// the run's actual branch outcomes, per branch instruction (the QEMU plugin's `bpred=on`,
+/// `proftrust-bpred`; the time model uses it in place of its frequency-based estimate).
+pub const BRANCH_MISSES_COLUMN: &str = "bpred_misses";
+
 /// Exact counts for one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExactProfile {

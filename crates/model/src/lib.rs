@@ -54,7 +54,7 @@ pub mod unwind;
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
-pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
+pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome, BRANCH_MISSES_COLUMN};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{
     escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,

@@ -110,6 +110,11 @@ pub struct AuditOptions {
     /// [`CacheCosts`](crate::timemodel::CacheCosts) (docs/audit.md, "Cache misses"). Needs a
     /// program to run. Default false (every load hits L1).
     pub time_caches: bool,
+    /// The static time model takes branch mispredictions from a history-based predictor
+    /// the QEMU plugin runs on the actual branch outcomes (`QemuOptions::branch_predictor`)
+    /// instead of estimating them from outcome frequencies (docs/audit.md, "Branch
+    /// mispredictions"). Needs a program to run. Default false.
+    pub time_branches: bool,
     /// Periods to sweep (records once per period, fixed and randomised; needs
     /// [`AuditInput::Run`]). Default none.
     pub sweep: Vec<u64>,
@@ -149,6 +154,7 @@ impl Default for AuditOptions {
             truth_weight: TruthWeight::Instructions,
             time_model: crate::timemodel::TimeModelKind::Static,
             time_caches: false,
+            time_branches: false,
             core: proftrust_uarch::CoreKind::GoldenCove,
             sweep: Vec::new(),
             rank_threshold: 0.01,
@@ -430,6 +436,7 @@ pub fn execute_with_data(
                 crate::timemodel::TimeModelKind::Static => crate::timemodel::formula(
                     &proftrust_uarch::Core::new(args.core),
                     args.time_caches,
+                    args.time_branches,
                 ),
                 crate::timemodel::TimeModelKind::Trace => TIME_MODEL_FORMULA.to_string(),
             }),
@@ -864,6 +871,13 @@ fn inputs(
     warnings: &mut Vec<String>,
     events: &dyn Events,
 ) -> Result<Inputs> {
+    if args.time_branches
+        && (args.truth_weight != TruthWeight::TimeModel
+            || args.time_model != crate::timemodel::TimeModelKind::Static
+            || !matches!(args.input, AuditInput::Run { .. }))
+    {
+        bail!("--time-branches runs the program's branches through a predictor under QEMU for the static time model: use it with --truth-weight time-model and the program after `--` (or --workload)");
+    }
     if args.time_caches {
         if args.truth_weight != TruthWeight::TimeModel
             || args.time_model != crate::timemodel::TimeModelKind::Static
@@ -1514,6 +1528,7 @@ fn count_exact(
             timeout,
             show_output: false,
             edges: matches!(weight, TruthWeight::TimeModel | TruthWeight::LbrTime),
+            branch_predictor: args.time_branches && weight == TruthWeight::TimeModel,
             stop: Some(stop.clone()),
             ..Default::default()
         };

@@ -219,14 +219,19 @@ impl TimeModelKind {
 }
 
 /// How the time-model truth is formed, as printed in reports (`truth_weight_formula`).
-pub fn formula(core: &Core, caches: bool) -> String {
+pub fn formula(core: &Core, caches: bool, branches: bool) -> String {
     let loads = if caches {
         "data-cache misses from a simulation of the run's loads (L1D 48 KiB, L2 2 MiB; +13 cycles from L2, +510 beyond) as each load's mean extra latency in the scheduler"
     } else {
         "every load hits L1 (no cache simulation)"
     };
+    let predictor = if branches {
+        "counted per branch by a TAGE / ITTAGE-like / return-stack predictor the QEMU plugin ran on the actual branch outcomes"
+    } else {
+        "2-bit counter / last-target predictor on the exact branch frequencies"
+    };
     format!(
-        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, TIP attribution of retirement cycles; plus branch mispredictions (2-bit counter / last-target predictor on the exact branch frequencies) x (resolution time + MispredictPenalty {}); {loads}",
+        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, TIP attribution of retirement cycles; plus branch mispredictions ({predictor}) x (resolution time + MispredictPenalty {}); {loads}",
         core.name, core.mispredict_penalty
     )
 }
@@ -240,6 +245,10 @@ pub struct ModelSummary {
     pub instructions: u64,
     /// Expected branch mispredictions.
     pub mispredicts: f64,
+    /// The mispredictions were counted by the plugin's predictor on the actual outcomes
+    /// (the profile has `proftrust_model::BRANCH_MISSES_COLUMN`), not estimated from
+    /// frequencies.
+    pub simulated_branches: bool,
     /// Blocks timed.
     pub blocks: usize,
     /// Executed instructions whose form the core's table lacks.
@@ -280,7 +289,13 @@ pub fn add_time_column(
         bail!("the exact profile has no edges: the time model needs the block-to-block edge counts (count again with `proftrust truth` without --no-edges, or QEMU's backend)");
     }
     e.normalize();
-    let mut summary = ModelSummary::default();
+    let mut summary = ModelSummary {
+        simulated_branches: e
+            .extra_cost_names
+            .iter()
+            .any(|n| n == proftrust_model::BRANCH_MISSES_COLUMN),
+        ..ModelSummary::default()
+    };
     let code: Vec<Option<ModuleCode>> = e
         .modules
         .iter()
@@ -337,13 +352,18 @@ pub fn add_time_column(
 /// 3.4e9 instructions (IPC 2.83), 12345 blocks, 1.2e7 mispredictions; ...`.
 pub fn summary_note(core: &Core, s: &ModelSummary) -> String {
     let mut t = format!(
-        "time model ({}): {:.4e} cycles for {} instructions (IPC {:.2}), {} blocks timed, {:.3e} branch mispredictions",
+        "time model ({}): {:.4e} cycles for {} instructions (IPC {:.2}), {} blocks timed, {:.3e} branch mispredictions ({})",
         core.name,
         s.cycles,
         s.instructions,
         s.instructions as f64 / s.cycles.max(1.0),
         s.blocks,
-        s.mispredicts
+        s.mispredicts,
+        if s.simulated_branches {
+            "counted by the plugin's TAGE/ITTAGE-like predictor on the actual outcomes"
+        } else {
+            "estimated from branch frequencies"
+        }
     );
     if s.miss_cycles > 0.0 {
         t.push_str(&format!(

@@ -40,7 +40,10 @@ pub struct TruthOptions {
     pub qemu: Option<PathBuf>,
     /// Callgrind: also simulate caches. Default false.
     pub cache_sim: bool,
-    /// Callgrind: also simulate branch prediction. Default false.
+    /// Also simulate branch prediction. Callgrind: its own simulation (columns `Bc`, `Bcm`,
+    /// `Bi`, `Bim`); QEMU: the plugin runs every branch through `proftrust-bpred`'s
+    /// history-based predictor (column `bpred_misses`, which the time model uses; needs
+    /// edges). Default false.
     pub branch_sim: bool,
     /// Stop the program after this long (the counts so far are returned). Default none.
     pub timeout: Option<Duration>,
@@ -146,8 +149,11 @@ pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
     if a.backend == TruthBackend::Callgrind && (a.cpu.is_some() || !a.edges || a.qemu.is_some()) {
         bail!("--cpu, --no-edges and --qemu apply to --backend qemu only");
     }
-    if a.backend == TruthBackend::Qemu && (a.cache_sim || a.branch_sim) {
-        bail!("--cache-sim and --branch-sim apply to --backend callgrind only");
+    if a.backend == TruthBackend::Qemu && a.cache_sim {
+        bail!("--cache-sim applies to --backend callgrind only (the time model's caches: `audit --truth-weight time-model --time-caches`)");
+    }
+    if a.backend == TruthBackend::Qemu && a.branch_sim && !a.edges {
+        bail!("--branch-sim under QEMU runs a callback per block anyway: drop --no-edges");
     }
     let task = events.task(None, "counting");
     let r = match a.backend {
@@ -157,6 +163,7 @@ pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
                 cpu: a.cpu.clone(),
                 timeout: a.timeout,
                 edges: a.edges,
+                branch_predictor: a.branch_sim,
                 stop: a.stop.clone(),
                 qemu: a.qemu.clone(),
                 ..Default::default()

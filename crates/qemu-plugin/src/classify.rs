@@ -45,6 +45,39 @@ pub fn classify(bytes: &[u8]) -> u8 {
     }
 }
 
+/// The branch predictor's kind of the instruction `bytes` at guest address `vaddr`
+/// (`proftrust_bpred::Kind`): from its end kind ([`classify`]) and its static successors
+/// ([`successors`]); a jump through a register or memory is `FF /4` or `FF /5`.
+pub fn branch_kind(bytes: &[u8], vaddr: u64) -> proftrust_bpred::Kind {
+    use proftrust_bpred::Kind;
+    let succ = successors(bytes, vaddr);
+    match (classify(bytes), succ) {
+        (END_RETURN, _) => Kind::Return,
+        (END_CALL, Successors::One(_)) => Kind::DirectCall,
+        (END_CALL, _) => Kind::IndirectCall,
+        (END_OTHER, Successors::Two { .. }) => Kind::Conditional,
+        (END_OTHER, Successors::Dynamic) => {
+            let mut i = 0;
+            while bytes.get(i).is_some_and(|b| {
+                matches!(
+                    b,
+                    0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x2E | 0x36 | 0x3E | 0x26 | 0x64 | 0x65
+                )
+            }) {
+                i += 1;
+            }
+            if bytes.get(i).is_some_and(|b| (0x40..=0x4F).contains(b)) {
+                i += 1;
+            }
+            match (bytes.get(i), bytes.get(i + 1).map(|m| (m >> 3) & 7)) {
+                (Some(0xFF), Some(4 | 5)) => Kind::IndirectJump,
+                _ => Kind::Other,
+            }
+        }
+        _ => Kind::Other,
+    }
+}
+
 /// Where control goes after the last instruction of a block when it goes where the
 /// instruction's bytes say (`bytes` at guest address `vaddr`): `None` for a transfer whose
 /// target is only known at run time (return, indirect jump or call, system call, interrupt,
@@ -179,6 +212,36 @@ mod tests {
         ];
         for (name, bytes, want) in cases {
             assert_eq!(classify(bytes), *want, "{name}");
+        }
+    }
+
+    /// Predictor kinds of encodings checked against `objdump -d` output.
+    #[test]
+    fn branch_kinds() {
+        use proftrust_bpred::Kind;
+        let cases: &[(&str, &[u8], Kind)] = &[
+            ("jne rel8", &[0x75, 0x10], Kind::Conditional),
+            (
+                "jle rel32",
+                &[0x0F, 0x8E, 0xF0, 0xFF, 0xFF, 0xFF],
+                Kind::Conditional,
+            ),
+            ("jmp rel8", &[0xEB, 0x10], Kind::Other),
+            ("call rel32", &[0xE8, 0, 0, 0, 0], Kind::DirectCall),
+            ("call *%rax", &[0xFF, 0xD0], Kind::IndirectCall),
+            ("jmp *%rax", &[0xFF, 0xE0], Kind::IndirectJump),
+            ("notrack jmp *%rax", &[0x3E, 0xFF, 0xE0], Kind::IndirectJump),
+            (
+                "jmp *0x8(%rax,%rdx,8)",
+                &[0xFF, 0x64, 0xD0, 0x08],
+                Kind::IndirectJump,
+            ),
+            ("ret", &[0xC3], Kind::Return),
+            ("syscall", &[0x0F, 0x05], Kind::Other),
+            ("add %eax,%ebx", &[0x01, 0xC3], Kind::Other),
+        ];
+        for (name, bytes, want) in cases {
+            assert_eq!(branch_kind(bytes, 0x1000), *want, "{name}");
         }
     }
 

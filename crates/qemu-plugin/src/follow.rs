@@ -37,6 +37,8 @@ pub(crate) struct Follow {
     pub ctl_fd: c_int,
     /// `edges=` of this run.
     pub edges: bool,
+    /// `bpred=` of this run.
+    pub bpred: bool,
 }
 
 pub(crate) static FOLLOW: OnceLock<Follow> = OnceLock::new();
@@ -269,8 +271,9 @@ fn exec_qemu(
     let mut spec = so.to_vec();
     spec.extend_from_slice(
         format!(
-            ",mode=count,edges={},follow={},image={image},parent={},shm=fd:{}{}",
+            ",mode=count,edges={},bpred={},follow={},image={image},parent={},shm=fd:{}{}",
             if f.edges { "on" } else { "off" },
+            if f.bpred { "on" } else { "off" },
             f.name,
             IMAGE.load(Relaxed),
             f.shm_fd,

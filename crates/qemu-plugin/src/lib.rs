@@ -35,6 +35,13 @@
 //!   it was served instead of its address: one word per access, no simulation on the host.
 //!   One cache serves the process; once the guest creates a thread (`THREADED`) every
 //!   access takes a lock around it, before that none is needed.
+//! * **Branch prediction** (`bpred=on`, count mode): every block also gets an
+//!   unconditional exec callback that runs the branch that ended the previous block on this
+//!   thread through a history-based predictor (`proftrust-bpred`: TAGE, an ITTAGE-like
+//!   indirect predictor, a return stack; one predictor per guest thread), its outcome read
+//!   from where control went (this block's address), and counts the mispredictions per
+//!   block, shipped with each snapshot. Its cost is one helper call per executed block
+//!   plus the predictor's work.
 //! * **Modules**: the host address of each instruction (`qemu_plugin_insn_haddr`) is looked up
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
@@ -128,6 +135,64 @@ static SIM: SimCell = SimCell {
 static SIM_ON: AtomicBool = AtomicBool::new(false);
 /// `addrs=on`: [`on_mem`] ships the address words before each outcome.
 static SIM_ADDRS: AtomicBool = AtomicBool::new(false);
+/// `bpred=on`: [`on_block_bpred`] simulates the branch predictor.
+static BPRED: AtomicBool = AtomicBool::new(false);
+
+/// What the predictor needs of a block (`bpred=on`): leaked at its first translation, the
+/// exec callback's `udata`, reused when the block is translated again.
+#[derive(Debug)]
+struct Site {
+    id: u32,
+    /// The block's guest address (where control went, for its predecessor's branch).
+    vaddr: u64,
+    /// The last instruction's kind, guest address and fall-through address.
+    kind: proftrust_bpred::Kind,
+    pc: u64,
+    fallthrough: u64,
+}
+
+/// A guest thread's predictor and the block it ran last (`bpred=on`).
+struct BpState {
+    pred: proftrust_bpred::Predictor,
+    prev: *const Site,
+}
+
+thread_local! {
+    /// This guest thread's predictor (QEMU runs a vCPU's callbacks on its own thread, and
+    /// in user mode each guest thread is a vCPU): no lock, no sharing.
+    static BP: UnsafeCell<Option<Box<BpState>>> = const { UnsafeCell::new(None) };
+}
+
+/// `bpred=on`: the block `udata` (a leaked [`Site`]) starts, so the branch that ended the
+/// previous block on this thread went here: predict it, learn it, count a misprediction on
+/// that block (its last instruction).
+extern "C" fn on_block_bpred(vcpu: c_uint, udata: *mut c_void) {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    let cur = udata as *const Site;
+    BP.with(|c| {
+        // SAFETY: the cell is this thread's own and nothing else borrows it (the callback
+        // does not re-enter); `Site`s are leaked, never freed, so `prev` stays valid.
+        let st = unsafe { &mut *c.get() }.get_or_insert_with(|| {
+            Box::new(BpState {
+                pred: proftrust_bpred::Predictor::new(),
+                prev: std::ptr::null(),
+            })
+        });
+        // SAFETY: see above.
+        if let Some(p) = unsafe { st.prev.as_ref() } {
+            // SAFETY: see above.
+            let to = unsafe { (*cur).vaddr };
+            if st.pred.resolve(p.kind, p.pc, p.fallthrough, to) {
+                if let Some(e) = vcpu::slot(vcpu).entry(p.id) {
+                    bump(&e.misses);
+                }
+            }
+        }
+        st.prev = cur;
+    });
+}
 
 /// Where the access of `size` bytes at `vaddr` is served, and the caches updated.
 ///
@@ -285,6 +350,8 @@ struct Global {
     /// Per block id whose instrumentation leaves out slot stores: the address of its
     /// leaked [`Elided`] (the callback's `udata`), reused when the block is retranslated.
     elided: HashMap<u32, usize>,
+    /// `bpred=on`: per block id, the address of its leaked [`Site`].
+    sites: HashMap<u32, usize>,
 }
 
 // SAFETY: the raw pointer is to a process-wide shared mapping that is never unmapped; all
@@ -915,6 +982,7 @@ fn snapshot(reason: u8) {
     let mut edges: EdgeMap = EdgeMap::default();
     let mut sinks: HashMap<u32, u64> = HashMap::new();
     let mut starts: HashMap<u32, u64> = HashMap::new();
+    let mut misses: HashMap<u32, u64> = HashMap::new();
     for v in 0..seen {
         let Some(s) = vcpu::existing(v) else { continue };
         flush_trace(s, false);
@@ -929,6 +997,10 @@ fn snapshot(reason: u8) {
                     counts.resize(i + 1, 0);
                 }
                 counts[i] += c;
+            }
+            let m = e.misses.load(Relaxed);
+            if m > 0 {
+                *misses.entry(id).or_insert(0) += m;
             }
             for k in 0..WAYS {
                 let n = e.pending[k].load(Acquire);
@@ -1017,6 +1089,13 @@ fn snapshot(reason: u8) {
         rec.u64(*v);
     }
     rec.u64(underived);
+    let mut misses: Vec<(u32, u64)> = misses.into_iter().collect();
+    misses.sort_unstable();
+    rec.u32(misses.len() as u32);
+    for (id, n) in misses {
+        rec.u32(id);
+        rec.u64(n);
+    }
     g.put(&rec);
     g.flush();
 }
@@ -1317,7 +1396,10 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     let end = classify::classify(last_bytes);
     let last_vaddr = insns.last().map_or(vaddr, |i| i.0);
     let succ = classify::successors(last_bytes, last_vaddr);
-    let (id, ptr, count_entry, slots, check, (known, elided)) = {
+    let bpred = !trace && BPRED.load(Relaxed);
+    let branch = bpred.then(|| classify::branch_kind(last_bytes, last_vaddr));
+    let fallthrough = last_vaddr.wrapping_add(last_bytes.len() as u64);
+    let (id, ptr, count_entry, slots, check, (known, elided), site) = {
         let mut guard = lock(&GLOBAL);
         let Some(g) = guard.as_mut() else { return };
         let key = (vaddr, bytes.into_boxed_slice());
@@ -1370,6 +1452,17 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 .entry(id)
                 .or_insert_with(|| Box::into_raw(Box::new(Elided { id, slots })) as usize)
         });
+        let site = branch.map(|kind| {
+            *g.sites.entry(id).or_insert_with(|| {
+                Box::into_raw(Box::new(Site {
+                    id,
+                    vaddr,
+                    kind,
+                    pc: last_vaddr,
+                    fallthrough,
+                })) as usize
+            })
+        });
         if !trace && new && (api.v4.is_none() || id == 0) {
             // API v1: definitions reach the pipe at once, so that they survive a fatal
             // signal with the shared counters. API v4 keeps its counts in QEMU's memory,
@@ -1386,6 +1479,7 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 slots,
                 check,
                 (known, elided),
+                site,
             )
         } else {
             (
@@ -1395,6 +1489,7 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
                 slots,
                 check,
                 ([false; SLOTS], None),
+                site,
             )
         }
     };
@@ -1402,6 +1497,15 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
     // SAFETY: `tb` is the block being translated; `ptr` points into a counter chunk that is
     // never freed or moved; scoreboard entries belong to scoreboards that are never freed.
     unsafe {
+        if let Some(site) = site {
+            // Before the counting callbacks: the predictor sees every block entry.
+            (api.register_vcpu_tb_exec_cb)(
+                tb,
+                on_block_bpred,
+                ffi::CB_NO_REGS,
+                site as *mut c_void,
+            );
+        }
         if let (Some(v4), Some(count)) = (&api.v4, count_entry) {
             if trace {
                 (api.register_vcpu_tb_exec_cb)(tb, on_block_trace, ffi::CB_NO_REGS, udata);
@@ -1780,6 +1884,8 @@ struct Args {
     mem: bool,
     cache: Option<proftrust_cachesim::Geometry>,
     addrs: bool,
+    /// `bpred=on`: simulate the branch predictor (count mode).
+    bpred: bool,
     /// `follow=NAME`: count the process tree (`follow.rs`).
     follow: Option<String>,
     /// `image=K`: this QEMU runs image K of a followed tree (an `execve`'s new image).
@@ -1807,6 +1913,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         mem: false,
         cache: None,
         addrs: false,
+        bpred: false,
         follow: None,
         image: 0,
         parent: u32::MAX,
@@ -1836,6 +1943,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 })?)
             }
             "addrs" => a.addrs = on_off(k, v)?,
+            "bpred" => a.bpred = on_off(k, v)?,
             "follow" => a.follow = Some(v.to_string()),
             "image" | "parent" => {
                 let n = v
@@ -1849,7 +1957,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             }
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem, cache, addrs, follow, image, parent)"
+                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem, cache, addrs, bpred, follow, image, parent)"
                 ))
             }
         }
@@ -2040,6 +2148,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
             shm_fd,
             ctl_fd: ctl.as_ref().map_or(-1, |f| f.as_raw_fd()),
             edges: a.edges,
+            bpred: a.bpred,
         });
         follow::IMAGE.store(a.image, Relaxed);
     }
@@ -2074,6 +2183,11 @@ pub unsafe extern "C" fn qemu_plugin_install(
         return -1;
     }
     MEM.store(a.mem, Relaxed);
+    if a.bpred && a.mode != MODE_COUNT {
+        eprintln!("proftrust-qemu-plugin: bpred=on needs mode=count");
+        return -1;
+    }
+    BPRED.store(a.bpred, Relaxed);
     if let Some(g) = &a.cache {
         // SAFETY: install time: no vCPU runs yet, nothing else touches the cell.
         unsafe { *SIM.caches.get() = Some(proftrust_cachesim::Caches::new(g)) };
@@ -2107,6 +2221,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
         joined: HashMap::new(),
         by_vaddr: HashMap::new(),
         elided: HashMap::new(),
+        sites: HashMap::new(),
     };
     let head = stream_header(
         a.mode,

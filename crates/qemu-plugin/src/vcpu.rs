@@ -45,6 +45,9 @@ pub struct Entry {
     pub succ: [AtomicU32; WAYS],
     /// Executions of each cached edge not yet in the edge map.
     pub pending: [AtomicU64; WAYS],
+    /// `bpred=on`: mispredictions of the block's last instruction by this vcpu's
+    /// predictor.
+    pub misses: AtomicU64,
 }
 
 /// `a += 1` by its only writer: a plain load and store, no locked instruction (Release is a
@@ -182,6 +185,7 @@ impl Slot {
     pub fn reset(&self) {
         self.for_each_entry(|_, e| {
             e.count.store(0, Relaxed);
+            e.misses.store(0, Relaxed);
             for k in 0..WAYS {
                 e.pending[k].store(0, Relaxed);
             }

@@ -1,4 +1,4 @@
-//! The stream this plugin writes (version 8, little-endian). The analyzer in
+//! The stream this plugin writes (version 9, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
@@ -12,6 +12,9 @@
 //!               u32:n u64[n]                                  inline counter per block id
 //!               u32:m u64[m]                                  callback count per block id
 //!               u32:e (u32 from, u32 to, u64 count)[e]        block->block edges
+//!               u64:underived                                 edges not derived (API v4)
+//!               u32:b (u32 block, u64 misses)[b]              (bpred=on) mispredictions of
+//!                                                             each block's last instruction
 //! END      u8:5                                                after the exit snapshot
 //! TRACEMEM u8:6 u32:tid u32:n u32[n]                         (mem=on) words, see below
 //! RING     u8:7 u32:tid u32:n u32:pos                        a TRACE (mem=off) or TRACEMEM
@@ -73,7 +76,7 @@
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.

@@ -31,6 +31,15 @@
 //! model for superscalar out-of-order processors" (ACM TOCS 27(2), 2009, §4.2: penalty =
 //! branch resolution time + front-end refill).
 //!
+//! **Simulated mispredictions, where the profile has them.** An exact profile with the
+//! column [`proftrust_model::BRANCH_MISSES_COLUMN`] (the QEMU plugin's `bpred=on`: every
+//! executed branch run through `proftrust-bpred`'s TAGE, ITTAGE-like and return-stack
+//! predictors on the run's actual outcome sequence) gives each branch its mispredictions
+//! counted by that predictor, which sees patterns (an alternating branch, a loop's exit, an
+//! interpreter's dispatch following its opcode sequence) where the estimates above see
+//! frequencies only; they replace the estimates for every branch (returns included) and
+//! cost the same resolution plus penalty each.
+//!
 //! # Cache misses (only where asked: [`model_run_with_misses`])
 //!
 //! The caller gives each instruction its mean load latency beyond an L1 hit, `m` cycles per
@@ -198,6 +207,11 @@ pub fn model_run_with_misses(
 ) -> ModelledRun {
     let ins = &exact.instructions;
     let n = ins.len();
+    // Mispredictions a predictor simulated on the actual outcomes (module documentation).
+    let simulated = exact
+        .extra_cost_names
+        .iter()
+        .position(|c| c == proftrust_model::BRANCH_MISSES_COLUMN);
     let mut factory = InstructionInfoFactory::new();
     // Decode every executed instruction.
     let ops: Vec<Option<Op>> = ins
@@ -416,7 +430,15 @@ pub fn model_run_with_misses(
             }
             _ => 0.0,
         };
-        if rate > 0.0 {
+        let m = match simulated {
+            Some(k) => exact
+                .extra_costs
+                .get(e - 1)
+                .and_then(|r| r.get(k))
+                .map_or(0.0, |&v| v as f64),
+            None => rate * count as f64,
+        };
+        if m > 0.0 {
             // Resolution time: after a misprediction the front end restarts at the block, so
             // the branch resolves when the block, dispatched into a drained core, computes
             // its condition (in the history above the front end runs far ahead of a
@@ -431,7 +453,6 @@ pub fn model_run_with_misses(
                 out.steps += 1;
             }
             let resolution = end.saturating_sub(first.unwrap_or(0)) as f64;
-            let m = rate * count as f64;
             out.mispredicts[e - 1] = m;
             out.cycles[e - 1] += m * (resolution + f64::from(core.mispredict_penalty));
         }
@@ -514,6 +535,53 @@ mod tests {
         assert!(
             (half - chase0 - 0.5).abs() < 0.05,
             "chase {chase0} -> {half}"
+        );
+    }
+    /// A column of simulated mispredictions replaces the frequency estimate: a loop branch
+    /// (`mov rdx,[rsi]; dec rcx; jnz`) taken 500 of 1000 times is charged 500 by the 2-bit
+    /// formula (`p = 1/2`: rate 1/2) and exactly the 3 of the column with it, each at the
+    /// same resolution plus MispredictPenalty (14 on Golden Cove); the other instructions'
+    /// cycles do not change.
+    #[test]
+    fn simulated_mispredictions_replace_the_estimate() {
+        use proftrust_model::{EdgeCount, InstrCount, Location, Module};
+        let mut e = ExactProfile::default();
+        let m = e.modules.intern(Module::new("/loop"));
+        for off in [0, 3, 6] {
+            e.instructions.push(InstrCount {
+                loc: Location::new(m, 0x2000 + off),
+                count: 1000,
+            });
+        }
+        e.edges.push(EdgeCount {
+            from: Location::new(m, 0x2006),
+            to: Location::new(m, 0x2000),
+            count: 500,
+        });
+        e.normalize();
+        let code = [Some(ModuleCode::new(vec![(
+            0x2000,
+            vec![0x48, 0x8b, 0x16, 0x48, 0xff, 0xc9, 0x75, 0xf8],
+        )]))];
+        let core = Core::new(crate::CoreKind::GoldenCove);
+        let estimated = model_run(&e, &code, &core, &ModelOptions::default());
+        assert_eq!(estimated.mispredicts, vec![0.0, 0.0, 500.0]);
+        e.extra_cost_names = vec![proftrust_model::BRANCH_MISSES_COLUMN.into()];
+        e.extra_costs = vec![vec![0], vec![0], vec![3]];
+        let simulated = model_run(&e, &code, &core, &ModelOptions::default());
+        assert_eq!(simulated.mispredicts, vec![0.0, 0.0, 3.0]);
+        assert_eq!(estimated.cycles[..2], simulated.cycles[..2]);
+        let per_miss = (estimated.cycles[2] - simulated.cycles[2]) / 497.0;
+        assert!((14.0..30.0).contains(&per_miss), "{per_miss}");
+        // None simulated: no misprediction cycles at all.
+        e.extra_costs = vec![vec![0], vec![0], vec![0]];
+        let none = model_run(&e, &code, &core, &ModelOptions::default());
+        assert_eq!(none.mispredicts.iter().sum::<f64>(), 0.0);
+        assert!(
+            (simulated.cycles[2] - none.cycles[2] - 3.0 * per_miss).abs() < 1e-6,
+            "{} {}",
+            simulated.cycles[2],
+            none.cycles[2]
         );
     }
 }

@@ -48,7 +48,10 @@ pub struct Args {
     /// Callgrind: also simulate caches (extra costs I1mr, D1mr, ...).
     #[arg(long)]
     cache_sim: bool,
-    /// Callgrind: also simulate branch prediction (extra costs Bc, Bcm, ...).
+    /// Also simulate branch prediction. Callgrind: its own (extra costs Bc, Bcm, ...). QEMU:
+    /// the plugin runs every branch through a history-based predictor (TAGE, ITTAGE-like
+    /// indirect, return stack) and counts its mispredictions per branch (extra cost
+    /// bpred_misses, which `audit --truth-weight time-model` then uses).
     #[arg(long)]
     branch_sim: bool,
     /// Stop the program (SIGTERM to its process group, SIGKILL 2 s later) after SECS seconds

@@ -35,18 +35,18 @@ for w in "${workloads[@]}"; do
   "$PROFTRUST" -q truth --workload "$w" --size 1 -o "$work/warm.ptexact" >/dev/null 2>&1
   exe=$(find "${PROFTRUST_WORKLOAD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/proftrust/workloads}" -type f -name "$w" -perm -u+x | head -1)
   nat=$(for i in $(seq "$reps"); do wall "$exe" "$size"; done | median)
-  ai=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --period "$period" --randomize --json -- "$exe" "$size"; done | median)
-  "$PROFTRUST" -q audit --period "$period" --randomize --json -- "$exe" "$size" > "$work/i.json" 2>/dev/null || true
-  at=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -- "$exe" "$size"; done | median)
-  "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -- "$exe" "$size" > "$work/t.json" 2>/dev/null || true
+  ai=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
+  "$PROFTRUST" -q audit --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/i.json" 2>/dev/null || true
+  at=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
+  "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/t.json" 2>/dev/null || true
   printf '%-8s %8.3f %10.3f (%4.1fx) %10.3f (%4.1fx)' "$w" "$nat" "$ai" "$(echo "$ai/$nat" | bc -l)" "$at" "$(echo "$at/$nat" | bc -l)"
   if [ -n "${TRACE:-}" ]; then
     ao=$(wall "$PROFTRUST" -q audit --truth-weight time-model --time-model trace --period "$period" --randomize --json -- "$exe" "$size")
     printf ' %10.3f (%4.0fx)' "$ao" "$(echo "$ao/$nat" | bc -l)"
   fi
   if [ -n "${BRANCHES:-}" ]; then
-    ab=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -- "$exe" "$size"; done | median)
-    "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -- "$exe" "$size" > "$work/b.json" 2>/dev/null || true
+    ab=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
+    "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/b.json" 2>/dev/null || true
     printf ' %10.3f (%4.1fx)' "$ab" "$(echo "$ab/$nat" | bc -l)"
   fi
   printf ' %9s %9s' "$(eps "$work/i.json")" "$(eps "$work/t.json")"

@@ -12,10 +12,11 @@
 //! * **Conditional branches: TAGE** (A. Seznec and P. Michaud, "A case for (partially)
 //!   TAgged GEometric history length branch prediction", Journal of Instruction-Level
 //!   Parallelism 8, 2006): a bimodal table of 2-bit counters indexed by the branch address
-//!   and [`TAGE_TABLES`] tagged tables of 3-bit counters indexed by the address hashed with
-//!   the global history folded to the index width, history lengths in geometric
+//!   and [`TAGE_TABLES`] tagged tables of 3-bit counters indexed and tagged by a hash of the
+//!   address with the last `L(i)` bits of global history, history lengths in geometric
 //!   progression ([`TAGE_HISTORY`], `L(i) = L(1) · (L(N)/L(1))^((i-1)/(N-1))`, §2 of the
-//!   paper, 4 to 200 bits). The prediction comes from the longest matching table (the
+//!   paper, 4 to 128 bits; the paper folds the history with XOR shift registers, a
+//!   hardware economy, replaced here by one 64-bit mix per table: same inputs, same role). The prediction comes from the longest matching table (the
 //!   provider), or from the next one (the alternate) when the provider's entry is newly
 //!   allocated and weak and the `USE_ALT_ON_NA` counter says such entries are worse than
 //!   their alternates (§3.2.1). On a misprediction one entry is allocated in a longer
@@ -49,7 +50,7 @@
 //! Intel and AMD do not publish their predictors' organisation or sizes. These are those
 //! of a mid-sized TAGE of the 2006 paper's range (its 64 Kbit configuration has a
 //! bimodal table and 7 tagged tables; here 8 Ki bimodal counters, 6 tagged tables of 1 Ki
-//! entries with 8-12 bit tags: about 13 KB of state), smaller than what big cores of
+//! entries with 8-12 bit tags, histories up to 128 bits: about 13 KB of state), smaller than what big cores of
 //! Golden Cove's and Zen 4's generation are understood to use (the 64 KB TAGE-SC-L
 //! winners of the Championship Branch Prediction 2016 are the usual reference), so on
 //! long or many patterns it errs toward more mispredictions, not fewer. The indirect side:
@@ -93,8 +94,8 @@ impl Kind {
 
 /// Tagged tables of the conditional predictor.
 pub const TAGE_TABLES: usize = 6;
-/// Their global-history lengths (bits): geometric from 4 to 200, rounded.
-pub const TAGE_HISTORY: [usize; TAGE_TABLES] = [4, 9, 19, 42, 91, 200];
+/// Their global-history lengths (bits): geometric from 4 to 128 (ratio 2).
+pub const TAGE_HISTORY: [u32; TAGE_TABLES] = [4, 8, 16, 32, 64, 128];
 /// Their tag widths (bits).
 const TAGE_TAG_BITS: [u32; TAGE_TABLES] = [8, 9, 10, 11, 12, 12];
 /// log2 of the entries of each tagged table.
@@ -104,7 +105,7 @@ const BIMODAL_LOG: u32 = 13;
 /// Tagged tables of the indirect predictor.
 pub const ITTAGE_TABLES: usize = 3;
 /// Their global-history lengths (bits).
-pub const ITTAGE_HISTORY: [usize; ITTAGE_TABLES] = [8, 24, 64];
+pub const ITTAGE_HISTORY: [u32; ITTAGE_TABLES] = [8, 24, 64];
 /// log2 of the entries of each tagged target table.
 const ITTAGE_LOG: u32 = 9;
 /// Their tag width (bits).
@@ -115,97 +116,46 @@ const BTB_LOG: u32 = 11;
 pub const RAS_ENTRIES: usize = 16;
 /// Branches between halvings of the usefulness counters.
 const U_RESET_PERIOD: u64 = 1 << 18;
-/// Global history kept (bits, a power of two above the longest length).
-const HIST_BUF: usize = 256;
-
-/// The global history: the newest bit at age 0.
-#[derive(Debug, Clone)]
+/// The global history: the newest outcome in bit 0 (128 bits: the longest length).
+#[derive(Debug, Clone, Copy, Default)]
 struct History {
-    bits: [u8; HIST_BUF],
-    /// Index of the newest bit.
-    pos: usize,
+    bits: u128,
     /// One address bit per branch, newest in bit 0.
     path: u64,
 }
 
 impl History {
+    /// The address mixed once per branch (splitmix64's finaliser), the start of every
+    /// table's hash.
     #[inline(always)]
-    fn at(&self, age: usize) -> u32 {
-        u32::from(self.bits[self.pos.wrapping_sub(age) & (HIST_BUF - 1)])
-    }
-}
-
-/// A history of `len` bits folded (XOR of `width`-bit chunks) into `width` bits, kept up
-/// to date one bit at a time (the circular shift register of the TAGE paper, §3.2).
-#[derive(Debug, Clone, Copy)]
-struct Folded {
-    comp: u32,
-    len: usize,
-    width: u32,
-}
-
-impl Folded {
-    fn new(len: usize, width: u32) -> Folded {
-        Folded {
-            comp: 0,
-            len,
-            width,
-        }
+    fn mix_pc(pc: u64) -> u64 {
+        let mut z = pc.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z ^ (z >> 27)
     }
 
-    /// After `h` took a new bit: the bit at age 0 comes in, the one at age `len` leaves.
+    /// Index (top `log` bits) and tag (the `tag_bits` below them) of a tagged table for the
+    /// branch whose mixed address is `m` ([`History::mix_pc`]), with the last `len` history
+    /// bits and `min(len, 16)` path bits: a multiply-shift hash of the address mix, the
+    /// history folded to 64 bits and the path. The paper folds the history into each width
+    /// with XOR registers updated bit by bit, a hardware economy; a hash of the same bits
+    /// plays the same role (a function of exactly those bits, spread over the table) at a
+    /// fraction of the cost in software.
     #[inline(always)]
-    fn update(&mut self, h: &History) {
-        let mut c = (self.comp << 1) | h.at(0);
-        c ^= h.at(self.len) << (self.len as u32 % self.width);
-        c ^= c >> self.width;
-        self.comp = c & ((1 << self.width) - 1);
+    fn hash(&self, m: u64, len: u32, table: u64, log: u32, tag_bits: u32) -> (usize, u16) {
+        let h = if len >= 128 {
+            self.bits
+        } else {
+            self.bits & ((1u128 << len) - 1)
+        };
+        let path = self.path & ((1u64 << len.min(16)) - 1);
+        let x = m ^ (h as u64) ^ ((h >> 64) as u64).rotate_left(29) ^ path.rotate_left(47);
+        let z = (x ^ table.wrapping_mul(0xD6E8_FEB8_6659_FD93)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (
+            (z >> (64 - log)) as usize,
+            ((z >> (64 - log - tag_bits)) & ((1 << tag_bits) - 1)) as u16,
+        )
     }
-}
-
-/// The index and tag folds of one tagged table.
-#[derive(Debug, Clone, Copy)]
-struct Folds {
-    index: Folded,
-    tag: Folded,
-    tag2: Folded,
-}
-
-impl Folds {
-    fn new(len: usize, log: u32, tag_bits: u32) -> Folds {
-        Folds {
-            index: Folded::new(len, log),
-            tag: Folded::new(len, tag_bits),
-            tag2: Folded::new(len, tag_bits - 1),
-        }
-    }
-
-    #[inline(always)]
-    fn update(&mut self, h: &History) {
-        self.index.update(h);
-        self.tag.update(h);
-        self.tag2.update(h);
-    }
-}
-
-/// Index of a tagged table `t` of `1 << log` entries for the branch at `pc` (the TAGE
-/// reference code's hash: address bits, the folded history, the path history).
-#[inline(always)]
-fn tagged_index(pc: u64, t: usize, f: &Folds, path: u64, hist_len: usize, log: u32) -> usize {
-    let path = path & ((1u64 << hist_len.min(16)) - 1);
-    let pc = pc >> 2 ^ pc;
-    let h = pc
-        ^ (pc >> (log as usize - (t % log as usize)))
-        ^ u64::from(f.index.comp)
-        ^ path
-        ^ (path >> log);
-    (h as usize) & ((1 << log) - 1)
-}
-
-#[inline(always)]
-fn tagged_tag(pc: u64, f: &Folds, bits: u32) -> u16 {
-    let pc = pc >> 2 ^ pc;
-    ((pc ^ u64::from(f.tag.comp) ^ (u64::from(f.tag2.comp) << 1)) & ((1 << bits) - 1)) as u16
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -234,12 +184,10 @@ pub struct Predictor {
     hist: History,
     bimodal: Vec<u8>,
     tage: Vec<Vec<TageEntry>>,
-    tage_folds: [Folds; TAGE_TABLES],
     /// USE_ALT_ON_NA, 0..=15 (alternate used for weak new entries when >= 8).
     use_alt: u8,
     btb: Vec<u64>,
     ittage: Vec<Vec<TargetEntry>>,
-    ittage_folds: [Folds; ITTAGE_TABLES],
     ras: [u64; RAS_ENTRIES],
     /// Entries pushed and not popped (at most [`RAS_ENTRIES`] count).
     ras_top: usize,
@@ -257,26 +205,16 @@ impl Predictor {
     /// An empty predictor (counters weakly not-taken, no history, empty return stack).
     pub fn new() -> Predictor {
         Predictor {
-            hist: History {
-                bits: [0; HIST_BUF],
-                pos: 0,
-                path: 0,
-            },
+            hist: History::default(),
             bimodal: vec![1; 1 << BIMODAL_LOG],
             tage: (0..TAGE_TABLES)
                 .map(|_| vec![TageEntry::default(); 1 << TAGE_LOG])
                 .collect(),
-            tage_folds: std::array::from_fn(|t| {
-                Folds::new(TAGE_HISTORY[t], TAGE_LOG, TAGE_TAG_BITS[t])
-            }),
             use_alt: 8,
             btb: vec![0; 1 << BTB_LOG],
             ittage: (0..ITTAGE_TABLES)
                 .map(|_| vec![TargetEntry::default(); 1 << ITTAGE_LOG])
                 .collect(),
-            ittage_folds: std::array::from_fn(|t| {
-                Folds::new(ITTAGE_HISTORY[t], ITTAGE_LOG, ITTAGE_TAG_BITS)
-            }),
             ras: [0; RAS_ENTRIES],
             ras_top: 0,
             branches: 0,
@@ -295,7 +233,7 @@ impl Predictor {
             Kind::Conditional => {
                 let taken = next != fallthrough;
                 let miss = self.conditional(pc, taken);
-                self.push_bit(u32::from(taken), pc);
+                self.push_bits(u32::from(taken), 1, pc);
                 miss
             }
             Kind::DirectCall => {
@@ -305,10 +243,7 @@ impl Predictor {
             Kind::IndirectCall | Kind::IndirectJump => {
                 let miss = self.indirect(pc, next);
                 let t = next >> 2;
-                let h = (t ^ (t >> 3) ^ (t >> 6)) as u32;
-                for k in 0..3 {
-                    self.push_bit((h >> k) & 1, pc);
-                }
+                self.push_bits((t ^ (t >> 3) ^ (t >> 6)) as u32, 3, pc);
                 if kind == Kind::IndirectCall {
                     self.ras_push(fallthrough);
                 }
@@ -318,17 +253,13 @@ impl Predictor {
         }
     }
 
-    fn push_bit(&mut self, bit: u32, pc: u64) {
+    /// Shifts the `n` low bits of `bits` into the global history and one address bit of
+    /// the branch at `pc` into the path history.
+    #[inline(always)]
+    fn push_bits(&mut self, bits: u32, n: u32, pc: u64) {
         let h = &mut self.hist;
-        h.pos = (h.pos + 1) & (HIST_BUF - 1);
-        h.bits[h.pos] = bit as u8;
+        h.bits = (h.bits << n) | u128::from(bits & ((1 << n) - 1));
         h.path = (h.path << 1) | ((pc >> 2) & 1);
-        for f in &mut self.tage_folds {
-            f.update(&self.hist);
-        }
-        for f in &mut self.ittage_folds {
-            f.update(&self.hist);
-        }
     }
 
     fn coin(&mut self) -> bool {
@@ -355,13 +286,14 @@ impl Predictor {
     /// TAGE: predict and update; true on a misprediction.
     fn conditional(&mut self, pc: u64, taken: bool) -> bool {
         self.tick();
-        let path = self.hist.path;
+        let m = History::mix_pc(pc);
         let mut idx = [0usize; TAGE_TABLES];
         let mut tag = [0u16; TAGE_TABLES];
         let (mut provider, mut alt) = (None, None);
         for t in (0..TAGE_TABLES).rev() {
-            idx[t] = tagged_index(pc, t, &self.tage_folds[t], path, TAGE_HISTORY[t], TAGE_LOG);
-            tag[t] = tagged_tag(pc, &self.tage_folds[t], TAGE_TAG_BITS[t]);
+            (idx[t], tag[t]) =
+                self.hist
+                    .hash(m, TAGE_HISTORY[t], t as u64, TAGE_LOG, TAGE_TAG_BITS[t]);
             if self.tage[t][idx[t]].tag == tag[t] {
                 if provider.is_none() {
                     provider = Some(t);
@@ -458,20 +390,18 @@ impl Predictor {
     /// ITTAGE-like: predict the target, update; true on a misprediction.
     fn indirect(&mut self, pc: u64, target: u64) -> bool {
         self.tick();
-        let path = self.hist.path;
+        let m = History::mix_pc(pc);
         let mut idx = [0usize; ITTAGE_TABLES];
         let mut tag = [0u16; ITTAGE_TABLES];
         let (mut provider, mut alt) = (None, None);
         for t in (0..ITTAGE_TABLES).rev() {
-            idx[t] = tagged_index(
-                pc,
-                t + 1,
-                &self.ittage_folds[t],
-                path,
+            (idx[t], tag[t]) = self.hist.hash(
+                m,
                 ITTAGE_HISTORY[t],
+                16 + t as u64,
                 ITTAGE_LOG,
+                ITTAGE_TAG_BITS,
             );
-            tag[t] = tagged_tag(pc, &self.ittage_folds[t], ITTAGE_TAG_BITS);
             if self.ittage[t][idx[t]].tag == tag[t] {
                 if provider.is_none() {
                     provider = Some(t);

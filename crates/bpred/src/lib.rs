@@ -351,9 +351,8 @@ impl Predictor {
                     };
                 }
                 None => {
-                    for t in from..TAGE_TABLES {
-                        let e = &mut self.tage[t][idx[t]];
-                        e.u = e.u.saturating_sub(1);
+                    for (table, &i) in self.tage.iter_mut().zip(&idx).skip(from) {
+                        table[i].u = table[i].u.saturating_sub(1);
                     }
                 }
             }
@@ -436,8 +435,8 @@ impl Predictor {
                     };
                 }
                 None => {
-                    for t in from..ITTAGE_TABLES {
-                        self.ittage[t][idx[t]].u = 0;
+                    for (table, &i) in self.ittage.iter_mut().zip(&idx).skip(from) {
+                        table[i].u = 0;
                     }
                 }
             }

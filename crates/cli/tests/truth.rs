@@ -479,4 +479,35 @@ fn branch_sim_counts_mispredictions_per_branch() {
     assert!(st.status.success());
     let p = proftrust_formats::native::read_exact(&std::fs::read(&plain).unwrap()).unwrap();
     assert!(!p.extra_cost_names.iter().any(|c| c == "bpred_misses"));
+    // The audit's flag runs the same predictor for the time model, and says so; without
+    // the time model it is refused.
+    let out = proftrust()
+        .args([
+            "audit",
+            "--truth-weight",
+            "time-model",
+            "--time-branches",
+            "--json",
+            "-o",
+            "-",
+            "--",
+        ])
+        .arg(&bin)
+        .arg(n.to_string())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("counted by the plugin's TAGE/ITTAGE-like predictor"),
+        "{err}"
+    );
+    let out = proftrust()
+        .args(["audit", "--time-branches", "--"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--truth-weight time-model"), "{err}");
 }

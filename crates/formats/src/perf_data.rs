@@ -32,7 +32,7 @@ use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
-    Sample, SampleSet, SamplingConfig, ThreadName,
+    Sample, SampleSet, SamplingConfig, ThreadName, ThreadStart,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -1065,6 +1065,7 @@ pub fn read_perf_data_unwinding<'s>(
     let mut unknown = UnknownRecords::default();
     let mut health = HealthSeen::default();
     let mut threads: Vec<ThreadName> = Vec::new();
+    let mut forks: Vec<ThreadStart> = Vec::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -1312,6 +1313,13 @@ pub fn read_perf_data_unwinding<'s>(
                 );
             }
             EventRecord::Fork(f) if f.pid != f.ppid => {
+                forks.push(ThreadStart {
+                    pid: f.pid as u32,
+                    tid: f.tid as u32,
+                    ppid: f.ppid as u32,
+                    ptid: f.ptid as u32,
+                    time: record.timestamp().unwrap_or(0),
+                });
                 if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
                     mapper.by_pid.insert(f.pid, v);
                     mapper.stacks.fork(f.ppid, f.pid);
@@ -1372,6 +1380,7 @@ pub fn read_perf_data_unwinding<'s>(
             outcome: None,
             health: health.finish(),
             threads,
+            forks,
             kernel_symbols: Vec::new(),
         },
         notes,

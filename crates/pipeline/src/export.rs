@@ -290,11 +290,10 @@ const PROFILE_BYTES_PER_STACK: u64 = 60;
 /// `fxprof-processed-profile`'s tables: hundreds of bytes each.
 pub fn bytes_per_stack(t: Target) -> u64 {
     match t {
+        // 26.8 M stacks: pprof 2.73 GB, folded 3.12 GB, flame graph 4.35 GB at the peak.
         Target::Pprof => 50,
-        Target::Folded => 50,
-        Target::FoldedDiff => 100,
-        Target::Flamegraph => 150,
-        Target::FlamegraphDiff => 200,
+        Target::Folded | Target::FoldedDiff => 60,
+        Target::Flamegraph | Target::FlamegraphDiff => 110,
         Target::Speedscope => 400,
         Target::Firefox => 700,
         // Keyed by functions and lines, or a few functions: no per-address table.

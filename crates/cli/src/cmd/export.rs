@@ -151,7 +151,7 @@ pub fn run(a: Args) -> Result<()> {
         normalize: !a.no_normalize,
         source_dirs: &a.source_dir,
     };
-    if !(a.max_memory > 0.0) {
+    if !a.max_memory.is_finite() || a.max_memory <= 0.0 {
         bail!(
             "--max-memory {}: give a positive number of GB",
             a.max_memory

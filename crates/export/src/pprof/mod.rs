@@ -533,7 +533,7 @@ mod tests {
             module: None,
             svma: Svma(0x99),
         };
-        let stacks = vec![
+        let stacks = [
             (vec![l(0, 0x10)], 5.0),
             (vec![l(0, 0x10), l(1, 0x20)], 3.0),
             (vec![l(2, 0x20)], 2.0),

@@ -416,26 +416,26 @@ fn branch_sim_counts_mispredictions_per_branch() {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    let e = proftrust_formats::native::read_exact(&std::fs::read(&exact).unwrap()).unwrap();
-    let col = e
-        .extra_cost_names
-        .iter()
-        .position(|c| c == "bpred_misses")
-        .unwrap_or_else(|| panic!("no bpred_misses column: {:?}", e.extra_cost_names));
-    let module = e
-        .modules
-        .iter()
-        .find(|(_, m)| m.path.ends_with("/branches"))
-        .map(|(i, _)| i)
-        .unwrap();
     let out = Command::new("objdump")
         .args(["-d", "--no-show-raw-insn"])
         .arg(&bin)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    // (executions, mispredictions) over a function's instructions.
-    let per_function = |func: &str| -> (u64, u64) {
+    // (executions, mispredictions) over the instructions of `func` in the exact file.
+    let per_function = |exact: &Path, func: &str| -> (u64, u64) {
+        let e = proftrust_formats::native::read_exact(&std::fs::read(exact).unwrap()).unwrap();
+        let col = e
+            .extra_cost_names
+            .iter()
+            .position(|c| c == "bpred_misses")
+            .unwrap_or_else(|| panic!("no bpred_misses column: {:?}", e.extra_cost_names));
+        let module = e
+            .modules
+            .iter()
+            .find(|(_, m)| m.path.ends_with("/branches"))
+            .map(|(i, _)| i)
+            .unwrap();
         let body = text.split(&format!("<{func}>:\n")).nth(1).unwrap();
         let addrs: Vec<u64> = body
             .lines()
@@ -452,19 +452,45 @@ fn branch_sim_counts_mispredictions_per_branch() {
         }
         (most, misses)
     };
-    let (runs, random) = per_function("random_branch");
+    let (runs, random) = per_function(&exact, "random_branch");
     assert_eq!(runs, n, "the loop body runs n times");
     let rate = random as f64 / n as f64;
     assert!(
         (0.45..0.55).contains(&rate),
         "random branch: {random} of {n}"
     );
-    let (runs, periodic) = per_function("periodic_branch");
+    let (runs, periodic) = per_function(&exact, "periodic_branch");
     assert_eq!(runs, n);
     eprintln!("mispredicted: random_branch {random} of {n}, periodic_branch {periodic} of {n}");
     assert!(
         (periodic as f64) < 0.005 * n as f64,
         "periodic branch: {periodic} of {n}"
+    );
+    // The same program started by `exec` from a shell: the image QEMU runs anew gets the
+    // predictor too (the plugin passes `bpred=on` on).
+    let via_sh = dir.path().join("sh.ptexact");
+    let st = proftrust()
+        .args(["-q", "truth", "--branch-sim", "-o"])
+        .arg(&via_sh)
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!("exec {} {n}", bin.display()))
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let (runs, random) = per_function(&via_sh, "random_branch");
+    assert_eq!(runs, n);
+    assert!(
+        (0.45..0.55).contains(&(random as f64 / n as f64)),
+        "after exec: random branch {random} of {n}"
+    );
+    let (_, periodic) = per_function(&via_sh, "periodic_branch");
+    assert!(
+        (periodic as f64) < 0.005 * n as f64,
+        "after exec: {periodic}"
     );
     // Without --branch-sim there is no such column.
     let plain = dir.path().join("p.ptexact");

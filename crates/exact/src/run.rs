@@ -64,7 +64,7 @@ pub fn resolve_program(cmd: &[OsString]) -> Result<PathBuf, ExactError> {
     Ok(path)
 }
 
-/// What `execve` of `cmd` runs (`cmd[0]` found as [`resolve_program`] finds it, `#!`
+/// What `execve` of `cmd` runs (`cmd[0]` found as `resolve_program` finds it, `#!`
 /// scripts resolved to their interpreter as the kernel does), or why the kernel would
 /// refuse it: checked before any run, so a program no runner can start (an empty file, a
 /// text file, a missing interpreter) is an error up front, the same for every backend.

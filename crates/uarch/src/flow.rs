@@ -26,7 +26,7 @@
 //! nothing at all: on the bundled lua workload `sort_comp`, 5.6% of the executed
 //! instructions and 4.6% of native cpu-clock samples, had 0 modelled cycles. So the block is
 //! timed between its history and its most likely successors (walked forward like the
-//! history, [`FUTURE`] instructions), TIP runs over the whole sequence, and the block keeps
+//! history, `FUTURE` instructions), TIP runs over the whole sequence, and the block keeps
 //! its part: its share of the cycles it shares at both ends, every stall before one of its
 //! instructions, every cycle it retires in alone. Timed in their own contexts, two blocks
 //! that share a cycle take complementary parts of it, so the blocks' costs still add up to

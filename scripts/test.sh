@@ -25,7 +25,21 @@ case "${1:-}" in
 esac
 if [ -n "$quick" ]; then SKIP_INSTALL=1; SKIP_FLEET=1; fi
 start=$(date +%s)
-step() { echo "== $* ($(( $(date +%s) - start )) s)"; }
+steps=()
+step() { steps+=("$(( $(date +%s) - start )) $*"); echo "== $* ($(( $(date +%s) - start )) s)"; }
+# The time of every step, printed last (also when a step fails), so the tail of a CI log says
+# where the minutes went.
+timings() {
+  local rc=$? end i t0 t1 name
+  end=$(( $(date +%s) - start ))
+  echo "== step times (exit $rc after $end s)"
+  for i in "${!steps[@]}"; do
+    t0=${steps[$i]%% *}; name=${steps[$i]#* }
+    if [ $((i + 1)) -lt ${#steps[@]} ]; then t1=${steps[$((i + 1))]%% *}; else t1=$end; fi
+    printf '  %5d s  %s\n' $((t1 - t0)) "$name"
+  done
+}
+trap timings EXIT
 
 if [ -z "${SKIP_INSTALL:-}" ]; then
   need=()

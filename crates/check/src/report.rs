@@ -127,6 +127,11 @@ pub struct CheckRow {
     /// Bootstrap interval of `hardware_time`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hardware_time_high: Option<f64>,
+    /// Branch stacks (samples' windows) that measured a range of the row: what
+    /// `hardware_time` rests on. The `hardware-time` flag needs as many windows as samples
+    /// as the noise floor (`proftrust_pipeline`'s check, docs/check.md "Hardware time").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hardware_time_windows: Option<u64>,
     /// The finest attribution that at least 95% of the row's samples have.
     pub attribution: Attribution,
     /// Warning kinds that apply to the row (`granularity`, `aliasing`, `skid`, `clustering`,

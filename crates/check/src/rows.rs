@@ -277,6 +277,7 @@ fn row(level: &Level<'_>, rules: &RowRules, i: usize, n: u64, z: f64) -> CheckRo
         hardware_time: None,
         hardware_time_low: None,
         hardware_time_high: None,
+        hardware_time_windows: None,
         attribution,
         flags,
         verdict,

@@ -329,6 +329,7 @@ mod tests {
             hardware_time: None,
             hardware_time_low: None,
             hardware_time_high: None,
+            hardware_time_windows: None,
             attribution,
             flags: vec![],
             verdict,

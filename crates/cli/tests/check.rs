@@ -3,7 +3,7 @@
 //! and bad input. (The coverage of the intervals against exact shares is in
 //! `check_coverage.rs`; the text and JSON layouts are golden files, `golden.rs`.)
 
-use crate::check_util::{f, fixtures, json, perf_record, row, run};
+use crate::check_util::{f, fixtures, json, perf_record, programs, row, run};
 use proftrust_testkit::{have, skip_test};
 use std::process::Command;
 
@@ -209,4 +209,125 @@ fn perf_recorded_cpu_clock() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("leaf"));
     assert!(!page.contains("<script"));
+}
+
+/// Hardware time from the virtual PMU's branch stacks (issue 34): `calls.c` (a pointer-chase
+/// step and a multiply-add mix called in turn) under `vpmu --lbr`, checked with its stacks.
+///
+/// * The flag's rule, from the JSON of every run: a row is flagged `hardware-time` exactly
+///   when it has at least the noise floor (16) of samples and of measuring stacks and its
+///   two intervals are disjoint; the run has rows below the floor whose intervals are
+///   disjoint (1 sample, no measured range: the rows the floor exists for), not flagged.
+/// * Cycles, skid 0 and skid 200: nothing flagged. A skid that does not depend on what the
+///   core is doing moves every sample by the same time, so time-uniform overflows land
+///   time-uniformly: a time event's shares do not move (docs/check.md "Hardware time").
+/// * Instructions, skid 0: `step` flagged, its instruction share under its time (an event
+///   that is not time); skid 200: the same event no longer flagged, the skid carries each
+///   instruction sample 200 cycles on, to wherever the time is then.
+#[test]
+fn hardware_time_floor_and_skid_on_vpmu_branch_stacks() {
+    let t = "hardware_time_floor_and_skid_on_vpmu_branch_stacks";
+    if !proftrust_testkit::need(t, &["gcc", "qemu-x86_64"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = proftrust_testkit::compile_c(dir.path(), &programs(), "calls", &[]);
+    let p = prog.to_str().unwrap();
+    let check = |skid: &str, event: &str| {
+        let s = dir.path().join(format!("skid{skid}.ptsamp"));
+        if !s.exists() {
+            let s = s.to_str().unwrap();
+            let out = run(&[
+                "vpmu",
+                "--lbr",
+                "--skid",
+                skid,
+                "--cpi-model",
+                "cache",
+                "--period",
+                "1009",
+                "--randomize",
+                "--seed",
+                "1",
+                "-o",
+                s,
+                "--",
+                p,
+                "2",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        json(&[
+            "check",
+            s.to_str().unwrap(),
+            "--binary",
+            p,
+            "--event",
+            event,
+            "--json",
+        ])
+    };
+    let flagged = |r: &serde_json::Value| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut below_disjoint = 0;
+        for row in r["functions"].as_array().unwrap() {
+            let (k, w) = (
+                row["samples"].as_u64().unwrap(),
+                row["hardware_time_windows"].as_u64().unwrap(),
+            );
+            let disjoint = f(&row["ci_high"]) < f(&row["hardware_time_low"])
+                || f(&row["hardware_time_high"]) < f(&row["ci_low"]);
+            let flag = row["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == "hardware-time");
+            assert_eq!(flag, disjoint && k >= 16 && w >= 16, "{row}");
+            below_disjoint += usize::from(disjoint && (k < 16 || w < 16));
+            if flag {
+                out.push(row["name"].as_str().unwrap().to_string());
+            }
+        }
+        assert!(below_disjoint > 0, "no row below the floor disagrees: {r}");
+        out
+    };
+    for skid in ["0", "200"] {
+        let r = check(skid, "cycles:vpmu");
+        assert!(
+            flagged(&r).is_empty(),
+            "cycles, skid {skid}: {}",
+            r["functions"]
+        );
+        assert!(r["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("fewer than 16 samples or fewer than 16 branch stacks")));
+        // The time-proportional event agrees with the stacks to well inside its interval.
+        for name in ["main", "mix", "step"] {
+            let row = row(&r["functions"], name);
+            let (s, h) = (f(&row["share"]), f(&row["hardware_time"]));
+            assert!(
+                (s - h).abs() < (f(&row["ci_high"]) - f(&row["ci_low"])) / 2.0,
+                "{row}"
+            );
+        }
+    }
+    let r0 = check("0", "instructions:vpmu");
+    assert_eq!(
+        flagged(&r0),
+        vec!["step".to_string()],
+        "{}",
+        r0["functions"]
+    );
+    let step = row(&r0["functions"], "step");
+    assert!(
+        f(&step["ci_high"]) < f(&step["hardware_time_low"]),
+        "{step}"
+    );
+    let r200 = check("200", "instructions:vpmu");
+    assert!(flagged(&r200).is_empty(), "{}", r200["functions"]);
 }

@@ -129,21 +129,10 @@ impl LbrTime {
         self.ranges.iter().map(|r| r.cycles).sum()
     }
 
-    /// Shares of the measured time per group (`group(location)`, `None`: not counted, e.g.
-    /// outside the scope), with `level` two-sided percentile bootstrap intervals from `reps`
-    /// resamplings of the samples, seeded. Returns, per group id `0..groups`, (share, low,
-    /// high); shares of all-`None` input are 0.
-    pub fn shares(
-        &self,
-        groups: usize,
-        group: &dyn Fn(Location) -> Option<usize>,
-        reps: usize,
-        level: f64,
-        seed: u64,
-    ) -> Vec<(f64, f64, f64)> {
-        // Per range: its cycles' split over groups (fraction per group).
-        let split: Vec<Vec<(usize, f64)>> = self
-            .ranges
+    /// Per range: its cycles' split over groups (fraction per group, `group` as in
+    /// [`LbrTime::shares`]).
+    fn split(&self, group: &dyn Fn(Location) -> Option<usize>) -> Vec<Vec<(usize, f64)>> {
+        self.ranges
             .iter()
             .map(|r| {
                 let mut v: Vec<(usize, f64)> = Vec::new();
@@ -161,7 +150,44 @@ impl LbrTime {
                 }
                 v
             })
-            .collect();
+            .collect()
+    }
+
+    /// Per group id `0..groups`: the windows (samples' stacks) that measured at least one
+    /// range with an instruction of the group. A group's time share and its bootstrap
+    /// interval rest on these windows only: with few of them the share is a handful of
+    /// measurements and the resampled shares take a handful of values.
+    pub fn windows(&self, groups: usize, group: &dyn Fn(Location) -> Option<usize>) -> Vec<u64> {
+        let split = self.split(group);
+        let mut out = vec![0u64; groups];
+        let mut seen: Vec<usize> = Vec::new();
+        for rs in &self.per_sample {
+            seen.clear();
+            for &(ri, _) in rs {
+                for &(g, _) in &split[ri as usize] {
+                    if g < groups && !seen.contains(&g) {
+                        seen.push(g);
+                        out[g] += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Shares of the measured time per group (`group(location)`, `None`: not counted, e.g.
+    /// outside the scope), with `level` two-sided percentile bootstrap intervals from `reps`
+    /// resamplings of the samples, seeded. Returns, per group id `0..groups`, (share, low,
+    /// high); shares of all-`None` input are 0.
+    pub fn shares(
+        &self,
+        groups: usize,
+        group: &dyn Fn(Location) -> Option<usize>,
+        reps: usize,
+        level: f64,
+        seed: u64,
+    ) -> Vec<(f64, f64, f64)> {
+        let split = self.split(group);
         // Per sample: its window's composition (cycles per group over the window's cycles).
         let per: Vec<Vec<(usize, f64)>> = self
             .per_sample
@@ -387,5 +413,9 @@ mod tests {
         let want = (1.0 + 29.0 / 32.0) / 2.0;
         assert!((s[0].0 - want).abs() < 1e-12, "{s:?}");
         assert!(s[0].1 <= want && want <= s[0].2, "{s:?}");
+        // Windows: both stacks measured the loop, only the second the range at 0x1f0; a
+        // third group nothing.
+        let w = t.windows(3, &|l: Location| Some(usize::from(l.svma.0 >= 0x1f0)));
+        assert_eq!(w, vec![2, 1, 0]);
     }
 }

@@ -155,6 +155,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
         &sym,
         &mut tables.functions,
         o,
+        rules.noise_floor(),
         &mut warnings,
         &mut notes,
     );
@@ -1195,11 +1196,32 @@ fn period_note(d: &proftrust_model::EventDesc) -> String {
 /// beside the sampled share. A row whose sampled interval and hardware-time interval do not
 /// overlap is flagged `hardware-time`: the samples put it elsewhere than the time went (skid,
 /// a biased event, a period locked to a loop), measured from the user's own file.
+///
+/// **The floor**: a row is judged only when it has at least `floor` samples *and* at least
+/// `floor` branch stacks measured a range of it (`floor` = [`RowRules::noise_floor`],
+/// `⌈(z/noise_precision)²⌉`, 16 at 95% and ±50%). Below it the comparison means nothing:
+/// * on the sampled side the row is noise by check's own rule (its share known to no better
+///   than ±50%);
+/// * on the hardware side the share is the mean of the few windows that saw the function,
+///   and the bootstrap over samples resamples those few: its distribution is that of about
+///   a Poisson(w) count of windows, relative spread `1/√w`, so the same ±50% bound needs
+///   `w ≥ (z/0.5)²` windows; at `w = 0` the interval is exactly `[0, 0]` and excludes every
+///   sampled share. `w = 0` with samples is common and no disagreement: a stack ends at the
+///   last taken branch before the sample, so the range running when the sample was taken is
+///   never in it, and a short function run once (exit handlers, the loader) gets a sample
+///   and no measured range;
+/// * the rows below the floor are the many rare ones (dozens of libc and loader functions
+///   with 1-2 samples), each compared at the stated confidence: some would disagree by
+///   chance alone.
+///
+/// Rows below the floor keep their hardware time and windows (`hardware_time_windows`) and
+/// are named in a note, unjudged.
 fn hardware_time(
     loaded: &Loaded,
     sym: &Symbolizer,
     functions: &mut [CheckRow],
     o: &CheckOptions,
+    floor: u64,
     warnings: &mut Vec<CheckWarning>,
     notes: &mut Vec<String>,
 ) {
@@ -1243,12 +1265,19 @@ fn hardware_time(
         })
     };
     let shares = t.shares(functions.len() + 1, &group, 400, o.confidence, 1);
+    let windows = t.windows(functions.len() + 1, &group);
     let pct = |x: f64| format!("{:.2}%", 100.0 * x);
     let mut disagree = Vec::new();
-    for (r, (share, lo, hi)) in functions.iter_mut().zip(shares) {
+    let mut unjudged = 0usize;
+    for ((r, (share, lo, hi)), w) in functions.iter_mut().zip(shares).zip(windows) {
         r.hardware_time = Some(share);
         r.hardware_time_low = Some(lo);
         r.hardware_time_high = Some(hi);
+        r.hardware_time_windows = Some(w);
+        if r.samples < floor || w < floor {
+            unjudged += 1;
+            continue;
+        }
         if r.ci_high < lo || hi < r.ci_low {
             r.flags.push("hardware-time".into());
             disagree.push(format!(
@@ -1268,6 +1297,11 @@ fn hardware_time(
         t.without_cycles,
         100.0 * o.confidence
     ));
+    if unjudged > 0 {
+        notes.push(format!(
+            "hardware time: {unjudged} function(s) with fewer than {floor} samples or fewer than {floor} branch stacks measuring them are not compared (the noise floor: below it either share is known to no better than ±50%)"
+        ));
+    }
     if !disagree.is_empty() {
         warnings.push(CheckWarning {
             kind: "hardware-time".into(),

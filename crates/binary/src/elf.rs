@@ -1491,4 +1491,17 @@ impl LoadHeaders {
             segments: segment_table(&file),
         })
     }
+
+    /// Load bias (runtime address minus SVMA) of the file mapped from runtime address
+    /// `base` on (file offset 0 at `base`: how QEMU user mode names an image); `base` itself
+    /// when no segment places it.
+    pub fn bias_from_base(&self, base: u64) -> u64 {
+        self.segments
+            .load_bias(&proftrust_model::segments::Mapping {
+                start: base,
+                end: u64::MAX,
+                pgoff: 0,
+            })
+            .unwrap_or(base)
+    }
 }

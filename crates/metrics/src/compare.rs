@@ -537,7 +537,7 @@ impl Names {
         functions: &[FunctionComparison],
         hist: &BTreeMap<Addr, u64>,
         counts: &BTreeMap<Addr, (u64, u64)>,
-    ) -> Option<(String, Vec<(u64, u64, u64)>)> {
+    ) -> Option<HottestFunction> {
         let f = functions
             .iter()
             .find(|f| !self.no_function.contains(&f.name) && f.exact_weight > 0)?;

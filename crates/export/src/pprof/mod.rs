@@ -113,7 +113,7 @@ pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportE
         let (lo, hi) = span[&m];
         let bias = module.load_bias;
         let seg = r.symbols().segments(m).into_iter().find(|g| {
-            g.exec
+            g.is_executable()
                 && lo >= g.vaddr.wrapping_add(bias)
                 && hi < g.vaddr.wrapping_add(bias).wrapping_add(g.memsz)
         });

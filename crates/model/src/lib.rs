@@ -39,6 +39,7 @@ mod addr;
 mod cfg;
 mod cost;
 mod exact;
+pub mod named;
 mod quote;
 mod sample;
 pub mod segments;

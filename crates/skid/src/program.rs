@@ -158,6 +158,22 @@ pub enum BoxSpread {
     Cycles,
 }
 
+impl proftrust_model::named::Named for BoxSpread {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            BoxSpread::Uniform,
+            "uniform",
+            "Evenly over its sampled instructions (code that runs straight through)",
+        ),
+        (
+            BoxSpread::Cycles,
+            "cycles",
+            "In proportion to its cycle samples (uniform CPIs)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(BoxSpread);
+
 /// Options of [`correct_profile`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

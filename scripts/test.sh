@@ -47,6 +47,7 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
               objdump:binutils gcc:gcc chromium:chromium \
               go:golang-go llvm-profdata:llvm clang-14:clang-14 unshare:util-linux xmllint:libxml2-utils \
               llvm-mca-19:llvm-19 \
+              /usr/bin/python3:python3 gawk:gawk bzip2:bzip2 lua5.4:lua5.4 setpriv:util-linux \
               aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-gcc:libc6-dev-arm64-cross \
               i686-linux-gnu-gcc:gcc-i686-linux-gnu i686-linux-gnu-gcc:libc6-dev-i386-cross \
               gawk:gawk xz:xz-utils bzip2:bzip2 lua5.4:lua5.4 dd:coreutils readelf:binutils; do

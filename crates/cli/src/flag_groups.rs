@@ -16,9 +16,10 @@ pub struct Sampling {
     /// several as perf takes them, `-e a,b` or `-e a -e b`.
     #[arg(short = 'e', long, default_value = "cpu-clock")]
     pub event: Vec<String>,
-    /// Sampling period (events, or ns for clock events); K/M suffixes = 2^10/2^20. Default:
-    /// 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's default otherwise.
-    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::parse::period)]
+    /// Sampling period (events, or ns for clock events); K/M/G suffixes = 2^10/2^20/2^30;
+    /// 1 to 10^15. Default: 100003 ns for cpu-clock/task-clock (~10 kHz), the recorder's
+    /// default otherwise.
+    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::args::period)]
     pub period: Option<u64>,
     /// Sampling frequency in Hz instead of a period (the kernel adapts the period), 1 to
     /// 1000000.

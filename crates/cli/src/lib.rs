@@ -16,7 +16,6 @@ mod flag_groups;
 mod fleet;
 mod interrupt;
 pub mod output;
-mod parse;
 pub mod pipe;
 mod sys;
 mod trace_args;

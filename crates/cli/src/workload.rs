@@ -183,6 +183,9 @@ fn build_third_party(dir: &std::path::Path, w: Workload) -> Result<PathBuf> {
     Ok(exe)
 }
 
+/// Largest `--size`: 100 times the default, about 50 s natively (the work grows linearly).
+pub const MAX_SIZE: u64 = 10_000;
+
 /// `--workload NAME [--size N]`, flattened into the subcommands that run a program.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkloadArgs {
@@ -191,9 +194,10 @@ pub struct WorkloadArgs {
     /// ~/.cache/proftrust/workloads).
     #[arg(long, value_enum)]
     pub workload: Option<Workload>,
-    /// Size scale of the bundled workload (100 = about 0.5 s natively).
+    /// Size scale of the bundled workload (100 = about 0.5 s natively), 1 to 10000 (the
+    /// largest runs about 50 s natively and hours under QEMU's tracing).
     #[arg(long, default_value_t = 100, requires = "workload",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = crate::args::int::<u64>(1, MAX_SIZE))]
     pub size: u64,
 }
 

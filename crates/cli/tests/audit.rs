@@ -574,6 +574,8 @@ fn record_mode_with_sweep_on_a_bundled_workload() {
             "--sweep",
             "64K,256K,512M",
             "--json",
+            "-o",
+            "-",
             "--html",
         ])
         .arg(&html)
@@ -804,7 +806,12 @@ fn sweep_shows_the_programs_output_once_and_the_period_unit() {
     assert!(o.status.success(), "{err}");
     let shown = out.matches("hello-from-prog").count() + err.matches("hello-from-prog").count();
     assert_eq!(shown, 1, "stdout:\n{out}\nstderr:\n{err}");
-    assert!(out.contains("period (ns)"), "{out}");
+    // The program's output alone on stdout; the report on stderr (it runs the program).
+    assert!(
+        out.starts_with("hello-from-prog") && out.lines().count() == 1,
+        "{out}"
+    );
+    assert!(err.contains("period (ns)"), "{err}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("sampling period (ns)"));
 }
@@ -858,7 +865,16 @@ int main(void) {
     assert!(st.success());
     let share = |caches: bool| -> f64 {
         let mut c = Command::new(BIN);
-        c.args(["-q", "audit", "--truth-weight", "time-model", "--json"]);
+        // -o -: the report on stdout (the program's stdout, if any, goes to stderr).
+        c.args([
+            "-q",
+            "audit",
+            "--truth-weight",
+            "time-model",
+            "--json",
+            "-o",
+            "-",
+        ]);
         if caches {
             c.arg("--time-caches");
         }

@@ -911,3 +911,75 @@ fn export_reads_what_read_reads() {
         );
     }
 }
+
+/// Issue 32 item 3: a profile of many distinct addresses in a module that is not on disk
+/// (each its own `lib+0xOFFSET` name) is exported from the compact tables (folded: every
+/// address once, its count, lines in byte order; the differential form of a profile
+/// against itself has equal columns), and a format estimated to need more memory than
+/// `--max-memory` is refused before it is written, the error naming the estimate, the
+/// limit and the formats that fit. (Speed and memory on 26.8 M addresses:
+/// scripts/bench-export.sh.)
+#[test]
+fn many_unknown_addresses_export_compactly_or_are_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let mut cg = String::from(
+        "version: 1\ncreator: test\ncmd: ./many\npositions: instr\nevents: Ir\nob=/nonexistent/libmany.so\nfn=f\n",
+    );
+    let mut want = Vec::new();
+    for i in 0..3000u64 {
+        let (addr, count) = (0x1000 + 3 * i, i % 7 + 1);
+        cg.push_str(&format!("{addr:#x} {count}\n"));
+        want.push((format!("libmany.so+{addr:#x}"), count));
+    }
+    std::fs::write(dir.join("many.out"), cg).unwrap();
+    want.sort();
+    pt(
+        dir,
+        &["export", "many.out", "--to", "folded", "-o", "m.folded"],
+    );
+    let got: Vec<(String, u64)> = read_file(dir, "m.folded")
+        .lines()
+        .map(|l| {
+            let (s, n) = l.rsplit_once(' ').unwrap();
+            (s.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(got, want);
+    pt(
+        dir,
+        &[
+            "export",
+            "many.out",
+            "--to",
+            "folded-diff",
+            "--against",
+            "many.out",
+            "-o",
+            "d.folded",
+        ],
+    );
+    let diff = read_file(dir, "d.folded");
+    assert_eq!(diff.lines().count(), 3000);
+    for (l, (name, n)) in diff.lines().zip(&want) {
+        assert_eq!(l, format!("{name} {n} {n}"));
+    }
+    for to in ["firefox", "speedscope", "pprof"] {
+        let out = format!("m.{to}");
+        let o = Command::new(BIN)
+            .args(["export", "many.out", "--to", to, "-o", &out])
+            .args(["--max-memory", "0.00001"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--to {to}: 3000 distinct stacks would take about"))
+                && err.contains("more than the limit of 0.0 GB")
+                && err.contains("--max-memory"),
+            "{err}"
+        );
+        assert!(!dir.join(&out).exists(), "{to}: refused, yet written");
+    }
+}

@@ -317,7 +317,7 @@ fn audit_vpmu_and_paths_interrupted() {
     for (i, case) in moments(1.0, 3.3).iter().enumerate() {
         let html = dir.path().join(format!("a{i}.html"));
         let mut c = proftrust();
-        c.args(["audit", "--backend", "qemu", "--json", "--html"])
+        c.args(["audit", "--backend", "qemu", "--json", "-o", "-", "--html"])
             .arg(&html)
             .arg("--")
             .arg(&spin)
@@ -397,6 +397,8 @@ fn sigkill_of_proftrust_leaves_nothing_running() {
             "--backend".into(),
             "qemu".into(),
             "--json".into(),
+            "-o".into(),
+            "-".into(),
         ],
         vec!["vpmu".into(), "-o".into(), out.display().to_string()],
         vec!["paths".into(), "--json".into()],

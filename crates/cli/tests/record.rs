@@ -66,10 +66,12 @@ fn records_a_program_with_seed_and_outcome() {
     assert!(set.modules.find_by_file_name("work").is_some());
 }
 
-/// Without `-o`, `record` writes `perf.data` in the current directory, as `perf record` does;
-/// the file is a native sample file that `read` recognises by its magic.
+/// Without `-o` the file is `proftrust.ptsamp` in the current directory, not `perf.data`:
+/// perf cannot read our format, so perf's name would be a trap (issue 31). The file is a
+/// native sample file that `read` recognises by its magic, and a second recording keeps
+/// the first as `.old`.
 #[test]
-fn without_output_flag_writes_perf_data_in_the_current_directory() {
+fn without_output_flag_writes_proftrust_ptsamp_in_the_current_directory() {
     let dir = tempfile::tempdir().unwrap();
     let Some(bin) = compile("default_output", "work", dir.path()) else {
         return;
@@ -83,8 +85,9 @@ fn without_output_flag_writes_perf_data_in_the_current_directory() {
         .expect("run proftrust");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("perf.data"), "{err}");
-    let file = run.path().join("perf.data");
+    assert!(err.contains("proftrust.ptsamp"), "{err}");
+    assert!(!run.path().join("perf.data").exists());
+    let file = run.path().join("proftrust.ptsamp");
     let set = read(&file);
     assert_eq!(set.outcome, Some(RunOutcome::Exited { code: 0 }));
     assert_eq!(set.command, vec![b.to_string(), "20".to_string()]);
@@ -93,13 +96,13 @@ fn without_output_flag_writes_perf_data_in_the_current_directory() {
     // A consumer: `read` takes the default file by name and reports it as our format.
     let r = Command::new(env!("CARGO_BIN_EXE_proftrust"))
         .current_dir(run.path())
-        .args(["read", "--json", "perf.data"])
+        .args(["read", "--json", "proftrust.ptsamp"])
         .output()
         .expect("run proftrust read");
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("read --json is JSON");
     assert_eq!(v["format"], "samples", "{v}");
-    // A second recording keeps the first as perf.data.old, as perf record does.
+    // A second recording keeps the first as proftrust.ptsamp.old, as perf record does.
     let first = std::fs::read(&file).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
         .current_dir(run.path())
@@ -108,12 +111,129 @@ fn without_output_flag_writes_perf_data_in_the_current_directory() {
         .expect("run proftrust");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("perf.data.old"), "{err}");
+    assert!(err.contains("proftrust.ptsamp.old"), "{err}");
     assert_eq!(
-        std::fs::read(run.path().join("perf.data.old")).unwrap(),
+        std::fs::read(run.path().join("proftrust.ptsamp.old")).unwrap(),
         first
     );
     assert_eq!(read(&file).events[0].config.seed, Some(4));
+}
+
+/// The recorded program starts with every signal at its default disposition and none
+/// blocked (issue 31: SIGPIPE was ignored, `SigIgn: ...1000`, so `yes | head -1` said
+/// "Broken pipe" under `record` and not under the exact run). Oracle: the kernel's own
+/// `/proc/self/status` of the recorded process, and the shell pipeline's stderr.
+#[test]
+fn the_recorded_program_starts_with_default_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.ptsamp");
+    let o = Command::new(env!("CARGO_BIN_EXE_proftrust"))
+        .args(["-q", "record", "-o"])
+        .arg(&out)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "grep -E '^Sig(Ign|Blk):' /proc/self/status; yes | head -1",
+        ])
+        .output()
+        .expect("run proftrust");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        stdout, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n",
+        "{stdout}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("Broken pipe"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// One period parser for `record -c` and `audit -c` (issue 31: `-c 10G` was taken by one
+/// and refused by the other); a period too long for any sample of the run is reported
+/// right after the recording, before the exact run.
+#[test]
+fn periods_parse_alike_and_a_period_without_samples_stops_before_the_exact_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.ptsamp");
+    let o = out.to_str().unwrap();
+    let r = proftrust(&["-q", "record", "-c", "10G", "-o", o, "--", "true"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        read(&out).events[0].config.period,
+        PeriodMode::Fixed(10 << 30)
+    );
+    for cmd in ["record", "audit"] {
+        let r = proftrust(&[cmd, "-c", "0", "--", "true"]);
+        assert_eq!(r.status.code(), Some(2), "{cmd}");
+        assert!(
+            String::from_utf8_lossy(&r.stderr).contains("expected 1 to 1000000000000000"),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+    }
+    let t0 = std::time::Instant::now();
+    let r = proftrust(&["audit", "--backend", "qemu", "-c", "10G", "--", "true"]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("no exact run was made"), "{err}");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+/// `record --pid` of another user's process, as an unprivileged user: a permission
+/// refusal says so (it said "no process with pid N"); a pid that does not exist still
+/// says that.
+#[test]
+fn record_pid_of_another_users_process_says_permission() {
+    let t = "record_pid_of_another_users_process_says_permission";
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        proftrust_testkit::skip!("{t}: needs root to run the test as user nobody");
+        return;
+    }
+    if !proftrust_testkit::need(t, &["setpriv", "sleep"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let out = dir.path().join("n.ptsamp");
+    let as_nobody = |pid: &str| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_proftrust"))
+            .args(["record", "--timeout", "1", "--pid", pid, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = as_nobody(&sleeper.id().to_string());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "process {} exists but this user may not profile it",
+            sleeper.id()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("Operation not permitted"), "{err}");
+    let o = as_nobody("4000000");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no process with pid 4000000"), "{err}");
+    assert!(!out.exists());
 }
 
 /// The rest of the CLI contract: `-e EVENT`, `-F FREQ`, `-g`; the file reads back through

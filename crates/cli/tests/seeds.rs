@@ -240,6 +240,8 @@ fn audit_takes_perf_flags_and_stores_the_seed() {
         "--backend",
         "qemu",
         "--json",
+        "-o",
+        "-",
         "--",
         "./tiny",
         "3000000",

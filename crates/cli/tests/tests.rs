@@ -17,6 +17,7 @@ mod hostile;
 mod inspect;
 mod interrupt;
 mod paths;
+mod processes;
 mod read;
 mod real_programs;
 mod record;

@@ -82,6 +82,29 @@ pub enum ExactError {
     /// An option is not supported.
     #[error("unsupported option: {0}")]
     Unsupported(String),
+    /// The program is built for another machine than the runner executes.
+    #[error("{} is an {machine} program; {runner} runs x86-64 programs only (give an x86-64 build of the program, or run proftrust on a {machine} machine)", program.display())]
+    WrongMachine {
+        /// The program's ELF file.
+        program: PathBuf,
+        /// Its machine (`e_machine`), by name.
+        machine: String,
+        /// The runner that cannot execute it (`qemu-x86_64`, `this valgrind`).
+        runner: &'static str,
+    },
+    /// The kernel would not run the program (`execve` fails): an empty or text file, a
+    /// `#!` interpreter that is missing, too many `#!` levels.
+    #[error("cannot run the program: {0}")]
+    Exec(#[from] proftrust_supervise::exec::ExecError),
+    /// A variable of the environment names a file that is not there (it is not silently
+    /// replaced by the default).
+    #[error("${var}={}: no such file (unset {var} to use the default, or point it at the file)", path.display())]
+    EnvPath {
+        /// The variable.
+        var: String,
+        /// The path it gives.
+        path: PathBuf,
+    },
 }
 
 impl ExactError {

@@ -37,6 +37,7 @@ pub mod protocol;
 mod qemu;
 mod run;
 mod sys;
+mod tree;
 
 pub use callgrind::{count_callgrind, CallgrindOptions};
 pub use error::ExactError;
@@ -45,7 +46,7 @@ pub use qemu::{
     count_qemu, counts_may_be_low, find_plugin, find_qemu, guest_threads, trace_qemu, QemuOptions,
     DEFAULT_CPU, PLUGIN_FILE, TRACE_RING_BYTES,
 };
-pub use run::signal_name;
+pub use run::{plan, signal_name};
 
 /// The warnings a backend recorded in a profile's `backend_detail` (its `; `-separated
 /// phrases that start with `WARNING`, and a plugin stream that ended early), worded for a

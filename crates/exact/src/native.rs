@@ -40,6 +40,7 @@ pub fn run_native(cmd: &[OsString], o: &NativeOptions) -> Result<RunOutcome, Exa
     }
     c.process_group(0);
     proftrust_supervise::die_with_parent(&mut c);
+    proftrust_supervise::default_signals(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
     let child = supervision
         .spawn(|| c.spawn(), |c| c.id() as i32)

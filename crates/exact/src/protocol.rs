@@ -1,4 +1,4 @@
-//! Decoding the plugin's stream (version 7; layout in `docs/exact.md` and the plugin's
+//! Decoding the plugin's stream (version 8; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
 use crate::ExactError;
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 const MAGIC: &[u8; 4] = b"PTQP";
-const VERSION: u32 = 7;
+const VERSION: u32 = 8;
 const HEADER_LEN: usize = 16;
 const TAG_MODULE: u8 = 1;
 const TAG_BLOCK: u8 = 2;
@@ -20,6 +20,12 @@ const TAG_SNAPSHOT: u8 = 4;
 const TAG_END: u8 = 5;
 const TAG_TRACE_MEM: u8 = 6;
 const TAG_RING: u8 = 7;
+const TAG_PROCESS: u8 = 8;
+const TAG_EXEC: u8 = 9;
+/// Words of the shared counter file before the counters (the plugin's
+/// `wire::SHM_HEAD_WORDS`): the run state (word 0), the started program's thread count
+/// (word 1), the last image id given out (word 2).
+pub const SHM_HEAD_WORDS: u64 = 512;
 /// TRACEMEM word flag: a data access (else a block id).
 pub const MEM_FLAG: u32 = 1 << 31;
 /// TRACEMEM access word: a store.
@@ -133,6 +139,39 @@ pub enum Record {
     Snapshot(Snapshot),
     /// Clean end.
     End,
+    /// Which process image the stream is about (following a process tree).
+    Process(ProcessRecord),
+    /// An `execve` of the image: the new image's id (`None` when the plugin did not
+    /// follow it, with `why`), its name, ELF and arguments.
+    Exec {
+        /// The new image's id.
+        image: Option<u32>,
+        /// Its process name.
+        comm: String,
+        /// The ELF it runs.
+        path: String,
+        /// Why it is not followed (empty when it is).
+        why: String,
+        /// Its arguments.
+        argv: Vec<String>,
+    },
+}
+
+/// A PROCESS record (protocol in `docs/exact.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessRecord {
+    /// The image's id (0: the started program).
+    pub image: u32,
+    /// The image it came from.
+    pub parent: Option<u32>,
+    /// How it began.
+    pub start: proftrust_model::ImageStart,
+    /// Its process id.
+    pub pid: u32,
+    /// A forked child: the block ids it inherits from its parent (those below).
+    pub blocks: u32,
+    /// A forked child: the module ids it inherits.
+    pub modules: u32,
 }
 
 /// Reads records from the plugin's stream.
@@ -150,6 +189,8 @@ pub struct Decoder<R> {
     /// Header: the QEMU plugin API version the plugin runs with (1: shared inline
     /// counters and a callback per block for edges; 4: per-vCPU counters, edges derived).
     pub api: u8,
+    /// Header: the process id of the QEMU that wrote the stream.
+    pub pid: u32,
     /// A trace chunk's buffer handed back ([`Decoder::recycle`]) for the next chunk: a
     /// fresh 64 KiB vector per chunk made the kernel fault in and zero its pages each time.
     spare: Vec<u32>,
@@ -201,6 +242,7 @@ impl<R: Read> Decoder<R> {
             edges: head[9] != 0,
             mem_form: head[10],
             api: head[11],
+            pid: u32::from_le_bytes([head[12], head[13], head[14], head[15]]),
             spare: Vec::new(),
         }))
     }
@@ -352,6 +394,50 @@ impl<R: Read> Decoder<R> {
                 })
             }
             TAG_END => Record::End,
+            TAG_PROCESS => {
+                let w = "process record";
+                let image = self.u32(w)?;
+                let parent = self.u32(w)?;
+                let start = match self.u8(w)? {
+                    0 => proftrust_model::ImageStart::Root,
+                    1 => proftrust_model::ImageStart::Fork,
+                    _ => proftrust_model::ImageStart::Exec,
+                };
+                Record::Process(ProcessRecord {
+                    image,
+                    parent: (parent != u32::MAX).then_some(parent),
+                    start,
+                    pid: self.u32(w)?,
+                    blocks: self.u32(w)?,
+                    modules: self.u32(w)?,
+                })
+            }
+            TAG_EXEC => {
+                let w = "exec record";
+                let image = self.u32(w)?;
+                let n = self.u16(w)? as usize;
+                let mut strings = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let len = self.u32(w)? as usize;
+                    if len > 1 << 20 {
+                        return Err(ExactError::Protocol {
+                            offset: at,
+                            what: format!("exec record string of {len} bytes is implausible"),
+                        });
+                    }
+                    let mut b = vec![0u8; len];
+                    self.fill(&mut b, w)?;
+                    strings.push(String::from_utf8_lossy(&b).into_owned());
+                }
+                let mut it = strings.into_iter();
+                Record::Exec {
+                    image: (image != u32::MAX).then_some(image),
+                    comm: it.next().unwrap_or_default(),
+                    path: it.next().unwrap_or_default(),
+                    why: it.next().unwrap_or_default(),
+                    argv: it.collect(),
+                }
+            }
             t => {
                 return Err(ExactError::Protocol {
                     offset: at,
@@ -379,7 +465,7 @@ pub struct BlockDef {
 }
 
 /// Turns wire modules and blocks into module-relative ones.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Resolver {
     /// Modules seen so far.
     pub modules: ModuleTable,

@@ -2,9 +2,10 @@
 
 use crate::protocol::{
     Decoder, Record, Resolver, Snapshot, SnapshotReason, MEM_FLAG, MEM_LEVEL_POS, MEM_LONG,
-    MEM_STORE,
+    MEM_STORE, SHM_HEAD_WORDS,
 };
 use crate::run::{self, Ended, StderrTail};
+use crate::tree::{self, ImageNotes};
 use crate::{sys, ExactError};
 use proftrust_model::{BlockVisitor, ExactProfile, MemAccess, RunOutcome, TraceBlock};
 use proftrust_supervise::StopSignal;
@@ -19,12 +20,15 @@ use std::time::Duration;
 pub const PLUGIN_FILE: &str = "libproftrust_qemu_plugin.so";
 
 /// Blocks whose inline counters live in the shared counter file (128 MiB of address space,
-/// sparse); later blocks use plugin-private counters that do not survive a fatal signal. One
-/// more `u64` after them holds the run state ([`RUN_EXITED`], [`RUN_FORKED`],
-/// [`RUN_EXECED`]), the last one the number of guest threads started.
+/// sparse), after its head page ([`SHM_HEAD_WORDS`]: the run state, [`RUN_EXITED`],
+/// [`RUN_FORKED`], [`RUN_EXECED`], in word 0, the number of guest threads started in word
+/// 1, the process tree's image counter in word 2); later blocks use plugin-private counters
+/// that do not survive a fatal signal.
 const SHARED_COUNTERS: u64 = 1 << 24;
 /// Index of the shared file's thread count (in `u64`s).
-const THREADS_AT: u64 = SHARED_COUNTERS + 1;
+const THREADS_AT: u64 = 1;
+/// Index of the shared file's first counter (in `u64`s).
+const COUNTERS_AT: u64 = SHM_HEAD_WORDS;
 /// Run state bit: the plugin's exit hook ran in the process QEMU started.
 const RUN_EXITED: u64 = 1;
 /// Run state bit: that process forked (set before the child exists).
@@ -36,7 +40,7 @@ const RUN_EXECED: u64 = 4;
 fn run_state(shm: &std::fs::File) -> u64 {
     use std::os::unix::fs::FileExt;
     let mut w = [0u8; 8];
-    match shm.read_exact_at(&mut w, SHARED_COUNTERS * 8) {
+    match shm.read_exact_at(&mut w, 0) {
         Ok(()) => u64::from_le_bytes(w),
         Err(_) => 0,
     }
@@ -72,9 +76,13 @@ pub struct QemuOptions {
     pub timeout: Option<Duration>,
     /// Plugin shared object. Default `None`: [`find_plugin`].
     pub plugin: Option<PathBuf>,
-    /// Follow forked children. Default `false`, and `true` is refused: the plugin excludes
-    /// forked children (their instructions are not counted; the parent's are exact).
-    pub follow_fork: bool,
+    /// [`count_qemu`]: count the whole process tree, forked children and the programs an
+    /// `execve` starts (QEMU run again on them, `#!` scripts through their interpreter), each
+    /// process image listed in [`ExactProfile::processes`] with its own counts; the profile
+    /// is their sum. Default `true`. `false` counts the started process up to its first
+    /// `execve` (forked children excluded). [`trace_qemu`] always traces the started process
+    /// alone.
+    pub follow: bool,
     /// Count block→block edges, calls and returns with a per-block callback (per vcpu,
     /// race-free). Default `true`. `false` counts with inline counters only: faster, no
     /// edges or calls, and with several threads running the same block at once counts can
@@ -121,7 +129,7 @@ impl Default for QemuOptions {
             cpu: None,
             timeout: None,
             plugin: None,
-            follow_fork: false,
+            follow: true,
             edges: true,
             qemu: None,
             show_output: true,
@@ -147,7 +155,11 @@ pub fn find_plugin() -> Result<PathBuf, ExactError> {
         if p.is_file() {
             return Ok(p);
         }
-        looked.push(format!("$PROFTRUST_QEMU_PLUGIN={}", p.display()));
+        // Asked for this plugin: another one would count with code the user did not pick.
+        return Err(ExactError::EnvPath {
+            var: "PROFTRUST_QEMU_PLUGIN".into(),
+            path: p,
+        });
     }
     // Several copies can exist (cargo leaves one in `target/*/` and one in `deps/`); a
     // stale one would not match this analyzer, so the newest wins.
@@ -256,6 +268,10 @@ pub fn find_qemu() -> Result<PathBuf, ExactError> {
         if p.is_file() {
             return Ok(p);
         }
+        return Err(ExactError::EnvPath {
+            var: "PROFTRUST_QEMU".into(),
+            path: p,
+        });
     }
     let found = FOUND.get_or_init(|| {
         let mut cands: Vec<PathBuf> = std::env::var_os("PATH")
@@ -331,6 +347,14 @@ struct QemuRun {
     /// The plugin wrote its header (it writes it when QEMU installs it, before the guest
     /// runs): false means QEMU never loaded it.
     started: bool,
+    /// What the started image's stream said of its process and its `execve`.
+    notes: ImageNotes,
+    /// The streams of the other images of a followed tree.
+    others: Vec<tree::Stream>,
+    /// What `execve` of the command ran (the `#!` chain resolved).
+    plan: proftrust_supervise::exec::ExecPlan,
+    /// The command as given.
+    command: Vec<OsString>,
 }
 
 fn run_qemu(
@@ -339,13 +363,14 @@ fn run_qemu(
     trace: bool,
     visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<QemuRun, ExactError> {
-    if o.follow_fork {
-        return Err(ExactError::Unsupported(
-            "follow_fork: the QEMU plugin excludes forked children; only the parent is counted"
-                .into(),
-        ));
+    let plan = run::plan(cmd)?;
+    if !plan.ident.is_x86_64() {
+        return Err(ExactError::WrongMachine {
+            program: plan.elf.clone(),
+            machine: plan.ident.machine_name().to_string(),
+            runner: "qemu-x86_64",
+        });
     }
-    let program = run::resolve_program(cmd)?;
     let qemu = match &o.qemu {
         Some(q) => q.clone(),
         None => find_qemu()?,
@@ -379,15 +404,21 @@ fn run_qemu(
     if trace && ring.is_none() {
         sys::grow_pipe(&rd, TRACE_PIPE_BYTES);
     }
-    let shm = sys::memfd(c"proftrust-counters", (THREADS_AT + 1) * 8)
+    let shm = sys::memfd(c"proftrust-counters", (COUNTERS_AT + SHARED_COUNTERS) * 8)
         .map_err(|e| ExactError::io("creating the shared counter file", e))?;
+    // Following the process tree (count mode): the socket the other images report on.
+    let listener = if o.follow && !trace {
+        Some(tree::Listener::start()?)
+    } else {
+        None
+    };
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     let edges = trace || o.edges;
     let mem = trace && o.trace_memory;
     let cache = o.cache.filter(|_| mem);
     let mut c = Command::new(&qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}",
+        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}{}",
         sys::raw(&wr),
         sys::raw(&shm),
         sys::raw(&ctl_rd),
@@ -407,11 +438,19 @@ fn run_qemu(
                 ""
             }
         )),
+        listener
+            .as_ref()
+            .map_or(String::new(), |l| format!(",follow={}", l.name)),
     ));
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
     }
-    c.arg("-0").arg(&cmd[0]).arg(&program).args(&cmd[1..]);
+    // The ELF `execve` would load (a script's interpreter), with the arguments the kernel
+    // would give it.
+    c.arg("-0")
+        .arg(&plan.argv[0])
+        .arg(&plan.elf)
+        .args(&plan.argv[1..]);
     if !o.show_output {
         // The program's output is not shown, but QEMU's messages are kept for an error.
         c.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -420,6 +459,7 @@ fn run_qemu(
     fds.extend(ring.as_ref().map(|r| sys::raw(r.file())));
     sys::inherit_fds(&mut c, &fds);
     proftrust_supervise::die_with_parent(&mut c);
+    proftrust_supervise::default_signals(&mut c);
     let mut supervision = proftrust_supervise::Run::begin();
     let mut child = supervision
         .spawn(|| c.spawn(), |c| c.id() as i32)
@@ -457,7 +497,17 @@ fn run_qemu(
         supervision.left_no_processes();
     }
     drop(supervision);
-    let (resolver, snapshot, clean_end, mode_edges, started, api) = decoded?;
+    // Every process of the run is gone: the other images' streams are complete.
+    let others = listener.map(tree::Listener::finish).unwrap_or_default();
+    let Decoded {
+        resolver,
+        snapshot,
+        clean: clean_end,
+        edges: mode_edges,
+        started,
+        api,
+        notes,
+    } = decoded?;
     let outcome = run::outcome(&ended);
     if resolver.blocks.is_empty() && matches!(outcome, RunOutcome::Exited { .. }) {
         // QEMU exited without one guest block translated: it refused the program or its
@@ -482,7 +532,7 @@ fn run_qemu(
         });
     }
     let detail = format!(
-        "{}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; forked children excluded; exec not followed",
+        "{}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; {}",
         version.get().unwrap_or_else(|| qemu_version(&qemu)),
         if api >= 2 {
             "per-vCPU counters; edges seen only where control went elsewhere than the block's static successor, the rest derived from block counts"
@@ -492,6 +542,11 @@ fn run_qemu(
         o.cpu.as_deref().unwrap_or(DEFAULT_CPU),
         plugin.display(),
         if mode_edges { "on" } else { "off" },
+        if o.follow && !trace {
+            "process tree followed (forks and execs)"
+        } else {
+            "forked children excluded; exec not followed"
+        },
     );
     Ok(QemuRun {
         shm,
@@ -504,6 +559,10 @@ fn run_qemu(
         api,
         pid,
         started,
+        notes,
+        others,
+        plan,
+        command: cmd.to_vec(),
     })
 }
 
@@ -529,9 +588,22 @@ fn ring_words(bytes: usize) -> u32 {
 /// Read buffer of the trace decoder: many plugin chunks per `read`.
 const TRACE_READ_BYTES: usize = 1 << 20;
 
-/// Resolver, final snapshot, clean end, edges mode, whether the plugin wrote its header,
-/// plugin API version.
-type Decoded = (Resolver, Option<Snapshot>, bool, bool, bool, u8);
+/// What the started image's stream gave.
+struct Decoded {
+    resolver: Resolver,
+    /// The final snapshot.
+    snapshot: Option<Snapshot>,
+    /// END came.
+    clean: bool,
+    /// Edges mode.
+    edges: bool,
+    /// The plugin wrote its header.
+    started: bool,
+    /// Plugin API version.
+    api: u8,
+    /// Its PROCESS and EXEC records.
+    notes: ImageNotes,
+}
 
 /// Hands block `id` of thread `tid` with its accesses to `v`.
 fn emit(
@@ -703,7 +775,15 @@ fn decode(
         rd,
     ))?
     else {
-        return Ok((resolver, None, false, false, false, 0));
+        return Ok(Decoded {
+            resolver,
+            snapshot: None,
+            clean: false,
+            edges: false,
+            started: false,
+            api: 0,
+            notes: ImageNotes::default(),
+        });
     };
     if (d.mode == 1) != trace || d.mem_form != if mem { form.header() } else { 0 } {
         return Err(ExactError::Protocol {
@@ -716,7 +796,9 @@ fn decode(
     let api = d.api;
     let mut snapshot = None;
     let mut clean = false;
+    let mut notes = ImageNotes::default();
     while let Some(rec) = d.next_record()? {
+        tree::note_record(&mut notes, &rec);
         match rec {
             Record::Module { id, base, path } => {
                 if let Some(idx) = resolver.module(id, base, &path) {
@@ -763,6 +845,7 @@ fn decode(
             }
             Record::Snapshot(s) => snapshot = Some(s),
             Record::End => clean = true,
+            Record::Process(_) | Record::Exec { .. } => {}
         }
     }
     // The last block of each thread (its accesses are complete now), in thread-id order.
@@ -775,7 +858,15 @@ fn decode(
             }
         }
     }
-    Ok((resolver, snapshot, clean, edges, true, api))
+    Ok(Decoded {
+        resolver,
+        snapshot,
+        clean,
+        edges,
+        started: true,
+        api,
+        notes,
+    })
 }
 
 /// Runs `cmd` under QEMU with the plugin and returns exact counts for every module (main
@@ -786,7 +877,193 @@ fn decode(
 /// ending is in `outcome`. Only when QEMU dies without the plugin writing anything (it
 /// could not load the plugin, or an outside SIGKILL) is this an error.
 pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, ExactError> {
-    let r = run_qemu(cmd, o, false, None)?;
+    let mut r = run_qemu(cmd, o, false, None)?;
+    let others = std::mem::take(&mut r.others);
+    let notes = std::mem::take(&mut r.notes);
+    let plan = r.plan.clone();
+    let pid = r.pid;
+    let resolver = r.resolver.clone();
+    let followed_exec = o.follow && notes.exec.as_ref().is_some_and(|e| e.image.is_some());
+    let root = started_image_profile(r, followed_exec)?;
+    if !o.follow {
+        return Ok(root);
+    }
+    Ok(with_tree(root, resolver, &notes, others, &plan, pid))
+}
+
+/// The block counts a snapshot gives, by plugin API and edges mode. API >= 2: the inline
+/// counters are per vCPU, exact under threads. API 1: with edges, the per-vcpu callback
+/// counts; without, the shared inline counters plus the callback counts of blocks
+/// translated once a guest thread existed (the plugin then counts with per-vcpu callbacks
+/// instead of the racy shared add).
+fn block_counts(snap: &Snapshot, api: u8, edges: bool) -> std::borrow::Cow<'_, [u64]> {
+    let from_callback = api < 2 && !snap.callback.is_empty();
+    if api >= 2 {
+        snap.inline.as_slice().into()
+    } else if edges && from_callback {
+        snap.callback.as_slice().into()
+    } else if from_callback {
+        let n = snap.inline.len().max(snap.callback.len());
+        (0..n)
+            .map(|i| {
+                snap.inline.get(i).copied().unwrap_or(0)
+                    + snap.callback.get(i).copied().unwrap_or(0)
+            })
+            .collect::<Vec<u64>>()
+            .into()
+    } else {
+        snap.inline.as_slice().into()
+    }
+}
+
+/// The started image's counts with the other images of its tree (see
+/// [`QemuOptions::follow`]): each image's counts from its own stream (a forked child's
+/// definitions start from its parent's), the images listed in
+/// [`ExactProfile::processes`], the profile their sum.
+fn with_tree(
+    root: ExactProfile,
+    root_resolver: Resolver,
+    root_notes: &ImageNotes,
+    others: Vec<tree::Stream>,
+    plan: &proftrust_supervise::exec::ExecPlan,
+    pid: u32,
+) -> ExactProfile {
+    let lossy = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+    let root_process = proftrust_model::ExactProcess {
+        pid,
+        parent: None,
+        start: proftrust_model::ImageStart::Root,
+        comm: plan.comm.clone(),
+        path: lossy(plan.elf.as_os_str()),
+        argv: plan.argv.iter().map(|a| lossy(a)).collect(),
+        total_instructions: root.total_instructions,
+        instructions: Vec::new(),
+        not_counted: None,
+        outcome: root.outcome.clone(),
+        replaced: false,
+    };
+    // Each stream's records applied in image order, a fork's onto its parent's definitions.
+    let mut resolvers: HashMap<u32, Resolver> = HashMap::new();
+    resolvers.insert(0, root_resolver);
+    let mut decoded: Vec<(ImageNotes, u32, Result<ExactProfile, String>)> = Vec::new();
+    let mut streams: Vec<(u32, tree::Stream)> = others
+        .into_iter()
+        .map(|s| {
+            let id = s.records.iter().find_map(|r| match r {
+                Record::Process(p) => Some(p.image),
+                _ => None,
+            });
+            (id.unwrap_or(u32::MAX), s)
+        })
+        .collect();
+    streams.sort_by_key(|(id, _)| *id);
+    let mut warnings = Vec::new();
+    for (id, st) in streams {
+        let fork_parent = st.records.iter().find_map(|r| match r {
+            Record::Process(p) if p.start == proftrust_model::ImageStart::Fork => p.parent,
+            _ => None,
+        });
+        let mut resolver = fork_parent
+            .and_then(|p| resolvers.get(&p).cloned())
+            .unwrap_or_default();
+        let (pid, api, edges, error) = (st.pid, st.api, st.edges, st.error);
+        let applied = tree::apply_records(&mut resolver, st.records);
+        let (notes, counts) = match applied {
+            Ok((snap, _clean, notes)) => {
+                let counts = match (snap, error) {
+                    (Some(snap), _) => {
+                        if snap.underived > 0 {
+                            warnings.push(format!(
+                                "WARNING {} block executions of pid {pid} had an edge the plugin could not derive",
+                                snap.underived
+                            ));
+                        }
+                        let mut p = resolver.profile(&block_counts(&snap, api, edges), &snap.edges);
+                        p.normalize();
+                        Ok(p)
+                    }
+                    (None, Some(e)) => Err(format!("its stream broke off: {e}")),
+                    (None, None) => Err("killed before it wrote its counts (the run ended while it ran, or a SIGKILL)".into()),
+                };
+                (notes, counts)
+            }
+            Err(e) => (
+                ImageNotes::default(),
+                Err(format!("its stream is unreadable: {e}")),
+            ),
+        };
+        resolvers.insert(id, resolver);
+        decoded.push((notes, pid, counts));
+    }
+    let pairs: Vec<(ImageNotes, u32)> = decoded
+        .iter_mut()
+        .map(|(n, pid, _)| (std::mem::take(n), *pid))
+        .collect();
+    let mut profiles: HashMap<u32, Result<ExactProfile, String>> = HashMap::new();
+    for ((n, _), (_, _, c)) in pairs.iter().zip(decoded) {
+        if let Some(p) = n.process {
+            profiles.insert(p.image, c);
+        }
+    }
+    let images = tree::image_list(root_process, root_notes, &pairs);
+    let mut out = root;
+    out.processes = Vec::new();
+    let mut listed = Vec::with_capacity(images.len());
+    for (k, im) in images.into_iter().enumerate() {
+        let mut proc = im.process;
+        if k == 0 {
+            let mut me = out.clone();
+            me.processes = vec![proc.clone()];
+            out = ExactProfile {
+                processes: vec![proc.clone()],
+                ..me
+            };
+            listed.push(proc);
+            continue;
+        }
+        match profiles.remove(&im.id) {
+            Some(Ok(mut p)) if proc.not_counted.is_none() => {
+                proc.total_instructions = p.total_instructions;
+                p.processes = vec![proc.clone()];
+                out.merge(&p);
+            }
+            Some(Err(why)) if proc.not_counted.is_none() => {
+                proc.not_counted = Some(why);
+                out.processes.push(proc.clone());
+            }
+            _ => out.processes.push(proc.clone()),
+        }
+        listed.push(proc);
+    }
+    // The merge keeps each image's own counts; the listing's tree links are the image
+    // list's.
+    for (p, l) in out.processes.iter_mut().zip(listed) {
+        p.parent = l.parent;
+        p.start = l.start;
+        p.not_counted = l.not_counted;
+        p.replaced = l.replaced;
+    }
+    let counted = out
+        .processes
+        .iter()
+        .filter(|p| p.not_counted.is_none())
+        .count();
+    if out.processes.len() > 1 {
+        out.backend_detail.push_str(&format!(
+            "; {} process images, {counted} counted",
+            out.processes.len()
+        ));
+    }
+    for w in warnings {
+        out.backend_detail.push_str("; ");
+        out.backend_detail.push_str(&w);
+    }
+    out
+}
+
+/// The started image's profile (the whole run's without [`QemuOptions::follow`]);
+/// `followed_exec`: its `execve` was followed (the next image has the counts after it).
+fn started_image_profile(r: QemuRun, followed_exec: bool) -> Result<ExactProfile, ExactError> {
     let mut died = false;
     let snap = match r.snapshot {
         Some(s) => s,
@@ -807,7 +1084,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             let mut raw = vec![0u8; n * 8];
             use std::os::unix::fs::FileExt;
             r.shm
-                .read_exact_at(&mut raw, 0)
+                .read_exact_at(&mut raw, COUNTERS_AT * 8)
                 .map_err(|e| ExactError::io("reading the shared counters", e))?;
             let mut threads = [0u8; 8];
             r.shm
@@ -846,29 +1123,9 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
             })
         }
     };
-    // API >= 2: the inline counters are per vCPU, exact under threads. API 1: with edges,
-    // the per-vcpu callback counts; without, the shared inline counters plus the callback
-    // counts of blocks translated once a guest thread existed (the plugin then counts with
-    // per-vcpu callbacks instead of the racy shared add).
     let from_callback = r.api < 2 && !snap.callback.is_empty();
-    let summed;
-    let counts = if r.api >= 2 {
-        &snap.inline
-    } else if r.edges && from_callback {
-        &snap.callback
-    } else if from_callback {
-        let n = snap.inline.len().max(snap.callback.len());
-        summed = (0..n)
-            .map(|i| {
-                snap.inline.get(i).copied().unwrap_or(0)
-                    + snap.callback.get(i).copied().unwrap_or(0)
-            })
-            .collect::<Vec<u64>>();
-        &summed
-    } else {
-        &snap.inline
-    };
-    let mut p = r.resolver.profile(counts, &snap.edges);
+    let counts = block_counts(&snap, r.api, r.edges);
+    let mut p = r.resolver.profile(&counts, &snap.edges);
     let mut detail = r.detail;
     if died {
         detail.push_str("; the run ended without QEMU's exit hook (fatal signal or timeout): instruction counts from the shared inline counters (the block holding a faulting instruction counts whole), no edges or calls");
@@ -893,6 +1150,7 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
         ));
     }
     match snap.reason {
+        SnapshotReason::Exec if followed_exec => {}
         SnapshotReason::Exec => detail
             .push_str("; the program called execve: counts stop there (new image not followed)"),
         SnapshotReason::Kill => detail.push_str("; counts written just before a self-SIGKILL"),
@@ -905,7 +1163,8 @@ pub fn count_qemu(cmd: &[OsString], o: &QemuOptions) -> Result<ExactProfile, Exa
     }
     p.backend = "qemu".into();
     p.backend_detail = detail;
-    p.command = cmd
+    p.command = r
+        .command
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();

@@ -39,7 +39,8 @@ pub struct Ended {
 }
 
 /// Resolves `cmd[0]` like a shell: a name with a `/` is a path, otherwise it is looked up
-/// on `PATH`. Checks that the result is an executable regular file.
+/// on `PATH`. Checks that the result is an executable regular file. Symbolic links are
+/// kept (the process is named after the path `execve` is given: `sh`, not `dash`).
 pub fn resolve_program(cmd: &[OsString]) -> Result<PathBuf, ExactError> {
     let name = cmd.first().ok_or(ExactError::EmptyCommand)?;
     let p = Path::new(name);
@@ -60,16 +61,30 @@ pub fn resolve_program(cmd: &[OsString]) -> Result<PathBuf, ExactError> {
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
         return Err(ExactError::NotExecutable { path });
     }
-    Ok(std::fs::canonicalize(&path).unwrap_or(path))
+    Ok(path)
 }
 
-/// Finds a tool on `PATH` (or the path in `env_override`), else a [`ExactError::ToolMissing`].
+/// What `execve` of `cmd` runs (`cmd[0]` found as [`resolve_program`] finds it, `#!`
+/// scripts resolved to their interpreter as the kernel does), or why the kernel would
+/// refuse it: checked before any run, so a program no runner can start (an empty file, a
+/// text file, a missing interpreter) is an error up front, the same for every backend.
+pub fn plan(cmd: &[OsString]) -> Result<proftrust_supervise::exec::ExecPlan, ExactError> {
+    let path = resolve_program(cmd)?;
+    Ok(proftrust_supervise::exec::plan_exec(&path, cmd)?)
+}
+
+/// Finds a tool on `PATH`, or at the path in `env_override` when that is set (a path that
+/// is not a file is then an error, not a fallback), else a [`ExactError::ToolMissing`].
 pub fn find_tool(name: &str, env_override: &str, install: &str) -> Result<PathBuf, ExactError> {
     if let Some(p) = std::env::var_os(env_override) {
         let p = PathBuf::from(p);
         if p.is_file() {
             return Ok(p);
         }
+        return Err(ExactError::EnvPath {
+            var: env_override.into(),
+            path: p,
+        });
     }
     std::env::var_os("PATH")
         .and_then(|path| {

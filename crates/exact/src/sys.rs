@@ -252,3 +252,10 @@ pub fn readable(f: &impl AsRawFd, ms: i32) -> bool {
     // SAFETY: poll on one valid pollfd.
     unsafe { libc::poll(&mut p, 1, ms) == 1 }
 }
+
+/// `flock(f, LOCK_EX | LOCK_NB)`: whether this process now holds the file's exclusive lock
+/// (the kernel drops it when the last descriptor of the open file closes, also at SIGKILL).
+pub fn try_lock(f: &File) -> bool {
+    // SAFETY: flock on an open descriptor we own.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}

@@ -484,7 +484,13 @@ fn qemu_fault_endings_keep_the_profile() {
         ("fork", RunOutcome::Exited { code: 0 }),
     ];
     for (mode, want) in cases {
-        let p = count_qemu(&cmd(&bin, &[mode, &n.to_string()]), &quiet_qemu())
+        // The started process alone (`follow: false`); trees are tested in the CLI's
+        // processes tests.
+        let started_only = QemuOptions {
+            follow: false,
+            ..quiet_qemu()
+        };
+        let p = count_qemu(&cmd(&bin, &[mode, &n.to_string()]), &started_only)
             .unwrap_or_else(|e| panic!("{mode}: {e}"));
         assert_eq!(p.outcome.as_ref(), Some(want), "{mode}");
         // The main thread's kernel(n) is counted exactly; the forked child's kernel(5n) is
@@ -1466,10 +1472,13 @@ fn trace_ring_and_pipe_give_the_same_trace() {
             ("threads", 200_000),
         ] {
             let c = cmd(&bin, &[mode, &n.to_string()]);
+            // The trace is of the started process alone; its counts are compared with a
+            // count of the started process alone (`follow: false`).
             let base = QemuOptions {
                 qemu: Some(qemu.clone()),
                 trace_memory: true,
                 cache,
+                follow: false,
                 ..quiet_qemu()
             };
             let counted = count_qemu(&c, &base).unwrap();

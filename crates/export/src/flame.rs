@@ -3,7 +3,7 @@
 //! graph of two profiles (`flamegraph.pl`'s red/blue: widths are the second profile, red
 //! where it has more than the first, blue where less).
 
-use crate::folded::{check_value, fold, fold_diff, DiffOptions};
+use crate::folded::{check_value, fold, fold_diff, push_count, DiffOptions};
 use crate::profile::Profile;
 use crate::symbols::Resolver;
 use crate::ExportError;
@@ -53,14 +53,44 @@ fn inferno_options(o: &FlameOptions) -> Options<'static> {
     opt
 }
 
-fn render(lines: &[String], opt: &mut Options<'_>, w: impl Write) -> Result<(), ExportError> {
-    if lines.is_empty() {
+/// Folded lines (`stack COUNT...`) in one buffer, for inferno.
+struct Lines {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Lines {
+    fn from<'a, const K: usize>(lines: impl Iterator<Item = (&'a str, [f64; K])>) -> Lines {
+        let mut text = Vec::new();
+        let mut ends = Vec::new();
+        for (s, counts) in lines {
+            text.extend_from_slice(s.as_bytes());
+            for n in counts {
+                text.push(b' ');
+                push_count(&mut text, n);
+            }
+            ends.push(text.len());
+        }
+        Lines {
+            // Stacks are `&str` and counts ASCII digits.
+            text: String::from_utf8(text).unwrap_or_default(),
+            ends,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(a, &b)| &self.text[a..b])
+    }
+}
+
+fn render(lines: &Lines, opt: &mut Options<'_>, w: impl Write) -> Result<(), ExportError> {
+    if lines.ends.is_empty() {
         return Err(ExportError::Empty {
             what: "flame graph: the profile has no stack with a count of at least 1".into(),
         });
     }
-    flamegraph::from_lines(opt, lines.iter().map(|s| s.as_str()), w)
-        .map_err(|e| ExportError::Flamegraph(e.to_string()))
+    flamegraph::from_lines(opt, lines.iter(), w).map_err(|e| ExportError::Flamegraph(e.to_string()))
 }
 
 /// Draws `p`'s column `value` as a flame graph SVG.
@@ -72,13 +102,10 @@ pub fn write_flamegraph<W: Write>(
     o: &FlameOptions,
 ) -> Result<(), ExportError> {
     check_value(p, value)?;
-    let lines: Vec<String> = fold(p, r, value)
-        .into_iter()
-        .filter_map(|(s, v)| {
-            let n = v.round();
-            (n >= 1.0).then(|| format!("{s} {n:.0}"))
-        })
-        .collect();
+    let lines = Lines::from(fold(p, r, value).iter().filter_map(|(s, [v])| {
+        let n = v.round();
+        (n >= 1.0).then_some((s, [n]))
+    }));
     render(&lines, &mut inferno_options(o), w)
 }
 
@@ -93,13 +120,10 @@ pub fn write_diff_flamegraph<W: Write>(
 ) -> Result<(), ExportError> {
     check_value(before.0, before.2)?;
     check_value(after.0, after.2)?;
-    let (m, _) = fold_diff(before, after, d);
-    let lines: Vec<String> = m
-        .into_iter()
-        .filter_map(|(s, (b, a))| {
-            let (b, a) = (b.round(), a.round());
-            (b >= 1.0 || a >= 1.0).then(|| format!("{s} {b:.0} {a:.0}"))
-        })
-        .collect();
+    let (m, scale) = fold_diff(before, after, d);
+    let lines = Lines::from(m.iter().filter_map(|(s, [b, a])| {
+        let (b, a) = ((b * scale).round(), a.round());
+        (b >= 1.0 || a >= 1.0).then_some((s, [b, a]))
+    }));
     render(&lines, &mut inferno_options(o), w)
 }

@@ -130,10 +130,19 @@ impl<'a> Resolver<'a> {
     /// `file+0xOFFSET` for a location outside any known function, `[unknown]` outside any
     /// module (the names `proftrust read` prints).
     pub fn fallback_name(&self, loc: Location) -> String {
-        match loc.module.and_then(|m| self.modules.get(m)) {
-            Some(m) => format!("{}+{:#x}", m.file_name(), loc.svma.0),
-            None => "[unknown]".to_string(),
-        }
+        let mut s = String::new();
+        self.write_fallback_name(loc, &mut s);
+        s
+    }
+
+    /// Appends [`Resolver::fallback_name`] to `out` (exporters of millions of unknown
+    /// addresses write the names without holding them).
+    pub fn write_fallback_name(&self, loc: Location, out: &mut impl std::fmt::Write) {
+        // Writing to a String or a Vec-backed writer cannot fail.
+        let _ = match loc.module.and_then(|m| self.modules.get(m)) {
+            Some(m) => write!(out, "{}+{:#x}", m.file_name(), loc.svma.0),
+            None => out.write_str("[unknown]"),
+        };
     }
 
     /// The address whose source position a frame shows: `loc` for the sampled instruction,
@@ -168,8 +177,31 @@ impl<'a> Resolver<'a> {
     /// The frames at `loc`, innermost first; never empty (a fallback frame when nothing is
     /// known). `return_address`: `loc` is a caller's return address.
     pub fn frames(&self, loc: Location, return_address: bool) -> Rc<[Frame]> {
+        if let Some(f) = self.known_frames(loc, return_address) {
+            return f;
+        }
+        let name = self.fallback_name(loc);
+        Rc::new([Frame {
+            linkage_name: name.clone(),
+            name,
+            file: None,
+            line: 0,
+            column: 0,
+            discriminator: 0,
+            duplication: 1,
+            function_line: 0,
+            inlined: false,
+            symbolized: false,
+        }])
+    }
+
+    /// The frames at `loc` when anything is known there (inline frames or a function
+    /// symbol); `None` where [`Resolver::frames`] gives the one fallback frame named by
+    /// [`Resolver::fallback_name`] (an exporter of millions of such addresses can write the
+    /// name without making it).
+    pub fn known_frames(&self, loc: Location, return_address: bool) -> Option<Rc<[Frame]>> {
         if let Some(f) = self.cache.borrow().get(&(loc, return_address)) {
-            return f.clone();
+            return Some(f.clone());
         }
         let at = Self::lookup_address(loc, return_address);
         let raw = if at.module.is_some() {
@@ -195,16 +227,13 @@ impl<'a> Resolver<'a> {
             })
             .collect();
         if out.is_empty() {
-            let (name, linkage, symbolized) = match self.function(at) {
-                Some(f) => (f.name, f.raw_name, true),
-                None => {
-                    let n = self.fallback_name(loc);
-                    (n.clone(), n, false)
-                }
-            };
+            // Only what took a lookup to find is kept: the fallback name of an address
+            // nothing is known about is made again when asked (issue 32: 26.8 M such
+            // addresses of a module not on disk held ~9 GB of cache).
+            let f = self.function(at)?;
             out.push(Frame {
-                name,
-                linkage_name: linkage,
+                name: f.name,
+                linkage_name: f.raw_name,
                 file: None,
                 line: 0,
                 column: 0,
@@ -212,22 +241,16 @@ impl<'a> Resolver<'a> {
                 duplication: 1,
                 function_line: 0,
                 inlined: false,
-                symbolized,
+                symbolized: true,
             });
         }
-        let symbolized = out[0].symbolized;
         let rc: Rc<[Frame]> = out.into();
-        // Only what took a lookup to find is kept: the fallback name of an address nothing
-        // is known about is made again when asked (issue 32: 26.8 M such addresses of a
-        // module not on disk held ~9 GB of cache).
-        if symbolized {
-            let mut c = self.cache.borrow_mut();
-            if c.len() >= CACHE_MAX {
-                c.clear();
-            }
-            c.insert((loc, return_address), rc.clone());
+        let mut c = self.cache.borrow_mut();
+        if c.len() >= CACHE_MAX {
+            c.clear();
         }
-        rc
+        c.insert((loc, return_address), rc.clone());
+        Some(rc)
     }
 
     /// Function names of a stack from the root to the leaf, inline frames expanded

@@ -80,6 +80,12 @@ impl IngestSummary {
                 f.ingested.rows,
                 f.ingested.new_symbols
             ));
+            if let Some(e) = &f.ingested.ending {
+                s.push_str(&format!(
+                    "  ENDED EARLY: {}: stored as such; fleet report and diff name it\n",
+                    proftrust_report::quote_name(e)
+                ));
+            }
         }
         s.push_str(&format!(
             "ingested {} samples from {} file(s) into {} in {:.2} s\n",
@@ -90,6 +96,29 @@ impl IngestSummary {
         ));
         s
     }
+}
+
+/// Refuses a store path `create_dir_all` would refuse with a bare "File exists": a file that
+/// is not a directory, or a symbolic link to nothing.
+fn check_store_path(out: &std::path::Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(out) else {
+        return Ok(());
+    };
+    if meta.file_type().is_symlink() && std::fs::metadata(out).is_err() {
+        let target = std::fs::read_link(out).unwrap_or_default();
+        return Err(Error::Invalid(format!(
+            "--out {} is a symbolic link to {}, which does not exist: create that directory, or give --out a directory",
+            out.display(),
+            target.display()
+        )));
+    }
+    if !out.is_dir() {
+        return Err(Error::Invalid(format!(
+            "--out {} exists and is not a directory: give --out a new or existing store directory",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Parses `k=v` labels (each may itself be a comma-separated list, as `--labels a=1,b=2`).
@@ -172,6 +201,7 @@ pub fn ingest(o: &IngestOptions, events: &dyn Events) -> Result<IngestSummary> {
             .with_context(|| format!("cannot ingest {}", p.display()))?;
         loaded.push((p.clone(), format.name().to_string(), set));
     }
+    check_store_path(&o.out)?;
     std::fs::create_dir_all(&o.out)
         .with_context(|| format!("cannot create the store {}", o.out.display()))?;
     let swept = proftrust_fleet::manifest::sweep_temporaries(&o.out);

@@ -501,6 +501,18 @@ fn write_host(
     rows: &[(Option<&str>, u64)],
     kernel_addrs: u64,
 ) {
+    write_host_ending(path, event, period, rows, kernel_addrs, None);
+}
+
+/// [`write_host`], with how the recorded program ended.
+fn write_host_ending(
+    path: &Path,
+    event: &str,
+    period: u64,
+    rows: &[(Option<&str>, u64)],
+    kernel_addrs: u64,
+    outcome: Option<proftrust_model::RunOutcome>,
+) {
     use proftrust_model::{
         EventDesc, EventKind, Location, Module, ModuleTable, Sample, SampleSet, SamplingConfig,
     };
@@ -544,6 +556,7 @@ fn write_host(
             config: SamplingConfig::default(),
         }],
         samples,
+        outcome,
         ..SampleSet::default()
     };
     let f = std::fs::File::create(path).unwrap();
@@ -905,4 +918,105 @@ fn damaged_store_is_named_and_left_out() {
     assert!(out.status.success());
     assert!(!stale.exists() && live.exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("removed 1 temporary file"));
+}
+
+/// Issue 32 item 6: a recording of a program that was interrupted (or killed) is stored as
+/// such (`recordings.ending`), said at ingest, and named in the report's and the diff's
+/// warnings; a complete recording is not. Issue 32 item 10: `--out` a dangling symbolic
+/// link is named as one (it was "File exists").
+#[test]
+fn interrupted_recordings_are_named() {
+    if proftrust_bin().is_none() {
+        skip!("interrupted_recordings_are_named: {NOT_BUILT}");
+        return;
+    }
+    use proftrust_model::RunOutcome;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, st) = (dir.path(), dir.path().join("store"));
+    let store = st.to_str().unwrap();
+    let cut = RunOutcome::Interrupted {
+        signal: 2,
+        name: "SIGINT".into(),
+    };
+    write_host(
+        &d.join("whole.ptsamp"),
+        "cpu-clock",
+        1_000,
+        &[(Some("walk"), 300)],
+        1,
+    );
+    write_host_ending(
+        &d.join("cut.ptsamp"),
+        "cpu-clock",
+        1_000,
+        &[(Some("walk"), 100)],
+        1,
+        Some(cut.clone()),
+    );
+    let whole = ok(&[
+        "fleet",
+        "ingest",
+        "--host",
+        "h1",
+        "--labels",
+        "build=A",
+        "--out",
+        store,
+        d.join("whole.ptsamp").to_str().unwrap(),
+    ]);
+    assert!(!whole.contains("ENDED EARLY"), "{whole}");
+    let said = ok(&[
+        "fleet",
+        "ingest",
+        "--host",
+        "h2",
+        "--labels",
+        "build=B",
+        "--out",
+        store,
+        d.join("cut.ptsamp").to_str().unwrap(),
+    ]);
+    let ending = cut.to_string();
+    assert!(said.contains(&format!("ENDED EARLY: {ending}")), "{said}");
+    let r = json(&["fleet", "report", store, "--json"]);
+    let warned: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| w.contains("did not end normally"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{r}");
+    assert!(warned[0].starts_with("1 recording(s)"), "{}", warned[0]);
+    assert!(
+        warned[0].contains(&"h2/") && warned[0].contains(&ending),
+        "{}",
+        warned[0]
+    );
+    assert!(!warned[0].contains("h1/"), "{}", warned[0]);
+    // The diff names it on the side that holds it.
+    let diff = json(&[
+        "fleet", "diff", store, "--a", "build=A", "--b", "build=B", "--json",
+    ]);
+    let text = diff["warnings"].to_string();
+    assert!(
+        text.contains("did not end normally") && text.contains("h2/"),
+        "{text}"
+    );
+    // --out a dangling symbolic link.
+    let link = d.join("link");
+    std::os::unix::fs::symlink(d.join("missing-dir"), &link).unwrap();
+    fails(
+        &[
+            "fleet",
+            "ingest",
+            "--host",
+            "h3",
+            "--out",
+            link.to_str().unwrap(),
+            d.join("whole.ptsamp").to_str().unwrap(),
+        ],
+        "is a symbolic link to",
+    );
+    assert!(!d.join("missing-dir").exists());
 }

@@ -19,7 +19,7 @@ use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
 use proftrust_binary::Symbolizer;
-use proftrust_model::{Location, SampleSet};
+use proftrust_model::{Location, RunOutcome, SampleSet};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,6 +62,8 @@ pub struct IngestSpec {
 pub struct Ingested {
     /// Its id (the file name of its Parquet files).
     pub recording_id: String,
+    /// How the recorded program ended when not normally (the `ending` column).
+    pub ending: Option<String>,
     /// Samples, over all events.
     pub samples: u64,
     /// Rows written to `samples`.
@@ -422,6 +424,13 @@ pub fn ingest(
         events = (0..set.events.len()).map(|e| (e as u16, (0, 0))).collect();
     }
     let n = events.len();
+    // How the program ended, when not normally (an interrupted or killed recording holds
+    // part of the run; fleet report names it).
+    let ending = set
+        .outcome
+        .as_ref()
+        .filter(|o| !matches!(o, RunOutcome::Exited { code: 0 }))
+        .map(ToString::to_string);
     let mut samples_col = UInt64Builder::new();
     let mut weight_col = UInt64Builder::new();
     for (_, (c, w)) in &events {
@@ -441,6 +450,7 @@ pub fn ingest(
         Arc::new(weight_col.finish()),
         u64_col(std::iter::repeat_n(set.lost, n)),
         str_col(std::iter::repeat_n(spec.rows.name(), n)),
+        opt_str_col(std::iter::repeat_n(ending.as_deref(), n)),
     ];
     let batch = RecordBatch::try_new(Table::Recordings.schema(), cols)
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -460,6 +470,7 @@ pub fn ingest(
     }
     Ok(Ingested {
         recording_id: recording_id.to_string(),
+        ending,
         samples: set.samples.len() as u64,
         rows,
         new_symbols,
@@ -471,6 +482,15 @@ pub(crate) fn str_col<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
     let mut b = StringBuilder::new();
     for s in it {
         b.append_value(s);
+    }
+    Arc::new(b.finish())
+}
+
+/// A nullable string column.
+pub(crate) fn opt_str_col<'a>(it: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    let mut b = StringBuilder::new();
+    for s in it {
+        b.append_option(s);
     }
     Arc::new(b.finish())
 }

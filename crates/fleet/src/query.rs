@@ -504,6 +504,29 @@ pub async fn hosts_without(ctx: &SessionContext, event: &str) -> Result<Vec<(Str
     Ok(out)
 }
 
+/// Recordings in `scope` whose program did not end normally: `(host, recording_id,
+/// ending)`, by host and recording.
+pub async fn recordings_ended_early(
+    ctx: &SessionContext,
+    scope: &Scope,
+) -> Result<Vec<(String, String, String)>> {
+    let sql = format!(
+        "{} SELECT DISTINCT r.host, r.recording_id, r.ending FROM recordings r \
+         WHERE r.ending IS NOT NULL AND r.recording_id IN (SELECT recording_id FROM rec) \
+         ORDER BY r.host, r.recording_id",
+        scope.with()
+    );
+    let b = run(ctx, "listing the recordings that ended early", &sql).await?;
+    let mut out = Vec::new();
+    for batch in &b {
+        let (h, r, e) = (strings(batch, 0)?, strings(batch, 1)?, strings(batch, 2)?);
+        for i in 0..batch.num_rows() {
+            out.push((h[i].clone(), r[i].clone(), e[i].clone()));
+        }
+    }
+    Ok(out)
+}
+
 /// Per recording of `event` in `scope`: `(host, samples, weight)`; a recording whose
 /// weight equals its samples carried no periods (every sample weighs 1).
 pub async fn recording_weights(

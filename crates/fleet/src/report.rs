@@ -121,8 +121,9 @@ fn effective(w: f64, sq: f64) -> f64 {
 }
 
 /// Warnings about what the weights stand on: hosts of the store that are not in these
-/// shares (they recorded other events only), and recordings without periods (each sample
-/// weighing 1) beside recordings with periods.
+/// shares (they recorded other events only), recordings of programs that did not end
+/// normally (the `ending` column), and recordings without periods (each sample weighing 1)
+/// beside recordings with periods.
 async fn weight_warnings(
     ctx: &datafusion::prelude::SessionContext,
     scope: &Scope,
@@ -142,6 +143,22 @@ async fn weight_warnings(
             others.len(),
             scope.event,
             if others.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    let ended = query::recordings_ended_early(ctx, scope).await?;
+    if !ended.is_empty() {
+        let list = ended
+            .iter()
+            .take(5)
+            .map(|(h, r, e)| format!("{h}/{r} ({e})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        warnings.push(format!(
+            "{} recording(s) of a program that did not end normally: {list}{}; an interrupted, \
+             killed or timed-out recording covers part of its run, so its host weighs less than \
+             a whole run would (select complete recordings with labels, or re-record)",
+            ended.len(),
+            if ended.len() > 5 { ", ..." } else { "" }
         ));
     }
     let recs = query::recording_weights(ctx, scope).await?;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 /// Version of the store's schema, written as the `schema_version` key of every Parquet
 /// file's metadata. Readers refuse files of another version.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The metadata key holding [`SCHEMA_VERSION`].
 pub const SCHEMA_VERSION_KEY: &str = "schema_version";
@@ -114,7 +114,10 @@ pub fn samples_schema() -> SchemaRef {
 
 /// `recordings`: `recording_id`, `host`, `labels` (`k=v` sorted, comma-separated), `source`
 /// (the ingested file), `format`, `event`, `ingest_time_ns` (Unix time), `samples` (of the
-/// event), `weight`, `lost` (samples the recording lost), `rows` (`aggregated` or `sample`).
+/// event), `weight`, `lost` (samples the recording lost), `rows` (`aggregated` or `sample`),
+/// `ending` (how the recorded program ended when that was not a normal exit: `interrupted
+/// by SIGINT`, `killed by SIGKILL`, `exited with status 3`...; null for a normal exit or when
+/// the file does not say; schema version 3).
 pub fn recordings_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         utf8("recording_id", false),
@@ -128,6 +131,7 @@ pub fn recordings_schema() -> SchemaRef {
         u64f("weight", false),
         u64f("lost", false),
         utf8("rows", false),
+        utf8("ending", true),
     ]))
 }
 

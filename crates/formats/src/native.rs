@@ -23,7 +23,10 @@
 //!
 //! **Exact records** (`PTEXACT1`): `header.instruction_count` × (loc(12) | count u64 |
 //! `extra_cost_names.len()` × u64), then `header.edge_count` × (from loc | to loc | count u64),
-//! then `header.call_count` × (site loc | target loc | count u64).
+//! then `header.call_count` × (site loc | target loc | count u64). A profile of several
+//! process images (`header.processes`) is written as `PTEXACT2`: the same, then each
+//! process's own instruction counts, `header.process_counts[i]` × (loc(12) | count u64) for
+//! process `i` in order. A one-process profile is still `PTEXACT1`.
 //!
 //! The file must end right after the last record; anything else is reported as corruption.
 //! A file whose magic has a known prefix but another version gives
@@ -36,8 +39,9 @@
 
 use crate::error::FormatError;
 use proftrust_model::{
-    Branch, CallCount, EdgeCount, EventDesc, ExactProfile, InstrCount, Location, ModuleIdx,
-    ModuleTable, RecordingHealth, RunOutcome, Sample, SampleSet, Svma, ThreadName,
+    Branch, CallCount, EdgeCount, EventDesc, ExactProcess, ExactProfile, InstrCount, Location,
+    ModuleIdx, ModuleTable, RecordingHealth, RunOutcome, Sample, SampleSet, Svma, ThreadName,
+    ThreadStart,
 };
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -46,6 +50,8 @@ use std::io::Write;
 pub const SAMPLES_MAGIC: &[u8; 8] = b"PTSAMP01";
 /// Magic and version of the exact file.
 pub const EXACT_MAGIC: &[u8; 8] = b"PTEXACT1";
+/// Magic and version of the exact file of several process images with their own counts.
+pub const EXACT2_MAGIC: &[u8; 8] = b"PTEXACT2";
 
 const SAMPLES_WHAT: &str = "proftrust sample file";
 const EXACT_WHAT: &str = "proftrust exact file";
@@ -71,6 +77,9 @@ struct SamplesHeader {
     /// as "no names", older readers ignore the key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     threads: Vec<ThreadName>,
+    /// New processes and threads (added within version 01 like `threads`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    forks: Vec<ThreadStart>,
     /// Kernel functions copied from `/proc/kallsyms` at record time (added within version
     /// 01 like `threads`: older files read with none, older readers ignore the key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -91,6 +100,13 @@ struct ExactHeader {
     instruction_count: u64,
     edge_count: u64,
     call_count: u64,
+    /// The process images (added within version 1: older files have none; their own
+    /// counts, when there are several, follow the calls in a `PTEXACT2` file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    processes: Vec<ExactProcess>,
+    /// `PTEXACT2`: records of each process's own instruction counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    process_counts: Vec<u64>,
 }
 
 /// Buffered little-endian record writer over any `Write`.
@@ -291,7 +307,11 @@ fn read_header<'a, H: for<'de> Deserialize<'de>>(
         return Err(FormatError::UnsupportedVersion {
             what,
             found: String::from_utf8_lossy(&m[prefix.len()..]).into_owned(),
-            supported: if magic == SAMPLES_MAGIC { "01" } else { "1" },
+            supported: if magic == SAMPLES_MAGIC {
+                "01"
+            } else {
+                "1 and 2"
+            },
             hint: "write the file again with this proftrust version, or read it with the version that wrote it",
         });
     }
@@ -317,6 +337,7 @@ pub fn write_samples<W: Write>(w: W, s: &SampleSet) -> Result<(), FormatError> {
         outcome: s.outcome.clone(),
         health: s.health.clone(),
         threads: s.threads.clone(),
+        forks: s.forks.clone(),
         kernel_symbols: s.kernel_symbols.clone(),
         sample_count: s.samples.len() as u64,
     };
@@ -415,6 +436,7 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
         outcome: h.outcome,
         health: h.health,
         threads: h.threads,
+        forks: h.forks,
         kernel_symbols: h.kernel_symbols,
     })
 }
@@ -425,6 +447,15 @@ pub fn read_samples(bytes: &[u8]) -> Result<SampleSet, FormatError> {
 /// `extra_cost_names` entry; otherwise the missing values are written as 0.
 pub fn write_exact<W: Write>(w: W, e: &ExactProfile) -> Result<(), FormatError> {
     let mut out = Out::new(w, EXACT_WHAT);
+    let own = e.processes.len() > 1;
+    let process_counts: Vec<u64> = if own {
+        e.processes
+            .iter()
+            .map(|p| p.instructions.len() as u64)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let h = ExactHeader {
         modules: e.modules.clone(),
         returns: e.returns,
@@ -437,8 +468,17 @@ pub fn write_exact<W: Write>(w: W, e: &ExactProfile) -> Result<(), FormatError> 
         instruction_count: e.instructions.len() as u64,
         edge_count: e.edges.len() as u64,
         call_count: e.calls.len() as u64,
+        processes: e
+            .processes
+            .iter()
+            .map(|p| ExactProcess {
+                instructions: Vec::new(),
+                ..p.clone()
+            })
+            .collect(),
+        process_counts,
     };
-    write_header(&mut out, EXACT_MAGIC, &h)?;
+    write_header(&mut out, if own { EXACT2_MAGIC } else { EXACT_MAGIC }, &h)?;
     let k = e.extra_cost_names.len();
     for (i, ic) in e.instructions.iter().enumerate() {
         out.loc(ic.loc);
@@ -461,12 +501,26 @@ pub fn write_exact<W: Write>(w: W, e: &ExactProfile) -> Result<(), FormatError> 
         out.u64(c.count);
         out.maybe_flush()?;
     }
+    if own {
+        for p in &e.processes {
+            for ic in &p.instructions {
+                out.loc(ic.loc);
+                out.u64(ic.count);
+                out.maybe_flush()?;
+            }
+        }
+    }
     out.finish()
 }
 
 /// Reads a `PTEXACT1` file.
 pub fn read_exact(bytes: &[u8]) -> Result<ExactProfile, FormatError> {
-    let (h, mut r): (ExactHeader, _) = read_header(bytes, EXACT_MAGIC, EXACT_WHAT)?;
+    let magic = if bytes.starts_with(EXACT2_MAGIC) {
+        EXACT2_MAGIC
+    } else {
+        EXACT_MAGIC
+    };
+    let (mut h, mut r): (ExactHeader, _) = read_header(bytes, magic, EXACT_WHAT)?;
     r.modules = h.modules.len();
     let k = h.extra_cost_names.len();
     r.check_fits(
@@ -529,6 +583,31 @@ pub fn read_exact(bytes: &[u8]) -> Result<ExactProfile, FormatError> {
             count: r.u64(e)?,
         });
     }
+    if magic == EXACT2_MAGIC {
+        if h.process_counts.len() != h.processes.len() {
+            return Err(FormatError::Corrupt {
+                what: EXACT_WHAT,
+                offset: 8,
+                detail: format!(
+                    "the header lists {} processes but {} counts of their records",
+                    h.processes.len(),
+                    h.process_counts.len()
+                ),
+            });
+        }
+        for (p, &n) in h.processes.iter_mut().zip(&h.process_counts) {
+            r.check_fits(n, LOC_BYTES + 8, "a process's instruction counts")?;
+            let mut v = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let e = "a process's instruction count";
+                v.push(InstrCount {
+                    loc: r.loc(e)?,
+                    count: r.u64(e)?,
+                });
+            }
+            p.instructions = v;
+        }
+    }
     r.end()?;
     Ok(ExactProfile {
         modules: h.modules,
@@ -543,6 +622,7 @@ pub fn read_exact(bytes: &[u8]) -> Result<ExactProfile, FormatError> {
         backend_detail: h.backend_detail,
         command: h.command,
         outcome: h.outcome,
+        processes: h.processes,
     })
 }
 
@@ -620,6 +700,13 @@ mod tests {
                 comm: "worker 1".into(),
                 exec: false,
             }],
+            forks: vec![ThreadStart {
+                pid: 8,
+                tid: 8,
+                ppid: 7,
+                ptid: 9,
+                time: 450,
+            }],
             kernel_symbols: vec![proftrust_model::KernelSymbol {
                 start: 0xffff_ffff_8100_1000,
                 size: 0x40,
@@ -665,7 +752,52 @@ mod tests {
                 signal: 11,
                 name: "SIGSEGV".into(),
             }),
+            processes: Vec::new(),
         }
+    }
+
+    /// A profile of two process images is a `PTEXACT2` file that gives back each image's
+    /// own counts; one image stays `PTEXACT1`.
+    #[test]
+    fn processes_round_trip_as_version_2() {
+        let mut a = exact();
+        a.extra_costs.clear();
+        a.extra_cost_names.clear();
+        let process = |pid: u32, comm: &str| proftrust_model::ExactProcess {
+            pid,
+            parent: None,
+            start: proftrust_model::ImageStart::Root,
+            comm: comm.into(),
+            path: "/bin/prog".into(),
+            argv: vec!["prog".into()],
+            total_instructions: 0,
+            instructions: Vec::new(),
+            not_counted: None,
+            outcome: None,
+            replaced: false,
+        };
+        a.processes = vec![process(1, "prog")];
+        let mut buf = Vec::new();
+        write_exact(&mut buf, &a).unwrap();
+        assert_eq!(&buf[..8], EXACT_MAGIC);
+        let mut b = a.clone();
+        b.processes = vec![process(2, "child")];
+        a.merge(&b);
+        assert_eq!(a.total_instructions, 22);
+        let mut buf = Vec::new();
+        write_exact(&mut buf, &a).unwrap();
+        assert_eq!(&buf[..8], EXACT2_MAGIC);
+        let back = read_exact(&buf).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(
+            back.process_instructions(1)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            11
+        );
+        // Cut inside the per-process records: corrupt, not silently short.
+        assert!(read_exact(&buf[..buf.len() - 4]).is_err());
     }
 
     #[test]
@@ -720,12 +852,13 @@ mod tests {
         v2[6..8].copy_from_slice(b"02");
         let err = read_samples(&v2).unwrap_err().to_string();
         assert!(err.contains("version \"02\""), "{err}");
-        // Issue 32 item 10: PTEXACT2 was reported as version "T2".
+        // Issue 32 item 10: PTEXACT2 was reported as version "T2". PTEXACT2 is now the
+        // file of several process images: the next, unknown, version is 3.
         let mut x = Vec::new();
         write_exact(&mut x, &exact()).unwrap();
-        x[7] = b'2';
+        x[7] = b'3';
         let err = read_exact(&x).unwrap_err().to_string();
-        assert!(err.contains("version \"2\""), "{err}");
+        assert!(err.contains("version \"3\""), "{err}");
         assert!(matches!(
             read_samples(b"").unwrap_err(),
             FormatError::Empty { .. }

@@ -32,7 +32,7 @@ use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{
     Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
-    Sample, SampleSet, SamplingConfig, ThreadName,
+    Sample, SampleSet, SamplingConfig, ThreadName, ThreadStart,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -1063,6 +1063,7 @@ pub fn read_perf_data_unwinding<'s>(
         unknown: UnknownRecords::default(),
         health: HealthSeen::default(),
         threads: Vec::new(),
+        forks: Vec::new(),
     };
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
@@ -1097,6 +1098,8 @@ struct RecordPass<'a, 's> {
     unknown: UnknownRecords,
     health: HealthSeen,
     threads: Vec<ThreadName>,
+    /// Thread starts (`FORK` records).
+    forks: Vec<ThreadStart>,
 }
 
 impl RecordPass<'_, '_> {
@@ -1395,6 +1398,13 @@ impl RecordPass<'_, '_> {
     fn thread(&mut self, record: EventRecord<'_>, time: u64) {
         match record {
             EventRecord::Fork(f) if f.pid != f.ppid => {
+                self.forks.push(ThreadStart {
+                    pid: f.pid as u32,
+                    tid: f.tid as u32,
+                    ppid: f.ppid as u32,
+                    ptid: f.ptid as u32,
+                    time,
+                });
                 if let Some(v) = self.mapper.by_pid.get(&f.ppid).cloned() {
                     self.mapper.by_pid.insert(f.pid, v);
                     self.mapper.stacks.fork(f.ppid, f.pid);
@@ -1458,6 +1468,7 @@ impl RecordPass<'_, '_> {
                 outcome: None,
                 health: self.health.finish(),
                 threads: self.threads,
+                forks: self.forks,
                 kernel_symbols: Vec::new(),
             },
             notes,

@@ -45,8 +45,8 @@ use crate::segments::{SegmentSource, SegmentTable};
 use crate::ReadNotes;
 use proftrust_model::symbols::SymbolSource;
 use proftrust_model::{
-    Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, RecordingHealth,
-    Sample, SampleSet, SamplingConfig, ThreadName,
+    quote_name, Branch, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable,
+    RecordingHealth, Sample, SampleSet, SamplingConfig, ThreadName,
 };
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -821,6 +821,8 @@ impl ScriptParse<'_> {
                 // enabled/running times: the health is unknown.
                 health: RecordingHealth::default(),
                 threads: self.threads,
+                // perf script prints no fork records.
+                forks: Vec::new(),
                 kernel_symbols: Vec::new(),
             },
             self.r.notes,
@@ -1094,18 +1096,21 @@ pub fn write_perf_script<W: Write>(
         .map(|c| c.rsplit('/').next().unwrap_or(c).chars().take(15).collect())
         .unwrap_or_else(|| "-".to_string());
     let names = s.comm_index();
+    // Names come from the recorded program (its thread names, paths, event names): their
+    // control characters are escaped, so a name cannot forge a line or drive a terminal.
     let dso = |l: Location| -> String {
         match l.module.and_then(|m| s.modules.get(m)) {
-            Some(m) => m.path.clone(),
+            Some(m) => quote_name(&m.path).into_owned(),
             None => "[unknown]".to_string(),
         }
     };
     for x in &s.samples {
-        let ev = s
-            .events
-            .get(usize::from(x.event))
-            .map_or("unknown", |e| e.name.as_str());
-        let comm = names.at(x.pid, x.tid, x.time).unwrap_or(&command);
+        let ev = quote_name(
+            s.events
+                .get(usize::from(x.event))
+                .map_or("unknown", |e| e.name.as_str()),
+        );
+        let comm = quote_name(names.at(x.pid, x.tid, x.time).unwrap_or(&command));
         write!(w, "{comm:>16} {}/{}", x.pid as i32, x.tid as i32)?;
         if x.cpu != u32::MAX {
             write!(w, " [{:03}]", x.cpu)?;

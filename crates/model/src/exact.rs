@@ -120,6 +120,11 @@ pub struct ExactProfile {
     pub command: Vec<String>,
     /// How the program ended.
     pub outcome: Option<RunOutcome>,
+    /// The process images the run counted (and those it could not follow, with why), the
+    /// started program first; empty for files and backends that do not say. The profile's
+    /// counts are the sum over the counted ones.
+    #[serde(default)]
+    pub processes: Vec<crate::process::ExactProcess>,
 }
 
 impl ExactProfile {
@@ -157,6 +162,148 @@ impl ExactProfile {
         self.instructions = out;
         self.extra_costs = extra;
         self.total_instructions = self.instructions.iter().map(|i| i.count).sum();
+    }
+
+    /// The per-instruction counts of process image `i` (its own list, or the profile's when
+    /// it is the only process); empty for an image that was not counted or out of range.
+    pub fn process_instructions(&self, i: usize) -> &[InstrCount] {
+        match self.processes.get(i) {
+            Some(p) if p.not_counted.is_some() => &[],
+            Some(_) if self.processes.len() == 1 => &self.instructions,
+            Some(p) => &p.instructions,
+            None => &[],
+        }
+    }
+
+    /// Adds the counts of `other` (instructions, edges, calls, returns, processes; its
+    /// locations moved into this profile's module table, its processes' `parent` indices,
+    /// which point into its own list, moved past this profile's), then normalises. Extra costs are
+    /// kept only when both profiles have the same columns. Each process of `other` keeps
+    /// its own counts; a profile that had one process gets its counts copied into that
+    /// process first, so every process holds its own list afterwards.
+    pub fn merge(&mut self, other: &ExactProfile) {
+        use crate::addr::ModuleIdx;
+        if self.processes.len() == 1 && self.processes[0].instructions.is_empty() {
+            self.processes[0].instructions = self.instructions.clone();
+        }
+        let map: Vec<ModuleIdx> = other
+            .modules
+            .iter()
+            .map(|(_, m)| self.modules.intern(m.clone()))
+            .collect();
+        let mv = |l: crate::Location| crate::Location {
+            module: l.module.map(|m| map[m.0 as usize]),
+            svma: l.svma,
+        };
+        let same_extra = self.extra_cost_names == other.extra_cost_names;
+        if !same_extra {
+            self.extra_cost_names.clear();
+            self.extra_costs.clear();
+        }
+        for (k, ic) in other.instructions.iter().enumerate() {
+            self.instructions.push(InstrCount {
+                loc: mv(ic.loc),
+                count: ic.count,
+            });
+            if same_extra && !self.extra_cost_names.is_empty() {
+                self.extra_costs
+                    .push(other.extra_costs.get(k).cloned().unwrap_or_default());
+            }
+        }
+        let base = self.processes.len();
+        let single = other.processes.len() == 1;
+        for p in &other.processes {
+            let mut q = p.clone();
+            q.parent = p.parent.map(|i| i + base);
+            let own: &[InstrCount] = if single && p.not_counted.is_none() {
+                &other.instructions
+            } else {
+                &p.instructions
+            };
+            let mut v: Vec<InstrCount> = own
+                .iter()
+                .map(|i| InstrCount {
+                    loc: mv(i.loc),
+                    count: i.count,
+                })
+                .collect();
+            v.sort_by_key(|i| i.loc);
+            q.instructions = v;
+            self.processes.push(q);
+        }
+        let mut edges: std::collections::HashMap<(crate::Location, crate::Location), u64> =
+            Default::default();
+        for e in self
+            .edges
+            .drain(..)
+            .chain(other.edges.iter().map(|e| EdgeCount {
+                from: mv(e.from),
+                to: mv(e.to),
+                count: e.count,
+            }))
+        {
+            *edges.entry((e.from, e.to)).or_insert(0) += e.count;
+        }
+        self.edges = edges
+            .into_iter()
+            .map(|((from, to), count)| EdgeCount { from, to, count })
+            .collect();
+        self.edges.sort_by_key(|e| (e.from, e.to));
+        let mut calls: std::collections::HashMap<(crate::Location, crate::Location), u64> =
+            Default::default();
+        for c in self
+            .calls
+            .drain(..)
+            .chain(other.calls.iter().map(|c| CallCount {
+                site: mv(c.site),
+                target: mv(c.target),
+                count: c.count,
+            }))
+        {
+            *calls.entry((c.site, c.target)).or_insert(0) += c.count;
+        }
+        self.calls = calls
+            .into_iter()
+            .map(|((site, target), count)| CallCount {
+                site,
+                target,
+                count,
+            })
+            .collect();
+        self.calls.sort_by_key(|c| (c.site, c.target));
+        self.returns += other.returns;
+        self.normalize();
+    }
+
+    /// Keeps the counts of the process images in `keep` only (indices into
+    /// [`ExactProfile::processes`]): the profile's instructions, total and process list
+    /// become those of the kept images (the others stay listed, marked not counted with
+    /// `why`). Edges, calls and extra costs are kept only when every counted image is kept
+    /// (they are not recorded per process).
+    pub fn keep_processes(&mut self, keep: &[usize], why: &str) {
+        let counted: Vec<usize> = (0..self.processes.len())
+            .filter(|&i| self.processes[i].not_counted.is_none())
+            .collect();
+        if counted.iter().all(|i| keep.contains(i)) {
+            return;
+        }
+        let mut instructions = Vec::new();
+        for &i in keep {
+            instructions.extend_from_slice(self.process_instructions(i));
+        }
+        for (i, p) in self.processes.iter_mut().enumerate() {
+            if !keep.contains(&i) && p.not_counted.is_none() {
+                p.not_counted = Some(why.to_string());
+                p.instructions.clear();
+            }
+        }
+        self.instructions = instructions;
+        self.extra_costs.clear();
+        self.extra_cost_names.clear();
+        self.edges.clear();
+        self.calls.clear();
+        self.returns = 0;
+        self.normalize();
     }
 
     /// Count of the instruction at `loc` (binary search; call [`normalize`](Self::normalize) first).
@@ -201,5 +348,79 @@ mod tests {
         assert_eq!(p.count_at(Location::new(m, 0x20)), 5);
         assert_eq!(p.extra_costs, vec![vec![0], vec![5]]);
         assert_eq!(p.count_at(Location::new(m, 0x30)), 0);
+    }
+
+    fn process(comm: &str, pid: u32) -> crate::ExactProcess {
+        crate::ExactProcess {
+            pid,
+            parent: None,
+            start: crate::ImageStart::Root,
+            comm: comm.into(),
+            path: String::new(),
+            argv: Vec::new(),
+            total_instructions: 0,
+            instructions: Vec::new(),
+            not_counted: None,
+            outcome: None,
+            replaced: false,
+        }
+    }
+
+    /// Two one-process profiles of different module tables merged: counts summed by module
+    /// path, each process keeps its own counts (moved to the merged table); leaving one out
+    /// again gives the other's counts alone.
+    #[test]
+    fn merge_and_keep_processes_by_hand() {
+        let mut a = ExactProfile::default();
+        let prog = a.modules.intern(crate::Module::new("/bin/sh"));
+        a.instructions = vec![InstrCount {
+            loc: Location::new(prog, 0x10),
+            count: 3,
+        }];
+        a.processes = vec![process("sh", 1)];
+        a.normalize();
+        let mut b = ExactProfile::default();
+        let libc = b.modules.intern(crate::Module::new("/lib/libc.so.6"));
+        let sh = b.modules.intern(crate::Module::new("/bin/sh"));
+        b.instructions = vec![
+            InstrCount {
+                loc: Location::new(sh, 0x10),
+                count: 4,
+            },
+            InstrCount {
+                loc: Location::new(libc, 0x20),
+                count: 5,
+            },
+        ];
+        let mut child = process("sh", 2);
+        child.start = crate::ImageStart::Fork;
+        b.processes = vec![child];
+        b.normalize();
+        a.merge(&b);
+        let libc_a = a.modules.find_by_file_name("libc.so.6").unwrap();
+        assert_eq!(a.total_instructions, 12);
+        assert_eq!(a.count_at(Location::new(prog, 0x10)), 7);
+        assert_eq!(a.count_at(Location::new(libc_a, 0x20)), 5);
+        assert_eq!(a.processes.len(), 2);
+        assert_eq!(a.processes[1].pid, 2);
+        assert_eq!(
+            a.process_instructions(0)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            3
+        );
+        assert_eq!(
+            a.process_instructions(1)
+                .iter()
+                .map(|i| i.count)
+                .sum::<u64>(),
+            9
+        );
+        a.keep_processes(&[1], "left out");
+        assert_eq!(a.total_instructions, 9);
+        assert_eq!(a.count_at(Location::new(prog, 0x10)), 4);
+        assert_eq!(a.processes[0].not_counted.as_deref(), Some("left out"));
+        assert!(a.process_instructions(0).is_empty());
     }
 }

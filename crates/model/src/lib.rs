@@ -9,6 +9,9 @@
 //!   compare.
 //! * [`SampleSet`], [`Sample`], [`EventDesc`] — what a sampling profiler saw.
 //! * [`ExactProfile`] — exact execution counts per instruction, edge and call.
+//! * [`process`] — process images on both sides: [`ExactProcess`] (what an exact run
+//!   counted per process), [`SampleSet::images`] (what a recording saw), named as the
+//!   kernel names processes so two runs can be matched.
 //! * [`Cfg`], [`BasicBlock`], [`CfgEdge`], [`Loop`] — the static structure of a function.
 //! * [`TraceBlock`] and [`BlockVisitor`] — the streamed exact block trace; [`CostModel`] and
 //!   [`InstrCost`] — what each traced instruction costs under a timing model.
@@ -40,6 +43,7 @@ mod cfg;
 mod cost;
 mod exact;
 pub mod named;
+pub mod process;
 mod quote;
 mod sample;
 pub mod segments;
@@ -52,6 +56,7 @@ pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome};
+pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{
     escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,
     quote_line, quote_name,

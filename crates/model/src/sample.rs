@@ -165,6 +165,11 @@ pub struct SampleSet {
     /// column of `perf script` text); empty when the format does not carry them.
     #[serde(default)]
     pub threads: Vec<ThreadName>,
+    /// New processes and threads in file order (perf.data's `PERF_RECORD_FORK`, the
+    /// recorder's fork records); empty when the format does not carry them. With
+    /// [`SampleSet::threads`] they give the process images ([`SampleSet::images`]).
+    #[serde(default)]
+    pub forks: Vec<crate::process::ThreadStart>,
     /// Kernel functions copied from `/proc/kallsyms` when the samples were recorded (the
     /// ones the kernel samples and call chains fall in, each with its extent), sorted by
     /// address; empty when the recorder saw none or the format does not carry them.

@@ -59,6 +59,14 @@ pub enum AuditInput {
         /// Program and arguments (the program is looked up on `PATH`).
         command: Vec<OsString>,
     },
+    /// An existing sample file (perf.data from `perf record -- PROGRAM`, ...) and the
+    /// program that was recorded, which the audit counts exactly (the perf-first workflow).
+    SamplesAndRun {
+        /// The sample file.
+        samples: PathBuf,
+        /// Program and arguments, as they were recorded.
+        command: Vec<OsString>,
+    },
 }
 
 /// Settings of [`execute`].
@@ -193,7 +201,6 @@ struct Recorded {
     samples: SampleSet,
     /// The started program's pid.
     pid: Option<u32>,
-    processes: Vec<proftrust_record::ProcessInfo>,
 }
 
 /// Most periods `--sweep` takes (each is recorded twice).
@@ -242,13 +249,14 @@ pub fn execute_with_data(
     let mut warnings = Vec::new();
     // `interrupted`: what an interrupt cut short, for the report: (signal, phase).
     let Inputs {
-        samples,
-        exact,
+        mut samples,
+        mut exact,
         samples_source,
         truth_source,
         command,
         sweep_cmd,
         interrupted,
+        started,
         time_model_used,
     } = inputs(args, &mut tool_versions, &mut warnings, events)?;
     if let Some(outcome) = &samples.outcome {
@@ -302,12 +310,25 @@ pub fn execute_with_data(
         }
     }
 
-    // The scope: --binary, else the profiled program, else the module with most samples.
-    let bin_paths = if args.binaries.is_empty() {
+    let event_idx = compared_event(args, &samples)?;
+    // The same processes on both sides (docs/processes.md, "Process trees").
+    let (process_set, process_rows) = crate::processes::compare_same_processes(
+        &mut samples,
+        exact.as_mut(),
+        started,
+        event_idx,
+        &mut warnings,
+    );
+    if samples.count_for_event(event_idx) == 0 && interrupted.is_none() {
+        bail!("no samples are left to compare once the processes the exact run does not have are left out (see the warnings above); audit a program whose processes both runs follow, or give --truth of the same run");
+    }
+    // The scope: --binary, else the binary holding the most samples (stated).
+    let (bin_paths, binary_reason) = if args.binaries.is_empty() {
         let locator = load::locator(&[], args.symfs.as_deref());
-        vec![default_binary(&samples, &command, &locator)?]
+        let (p, why) = default_binary(&samples, event_idx, &command, &locator)?;
+        (vec![p], Some(why))
     } else {
-        args.binaries.clone()
+        (args.binaries.clone(), None)
     };
     let mut bins = Vec::new();
     for p in &bin_paths {
@@ -348,17 +369,6 @@ pub fn execute_with_data(
         }
         e => e,
     };
-    let event_idx = match &args.sample_event {
-        Some(name) => samples.event_named(name).context("--sample-event")? as usize,
-        // An instructions event that has samples, else the first event with samples (a
-        // hybrid CPU's first event is often empty).
-        None => (0..samples.events.len())
-            .find(|&i| {
-                samples.events[i].kind == EventKind::Instructions
-                    && samples.count_for_event(i as u16) > 0
-            })
-            .unwrap_or_else(|| usize::from(samples.default_event().unwrap_or(0))),
-    } as u16;
     let event = samples.events.get(event_idx as usize).cloned();
     let event = event.as_ref();
     if samples.events.len() > 1 {
@@ -444,6 +454,7 @@ pub fn execute_with_data(
             .map(|m| m.path.clone())
             .collect::<Vec<_>>()
             .join(", "),
+        binary_reason,
         build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
         command,
         tool_versions,
@@ -502,6 +513,7 @@ pub fn execute_with_data(
             sweep: Vec::new(),
             warnings,
             corrected: None,
+            processes: process_rows,
         };
         let data = AuditData {
             samples,
@@ -585,8 +597,7 @@ pub fn execute_with_data(
                         config.interrupted = Some(format!("{name} during the sweep"));
                         break 'sweep;
                     }
-                    let mut ignored = Vec::new();
-                    restrict_to_started(&mut r.samples, r.pid, &r.processes, &mut ignored);
+                    crate::processes::keep_compared(&mut r.samples, &process_set, r.pid);
                     let point = match proftrust_metrics::compare(
                         &r.samples, &exact, &scope, &attr, &opts,
                     ) {
@@ -649,6 +660,7 @@ pub fn execute_with_data(
         sweep,
         warnings,
         corrected,
+        processes: process_rows,
     };
     let data = AuditData {
         samples,
@@ -658,6 +670,23 @@ pub fn execute_with_data(
         corrected: corrected_counts,
     };
     Ok((report, data))
+}
+
+/// The event of the samples to compare: `--sample-event`, else the instructions event when
+/// it has samples, else the first event with samples.
+fn compared_event(args: &AuditOptions, samples: &SampleSet) -> Result<u16> {
+    let i = match &args.sample_event {
+        Some(name) => samples.event_named(name).context("--sample-event")? as usize,
+        // An instructions event that has samples, else the first event with samples (a
+        // hybrid CPU's first event is often empty).
+        None => (0..samples.events.len())
+            .find(|&i| {
+                samples.events[i].kind == EventKind::Instructions
+                    && samples.count_for_event(i as u16) > 0
+            })
+            .unwrap_or_else(|| usize::from(samples.default_event().unwrap_or(0))),
+    };
+    Ok(i as u16)
 }
 
 /// How the samples of event `event` in each audited binary are attributed: a named
@@ -708,104 +737,6 @@ fn pct(n: u64, total: u64) -> String {
     format!("{:.2}%", 100.0 * n as f64 / total.max(1) as f64)
 }
 
-/// Keeps the samples of the started program only (pid `root`), before any `execve` it made
-/// after it started: the exact runs count that process up to an exec (QEMU and callgrind do
-/// not count forked children, nor the image an exec starts). What is left out is named with
-/// its share of the samples, so the comparison covers the same processes on both sides.
-fn restrict_to_started(
-    samples: &mut SampleSet,
-    root: Option<u32>,
-    processes: &[proftrust_record::ProcessInfo],
-    warnings: &mut Vec<String>,
-) {
-    let Some(root) = root else { return };
-    let first = samples
-        .samples
-        .iter()
-        .filter(|s| s.pid == root)
-        .map(|s| s.time)
-        .min();
-    // An exec of the started process after its first sample: the program ran another image.
-    let exec_at = processes.iter().find(|p| p.pid == root).and_then(|p| {
-        p.execs
-            .iter()
-            .copied()
-            .filter(|&t| first.is_some_and(|f| t > f))
-            .min()
-    });
-    leave_out(samples, root, exec_at, "", warnings);
-}
-
-/// For existing files: when the samples hold several processes, keeps the one sampled
-/// first (taken as the started program; the exact file counts one process) and names the
-/// others with their share.
-fn restrict_to_first_process(samples: &mut SampleSet, warnings: &mut Vec<String>) {
-    let Some(first) = samples.samples.iter().min_by_key(|s| (s.time, s.pid)) else {
-        return;
-    };
-    let root = first.pid;
-    if samples.samples.iter().all(|s| s.pid == root) {
-        return;
-    }
-    leave_out(
-        samples,
-        root,
-        None,
-        " (the process sampled first is taken as the started program)",
-        warnings,
-    );
-}
-
-/// Drops the samples of processes other than `root`, and those of `root` from `exec_at` on,
-/// with a warning for each kind that says how many and what share.
-fn leave_out(
-    samples: &mut SampleSet,
-    root: u32,
-    exec_at: Option<u64>,
-    note: &str,
-    warnings: &mut Vec<String>,
-) {
-    let total = samples.samples.len() as u64;
-    let mut children: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut after_exec: BTreeMap<Option<u32>, u64> = BTreeMap::new();
-    samples.samples.retain(|s| {
-        if s.pid != root {
-            *children.entry(s.pid).or_default() += 1;
-            false
-        } else if exec_at.is_some_and(|t| s.time >= t) {
-            *after_exec.entry(s.ip.module.map(|m| m.0)).or_default() += 1;
-            false
-        } else {
-            true
-        }
-    });
-    if !children.is_empty() {
-        let n: u64 = children.values().sum();
-        let pids: Vec<String> = children.keys().take(8).map(|p| p.to_string()).collect();
-        warnings.push(format!(
-            "{n} of {total} samples ({}) are in {} other process(es) (pid {}{}), forked children the exact run does not count: left out of the comparison{note}",
-            pct(n, total),
-            children.len(),
-            pids.join(", "),
-            if children.len() > 8 { ", ..." } else { "" },
-        ));
-    }
-    if !after_exec.is_empty() {
-        let n: u64 = after_exec.values().sum();
-        let image = after_exec
-            .iter()
-            .max_by_key(|(_, c)| **c)
-            .and_then(|(m, _)| *m)
-            .and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m)))
-            .map(|m| m.path.clone())
-            .unwrap_or_else(|| "another image".into());
-        warnings.push(format!(
-            "{n} of {total} samples ({}) are in the image the program exec'd ({image}): the exact run stops at the exec, so they are left out of the comparison",
-            pct(n, total),
-        ));
-    }
-}
-
 /// Whether the ELF file at `path` is a program (it has an interpreter and is not named as
 /// a shared library): a sample there outside the audited binary belongs to another program,
 /// such as an image the audited one exec'd.
@@ -853,7 +784,7 @@ fn elsewhere_warning(samples: &SampleSet, event: u16, scope: &[Module], n: u64) 
         .map(|(m, c)| {
             let what = match m.and_then(|m| samples.modules.get(proftrust_model::ModuleIdx(m))) {
                 Some(module) if is_program(&module.path) => {
-                    format!("{} (another program: an exec'd image?)", module.path)
+                    format!("{} (another program)", module.path)
                 }
                 Some(module) => module.file_name().to_string(),
                 None => "(kernel or unmapped)".to_string(),
@@ -906,10 +837,6 @@ type TruthSide<'a> = (
     &'a CompareOptions,
 );
 
-/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
-/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
-/// estimates enter the comparison as a sample set of the instruction event with
-/// `round(count / period)` samples per address, so every metric is computed the same way
 /// The audit's two sides, read from files or made by running the program, with where they
 /// came from and the command (for a sweep, the one to record again).
 struct Inputs {
@@ -922,20 +849,23 @@ struct Inputs {
     sweep_cmd: Option<Vec<OsString>>,
     /// What an interrupt cut short: (signal, phase).
     interrupted: Option<(String, &'static str)>,
+    /// The started program's pid in a recording proftrust made (the root of its process
+    /// tree); `None` for a file.
+    started: Option<u32>,
     /// The time model the truth's time column comes from.
     time_model_used: crate::timemodel::TimeModelKind,
 }
 
-/// Step 1: the samples and the exact counts.
+/// Step 1: the samples and the exact counts: read from files, recorded and counted, or a
+/// sample file with the program counted here.
 fn inputs(
     args: &AuditOptions,
     tool_versions: &mut BTreeMap<String, String>,
     warnings: &mut Vec<String>,
     events: &dyn Events,
 ) -> Result<Inputs> {
-    let weight = args.truth_weight;
     if args.time_caches {
-        if weight != TruthWeight::TimeModel
+        if args.truth_weight != TruthWeight::TimeModel
             || args.time_model != crate::timemodel::TimeModelKind::Static
         {
             bail!("--time-caches adds data-cache misses to the static time model: use it with --truth-weight time-model (--time-model static, the default)");
@@ -944,146 +874,243 @@ fn inputs(
             bail!("--time-caches traces the program's data accesses under QEMU: give the program after `--` (or --workload) instead of --samples/--truth");
         }
     }
-    let mut interrupted: Option<(String, &'static str)> = None;
+    match &args.input {
+        AuditInput::Files { samples, truth } => file_inputs(args, samples, truth, warnings, events),
+        AuditInput::Samples { samples } => lbr_inputs(args, samples, warnings, events),
+        AuditInput::SamplesAndRun { samples, command } => {
+            samples_and_run_inputs(args, samples, command, tool_versions, warnings, events)
+        }
+        AuditInput::Run { command } => run_inputs(args, command, tool_versions, warnings, events),
+    }
+}
+
+/// `--samples FILE --truth FILE`.
+fn file_inputs(
+    args: &AuditOptions,
+    sf: &Path,
+    tf: &Path,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    if !args.sweep.is_empty() {
+        bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+    }
+    let weight = args.truth_weight;
     let mut time_model_used = args.time_model;
-    let (samples, exact, samples_source, truth_source, command, sweep_cmd) =
-        if let AuditInput::Files {
-            samples: sf,
-            truth: tf,
-        } = &args.input
-        {
-            if !args.sweep.is_empty() {
-                bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
-            }
-            let locator = load::locator(&args.binaries, args.symfs.as_deref());
-            let mut s = load::samples_with(sf, &locator, events)?;
-            let mut e = load::exact_with(tf, &locator, events)?;
-            if weight == TruthWeight::TimeModel
-                && args.time_model == crate::timemodel::TimeModelKind::Static
-                && !e.edges.is_empty()
-            {
-                // A truth with edges: time its blocks here (a virtual PMU's truth, which has
-                // its own time column and no edges, is compared as it is).
-                let core = proftrust_uarch::Core::new(args.core);
-                let locate = |m: &Module| {
-                    locator
-                        .locate(&m.path, m.build_id.as_ref())
-                        .binary
-                        .map(|b| b.path().to_path_buf())
-                };
-                let summary =
-                    crate::timemodel::add_time_column(&mut e, &core, &[], &locate, events)?;
-                events.note(&crate::timemodel::summary_note(&core, &summary));
-            } else if weight == TruthWeight::TimeModel {
-                time_model_used = crate::timemodel::TimeModelKind::Trace;
-            }
-            if weight == TruthWeight::LbrTime {
-                e = lbr_side(&s, Some(e), &locator, warnings, events)?;
-            }
-            restrict_to_first_process(&mut s, warnings);
-            let cmd = s.command.clone();
-            (
-                s,
-                Some(e),
-                sf.display().to_string(),
-                tf.display().to_string(),
-                cmd,
-                None,
-            )
-        } else if let AuditInput::Samples { samples: sf } = &args.input {
-            if weight != TruthWeight::LbrTime {
-                bail!("--samples without --truth: give the truth file (--truth FILE), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
-            }
-            if !args.sweep.is_empty() {
-                bail!("--sweep records the program once per period; give the program after `--` (or --workload)");
-            }
-            let locator = load::locator(&args.binaries, args.symfs.as_deref());
-            let mut s = load::samples_with(sf, &locator, events)?;
-            restrict_to_first_process(&mut s, warnings);
-            let e = lbr_side(&s, None, &locator, warnings, events)?;
-            let cmd = s.command.clone();
-            (
-                s,
-                Some(e),
-                sf.display().to_string(),
-                "the samples' branch stacks (no exact run)".to_string(),
-                cmd,
-                None,
-            )
-        } else {
-            let AuditInput::Run { command: cmd } = &args.input else {
-                unreachable!("AuditInput has three variants")
-            };
-            let mut cmd = cmd.clone();
-            if cmd.is_empty() {
-                bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE --truth FILE");
-            }
-            cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
-            let stop = args.stop.clone().unwrap_or_default();
-            let r = record_once(
-                &cmd,
-                args,
-                args.period,
-                args.randomize,
-                false,
-                &stop,
-                events,
-            )?;
-            let mut s = r.samples;
-            restrict_to_started(&mut s, r.pid, &r.processes, warnings);
-            let e = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
-                interrupted = Some((name.clone(), "the recording"));
-                warnings.push(format!(
-                "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
-            ));
-                None
-            } else {
-                let (mut e, backend_note) =
-                    count_exact(&cmd, args, weight, tool_versions, &stop, events)?;
-                if weight == TruthWeight::LbrTime {
-                    let locator = load::locator(&args.binaries, args.symfs.as_deref());
-                    e = lbr_side(&s, Some(e), &locator, warnings, events)?;
-                }
-                if let Some(n) = backend_note {
-                    warnings.push(n);
-                }
-                if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
-                    interrupted = Some((name.clone(), "the exact count"));
-                    warnings.push(format!(
-                    "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
-                ));
-                }
-                Some(e)
-            };
-            let lossy: Vec<String> = cmd
-                .iter()
-                .map(|c| c.to_string_lossy().into_owned())
-                .collect();
-            let truth_source = match &e {
-                Some(e) => format!("an exact run under {}", e.backend),
-                None => "none (interrupted before the exact run)".to_string(),
-            };
-            (
-                s,
-                e,
-                "a perf_event_open recording".to_string(),
-                truth_source,
-                lossy,
-                Some(cmd),
-            )
+    let locator = load::locator(&args.binaries, args.symfs.as_deref());
+    let s = load::samples_with(sf, &locator, events)?;
+    let mut e = load::exact_with(tf, &locator, events)?;
+    if weight == TruthWeight::TimeModel
+        && args.time_model == crate::timemodel::TimeModelKind::Static
+        && !e.edges.is_empty()
+    {
+        // A truth with edges: time its blocks here (a virtual PMU's truth, which has its
+        // own time column and no edges, is compared as it is).
+        let core = proftrust_uarch::Core::new(args.core);
+        let locate = |m: &Module| {
+            locator
+                .locate(&m.path, m.build_id.as_ref())
+                .binary
+                .map(|b| b.path().to_path_buf())
         };
+        let summary = crate::timemodel::add_time_column(&mut e, &core, &[], &locate, events)?;
+        events.note(&crate::timemodel::summary_note(&core, &summary));
+    } else if weight == TruthWeight::TimeModel {
+        time_model_used = crate::timemodel::TimeModelKind::Trace;
+    }
+    if weight == TruthWeight::LbrTime {
+        e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+    }
+    let command = s.command.clone();
     Ok(Inputs {
-        samples,
-        exact,
-        samples_source,
-        truth_source,
+        samples: s,
+        exact: Some(e),
+        samples_source: sf.display().to_string(),
+        truth_source: tf.display().to_string(),
         command,
-        sweep_cmd,
-        interrupted,
+        sweep_cmd: None,
+        interrupted: None,
+        started: None,
         time_model_used,
     })
 }
 
+/// The program of a command made absolute and checked as `execve` would take it, before
+/// any long run: missing, not executable, an empty or text file, a missing `#!`
+/// interpreter are refused here.
+fn checked_command(cmd: &[OsString]) -> Result<Vec<OsString>> {
+    let mut cmd = cmd.to_vec();
+    if cmd.is_empty() {
+        bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE [--truth FILE]");
+    }
+    cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
+    proftrust_exact::plan(&cmd).context("the program cannot be run")?;
+    Ok(cmd)
+}
+
+/// `--samples FILE -- PROGRAM`: the samples read, the program counted exactly here.
+fn samples_and_run_inputs(
+    args: &AuditOptions,
+    sf: &Path,
+    cmd: &[OsString],
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    if !args.sweep.is_empty() {
+        bail!("--sweep records the program once per period; drop --samples to let the audit record it");
+    }
+    let cmd = checked_command(cmd)?;
+    let locator = load::locator(&args.binaries, args.symfs.as_deref());
+    let s = load::samples_with(sf, &locator, events)?;
+    if s.samples.is_empty() {
+        bail!(
+            "{}: the sample file holds no samples; nothing to audit",
+            sf.display()
+        );
+    }
+    let stop = args.stop.clone().unwrap_or_default();
+    let (mut e, interrupted) = exact_side(&cmd, args, tool_versions, warnings, &stop, events)?;
+    if args.truth_weight == TruthWeight::LbrTime {
+        e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+    }
+    Ok(Inputs {
+        command: lossy(&cmd),
+        samples: s,
+        truth_source: format!("an exact run under {}", e.backend),
+        exact: Some(e),
+        samples_source: sf.display().to_string(),
+        sweep_cmd: None,
+        interrupted,
+        started: None,
+        time_model_used: args.time_model,
+    })
+}
+
+/// `--samples FILE --truth-weight lbr-time`: the samples' branch stacks are the truth.
+fn lbr_inputs(
+    args: &AuditOptions,
+    sf: &Path,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    if args.truth_weight != TruthWeight::LbrTime {
+        bail!("--samples without --truth: give the truth file (--truth FILE), the program that was recorded after `--`, or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
+    }
+    if !args.sweep.is_empty() {
+        bail!("--sweep records the program once per period; give the program after `--` (or --workload)");
+    }
+    let locator = load::locator(&args.binaries, args.symfs.as_deref());
+    let s = load::samples_with(sf, &locator, events)?;
+    let e = lbr_side(&s, None, &locator, warnings, events)?;
+    Ok(Inputs {
+        command: s.command.clone(),
+        samples: s,
+        exact: Some(e),
+        samples_source: sf.display().to_string(),
+        truth_source: "the samples' branch stacks (no exact run)".to_string(),
+        sweep_cmd: None,
+        interrupted: None,
+        started: None,
+        time_model_used: args.time_model,
+    })
+}
+
+/// `-- PROGRAM`: recorded, then counted exactly (the recording first: a run that gives no
+/// sample stops the audit before the exact run).
+fn run_inputs(
+    args: &AuditOptions,
+    cmd: &[OsString],
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<Inputs> {
+    let cmd = checked_command(cmd)?;
+    let stop = args.stop.clone().unwrap_or_default();
+    let r = record_once(
+        &cmd,
+        args,
+        args.period,
+        args.randomize,
+        false,
+        &stop,
+        events,
+    )?;
+    let s = r.samples;
+    let (e, interrupted) = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
+        warnings.push(format!(
+            "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
+        ));
+        (None, Some((name.clone(), "the recording")))
+    } else {
+        if s.samples.is_empty() {
+            bail!(
+                "the recording holds no samples (the run took {}; {}): profile a longer run or lower the period (-c); no exact run was made",
+                s.outcome.as_ref().map_or("an unknown time".to_string(), |o| o.to_string()),
+                match args.period {
+                    Some(p) => format!("one sample every {p} events or ns"),
+                    None => "the default period".into(),
+                }
+            );
+        }
+        let (mut e, i) = exact_side(&cmd, args, tool_versions, warnings, &stop, events)?;
+        if args.truth_weight == TruthWeight::LbrTime {
+            let locator = load::locator(&args.binaries, args.symfs.as_deref());
+            e = lbr_side(&s, Some(e), &locator, warnings, events)?;
+        }
+        (Some(e), i)
+    };
+    let truth_source = match &e {
+        Some(e) => format!("an exact run under {}", e.backend),
+        None => "none (interrupted before the exact run)".to_string(),
+    };
+    Ok(Inputs {
+        samples: s,
+        exact: e,
+        samples_source: "a perf_event_open recording".to_string(),
+        truth_source,
+        command: lossy(&cmd),
+        sweep_cmd: Some(cmd),
+        interrupted,
+        started: r.pid,
+        time_model_used: args.time_model,
+    })
+}
+
+/// The exact count of `cmd` with the warnings it brings, and whether an interrupt cut it.
+fn exact_side(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+    stop: &StopSignal,
+    events: &dyn Events,
+) -> Result<(ExactProfile, Option<(String, &'static str)>)> {
+    let (e, backend_note) = count_exact(cmd, args, args.truth_weight, tool_versions, stop, events)?;
+    if let Some(n) = backend_note {
+        warnings.push(n);
+    }
+    let mut interrupted = None;
+    if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
+        interrupted = Some((name.clone(), "the exact count"));
+        warnings.push(format!(
+            "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
+        ));
+    }
+    Ok((e, interrupted))
+}
+
+/// A command line as text.
+fn lossy(cmd: &[OsString]) -> Vec<String> {
+    cmd.iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// `--correct-skid`: undoes the skid with the whole-program flow solver (`proftrust_skid`,
+/// seed 000 §2) and compares the corrected instruction estimates with the same truth. The
+/// estimates enter the comparison as a sample set of the instruction event with
+/// `round(count / period)` samples per address, so every metric is computed the same way
 /// as for the raw samples.
 fn corrected_side(
     samples: &SampleSet,
@@ -1315,54 +1342,71 @@ pub(crate) fn recorded_program(samples: &SampleSet, command: &[String]) -> Optio
         .cloned()
 }
 
-/// The binary to audit when `--binary` is not given: the recorded program (for perf.data,
-/// the program perf ran, not perf), else the readable module with the most samples; a
-/// module's binary is found as everywhere else (`locator`: `--symfs`, build-id caches, the
-/// recorded path).
+/// The binary to audit when `--binary` is not given: the readable module holding the most
+/// samples of the compared event (for `bzip2`, `libbz2` where the time is), found as
+/// everywhere else (`locator`: `--symfs`, build-id caches, the recorded path); with the
+/// sentence that says so (its share, and the program's when it is another module).
 fn default_binary(
     samples: &SampleSet,
+    event: u16,
     command: &[String],
     locator: &proftrust_binary::BinaryLocator,
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, String)> {
     let found = |m: &proftrust_model::Module| -> Option<PathBuf> {
         if m.path.starts_with('[') {
             return None;
         }
         let l = locator.locate(&m.path, m.build_id.as_ref());
-        l.binary.map(|b| b.path().to_path_buf())
-    };
-    if let Some(p) = recorded_program(samples, command) {
-        let p = &p;
-        let name = p.rsplit('/').next().unwrap_or(p);
-        if let Some(i) = samples.modules.find_by_file_name(name) {
-            if let Some(found) = samples.modules.get(i).and_then(found) {
-                return Ok(found);
+        let b = l.binary?;
+        // The recorded path, when it holds the same build as the copy found first (perf's
+        // build-id cache, ~/.debug/.build-id/..../elf): the name the user knows.
+        let recorded = Path::new(&m.path);
+        if b.path() != recorded && b.build_id().is_some() && recorded.is_file() {
+            let same = proftrust_binary::Binary::open(recorded)
+                .is_ok_and(|r| r.build_id() == b.build_id());
+            if same {
+                return Some(recorded.to_path_buf());
             }
         }
-        if Path::new(p).exists() {
-            return Ok(PathBuf::from(p));
-        }
-    }
+        Some(b.path().to_path_buf())
+    };
     let mut per: BTreeMap<u32, u64> = BTreeMap::new();
-    for s in &samples.samples {
+    let mut total = 0u64;
+    for s in samples.samples.iter().filter(|s| s.event == event) {
+        total += 1;
         if let Some(m) = s.ip.module {
             *per.entry(m.0).or_default() += 1;
         }
     }
-    let best = per
-        .iter()
-        .filter_map(|(m, c)| {
-            let path = samples
-                .modules
-                .get(proftrust_model::ModuleIdx(*m))
-                .and_then(found)?;
-            Some((path, *c))
-        })
-        .max_by_key(|(_, c)| *c);
-    match best {
-        Some((path, _)) => Ok(path),
-        None => bail!("cannot tell which binary to audit: the samples name no module found on this machine; pass --binary PATH (the program that was recorded)"),
+    let mut ranked: Vec<(u32, u64)> = per.into_iter().collect();
+    ranked.sort_by_key(|&(m, c)| (std::cmp::Reverse(c), m));
+    let best = ranked.iter().find_map(|&(m, c)| {
+        let module = samples.modules.get(proftrust_model::ModuleIdx(m))?;
+        Some((found(module)?, c, module.file_name().to_string()))
+    });
+    let Some((path, c, name)) = best else {
+        bail!("cannot tell which binary to audit: the samples name no module found on this machine; pass --binary PATH (the program that was recorded)")
+    };
+    let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+    let mut why = format!(
+        "{name}: chosen as the binary with the most samples, {:.1}% of the {total} compared",
+        share(c)
+    );
+    // The program itself, when it is another file (it may hold no sample at all).
+    if let Some(p) = recorded_program(samples, command) {
+        let file = p.rsplit('/').next().unwrap_or(&p).to_string();
+        let module = samples.modules.find_by_file_name(&file);
+        // A `#!` script is not a binary: its interpreter holds its samples.
+        let elf = module.is_some() || std::fs::read(&p).is_ok_and(|b| b.starts_with(b"\x7fELF"));
+        if file != name && elf {
+            let n = module
+                .and_then(|m| ranked.iter().find(|(x, _)| *x == m.0))
+                .map_or(0, |x| x.1);
+            why.push_str(&format!(" (the program {file}: {:.1}%)", share(n)));
+        }
     }
+    why.push_str("; --binary PATH audits another");
+    Ok((path, why))
 }
 
 fn record_once(
@@ -1405,7 +1449,6 @@ fn record_once(
     Ok(Recorded {
         samples: r.samples,
         pid: r.pid,
-        processes: r.processes,
     })
 }
 

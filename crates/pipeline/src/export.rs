@@ -279,6 +279,76 @@ pub struct Job<'a> {
     pub source_dirs: &'a [PathBuf],
 }
 
+/// Bytes a loaded profile holds per stack (a flat stack is 48 bytes inline, plus its share
+/// of the symbolizer and the loader's leftovers; measured with `scripts/bench-export.sh`).
+const PROFILE_BYTES_PER_STACK: u64 = 60;
+
+/// Bytes one distinct stack (or location) costs a format's writer beyond the profile,
+/// measured on `scripts/bench-export.sh`'s 26.8 M-address callgrind file (peak RSS minus
+/// the profile, over the stacks; docs/export.md). The formats that name every frame once
+/// in a table of their own (speedscope, Firefox) hold it as JSON values or in
+/// `fxprof-processed-profile`'s tables: hundreds of bytes each.
+pub fn bytes_per_stack(t: Target) -> u64 {
+    match t {
+        // 26.8 M stacks: pprof 2.73 GB, folded 3.12 GB, flame graph 4.35 GB at the peak.
+        Target::Pprof => 50,
+        Target::Folded | Target::FoldedDiff => 60,
+        Target::Flamegraph | Target::FlamegraphDiff => 110,
+        Target::Speedscope => 400,
+        Target::Firefox => 700,
+        // Keyed by functions and lines, or a few functions: no per-address table.
+        Target::LlvmSample | Target::Annotate | Target::AnnotateHtml => 0,
+    }
+}
+
+/// The memory an export takes at its peak, estimated up front from the profiles' stacks
+/// ([`bytes_per_stack`]).
+pub fn memory_estimate(job: &Job<'_>) -> u64 {
+    let mut stacks = job.main.profile.stacks.len() as u64;
+    let mut held = stacks;
+    for s in job.against.iter().chain(&job.corrected) {
+        held += s.profile.stacks.len() as u64;
+        if job.target.compares() {
+            stacks += s.profile.stacks.len() as u64;
+        }
+    }
+    held * PROFILE_BYTES_PER_STACK + stacks * bytes_per_stack(job.target)
+}
+
+fn gb(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
+
+/// Refuses, before the writer allocates anything, an export whose [`memory_estimate`] is
+/// above `limit` bytes: the error names the estimate, the limit, and what to do (issue
+/// 32: an export of 26.8 M addresses went past 14 GB instead).
+pub fn check_memory(job: &Job<'_>, limit: u64) -> Result<()> {
+    let need = memory_estimate(job);
+    if need <= limit {
+        return Ok(());
+    }
+    let stacks = job.main.profile.stacks.len();
+    let lean: Vec<&str> = [Target::Pprof, Target::Folded]
+        .into_iter()
+        .filter(|&t| t != job.target && memory_estimate(&Job { target: t, ..*job }) <= limit)
+        .map(Target::name)
+        .collect();
+    bail!(
+        "--to {}: {} distinct stacks would take about {} of memory ({} bytes per stack for the format, {} for the profile), more than the limit of {}; raise it with --max-memory GB if the machine has the memory{}",
+        job.target.name(),
+        stacks,
+        gb(need),
+        bytes_per_stack(job.target),
+        PROFILE_BYTES_PER_STACK,
+        gb(limit),
+        if lean.is_empty() {
+            String::new()
+        } else {
+            format!(", or export --to {} (within the limit)", lean.join(" or --to "))
+        }
+    )
+}
+
 /// Writes one export to `w` (the caller opens the file; the CLI writes atomically).
 pub fn write_export(job: &Job<'_>, w: &mut dyn Write, events: &dyn Events) -> Result<()> {
     let t = job.target;

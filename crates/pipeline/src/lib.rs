@@ -79,6 +79,7 @@ pub mod inspect;
 pub mod lbr;
 pub mod load;
 pub mod paths;
+mod processes;
 pub mod program;
 pub mod read;
 pub mod record;

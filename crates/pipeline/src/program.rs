@@ -32,11 +32,13 @@ pub fn find(prog: impl AsRef<OsStr>) -> Result<PathBuf> {
     )
 }
 
-/// [`find`], made absolute (symbolic links resolved), so that every runner of a command
-/// (recorder, QEMU, callgrind) runs the very same file.
+/// [`find`], made absolute, so that every runner of a command (recorder, QEMU, callgrind)
+/// runs the very same file. Symbolic links are kept: a process is named after the path
+/// `execve` is given (`sh` for `/usr/bin/sh`, not `dash`), as perf records it, and both
+/// sides of an audit name it so.
 pub fn find_absolute(prog: impl AsRef<OsStr>) -> Result<PathBuf> {
     let found = find(prog)?;
-    std::fs::canonicalize(&found).with_context(|| format!("program {} not found", found.display()))
+    std::path::absolute(&found).with_context(|| format!("program {} not found", found.display()))
 }
 
 /// First line of `tool ARGS` (stdout, else stderr), or `unavailable`.

@@ -73,6 +73,69 @@ pub struct TruthReport {
     pub summary: TruthSummary,
 }
 
+/// The process images of `p` by name and how they began, the started program first (empty
+/// for one image).
+fn process_groups(p: &ExactProfile) -> Vec<proftrust_report::truth::TruthProcesses> {
+    use proftrust_model::ImageStart;
+    if p.processes.len() < 2 {
+        return Vec::new();
+    }
+    let mut groups: Vec<proftrust_report::truth::TruthProcesses> = Vec::new();
+    for (i, x) in p.processes.iter().enumerate() {
+        let start = match (if i == 0 { ImageStart::Root } else { x.start }, x.replaced) {
+            (ImageStart::Root, r) => {
+                if r {
+                    "started, then exec"
+                } else {
+                    "started"
+                }
+            }
+            (ImageStart::Fork, r) => {
+                if r {
+                    "forked, then exec"
+                } else {
+                    "forked"
+                }
+            }
+            (ImageStart::Exec, r) => {
+                if r {
+                    "exec, then exec"
+                } else {
+                    "exec"
+                }
+            }
+        };
+        let g = match groups
+            .iter_mut()
+            .find(|g| g.name == x.comm && g.start == start)
+        {
+            Some(g) => g,
+            None => {
+                groups.push(proftrust_report::truth::TruthProcesses {
+                    name: x.comm.clone(),
+                    start: start.into(),
+                    images: 0,
+                    counted: 0,
+                    instructions: 0,
+                    pids: Vec::new(),
+                    not_counted: None,
+                });
+                groups.last_mut().expect("just pushed")
+            }
+        };
+        g.images += 1;
+        g.pids.push(x.pid);
+        match &x.not_counted {
+            None => {
+                g.counted += 1;
+                g.instructions += x.total_instructions;
+            }
+            Some(why) => g.not_counted = Some(why.clone()),
+        }
+    }
+    groups
+}
+
 /// Runs the program under the chosen backend and returns its exact counts.
 pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
     if a.command.is_empty() {
@@ -132,6 +195,7 @@ pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
             proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
         }),
         warnings: proftrust_exact::warnings(&p),
+        processes: process_groups(&p),
     };
     Ok(TruthReport {
         profile: p,

@@ -39,13 +39,17 @@
 //!   in the QEMU process's own `/proc/self/maps`; a file-backed mapping gives (file, file
 //!   offset), which the analyzer turns into an SVMA with the ELF program headers. The map is
 //!   re-read after the guest calls `mmap`/`munmap`/`mremap`.
-//! * **fork**: a forked child is **excluded** (a `pthread_atfork` child handler silences every
-//!   callback in it; the parent's counts are unaffected). The `pthread_atfork` prepare
-//!   handler, the system call hook (fork, vfork, clone of a process, clone3, execve) and the
-//!   exit hook set bits of a run-state word in the shared file, so the analyzer looks for
-//!   orphaned descendants in `/proc` only after runs that may have left some. **exec** is **not followed**: QEMU
-//!   runs the new image natively, so the plugin writes a snapshot before `execve` and the
-//!   profile covers the program up to the exec. A guest sending itself `SIGKILL` gets a
+//! * **fork** and **exec**: with `follow=NAME` (count mode) the whole process tree is
+//!   counted, each process image on a stream of its own (`follow.rs`, protocol in [`wire`]):
+//!   a forked child reports from the fork on, and an `execve` runs QEMU with this plugin on
+//!   the new program (`#!` scripts resolved as the kernel does). Without it a forked child
+//!   is **excluded** (a `pthread_atfork` child handler silences every callback in it; the
+//!   parent's counts are unaffected) and **exec is not followed** (QEMU runs the new image
+//!   natively; the plugin writes a snapshot before `execve`, so the profile covers the
+//!   program up to the exec). The `pthread_atfork` prepare handler, the system call hook
+//!   (fork, vfork, clone of a process, clone3, execve) and the exit hook set bits of a
+//!   run-state word in the shared file, so the analyzer looks for orphaned descendants in
+//!   `/proc` only after runs that may have left some. A guest sending itself `SIGKILL` gets a
 //!   snapshot first; other fatal signals go through QEMU's exit path, which runs the plugin's
 //!   at-exit dump.
 //!
@@ -55,6 +59,7 @@
 
 pub mod classify;
 mod ffi;
+mod follow;
 pub mod maps;
 mod ring;
 mod vcpu;
@@ -466,6 +471,54 @@ impl Global {
         ffi::ScoreU64 {
             score: self.count_sbs[id as usize / SB_CHUNK],
             offset: (id as usize % SB_CHUNK) * 8,
+        }
+    }
+
+    /// Every block counter back to 0 (a forked child): API v4's per-vcpu scoreboards; API
+    /// v1's private chunks, and the shared counters, which the child maps privately (zeroed)
+    /// over the shared ones so that its inline adds no longer reach the parent's.
+    fn zero_counts(&mut self) {
+        if let Some(v4) = &ffi::api().v4 {
+            for &sb in &self.count_sbs {
+                for v in 0..VCPU_MAX.load(Relaxed) {
+                    // SAFETY: the element of vcpu `v` is SB_CHUNK u64s; in the forked child
+                    // only this thread runs.
+                    unsafe {
+                        let base = (v4.scoreboard_find)(sb, v) as *mut u64;
+                        if !base.is_null() {
+                            std::ptr::write_bytes(base, 0, SB_CHUNK);
+                        }
+                    }
+                }
+            }
+            return;
+        }
+        for c in &self.counters {
+            for x in c.iter() {
+                // SAFETY: in the forked child only this thread runs; nothing else touches
+                // the counter now.
+                unsafe { *x.get() = 0 };
+            }
+        }
+        if self.shared_cap > 0 {
+            // SAFETY: `shared` maps `shared_cap` u64s on whole pages (the counters start a
+            // page after the shared file's head); MAP_FIXED replaces exactly those pages of
+            // this process with private zeroed memory, at the same address, so the inline
+            // adds already generated keep valid pointers.
+            let p = unsafe {
+                libc::mmap(
+                    self.shared as *mut c_void,
+                    self.shared_cap * 8,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                // The counters stay shared: none of them is used from here on.
+                self.shared_cap = 0;
+            }
         }
     }
 
@@ -1257,6 +1310,7 @@ extern "C" fn on_translate(_id: ffi::PluginId, tb: *mut ffi::Tb) {
             bytes.extend_from_slice(&buf[..len]);
             insns.push(((api.insn_vaddr)(insn), (api.insn_haddr)(insn) as u64));
         }
+        follow::note_guest_base(insns[0].0, insns[0].1);
         (insns[0].0, insns, bytes, last)
     };
     let last_bytes = &bytes[last];
@@ -1463,8 +1517,8 @@ extern "C" fn on_syscall(
     a1: u64,
     a2: u64,
     a3: u64,
-    _a4: u64,
-    _a5: u64,
+    a4: u64,
+    a5: u64,
     _a6: u64,
     _a7: u64,
     _a8: u64,
@@ -1484,9 +1538,16 @@ extern "C" fn on_syscall(
         56..=58 => run_state(RUN_FORKED),
         // mmap, munmap, mremap: code mappings may change.
         9 | 11 | 25 => MAPS_DIRTY.store(true, Relaxed),
-        // execve, execveat: the new image is not followed; keep what we have.
+        // execve, execveat: followed (`follow=`: QEMU is started again on the new program
+        // and this call does not return), else keep what we have.
         59 | 322 => {
             run_state(RUN_EXECED);
+            if follow::on() {
+                match num {
+                    59 => follow::on_exec(a1, a2, a3, None),
+                    _ => follow::on_exec(a2, a3, a4, Some((a1 as i64, a5))),
+                }
+            }
             snapshot(1);
         }
         // kill, tkill: SIGKILL leaves no exit path, so dump first.
@@ -1502,11 +1563,53 @@ extern "C" fn on_exit(_id: ffi::PluginId, _udata: *mut c_void) {
         return;
     }
     snapshot(0);
+    end_stream();
+    // The started program's own exit (not a forked child's, nor an exec'd image's).
+    if follow::IMAGE.load(Relaxed) == 0 {
+        run_state(RUN_EXITED);
+    }
+}
+
+/// Writes `rec` and flushes.
+fn put_record(rec: &[u8]) {
     if let Some(g) = lock(&GLOBAL).as_mut() {
-        g.put(&[wire::TAG_END]);
+        g.put(rec);
         g.flush();
     }
-    run_state(RUN_EXITED);
+}
+
+/// Writes END and flushes.
+fn end_stream() {
+    put_record(&[wire::TAG_END]);
+}
+
+/// `execve(exe, argv, envp)` with the descriptors `keep` (negative ones skipped) left open
+/// across it and no signal blocked; returns only on failure.
+fn sys_exec(
+    exe: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    envp: &[std::ffi::CString],
+    keep: &[c_int],
+) -> Result<(), String> {
+    let mut a: Vec<*const c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    a.push(std::ptr::null());
+    let mut e: Vec<*const c_char> = envp.iter().map(|c| c.as_ptr()).collect();
+    e.push(std::ptr::null());
+    // SAFETY: fcntl on integer fds; sigprocmask with a zeroed, emptied set; execve with
+    // NUL-terminated strings in NULL-terminated arrays that live across the call.
+    unsafe {
+        for &fd in keep.iter().filter(|&&fd| fd >= 0) {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            }
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        libc::execve(exe.as_ptr(), a.as_ptr(), e.as_ptr());
+    }
+    Err(std::io::Error::last_os_error().to_string())
 }
 
 /// Waits on the control pipe: on `S` (the analyzer's timeout) writes a final snapshot and
@@ -1515,7 +1618,18 @@ extern "C" fn on_exit(_id: ffi::PluginId, _udata: *mut c_void) {
 /// children.
 fn spawn_control(mut f: File) {
     use std::io::Read;
-    std::thread::spawn(move || {
+    // The thread starts with every signal blocked (it inherits the mask of the thread that
+    // spawns it, set around the spawn): QEMU's host signal handlers expect to run on a
+    // vCPU thread, and a SIGCHLD of the guest's child delivered here crashed QEMU.
+    // SAFETY: sigfillset/pthread_sigmask on zeroed sets owned by this frame.
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        old
+    };
+    let _ = std::thread::Builder::new().spawn(move || {
         let mut b = [0u8; 1];
         loop {
             match f.read(&mut b) {
@@ -1529,26 +1643,130 @@ fn spawn_control(mut f: File) {
             return;
         }
         snapshot(3);
-        if let Some(g) = lock(&GLOBAL).as_mut() {
-            g.put(&[wire::TAG_END]);
-            g.flush();
-        }
+        end_stream();
         // SAFETY: kill on our own pid; SIGKILL ends QEMU and its guest at once.
         unsafe {
             libc::kill(libc::getpid(), libc::SIGKILL);
         }
     });
-}
-
-extern "C" fn in_fork_child() {
-    IN_CHILD.store(true, Relaxed);
-}
-
-/// Before any `fork()` of the QEMU process: the run has another process now.
-extern "C" fn in_fork_parent() {
-    if !IN_CHILD.load(Relaxed) {
-        run_state(RUN_FORKED);
+    // SAFETY: restores this thread's mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
+}
+
+thread_local! {
+    /// The plugin's lock, taken by the forking thread before `fork()` (following a tree)
+    /// and released by it after: the child then has the lock and a consistent state.
+    static FORK_GUARD: std::cell::RefCell<Option<MutexGuard<'static, Option<Global>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// In the child of a `fork()` of the QEMU process: counts its own image from here on
+/// (following a tree), else nothing of it is counted.
+extern "C" fn in_fork_child() {
+    let guard = FORK_GUARD.with(|g| g.borrow_mut().take());
+    let Some(mut guard) = guard else {
+        IN_CHILD.store(true, Relaxed);
+        return;
+    };
+    let ok = match guard.as_mut() {
+        Some(g) => match child_setup(g) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "proftrust-qemu-plugin: the forked child (pid {}) is not counted: {e}",
+                    std::process::id()
+                );
+                false
+            }
+        },
+        None => false,
+    };
+    drop(guard);
+    if !ok {
+        IN_CHILD.store(true, Relaxed);
+    }
+}
+
+/// After a `fork()`, in the parent: releases the lock taken before it.
+extern "C" fn in_fork_parent_after() {
+    FORK_GUARD.with(|g| g.borrow_mut().take());
+}
+
+/// Before any `fork()` of the QEMU process: the run has another process now; following a
+/// tree, the records so far are written (the child inherits the definitions among them)
+/// and the plugin's lock is held across the fork.
+extern "C" fn in_fork_parent() {
+    if IN_CHILD.load(Relaxed) {
+        return;
+    }
+    run_state(RUN_FORKED);
+    if follow::on() {
+        let mut g = lock(&GLOBAL);
+        if let Some(g) = g.as_mut() {
+            g.flush();
+        }
+        FORK_GUARD.with(|slot| *slot.borrow_mut() = Some(g));
+    }
+}
+
+/// The forked child's own image (see `follow.rs`): a new id and connection, every count
+/// zeroed, every vcpu at a thread start.
+fn child_setup(g: &mut Global) -> Result<(), String> {
+    let out = follow::connect()?;
+    let parent = follow::IMAGE.load(Relaxed);
+    let image = follow::next_image();
+    follow::IMAGE.store(image, Relaxed);
+    g.out = out;
+    g.buf.clear();
+    g.failed = false;
+    g.ring = None;
+    g.zero_counts();
+    for v in 0..vcpu::MAX_VCPUS {
+        if let Some(s) = vcpu::existing(v) {
+            s.reset();
+        }
+    }
+    for v in 0..VCPU_MAX.load(Relaxed) {
+        let st = vcpu_state(v);
+        if !st.is_null() {
+            // SAFETY: the vcpu's element; in the child only this thread runs.
+            unsafe {
+                (*st).pred = 0;
+                (*st).slot = [0; SLOTS];
+            }
+        }
+    }
+    THREADS.store(1, Relaxed);
+    THREADS_SHARED.store(std::ptr::null_mut(), Relaxed);
+    let head = stream_header(MODE.load(Relaxed), EDGES.load(Relaxed), 0);
+    g.put(&head);
+    g.put(&follow::process_record(
+        image,
+        parent,
+        wire::START_FORK,
+        g.nblocks,
+        g.modules.len() as u32,
+    ));
+    g.flush();
+    if g.failed {
+        return Err("cannot write to the analyzer".into());
+    }
+    Ok(())
+}
+
+/// The stream header (see [`wire`]).
+fn stream_header(mode: u8, edges: bool, mem: u8) -> Vec<u8> {
+    let mut head = Vec::new();
+    head.extend_from_slice(wire::MAGIC);
+    head.u32(wire::VERSION);
+    head.u8(mode);
+    head.u8(edges as u8);
+    head.u8(mem);
+    head.u8(ffi::api().version as u8);
+    head.u32(std::process::id());
+    head
 }
 
 /// Plugin options parsed from `-plugin lib.so,k=v,...`.
@@ -1562,6 +1780,12 @@ struct Args {
     mem: bool,
     cache: Option<proftrust_cachesim::Geometry>,
     addrs: bool,
+    /// `follow=NAME`: count the process tree (`follow.rs`).
+    follow: Option<String>,
+    /// `image=K`: this QEMU runs image K of a followed tree (an `execve`'s new image).
+    image: u32,
+    /// `parent=K`: the image an `image=` replaces.
+    parent: u32,
 }
 
 fn on_off(k: &str, v: &str) -> Result<bool, String> {
@@ -1583,6 +1807,9 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         mem: false,
         cache: None,
         addrs: false,
+        follow: None,
+        image: 0,
+        parent: u32::MAX,
     };
     for arg in args {
         let (k, v) = arg
@@ -1609,9 +1836,20 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 })?)
             }
             "addrs" => a.addrs = on_off(k, v)?,
+            "follow" => a.follow = Some(v.to_string()),
+            "image" | "parent" => {
+                let n = v
+                    .parse()
+                    .map_err(|_| format!("{k}={v}: expected an image number"))?;
+                if k == "image" {
+                    a.image = n;
+                } else {
+                    a.parent = n;
+                }
+            }
             _ => {
                 return Err(format!(
-                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem, cache, addrs)"
+                    "unknown argument {k:?} (known: out, shm, ctl, ring, mode, edges, mem, cache, addrs, follow, image, parent)"
                 ))
             }
         }
@@ -1640,10 +1878,26 @@ fn open_out(spec: &str) -> Result<File, String> {
     }
 }
 
-/// Maps the counter file `fd:N` (sized by the analyzer) shared; returns (base, capacity).
-fn map_shared(spec: &str) -> Result<(*mut u64, usize), String> {
-    let (p, len) = map_fd("shm", spec, 16)?;
-    Ok((p as *mut u64, len / 8))
+/// Maps the counter file `fd:N` (sized by the analyzer) shared; returns (base, capacity in
+/// u64s, the descriptor when `keep`: left open, close-on-exec, for the next image of a
+/// followed tree).
+fn map_shared(spec: &str, keep: bool) -> Result<(*mut u64, usize, c_int), String> {
+    let fd = if keep {
+        let fd: c_int = spec
+            .strip_prefix("fd:")
+            .and_then(|x| x.parse().ok())
+            .ok_or_else(|| format!("shm={spec}: expected fd:N"))?;
+        // SAFETY: fcntl F_DUPFD_CLOEXEC on an integer fd; a failure is checked.
+        let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if d < 0 {
+            return Err(format!("shm={spec}: descriptor is not open"));
+        }
+        d
+    } else {
+        -1
+    };
+    let (p, len) = map_fd("shm", spec, 8 * (wire::SHM_HEAD_WORDS + 1))?;
+    Ok((p as *mut u64, len / 8, fd))
 }
 
 /// Maps the trace ring `fd:N` (made and sized by the analyzer, see [`wire`]).
@@ -1742,30 +1996,61 @@ pub unsafe extern "C" fn qemu_plugin_install(
         unsafe { (api.register_vcpu_tb_trans_cb)(id, on_translate_idle) };
         return 0;
     }
-    let Some(spec) = a.out else {
-        eprintln!("proftrust-qemu-plugin: missing out=PATH or out=fd:N");
+    if a.follow.is_some() && a.mode != MODE_COUNT {
+        eprintln!("proftrust-qemu-plugin: follow= needs mode=count");
         return -1;
-    };
-    let out = match open_out(&spec) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("proftrust-qemu-plugin: {e}");
+    }
+    let (shared, shared_cap, shm_fd) =
+        match a.shm.as_deref().map(|s| map_shared(s, a.follow.is_some())) {
+            None => (std::ptr::null_mut(), 0, -1),
+            Some(Ok((p, cap, fd))) => {
+                // Layout: the head page (run state, thread count, image counter), then the
+                // inline counters, which only the started program's image uses (an exec'd
+                // image counts in private memory).
+                // SAFETY: `cap > SHM_HEAD_WORDS` u64s are mapped at `p` (map_shared refuses
+                // less).
+                unsafe {
+                    RUN_SHARED.store(p.add(wire::SHM_RUN), Relaxed);
+                    follow::IMAGES_SHARED.store(p.add(wire::SHM_IMAGES), Relaxed);
+                    if a.image == 0 {
+                        THREADS_SHARED.store(p.add(wire::SHM_THREADS), Relaxed);
+                        (p.add(wire::SHM_HEAD_WORDS), cap - wire::SHM_HEAD_WORDS, fd)
+                    } else {
+                        (std::ptr::null_mut(), 0, fd)
+                    }
+                }
+            }
+            Some(Err(e)) => {
+                eprintln!("proftrust-qemu-plugin: {e}");
+                return -1;
+            }
+        };
+    let ctl = match a.ctl.as_deref().map(open_out) {
+        None => None,
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            eprintln!("proftrust-qemu-plugin: ctl: {e}");
             return -1;
         }
     };
-    let (shared, shared_cap) = match a.shm.as_deref().map(map_shared) {
-        None => (std::ptr::null_mut(), 0),
-        Some(Ok((p, cap))) => {
-            // Layout: inline counters, then one u64 for the run state, one for the
-            // thread count.
-            // SAFETY: `cap >= 2` u64s are mapped at `p` (map_shared refuses less).
-            unsafe {
-                RUN_SHARED.store(p.add(cap - 2), Relaxed);
-                THREADS_SHARED.store(p.add(cap - 1), Relaxed);
-            }
-            (p, cap - 2)
-        }
-        Some(Err(e)) => {
+    if let Some(name) = &a.follow {
+        use std::os::fd::AsRawFd;
+        let _ = follow::FOLLOW.set(follow::Follow {
+            name: name.clone(),
+            shm_fd,
+            ctl_fd: ctl.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            edges: a.edges,
+        });
+        follow::IMAGE.store(a.image, Relaxed);
+    }
+    let out = match (&a.out, a.image) {
+        (_, image) if image != 0 => follow::connect(),
+        (Some(spec), _) => open_out(spec),
+        (None, _) => Err("missing out=PATH or out=fd:N".to_string()),
+    };
+    let out = match out {
+        Ok(f) => f,
+        Err(e) => {
             eprintln!("proftrust-qemu-plugin: {e}");
             return -1;
         }
@@ -1823,36 +2108,39 @@ pub unsafe extern "C" fn qemu_plugin_install(
         by_vaddr: HashMap::new(),
         elided: HashMap::new(),
     };
-    let mut head = Vec::new();
-    head.extend_from_slice(wire::MAGIC);
-    head.u32(wire::VERSION);
-    head.u8(a.mode);
-    head.u8(a.edges as u8);
-    head.u8(match (a.mem, a.cache.is_some(), a.addrs) {
-        (false, _, _) => 0,
-        (true, false, _) => 1,
-        (true, true, false) => 2,
-        (true, true, true) => 3,
-    });
-    head.u8(api.version as u8);
-    head.u32(std::process::id());
+    let head = stream_header(
+        a.mode,
+        a.edges,
+        match (a.mem, a.cache.is_some(), a.addrs) {
+            (false, _, _) => 0,
+            (true, false, _) => 1,
+            (true, true, false) => 2,
+            (true, true, true) => 3,
+        },
+    );
     g.put(&head);
+    if a.follow.is_some() {
+        let start = if a.image == 0 {
+            wire::START_ROOT
+        } else {
+            wire::START_EXEC
+        };
+        g.put(&follow::process_record(a.image, a.parent, start, 0, 0));
+    }
     // Written at once: a stream without a header then means QEMU never installed us.
     g.flush();
     *lock(&GLOBAL) = Some(g);
-    if let Some(ctl) = a.ctl.as_deref() {
-        match open_out(ctl) {
-            Ok(f) => spawn_control(f),
-            Err(e) => {
-                eprintln!("proftrust-qemu-plugin: ctl: {e}");
-                return -1;
-            }
-        }
+    if let Some(f) = ctl {
+        spawn_control(f);
     }
     // SAFETY: registering callbacks with the id QEMU gave us; the callbacks match the
     // signatures of QEMU's header. pthread_atfork takes a plain function.
     unsafe {
-        libc::pthread_atfork(Some(in_fork_parent), None, Some(in_fork_child));
+        libc::pthread_atfork(
+            Some(in_fork_parent),
+            Some(in_fork_parent_after),
+            Some(in_fork_child),
+        );
         (api.register_vcpu_tb_trans_cb)(id, on_translate);
         (api.register_vcpu_init_cb)(id, on_vcpu_init);
         (api.register_vcpu_exit_cb)(id, on_vcpu_exit);

@@ -18,6 +18,9 @@ pub struct Mapping {
 }
 
 /// Parses the text of `/proc/PID/maps`, keeping mappings whose path is absolute (files).
+/// The kernel writes a newline of a path as `\012` (`seq_file_path` with `"\n"` as the
+/// characters to escape, the only one it escapes there); it is turned back into the
+/// newline, so a path reads as the program's own `mmap` records give it.
 pub fn parse(text: &str) -> Vec<Mapping> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -45,7 +48,7 @@ pub fn parse(text: &str) -> Vec<Mapping> {
             start,
             end,
             offset,
-            path: path.to_string(),
+            path: path.replace("\\012", "\n"),
         });
     }
     out.sort_by_key(|m| m.start);
@@ -78,5 +81,7 @@ mod tests {
         assert_eq!(hit.offset + (0x55d0c0001234 - hit.start), 0x1234);
         assert!(lookup(&m, 0x55d0c0002000).is_none());
         assert!(lookup(&m, 0x1000).is_none());
+        let nl = parse("1000-2000 r-xp 00000000 08:01 1 /tmp/a\\012b/prog\n");
+        assert_eq!(nl[0].path, "/tmp/a\nb/prog");
     }
 }

@@ -177,6 +177,26 @@ impl Slot {
         }
     }
 
+    /// Forgets every count and edge and the thread on this vcpu (a forked child's counts
+    /// start at the fork); the next block is a thread start.
+    pub fn reset(&self) {
+        self.for_each_entry(|_, e| {
+            e.count.store(0, Relaxed);
+            for k in 0..WAYS {
+                e.pending[k].store(0, Relaxed);
+            }
+        });
+        // A lock held at the fork by a thread the child does not have stays held: its
+        // maps are then left as they are rather than waiting for ever.
+        match self.shared.try_lock() {
+            Ok(mut g) => *g = Shared::default(),
+            Err(std::sync::TryLockError::Poisoned(p)) => *p.into_inner() = Shared::default(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
+        self.prev.store(NO_BLOCK, Relaxed);
+        self.tid.store(0, Relaxed);
+    }
+
     /// The trace buffer, `cap` words (allocated on first use).
     #[inline(always)]
     pub fn trace(&self, cap: usize) -> &TraceBuf {

@@ -1,4 +1,4 @@
-//! The stream this plugin writes (version 7, little-endian). The analyzer in
+//! The stream this plugin writes (version 8, little-endian). The analyzer in
 //! `proftrust-exact` decodes it; `docs/exact.md` documents it.
 //!
 //! ```text
@@ -16,8 +16,27 @@
 //! TRACEMEM u8:6 u32:tid u32:n u32[n]                         (mem=on) words, see below
 //! RING     u8:7 u32:tid u32:n u32:pos                        a TRACE (mem=off) or TRACEMEM
 //!               (mem=on) chunk of n words in the trace ring at position pos (ring=fd:N)
+//! PROCESS  u8:8 u32:image u32:parent(MAX none) u8:start(0 root, 1 fork, 2 exec) u32:pid
+//!               u32:blocks u32:modules            (follow=: right after the header)
+//! EXEC     u8:9 u32:image(MAX not followed) u16:n (u32:len bytes[len])[n]
+//!               strings: comm, ELF path, why not followed (empty when followed), argv...
 //! ```
 //! Snapshots are cumulative; the last one wins.
+//!
+//! **Process trees** (`follow=NAME`, count mode): every process image (the started program,
+//! each forked child, each image an `execve` starts) writes a stream of its own, the
+//! started one to `out=`, the others to a new connection to the analyzer's listening Unix
+//! socket with abstract name `NAME`. Each stream begins with its header and a PROCESS
+//! record: the image's id (0 for the started program; the others take the next value of
+//! the shared file's image counter), the image it came from, how it began, and, for a
+//! forked child, how many of its parent's block and module ids it inherits (the
+//! definitions its parent wrote before the fork, which the child does not write again; its
+//! own definitions continue the ids from there). Before an `execve` the image writes an
+//! EXEC record (the new image's id, or `MAX` with the reason when the plugin does not
+//! follow it: the program then runs outside QEMU, uncounted), its final snapshot and END;
+//! the plugin then runs QEMU with this plugin on the new program, `#!` scripts resolved as
+//! the kernel resolves them. An `execve` that fails leaves the image running: an EXEC
+//! record followed by more records of the same stream did not happen.
 //!
 //! A TRACEMEM chunk replaces TRACE when memory tracing is on. Its words are, in execution
 //! order, a block id (bit 31 clear) or a data access of the current block: a word with bit
@@ -54,7 +73,7 @@
 /// Magic at the start of the stream.
 pub const MAGIC: &[u8; 4] = b"PTQP";
 /// Protocol version.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Record tag: module.
 pub const TAG_MODULE: u8 = 1;
 /// Record tag: block definition.
@@ -69,6 +88,26 @@ pub const TAG_END: u8 = 5;
 pub const TAG_TRACE_MEM: u8 = 6;
 /// Record tag: a trace chunk in the trace ring.
 pub const TAG_RING: u8 = 7;
+/// Record tag: which process image the stream is about.
+pub const TAG_PROCESS: u8 = 8;
+/// Record tag: an `execve` of the image, followed or not.
+pub const TAG_EXEC: u8 = 9;
+/// PROCESS start: the started program.
+pub const START_ROOT: u8 = 0;
+/// PROCESS start: a forked child.
+pub const START_FORK: u8 = 1;
+/// PROCESS start: an image an `execve` started.
+pub const START_EXEC: u8 = 2;
+/// Words of the shared counter file before the counters: the run state, the thread count,
+/// the image counter, then padding to a page (a forked child maps the counters privately
+/// over the shared ones, a page at a time).
+pub const SHM_HEAD_WORDS: usize = 512;
+/// Shared file word: the run state bits.
+pub const SHM_RUN: usize = 0;
+/// Shared file word: guest threads of the started program.
+pub const SHM_THREADS: usize = 1;
+/// Shared file word: the last image id given out.
+pub const SHM_IMAGES: usize = 2;
 /// Trace ring header: byte offset of the data area's capacity in words.
 pub const RING_CAP: usize = 0;
 /// Trace ring header: byte offset of the producer's published position.

@@ -58,6 +58,14 @@ pub enum RecordError {
     /// The process given with `--pid` does not exist.
     #[error("no process with pid {0}; check the pid (ps -p PID)")]
     NoSuchPid(i32),
+    /// The process given with `--pid` exists but this user may not profile it.
+    #[error("process {pid} exists but this user may not profile it ({why}): run as the process's owner or as root (profiling another user's process needs the right to trace it; one's own needs kernel.perf_event_paranoid at most 2)")]
+    PidNotPermitted {
+        /// The pid.
+        pid: i32,
+        /// What refused (`kill -0: Operation not permitted`, perf_event_open's error).
+        why: String,
+    },
     /// A system call of the recorder failed.
     #[error("{what}: {source}")]
     Sys {

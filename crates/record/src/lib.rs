@@ -47,7 +47,7 @@ pub use proftrust_supervise::StopSignal;
 use parse::Rec;
 use proftrust_model::{
     Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
-    SampleSet, SamplingConfig, StackUnwinder,
+    SampleSet, SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -502,6 +502,14 @@ fn open_events(
                     if code == Some(libc::ESRCH) {
                         return RecordError::NoSuchPid(pid);
                     }
+                    // Attaching to a running process (not our own child): a refusal is about
+                    // that process, and says so.
+                    if !enable_on_exec && matches!(code, Some(libc::EACCES) | Some(libc::EPERM)) {
+                        return RecordError::PidNotPermitted {
+                            pid,
+                            why: format!("perf_event_open: {e}"),
+                        };
+                    }
                     RecordError::Open {
                         name: spec.name.clone(),
                         pid,
@@ -803,8 +811,21 @@ fn process_alive(pid: i32) -> bool {
 }
 
 fn record_pid(pid: i32, opts: &RecordOptions, seed: u64) -> Result<Recording, RecordError> {
-    if pid <= 0 || !sys::process_exists(pid) {
+    if pid <= 0 {
         return Err(RecordError::NoSuchPid(pid));
+    }
+    match sys::process_signalable(pid) {
+        Ok(()) => {}
+        Err(libc::EPERM) => {
+            return Err(RecordError::PidNotPermitted {
+                pid,
+                why: format!(
+                    "kill -0: {}",
+                    std::io::Error::from_raw_os_error(libc::EPERM)
+                ),
+            })
+        }
+        Err(_) => return Err(RecordError::NoSuchPid(pid)),
     }
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map_err(|_| RecordError::NoSuchPid(pid))?
@@ -971,7 +992,12 @@ fn finish(
                 p.pid = pid;
                 p.parent = Some(ppid);
             }
-            Rec::Exec { pid, time } => {
+            Rec::Comm {
+                pid,
+                time,
+                exec: true,
+                ..
+            } => {
                 let p = processes.entry(pid).or_default();
                 p.pid = pid;
                 p.execs.push(time);
@@ -997,17 +1023,45 @@ fn finish(
                     }
                 }
             }
-            Rec::Exec { pid, .. } => {
-                spaces.exec(pid);
-                if let Some(u) = &mut unwinder {
-                    u.exec(pid);
+            Rec::Comm {
+                pid,
+                tid,
+                time,
+                comm,
+                exec,
+            } => {
+                if exec {
+                    spaces.exec(pid);
+                    if let Some(u) = &mut unwinder {
+                        u.exec(pid);
+                    }
                 }
+                set.threads.push(ThreadName {
+                    pid,
+                    tid,
+                    time,
+                    comm,
+                    exec,
+                });
             }
-            Rec::Fork { pid, ppid, .. } => {
+            Rec::Fork {
+                pid,
+                tid,
+                ppid,
+                ptid,
+                time,
+            } => {
                 spaces.fork(pid, ppid);
                 if let Some(u) = &mut unwinder {
                     u.fork(ppid, pid);
                 }
+                set.forks.push(ThreadStart {
+                    pid,
+                    tid,
+                    ppid,
+                    ptid,
+                    time,
+                });
             }
             Rec::Lost { lost } => set.lost += lost,
             Rec::Throttle { .. } => stats.throttled += 1,

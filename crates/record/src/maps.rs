@@ -127,11 +127,14 @@ impl AddressSpaces {
             return;
         };
         for line in text.lines() {
-            let mut f = line.split_whitespace();
+            // The path is the rest of the line (it may hold spaces); the kernel writes a
+            // newline in it as `\012`, turned back here as the mmap records give it raw.
+            let mut f = line.splitn(6, ' ');
             let (Some(range), Some(perms), Some(off)) = (f.next(), f.next(), f.next()) else {
                 continue;
             };
-            let path = f.nth(2).unwrap_or("");
+            let path = f.nth(2).unwrap_or("").trim_start().replace("\\012", "\n");
+            let path = path.as_str();
             if !perms.contains('x') || path.is_empty() {
                 continue;
             }

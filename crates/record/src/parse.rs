@@ -61,13 +61,20 @@ pub(crate) enum Rec {
         prot: u32,
         path: String,
     },
-    Exec {
+    /// A thread's name from now on (`PERF_RECORD_COMM`); `exec`: it came with an `execve`.
+    Comm {
         pid: u32,
+        tid: u32,
         time: u64,
+        comm: String,
+        exec: bool,
     },
+    /// A new process (`PERF_RECORD_FORK` with `pid != ppid`; new threads are not kept).
     Fork {
         pid: u32,
+        tid: u32,
         ppid: u32,
+        ptid: u32,
         time: u64,
     },
     Lost {
@@ -89,7 +96,7 @@ impl Rec {
         match self {
             Rec::Sample { time, .. }
             | Rec::Mmap { time, .. }
-            | Rec::Exec { time, .. }
+            | Rec::Comm { time, .. }
             | Rec::Fork { time, .. }
             | Rec::Throttle { time, .. }
             | Rec::Unthrottle { time, .. } => *time,
@@ -299,21 +306,32 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
             }
             b::PERF_RECORD_COMM => {
                 let pid = c.u32()?;
-                if u32::from(misc) & b::PERF_RECORD_MISC_COMM_EXEC != 0 {
-                    out.push(Rec::Exec {
-                        pid,
-                        time: trailer_time(body),
-                    });
-                }
+                let tid = c.u32()?;
+                // The name, NUL-terminated and padded to 8 bytes, then the sample_id trailer.
+                let rest = &body[c.pos..];
+                let end = rest.iter().position(|&x| x == 0).unwrap_or(rest.len());
+                out.push(Rec::Comm {
+                    pid,
+                    tid,
+                    time: trailer_time(body),
+                    comm: String::from_utf8_lossy(&rest[..end]).into_owned(),
+                    exec: u32::from(misc) & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+                });
             }
             b::PERF_RECORD_FORK => {
                 let pid = c.u32()?;
                 let ppid = c.u32()?;
-                c.u32()?;
-                c.u32()?;
+                let tid = c.u32()?;
+                let ptid = c.u32()?;
                 let time = c.u64()?;
                 if pid != ppid {
-                    out.push(Rec::Fork { pid, ppid, time });
+                    out.push(Rec::Fork {
+                        pid,
+                        tid,
+                        ppid,
+                        ptid,
+                        time,
+                    });
                 }
             }
             b::PERF_RECORD_LOST => {

@@ -285,7 +285,8 @@ pub(crate) fn spawn_blocked(
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     // SAFETY: after fork the child only calls async-signal-safe functions (setpgid, prctl,
-    // getppid, read, dup2, execv, write, _exit) on memory prepared before the fork.
+    // getppid, read, dup2, sigaction, sigprocmask, execv, write, _exit) on memory prepared
+    // before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -307,6 +308,11 @@ pub(crate) fn spawn_blocked(
                 if libc::dup2(fd, 1) < 0 {
                     libc::_exit(127);
                 }
+            }
+            // Default dispositions and no blocked signal, as under every other runner (the
+            // Rust runtime ignores SIGPIPE, which an exec would keep).
+            if proftrust_supervise::reset_signals().is_err() {
+                libc::_exit(127);
             }
             libc::execv(path.as_ptr(), ptrs.as_ptr());
             let errno = *libc::__errno_location();
@@ -461,9 +467,16 @@ pub(crate) fn kill_group(pid: i32) {
 }
 
 /// Whether process `pid` exists (`kill(pid, 0)`).
-pub(crate) fn process_exists(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(pid, 0) == 0 }
+/// `kill(pid, 0)`: `Ok` when the process exists and this user may signal it, else the
+/// errno (`ESRCH`: no such process; `EPERM`: it exists but belongs to another user).
+pub(crate) fn process_signalable(pid: i32) -> Result<(), i32> {
+    // SAFETY: signal 0 only checks for existence and permission.
+    if unsafe { libc::kill(pid, 0) } == 0 {
+        return Ok(());
+    }
+    Err(io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::ESRCH))
 }
 
 /// The stop flag of a `--pid` recording whose caller gave none.

@@ -99,6 +99,9 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     if let Some(f) = &c.truth_weight_formula {
         cfg_rows.push(("weight formula", f.clone()));
     }
+    if let Some(why) = &c.binary_reason {
+        cfg_rows.insert(1, ("binary chosen", why.clone()));
+    }
     for (k, v) in &c.tool_versions {
         cfg_rows.push(("tool", format!("{k}: {v}")));
     }
@@ -121,6 +124,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     for w in &r.warnings {
         let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
     }
+    processes_html(&mut h, r);
     let cm = r.corrected.as_ref().map(|c| &c.metrics);
     match &r.corrected {
         Some(c) => {
@@ -286,6 +290,33 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
     h
 }
 
+/// The processes table (see [`crate::render_processes_text`]).
+fn processes_html(h: &mut String, r: &AuditReport) {
+    if r.processes.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Processes</h2>\n<p>Process images by name on both sides: the comparison covers the same processes on both (docs/processes.md).</p><table><tr><th>process</th><th>start</th><th>sampled</th><th>exact</th><th>samples</th><th>share</th><th>instructions</th><th>share</th><th>compared</th></tr>\n");
+    for p in &r.processes {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"mono\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{:.2}%</td><td>{}</td></tr>",
+            escape_html(&p.name),
+            escape_html(&p.start),
+            p.sampled_images,
+            p.exact_images,
+            p.samples,
+            100.0 * p.sampled_share,
+            p.exact_instructions,
+            100.0 * p.exact_share,
+            match &p.left_out {
+                None => "yes".to_string(),
+                Some(why) => format!("no: {}", escape_html(why)),
+            }
+        );
+    }
+    h.push_str("</table>\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,7 +394,30 @@ mod tests {
                     corrected_share: 0.6,
                 }],
             }),
+            processes: vec![ProcessRow {
+                name: "<sh>".into(),
+                start: "forked, then exec".into(),
+                sampled_images: 3,
+                exact_images: 3,
+                samples: 0,
+                sampled_share: 0.0,
+                exact_instructions: 15681,
+                exact_share: 0.0,
+                sampled_pids: vec![1, 2, 3],
+                exact_pids: vec![4, 5, 6],
+                left_out: Some("a <reason>".into()),
+            }],
         }
+    }
+
+    /// The processes table: one row per group, names and reasons escaped.
+    #[test]
+    fn processes_rows_are_shown_escaped() {
+        let h = render_html(&sample_report());
+        assert!(h.contains("<h2>Processes</h2>"), "{h}");
+        assert!(h.contains("&lt;sh&gt;") && !h.contains("<sh>"), "{h}");
+        assert!(h.contains("no: a &lt;reason&gt;"), "{h}");
+        assert!(h.contains("15681"), "{h}");
     }
 
     #[test]

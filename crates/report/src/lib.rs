@@ -85,11 +85,11 @@ pub use flame::{flame_html, FlameGraphs};
 pub use html::{escape_html, render_html, render_html_with, HtmlExtras};
 pub use model::{
     AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
-    InstructionRow, Metrics, SweepPoint,
+    InstructionRow, Metrics, ProcessRow, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
 pub use proftrust_model::{outcome_warning, quote_name};
-pub use text::{render_sweep_text, render_text, Table};
+pub use text::{render_processes_text, render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -29,6 +29,42 @@ pub struct AuditReport {
     /// The same comparison after undoing skid (`--correct-skid`, seed 000), when asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corrected: Option<CorrectedSide>,
+    /// The processes on both sides, by name, when the exact side lists its process images
+    /// (a run of this version; docs/processes.md, "Process trees"); empty for a truth file
+    /// that does not list them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessRow>,
+}
+
+/// The process images of one name (the kernel's `comm`: `sort`, `sh`) on both sides of an
+/// audit: how many each side has, their samples and exact instructions, and whether they
+/// were compared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessRow {
+    /// The process name (`comm`), or what it started as (`sh, forked`).
+    pub name: String,
+    /// How the images began: `started` (the program started), `forked`, `exec`, with
+    /// `, then exec` when an `execve` replaced them (the exec'd image is a row of its own).
+    pub start: String,
+    /// Images of this name in the samples.
+    pub sampled_images: u64,
+    /// Images of this name the exact run counted.
+    pub exact_images: u64,
+    /// Their samples (the compared event).
+    pub samples: u64,
+    /// Share of the compared samples (0 when left out).
+    pub sampled_share: f64,
+    /// Their exact instructions.
+    pub exact_instructions: u64,
+    /// Share of the compared exact instructions (0 when left out).
+    pub exact_share: f64,
+    /// Process ids in the samples.
+    pub sampled_pids: Vec<u32>,
+    /// Process ids in the exact run.
+    pub exact_pids: Vec<u32>,
+    /// Why these images are left out of both sides; `None` when compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
 }
 
 /// The skid-corrected profile compared with the same truth: the metrics and per-function
@@ -87,6 +123,10 @@ pub struct AuditConfig {
     pub truth_backend: String,
     /// The audited binary.
     pub binary: String,
+    /// Why this binary, when proftrust chose it (no `--binary`): the share of the samples
+    /// it holds, and the program's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_reason: Option<String>,
     /// Its build-id, hex, when known.
     pub build_id: Option<String>,
     /// The profiled command line, when known.

@@ -140,6 +140,9 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let mut out = String::new();
     let q = |s: &str| quote_name(s).into_owned();
     let _ = writeln!(out, "binary:       {}", q(&c.binary));
+    if let Some(why) = &c.binary_reason {
+        let _ = writeln!(out, "              {}", q(why));
+    }
     if let Some(b) = &c.build_id {
         let _ = writeln!(out, "build-id:     {b}");
     }
@@ -184,6 +187,10 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         let _ = writeln!(out, "warning:      {}", q(w));
     }
     let _ = writeln!(out);
+    if !r.processes.is_empty() {
+        out.push_str(&render_processes_text(r, color));
+        let _ = writeln!(out);
+    }
     let cm = r.corrected.as_ref().map(|c| &c.metrics);
     let mut t = match cm {
         Some(_) => Table::new(["metric", "value", "corrected", "meaning"]).left_align(&[3]),
@@ -348,6 +355,44 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         out.push_str(&render_sweep_text(r, color));
     }
     out
+}
+
+/// The processes table of an audit (docs/processes.md, "Process trees"): per process name
+/// and how its images began, the images on each side, their samples and exact
+/// instructions, and whether they were compared.
+pub fn render_processes_text(r: &AuditReport, color: bool) -> String {
+    let mut t = Table::new([
+        "process",
+        "start",
+        "sampled",
+        "exact",
+        "samples",
+        "share",
+        "instructions",
+        "share",
+        "compared",
+    ])
+    .left_align(&[1, 8]);
+    for p in &r.processes {
+        t.row(
+            vec![
+                p.name.clone(),
+                p.start.clone(),
+                p.sampled_images.to_string(),
+                p.exact_images.to_string(),
+                p.samples.to_string(),
+                pct(p.sampled_share),
+                p.exact_instructions.to_string(),
+                pct(p.exact_share),
+                match &p.left_out {
+                    None => "yes".into(),
+                    Some(why) => format!("no: {why}"),
+                },
+            ],
+            false,
+        );
+    }
+    t.render(color)
 }
 
 /// The unit of an event's sampling period: nanoseconds for the clock events

@@ -26,6 +26,31 @@ pub struct TruthSummary {
     pub counts_may_be_low: Option<String>,
     /// The backend's warnings about the run.
     pub warnings: Vec<String>,
+    /// The process images of the run by name and how they began, when there were several
+    /// (docs/processes.md, "Process trees"); empty for one process.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<TruthProcesses>,
+}
+
+/// The process images of one name that began one way (`sort`, exec), in an exact run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TruthProcesses {
+    /// The process name (`comm`; empty when the backend does not know it).
+    pub name: String,
+    /// How they began: `started`, `forked`, `exec`, with `, then exec` when an `execve`
+    /// replaced them.
+    pub start: String,
+    /// Images.
+    pub images: u64,
+    /// Images counted (the others are listed, not counted).
+    pub counted: u64,
+    /// Their instructions.
+    pub instructions: u64,
+    /// Process ids.
+    pub pids: Vec<u32>,
+    /// Why some were not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_counted: Option<String>,
 }
 
 impl TruthSummary {
@@ -59,6 +84,24 @@ impl TruthSummary {
             s.push_str(&format!(
                 "{n} guest threads counted with non-atomic inline counters: counts may be slightly low where threads ran the same code at once (the run ended without the plugin's snapshot; QEMU plugin API v1)\n"
             ));
+        }
+        if !self.processes.is_empty() {
+            let images: u64 = self.processes.iter().map(|p| p.images).sum();
+            let counted: u64 = self.processes.iter().map(|p| p.counted).sum();
+            s.push_str(&format!("{images} process images, {counted} counted:\n"));
+            for p in &self.processes {
+                s.push_str(&format!(
+                    "  {} ({}) x{}: {} instructions{}\n",
+                    if p.name.is_empty() { "?" } else { &p.name },
+                    p.start,
+                    p.images,
+                    p.instructions,
+                    match &p.not_counted {
+                        Some(why) => format!("; {} not counted: {why}", p.images - p.counted),
+                        None => String::new(),
+                    }
+                ));
+            }
         }
         for w in &self.warnings {
             s.push_str(&format!("warning: {}\n", quote_name(w)));

@@ -15,7 +15,12 @@
 //! * [`die_with_parent`]: `PR_SET_PDEATHSIG(SIGKILL)` for a child, so a program (or QEMU,
 //!   valgrind) never outlives the proftrust thread that started it;
 //! * [`kill_group`], [`signal_name`], [`TERM_GRACE`]: the shared vocabulary of the TERM-then-
-//!   KILL escalation.
+//!   KILL escalation;
+//! * [`default_signals`]: every child starts with default signal dispositions and an empty
+//!   mask;
+//! * [`exec::plan_exec`]: what `execve` runs (`#!` scripts resolved to their interpreter as
+//!   the kernel does, the process name it gives), so every runner runs the same program and
+//!   refuses up front what the kernel would refuse.
 //!
 //! The policy these implement is documented in `docs/processes.md`. All `unsafe` is in the
 //! private `sys` module.
@@ -35,6 +40,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod exec;
 mod sys;
 
 use std::collections::BTreeMap;
@@ -126,6 +132,20 @@ pub fn kill_group(pgid: i32, sig: i32) {
 /// the run (every runner of this workspace blocks in the spawning thread until the end).
 pub fn die_with_parent(cmd: &mut Command) {
     sys::die_with_parent(cmd);
+}
+
+/// Starts the child of `cmd` with every signal at its default disposition and an empty
+/// signal mask, whatever proftrust's own are (the Rust runtime ignores SIGPIPE; a shell
+/// running proftrust in the background ignores SIGINT): every program proftrust runs, under
+/// any runner, sees the same signal state, that of a program started from a login shell.
+pub fn default_signals(cmd: &mut Command) {
+    sys::default_signals_in(cmd);
+}
+
+/// [`default_signals`] for a child forked without [`Command`]: call it in the child before
+/// `execve` (async-signal-safe).
+pub fn reset_signals() -> std::io::Result<()> {
+    sys::default_signals()
 }
 
 /// Called with `(pgid, true)` when a run's process group starts and `(pgid, false)` when it

@@ -1073,6 +1073,7 @@ impl Vpmu {
             // multiplexed, nothing to report.
             health: proftrust_model::RecordingHealth::default(),
             threads: Vec::new(),
+            forks: Vec::new(),
             kernel_symbols: Vec::new(),
         };
         (set, exact)

@@ -18,18 +18,22 @@ const _: () = assert!(proftrust_pipeline::vpmu::DEFAULT_SKID == 30);
 /// Compare a sampling profile with the exact truth of the same run.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  proftrust audit --workload omnet\n  proftrust audit --html report.html -- ./prog arg\n  proftrust audit --samples perf.data --truth callgrind.out.123 --binary ./prog\n  proftrust audit --sweep 64K,256K,1M,4M --workload mcf"
+    after_help = "Examples:\n  proftrust audit --workload omnet\n  proftrust audit --html report.html -- ./prog arg\n  proftrust audit --samples perf.data -- ./prog arg\n  proftrust audit --samples perf.data --truth callgrind.out.123 --binary ./prog\n  proftrust audit --sweep 64K,256K,1M,4M --workload mcf\n\nWhere the report goes: when the audit runs the program to record it (`-- PROGRAM`,\n--workload), the program's own output stays on stdout and stderr and the report goes to\nstderr, as perf stat does, or to -o FILE (-o - puts it on stdout and moves the program's\nstdout to stderr); otherwise the report is printed on stdout."
 )]
 pub struct AuditArgs {
-    /// Existing samples: perf.data, `perf script` text, or a proftrust sample file. Needs
-    /// --truth, except with --truth-weight lbr-time (the samples' branch stacks are the truth).
+    /// Existing samples: perf.data, `perf script` text, or a proftrust sample file. With
+    /// --truth FILE both sides are read; with the program after `--` instead, the audit
+    /// counts that program exactly (the run perf recorded); with --truth-weight lbr-time
+    /// alone, the samples' branch stacks are the truth.
     #[arg(long, value_name = "FILE", conflicts_with = "workload")]
     samples: Option<PathBuf>,
     /// Existing exact counts: a callgrind.out file (--dump-instr=yes) or a proftrust exact file.
     #[arg(long, value_name = "FILE", requires = "samples")]
     truth: Option<PathBuf>,
-    /// Binary to audit (repeat for more). Default: the profiled program. With --samples, the
-    /// files' modules are matched to these binaries by build-id, else file name.
+    /// Binary to audit (repeat for more). Default: the binary holding the most samples (the
+    /// program, or the library where its time is, e.g. libbz2 for bzip2), stated in the
+    /// report. With --samples, the files' modules are matched to these binaries by
+    /// build-id, else file name.
     #[arg(long, value_name = "PATH")]
     binary: Vec<PathBuf>,
     /// With --samples/--truth: look for each module at DIR/RECORDED_PATH first (perf's
@@ -44,11 +48,16 @@ pub struct AuditArgs {
     exact_side: crate::flag_groups::ExactSide,
     /// Sweep of periods, e.g. 64K,128K,256K,1M,4M,16M: records once per period with and
     /// without randomisation and reports metrics against period.
-    #[arg(long, value_delimiter = ',', value_parser = crate::parse::period)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::period)]
     sweep: Vec<u64>,
-    /// Print the JSON report on stdout instead of the table.
+    /// Print the JSON report instead of the table (where the report goes: see below).
     #[arg(long)]
     json: bool,
+    /// Write the report (table, or JSON with --json) to FILE; `-` for stdout. Default:
+    /// stdout, or stderr when the audit runs the program and shows its output (so the
+    /// two never mix, as perf stat does).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Write a self-contained HTML report (`-` for standard output).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
@@ -93,7 +102,7 @@ impl AuditArgs {
         let input = match (&self.samples, &self.truth) {
             (Some(samples), Some(truth)) => {
                 if self.wl.workload.is_some() || !self.command.is_empty() {
-                    bail!("--samples/--truth compare existing files; do not also give a program to run");
+                    bail!("--samples/--truth compare existing files; do not also give a program to run (or drop --truth to count the program exactly)");
                 }
                 AuditInput::Files {
                     samples: samples.clone(),
@@ -101,14 +110,17 @@ impl AuditArgs {
                 }
             }
             (Some(samples), None) => {
-                if self.exact_side.truth_weight != crate::flag_groups::WeightArg::LbrTime {
-                    bail!("--samples needs --truth FILE (the exact counts to compare with), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
-                }
-                if self.wl.workload.is_some() || !self.command.is_empty() {
-                    bail!("--samples --truth-weight lbr-time reads the samples alone; do not also give a program to run");
-                }
-                AuditInput::Samples {
-                    samples: samples.clone(),
+                // (--workload conflicts with --samples in clap.)
+                let lbr = self.exact_side.truth_weight == crate::flag_groups::WeightArg::LbrTime;
+                match (self.command.is_empty(), lbr) {
+                    (true, true) => AuditInput::Samples {
+                        samples: samples.clone(),
+                    },
+                    (true, false) => bail!("--samples needs --truth FILE (the exact counts to compare with), the program that was recorded after `--` (proftrust audit --samples perf.data -- ./prog args), or --truth-weight lbr-time when the samples carry branch stacks with cycle counts"),
+                    (false, _) => AuditInput::SamplesAndRun {
+                        samples: samples.clone(),
+                        command: self.command.clone(),
+                    },
                 }
             }
             _ => AuditInput::Run {
@@ -134,15 +146,32 @@ impl AuditArgs {
     }
 }
 
+/// Where the report goes (see `--help`): a file, stdout, or stderr when the program's
+/// output is shown on stdout.
+enum ReportTo {
+    File(PathBuf),
+    Stdout,
+    Stderr,
+}
+
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     crate::output::check_opt(args.html.as_ref()).context("--html")?;
+    let to_file = args.output.as_ref().filter(|p| p.as_os_str() != "-");
+    crate::output::check_opt(to_file).context("-o")?;
     crate::output::check_exports(&args.export)?;
     let options = args.options()?;
-    // The profiled program's output must not mix with --json on stdout.
-    let guard = match args.json {
-        true => Some(util::StdoutToStderr::new()?),
-        false => None,
+    // Only a recording shows the program's output (the exact run's is not shown).
+    let shows_output = matches!(options.input, AuditInput::Run { .. });
+    let to = match (&args.output, shows_output) {
+        (Some(p), _) if p.as_os_str() != "-" => ReportTo::File(p.clone()),
+        (Some(_), _) | (None, false) => ReportTo::Stdout,
+        (None, true) => ReportTo::Stderr,
+    };
+    // The report on stdout must not mix with the program's output: that goes to stderr.
+    let guard = match (&to, shows_output) {
+        (ReportTo::Stdout, true) => Some(util::StdoutToStderr::new()?),
+        _ => None,
     };
     let (report, data) = proftrust_pipeline::audit::execute_with_data(&options, &util::Ui)?;
     drop(guard);
@@ -156,13 +185,37 @@ pub fn run(args: AuditArgs) -> Result<()> {
         crate::output::write_text(Some(h), &html)?;
         util::note(format!("HTML report written to {}", h.display()));
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if args.json {
-        proftrust_report::write_json(&mut out, &report)?;
+    write_report(&report, &to, args.json, args.top)
+}
+
+/// The report as text or JSON where `to` says; colours only on a terminal.
+fn write_report(
+    report: &proftrust_report::AuditReport,
+    to: &ReportTo,
+    json: bool,
+    top: usize,
+) -> Result<()> {
+    let terminal = match to {
+        ReportTo::File(_) => false,
+        ReportTo::Stdout => std::io::stdout().is_terminal(),
+        ReportTo::Stderr => std::io::stderr().is_terminal(),
+    };
+    let color = terminal && std::env::var_os("NO_COLOR").is_none();
+    let text = if json {
+        let mut v = Vec::new();
+        proftrust_report::write_json(&mut v, report)?;
+        String::from_utf8(v).context("the JSON report is not UTF-8")?
     } else {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        out.write_all(proftrust_report::render_text(&report, color, args.top).as_bytes())?;
+        proftrust_report::render_text(report, color, top)
+    };
+    match to {
+        ReportTo::File(p) => crate::output::write_text(Some(p), &text),
+        ReportTo::Stdout => crate::output::write_text(None, &text),
+        ReportTo::Stderr => {
+            let mut e = std::io::stderr().lock();
+            e.write_all(text.as_bytes())
+                .and_then(|_| e.flush())
+                .context("cannot write the report to stderr")
+        }
     }
-    Ok(())
 }

@@ -63,6 +63,11 @@ pub struct Args {
     /// folded-diff, flamegraph-diff: do not scale the first profile to the second's total.
     #[arg(long)]
     no_normalize: bool,
+    /// Refuse up front an export estimated to need more memory than this, in GB (a
+    /// profile of millions of distinct addresses: the error names the estimate and the
+    /// formats that fit).
+    #[arg(long, value_name = "GB", default_value_t = 4.0)]
+    max_memory: f64,
     /// annotate: look for source files here (by file name) when the path the debug info
     /// states does not exist (a build tree moved elsewhere), as `perf annotate --prefix`.
     #[arg(long, value_name = "DIR")]
@@ -146,5 +151,12 @@ pub fn run(a: Args) -> Result<()> {
         normalize: !a.no_normalize,
         source_dirs: &a.source_dir,
     };
+    if !a.max_memory.is_finite() || a.max_memory <= 0.0 {
+        bail!(
+            "--max-memory {}: give a positive number of GB",
+            a.max_memory
+        );
+    }
+    proftrust_pipeline::export::check_memory(&job, (a.max_memory * 1e9) as u64)?;
     crate::output::write_export(&job, &a.output)
 }

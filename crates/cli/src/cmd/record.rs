@@ -15,7 +15,7 @@ Events: cpu-clock and task-clock (software timers, work everywhere; period in ns
 instructions and raw codes rNNNN (need a hardware PMU), with :p/:pp/:ppp precise levels.
 Default periods are primes: 100003 ns (~10 kHz) for clocks, 2000003 for cycles/instructions, 100003
 for raw events. Examples:
-  proftrust record -- ./prog arg                 (writes ./perf.data, as perf does)
+  proftrust record -- ./prog arg                 (writes ./proftrust.ptsamp)
   proftrust record -o prof.ptsamp -- ./prog arg
   proftrust record -e task-clock -c 250007 --randomize --seed 7 -g -o prof.ptsamp -- ./prog
   proftrust record --call-graph dwarf --kernel -o prof.ptsamp -- xz -9 file  (stripped code)
@@ -25,9 +25,9 @@ pub struct Args {
     /// :pp, :ppp; several as perf takes them, `-e a,b` or `-e a -e b`.
     #[arg(short = 'e', long = "event", default_value = "cpu-clock")]
     events: Vec<String>,
-    /// Fixed sampling period (events, or ns for clock events). Default: the event's prime.
-    /// 1 to 10^15.
-    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::args::int::<u64>(1, 1_000_000_000_000_000))]
+    /// Fixed sampling period (events, or ns for clock events); K/M/G suffixes = 2^10/2^20/
+    /// 2^30. Default: the event's prime. 1 to 10^15.
+    #[arg(short = 'c', long, conflicts_with = "freq", value_parser = crate::args::period)]
     period: Option<u64>,
     /// Sampling frequency in Hz (the kernel adapts the period), 1 to 1000000 (the kernel's
     /// perf_event_max_sample_rate may refuse less).
@@ -58,10 +58,10 @@ pub struct Args {
     /// Also sample kernel code (default: user space only).
     #[arg(long)]
     kernel: bool,
-    /// Output file (native sample file; `-` for standard output). Default: `perf.data` in the
-    /// current directory, as perf writes (every command that reads a profile tells the two
-    /// formats apart by their magic bytes).
-    #[arg(short = 'o', long, default_value = "perf.data")]
+    /// Output file (native sample file; `-` for standard output). Default:
+    /// `proftrust.ptsamp` in the current directory (not perf's `perf.data`: perf cannot read
+    /// this format; every proftrust command tells formats apart by their magic bytes).
+    #[arg(short = 'o', long, default_value = "proftrust.ptsamp")]
     output: PathBuf,
     /// The program and its arguments (after `--`).
     #[command(flatten)]

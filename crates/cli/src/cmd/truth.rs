@@ -23,7 +23,8 @@ Every module is counted (main binary, dynamic loader, libraries), module-relativ
 is written even when the program exits non-zero, dies by a signal or hits --timeout, and when
 proftrust is interrupted (SIGINT, SIGTERM, SIGHUP: the program is stopped, the counts so far
 are written marked \"interrupted\", then proftrust ends by that signal); the ending is
-recorded. Forked children are not counted; an exec'd image is not followed.
+recorded. The whole process tree is counted (forked children, programs started by exec,
+#! scripts through their interpreter); the process images are listed after the totals.
 Example:
   proftrust truth -o prog.ptexact -- ./prog arg
   proftrust truth --backend callgrind --cache-sim -o prog.ptexact -- ./prog arg")]

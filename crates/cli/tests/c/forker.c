@@ -1,6 +1,7 @@
-/* Process-set fixture: the parent works in parent_work(), a forked child in child_work()
-   (about as long); the parent waits for the child. The exact backends count the parent
-   only; `audit` must compare the parent's samples only and say what it left out. */
+/* Process-set fixture: the parent works in parent_work(n), a forked child in
+   child_work(3n); the parent waits for the child. Both sides of an audit count the child
+   (rows per process); a truth file that counts the parent alone (callgrind without
+   --trace-children) gets the child's samples left out and named. */
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/wait.h>

@@ -14,56 +14,167 @@
 //!   innermost first, each with function, line and column.
 //! * **Functions**: demangled name, linkage name as `system_name`, file and start line.
 
+//!
+//! The message is encoded as it is written, never held as a tree: an exact profile of
+//! 26.8 million addresses in a module that is not on disk is 26.8 million locations,
+//! functions and names. Locations are numbered by their place in the sorted list of
+//! distinct (location, return address) keys (16 bytes each, found again by binary
+//! search); the name of a location nothing is known about (`libbig.so+0x1234`, its own
+//! function) is not held at all: such functions are numbered by their sorted
+//! (module name, address) keys and their names written from them at the end of the
+//! string table. What symbols name is interned (strings, and functions deduplicated by
+//! name, linkage name, file and start line). About 45 bytes per address beyond the
+//! profile itself (`scripts/bench-export.sh`, docs/export.md).
+
 mod proto;
 
 use crate::folded::check_value;
 use crate::profile::{Origin, Profile};
 use crate::symbols::Resolver;
 use crate::ExportError;
-use proftrust_model::{Location, ModuleIdx};
+use proftrust_model::{Location, ModuleIdx, Svma};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Write;
 
 pub use proto::Profile as PprofProfile;
 
-#[derive(Default)]
+/// Protocol-buffer wire encoding of the few shapes `profile.proto` uses, field by field
+/// as prost encodes them (proto3: zero scalars and `false` left out, repeated scalars
+/// packed, every element of a repeated string written).
+mod wire {
+    pub fn varint(b: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            b.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        b.push(v as u8);
+    }
+    fn key(b: &mut Vec<u8>, field: u32, wire_type: u8) {
+        varint(b, (u64::from(field) << 3) | u64::from(wire_type));
+    }
+    /// A `uint64` (or a non-negative `int64`) field; 0 is left out.
+    pub fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
+        if v != 0 {
+            key(b, field, 0);
+            varint(b, v);
+        }
+    }
+    /// An `int64` field (negative values take ten bytes, as the format says); 0 left out.
+    pub fn int(b: &mut Vec<u8>, field: u32, v: i64) {
+        uint(b, field, v as u64);
+    }
+    /// A length-delimited field (a string, a nested message, a packed list).
+    pub fn bytes(b: &mut Vec<u8>, field: u32, v: &[u8]) {
+        key(b, field, 2);
+        varint(b, v.len() as u64);
+        b.extend_from_slice(v);
+    }
+    /// A packed repeated varint field; an empty list is left out. `scratch` is reused.
+    pub fn packed(
+        b: &mut Vec<u8>,
+        field: u32,
+        vals: impl Iterator<Item = u64>,
+        scratch: &mut Vec<u8>,
+    ) {
+        scratch.clear();
+        for v in vals {
+            varint(scratch, v);
+        }
+        if !scratch.is_empty() {
+            bytes(b, field, scratch);
+        }
+    }
+}
+
+/// Strings interned by content (the names symbols give, paths, value types).
 struct Strings {
-    table: Vec<String>,
-    index: HashMap<String, i64>,
+    table: Vec<Box<str>>,
+    index: HashMap<Box<str>, u64>,
 }
 
 impl Strings {
     fn new() -> Strings {
-        let mut s = Strings::default();
+        let mut s = Strings {
+            table: Vec::new(),
+            index: HashMap::new(),
+        };
         s.id("");
         s
     }
-    fn id(&mut self, s: &str) -> i64 {
+    fn id(&mut self, s: &str) -> u64 {
         if let Some(&i) = self.index.get(s) {
             return i;
         }
-        let i = self.table.len() as i64;
-        self.table.push(s.to_string());
-        self.index.insert(s.to_string(), i);
+        let i = self.table.len() as u64;
+        self.table.push(s.into());
+        self.index.insert(s.into(), i);
         i
     }
 }
 
-/// Builds the pprof message of `p` (public for tests and callers that encode it
-/// themselves; [`write_pprof`] gzips it).
-pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportError> {
+/// A distinct location of the samples: where, and whether it is a caller's return
+/// address (looked up at `address - 1`). 16 bytes; sorted, its index + 1 is the pprof id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct LocKey {
+    /// Module index, `u32::MAX` for none.
+    module: u32,
+    ret: bool,
+    svma: u64,
+}
+
+impl LocKey {
+    fn new(loc: Location, ret: bool) -> LocKey {
+        LocKey {
+            module: loc.module.map_or(u32::MAX, |m| m.0),
+            ret,
+            svma: loc.svma.0,
+        }
+    }
+    fn location(self) -> Location {
+        Location {
+            module: (self.module != u32::MAX).then_some(ModuleIdx(self.module)),
+            svma: Svma(self.svma),
+        }
+    }
+}
+
+/// One line of a symbolized location: function (index among the named functions), line,
+/// column.
+struct LineRec {
+    function: u32,
+    line: u32,
+    column: u32,
+}
+
+/// Encoded bytes are handed to the writer in blocks of this size.
+const BLOCK: usize = 1 << 16;
+
+/// Writes `p` as an (unzipped) `profile.proto` to `w` (module docs).
+fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), ExportError> {
     check_value(p, p.default_value)?;
     let mut st = Strings::new();
-    let sample_type: Vec<proto::ValueType> = p
+    let sample_type: Vec<(u64, u64)> = p
         .value_types
         .iter()
-        .map(|v| proto::ValueType {
-            r#type: st.id(&v.kind),
-            unit: st.id(&v.unit),
-        })
+        .map(|v| (st.id(&v.kind), st.id(&v.unit)))
         .collect();
     let default_sample_type = st.id(&p.value_types[p.default_value].kind);
+    let period_type = p
+        .period
+        .as_ref()
+        .map(|(v, _)| (st.id(&v.kind), st.id(&v.unit)));
+    let comment = st.id(&format!(
+        "proftrust {} export ({}): {}",
+        env!("CARGO_PKG_VERSION"),
+        match p.origin {
+            Origin::Sampled => "sampled",
+            Origin::Exact => "exact counts",
+            Origin::Estimated => "estimated",
+        },
+        p.title
+    ));
+    let counted = |s: &crate::profile::Stack| s.values.iter().any(|v| v.round() as i64 != 0);
 
     // Runtime addresses per module, for the mapping ranges.
     let runtime = |loc: Location, ret: bool| -> u64 {
@@ -78,9 +189,12 @@ pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportE
             a
         }
     };
+    // The distinct locations of the counted stacks, sorted, and each module's span.
+    let mut keys: Vec<LocKey> = Vec::new();
     let mut span: HashMap<ModuleIdx, (u64, u64)> = HashMap::new();
-    for s in &p.stacks {
+    for s in p.stacks.iter().filter(|s| counted(s)) {
         for (i, &loc) in s.frames.iter().enumerate() {
+            keys.push(LocKey::new(loc, i > 0));
             if let Some(m) = loc.module {
                 let a = runtime(loc, i > 0);
                 let e = span.entry(m).or_insert((a, a));
@@ -89,6 +203,15 @@ pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportE
             }
         }
     }
+    keys.sort_unstable();
+    keys.dedup();
+    keys.shrink_to_fit();
+    let loc_id = |loc: Location, ret: bool| -> u64 {
+        // Every frame of a counted stack is among the keys.
+        keys.binary_search(&LocKey::new(loc, ret))
+            .map_or(0, |i| i as u64 + 1)
+    };
+
     // pprof takes the first mapping for the main binary: the profiled program (the first
     // word of the command) when it is among the modules, then the rest by index.
     let program = p
@@ -137,135 +260,204 @@ pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportE
             memory_start: start,
             memory_limit: limit,
             file_offset: offset,
-            filename: st.id(&module.path),
-            build_id: st.id(&build_id),
+            filename: st.id(&module.path) as i64,
+            build_id: st.id(&build_id) as i64,
             has_functions: false,
             has_filenames: false,
             has_line_numbers: false,
             has_inline_frames: false,
         });
     }
+    // Modules named alike (`lib.so` in two directories) give alike fallback names: the
+    // first module of each file name stands for the others.
+    let mut first_of_name: HashMap<&str, u32> = HashMap::new();
+    let name_class: Vec<u32> = r
+        .modules()
+        .iter()
+        .map(|(i, m)| *first_of_name.entry(m.file_name()).or_insert(i.0))
+        .collect();
 
-    let mut functions: Vec<proto::Function> = Vec::new();
-    let mut function_id: HashMap<(String, String, String, u32), u64> = HashMap::new();
-    let mut locations: Vec<proto::Location> = Vec::new();
-    let mut location_id: HashMap<(Location, bool), u64> = HashMap::new();
-    let mut samples = Vec::with_capacity(p.stacks.len());
-    for s in &p.stacks {
-        let values: Vec<i64> = s.values.iter().map(|v| v.round() as i64).collect();
-        if values.iter().all(|&v| v == 0) {
-            continue;
+    // Each location resolved once: its lines (symbolized), or its fallback function.
+    let mut functions: Vec<[u64; 4]> = Vec::new();
+    let mut function_id: HashMap<[u64; 4], u32> = HashMap::new();
+    let mut lines: Vec<LineRec> = Vec::new();
+    // Per location: (first line, count); count 0 = the fallback function.
+    let mut loc_lines: Vec<(u32, u32)> = Vec::with_capacity(keys.len());
+    let mut fallback: Vec<(u32, u64)> = Vec::new();
+    let too_many = || ExportError::Empty {
+        what: "pprof: more than 2^32 lines of symbolized locations".into(),
+    };
+    for k in &keys {
+        let loc = k.location();
+        let mp = loc
+            .module
+            .and_then(|m| mapping_id.get(&m))
+            .map(|&id| &mut mappings[id as usize - 1]);
+        match (r.known_frames(loc, k.ret), loc.module) {
+            (None, Some(m)) => {
+                let class = name_class.get(m.0 as usize).copied().unwrap_or(m.0);
+                fallback.push((class, loc.svma.0));
+                loc_lines.push((0, 0));
+            }
+            (known, _) => {
+                let frames = known.unwrap_or_else(|| r.frames(loc, k.ret));
+                let first = u32::try_from(lines.len()).map_err(|_| too_many())?;
+                for f in frames.iter() {
+                    let key = [
+                        st.id(&f.name),
+                        st.id(&f.linkage_name),
+                        st.id(f.file.as_deref().unwrap_or("")),
+                        u64::from(f.function_line),
+                    ];
+                    let n = functions.len() as u32;
+                    let function = *function_id.entry(key).or_insert_with(|| {
+                        functions.push(key);
+                        n
+                    });
+                    lines.push(LineRec {
+                        function,
+                        line: f.line,
+                        column: f.column,
+                    });
+                }
+                loc_lines.push((first, frames.len() as u32));
+                if let Some(mp) = mp {
+                    mp.has_functions |= frames.iter().any(|f| f.symbolized);
+                    mp.has_filenames |= frames.iter().any(|f| f.file.is_some());
+                    mp.has_line_numbers |= frames.iter().any(|f| f.line > 0);
+                    mp.has_inline_frames |= frames.len() > 1;
+                }
+            }
         }
-        let mut ids = Vec::with_capacity(s.frames.len());
-        for (i, &loc) in s.frames.iter().enumerate() {
-            let ret = i > 0;
-            if let Some(&id) = location_id.get(&(loc, ret)) {
-                ids.push(id);
-                continue;
-            }
-            let frames = r.frames(loc, ret);
-            let mut lines = Vec::with_capacity(frames.len());
-            for f in frames.iter() {
-                let file = f.file.clone().unwrap_or_default();
-                let key = (
-                    f.name.clone(),
-                    f.linkage_name.clone(),
-                    file,
-                    f.function_line,
-                );
-                let fid = match function_id.get(&key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = functions.len() as u64 + 1;
-                        functions.push(proto::Function {
-                            id,
-                            name: st.id(&key.0),
-                            system_name: st.id(&key.1),
-                            filename: st.id(&key.2),
-                            start_line: key.3 as i64,
-                        });
-                        function_id.insert(key, id);
-                        id
-                    }
-                };
-                lines.push(proto::Line {
-                    function_id: fid,
-                    line: f.line as i64,
-                    column: f.column as i64,
-                });
-            }
-            let mid = loc
-                .module
-                .and_then(|m| mapping_id.get(&m).copied())
-                .unwrap_or(0);
-            if let Some(mp) = mappings.iter_mut().find(|x| x.id == mid) {
-                if frames.iter().any(|f| f.symbolized) {
-                    mp.has_functions = true;
-                }
-                if frames.iter().any(|f| f.file.is_some()) {
-                    mp.has_filenames = true;
-                }
-                if frames.iter().any(|f| f.line > 0) {
-                    mp.has_line_numbers = true;
-                }
-                if frames.len() > 1 {
-                    mp.has_inline_frames = true;
-                }
-            }
-            let id = locations.len() as u64 + 1;
-            locations.push(proto::Location {
-                id,
-                mapping_id: mid,
-                address: runtime(loc, ret),
-                line: lines,
-                is_folded: false,
-            });
-            location_id.insert((loc, ret), id);
-            ids.push(id);
-        }
-        samples.push(proto::Sample {
-            location_id: ids,
-            value: values,
-            label: Vec::new(),
-        });
     }
-    let period_type = p.period.as_ref().map(|(v, _)| proto::ValueType {
-        r#type: st.id(&v.kind),
-        unit: st.id(&v.unit),
-    });
-    let comment = vec![st.id(&format!(
-        "proftrust {} export ({}): {}",
-        env!("CARGO_PKG_VERSION"),
-        match p.origin {
-            Origin::Sampled => "sampled",
-            Origin::Exact => "exact counts",
-            Origin::Estimated => "estimated",
-        },
-        p.title
-    ))];
-    Ok(proto::Profile {
-        sample_type,
-        sample: samples,
-        mapping: mappings,
-        location: locations,
-        function: functions,
-        string_table: st.table,
-        drop_frames: 0,
-        keep_frames: 0,
-        time_nanos: 0,
-        duration_nanos: p.duration_ns as i64,
-        period_type,
-        period: p.period.as_ref().map_or(0, |(_, n)| *n as i64),
-        comment,
-        default_sample_type,
-    })
+    drop(function_id);
+    fallback.sort_unstable();
+    fallback.dedup();
+    fallback.shrink_to_fit();
+    // Function ids: the fallback functions first (1..=F), then the named ones. String ids:
+    // the interned strings, then one name per fallback function.
+    let nfallback = fallback.len() as u64;
+    let nstrings = st.table.len() as u64;
+
+    let mut out: Vec<u8> = Vec::with_capacity(2 * BLOCK);
+    let mut msg: Vec<u8> = Vec::new();
+    let mut scratch: Vec<u8> = Vec::new();
+    let mut flush = |out: &mut Vec<u8>, force: bool| -> std::io::Result<()> {
+        if force || out.len() >= BLOCK {
+            w.write_all(out)?;
+            out.clear();
+        }
+        Ok(())
+    };
+    for &(t, u) in &sample_type {
+        msg.clear();
+        wire::uint(&mut msg, 1, t);
+        wire::uint(&mut msg, 2, u);
+        wire::bytes(&mut out, 1, &msg);
+    }
+    for s in p.stacks.iter().filter(|s| counted(s)) {
+        msg.clear();
+        let ids = s.frames.iter().enumerate().map(|(i, &l)| loc_id(l, i > 0));
+        wire::packed(&mut msg, 1, ids, &mut scratch);
+        let values = s.values.iter().map(|v| v.round() as i64 as u64);
+        wire::packed(&mut msg, 2, values, &mut scratch);
+        wire::bytes(&mut out, 2, &msg);
+        flush(&mut out, false)?;
+    }
+    for m in &mappings {
+        msg.clear();
+        m.encode_raw(&mut msg);
+        wire::bytes(&mut out, 3, &msg);
+    }
+    let mut line_msg = Vec::new();
+    for (i, (k, &(first, n))) in keys.iter().zip(&loc_lines).enumerate() {
+        let loc = k.location();
+        msg.clear();
+        wire::uint(&mut msg, 1, i as u64 + 1);
+        let mid = loc.module.and_then(|m| mapping_id.get(&m).copied());
+        wire::uint(&mut msg, 2, mid.unwrap_or(0));
+        wire::uint(&mut msg, 3, runtime(loc, k.ret));
+        let mut line = |function: u64, line: u32, column: u32| {
+            line_msg.clear();
+            wire::uint(&mut line_msg, 1, function);
+            wire::uint(&mut line_msg, 2, u64::from(line));
+            wire::uint(&mut line_msg, 3, u64::from(column));
+            wire::bytes(&mut msg, 4, &line_msg);
+        };
+        if n == 0 {
+            let m = loc.module.map_or(0, |m| m.0);
+            let class = name_class.get(m as usize).copied().unwrap_or(m);
+            let f = fallback.binary_search(&(class, loc.svma.0)).unwrap_or(0);
+            line(f as u64 + 1, 0, 0);
+        } else {
+            for l in &lines[first as usize..(first + n) as usize] {
+                line(nfallback + u64::from(l.function) + 1, l.line, l.column);
+            }
+        }
+        wire::bytes(&mut out, 4, &msg);
+        flush(&mut out, false)?;
+    }
+    drop(lines);
+    drop(loc_lines);
+    for i in 0..nfallback {
+        msg.clear();
+        wire::uint(&mut msg, 1, i + 1);
+        wire::uint(&mut msg, 2, nstrings + i);
+        wire::uint(&mut msg, 3, nstrings + i);
+        wire::bytes(&mut out, 5, &msg);
+        flush(&mut out, false)?;
+    }
+    for (i, f) in functions.iter().enumerate() {
+        msg.clear();
+        wire::uint(&mut msg, 1, nfallback + i as u64 + 1);
+        wire::uint(&mut msg, 2, f[0]);
+        wire::uint(&mut msg, 3, f[1]);
+        wire::uint(&mut msg, 4, f[2]);
+        wire::uint(&mut msg, 5, f[3]);
+        wire::bytes(&mut out, 5, &msg);
+        flush(&mut out, false)?;
+    }
+    for s in &st.table {
+        wire::bytes(&mut out, 6, s.as_bytes());
+        flush(&mut out, false)?;
+    }
+    let mut name = String::new();
+    for &(class, svma) in &fallback {
+        name.clear();
+        r.write_fallback_name(Location::new(ModuleIdx(class), svma), &mut name);
+        wire::bytes(&mut out, 6, name.as_bytes());
+        flush(&mut out, false)?;
+    }
+    wire::int(&mut out, 10, p.duration_ns as i64);
+    if let Some((t, u)) = period_type {
+        msg.clear();
+        wire::uint(&mut msg, 1, t);
+        wire::uint(&mut msg, 2, u);
+        wire::bytes(&mut out, 11, &msg);
+    }
+    wire::int(
+        &mut out,
+        12,
+        p.period.as_ref().map_or(0, |(_, n)| *n as i64),
+    );
+    wire::packed(&mut out, 13, std::iter::once(comment), &mut scratch);
+    wire::uint(&mut out, 14, default_sample_type);
+    flush(&mut out, true)?;
+    Ok(())
 }
 
-/// Writes `p` as a gzipped `profile.proto` (module docs).
+/// The pprof message of `p`, decoded from what [`write_pprof`] writes (for tests and
+/// callers that want the message; it holds the whole profile).
+pub fn to_pprof(p: &Profile, r: &Resolver<'_>) -> Result<proto::Profile, ExportError> {
+    let mut bytes = Vec::new();
+    encode(&mut bytes, p, r)?;
+    read_pprof(&bytes)
+}
+
+/// Writes `p` as a gzipped `profile.proto` (module docs), encoded as it goes.
 pub fn write_pprof<W: Write>(w: W, p: &Profile, r: &Resolver<'_>) -> Result<(), ExportError> {
-    let msg = to_pprof(p, r)?;
-    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-    gz.write_all(&msg.encode_to_vec())?;
+    let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::fast());
+    encode(&mut gz, p, r)?;
     gz.finish()?.flush()?;
     Ok(())
 }
@@ -288,4 +480,143 @@ pub fn read_pprof(bytes: &[u8]) -> Result<proto::Profile, ExportError> {
 /// The pprof messages (field names as in `profile.proto`).
 pub mod messages {
     pub use super::proto::*;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Origin, Stack, ValueType};
+    use crate::symbols::{FunctionSymbol, Symbols};
+    use proftrust_binary::SourceFrame;
+    use proftrust_model::{Module, ModuleTable};
+    use smallvec::smallvec;
+    use std::collections::BTreeMap;
+
+    /// Knows one address: `/bin/a` 0x30 is `g` (line 5) inlined into `f` (line 9).
+    struct OneInline;
+
+    impl Symbols for OneInline {
+        fn frames(&self, loc: Location) -> Vec<SourceFrame> {
+            if loc != Location::new(ModuleIdx(0), 0x30) {
+                return Vec::new();
+            }
+            let frame = |name: &str, line| SourceFrame {
+                function: name.into(),
+                linkage_name: format!("_Z1{name}v"),
+                file: Some("a.c".into()),
+                line: Some(line),
+                column: None,
+                discriminator: 0,
+                duplication: 1,
+                function_line: Some(line - 1),
+            };
+            vec![frame("g", 5), frame("f", 9)]
+        }
+        fn function(&self, _loc: Location) -> Option<FunctionSymbol> {
+            None
+        }
+    }
+
+    /// The streamed encoding, decoded by prost: every sample's frames by name (through
+    /// location, line and function ids and the string table), the functions deduplicated,
+    /// the addresses runtime ones (a caller's minus one).
+    #[test]
+    fn streamed_message_decodes_to_the_named_stacks() {
+        let mut modules = ModuleTable::default();
+        let mut a = Module::new("/bin/a");
+        a.load_bias = 0x1000;
+        modules.intern(a);
+        modules.intern(Module::new("/x/lib.so"));
+        modules.intern(Module::new("/y/lib.so"));
+        let l = |m: u32, a: u64| Location::new(ModuleIdx(m), a);
+        let unknown = Location {
+            module: None,
+            svma: Svma(0x99),
+        };
+        let stacks = [
+            (vec![l(0, 0x10)], 5.0),
+            (vec![l(0, 0x10), l(1, 0x20)], 3.0),
+            (vec![l(2, 0x20)], 2.0),
+            (vec![unknown], 1.0),
+            (vec![l(0, 0x30), l(0, 0x10)], 4.0),
+            (vec![l(1, 0x44)], 0.2),
+        ];
+        let p = Profile {
+            modules: modules.clone(),
+            title: "a".into(),
+            origin: Origin::Exact,
+            value_types: vec![ValueType::new("instructions", "count")],
+            default_value: 0,
+            column_events: vec![None],
+            period: None,
+            stacks: stacks
+                .iter()
+                .map(|(f, v)| Stack {
+                    frames: f.iter().copied().collect(),
+                    values: smallvec![*v],
+                })
+                .collect(),
+            timeline: Vec::new(),
+            has_callers: true,
+            duration_ns: 0,
+            thread_names: BTreeMap::new(),
+        };
+        let r = Resolver::new(&OneInline, &modules);
+        let m = to_pprof(&p, &r).unwrap();
+        let s = |i: i64| m.string_table[i as usize].as_str();
+        let function = |id: u64| m.function.iter().find(|f| f.id == id).unwrap();
+        let location = |id: u64| m.location.iter().find(|l| l.id == id).unwrap();
+        let got: Vec<(Vec<String>, i64)> = m
+            .sample
+            .iter()
+            .map(|x| {
+                let names = x
+                    .location_id
+                    .iter()
+                    .flat_map(|&id| location(id).line.iter())
+                    .map(|ln| s(function(ln.function_id).name).to_string())
+                    .collect();
+                (names, x.value[0])
+            })
+            .collect();
+        let want: Vec<(Vec<String>, i64)> = [
+            (vec!["a+0x10"], 5),
+            (vec!["a+0x10", "lib.so+0x20"], 3),
+            (vec!["lib.so+0x20"], 2),
+            (vec!["[unknown]"], 1),
+            (vec!["g", "f", "a+0x10"], 4),
+        ]
+        .iter()
+        .map(|(n, v)| (n.iter().map(|x| x.to_string()).collect(), *v))
+        .collect();
+        assert_eq!(got, want, "the 0.2 stack rounds to 0 and is left out");
+        // a+0x10, lib.so+0x20 (both modules and the caller alike), [unknown], g, f.
+        assert_eq!(m.function.len(), 5);
+        let names: Vec<&str> = m.function.iter().map(|f| s(f.name)).collect();
+        for n in ["a+0x10", "lib.so+0x20", "[unknown]", "g", "f"] {
+            assert_eq!(names.iter().filter(|&&x| x == n).count(), 1, "{n}");
+        }
+        let g = m.function.iter().find(|f| s(f.name) == "g").unwrap();
+        assert_eq!(
+            (s(g.system_name), s(g.filename), g.start_line),
+            ("_Z1gv", "a.c", 4)
+        );
+        // Six distinct (location, caller?) keys: a+0x10 as leaf and as caller differ.
+        assert_eq!(m.location.len(), 6);
+        let inl = location(m.sample[4].location_id[0]);
+        assert_eq!(inl.address, 0x1030);
+        assert_eq!(
+            inl.line.iter().map(|l| l.line).collect::<Vec<_>>(),
+            vec![5, 9]
+        );
+        let caller = location(m.sample[4].location_id[1]);
+        assert_eq!(caller.address, 0x1010 - 1);
+        assert_eq!(location(m.sample[0].location_id[0]).address, 0x1010);
+        let main = &m.mapping[0];
+        assert_eq!(s(main.filename), "/bin/a");
+        assert!(main.has_functions && main.has_inline_frames && main.has_line_numbers);
+        assert!(!m.mapping[1].has_functions);
+        assert_eq!(s(m.sample_type[0].r#type), "instructions");
+        assert_eq!(s(m.default_sample_type), "instructions");
+    }
 }

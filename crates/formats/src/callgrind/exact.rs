@@ -72,6 +72,14 @@ fn base_name(n: &str) -> &str {
 }
 
 impl CallgrindProfile {
+    /// Whether callgrind itself wrote the file (`creator: callgrind-...`): its addresses
+    /// are then module-relative already.
+    fn by_callgrind(&self) -> bool {
+        self.creator
+            .as_deref()
+            .is_some_and(|c| c.starts_with("callgrind-"))
+    }
+
     /// Chooses the bias of every object named by the profile (see the module docs).
     pub fn biases(
         &self,
@@ -169,6 +177,17 @@ impl CallgrindProfile {
                         best = (n, b);
                     }
                 }
+            }
+            if best.0 * 2 < matched.len() && self.by_callgrind() {
+                // Callgrind writes each object's addresses minus the text bias valgrind
+                // found for it, i.e. SVMAs: symbols that do not fit (a stripped object's
+                // few exported names, ifunc variants under one name) change nothing.
+                out.push(ObjectBias {
+                    object: path.clone(),
+                    bias: 0,
+                    source: BiasSource::Assumed,
+                });
+                continue;
             }
             if best.0 * 2 < matched.len() {
                 return Err(FormatError::Bias {

@@ -371,6 +371,356 @@ pub(crate) fn is_noreturn(name: &str) -> bool {
         || n.starts_with("std::process::abort")
 }
 
+/// The section table, each section's file range checked against the file's `len`, and
+/// whether DWARF (`.debug_info`) is embedded.
+fn section_infos(
+    path: &Path,
+    file: &object::File<'_>,
+    len: u64,
+) -> Result<(Vec<SectionInfo>, bool), BinaryError> {
+    let mut sections = Vec::new();
+    let mut has_dwarf = false;
+    for s in file.sections() {
+        let name = s.name().unwrap_or("").to_string();
+        let file_range = s.file_range();
+        if let Some((off, size)) = file_range {
+            let end = off.saturating_add(size);
+            if end > len {
+                return Err(BinaryError::Truncated {
+                    path: path.into(),
+                    what: format!("section {name}"),
+                    needed: end,
+                    len,
+                });
+            }
+        }
+        if (name == ".debug_info" || name == ".zdebug_info") && s.size() > 0 {
+            has_dwarf = true;
+        }
+        sections.push(SectionInfo {
+            exec: s.kind() == SectionKind::Text,
+            addr: s.address(),
+            size: s.size(),
+            file: file_range,
+            name,
+        });
+    }
+    Ok((sections, has_dwarf))
+}
+
+/// GOT slots -> symbol names, from the dynamic relocations (JUMP_SLOT, GLOB_DAT).
+fn got_slot_names(file: &object::File<'_>) -> HashMap<u64, String> {
+    let mut got_names = HashMap::new();
+    if let Some(relocs) = file.dynamic_relocations() {
+        let mut names: Vec<Option<&str>> = Vec::new();
+        for sym in file.dynamic_symbols() {
+            let i = sym.index().0;
+            if i < (1 << 24) {
+                if names.len() <= i {
+                    names.resize(i + 1, None);
+                }
+                names[i] = sym.name().ok().filter(|n| !n.is_empty());
+            }
+        }
+        for (slot, r) in relocs {
+            if let object::RelocationTarget::Symbol(idx) = r.target() {
+                if let Some(Some(n)) = names.get(idx.0) {
+                    got_names.insert(slot, n.to_string());
+                }
+            }
+        }
+    }
+    got_names
+}
+
+/// The debug info of a binary without embedded DWARF: a separate debug file (by build-id
+/// or `.gnu_debuglink`, with its bytes) when `opts` allow, else none with a warning.
+fn find_debug(
+    path: &Path,
+    file: &object::File<'_>,
+    build_id: Option<&BuildId>,
+    opts: &OpenOptions,
+    warnings: &mut Vec<String>,
+) -> (DebugInfo, Option<Vec<u8>>) {
+    if !opts.separate_debug {
+        warnings.push(format!(
+            "no debug info in {}: inline frames and source lines are unavailable; build with -g",
+            path.display()
+        ));
+        return (DebugInfo::none(), None);
+    }
+    let link = file
+        .gnu_debuglink()
+        .ok()
+        .flatten()
+        .map(|(n, crc)| (String::from_utf8_lossy(n).into_owned(), crc));
+    match find_separate_debug_file(path, build_id, link, &opts.debug_dirs) {
+        Some((p, bytes)) => (DebugInfo::separate(p), Some(bytes)),
+        None => {
+            warnings.push(format!(
+                "no debug info in {}: inline frames and source lines are unavailable; install the -dbg/-dbgsym package or build with -g",
+                path.display()
+            ));
+            (DebugInfo::none(), None)
+        }
+    }
+}
+
+/// A binary's function symbols and where they came from.
+struct FunctionSymbols {
+    raw: Vec<RawSymbol>,
+    has_symtab: bool,
+    has_mini_debug_info: bool,
+}
+
+impl FunctionSymbols {
+    /// `.symtab`, else the `.symtab` of the separate debug file (`debug_bytes`; Debian's
+    /// -dbgsym files keep it), else `.dynsym` plus the `.symtab` of MiniDebugInfo.
+    fn read(
+        path: &Path,
+        file: &object::File<'_>,
+        debug_bytes: Option<&[u8]>,
+        warnings: &mut Vec<String>,
+    ) -> FunctionSymbols {
+        let mut raw: Vec<RawSymbol> = Vec::new();
+        collect_functions(file, false, FunctionOrigin::SymbolTable, &mut raw);
+        if raw.is_empty() {
+            if let Some(df) = debug_bytes.and_then(|dd| object::File::parse(dd).ok()) {
+                collect_functions(&df, false, FunctionOrigin::SymbolTable, &mut raw);
+            }
+        }
+        if !raw.is_empty() {
+            return FunctionSymbols {
+                raw,
+                has_symtab: true,
+                has_mini_debug_info: false,
+            };
+        }
+        let mut has_mini_debug_info = false;
+        collect_functions(file, true, FunctionOrigin::DynamicSymbol, &mut raw);
+        match recover::mini_debug_info(path, file) {
+            Ok(Some(mini)) => match object::File::parse(&*mini) {
+                Ok(mf) => {
+                    let before = raw.len();
+                    collect_functions(&mf, false, FunctionOrigin::MiniDebugInfo, &mut raw);
+                    has_mini_debug_info = raw.len() > before;
+                }
+                Err(e) => warnings.push(format!(
+                    "{}: the MiniDebugInfo (.gnu_debugdata) is not an ELF file ({e}): its function names are not used",
+                    path.display()
+                )),
+            },
+            Ok(None) => {}
+            Err(e) => warnings.push(format!("{e}: its function names are not used")),
+        }
+        FunctionSymbols {
+            raw,
+            has_symtab: false,
+            has_mini_debug_info,
+        }
+    }
+}
+
+/// The functions being built from the symbols, PLT stubs and call-frame information, with
+/// the index of every name they are found by.
+struct FunctionTable {
+    functions: Vec<Function>,
+    by_name: HashMap<String, usize>,
+    /// Every symbol name with its address: aliases at one address share a function.
+    all_names: Vec<(String, u64)>,
+}
+
+impl FunctionTable {
+    /// One function per address of `raw` (sorted by [`alias_order`]), the others aliases;
+    /// room for `extra` more.
+    fn from_symbols(raw: Vec<RawSymbol>, extra: usize) -> FunctionTable {
+        let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + extra);
+        let mut by_name = HashMap::new();
+        let mut all_names: Vec<(String, u64)> = Vec::with_capacity(raw.len());
+        for r in raw {
+            let RawSymbol {
+                addr,
+                size,
+                name,
+                origin,
+                ..
+            } = r;
+            all_names.push((name.clone(), addr));
+            let idx = match functions.last_mut() {
+                Some(last) if last.start.0 == addr => {
+                    if last.size == 0 {
+                        last.size = size;
+                    }
+                    // An alias: findable by its own names too.
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled).or_insert(functions.len() - 1);
+                    }
+                    functions.len() - 1
+                }
+                _ => {
+                    let demangled = demangle(&name);
+                    if demangled != name {
+                        by_name.entry(demangled.clone()).or_insert(functions.len());
+                    }
+                    functions.push(Function {
+                        name: demangled,
+                        raw_name: name.clone(),
+                        start: Svma(addr),
+                        size,
+                        origin,
+                    });
+                    functions.len() - 1
+                }
+            };
+            by_name.entry(name).or_insert(idx);
+        }
+        FunctionTable {
+            functions,
+            by_name,
+            all_names,
+        }
+    }
+
+    /// PLT stubs where no symbol is, and the functions only the call-frame information
+    /// knows (`fdes`, recover.rs; named `prefix!sub_ADDR`) between the named ones; sizes the
+    /// FDEs give to size-0 symbols. Returns how many functions were recovered.
+    fn add_stubs_and_recovered(
+        &mut self,
+        plt: Vec<Function>,
+        fdes: &[(u64, u64)],
+        prefix: &str,
+    ) -> usize {
+        let functions = &mut self.functions;
+        let mut extra: Vec<Function> = plt
+            .into_iter()
+            .filter(|p| {
+                let i = functions.partition_point(|f| f.start.0 <= p.start.0);
+                i == 0 || !functions[i - 1].contains(p.start) && functions[i - 1].start != p.start
+            })
+            .collect();
+        let mut named: Vec<Function> = functions.clone();
+        named.extend(extra.iter().cloned());
+        named.sort_by_key(|f| f.start);
+        let recovered = recover::add_recovered(&mut named, fdes, prefix);
+        for f in functions.iter_mut().chain(extra.iter_mut()) {
+            if f.size == 0 {
+                if let Ok(i) = named.binary_search_by_key(&f.start, |n| n.start) {
+                    f.size = named[i].size;
+                }
+            }
+        }
+        let recovered_count = recovered.len();
+        extra.extend(recovered);
+        if !extra.is_empty() {
+            // Stubs and recovered functions go between the symbols: move every name
+            // (aliases included) to its function's new index (starts are distinct), then
+            // add their names.
+            let old_starts: Vec<Svma> = functions.iter().map(|f| f.start).collect();
+            let stub_names: Vec<(String, Svma)> =
+                extra.iter().map(|f| (f.name.clone(), f.start)).collect();
+            functions.append(&mut extra);
+            functions.sort_by_key(|f| f.start);
+            let index_of = |a: Svma| functions.partition_point(|f| f.start < a);
+            for v in self.by_name.values_mut() {
+                *v = index_of(old_starts[*v]);
+            }
+            for (name, start) in stub_names {
+                self.by_name.entry(name).or_insert_with(|| index_of(start));
+            }
+        }
+        recovered_count
+    }
+
+    /// Aliases (kept through the rebuild of [`add_stubs_and_recovered`]), and dynamic
+    /// symbols also under their name without the version (`printf@@GLIBC_2.2.5` as
+    /// `printf`, as a PLT stub or a relocation names it).
+    fn add_alias_names(&mut self) {
+        let (functions, by_name) = (&self.functions, &mut self.by_name);
+        for (name, addr) in &self.all_names {
+            if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
+                by_name.entry(name.clone()).or_insert(i);
+                by_name.entry(demangle(name)).or_insert(i);
+            }
+        }
+        // The default version (`@@`) first: that is what a new link binds to.
+        for default in [true, false] {
+            for (name, addr) in &self.all_names {
+                let Some((base, ver)) = name.split_once('@') else {
+                    continue;
+                };
+                if base.is_empty() || ver.starts_with('@') != default {
+                    continue;
+                }
+                if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
+                    by_name.entry(base.to_string()).or_insert(i);
+                }
+            }
+        }
+    }
+
+    /// Size-0 symbols run to the next function or the end of their section.
+    fn size_zero_to_next(&mut self, sections: &[SectionInfo]) {
+        let functions = &mut self.functions;
+        for i in 0..functions.len() {
+            if functions[i].size == 0 {
+                let start = functions[i].start.0;
+                let sec_end = sections
+                    .iter()
+                    .find(|s| s.exec && start >= s.addr && start < s.addr + s.size)
+                    .map(|s| s.addr + s.size)
+                    .unwrap_or(start);
+                let next = functions
+                    .get(i + 1)
+                    .map(|f| f.start.0)
+                    .unwrap_or(u64::MAX)
+                    .min(sec_end);
+                functions[i].size = next.saturating_sub(start);
+            }
+        }
+    }
+}
+
+/// The warning of a binary without `.symtab`: where its `functions` are named from
+/// (`.dynsym`, MiniDebugInfo), how many were `recovered`, and the fix.
+fn no_symtab_warning(
+    path: &Path,
+    opts: &OpenOptions,
+    functions: &[Function],
+    recovered: usize,
+    has_mini_debug_info: bool,
+) -> Option<String> {
+    let named = functions.len() - recovered;
+    let sources = if has_mini_debug_info {
+        ".dynsym and MiniDebugInfo"
+    } else {
+        ".dynsym"
+    };
+    let fix = "install the -dbgsym/-debuginfo package or use an unstripped build for their names";
+    if functions.is_empty() {
+        Some(format!(
+            "no function symbols and no call-frame information (.eh_frame) in {}: locations are shown as module+offset; use an unstripped build",
+            path.display()
+        ))
+    } else if recovered > 0 {
+        Some(format!(
+            "no symbol table (.symtab) in {}: {named} functions are named from {sources}, {recovered} more are recovered from the call-frame information (.eh_frame) and named {}!sub_ADDR; {fix}",
+            path.display(),
+            opts.module_name.as_deref().unwrap_or_else(|| path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("MODULE"))
+        ))
+    } else if !has_mini_debug_info {
+        Some(format!(
+            "no symbol table (.symtab) and no call-frame information (.eh_frame) in {}: only exported functions (.dynsym) are named, samples in other code keep their addresses (module+offset); {fix}",
+            path.display()
+        ))
+    } else {
+        None
+    }
+}
+
 impl Binary {
     /// Opens an ELF file with default [`OpenOptions`].
     ///
@@ -414,43 +764,12 @@ impl Binary {
             what: e.to_string(),
         };
         let file = object::File::parse(&*data).map_err(malformed)?;
-        let len = data.len() as u64;
-
-        let mut sections = Vec::new();
-        let mut has_dwarf = false;
-        for s in file.sections() {
-            let name = s.name().unwrap_or("").to_string();
-            let file_range = s.file_range();
-            if let Some((off, size)) = file_range {
-                let end = off.saturating_add(size);
-                if end > len {
-                    return Err(BinaryError::Truncated {
-                        path: path.into(),
-                        what: format!("section {name}"),
-                        needed: end,
-                        len,
-                    });
-                }
-            }
-            if (name == ".debug_info" || name == ".zdebug_info") && s.size() > 0 {
-                has_dwarf = true;
-            }
-            sections.push(SectionInfo {
-                exec: s.kind() == SectionKind::Text,
-                addr: s.address(),
-                size: s.size(),
-                file: file_range,
-                name,
-            });
-        }
-
+        let (sections, has_dwarf) = section_infos(path, &file, data.len() as u64)?;
         let segments = segment_table(&file);
-
         let build_id = match file.build_id() {
             Ok(Some(b)) if !b.is_empty() => Some(BuildId(b.to_vec())),
             _ => None,
         };
-
         // ET_DYN = 3: position independent (PIE executable or shared object).
         let e_type = Header {
             data: &data,
@@ -460,92 +779,15 @@ impl Binary {
         let pie = e_type == 3;
         let has_interp = sections.iter().any(|s| s.name == ".interp");
         let shared_object = pie && !has_interp;
-
         let mut warnings = Vec::new();
-
-        // GOT slots -> symbol names, from the dynamic relocations (JUMP_SLOT, GLOB_DAT).
-        let mut got_names = HashMap::new();
-        if let Some(relocs) = file.dynamic_relocations() {
-            let mut names: Vec<Option<&str>> = Vec::new();
-            for sym in file.dynamic_symbols() {
-                let i = sym.index().0;
-                if i < (1 << 24) {
-                    if names.len() <= i {
-                        names.resize(i + 1, None);
-                    }
-                    names[i] = sym.name().ok().filter(|n| !n.is_empty());
-                }
-            }
-            for (slot, r) in relocs {
-                if let object::RelocationTarget::Symbol(idx) = r.target() {
-                    if let Some(Some(n)) = names.get(idx.0) {
-                        got_names.insert(slot, n.to_string());
-                    }
-                }
-            }
-        }
-
-        let mut debug = DebugInfo::none();
-        let mut debug_bytes: Option<Vec<u8>> = None;
-        if has_dwarf {
-            debug = DebugInfo::embedded(data.clone());
-        } else if opts.separate_debug {
-            let link = file
-                .gnu_debuglink()
-                .ok()
-                .flatten()
-                .map(|(n, crc)| (String::from_utf8_lossy(n).into_owned(), crc));
-            match find_separate_debug_file(path, build_id.as_ref(), link, &opts.debug_dirs) {
-                Some((p, bytes)) => {
-                    debug = DebugInfo::separate(p);
-                    debug_bytes = Some(bytes);
-                }
-                None => warnings.push(format!(
-                    "no debug info in {}: inline frames and source lines are unavailable; install the -dbg/-dbgsym package or build with -g",
-                    path.display()
-                )),
-            }
+        let mut got_names = got_slot_names(&file);
+        let (debug, debug_bytes) = if has_dwarf {
+            (DebugInfo::embedded(data.clone()), None)
         } else {
-            warnings.push(format!(
-                "no debug info in {}: inline frames and source lines are unavailable; build with -g",
-                path.display()
-            ));
-        }
-
-        // Function symbols: .symtab, else the .symtab of the separate debug file (Debian's
-        // -dbgsym files keep it), else .dynsym plus the .symtab of MiniDebugInfo.
-        let mut has_symtab = false;
-        let mut has_mini_debug_info = false;
-        let mut raw: Vec<RawSymbol> = Vec::new();
-        collect_functions(&file, false, FunctionOrigin::SymbolTable, &mut raw);
-        if raw.is_empty() {
-            if let Some(dd) = &debug_bytes {
-                if let Ok(df) = object::File::parse(&**dd) {
-                    collect_functions(&df, false, FunctionOrigin::SymbolTable, &mut raw);
-                }
-            }
-        }
-        if !raw.is_empty() {
-            has_symtab = true;
-        } else {
-            collect_functions(&file, true, FunctionOrigin::DynamicSymbol, &mut raw);
-            match recover::mini_debug_info(path, &file) {
-                Ok(Some(mini)) => match object::File::parse(&*mini) {
-                    Ok(mf) => {
-                        let before = raw.len();
-                        collect_functions(&mf, false, FunctionOrigin::MiniDebugInfo, &mut raw);
-                        has_mini_debug_info = raw.len() > before;
-                    }
-                    Err(e) => warnings.push(format!(
-                        "{}: the MiniDebugInfo (.gnu_debugdata) is not an ELF file ({e}): its function names are not used",
-                        path.display()
-                    )),
-                },
-                Ok(None) => {}
-                Err(e) => warnings.push(format!("{e}: its function names are not used")),
-            }
-        }
-
+            find_debug(path, &file, build_id.as_ref(), opts, &mut warnings)
+        };
+        let symbols = FunctionSymbols::read(path, &file, debug_bytes.as_deref(), &mut warnings);
+        let mut raw = symbols.raw;
         // A static binary's PLT stubs jump through slots IRELATIVE relocations fill: name
         // them after the IFUNC they resolve.
         if machine == EM_X86_64 || machine == EM_386 {
@@ -553,180 +795,35 @@ impl Binary {
                 got_names.entry(slot).or_insert(name);
             }
         }
-
         // Synthesize `name@plt` for PLT stubs, as objdump and perf show them.
         let plt = if machine == EM_X86_64 || machine == EM_386 {
             plt_stubs(&sections, &data, &got_names, machine == EM_386)
         } else {
             plt_stubs_by_relocation(&file, machine, &sections, &data, &got_names)
         };
-
         // Stable: symbol-table order breaks the remaining ties.
         raw.sort_by_key(alias_order);
-        let mut functions: Vec<Function> = Vec::with_capacity(raw.len() + plt.len());
-        let mut by_name = HashMap::new();
-        // Every symbol name with its address: aliases at one address share a function.
-        let mut all_names: Vec<(String, u64)> = Vec::with_capacity(raw.len());
-        for r in raw {
-            let RawSymbol {
-                addr,
-                size,
-                name,
-                origin,
-                ..
-            } = r;
-            all_names.push((name.clone(), addr));
-            let idx = match functions.last_mut() {
-                Some(last) if last.start.0 == addr => {
-                    if last.size == 0 {
-                        last.size = size;
-                    }
-                    // An alias: findable by its own names too.
-                    let demangled = demangle(&name);
-                    if demangled != name {
-                        by_name.entry(demangled).or_insert(functions.len() - 1);
-                    }
-                    functions.len() - 1
-                }
-                _ => {
-                    let demangled = demangle(&name);
-                    if demangled != name {
-                        by_name.entry(demangled.clone()).or_insert(functions.len());
-                    }
-                    functions.push(Function {
-                        name: demangled,
-                        raw_name: name.clone(),
-                        start: Svma(addr),
-                        size,
-                        origin,
-                    });
-                    functions.len() - 1
-                }
-            };
-            by_name.entry(name).or_insert(idx);
+        let mut table = FunctionTable::from_symbols(raw, plt.len());
+        let prefix = opts.module_name.clone().unwrap_or_else(|| {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        let recovered = table.add_stubs_and_recovered(plt, &recover::fde_ranges(&file), &prefix);
+        table.add_alias_names();
+        table.size_zero_to_next(&sections);
+        let FunctionTable {
+            functions, by_name, ..
+        } = table;
+        if !symbols.has_symtab {
+            warnings.extend(no_symtab_warning(
+                path,
+                opts,
+                &functions,
+                recovered,
+                symbols.has_mini_debug_info,
+            ));
         }
-        // PLT stubs only where no symbol is.
-        let mut extra: Vec<Function> = plt
-            .into_iter()
-            .filter(|p| {
-                let i = functions.partition_point(|f| f.start.0 <= p.start.0);
-                i == 0 || !functions[i - 1].contains(p.start) && functions[i - 1].start != p.start
-            })
-            .collect();
-        // Functions only the call-frame information knows (recover.rs): between the named
-        // ones (symbols and PLT stubs).
-        let fdes = recover::fde_ranges(&file);
-        let recovered = {
-            let mut named: Vec<Function> = functions.clone();
-            named.extend(extra.iter().cloned());
-            named.sort_by_key(|f| f.start);
-            let prefix = opts.module_name.clone().unwrap_or_else(|| {
-                path.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            });
-            let found = recover::add_recovered(&mut named, &fdes, &prefix);
-            // Sizes the FDEs gave to size-0 symbols.
-            for f in functions.iter_mut().chain(extra.iter_mut()) {
-                if f.size == 0 {
-                    if let Ok(i) = named.binary_search_by_key(&f.start, |n| n.start) {
-                        f.size = named[i].size;
-                    }
-                }
-            }
-            found
-        };
-        let recovered_count = recovered.len();
-        extra.extend(recovered);
-        if !extra.is_empty() {
-            // Stubs and recovered functions go between the symbols: move every name
-            // (aliases included) to its function's new index (starts are distinct), then
-            // add their names.
-            let old_starts: Vec<Svma> = functions.iter().map(|f| f.start).collect();
-            let stub_names: Vec<(String, Svma)> =
-                extra.iter().map(|f| (f.name.clone(), f.start)).collect();
-            functions.append(&mut extra);
-            functions.sort_by_key(|f| f.start);
-            let index_of = |a: Svma| functions.partition_point(|f| f.start < a);
-            for v in by_name.values_mut() {
-                *v = index_of(old_starts[*v]);
-            }
-            for (name, start) in stub_names {
-                by_name.entry(name).or_insert_with(|| index_of(start));
-            }
-        }
-        // Aliases (kept through the rebuild above), and dynamic symbols also under their
-        // name without the version (`printf@@GLIBC_2.2.5` as `printf`, as a PLT stub or a
-        // relocation names it).
-        for (name, addr) in &all_names {
-            if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
-                by_name.entry(name.clone()).or_insert(i);
-                by_name.entry(demangle(name)).or_insert(i);
-            }
-        }
-        // The default version (`@@`) first: that is what a new link binds to.
-        for default in [true, false] {
-            for (name, addr) in &all_names {
-                let Some((base, ver)) = name.split_once('@') else {
-                    continue;
-                };
-                if base.is_empty() || ver.starts_with('@') != default {
-                    continue;
-                }
-                if let Ok(i) = functions.binary_search_by_key(addr, |f| f.start.0) {
-                    by_name.entry(base.to_string()).or_insert(i);
-                }
-            }
-        }
-        // Size-0 symbols run to the next function or the end of their section.
-        for i in 0..functions.len() {
-            if functions[i].size == 0 {
-                let start = functions[i].start.0;
-                let sec_end = sections
-                    .iter()
-                    .find(|s| s.exec && start >= s.addr && start < s.addr + s.size)
-                    .map(|s| s.addr + s.size)
-                    .unwrap_or(start);
-                let next = functions
-                    .get(i + 1)
-                    .map(|f| f.start.0)
-                    .unwrap_or(u64::MAX)
-                    .min(sec_end);
-                functions[i].size = next.saturating_sub(start);
-            }
-        }
-
-        if !has_symtab {
-            let named = functions.len() - recovered_count;
-            let sources = if has_mini_debug_info {
-                ".dynsym and MiniDebugInfo"
-            } else {
-                ".dynsym"
-            };
-            let fix =
-                "install the -dbgsym/-debuginfo package or use an unstripped build for their names";
-            if functions.is_empty() {
-                warnings.push(format!(
-                    "no function symbols and no call-frame information (.eh_frame) in {}: locations are shown as module+offset; use an unstripped build",
-                    path.display()
-                ));
-            } else if recovered_count > 0 {
-                warnings.push(format!(
-                    "no symbol table (.symtab) in {}: {named} functions are named from {sources}, {recovered_count} more are recovered from the call-frame information (.eh_frame) and named {}!sub_ADDR; {fix}",
-                    path.display(),
-                    opts.module_name.as_deref().unwrap_or_else(|| path
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .unwrap_or("MODULE"))
-                ));
-            } else if !has_mini_debug_info {
-                warnings.push(format!(
-                    "no symbol table (.symtab) and no call-frame information (.eh_frame) in {}: only exported functions (.dynsym) are named, samples in other code keep their addresses (module+offset); {fix}",
-                    path.display()
-                ));
-            }
-        }
-
         let overlapping = functions.windows(2).any(|w| w[0].end() > w[1].start);
         let starts = functions.iter().map(|f| f.start.0).collect();
         Ok(Binary {
@@ -743,9 +840,9 @@ impl Binary {
             sections,
             segments,
             got_names,
-            has_symtab,
-            has_mini_debug_info,
-            recovered: recovered_count,
+            has_symtab: symbols.has_symtab,
+            has_mini_debug_info: symbols.has_mini_debug_info,
+            recovered,
             debug,
             warnings,
         })
@@ -1393,5 +1490,18 @@ impl LoadHeaders {
             build_id,
             segments: segment_table(&file),
         })
+    }
+
+    /// Load bias (runtime address minus SVMA) of the file mapped from runtime address
+    /// `base` on (file offset 0 at `base`: how QEMU user mode names an image); `base` itself
+    /// when no segment places it.
+    pub fn bias_from_base(&self, base: u64) -> u64 {
+        self.segments
+            .load_bias(&proftrust_model::segments::Mapping {
+                start: base,
+                end: u64::MAX,
+                pgoff: 0,
+            })
+            .unwrap_or(base)
     }
 }

@@ -1685,3 +1685,35 @@ fn debug_only_file_pairs_with_the_recorded_binary() {
         LoadHeaders::read(&exe).unwrap().segments.segments()
     );
 }
+
+/// `LoadHeaders` (what the recorder and the QEMU tracer read of an image, the one type
+/// since issue 33 removed `exact`'s `ElfInfo`): file offsets to SVMAs through the
+/// `PT_LOAD` segments, and the load bias of an image mapped whole from a base address.
+/// Hand-computed: offset 0x1010 lies 0x10 into the segment at file 0x1000 / SVMA 0x401000.
+#[test]
+fn load_headers_map_offsets_and_bases() {
+    use proftrust_binary::LoadHeaders;
+    use proftrust_model::segments::{LoadSegment, SegmentTable};
+    let h = LoadHeaders {
+        build_id: None,
+        segments: SegmentTable::new(vec![
+            LoadSegment::new(0, 0x400000, 0x600),
+            LoadSegment::new(0x1000, 0x401000, 0x200),
+        ]),
+    };
+    assert_eq!(h.segments.svma_of_offset(0x1010), Some(Svma(0x401010)));
+    assert_eq!(h.segments.svma_of_offset(0x10), Some(Svma(0x400010)));
+    assert_eq!(h.segments.svma_of_offset(0x1200), None);
+    // File offset 0 (SVMA 0x400000) at 0x7f00_0000_0000.
+    assert_eq!(
+        h.bias_from_base(0x7f00_0000_0000),
+        0x7f00_0000_0000 - 0x400000
+    );
+    // No segment holds file offset 0: the base itself.
+    let none = LoadHeaders::default();
+    assert_eq!(none.bias_from_base(0x5000), 0x5000);
+    // The test binary's own headers: an executable segment.
+    let exe = std::env::current_exe().unwrap();
+    let own = LoadHeaders::read(&exe).unwrap();
+    assert!(own.segments.segments().iter().any(|s| s.is_executable()));
+}

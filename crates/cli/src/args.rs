@@ -250,6 +250,25 @@ pub fn export_target(
     .map(|s| Target::parse(&s).expect("one of the possible values"))
 }
 
+/// Value parser of a flag that takes a library enum by name: the names of its
+/// [`Named`](proftrust_model::named::Named) table, each with its description in `--help`,
+/// parsed by the enum's `FromStr` (one enum, no copy of it in the CLI).
+pub fn named<T>() -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: proftrust_model::named::Named + std::str::FromStr + Clone + Send + Sync,
+{
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        T::ALL
+            .iter()
+            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
+    )
+    .map(|s| {
+        s.parse::<T>()
+            .unwrap_or_else(|_| unreachable!("{s} is one of the possible values"))
+    })
+}
+
 /// `--seed N`, the same in every command that draws (`audit`, `record`, `vpmu`, `vpp`,
 /// `correct`, `simulate`, `calibrate`): default [`proftrust_pipeline::DEFAULT_SEED`], printed
 /// in the text report (or as a note by commands that write a file) and stored in the JSON

@@ -12,8 +12,8 @@ pub struct TraceArgs {
     /// cache (the virtual PMU's `InstrTimer`; cycles by instruction class plus each access's
     /// latency), `class` gives cycles by instruction class without caches, `flat` one cycle
     /// per instruction (fastest; no misses).
-    #[arg(long, value_enum, default_value_t = TimingArg::CacheSim)]
-    cpi_model: TimingArg,
+    #[arg(long, value_parser = crate::args::named::<Timing>(), default_value_t = Timing::CacheSim)]
+    cpi_model: Timing,
     /// Cache geometry and latencies under `--cpi-model cache-sim` (as `proftrust vpmu
     /// --cache-config`): `l1=SIZE:WAYS:LATENCY,llc=SIZE:WAYS:LATENCY,mem=CYCLES,line=BYTES,
     /// store=CYCLES`; unnamed keys keep their defaults (`l1=32K:8:4,llc=8M:16:40,mem=200,
@@ -38,18 +38,6 @@ pub struct TraceArgs {
     pub program: Vec<String>,
 }
 
-/// Timing model of `paths` and `cct`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TimingArg {
-    /// One cycle per instruction, no cache.
-    Flat,
-    /// Cycles by instruction class (iced-x86 decoding of the program), no cache.
-    Class,
-    /// Class cycles without memory costs plus a simulated L1D and last-level cache over the
-    /// traced data addresses.
-    CacheSim,
-}
-
 impl TraceArgs {
     /// Resolves `--workload` into the program and its arguments.
     pub fn command(&mut self) -> Result<Vec<String>> {
@@ -60,11 +48,7 @@ impl TraceArgs {
     /// The pipeline's trace options.
     pub fn options(&self) -> TraceOptions {
         let mut o = TraceOptions::default();
-        o.timing = match self.cpi_model {
-            TimingArg::Flat => Timing::Flat,
-            TimingArg::Class => Timing::Class,
-            TimingArg::CacheSim => Timing::CacheSim,
-        };
+        o.timing = self.cpi_model;
         o.cache_config = self.cache_config.clone();
         o.cpu = self.cpu.clone();
         o.timeout = self.timeout;

@@ -31,7 +31,6 @@
 #![warn(missing_docs)]
 
 mod callgrind;
-mod elf;
 mod error;
 mod native;
 pub mod protocol;

@@ -1,11 +1,11 @@
 //! Decoding the plugin's stream (version 8; layout in `docs/exact.md` and the plugin's
 //! `wire` module) and turning it into module-relative blocks, traces and counts.
 
-use crate::elf::ElfInfo;
 use crate::ExactError;
+use proftrust_binary::LoadHeaders;
 use proftrust_model::{
-    BuildId, CallCount, EdgeCount, ExactProfile, InstrCount, Location, Module, ModuleIdx,
-    ModuleTable, Svma, TraceEnd,
+    CallCount, EdgeCount, ExactProfile, InstrCount, Location, Module, ModuleIdx, ModuleTable, Svma,
+    TraceEnd,
 };
 use std::collections::HashMap;
 use std::io::Read;
@@ -479,8 +479,8 @@ pub struct BlockDef {
 pub struct Resolver {
     /// Modules seen so far.
     pub modules: ModuleTable,
-    wire_modules: HashMap<u32, (ModuleIdx, Option<ElfInfo>)>,
-    elf_cache: HashMap<String, Option<ElfInfo>>,
+    wire_modules: HashMap<u32, (ModuleIdx, Option<LoadHeaders>)>,
+    elf_cache: HashMap<String, Option<LoadHeaders>>,
     /// Blocks by wire id.
     pub blocks: Vec<Option<BlockDef>>,
     /// Block definitions applied so far (the next [`BlockDef::key`]).
@@ -493,13 +493,13 @@ impl Resolver {
         let info = self
             .elf_cache
             .entry(path.to_string())
-            .or_insert_with(|| ElfInfo::load(path))
+            .or_insert_with(|| LoadHeaders::read(std::path::Path::new(path)))
             .clone();
         let before = self.modules.len();
         let m = Module {
             path: path.to_string(),
-            build_id: info.as_ref().and_then(|i| i.build_id.clone()).map(BuildId),
-            load_bias: info.as_ref().map_or(base, |i| i.bias(base)),
+            build_id: info.as_ref().and_then(|i| i.build_id.clone()),
+            load_bias: info.as_ref().map_or(base, |i| i.bias_from_base(base)),
         };
         let idx = self.modules.intern(m);
         self.wire_modules.insert(id, (idx, info));
@@ -526,7 +526,11 @@ impl Resolver {
                     })?;
             let insns = addrs
                 .iter()
-                .map(|&fo| Svma(info.as_ref().and_then(|i| i.svma(fo)).unwrap_or(fo)))
+                .map(|&fo| {
+                    info.as_ref()
+                        .and_then(|i| i.segments.svma_of_offset(fo))
+                        .unwrap_or(Svma(fo))
+                })
                 .collect();
             (Some(*idx), insns)
         };

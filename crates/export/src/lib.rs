@@ -83,7 +83,7 @@ pub use llvm::{write_llvm_sample, CallSite, LlvmSummary};
 pub use pprof::{read_pprof, to_pprof, write_pprof};
 pub use profile::{Frames, Origin, Profile, Stack, TimedSample, ValueType, Values};
 pub use speedscope::write_speedscope;
-pub use symbols::{Frame, FunctionSymbol, NoSymbols, Resolver, Segment, Symbols};
+pub use symbols::{Frame, NoSymbols, Resolver, Symbols};
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]

@@ -6,46 +6,21 @@
 //! with a per-location cache and the fallback names (`file+0xOFFSET`, `[unknown]`) every
 //! writer shares.
 
-use proftrust_binary::{SourceFrame, Symbolizer};
+use proftrust_binary::{Function, SourceFrame, Symbolizer};
+use proftrust_model::segments::LoadSegment;
 use proftrust_model::{Location, ModuleIdx, ModuleTable, Svma};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-/// The function symbol containing a location (outermost, as the symbol table states it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FunctionSymbol {
-    /// Demangled name.
-    pub name: String,
-    /// Name as the symbol table holds it.
-    pub raw_name: String,
-    /// Entry address.
-    pub start: Svma,
-    /// Size in bytes.
-    pub size: u64,
-}
-
-/// A `PT_LOAD` segment of a module: where its bytes lie in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    /// First SVMA.
-    pub vaddr: u64,
-    /// Size in memory.
-    pub memsz: u64,
-    /// File offset of `vaddr`.
-    pub offset: u64,
-    /// Executable.
-    pub exec: bool,
-}
-
 /// Where exporters get names, inline chains and lines from.
 pub trait Symbols {
     /// The inline chain at `loc`, innermost first (empty when nothing is known).
     fn frames(&self, loc: Location) -> Vec<SourceFrame>;
-    /// The function symbol containing `loc`.
-    fn function(&self, loc: Location) -> Option<FunctionSymbol>;
+    /// The function containing `loc` (outermost, as the symbol table states it).
+    fn function(&self, loc: Location) -> Option<Function>;
     /// The module's load segments, when its binary was found (pprof mappings).
-    fn segments(&self, _m: ModuleIdx) -> Vec<Segment> {
+    fn segments(&self, _m: ModuleIdx) -> Vec<LoadSegment> {
         Vec::new()
     }
     /// The instructions of the function containing `loc`, in address order: address,
@@ -63,7 +38,7 @@ impl Symbols for NoSymbols {
     fn frames(&self, _loc: Location) -> Vec<SourceFrame> {
         Vec::new()
     }
-    fn function(&self, _loc: Location) -> Option<FunctionSymbol> {
+    fn function(&self, _loc: Location) -> Option<Function> {
         None
     }
 }
@@ -75,13 +50,8 @@ impl Symbols for Symbolizer {
             None => Vec::new(),
         }
     }
-    fn function(&self, loc: Location) -> Option<FunctionSymbol> {
-        Symbolizer::function(self, loc).map(|f| FunctionSymbol {
-            name: f.name.clone(),
-            raw_name: f.raw_name.clone(),
-            start: f.start,
-            size: f.size,
-        })
+    fn function(&self, loc: Location) -> Option<Function> {
+        Symbolizer::function(self, loc).cloned()
     }
     fn instructions(&self, loc: Location) -> Vec<(Svma, u32, String)> {
         let Some(b) = loc.module.and_then(|m| self.binary(m)) else {
@@ -133,7 +103,7 @@ pub struct Resolver<'a> {
     symbols: &'a dyn Symbols,
     modules: &'a ModuleTable,
     cache: RefCell<FrameCache>,
-    functions: RefCell<HashMap<Location, FunctionSymbol>>,
+    functions: RefCell<HashMap<Location, Function>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -191,7 +161,7 @@ impl<'a> Resolver<'a> {
     /// The function symbol containing `loc` (cached when there is one: a miss costs a
     /// lookup again, but a profile of millions of addresses in a module whose binary is
     /// missing holds no cache entry per address).
-    pub fn function(&self, loc: Location) -> Option<FunctionSymbol> {
+    pub fn function(&self, loc: Location) -> Option<Function> {
         if let Some(f) = self.functions.borrow().get(&loc) {
             return Some(f.clone());
         }

@@ -585,64 +585,109 @@ fn stream(
         command,
         ..
     } = info;
-
-    let mut changes: Vec<MapEvent> = Vec::new();
-    let mut kernel_maps: Vec<Mapping> = Vec::new();
-    let mut unknown = UnknownRecords::default();
-    let (mut lost, mut lost_samples) = (0u64, 0u64);
-    let mut index: FastMap<Key, u32> = FastMap::default();
-    let mut counters: Vec<Counter> = Vec::new();
-    let mut recs = Records {
-        data,
-        p: 0,
-        broken: false,
+    let mut first = FirstPass::run(data, plan, opts.keep_kernel)?;
+    first.changes.sort_by_key(|e| e.key);
+    let mut versions = Versions::replay(std::mem::take(&mut first.changes))?;
+    let mut tally = Tally {
+        ctx: MapCtx::new(build_ids, segments),
+        merged: HashMap::new(),
+        counts: Vec::new(),
     };
-    for (ty, misc, body, at) in recs.by_ref() {
-        match ty {
-            R_SAMPLE => {
-                let Some((key, time)) = read_sample(plan, misc, body, opts.keep_kernel)? else {
-                    continue;
-                };
-                let when = (time, at as u64);
-                match index.get(&key) {
-                    Some(&i) => {
-                        let c = &mut counters[i as usize];
-                        c.samples += 1;
-                        if when > c.last {
-                            c.last = when;
-                        } else if when < c.first {
-                            c.first = when;
-                        }
-                    }
-                    None => {
-                        index.insert(key, counters.len() as u32);
-                        counters.push(Counter {
-                            key,
-                            samples: 1,
-                            first: when,
-                            last: when,
-                        });
+    for m in std::mem::take(&mut first.kernel_maps) {
+        add_mapping(&mut tally.ctx.kernel_maps, m);
+    }
+    let split = tally.counters(&first.counters, &mut versions);
+    if !split.is_empty() {
+        tally.split_counters(data, plan, opts.keep_kernel, &split, &mut versions)?;
+    }
+    let mut notes = std::mem::take(&mut tally.ctx.notes);
+    notes.warnings.extend(first.unknown.warning());
+    Some((
+        SampleCounts {
+            modules: tally.ctx.modules,
+            events,
+            counts: tally.counts,
+            lost: first.lost.max(first.lost_samples),
+            command,
+            streamed: true,
+            branch_stacks: Vec::new(),
+            kernel_symbols: Vec::new(),
+            outcome: None,
+        },
+        notes,
+    ))
+}
+
+/// The first pass of [`stream`]: the sample counters, the address-space changes and the
+/// kernel's mappings, losses and unknown records.
+#[derive(Default)]
+struct FirstPass {
+    index: FastMap<Key, u32>,
+    counters: Vec<Counter>,
+    changes: Vec<MapEvent>,
+    kernel_maps: Vec<Mapping>,
+    unknown: UnknownRecords,
+    lost: u64,
+    lost_samples: u64,
+}
+
+impl FirstPass {
+    /// One pass over the data section's records; `None` hands the file to the full reader.
+    fn run(data: &[u8], plan: &Plan, keep_kernel: bool) -> Option<Self> {
+        let mut pass = FirstPass::default();
+        let mut recs = Records {
+            data,
+            p: 0,
+            broken: false,
+        };
+        for (ty, misc, body, at) in recs.by_ref() {
+            match ty {
+                R_SAMPLE => {
+                    if let Some((key, time)) = read_sample(plan, misc, body, keep_kernel)? {
+                        pass.count(key, (time, at as u64));
                     }
                 }
-                continue;
-            }
-            R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
-            // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
-            PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
-            R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {}
-            R_LOST => {
-                lost += u64_at(body, 8)?;
-                continue;
-            }
-            PERF_RECORD_LOST_SAMPLES => {
-                lost_samples += u64_at(body, 0).unwrap_or(0);
-                continue;
-            }
-            _ => {
-                unknown.see(ty);
-                continue;
+                R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
+                // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
+                PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
+                R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {
+                    pass.change(plan, ty, misc, body, at)?
+                }
+                R_LOST => pass.lost += u64_at(body, 8)?,
+                PERF_RECORD_LOST_SAMPLES => pass.lost_samples += u64_at(body, 0).unwrap_or(0),
+                _ => pass.unknown.see(ty),
             }
         }
+        (!recs.broken).then_some(pass)
+    }
+
+    /// One sample of `key` at `when`.
+    fn count(&mut self, key: Key, when: (u64, u64)) {
+        match self.index.get(&key) {
+            Some(&i) => {
+                let c = &mut self.counters[i as usize];
+                c.samples += 1;
+                if when > c.last {
+                    c.last = when;
+                } else if when < c.first {
+                    c.first = when;
+                }
+            }
+            None => {
+                self.index.insert(key, self.counters.len() as u32);
+                self.counters.push(Counter {
+                    key,
+                    samples: 1,
+                    first: when,
+                    last: when,
+                });
+            }
+        }
+    }
+
+    /// An `MMAP`, `MMAP2`, `FORK` or `COMM` record at offset `at`: a kernel mapping or a
+    /// change of a process's address space. `None` hands the file to the full reader.
+    fn change(&mut self, plan: &Plan, ty: u32, misc: u16, body: &[u8], at: usize) -> Option<()> {
         let layout = plan.layouts[match plan.how {
             IdAt::Identifier => plan.attr(u64_at(body, body.len().checked_sub(8)?)?),
             IdAt::Single | IdAt::Id(_) => 0,
@@ -658,13 +703,14 @@ fn stream(
             R_MMAP | PERF_RECORD_MMAP2 if !user => {
                 let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
                 let name_at = if ty == R_MMAP { 32 } else { 64 };
-                kernel_maps.push(Mapping::new(addr, len, pgoff, c_str(body, name_at), None));
-                continue;
+                let m = Mapping::new(addr, len, pgoff, c_str(body, name_at), None);
+                self.kernel_maps.push(m);
+                return Some(());
             }
             R_MMAP => {
                 let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
                 if misc & MISC_BIT_13 != 0 {
-                    continue;
+                    return Some(());
                 }
                 MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 32), None))
             }
@@ -682,77 +728,96 @@ fn stream(
                     }
                 }
                 if prot & PROT_EXEC == 0 {
-                    continue;
+                    return Some(());
                 }
                 MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 64), build_id))
             }
             R_FORK => {
                 let ppid = u32_at(body, 4)? as i32;
                 if ppid == pid {
-                    continue;
+                    return Some(());
                 }
                 MapChange::Fork { ppid }
             }
             _ => {
                 // COMM
                 if misc & MISC_BIT_13 == 0 {
-                    continue;
+                    return Some(());
                 }
                 MapChange::Exec
             }
         };
-        changes.push(MapEvent { key, pid, what });
+        self.changes.push(MapEvent { key, pid, what });
+        Some(())
     }
-    if recs.broken {
-        return None;
-    }
-    changes.sort_by_key(|e| e.key);
+}
 
-    // Replay into per-process versions of the mapping table.
-    let mut current: HashMap<i32, Vec<Mapping>> = HashMap::new();
-    let mut versions: Vec<Vec<Mapping>> = Vec::new();
-    let mut timeline: HashMap<i32, Vec<VersionStart>> = HashMap::new();
-    let mut entries = 0usize;
-    for e in changes {
-        let snapshot = match e.what {
-            MapChange::Map(m) => {
-                let v = current.entry(e.pid).or_default();
-                add_mapping(v, m);
-                v.clone()
-            }
-            MapChange::Fork { ppid } => match current.get(&ppid).cloned() {
-                Some(v) => {
-                    current.insert(e.pid, v.clone());
-                    v
-                }
-                None => continue,
-            },
-            MapChange::Exec => match current.remove(&e.pid) {
-                Some(_) => Vec::new(),
-                None => continue,
-            },
+/// The address-space changes replayed into per-process versions of the mapping table.
+struct Versions {
+    versions: Vec<Vec<Mapping>>,
+    /// Per process, where each of its versions starts.
+    timeline: HashMap<i32, Vec<VersionStart>>,
+}
+
+impl Versions {
+    /// Replays `changes` (sorted by time); `None` past [`MAX_VERSION_ENTRIES`].
+    fn replay(changes: Vec<MapEvent>) -> Option<Self> {
+        let mut current: HashMap<i32, Vec<Mapping>> = HashMap::new();
+        let mut out = Versions {
+            versions: Vec::new(),
+            timeline: HashMap::new(),
         };
-        entries += snapshot.len();
-        if entries > MAX_VERSION_ENTRIES || versions.len() >= u32::MAX as usize {
-            return None;
+        let mut entries = 0usize;
+        for e in changes {
+            let snapshot = match e.what {
+                MapChange::Map(m) => {
+                    let v = current.entry(e.pid).or_default();
+                    add_mapping(v, m);
+                    v.clone()
+                }
+                MapChange::Fork { ppid } => match current.get(&ppid).cloned() {
+                    Some(v) => {
+                        current.insert(e.pid, v.clone());
+                        v
+                    }
+                    None => continue,
+                },
+                MapChange::Exec => match current.remove(&e.pid) {
+                    Some(_) => Vec::new(),
+                    None => continue,
+                },
+            };
+            entries += snapshot.len();
+            if entries > MAX_VERSION_ENTRIES || out.versions.len() >= u32::MAX as usize {
+                return None;
+            }
+            out.timeline
+                .entry(e.pid)
+                .or_default()
+                .push((e.key, out.versions.len() as u32));
+            out.versions.push(snapshot);
         }
-        timeline
-            .entry(e.pid)
-            .or_default()
-            .push((e.key, versions.len() as u32));
-        versions.push(snapshot);
+        Some(out)
     }
-    let no_versions: Vec<VersionStart> = Vec::new();
 
-    // Addresses to locations, once per counter; merge by (event, location).
-    let mut ctx = MapCtx::new(build_ids, segments);
-    for m in kernel_maps {
-        add_mapping(&mut ctx.kernel_maps, m);
+    /// The timeline of process `pid` (empty when its address space never changed).
+    fn of(&self, pid: i32) -> &[VersionStart] {
+        self.timeline.get(&pid).map_or(&[], Vec::as_slice)
     }
-    let mut merged: HashMap<(u16, Location), usize> = HashMap::new();
-    let mut counts: Vec<LocationCount> = Vec::new();
-    let mut add = |event: u16, loc: Location, n: u64| {
-        let i = *merged.entry((event, loc)).or_insert_with(|| {
+}
+
+/// Addresses to locations, counts merged by (event, location).
+struct Tally<'s> {
+    ctx: MapCtx<'s>,
+    merged: HashMap<(u16, Location), usize>,
+    counts: Vec<LocationCount>,
+}
+
+impl Tally<'_> {
+    /// `n` samples of `event` at `loc`.
+    fn add(&mut self, event: u16, loc: Location, n: u64) {
+        let counts = &mut self.counts;
+        let i = *self.merged.entry((event, loc)).or_insert_with(|| {
             counts.push(LocationCount {
                 event,
                 ip: loc,
@@ -761,39 +826,53 @@ fn stream(
             counts.len() - 1
         });
         counts[i].samples += n;
-    };
-    let mut split: FastMap<Key, ()> = FastMap::default();
-    for c in &counters {
-        let k = c.key;
-        if k.kernel() {
-            let loc = ctx.locate_kernel(k.ip);
-            add(k.event(), loc, c.samples);
-            continue;
-        }
-        let tl = timeline.get(&k.pid()).unwrap_or(&no_versions);
-        let (a, b) = (version_at(tl, c.first), version_at(tl, c.last));
-        let maps_of =
-            |v: Option<usize>| v.map_or(&[][..], |i| versions[tl[i].1 as usize].as_slice());
-        if a != b {
-            // Versions changed between the first and the last sample: same mapping of ip
-            // in all of them?
-            let first = holder(maps_of(a), k.ip);
-            let lo = a.map_or(0, |i| i + 1);
-            let hi = b.map_or(0, |i| i + 1);
-            if !(lo..hi).all(|i| same_mapping(first, holder(maps_of(Some(i)), k.ip))) {
-                split.insert(k, ());
-                continue;
-            }
-        }
-        let loc = match b {
-            Some(i) => ctx.locate_in(&mut versions[tl[i].1 as usize], k.ip),
-            None => Location::unmapped(k.ip),
-        };
-        add(k.event(), loc, c.samples);
     }
 
-    if !split.is_empty() {
-        // Second pass: the split counters' samples, per version.
+    /// Each counter resolved once, except those whose ip changed mapping between their
+    /// first and last sample: returned, to be counted per version.
+    fn counters(&mut self, counters: &[Counter], versions: &mut Versions) -> FastMap<Key, ()> {
+        let mut split: FastMap<Key, ()> = FastMap::default();
+        for c in counters {
+            let k = c.key;
+            if k.kernel() {
+                let loc = self.ctx.locate_kernel(k.ip);
+                self.add(k.event(), loc, c.samples);
+                continue;
+            }
+            let tl = versions.of(k.pid());
+            let (a, b) = (version_at(tl, c.first), version_at(tl, c.last));
+            let maps_of = |v: Option<usize>| {
+                v.map_or(&[][..], |i| versions.versions[tl[i].1 as usize].as_slice())
+            };
+            if a != b {
+                // Versions changed between the first and the last sample: same mapping of
+                // ip in all of them?
+                let first = holder(maps_of(a), k.ip);
+                let lo = a.map_or(0, |i| i + 1);
+                let hi = b.map_or(0, |i| i + 1);
+                if !(lo..hi).all(|i| same_mapping(first, holder(maps_of(Some(i)), k.ip))) {
+                    split.insert(k, ());
+                    continue;
+                }
+            }
+            let loc = match b.map(|i| tl[i].1 as usize) {
+                Some(v) => self.ctx.locate_in(&mut versions.versions[v], k.ip),
+                None => Location::unmapped(k.ip),
+            };
+            self.add(k.event(), loc, c.samples);
+        }
+        split
+    }
+
+    /// Second pass over the records: the `split` counters' samples, per version.
+    fn split_counters(
+        &mut self,
+        data: &[u8],
+        plan: &Plan,
+        keep_kernel: bool,
+        split: &FastMap<Key, ()>,
+        versions: &mut Versions,
+    ) -> Option<()> {
         let mut per_version: FastMap<(u32, u16, u64), u64> = FastMap::default();
         let mut order: Vec<(u32, u16, u64)> = Vec::new();
         let mut recs = Records {
@@ -805,13 +884,13 @@ fn stream(
             if ty != R_SAMPLE {
                 continue;
             }
-            let Some((key, time)) = read_sample(plan, misc, body, opts.keep_kernel)? else {
+            let Some((key, time)) = read_sample(plan, misc, body, keep_kernel)? else {
                 continue;
             };
             if !split.contains_key(&key) {
                 continue;
             }
-            let tl = timeline.get(&key.pid()).unwrap_or(&no_versions);
+            let tl = versions.of(key.pid());
             let v = version_at(tl, (time, at as u64)).map_or(u32::MAX, |i| tl[i].1);
             let e = per_version.entry((v, key.event(), key.ip)).or_insert(0);
             if *e == 0 {
@@ -823,27 +902,12 @@ fn stream(
             let (v, event, ip) = k;
             let loc = match v {
                 u32::MAX => Location::unmapped(ip),
-                v => ctx.locate_in(&mut versions[v as usize], ip),
+                v => self.ctx.locate_in(&mut versions.versions[v as usize], ip),
             };
-            add(event, loc, per_version[&k]);
+            self.add(event, loc, per_version[&k]);
         }
+        Some(())
     }
-    let mut notes = std::mem::take(&mut ctx.notes);
-    notes.warnings.extend(unknown.warning());
-    Some((
-        SampleCounts {
-            modules: ctx.modules,
-            events,
-            counts,
-            lost: lost.max(lost_samples),
-            command,
-            streamed: true,
-            branch_stacks: Vec::new(),
-            kernel_symbols: Vec::new(),
-            outcome: None,
-        },
-        notes,
-    ))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use crate::stacks::Stacks;
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
     CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
-    SampleFormat, SamplingPolicy, SoftwareCounterType,
+    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
@@ -1036,14 +1036,6 @@ pub fn read_perf_data_unwinding<'s>(
         check_data_section(bytes)?;
     }
     let arch_warning = arch_note(&info);
-    let read_formats = raw_read_formats(bytes);
-    let read_format = |attr: usize, info: &RecordParseInfo| {
-        read_formats
-            .get(attr)
-            .copied()
-            .flatten()
-            .unwrap_or_else(|| info.read_format.bits())
-    };
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
@@ -1054,38 +1046,86 @@ pub fn read_perf_data_unwinding<'s>(
         command,
         ..
     } = info;
-    let mut mapper = Mapper {
-        by_pid: HashMap::new(),
-        ctx: MapCtx::new(build_ids, segments),
-        stacks: Stacks::new(unwind),
+    let mut pass = RecordPass {
+        path,
+        opts,
+        read_formats: raw_read_formats(bytes),
+        events,
+        mapper: Mapper {
+            by_pid: HashMap::new(),
+            ctx: MapCtx::new(build_ids, segments),
+            stacks: Stacks::new(unwind),
+        },
+        // A sample record is at least 40 bytes with the usual fields: reserve once.
+        samples: Vec::with_capacity((bytes.len() / 40).min(1 << 26)),
+        lost: 0,
+        lost_samples: 0,
+        unknown: UnknownRecords::default(),
+        health: HealthSeen::default(),
+        threads: Vec::new(),
+        forks: Vec::new(),
     };
-    // A sample record is at least 40 bytes with the usual fields: reserve once.
-    let mut samples = Vec::with_capacity((bytes.len() / 40).min(1 << 26));
-    let (mut lost, mut lost_samples) = (0u64, 0u64);
-    let mut unknown = UnknownRecords::default();
-    let mut health = HealthSeen::default();
-    let mut threads: Vec<ThreadName> = Vec::new();
-    let mut forks: Vec<ThreadStart> = Vec::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => return Err(perf_err(path, format!("{e} (file truncated or corrupt?)"))),
         };
-        let (attr_index, record) = match rec {
-            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
-            PerfFileRecord::UserRecord(u) => {
-                unknown.see(u.record_type.record_type().0);
-                continue;
+        match rec {
+            PerfFileRecord::EventRecord { attr_index, record } => {
+                pass.record(attr_index, &record)?
             }
-        };
-        unknown.see(record.record_type.0);
+            PerfFileRecord::UserRecord(u) => pass.unknown.see(u.record_type.record_type().0),
+        }
+    }
+    Ok(pass.finish(repairs.into_iter().chain(arch_warning).collect(), command))
+}
+
+/// One pass of [`read_perf_data_unwinding`] over a file's records: the address spaces
+/// (mappings per process, user stacks) and what the records add up to (samples, thread
+/// names, losses, health). One method per kind of record.
+struct RecordPass<'a, 's> {
+    path: &'a Path,
+    opts: &'a PerfDataOptions,
+    /// Each attribute's `read_format` as the file states it ([`raw_read_formats`]).
+    read_formats: Vec<Option<u64>>,
+    events: Vec<EventDesc>,
+    mapper: Mapper<'s>,
+    samples: Vec<Sample>,
+    /// `LOST` records' counts and `LOST_SAMPLES` records' counts (the larger is reported).
+    lost: u64,
+    lost_samples: u64,
+    unknown: UnknownRecords,
+    health: HealthSeen,
+    threads: Vec<ThreadName>,
+    /// Thread starts (`FORK` records).
+    forks: Vec<ThreadStart>,
+}
+
+impl RecordPass<'_, '_> {
+    /// The `read_format` of attribute `attr`: the file's own, else the crate's reading.
+    fn read_format(&self, attr: usize, info: &RecordParseInfo) -> u64 {
+        self.read_formats
+            .get(attr)
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| info.read_format.bits())
+    }
+
+    /// One event record: the checks and values the crate does not do, then the parsed
+    /// record by kind.
+    fn record(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<(), FormatError> {
+        self.unknown.see(record.record_type.0);
         if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
             let b = record.data.as_slice();
             if let Some(v) = b.get(..8) {
-                lost_samples += u64::from_le_bytes(v.try_into().expect("8 bytes"));
+                self.lost_samples += u64::from_le_bytes(v.try_into().expect("8 bytes"));
             }
-            continue;
+            return Ok(());
         }
         // linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
         // reject such a record here (found by the perf_data fuzz target).
@@ -1093,205 +1133,248 @@ pub fn read_perf_data_unwinding<'s>(
             let body = record.data.as_slice();
             if body.get(32).is_some_and(|&n| n > 20) {
                 return Err(perf_err(
-                    path,
+                    self.path,
                     "an MMAP2 record states a build-id longer than 20 bytes (file corrupt)",
                 ));
             }
         }
         if record.record_type.0 == PERF_RECORD_READ {
-            // pid, tid, then the read values (their times are all this reader needs).
-            let b = record.data.as_slice();
-            if let Some(v) = b
-                .get(8..)
-                .and_then(|r| read_values(r, read_format(attr_index, &record.parse_info)))
-            {
-                let tid = b.get(4..8).map_or(0, |t| {
-                    u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
-                });
-                health.read(attr_index, v, tid);
-            }
-            continue;
+            self.read_record(attr_index, record);
+            return Ok(());
         }
         // The sample body without its read area, for the crate (see `read_values`).
-        let mut without_read: Option<(Vec<u8>, RecordParseInfo)> = None;
-        if record.record_type.0 == PERF_RECORD_SAMPLE {
-            let b = record.data.as_slice();
-            let rf = read_format(attr_index, &record.parse_info);
-            check_callchain(&b, &record.parse_info, rf)
-                .map_err(|e| perf_err(path, format!("{e} (file corrupt)")))?;
-            if record.parse_info.sample_format.contains(SampleFormat::READ) {
-                let (start, end) = read_span(&b, &record.parse_info, rf).ok_or_else(|| {
-                    perf_err(
-                        path,
-                        "a SAMPLE record is shorter than its read values (file corrupt)",
-                    )
-                })?;
-                let v = read_values(&b[start..end], rf).expect("read_span parsed it");
-                // TID follows IDENTIFIER and IP: pid u32, tid u32.
-                let sf = record.parse_info.sample_format;
-                let at = 8
-                    * (usize::from(sf.contains(SampleFormat::IDENTIFIER))
-                        + usize::from(sf.contains(SampleFormat::IP)));
-                let tid = if sf.contains(SampleFormat::TID) {
-                    b.get(at + 4..at + 8).map_or(0, |t| {
-                        u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
-                    })
-                } else {
-                    0
-                };
-                health.read(attr_index, v, tid);
-                let mut body = Vec::with_capacity(b.len() - (end - start));
-                body.extend_from_slice(&b[..start]);
-                body.extend_from_slice(&b[end..]);
-                let mut info = record.parse_info;
-                info.sample_format.remove(SampleFormat::READ);
-                without_read = Some((body, info));
-            }
-        }
+        let without_read = if record.record_type.0 == PERF_RECORD_SAMPLE {
+            self.without_read(attr_index, record)?
+        } else {
+            None
+        };
         let stripped = without_read.as_ref().map(|(body, info)| RawEventRecord {
             record_type: record.record_type,
             misc: record.misc,
             data: RawData::Single(body),
             parse_info: *info,
         });
-        let parsed = match stripped.as_ref().unwrap_or(&record).parse() {
+        let parsed = match stripped.as_ref().unwrap_or(record).parse() {
             Ok(p) => p,
             Err(e) => {
                 return Err(perf_err(
-                    path,
+                    self.path,
                     format!("a {:?} record cannot be parsed: {e}", record.record_type),
                 ))
             }
         };
         match parsed {
-            EventRecord::Sample(s) => {
-                let Some(ip) = s.ip else { continue };
-                // Kernel, user, guest or hypervisor from the record's cpumode (by address
-                // only when the record does not say).
-                let space = Space::of_misc(record.misc).resolve(ip);
-                if space.is_kernel() && !opts.keep_kernel {
-                    continue;
-                }
-                let pid = s.pid.unwrap_or(-1);
-                let ip_loc = mapper.locate(pid, space, ip);
-                let mut callchain = Vec::new();
-                // Where the call chain's user part starts (entries after it are user space).
-                let mut user_from: Option<usize> = None;
-                if let Some(cc) = s.callchain {
-                    let mut first = true;
-                    let mut ctx = space;
-                    for i in 0..cc.len() {
-                        let Some(a) = cc.get(i) else { break };
-                        if a >= PERF_CONTEXT_MAX {
-                            // A context marker: the entries after it are in that space.
-                            ctx = Space::of_marker(a).unwrap_or(Space::Unknown);
-                            continue;
-                        }
-                        if first {
-                            first = false;
-                            if a == ip {
-                                continue;
-                            }
-                        }
-                        if ctx.resolve(a) == Space::User && user_from.is_none() {
-                            user_from = Some(callchain.len());
-                        }
-                        callchain.push(mapper.locate(pid, ctx, a));
-                    }
-                }
-                // A copy of the user stack (`--call-graph dwarf`): its unwound callers
-                // replace whatever user part the call chain had.
-                if let (Some(regs), Some((stack, dyn_size))) =
-                    (Stacks::regs(s.user_regs.as_ref()), s.user_stack.as_ref())
-                {
-                    let stack = stack.as_slice();
-                    let n = usize::try_from(*dyn_size).map_or(stack.len(), |d| d.min(stack.len()));
-                    if let Some(ras) = mapper.stacks.unwind(pid, regs, &stack[..n]) {
-                        let ras = ras.to_vec();
-                        callchain.truncate(user_from.unwrap_or(callchain.len()));
-                        if space.is_kernel() {
-                            callchain.push(mapper.locate(pid, Space::User, regs.ip));
-                        }
-                        for ra in ras {
-                            callchain.push(mapper.locate(pid, Space::User, ra));
-                        }
-                    }
-                }
-                let mut branches = Vec::new();
-                let rf = read_format(attr_index, &record.parse_info);
-                if let Some(bs) = branch_stack(&record.data, &record.parse_info, rf) {
-                    for (from, to, flags) in bs {
-                        branches.push(Branch {
-                            from: mapper.locate(pid, Space::Unknown, from),
-                            to: mapper.locate(pid, Space::Unknown, to),
-                            mispredicted: flags & 1 != 0,
-                            predicted_known: flags & 3 != 0,
-                            cycles: ((flags >> 4) & 0xffff) as u32,
-                        });
-                    }
-                }
-                let event = u16::try_from(attr_index).map_err(|_| {
-                    perf_err(path, format!("event index {attr_index} out of range"))
-                })?;
-                health.last_time = health.last_time.max(s.timestamp.unwrap_or(0));
-                samples.push(Sample {
-                    event,
-                    pid: s.pid.unwrap_or(-1) as u32,
-                    tid: s.tid.unwrap_or(-1) as u32,
-                    time: s.timestamp.unwrap_or(0),
-                    cpu: s.cpu.unwrap_or(u32::MAX),
-                    period: s.period.unwrap_or_else(|| match events.get(attr_index) {
-                        Some(EventDesc {
-                            config:
-                                SamplingConfig {
-                                    period: PeriodMode::Fixed(p),
-                                    ..
-                                },
-                            ..
-                        }) => *p,
-                        _ => 1,
-                    }),
-                    ip: ip_loc,
-                    callchain,
-                    branches,
+            EventRecord::Sample(s) => self.sample(attr_index, record, &s)?,
+            EventRecord::Mmap(_) | EventRecord::Mmap2(_) => self.mapping(parsed),
+            EventRecord::Fork(_) | EventRecord::Comm(_) => {
+                self.thread(parsed, record.timestamp().unwrap_or(0))
+            }
+            EventRecord::Lost(l) => self.lost += l.count,
+            EventRecord::Throttle(t) => self.health.throttle(attr_index, t.id, t.timestamp),
+            EventRecord::Unthrottle(t) => self.health.unthrottle(attr_index, t.id, t.timestamp),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A `READ` record: pid, tid, then the read values (their times are all this reader
+    /// needs).
+    fn read_record(&mut self, attr_index: usize, record: &RawEventRecord<'_>) {
+        let b = record.data.as_slice();
+        if let Some(v) = b
+            .get(8..)
+            .and_then(|r| read_values(r, self.read_format(attr_index, &record.parse_info)))
+        {
+            let tid = b.get(4..8).map_or(0, |t| {
+                u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
+            });
+            self.health.read(attr_index, v, tid);
+        }
+    }
+
+    /// A `SAMPLE` record's call chain checked, and its read values taken for the health:
+    /// the body without them and the parse info without `READ` for the crate, `None` when
+    /// the sample has none.
+    fn without_read(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<Option<(Vec<u8>, RecordParseInfo)>, FormatError> {
+        let b = record.data.as_slice();
+        let rf = self.read_format(attr_index, &record.parse_info);
+        check_callchain(&b, &record.parse_info, rf)
+            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
+        if !record.parse_info.sample_format.contains(SampleFormat::READ) {
+            return Ok(None);
+        }
+        let (start, end) = read_span(&b, &record.parse_info, rf).ok_or_else(|| {
+            perf_err(
+                self.path,
+                "a SAMPLE record is shorter than its read values (file corrupt)",
+            )
+        })?;
+        let v = read_values(&b[start..end], rf).expect("read_span parsed it");
+        // TID follows IDENTIFIER and IP: pid u32, tid u32.
+        let sf = record.parse_info.sample_format;
+        let at = 8
+            * (usize::from(sf.contains(SampleFormat::IDENTIFIER))
+                + usize::from(sf.contains(SampleFormat::IP)));
+        let tid = if sf.contains(SampleFormat::TID) {
+            b.get(at + 4..at + 8).map_or(0, |t| {
+                u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
+            })
+        } else {
+            0
+        };
+        self.health.read(attr_index, v, tid);
+        let mut body = Vec::with_capacity(b.len() - (end - start));
+        body.extend_from_slice(&b[..start]);
+        body.extend_from_slice(&b[end..]);
+        let mut info = record.parse_info;
+        info.sample_format.remove(SampleFormat::READ);
+        Ok(Some((body, info)))
+    }
+
+    /// A sample: its ip, call chain (unwound user stack) and branch stack located.
+    fn sample(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+        s: &SampleRecord<'_>,
+    ) -> Result<(), FormatError> {
+        let Some(ip) = s.ip else { return Ok(()) };
+        // Kernel, user, guest or hypervisor from the record's cpumode (by address only when
+        // the record does not say).
+        let space = Space::of_misc(record.misc).resolve(ip);
+        if space.is_kernel() && !self.opts.keep_kernel {
+            return Ok(());
+        }
+        let pid = s.pid.unwrap_or(-1);
+        let ip_loc = self.mapper.locate(pid, space, ip);
+        let callchain = self.callchain(s, pid, space, ip);
+        let mut branches = Vec::new();
+        let rf = self.read_format(attr_index, &record.parse_info);
+        if let Some(bs) = branch_stack(&record.data, &record.parse_info, rf) {
+            for (from, to, flags) in bs {
+                branches.push(Branch {
+                    from: self.mapper.locate(pid, Space::Unknown, from),
+                    to: self.mapper.locate(pid, Space::Unknown, to),
+                    mispredicted: flags & 1 != 0,
+                    predicted_known: flags & 3 != 0,
+                    cycles: ((flags >> 4) & 0xffff) as u32,
                 });
             }
-            EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
-                add_mapping(
-                    &mut mapper.ctx.kernel_maps,
-                    Mapping::new(
-                        m.address,
-                        m.length,
-                        m.page_offset,
-                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        None,
-                    ),
-                );
+        }
+        let event = u16::try_from(attr_index)
+            .map_err(|_| perf_err(self.path, format!("event index {attr_index} out of range")))?;
+        self.health.last_time = self.health.last_time.max(s.timestamp.unwrap_or(0));
+        let period = s
+            .period
+            .unwrap_or_else(|| match self.events.get(attr_index) {
+                Some(EventDesc {
+                    config:
+                        SamplingConfig {
+                            period: PeriodMode::Fixed(p),
+                            ..
+                        },
+                    ..
+                }) => *p,
+                _ => 1,
+            });
+        self.samples.push(Sample {
+            event,
+            pid: s.pid.unwrap_or(-1) as u32,
+            tid: s.tid.unwrap_or(-1) as u32,
+            time: s.timestamp.unwrap_or(0),
+            cpu: s.cpu.unwrap_or(u32::MAX),
+            period,
+            ip: ip_loc,
+            callchain,
+            branches,
+        });
+        Ok(())
+    }
+
+    /// A sample's callers: its call chain located (context markers switch the space, the
+    /// first entry dropped when it repeats the ip), the user part replaced by the unwound
+    /// user stack of a `--call-graph dwarf` recording.
+    fn callchain(
+        &mut self,
+        s: &SampleRecord<'_>,
+        pid: i32,
+        space: Space,
+        ip: u64,
+    ) -> Vec<Location> {
+        let mut callchain = Vec::new();
+        // Where the call chain's user part starts (entries after it are user space).
+        let mut user_from: Option<usize> = None;
+        if let Some(cc) = &s.callchain {
+            let mut first = true;
+            let mut ctx = space;
+            for i in 0..cc.len() {
+                let Some(a) = cc.get(i) else { break };
+                if a >= PERF_CONTEXT_MAX {
+                    // A context marker: the entries after it are in that space.
+                    ctx = Space::of_marker(a).unwrap_or(Space::Unknown);
+                    continue;
+                }
+                if first {
+                    first = false;
+                    if a == ip {
+                        continue;
+                    }
+                }
+                if ctx.resolve(a) == Space::User && user_from.is_none() {
+                    user_from = Some(callchain.len());
+                }
+                callchain.push(self.mapper.locate(pid, ctx, a));
             }
-            EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => {
-                add_mapping(
-                    &mut mapper.ctx.kernel_maps,
-                    Mapping::new(
-                        m.address,
-                        m.length,
-                        m.page_offset,
-                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        None,
-                    ),
-                );
+        }
+        // A copy of the user stack (`--call-graph dwarf`): its unwound callers replace
+        // whatever user part the call chain had.
+        if let (Some(regs), Some((stack, dyn_size))) =
+            (Stacks::regs(s.user_regs.as_ref()), s.user_stack.as_ref())
+        {
+            let stack = stack.as_slice();
+            let n = usize::try_from(*dyn_size).map_or(stack.len(), |d| d.min(stack.len()));
+            if let Some(ras) = self.mapper.stacks.unwind(pid, regs, &stack[..n]) {
+                let ras = ras.to_vec();
+                callchain.truncate(user_from.unwrap_or(callchain.len()));
+                if space.is_kernel() {
+                    callchain.push(self.mapper.locate(pid, Space::User, regs.ip));
+                }
+                for ra in ras {
+                    callchain.push(self.mapper.locate(pid, Space::User, ra));
+                }
             }
-            EventRecord::Mmap(m) if m.is_executable => {
-                mapper.add(
-                    m.pid,
-                    Mapping::new(
-                        m.address,
-                        m.length,
-                        m.page_offset,
-                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        None,
-                    ),
-                );
-            }
+        }
+        callchain
+    }
+
+    /// An `MMAP`/`MMAP2` record: a kernel mapping, or an executable mapping of a process.
+    fn mapping(&mut self, record: EventRecord<'_>) {
+        let mapping = |address, length, page_offset, path: &RawData<'_>, build_id| {
+            Mapping::new(
+                address,
+                length,
+                page_offset,
+                String::from_utf8_lossy(&path.as_slice()).into_owned(),
+                build_id,
+            )
+        };
+        match record {
+            EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
+                &mut self.mapper.ctx.kernel_maps,
+                mapping(m.address, m.length, m.page_offset, &m.path, None),
+            ),
+            EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
+                &mut self.mapper.ctx.kernel_maps,
+                mapping(m.address, m.length, m.page_offset, &m.path, None),
+            ),
+            EventRecord::Mmap(m) if m.is_executable => self.mapper.add(
+                m.pid,
+                mapping(m.address, m.length, m.page_offset, &m.path, None),
+            ),
             EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
                 let build_id = match &m.file_id {
                     linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(b)
@@ -1301,39 +1384,41 @@ pub fn read_perf_data_unwinding<'s>(
                     }
                     _ => None,
                 };
-                mapper.add(
+                self.mapper.add(
                     m.pid,
-                    Mapping::new(
-                        m.address,
-                        m.length,
-                        m.page_offset,
-                        String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
-                        build_id,
-                    ),
+                    mapping(m.address, m.length, m.page_offset, &m.path, build_id),
                 );
             }
+            _ => {}
+        }
+    }
+
+    /// A `FORK` or `COMM` record at `time`: the process's mappings and unwinder state, and
+    /// the thread's name from then on.
+    fn thread(&mut self, record: EventRecord<'_>, time: u64) {
+        match record {
             EventRecord::Fork(f) if f.pid != f.ppid => {
-                forks.push(ThreadStart {
+                self.forks.push(ThreadStart {
                     pid: f.pid as u32,
                     tid: f.tid as u32,
                     ppid: f.ppid as u32,
                     ptid: f.ptid as u32,
-                    time: record.timestamp().unwrap_or(0),
+                    time,
                 });
-                if let Some(v) = mapper.by_pid.get(&f.ppid).cloned() {
-                    mapper.by_pid.insert(f.pid, v);
-                    mapper.stacks.fork(f.ppid, f.pid);
+                if let Some(v) = self.mapper.by_pid.get(&f.ppid).cloned() {
+                    self.mapper.by_pid.insert(f.pid, v);
+                    self.mapper.stacks.fork(f.ppid, f.pid);
                 }
                 // The child has its parent's name until it renames itself or execs (perf
                 // script names a sample between the fork and the exec's COMM so); without
                 // this entry the lookup would fall back to the child's first own name, the
                 // exec'd program's.
-                let parent = threads.iter().rev().find(|t| t.tid == f.ptid as u32);
+                let parent = self.threads.iter().rev().find(|t| t.tid == f.ptid as u32);
                 if let Some(comm) = parent.map(|t| t.comm.clone()) {
-                    threads.push(ThreadName {
+                    self.threads.push(ThreadName {
                         pid: f.pid as u32,
                         tid: f.tid as u32,
-                        time: record.timestamp().unwrap_or(0),
+                        time,
                         comm,
                         exec: false,
                     });
@@ -1341,50 +1426,54 @@ pub fn read_perf_data_unwinding<'s>(
             }
             EventRecord::Comm(c) => {
                 if c.is_execve {
-                    mapper.by_pid.remove(&c.pid);
-                    mapper.stacks.exec(c.pid);
+                    self.mapper.by_pid.remove(&c.pid);
+                    self.mapper.stacks.exec(c.pid);
                 }
                 // The thread's name from now on (perf script's comm column); the name is
                 // NUL-terminated and padded to 8 bytes.
                 let raw = c.name.as_slice();
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                threads.push(ThreadName {
+                self.threads.push(ThreadName {
                     pid: c.pid as u32,
                     tid: c.tid as u32,
-                    time: record.timestamp().unwrap_or(0),
+                    time,
                     comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
                     exec: c.is_execve,
                 });
             }
-            EventRecord::Lost(l) => lost += l.count,
-            EventRecord::Throttle(t) => health.throttle(attr_index, t.id, t.timestamp),
-            EventRecord::Unthrottle(t) => health.unthrottle(attr_index, t.id, t.timestamp),
             _ => {}
         }
     }
-    let mut notes = std::mem::take(&mut mapper.ctx.notes);
-    notes
-        .warnings
-        .splice(0..0, repairs.into_iter().chain(arch_warning));
-    if let Some(w) = unknown.warning() {
-        notes.warnings.push(w);
+
+    /// The sample set and notes: `first_warnings` (repairs, architecture) before the
+    /// mapper's, then unknown records and the unwinder's.
+    fn finish(
+        mut self,
+        first_warnings: Vec<String>,
+        command: Vec<String>,
+    ) -> (SampleSet, ReadNotes) {
+        let mut notes = std::mem::take(&mut self.mapper.ctx.notes);
+        notes.warnings.splice(0..0, first_warnings);
+        if let Some(w) = self.unknown.warning() {
+            notes.warnings.push(w);
+        }
+        notes.warnings.extend(self.mapper.stacks.warnings());
+        (
+            SampleSet {
+                modules: self.mapper.ctx.modules,
+                events: self.events,
+                samples: self.samples,
+                lost: self.lost.max(self.lost_samples),
+                command,
+                outcome: None,
+                health: self.health.finish(),
+                threads: self.threads,
+                forks: self.forks,
+                kernel_symbols: Vec::new(),
+            },
+            notes,
+        )
     }
-    notes.warnings.extend(mapper.stacks.warnings());
-    Ok((
-        SampleSet {
-            modules: mapper.ctx.modules,
-            events,
-            samples,
-            lost: lost.max(lost_samples),
-            command,
-            outcome: None,
-            health: health.finish(),
-            threads,
-            forks,
-            kernel_symbols: Vec::new(),
-        },
-        notes,
-    ))
 }
 
 /// Throttling and enabled/running times gathered over a file's records.

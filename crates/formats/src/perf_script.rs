@@ -452,7 +452,7 @@ pub fn read_perf_script(
     if text.trim().is_empty() {
         return Err(FormatError::Empty { what: WHAT });
     }
-    let mut r = Resolver {
+    let r = Resolver {
         symbols,
         segments,
         modules: ModuleTable::default(),
@@ -464,80 +464,88 @@ pub fn read_perf_script(
         warned: Default::default(),
         svma_frames: false,
     };
-    let mut events: Vec<EventDesc> = Vec::new();
-    let mut out = Sink::default();
-    let mut cur: Option<Pending> = None;
-    let mut threads: Vec<ThreadName> = Vec::new();
-    let mut names: HashMap<u32, String> = HashMap::new();
-    let mut recognised = 0usize;
-    // Bare addresses (`\t4005dc`) not yet known to be a call stack (followed by a
-    // branch-stack line: llvm-profgen's hybrid sample) or samples of their own (`-F ip`).
-    let mut bare: Vec<u64> = Vec::new();
-    let mut dropped = Dropped::default();
+    let mut p = ScriptParse {
+        r,
+        events: Vec::new(),
+        out: Sink::default(),
+        cur: None,
+        threads: Vec::new(),
+        names: HashMap::new(),
+        recognised: 0,
+        bare: Vec::new(),
+        dropped: Dropped::default(),
+    };
     for (i, raw) in text.split('\n').enumerate() {
-        let lineno = i + 1;
-        let line = raw.trim_end_matches('\r');
+        p.line(i + 1, raw.trim_end_matches('\r'))?;
+    }
+    p.end_sample(text.lines().count())?;
+    p.finish()
+}
+
+/// The state of [`read_perf_script`] between lines: the sample being read, the bare
+/// addresses not yet placed, and what the lines so far add up to.
+struct ScriptParse<'s> {
+    r: Resolver<'s>,
+    events: Vec<EventDesc>,
+    out: Sink,
+    cur: Option<Pending>,
+    threads: Vec<ThreadName>,
+    /// Each thread's last name (a `ThreadName` is kept when it changes).
+    names: HashMap<u32, String>,
+    /// Lines recognised as this format (headers, frames, records, counts, branch stacks).
+    recognised: usize,
+    /// Bare addresses (`\t4005dc`) not yet known to be a call stack (followed by a
+    /// branch-stack line: llvm-profgen's hybrid sample) or samples of their own (`-F ip`).
+    bare: Vec<u64>,
+    dropped: Dropped,
+}
+
+impl ScriptParse<'_> {
+    /// Ends the pending sample and places the bare addresses (before a blank line, a
+    /// record, a header and at the end).
+    fn end_sample(&mut self, lineno: usize) -> Result<(), FormatError> {
+        self.out.finish(&mut self.cur, &mut self.dropped, lineno)?;
+        self.out
+            .flush_bare(&mut self.r, &mut self.bare, &mut self.events)
+    }
+
+    /// One line (without its line end), by kind.
+    fn line(&mut self, lineno: usize, line: &str) -> Result<(), FormatError> {
         if line.trim().is_empty() {
-            out.finish(&mut cur, &mut dropped, lineno)?;
-            out.flush_bare(&mut r, &mut bare, &mut events)?;
-            continue;
+            return self.end_sample(lineno);
         }
         if line.trim_start().starts_with('#') {
             if line.trim() == SVMA_MARKER {
-                r.svma_frames = true;
+                self.r.svma_frames = true;
             }
-            continue;
+            return Ok(());
         }
         if line.contains("PERF_RECORD_") {
-            out.finish(&mut cur, &mut dropped, lineno)?;
-            out.flush_bare(&mut r, &mut bare, &mut events)?;
+            self.end_sample(lineno)?;
             if let Some((pid, m, exec)) = parse_mmap(line) {
                 if exec {
-                    let v = r.maps.entry(pid).or_default();
+                    let v = self.r.maps.entry(pid).or_default();
                     v.retain(|x| x.end <= m.start || x.start >= m.end);
                     v.push(m);
                 }
             }
-            recognised += 1;
-            continue;
+            self.recognised += 1;
+            return Ok(());
         }
         // llvm-profgen's aggregated script: a count before each sample.
-        if is_count_line(line) && !line.starts_with([' ', '\t']) && cur.is_none() {
-            out.flush_bare(&mut r, &mut bare, &mut events)?;
-            out.weight = line.trim_end().parse().map_err(|_| FormatError::Syntax {
+        if is_count_line(line) && !line.starts_with([' ', '\t']) && self.cur.is_none() {
+            self.out
+                .flush_bare(&mut self.r, &mut self.bare, &mut self.events)?;
+            self.out.weight = line.trim_end().parse().map_err(|_| FormatError::Syntax {
                 what: WHAT,
                 line: lineno,
                 detail: format!("sample count {:?} is over 2^64 - 1", line.trim_end()),
             })?;
-            recognised += 1;
-            continue;
+            self.recognised += 1;
+            return Ok(());
         }
-        // A branch-stack line: it ends the sample before it (call stack, or header).
         if is_branch_line(line) {
-            recognised += 1;
-            if let Some(p) = cur.as_mut() {
-                let dso = p.dso.clone();
-                branches_into(&mut r, &mut p.sample, line, dso.as_deref());
-                out.finish(&mut cur, &mut dropped, lineno)?;
-                continue;
-            }
-            ensure_event(&mut events);
-            let mut s = blank_sample();
-            branches_into(&mut r, &mut s, line, None);
-            if let Some((&leaf, callers)) = bare.split_first() {
-                s.ip = r.resolve(u32::MAX, &frame_at(leaf), None);
-                s.callchain = callers
-                    .iter()
-                    .map(|&a| r.resolve(u32::MAX, &frame_at(a), None))
-                    .collect();
-                bare.clear();
-            } else if let Some(b) = s.branches.first() {
-                // No ip printed: the newest branch's target is where the sample was taken
-                // (llvm-profgen takes it as the leaf too).
-                s.ip = b.to;
-            }
-            out.push(s)?;
-            continue;
+            return self.branch_line(lineno, line);
         }
         let toks: Vec<&str> = line.split_ascii_whitespace().collect();
         // A header has a time token, or an `event:` token after a pid token.
@@ -559,75 +567,121 @@ pub fn read_perf_script(
                 && time_i.is_none()
                 && ev_i.is_none();
         if is_frame_line || (time_i.is_none() && ev_i.is_none()) {
-            let Some((f, rest)) = parse_frame(line) else {
-                if cur.is_none() && recognised == 0 {
-                    return Err(FormatError::NotThisFormat {
-                        what: WHAT,
-                        detail: format!(
-                            "line {lineno} is neither a sample header nor a frame: {:?}",
-                            line.chars().take(60).collect::<String>()
-                        ),
-                    });
-                }
-                // Tolerant: a line neither header nor frame (a non-hex address, a field
-                // this reader does not know) is skipped, counted and reported.
-                dropped.line(lineno, line);
-                continue;
-            };
-            recognised += 1;
-            let f = Frame {
-                chain: line.starts_with('\t'),
-                ..f
-            };
-            match cur.as_mut() {
-                Some(p) => {
-                    let pid = p.sample.pid;
-                    let loc = r.resolve(pid, &f, None);
-                    if p.ip_known {
-                        p.sample.callchain.push(loc);
-                    } else {
-                        p.sample.ip = loc;
-                        p.ip_known = true;
-                        p.dso = f.dso.map(str::to_string);
-                    }
-                }
-                None if f.sym.is_none() && f.dso.is_none() && rest.trim().is_empty() => {
-                    // A bare address: a call-stack line or a sample of its own, decided by
-                    // what follows.
-                    bare.push(f.addr);
-                }
-                None if f.chain => {
-                    // A call stack without a header (`-F ip,sym,dso` of a `-g` recording):
-                    // its first frame is the sample's ip, the others its callers, up to the
-                    // blank line.
-                    out.flush_bare(&mut r, &mut bare, &mut events)?;
-                    ensure_event(&mut events);
-                    let mut s = blank_sample();
-                    s.ip = r.resolve(u32::MAX, &f, None);
-                    cur = Some(Pending {
-                        sample: s,
-                        ip_known: true,
-                        dso: f.dso.map(str::to_string),
-                    });
-                }
-                None => {
-                    // A sample of its own (`-F ip,sym,dso`).
-                    out.flush_bare(&mut r, &mut bare, &mut events)?;
-                    ensure_event(&mut events);
-                    let loc = r.resolve(u32::MAX, &f, None);
-                    let mut s = blank_sample();
-                    s.ip = loc;
-                    let dso = f.dso.map(str::to_string);
-                    branches_into(&mut r, &mut s, rest, dso.as_deref());
-                    out.push(s)?;
+            return self.frame_line(lineno, line);
+        }
+        self.header(lineno, line, &toks, time_i, ev_i)
+    }
+
+    /// A branch-stack line: it ends the sample before it (call stack, or header).
+    fn branch_line(&mut self, lineno: usize, line: &str) -> Result<(), FormatError> {
+        self.recognised += 1;
+        if let Some(p) = self.cur.as_mut() {
+            let dso = p.dso.clone();
+            branches_into(&mut self.r, &mut p.sample, line, dso.as_deref());
+            return self.out.finish(&mut self.cur, &mut self.dropped, lineno);
+        }
+        ensure_event(&mut self.events);
+        let mut s = blank_sample();
+        branches_into(&mut self.r, &mut s, line, None);
+        if let Some((&leaf, callers)) = self.bare.split_first() {
+            s.ip = self.r.resolve(u32::MAX, &frame_at(leaf), None);
+            s.callchain = callers
+                .iter()
+                .map(|&a| self.r.resolve(u32::MAX, &frame_at(a), None))
+                .collect();
+            self.bare.clear();
+        } else if let Some(b) = s.branches.first() {
+            // No ip printed: the newest branch's target is where the sample was taken
+            // (llvm-profgen takes it as the leaf too).
+            s.ip = b.to;
+        }
+        self.out.push(s)
+    }
+
+    /// A frame line: the pending sample's ip or next caller, else a bare address, a call
+    /// stack without a header, or a sample of its own.
+    fn frame_line(&mut self, lineno: usize, line: &str) -> Result<(), FormatError> {
+        let Some((f, rest)) = parse_frame(line) else {
+            if self.cur.is_none() && self.recognised == 0 {
+                return Err(FormatError::NotThisFormat {
+                    what: WHAT,
+                    detail: format!(
+                        "line {lineno} is neither a sample header nor a frame: {:?}",
+                        line.chars().take(60).collect::<String>()
+                    ),
+                });
+            }
+            // Tolerant: a line neither header nor frame (a non-hex address, a field this
+            // reader does not know) is skipped, counted and reported.
+            self.dropped.line(lineno, line);
+            return Ok(());
+        };
+        self.recognised += 1;
+        let f = Frame {
+            chain: line.starts_with('\t'),
+            ..f
+        };
+        match self.cur.as_mut() {
+            Some(p) => {
+                let pid = p.sample.pid;
+                let loc = self.r.resolve(pid, &f, None);
+                if p.ip_known {
+                    p.sample.callchain.push(loc);
+                } else {
+                    p.sample.ip = loc;
+                    p.ip_known = true;
+                    p.dso = f.dso.map(str::to_string);
                 }
             }
-            continue;
+            None if f.sym.is_none() && f.dso.is_none() && rest.trim().is_empty() => {
+                // A bare address: a call-stack line or a sample of its own, decided by what
+                // follows.
+                self.bare.push(f.addr);
+            }
+            None if f.chain => {
+                // A call stack without a header (`-F ip,sym,dso` of a `-g` recording): its
+                // first frame is the sample's ip, the others its callers, up to the blank
+                // line.
+                self.out
+                    .flush_bare(&mut self.r, &mut self.bare, &mut self.events)?;
+                ensure_event(&mut self.events);
+                let mut s = blank_sample();
+                s.ip = self.r.resolve(u32::MAX, &f, None);
+                self.cur = Some(Pending {
+                    sample: s,
+                    ip_known: true,
+                    dso: f.dso.map(str::to_string),
+                });
+            }
+            None => {
+                // A sample of its own (`-F ip,sym,dso`).
+                self.out
+                    .flush_bare(&mut self.r, &mut self.bare, &mut self.events)?;
+                ensure_event(&mut self.events);
+                let loc = self.r.resolve(u32::MAX, &f, None);
+                let mut s = blank_sample();
+                s.ip = loc;
+                let dso = f.dso.map(str::to_string);
+                branches_into(&mut self.r, &mut s, rest, dso.as_deref());
+                self.out.push(s)?;
+            }
         }
-        // Header line.
-        out.finish(&mut cur, &mut dropped, lineno)?;
-        out.flush_bare(&mut r, &mut bare, &mut events)?;
-        recognised += 1;
+        Ok(())
+    }
+
+    /// A sample header (`toks`: its tokens; `time_i`, `ev_i`: where the time and the
+    /// `event:` are): starts a pending sample, with the inline frame and branch stack that
+    /// follow the event.
+    fn header(
+        &mut self,
+        lineno: usize,
+        line: &str,
+        toks: &[&str],
+        time_i: Option<usize>,
+        ev_i: Option<usize>,
+    ) -> Result<(), FormatError> {
+        self.end_sample(lineno)?;
+        self.recognised += 1;
         let stop = time_i.or(ev_i).unwrap_or(0);
         let cpu_i = toks[..stop].iter().position(|t| is_cpu(t));
         let pid_limit = cpu_i.unwrap_or(stop);
@@ -660,18 +714,57 @@ pub fn read_perf_script(
         // The comm column (everything before the pid token; a name may hold spaces): the
         // thread's name from this sample on, kept when it changes.
         if let Some(pi) = pid_i.filter(|&pi| pi > 0) {
-            let comm = toks[..pi].join(" ");
-            if names.get(&s.tid) != Some(&comm) {
-                names.insert(s.tid, comm.clone());
-                threads.push(ThreadName {
-                    pid: s.pid,
-                    tid: s.tid,
-                    time: s.time,
-                    comm,
-                    exec: false,
-                });
-            }
+            self.thread_name(&s, toks[..pi].join(" "));
         }
+        self.header_event(lineno, toks, ev_i, pid_i, &mut s)?;
+        // What follows the event (or the time): an inline frame and brstack entries.
+        let after_idx = ev_i.or(time_i).unwrap_or(0);
+        let mut rest = line;
+        for t in &toks[..=after_idx] {
+            let at = rest.find(t).unwrap_or(0) + t.len();
+            rest = &rest[at..];
+        }
+        let mut ip_known = false;
+        let mut dso = None;
+        let mut tail = rest;
+        if let Some((f, after)) = parse_frame(rest) {
+            s.ip = self.r.resolve(s.pid, &f, None);
+            ip_known = true;
+            dso = f.dso.map(str::to_string);
+            tail = after;
+        }
+        branches_into(&mut self.r, &mut s, tail, dso.as_deref());
+        self.cur = Some(Pending {
+            sample: s,
+            ip_known,
+            dso,
+        });
+        Ok(())
+    }
+
+    /// `comm` as the name of `s`'s thread from `s` on, when it changes.
+    fn thread_name(&mut self, s: &Sample, comm: String) {
+        if self.names.get(&s.tid) != Some(&comm) {
+            self.names.insert(s.tid, comm.clone());
+            self.threads.push(ThreadName {
+                pid: s.pid,
+                tid: s.tid,
+                time: s.time,
+                comm,
+                exec: false,
+            });
+        }
+    }
+
+    /// A header's event (`ev_i`; "unknown" without one) and the period before it, into `s`.
+    fn header_event(
+        &mut self,
+        lineno: usize,
+        toks: &[&str],
+        ev_i: Option<usize>,
+        pid_i: Option<usize>,
+        s: &mut Sample,
+    ) -> Result<(), FormatError> {
         let ev_name = match ev_i {
             Some(e) => {
                 if e > 0 {
@@ -685,15 +778,15 @@ pub fn read_perf_script(
             }
             None => "unknown".to_string(),
         };
-        let ev = match events.iter().position(|x| x.name == ev_name) {
+        let ev = match self.events.iter().position(|x| x.name == ev_name) {
             Some(i) => i,
             None => {
-                events.push(EventDesc {
+                self.events.push(EventDesc {
                     kind: event_kind(&ev_name),
                     name: ev_name,
                     config: SamplingConfig::default(),
                 });
-                events.len() - 1
+                self.events.len() - 1
             }
         };
         s.event = u16::try_from(ev).map_err(|_| FormatError::Syntax {
@@ -701,59 +794,40 @@ pub fn read_perf_script(
             line: lineno,
             detail: "more than 65535 distinct events".into(),
         })?;
-        // What follows the event (or the time): an inline frame and brstack entries.
-        let after_idx = ev_i.or(time_i).unwrap_or(0);
-        let mut rest = line;
-        for t in &toks[..=after_idx] {
-            let at = rest.find(t).unwrap_or(0) + t.len();
-            rest = &rest[at..];
+        Ok(())
+    }
+
+    /// The sample set, once every line is read.
+    fn finish(mut self) -> Result<(SampleSet, ReadNotes), FormatError> {
+        let samples = self.out.samples;
+        if samples.is_empty() && self.recognised == 0 {
+            return Err(FormatError::NotThisFormat {
+                what: WHAT,
+                detail: "no sample lines found".into(),
+            });
         }
-        let mut ip_known = false;
-        let mut dso = None;
-        let mut tail = rest;
-        if let Some((f, after)) = parse_frame(rest) {
-            s.ip = r.resolve(s.pid, &f, None);
-            ip_known = true;
-            dso = f.dso.map(str::to_string);
-            tail = after;
+        if let Some(w) = self.dropped.warning() {
+            self.r.notes.warnings.push(w);
         }
-        branches_into(&mut r, &mut s, tail, dso.as_deref());
-        cur = Some(Pending {
-            sample: s,
-            ip_known,
-            dso,
-        });
+        Ok((
+            SampleSet {
+                modules: self.r.modules,
+                events: self.events,
+                samples,
+                lost: 0,
+                command: Vec::new(),
+                outcome: None,
+                // perf script text has no throttle records (perf 6.1 cannot print them) and no
+                // enabled/running times: the health is unknown.
+                health: RecordingHealth::default(),
+                threads: self.threads,
+                // perf script prints no fork records.
+                forks: Vec::new(),
+                kernel_symbols: Vec::new(),
+            },
+            self.r.notes,
+        ))
     }
-    out.finish(&mut cur, &mut dropped, text.lines().count())?;
-    out.flush_bare(&mut r, &mut bare, &mut events)?;
-    let samples = out.samples;
-    if samples.is_empty() && recognised == 0 {
-        return Err(FormatError::NotThisFormat {
-            what: WHAT,
-            detail: "no sample lines found".into(),
-        });
-    }
-    if let Some(w) = dropped.warning() {
-        r.notes.warnings.push(w);
-    }
-    Ok((
-        SampleSet {
-            modules: r.modules,
-            events,
-            samples,
-            lost: 0,
-            command: Vec::new(),
-            outcome: None,
-            // perf script text has no throttle records (perf 6.1 cannot print them) and no
-            // enabled/running times: the health is unknown.
-            health: RecordingHealth::default(),
-            threads,
-            // perf script prints no fork records.
-            forks: Vec::new(),
-            kernel_symbols: Vec::new(),
-        },
-        r.notes,
-    ))
 }
 
 /// Whether `text` looks like `perf script` output: the first line that decides (up to 200

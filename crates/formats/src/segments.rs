@@ -1,6 +1,6 @@
 //! Load segments of the objects a profile names: the address rule of
 //! [`proftrust_model::segments`] (re-exported here) and [`ElfSegmentsFromDisk`], a
-//! [`SegmentSource`] that reads program headers at the recorded paths.
+//! [`SegmentSource`] that reads program headers at the recorded paths (with `object`).
 //!
 //! A profiler sees a mapping `[start, end)` of file offset `pgoff` and a runtime `ip`; the
 //! file offset of `ip` is `ip - start + pgoff`, and the SVMA is that offset moved into the
@@ -22,141 +22,50 @@ pub struct ElfSegmentsFromDisk;
 
 impl SegmentSource for ElfSegmentsFromDisk {
     fn load_segments(&self, path: &str, _build_id: Option<&BuildId>) -> Option<SegmentTable> {
-        read_elf_head(path).and_then(|b| parse_elf_load_segments(&b))
-    }
-}
-
-/// Reads the ELF header and the program header table of a file.
-fn read_elf_head(path: &str) -> Option<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    if !path.starts_with('/') {
-        return None;
-    }
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut head = vec![0u8; 64];
-    let n = f.read(&mut head).ok()?;
-    head.truncate(n);
-    let h = ElfHead::parse(&head)?;
-    let end = h.phoff.checked_add(h.phentsize.checked_mul(h.phnum)?)?;
-    if end > 1 << 24 {
-        return None;
-    }
-    let mut all = vec![0u8; usize::try_from(end).ok()?];
-    f.seek(SeekFrom::Start(0)).ok()?;
-    f.read_exact(&mut all).ok()?;
-    Some(all)
-}
-
-/// The fields of an ELF header that locate the program headers.
-struct ElfHead {
-    class64: bool,
-    big: bool,
-    phoff: u64,
-    phentsize: u64,
-    phnum: u64,
-}
-
-impl ElfHead {
-    fn parse(b: &[u8]) -> Option<ElfHead> {
-        if b.len() < 52 || &b[..4] != b"\x7fELF" {
+        if !path.starts_with('/') {
             return None;
         }
-        let class64 = match b[4] {
-            1 => false,
-            2 => true,
-            _ => return None,
-        };
-        let big = match b[5] {
-            1 => false,
-            2 => true,
-            _ => return None,
-        };
-        let r = Reader { b, big };
-        let (phoff, phentsize, phnum) = if class64 {
-            (r.u64(32)?, r.u16(54)?, r.u16(56)?)
-        } else {
-            (r.u32(28)?, r.u16(42)?, r.u16(44)?)
-        };
-        Some(ElfHead {
-            class64,
-            big,
-            phoff,
-            phentsize,
-            phnum,
-        })
-    }
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    big: bool,
-}
-
-impl Reader<'_> {
-    fn bytes<const N: usize>(&self, o: u64) -> Option<[u8; N]> {
-        let o = usize::try_from(o).ok()?;
-        self.b.get(o..o.checked_add(N)?)?.try_into().ok()
-    }
-    fn u16(&self, o: u64) -> Option<u64> {
-        let a = self.bytes::<2>(o)?;
-        Some(u64::from(if self.big {
-            u16::from_be_bytes(a)
-        } else {
-            u16::from_le_bytes(a)
-        }))
-    }
-    fn u32(&self, o: u64) -> Option<u64> {
-        let a = self.bytes::<4>(o)?;
-        Some(u64::from(if self.big {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
-        }))
-    }
-    fn u64(&self, o: u64) -> Option<u64> {
-        let a = self.bytes::<8>(o)?;
-        Some(if self.big {
-            u64::from_be_bytes(a)
-        } else {
-            u64::from_le_bytes(a)
-        })
+        // Only the ELF header and the program header table are read, not the whole file.
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        load_segments_of(&cache)
     }
 }
 
 /// Parses the `PT_LOAD` program headers of an ELF image, 32- or 64-bit, either byte order
-/// (only the header and the program header table need to be present).
+/// (only the header and the program header table need to be present), with `object`.
 pub fn parse_elf_load_segments(b: &[u8]) -> Option<SegmentTable> {
-    let h = ElfHead::parse(b)?;
-    let r = Reader { b, big: h.big };
-    let min = if h.class64 { 56 } else { 32 };
-    if h.phentsize < min {
-        return None;
+    load_segments_of(b)
+}
+
+fn load_segments_of<'d, R: object::ReadRef<'d>>(data: R) -> Option<SegmentTable> {
+    use object::elf::{FileHeader32, FileHeader64};
+    match object::FileKind::parse(data).ok()? {
+        object::FileKind::Elf32 => program_headers::<FileHeader32<object::Endianness>, R>(data),
+        object::FileKind::Elf64 => program_headers::<FileHeader64<object::Endianness>, R>(data),
+        _ => None,
     }
-    let mut out = Vec::new();
-    for i in 0..h.phnum {
-        let p = h.phoff.checked_add(i.checked_mul(h.phentsize)?)?;
-        if r.u32(p)? != 1 {
-            continue;
-        }
-        out.push(if h.class64 {
-            LoadSegment {
-                flags: r.u32(p + 4)? as u32,
-                offset: r.u64(p + 8)?,
-                vaddr: r.u64(p + 16)?,
-                filesz: r.u64(p + 32)?,
-                memsz: r.u64(p + 40)?,
-            }
-        } else {
-            LoadSegment {
-                offset: r.u32(p + 4)?,
-                vaddr: r.u32(p + 8)?,
-                filesz: r.u32(p + 16)?,
-                memsz: r.u32(p + 20)?,
-                flags: r.u32(p + 24)? as u32,
-            }
-        });
-    }
-    Some(SegmentTable::new(out))
+}
+
+fn program_headers<'d, H, R>(data: R) -> Option<SegmentTable>
+where
+    H: object::read::elf::FileHeader<Endian = object::Endianness>,
+    R: object::ReadRef<'d>,
+{
+    use object::read::elf::ProgramHeader;
+    let h = H::parse(data).ok()?;
+    let e = h.endian().ok()?;
+    let phs = h.program_headers(e, data).ok()?;
+    let load = phs.iter().filter(|p| p.p_type(e) == object::elf::PT_LOAD);
+    Some(SegmentTable::new(
+        load.map(|p| LoadSegment {
+            offset: p.p_offset(e).into(),
+            vaddr: p.p_vaddr(e).into(),
+            filesz: p.p_filesz(e).into(),
+            memsz: p.p_memsz(e).into(),
+            flags: p.p_flags(e),
+        })
+        .collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -181,8 +90,9 @@ mod tests {
         // A hand-built ELF32 little-endian header with one PT_LOAD at phoff 52.
         let mut b = vec![0u8; 52 + 32];
         b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 1;
-        b[5] = 1;
+        b[4] = 1; // ELFCLASS32
+        b[5] = 1; // ELFDATA2LSB
+        b[6] = 1; // EV_CURRENT
         b[28..32].copy_from_slice(&52u32.to_le_bytes());
         b[42..44].copy_from_slice(&32u16.to_le_bytes());
         b[44..46].copy_from_slice(&1u16.to_le_bytes());

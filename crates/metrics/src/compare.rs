@@ -330,6 +330,86 @@ pub fn compare(
         .join(", ");
     let smap = map_modules(&samples.modules, scope, "samples")?;
     let emap = map_modules(&exact.modules, scope, "truth")?;
+    let time_column = weight_column(exact, opts)?;
+    let (hist, elsewhere) = sampled_ips(samples, &smap, opts.event);
+    let n_s: u64 = hist.values().sum();
+    if n_s == 0 {
+        return Err(Error::NoSamplesInBinary {
+            binary: scope_name,
+            elsewhere,
+        });
+    }
+    let counts = exact_counts(exact, &emap, opts.truth_weight, time_column);
+    let n_i: u64 = counts.values().map(|v| v.0).sum();
+    let total_w: u64 = counts.values().map(|v| v.1).sum();
+    if n_i == 0 || total_w == 0 {
+        return Err(Error::NoExecutionsInBinary { binary: scope_name });
+    }
+    let names = Names::of(&hist, &counts, scope, attr);
+    let (block, static_blocks) = blocks(exact, &emap, &hist, &counts, &names.func, attr);
+
+    // ε at four granularities.
+    let eps = |key: &dyn Fn(&Addr) -> String| -> Result<f64, Error> {
+        epsilon(
+            hist.iter().map(|(k, &c)| (key(k), c)),
+            counts.iter().map(|(k, &(_, w))| (key(k), w)),
+        )
+    };
+    let epsilon_function = eps(&|k| names.func[k].clone())?;
+    let epsilon_inline = eps(&|k| names.inner[k].clone())?;
+    let epsilon_block = epsilon(
+        hist.iter().map(|(k, &c)| (block[k], c)),
+        counts.iter().map(|(k, &(_, w))| (block[k], w)),
+    )?;
+    let epsilon_instruction = epsilon(
+        hist.iter().map(|(k, &c)| (*k, c)),
+        counts.iter().map(|(k, &(_, w))| (*k, w)),
+    )?;
+
+    // Seed 001 metrics on execution counts.
+    let ips: Vec<SampledIp> = hist
+        .iter()
+        .map(|(k, &c)| {
+            let r = counts.get(k).map(|v| v.0).unwrap_or(0);
+            SampledIp {
+                samples: c,
+                executions: r,
+                block_executions: r,
+            }
+        })
+        .collect();
+    let all_counts: Vec<u64> = counts.values().map(|v| v.0).collect();
+    let hotspot = hotspot_metrics(&ips, &all_counts, n_i)?;
+
+    let f = function_rows(&hist, &counts, &names.func, opts, (n_s, total_w))?;
+    let hottest = names.hottest(&f.functions, &hist, &counts);
+    Ok(Comparison {
+        functions: f.functions,
+        hotspot,
+        epsilon_function,
+        epsilon_inline,
+        epsilon_block,
+        epsilon_instruction,
+        kendall_tau: f.kendall_tau,
+        top5_overlap: f.top5_overlap,
+        top10_overlap: f.top10_overlap,
+        coverage: f.coverage,
+        ranked_functions: f.ranked,
+        samples: n_s,
+        samples_elsewhere: elsewhere,
+        instructions: n_i,
+        exact_weight: total_w,
+        static_blocks,
+        hottest,
+    })
+}
+
+/// An address in scope: (index of the binary in the scope, SVMA).
+type Addr = (usize, u64);
+
+/// The extra cost column the truth weight reads (time model, LBR time), checked: an error
+/// when the weight needs a column the exact profile lacks.
+fn weight_column(exact: &ExactProfile, opts: &CompareOptions) -> Result<Option<usize>, Error> {
     if opts.truth_weight == TruthWeight::CyclesEstimate {
         check_columns(&exact.extra_cost_names)?;
     }
@@ -352,31 +432,40 @@ pub fn compare(
             },
         });
     }
+    Ok(time_column)
+}
 
-    // Sampled IP histogram.
-    let mut hist: BTreeMap<(usize, u64), u64> = BTreeMap::new();
+/// The sampled IP histogram of `event` in scope (`smap`: module to scope index), and the
+/// number of its samples elsewhere.
+fn sampled_ips(
+    samples: &SampleSet,
+    smap: &HashMap<ModuleIdx, usize>,
+    event: u16,
+) -> (BTreeMap<Addr, u64>, u64) {
+    let mut hist: BTreeMap<Addr, u64> = BTreeMap::new();
     let mut elsewhere = 0u64;
-    for s in samples.samples.iter().filter(|s| s.event == opts.event) {
+    for s in samples.samples.iter().filter(|s| s.event == event) {
         match s.ip.module.and_then(|m| smap.get(&m)) {
             Some(&j) => *hist.entry((j, s.ip.svma.0)).or_default() += 1,
             None => elsewhere += 1,
         }
     }
-    let n_s: u64 = hist.values().sum();
-    if n_s == 0 {
-        return Err(Error::NoSamplesInBinary {
-            binary: scope_name,
-            elsewhere,
-        });
-    }
+    (hist, elsewhere)
+}
 
-    // Exact counts and weights.
-    let mut counts: BTreeMap<(usize, u64), (u64, u64)> = BTreeMap::new();
+/// Exact (executions, weight) per address in scope (`emap`: module to scope index).
+fn exact_counts(
+    exact: &ExactProfile,
+    emap: &HashMap<ModuleIdx, usize>,
+    weight: TruthWeight,
+    time_column: Option<usize>,
+) -> BTreeMap<Addr, (u64, u64)> {
+    let mut counts: BTreeMap<Addr, (u64, u64)> = BTreeMap::new();
     for (k, ic) in exact.instructions.iter().enumerate() {
         let Some(&j) = ic.loc.module.and_then(|m| emap.get(&m)) else {
             continue;
         };
-        let w = match opts.truth_weight {
+        let w = match weight {
             TruthWeight::Instructions => ic.count,
             TruthWeight::CyclesEstimate => {
                 let costs = exact.extra_costs.get(k).map(Vec::as_slice).unwrap_or(&[]);
@@ -390,52 +479,110 @@ pub fn compare(
         e.0 += ic.count;
         e.1 += w;
     }
-    let n_i: u64 = counts.values().map(|v| v.0).sum();
-    let total_w: u64 = counts.values().map(|v| v.1).sum();
-    if n_i == 0 || total_w == 0 {
-        return Err(Error::NoExecutionsInBinary { binary: scope_name });
-    }
+    counts
+}
 
-    // Attribution of every address in either profile.
-    let addrs: BTreeSet<(usize, u64)> = hist.keys().chain(counts.keys()).copied().collect();
-    let suffix = |j: usize| -> String {
-        if j == 0 {
-            String::new()
-        } else {
-            format!(" [{}]", scope[j].file_name())
+/// The attribution of every address in either profile.
+struct Names {
+    addrs: BTreeSet<Addr>,
+    /// Outermost function (with ` [binary]` past the first binary of the scope).
+    func: HashMap<Addr, String>,
+    /// Innermost inlined function, likewise.
+    inner: HashMap<Addr, String>,
+    /// Addresses in no function keep their address as their row (never one `[unknown]`
+    /// row for all of them, issue 29); they are not the hottest function either.
+    no_function: BTreeSet<String>,
+}
+
+impl Names {
+    fn of(
+        hist: &BTreeMap<Addr, u64>,
+        counts: &BTreeMap<Addr, (u64, u64)>,
+        scope: &[Module],
+        attr: &dyn Attribution,
+    ) -> Names {
+        let addrs: BTreeSet<Addr> = hist.keys().chain(counts.keys()).copied().collect();
+        let suffix = |j: usize| -> String {
+            if j == 0 {
+                String::new()
+            } else {
+                format!(" [{}]", scope[j].file_name())
+            }
+        };
+        let mut func: HashMap<Addr, String> = HashMap::with_capacity(addrs.len());
+        let mut inner: HashMap<Addr, String> = HashMap::with_capacity(addrs.len());
+        let mut no_function: BTreeSet<String> = BTreeSet::new();
+        for &(j, a) in &addrs {
+            let f = attr.function(j, Svma(a)).unwrap_or_else(|| {
+                let n = unattributed(&scope[j], a);
+                no_function.insert(format!("{n}{}", suffix(j)));
+                n
+            });
+            let i = attr.innermost(j, Svma(a)).unwrap_or_else(|| f.clone());
+            func.insert((j, a), format!("{f}{}", suffix(j)));
+            inner.insert((j, a), format!("{i}{}", suffix(j)));
         }
-    };
-    let mut func: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
-    let mut inner: HashMap<(usize, u64), String> = HashMap::with_capacity(addrs.len());
-    // Addresses in no function keep their address as their row (never one `[unknown]`
-    // row for all of them, issue 29); they are not the hottest function either.
-    let mut no_function: BTreeSet<String> = BTreeSet::new();
-    for &(j, a) in &addrs {
-        let f = attr.function(j, Svma(a)).unwrap_or_else(|| {
-            let n = unattributed(&scope[j], a);
-            no_function.insert(format!("{n}{}", suffix(j)));
-            n
-        });
-        let i = attr.innermost(j, Svma(a)).unwrap_or_else(|| f.clone());
-        func.insert((j, a), format!("{f}{}", suffix(j)));
-        inner.insert((j, a), format!("{i}{}", suffix(j)));
+        Names {
+            addrs,
+            func,
+            inner,
+            no_function,
+        }
     }
 
-    // Blocks.
-    let edge_targets: BTreeSet<(usize, u64)> = exact
+    /// The hottest function (by exact weight, in a function), instruction by instruction:
+    /// (SVMA, samples, executions).
+    fn hottest(
+        &self,
+        functions: &[FunctionComparison],
+        hist: &BTreeMap<Addr, u64>,
+        counts: &BTreeMap<Addr, (u64, u64)>,
+    ) -> Option<HottestFunction> {
+        let f = functions
+            .iter()
+            .find(|f| !self.no_function.contains(&f.name) && f.exact_weight > 0)?;
+        let rows: Vec<(u64, u64, u64)> = self
+            .addrs
+            .iter()
+            .filter(|k| self.func[k] == f.name)
+            .map(|k| {
+                (
+                    k.1,
+                    hist.get(k).copied().unwrap_or(0),
+                    counts.get(k).map(|v| v.0).unwrap_or(0),
+                )
+            })
+            .collect();
+        Some((f.name.clone(), rows))
+    }
+}
+
+/// The block of every address, and whether the caller's CFG gave any: its blocks where it
+/// answers, else dynamic blocks from the exact profile (a new block at the first executed
+/// instruction of a function, at an edge target, after an edge source and where the count
+/// changes); a sampled address that never executed is its own block.
+fn blocks(
+    exact: &ExactProfile,
+    emap: &HashMap<ModuleIdx, usize>,
+    hist: &BTreeMap<Addr, u64>,
+    counts: &BTreeMap<Addr, (u64, u64)>,
+    func: &HashMap<Addr, String>,
+    attr: &dyn Attribution,
+) -> (HashMap<Addr, BlockKey>, bool) {
+    let edge_targets: BTreeSet<Addr> = exact
         .edges
         .iter()
         .filter_map(|e| Some((*emap.get(&e.to.module?)?, e.to.svma.0)))
         .collect();
-    let edge_sources: BTreeSet<(usize, u64)> = exact
+    let edge_sources: BTreeSet<Addr> = exact
         .edges
         .iter()
         .filter_map(|e| Some((*emap.get(&e.from.module?)?, e.from.svma.0)))
         .collect();
     let mut static_blocks = false;
-    let mut block: HashMap<(usize, u64), BlockKey> = HashMap::with_capacity(addrs.len());
-    let mut prev: Option<((usize, u64), u64, BlockKey)> = None;
-    for (&(j, a), &(c, _)) in &counts {
+    let mut block: HashMap<Addr, BlockKey> = HashMap::with_capacity(func.len());
+    let mut prev: Option<(Addr, u64, BlockKey)> = None;
+    for (&(j, a), &(c, _)) in counts {
         let key = if let Some(b) = attr.block(j, Svma(a)) {
             static_blocks = true;
             (j, b.0, true)
@@ -466,55 +613,41 @@ pub fn compare(
                 None => (j, a, false),
             });
     }
+    (block, static_blocks)
+}
 
-    // ε at four granularities.
-    let eps = |key: &dyn Fn(&(usize, u64)) -> String| -> Result<f64, Error> {
-        epsilon(
-            hist.iter().map(|(k, &c)| (key(k), c)),
-            counts.iter().map(|(k, &(_, w))| (key(k), w)),
-        )
-    };
-    let epsilon_function = eps(&|k| func[k].clone())?;
-    let epsilon_inline = eps(&|k| inner[k].clone())?;
-    let epsilon_block = epsilon(
-        hist.iter().map(|(k, &c)| (block[k], c)),
-        counts.iter().map(|(k, &(_, w))| (block[k], w)),
-    )?;
-    let epsilon_instruction = epsilon(
-        hist.iter().map(|(k, &c)| (*k, c)),
-        counts.iter().map(|(k, &(_, w))| (*k, w)),
-    )?;
+/// The per-function rows and the rank metrics over them.
+struct FunctionRows {
+    functions: Vec<FunctionComparison>,
+    ranked: usize,
+    kendall_tau: Option<f64>,
+    top5_overlap: Option<f64>,
+    top10_overlap: Option<f64>,
+    coverage: Option<f64>,
+}
 
-    // Seed 001 metrics on execution counts.
-    let ips: Vec<SampledIp> = hist
-        .iter()
-        .map(|(k, &c)| {
-            let r = counts.get(k).map(|v| v.0).unwrap_or(0);
-            SampledIp {
-                samples: c,
-                executions: r,
-                block_executions: r,
-            }
-        })
-        .collect();
-    let all_counts: Vec<u64> = counts.values().map(|v| v.0).collect();
-    let hotspot = hotspot_metrics(&ips, &all_counts, n_i)?;
-
-    // Functions.
+/// Samples, executions and weight per function (`totals`: all samples, all weight):
+/// Kendall tau-b and top-5/10 overlap over the functions that matter (sampled, or at least
+/// `rank_threshold` of the exact weight), coverage over all, and the rows with their
+/// Wilson intervals, by exact weight, then samples, then name.
+fn function_rows(
+    hist: &BTreeMap<Addr, u64>,
+    counts: &BTreeMap<Addr, (u64, u64)>,
+    func: &HashMap<Addr, String>,
+    opts: &CompareOptions,
+    (n_s, total_w): (u64, u64),
+) -> Result<FunctionRows, Error> {
     let mut per_f: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
-    for (k, &c) in &hist {
+    for (k, &c) in hist {
         per_f.entry(func[k].as_str()).or_default().0 += c;
     }
-    for (k, &(c, w)) in &counts {
+    for (k, &(c, w)) in counts {
         let e = per_f.entry(func[k].as_str()).or_default();
         e.1 += c;
         e.2 += w;
     }
-    let names: Vec<&str> = per_f.keys().copied().collect();
     let s_vec: Vec<u64> = per_f.values().map(|v| v.0).collect();
     let w_vec: Vec<u64> = per_f.values().map(|v| v.2).collect();
-    // Rank metrics over the functions that matter: sampled, or at least `rank_threshold` of
-    // the exact weight.
     let w_total: u64 = w_vec.iter().sum();
     let ranked: Vec<usize> = (0..s_vec.len())
         .filter(|&i| {
@@ -530,9 +663,8 @@ pub fn compare(
     let top5_overlap = top_k_overlap(&rs, &rw, 5)?;
     let top10_overlap = top_k_overlap(&rs, &rw, 10)?;
     let coverage = function_coverage(&s_vec, &w_vec, opts.coverage_threshold)?;
-    let mut functions: Vec<FunctionComparison> = names
+    let mut functions: Vec<FunctionComparison> = per_f
         .iter()
-        .zip(per_f.values())
         .map(|(name, &(s, c, w))| {
             let sampled_share = s as f64 / n_s as f64;
             let exact_share = w as f64 / total_w as f64;
@@ -557,44 +689,13 @@ pub fn compare(
             .then(b.samples.cmp(&a.samples))
             .then(a.name.cmp(&b.name))
     });
-
-    // Hottest function, instruction by instruction.
-    let hottest = functions
-        .iter()
-        .find(|f| !no_function.contains(&f.name) && f.exact_weight > 0)
-        .map(|f| {
-            let rows: Vec<(u64, u64, u64)> = addrs
-                .iter()
-                .filter(|k| func[k] == f.name)
-                .map(|k| {
-                    (
-                        k.1,
-                        hist.get(k).copied().unwrap_or(0),
-                        counts.get(k).map(|v| v.0).unwrap_or(0),
-                    )
-                })
-                .collect();
-            (f.name.clone(), rows)
-        });
-
-    Ok(Comparison {
+    Ok(FunctionRows {
         functions,
-        hotspot,
-        epsilon_function,
-        epsilon_inline,
-        epsilon_block,
-        epsilon_instruction,
+        ranked: ranked.len(),
         kendall_tau,
         top5_overlap,
         top10_overlap,
         coverage,
-        ranked_functions: ranked.len(),
-        samples: n_s,
-        samples_elsewhere: elsewhere,
-        instructions: n_i,
-        exact_weight: total_w,
-        static_blocks,
-        hottest,
     })
 }
 

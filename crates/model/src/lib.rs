@@ -42,6 +42,7 @@ mod addr;
 mod cfg;
 mod cost;
 mod exact;
+pub mod named;
 pub mod process;
 mod quote;
 mod sample;

@@ -27,6 +27,28 @@ pub enum FoldedMetric {
     LlcMisses,
 }
 
+impl proftrust_model::named::Named for FoldedMetric {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            FoldedMetric::Instructions,
+            "instructions",
+            "Exclusive instructions",
+        ),
+        (FoldedMetric::Cycles, "cycles", "Exclusive modelled cycles"),
+        (
+            FoldedMetric::L1Misses,
+            "l1-misses",
+            "Exclusive modelled L1D misses",
+        ),
+        (
+            FoldedMetric::LlcMisses,
+            "llc-misses",
+            "Exclusive modelled last-level cache misses",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(FoldedMetric);
+
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -21,7 +21,7 @@ use proftrust_report::correct::{
 pub use proftrust_skid::correct::{Emulation, Solver};
 pub use proftrust_skid::program::BoxSpread;
 use proftrust_skid::program::{
-    correct_profile, function_name, Method, ProgramOptions, SampledProfile,
+    correct_profile, function_name, Method, ProgramCorrection, ProgramOptions, SampledProfile,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -119,16 +119,7 @@ pub fn execute_with_data(
     if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
         bail!("--skid-spread must be a number of cycles >= 0");
     }
-    let read = |p: &PathBuf| load::samples(p, std::slice::from_ref(&a.binary), events);
-    let profile = match &a.input {
-        CorrectInput::Samples(p) => SampledProfile::from_sample_set(&read(p)?)
-            .with_context(|| format!("{}", p.display()))?,
-        CorrectInput::Pair {
-            instructions: i,
-            cycles: c,
-        } => SampledProfile::from_sample_sets(&read(i)?, &read(c)?)
-            .with_context(|| format!("{} and {}", i.display(), c.display()))?,
-    };
+    let profile = read_profile(a, events)?;
     if !a.binary.is_file() {
         bail!(
             "cannot open the binary {}: no such file",
@@ -141,6 +132,83 @@ pub fn execute_with_data(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let modelled = modelled_modules(a, &profile, &sym)?;
+    let truth = read_truth(a, &profile, &modelled)?;
+    let opts = program_options(a, &modelled);
+    let pb = events.task(None, "correcting");
+    let cor = crate::with_big_stack(|| correct_profile(&profile, &sym, &opts))?
+        .with_context(|| format!("cannot correct the profile of {bname}"))?;
+    pb.finish();
+    let mut names = Namer {
+        sym: &sym,
+        modelled: &modelled,
+        names: HashMap::new(),
+    };
+    let totals = Totals::new(&cor, &profile, truth.as_ref(), &mut names);
+    let report = CorrectReport {
+        binary: a.binary.display().to_string(),
+        skid: a.skid,
+        solver: match a.solver {
+            None => "flow",
+            Some(Solver::Gibbs) => "gibbs",
+            Some(Solver::Lsq) => "lsq",
+        }
+        .to_string(),
+        emulation: match a.emulation {
+            Emulation::PerLoop => "per-loop",
+            Emulation::Mixed => "mixed",
+        }
+        .to_string(),
+        seed: a.seed,
+        functions: totals.rows(),
+        loops: loops(&cor),
+        flow: cor.flow.as_ref().map(|f| FlowSummary {
+            functions: f.functions.clone(),
+            boxes: f.boxes.clone(),
+            blocks: f.blocks,
+            phi_start: f.phi_start,
+            phi: f.phi,
+            iterations: f.iterations,
+            converged: f.converged,
+            max_conservation_error: f.max_conservation_error,
+        }),
+        blocks: blocks(&cor),
+        instructions: changed_instructions(&cor, &mut names),
+        skipped: cor.skipped.clone(),
+        metrics: match truth {
+            Some(_) => Some(totals.metrics(&cor)?),
+            None => None,
+        },
+    };
+    let data = CorrectData {
+        modules: profile.modules.clone(),
+        corrected: cor.corrected,
+        truth,
+    };
+    Ok((report, data))
+}
+
+/// The samples of `a.input`: one file of instructions and cycles, or a pair of files.
+fn read_profile(a: &CorrectOptions, events: &dyn Events) -> Result<SampledProfile> {
+    let read = |p: &PathBuf| load::samples(p, std::slice::from_ref(&a.binary), events);
+    Ok(match &a.input {
+        CorrectInput::Samples(p) => SampledProfile::from_sample_set(&read(p)?)
+            .with_context(|| format!("{}", p.display()))?,
+        CorrectInput::Pair {
+            instructions: i,
+            cycles: c,
+        } => SampledProfile::from_sample_sets(&read(i)?, &read(c)?)
+            .with_context(|| format!("{} and {}", i.display(), c.display()))?,
+    })
+}
+
+/// The profile's modules that are `--binary` (an error naming the symbolizer's warnings
+/// when none is).
+fn modelled_modules(
+    a: &CorrectOptions,
+    profile: &SampledProfile,
+    sym: &Symbolizer,
+) -> Result<Vec<ModuleIdx>> {
     let modelled: Vec<ModuleIdx> = profile
         .modules
         .iter()
@@ -163,70 +231,113 @@ pub fn execute_with_data(
             }
         );
     }
-    // The truth, read and checked before the (slow) correction: it must count the
-    // corrected binary, the same check `audit` makes.
-    let truth: Option<ExactProfile> = match &a.truth {
-        Some(p) => {
-            let t = load::exact(p, std::slice::from_ref(&a.binary))?;
-            let scope: Vec<Module> = modelled
-                .iter()
-                .filter_map(|&m| profile.modules.get(m).cloned())
-                .collect();
-            proftrust_metrics::check_same_program(&t, &scope)
-                .with_context(|| format!("--truth {}", p.display()))?;
-            Some(t)
-        }
-        None => None,
-    };
-    let method = match a.solver {
+    Ok(modelled)
+}
+
+/// The truth, read and checked before the (slow) correction: it must count the corrected
+/// binary, the same check `audit` makes.
+fn read_truth(
+    a: &CorrectOptions,
+    profile: &SampledProfile,
+    modelled: &[ModuleIdx],
+) -> Result<Option<ExactProfile>> {
+    let Some(p) = &a.truth else { return Ok(None) };
+    let t = load::exact(p, std::slice::from_ref(&a.binary))?;
+    let scope: Vec<Module> = modelled
+        .iter()
+        .filter_map(|&m| profile.modules.get(m).cloned())
+        .collect();
+    proftrust_metrics::check_same_program(&t, &scope)
+        .with_context(|| format!("--truth {}", p.display()))?;
+    Ok(Some(t))
+}
+
+/// The correction's options from the command's.
+fn program_options(a: &CorrectOptions, modelled: &[ModuleIdx]) -> ProgramOptions {
+    let mut opts = ProgramOptions::default();
+    opts.skid = a.skid;
+    opts.method = match a.solver {
         None => Method::Flow,
         Some(solver) => Method::Loops {
             solver,
             emulation: a.emulation,
         },
     };
-    let mut opts = ProgramOptions::default();
-    opts.skid = a.skid;
-    opts.method = method;
-    opts.modules = Some(modelled.clone());
+    opts.modules = Some(modelled.to_vec());
     opts.hot_share = a.hot_share;
     opts.max_simple_loops = a.max_simple_loops;
     opts.max_blocks = a.max_blocks;
     opts.flow.skid_spread = a.skid_spread;
     opts.box_spread = a.box_spread;
     opts.seed = a.seed;
-    let pb = events.task(None, "correcting");
-    let cor = crate::with_big_stack(|| correct_profile(&profile, &sym, &opts))?
-        .with_context(|| format!("cannot correct the profile of {bname}"))?;
-    pb.finish();
-    // Names.
-    let mut names: HashMap<Location, String> = HashMap::new();
-    let mut name_of = |l: Location| -> String {
-        names
+    opts
+}
+
+/// Function names of locations, looked up once each.
+struct Namer<'a> {
+    sym: &'a Symbolizer,
+    modelled: &'a [ModuleIdx],
+    names: HashMap<Location, String>,
+}
+
+impl Namer<'_> {
+    fn name(&mut self, l: Location) -> String {
+        let (sym, modelled) = (self.sym, self.modelled);
+        self.names
             .entry(l)
-            .or_insert_with(|| function_name(&sym, &modelled, l))
+            .or_insert_with(|| function_name(sym, modelled, l))
             .clone()
-    };
-    // Summed in address order: a hash map's order would change the last bits of the sums
-    // from run to run.
-    let sorted = |m: &HashMap<Location, f64>| -> Vec<(Location, f64)> {
-        let mut v: Vec<(Location, f64)> = m.iter().map(|(l, x)| (*l, *x)).collect();
-        v.sort_by_key(|(l, _)| *l);
-        v
-    };
-    let mut per_fn: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
-    for (l, v) in sorted(&cor.raw) {
-        per_fn.entry(name_of(l)).or_default().0 += v;
     }
-    for (l, v) in sorted(&cor.corrected) {
-        per_fn.entry(name_of(l)).or_default().1 += v;
+}
+
+/// The per-function sums of the correction and of the truth.
+struct Totals {
+    /// (raw instructions, corrected instructions, cycles) per function.
+    per_fn: BTreeMap<String, (f64, f64, f64)>,
+    /// (instructions, cycles) per function of the truth.
+    true_fn: BTreeMap<String, (u64, u64)>,
+    /// The truth's instructions per location.
+    true_instr: HashMap<Location, u64>,
+}
+
+impl Totals {
+    fn new(
+        cor: &ProgramCorrection,
+        profile: &SampledProfile,
+        truth: Option<&ExactProfile>,
+        names: &mut Namer<'_>,
+    ) -> Totals {
+        // Summed in address order: a hash map's order would change the last bits of the
+        // sums from run to run.
+        let sorted = |m: &HashMap<Location, f64>| -> Vec<(Location, f64)> {
+            let mut v: Vec<(Location, f64)> = m.iter().map(|(l, x)| (*l, *x)).collect();
+            v.sort_by_key(|(l, _)| *l);
+            v
+        };
+        let mut per_fn: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+        for (l, v) in sorted(&cor.raw) {
+            per_fn.entry(names.name(l)).or_default().0 += v;
+        }
+        for (l, v) in sorted(&cor.corrected) {
+            per_fn.entry(names.name(l)).or_default().1 += v;
+        }
+        for (l, v) in sorted(&profile.cycles) {
+            per_fn.entry(names.name(l)).or_default().2 += v;
+        }
+        let mut totals = Totals {
+            per_fn,
+            true_fn: BTreeMap::new(),
+            true_instr: HashMap::new(),
+        };
+        if let Some(t) = truth {
+            totals.add_truth(t, profile, names);
+        }
+        totals
     }
-    for (l, v) in sorted(&profile.cycles) {
-        per_fn.entry(name_of(l)).or_default().2 += v;
-    }
-    let mut true_fn: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut true_instr: HashMap<Location, u64> = HashMap::new();
-    if let Some(t) = &truth {
+
+    /// The truth's instructions and cycles, by function and location (its modules matched
+    /// to the profile's).
+    fn add_truth(&mut self, t: &ExactProfile, profile: &SampledProfile, names: &mut Namer<'_>) {
         let cyc = t.extra_cost_names.iter().position(|n| n == "cycles");
         let mut mmap: HashMap<ModuleIdx, Option<ModuleIdx>> = HashMap::new();
         for (i, ic) in t.instructions.iter().enumerate() {
@@ -241,7 +352,7 @@ pub fn execute_with_data(
                 module,
                 svma: ic.loc.svma,
             };
-            let e = true_fn.entry(name_of(l)).or_default();
+            let e = self.true_fn.entry(names.name(l)).or_default();
             e.0 += ic.count;
             if let Some(c) = cyc {
                 e.1 += t
@@ -251,18 +362,24 @@ pub fn execute_with_data(
                     .copied()
                     .unwrap_or(0);
             }
-            *true_instr.entry(l).or_default() += ic.count;
+            *self.true_instr.entry(l).or_default() += ic.count;
         }
     }
-    let ipc = |i: f64, c: f64| (c > 0.0).then(|| i / c);
-    let functions: Vec<CorrectedFunctionRow> = {
-        let mut keys: Vec<&String> = per_fn.keys().collect();
-        keys.extend(true_fn.keys().filter(|k| !per_fn.contains_key(*k)));
+
+    /// One row per function of either side, by raw instructions (largest first).
+    fn rows(&self) -> Vec<CorrectedFunctionRow> {
+        let ipc = |i: f64, c: f64| (c > 0.0).then(|| i / c);
+        let mut keys: Vec<&String> = self.per_fn.keys().collect();
+        keys.extend(
+            self.true_fn
+                .keys()
+                .filter(|k| !self.per_fn.contains_key(*k)),
+        );
         let mut v: Vec<CorrectedFunctionRow> = keys
             .into_iter()
             .map(|n| {
-                let (r, c, cy) = per_fn.get(n).copied().unwrap_or_default();
-                let t = true_fn.get(n);
+                let (r, c, cy) = self.per_fn.get(n).copied().unwrap_or_default();
+                let t = self.true_fn.get(n);
                 CorrectedFunctionRow {
                     name: n.clone(),
                     raw_instructions: r,
@@ -277,33 +394,39 @@ pub fn execute_with_data(
             .collect();
         v.sort_by(|a, b| b.raw_instructions.total_cmp(&a.raw_instructions));
         v
-    };
-    let metrics = if truth.is_some() {
+    }
+
+    /// ε against the truth, per function and per instruction, before and after.
+    fn metrics(&self, cor: &ProgramCorrection) -> Result<CorrectMetrics> {
         let r = |x: f64| x.round().max(0.0) as u64;
         let eps = |s: Vec<(String, u64)>| {
-            proftrust_metrics::epsilon(s, true_fn.iter().map(|(k, v)| (k.clone(), v.0)))
+            proftrust_metrics::epsilon(s, self.true_fn.iter().map(|(k, v)| (k.clone(), v.0)))
         };
-        let efr = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.0))).collect())?;
-        let efc = eps(per_fn.iter().map(|(k, v)| (k.clone(), r(v.1))).collect())?;
-        let ti = || true_instr.iter().map(|(k, v)| (*k, *v));
+        let efr = eps(self
+            .per_fn
+            .iter()
+            .map(|(k, v)| (k.clone(), r(v.0)))
+            .collect())?;
+        let efc = eps(self
+            .per_fn
+            .iter()
+            .map(|(k, v)| (k.clone(), r(v.1)))
+            .collect())?;
+        let ti = || self.true_instr.iter().map(|(k, v)| (*k, *v));
         let eir = proftrust_metrics::epsilon(cor.raw.iter().map(|(k, v)| (*k, r(*v))), ti())?;
         let eic = proftrust_metrics::epsilon(cor.corrected.iter().map(|(k, v)| (*k, r(*v))), ti())?;
-        Some(CorrectMetrics {
+        Ok(CorrectMetrics {
             epsilon_function_raw: efr,
             epsilon_function_corrected: efc,
             epsilon_instruction_raw: eir,
             epsilon_instruction_corrected: eic,
         })
-    } else {
-        None
-    };
-    let solver_name = match a.solver {
-        None => "flow",
-        Some(Solver::Gibbs) => "gibbs",
-        Some(Solver::Lsq) => "lsq",
-    };
-    let loops_out: Vec<CorrectedLoop> = cor
-        .loops
+    }
+}
+
+/// The loops a loop solver corrected.
+fn loops(cor: &ProgramCorrection) -> Vec<CorrectedLoop> {
+    cor.loops
         .iter()
         .map(|l| CorrectedLoop {
             function: l.function.clone(),
@@ -316,9 +439,12 @@ pub fn execute_with_data(
             iterations: l.iterations,
             converged: l.converged,
         })
-        .collect();
-    let blocks: Vec<CorrectedBlock> = cor
-        .blocks
+        .collect()
+}
+
+/// The corrected blocks.
+fn blocks(cor: &ProgramCorrection) -> Vec<CorrectedBlock> {
+    cor.blocks
         .iter()
         .map(|b| CorrectedBlock {
             function: b.function.clone(),
@@ -326,55 +452,30 @@ pub fn execute_with_data(
             raw: b.raw,
             corrected: b.corrected,
         })
-        .collect();
+        .collect()
+}
+
+/// The instructions of the modelled modules whose estimate the correction changed, in
+/// address order.
+fn changed_instructions(
+    cor: &ProgramCorrection,
+    names: &mut Namer<'_>,
+) -> Vec<CorrectedInstruction> {
     let mut instrs: Vec<(Location, f64, f64)> = cor
         .corrected
         .iter()
-        .filter(|(l, _)| l.module.is_some_and(|m| modelled.contains(&m)))
+        .filter(|(l, _)| l.module.is_some_and(|m| names.modelled.contains(&m)))
         .map(|(l, c)| (*l, cor.raw.get(l).copied().unwrap_or(0.0), *c))
         .filter(|(_, r, c)| r != c)
         .collect();
     instrs.sort_by_key(|x| x.0);
-    let instrs: Vec<CorrectedInstruction> = instrs
+    instrs
         .into_iter()
         .map(|(l, r, c)| CorrectedInstruction {
             address: format!("{}", l.svma),
-            function: name_of(l),
+            function: names.name(l),
             raw: r,
             corrected: c,
         })
-        .collect();
-    let report = CorrectReport {
-        binary: a.binary.display().to_string(),
-        skid: a.skid,
-        solver: solver_name.to_string(),
-        emulation: match a.emulation {
-            Emulation::PerLoop => "per-loop",
-            Emulation::Mixed => "mixed",
-        }
-        .to_string(),
-        seed: a.seed,
-        functions,
-        loops: loops_out,
-        flow: cor.flow.as_ref().map(|f| FlowSummary {
-            functions: f.functions.clone(),
-            boxes: f.boxes.clone(),
-            blocks: f.blocks,
-            phi_start: f.phi_start,
-            phi: f.phi,
-            iterations: f.iterations,
-            converged: f.converged,
-            max_conservation_error: f.max_conservation_error,
-        }),
-        blocks,
-        instructions: instrs,
-        skipped: cor.skipped.clone(),
-        metrics,
-    };
-    let data = CorrectData {
-        modules: profile.modules.clone(),
-        corrected: cor.corrected,
-        truth,
-    };
-    Ok((report, data))
+        .collect()
 }

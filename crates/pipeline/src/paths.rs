@@ -26,6 +26,14 @@ pub enum Misses {
     Llc,
 }
 
+impl proftrust_model::named::Named for Misses {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (Misses::L1, "l1", "L1 data-cache misses"),
+        (Misses::Llc, "llc", "Last-level cache misses"),
+    ];
+}
+proftrust_model::named_from_str!(Misses);
+
 impl Misses {
     fn metric(self) -> HotMetric {
         match self {
@@ -53,6 +61,15 @@ pub enum HotBy {
     /// The misses of [`PathsOptions::misses`] (the paper's reading).
     Misses,
 }
+
+impl proftrust_model::named::Named for HotBy {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (HotBy::Cycles, "cycles", "Modelled cycles"),
+        (HotBy::Instructions, "instructions", "Instructions"),
+        (HotBy::Misses, "misses", "The misses of --misses"),
+    ];
+}
+proftrust_model::named_from_str!(HotBy);
 
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]

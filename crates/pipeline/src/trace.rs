@@ -32,6 +32,23 @@ pub enum Timing {
     CacheSim,
 }
 
+impl proftrust_model::named::Named for Timing {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (Timing::Flat, "flat", "One cycle per instruction, no cache"),
+        (
+            Timing::Class,
+            "class",
+            "Cycles by instruction class (iced-x86 decoding of the program), no cache",
+        ),
+        (
+            Timing::CacheSim,
+            "cache-sim",
+            "Class cycles without memory costs plus a simulated L1D and last-level cache over the traced data addresses",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(Timing);
+
 /// How a program is traced: the timing model and QEMU's settings.
 #[derive(Debug, Clone, PartialEq, Default)]
 #[non_exhaustive]

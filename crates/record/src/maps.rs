@@ -10,14 +10,14 @@ use proftrust_model::segments::Mapping as Range;
 use proftrust_model::{Location, Module, ModuleIdx, ModuleTable};
 use std::collections::HashMap;
 
-/// What we need from an ELF file: its build-id and its `PT_LOAD` segments (the address
-/// rule is [`proftrust_model::segments`]).
-pub(crate) use proftrust_binary::LoadHeaders as ElfInfo;
+// What we need from an ELF file: its build-id and its `PT_LOAD` segments (the address rule
+// is `proftrust_model::segments`).
+use proftrust_binary::LoadHeaders;
 
 /// Reads the build-id note and the loadable segments of `path`; `None` when the file cannot
 /// be read or is not an object file (the mapping then gets file-offset addresses).
-pub(crate) fn read_elf_info(path: &str) -> Option<ElfInfo> {
-    ElfInfo::read(std::path::Path::new(path))
+pub(crate) fn read_elf_info(path: &str) -> Option<LoadHeaders> {
+    LoadHeaders::read(std::path::Path::new(path))
 }
 
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub(crate) const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 #[derive(Debug, Default)]
 pub(crate) struct AddressSpaces {
     per_pid: HashMap<u32, Vec<Mapping>>,
-    elf: HashMap<String, Option<ElfInfo>>,
+    elf: HashMap<String, Option<LoadHeaders>>,
     module_of_path: HashMap<String, ModuleIdx>,
     pub modules: ModuleTable,
     /// Loadable kernel modules `(start, end, name)` from `/proc/modules`, read at the first
@@ -282,7 +282,7 @@ mod tests {
         let mut a = AddressSpaces::default();
         a.elf.insert(
             "/x/prog".into(),
-            Some(ElfInfo {
+            Some(LoadHeaders {
                 build_id: Some(BuildId(vec![0xab])),
                 segments: SegmentTable::new(vec![
                     LoadSegment::new(0, 0, 0x600),

@@ -107,6 +107,22 @@ pub enum Emulation {
     Mixed,
 }
 
+impl proftrust_model::named::Named for Emulation {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Emulation::PerLoop,
+            "per-loop",
+            "Each simple loop emulated on its own (eq. 6 as printed)",
+        ),
+        (
+            Emulation::Mixed,
+            "mixed",
+            "Simple loops interleaved with probabilities F_l / sum F (skid may cross iterations)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(Emulation);
+
 /// The problem with derived indices, ready for repeated `phi` evaluations.
 #[derive(Debug, Clone)]
 pub struct Prepared<'a> {

@@ -24,7 +24,7 @@ use crate::flow::{
 use crate::SkidError;
 use proftrust_binary::{simple_loops, Binary, Flow, Function, Instr, Symbolizer};
 use proftrust_model::{
-    Cfg, EdgeKind, EventKind, Location, ModuleIdx, ModuleTable, SampleSet, Svma,
+    BlockId, Cfg, EdgeKind, EventKind, Location, ModuleIdx, ModuleTable, SampleSet, Svma,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -157,6 +157,22 @@ pub enum BoxSpread {
     /// CPIs are uniform, weighted toward slow instructions otherwise.
     Cycles,
 }
+
+impl proftrust_model::named::Named for BoxSpread {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            BoxSpread::Uniform,
+            "uniform",
+            "Evenly over its sampled instructions (code that runs straight through)",
+        ),
+        (
+            BoxSpread::Cycles,
+            "cycles",
+            "In proportion to its cycle samples (uniform CPIs)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(BoxSpread);
 
 /// Options of [`correct_profile`].
 #[derive(Debug, Clone, PartialEq)]
@@ -615,8 +631,63 @@ pub fn program_graph(
     modules: &[ModuleIdx],
     opts: &ProgramOptions,
 ) -> Result<ProgramGraph, SkidError> {
-    let mut skipped = Vec::new();
-    // 1. Functions with samples, per modelled module, hottest first.
+    let seeds = sampled_functions(p, sym, modules, opts);
+    let closure = Closure::of(sym, seeds, opts.max_blocks);
+    if closure.chosen.is_empty() {
+        return Err(SkidError::Profile {
+            what: format!(
+                "no function of the modelled modules could be modelled ({})",
+                closure.skipped.join("; ")
+            ),
+        });
+    }
+    let (boxes, plt_box) = black_boxes(p, sym, modules, &closure.chosen);
+    // 4. The flow graph.
+    let mut graph = FlowGraph {
+        functions: Vec::with_capacity(closure.chosen.len()),
+        boxes: boxes.iter().map(|(_, b)| b.clone()).collect(),
+        cycle_period: p.cycle_period,
+    };
+    for (k, md) in closure.chosen.iter().enumerate() {
+        graph
+            .functions
+            .push(closure.flow_function(p, md, plt_box.get(&k).copied()));
+    }
+    let Closure {
+        chosen,
+        blocks,
+        skipped,
+        ..
+    } = closure;
+    Ok(ProgramGraph {
+        graph,
+        functions: chosen
+            .iter()
+            .map(|md| ModelledFunction {
+                module: md.module,
+                name: md.func.name.clone(),
+                blocks: md
+                    .cfg
+                    .blocks
+                    .iter()
+                    .map(|b| b.instructions.clone())
+                    .collect(),
+            })
+            .collect(),
+        box_modules: boxes.iter().map(|(m, _)| *m).collect(),
+        blocks,
+        skipped,
+    })
+}
+
+/// Step 1 of [`program_graph`]: the functions with samples (at least
+/// [`ProgramOptions::min_function_share`] of their module's) of `modules`, hottest first.
+fn sampled_functions(
+    p: &SampledProfile,
+    sym: &Symbolizer,
+    modules: &[ModuleIdx],
+    opts: &ProgramOptions,
+) -> Vec<(ModuleIdx, u64)> {
     let mut fweight: HashMap<(ModuleIdx, u64), f64> = HashMap::new();
     let mut module_weight: HashMap<ModuleIdx, f64> = HashMap::new();
     for (l, v) in p.instructions.iter().chain(p.cycles.iter()) {
@@ -635,80 +706,219 @@ pub fn program_graph(
         .map(|(k, v)| (*k, *v))
         .collect();
     seeds.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    // 2. Closure over direct calls and tail calls, within the block budget.
-    let mut chosen: Vec<Modelled> = Vec::new();
-    let mut index: HashMap<(ModuleIdx, u64), usize> = HashMap::new();
-    let mut queue: std::collections::VecDeque<(ModuleIdx, u64)> =
-        seeds.iter().map(|(k, _)| *k).collect();
-    let mut blocks = 0usize;
-    let mut dropped = false;
-    while let Some((m, start)) = queue.pop_front() {
-        if index.contains_key(&(m, start)) {
-            continue;
-        }
-        let Some(bin) = sym.binary(m) else { continue };
-        let Some(f) = bin.function_at(Svma(start)).filter(|f| f.start.0 == start) else {
-            continue;
+    seeds.into_iter().map(|(k, _)| k).collect()
+}
+
+/// Step 2 of [`program_graph`]: the functions modelled, the sampled ones and their closure
+/// over direct calls and tail calls, within the block budget.
+struct Closure<'b> {
+    chosen: Vec<Modelled<'b>>,
+    /// (module, start) -> index in `chosen`.
+    index: HashMap<(ModuleIdx, u64), usize>,
+    /// Modelled blocks.
+    blocks: usize,
+    /// A function was left out (every function then has external callers).
+    dropped: bool,
+    skipped: Vec<String>,
+}
+
+impl<'b> Closure<'b> {
+    fn of(sym: &'b Symbolizer, seeds: Vec<(ModuleIdx, u64)>, max_blocks: usize) -> Self {
+        let mut c = Closure {
+            chosen: Vec::new(),
+            index: HashMap::new(),
+            blocks: 0,
+            dropped: false,
+            skipped: Vec::new(),
         };
+        let mut queue: std::collections::VecDeque<(ModuleIdx, u64)> = seeds.into();
+        while let Some((m, start)) = queue.pop_front() {
+            if c.index.contains_key(&(m, start)) {
+                continue;
+            }
+            let Some(bin) = sym.binary(m) else { continue };
+            let Some(f) = bin.function_at(Svma(start)).filter(|f| f.start.0 == start) else {
+                continue;
+            };
+            let Some(md) = c.model(m, bin, f, max_blocks) else {
+                c.dropped = true;
+                continue;
+            };
+            // Callees, in address order (the model's function order is deterministic).
+            let mut by_addr: Vec<&Instr> = md.instrs.values().collect();
+            by_addr.sort_by_key(|i| i.addr);
+            for ins in by_addr {
+                let t = match ins.flow {
+                    Flow::Call | Flow::Jump => ins.target,
+                    _ => None,
+                };
+                if let Some(t) = t {
+                    if !f.contains(t) {
+                        if let Some(g) = bin.function_at(t).filter(|g| g.start == t) {
+                            queue.push_back((m, g.start.0));
+                        }
+                    }
+                }
+            }
+            c.index.insert((m, start), c.chosen.len());
+            c.chosen.push(md);
+        }
+        c
+    }
+
+    /// Function `f` of module `m` with its CFG and instructions, within the budget; `None`
+    /// (the reason in `skipped`) when it cannot be modelled.
+    fn model(
+        &mut self,
+        m: ModuleIdx,
+        bin: &'b Binary,
+        f: &Function,
+        max_blocks: usize,
+    ) -> Option<Modelled<'b>> {
         let cfg = match bin.cfg(f) {
             Ok(c) => c,
             Err(e) => {
-                skipped.push(format!("{}: no CFG ({e})", f.name));
-                dropped = true;
-                continue;
+                self.skipped.push(format!("{}: no CFG ({e})", f.name));
+                return None;
             }
         };
-        if blocks + cfg.blocks.len() > opts.max_blocks {
-            skipped.push(format!(
+        if self.blocks + cfg.blocks.len() > max_blocks {
+            self.skipped.push(format!(
                 "{}: over the budget of {} modelled blocks (raw estimates kept)",
-                f.name, opts.max_blocks
+                f.name, max_blocks
             ));
-            dropped = true;
-            continue;
+            return None;
         }
         let instrs: HashMap<Svma, Instr> = match bin.instructions(f) {
             Ok(v) => v.into_iter().map(|i| (i.addr, i)).collect(),
             Err(e) => {
-                skipped.push(format!("{}: cannot decode ({e})", f.name));
-                dropped = true;
-                continue;
+                self.skipped
+                    .push(format!("{}: cannot decode ({e})", f.name));
+                return None;
             }
         };
-        blocks += cfg.blocks.len();
-        // Callees, in address order (the model's function order is deterministic).
-        let mut by_addr: Vec<&Instr> = instrs.values().collect();
-        by_addr.sort_by_key(|i| i.addr);
-        for ins in by_addr {
-            let t = match ins.flow {
-                Flow::Call | Flow::Jump => ins.target,
-                _ => None,
-            };
-            if let Some(t) = t {
-                if !f.contains(t) {
-                    if let Some(g) = bin.function_at(t).filter(|g| g.start == t) {
-                        queue.push_back((m, g.start.0));
-                    }
-                }
-            }
-        }
-        index.insert((m, start), chosen.len());
-        chosen.push(Modelled {
+        self.blocks += cfg.blocks.len();
+        Some(Modelled {
             module: m,
             bin,
             func: f.clone(),
             cfg,
             instrs,
-        });
+        })
     }
-    if chosen.is_empty() {
-        return Err(SkidError::Profile {
-            what: format!(
-                "no function of the modelled modules could be modelled ({})",
-                skipped.join("; ")
-            ),
-        });
+
+    /// The modelled function at `t` of `m`'s binary, else unknown.
+    fn callee_at(&self, m: ModuleIdx, bin: &Binary, t: Svma) -> Callee {
+        match bin
+            .function_at(t)
+            .filter(|g| g.start == t)
+            .and_then(|g| self.index.get(&(m, g.start.0)))
+        {
+            Some(&k) => Callee::Function(k),
+            None => Callee::Unknown,
+        }
     }
-    // 3. Black boxes: modules reached through PLT stubs.
+
+    /// Step 4 of [`program_graph`]: one modelled function in the flow graph; `plt_box`:
+    /// the black box its indirect jump reaches when it is a PLT stub.
+    fn flow_function(
+        &self,
+        p: &SampledProfile,
+        md: &Modelled<'_>,
+        plt_box: Option<usize>,
+    ) -> FlowFunction {
+        let m = md.module;
+        let mut fblocks = Vec::with_capacity(md.cfg.blocks.len());
+        for b in &md.cfg.blocks {
+            let mut calls = Vec::new();
+            for (j, a) in b.instructions.iter().enumerate() {
+                if let Some(ins) = md.instrs.get(a) {
+                    match ins.flow {
+                        Flow::Call => {
+                            let cl = ins
+                                .target
+                                .map_or(Callee::Unknown, |t| self.callee_at(m, md.bin, t));
+                            calls.push((j, cl));
+                        }
+                        Flow::IndirectCall => calls.push((j, Callee::Indirect)),
+                        _ => {}
+                    }
+                }
+            }
+            let last = md.instrs.get(&b.last());
+            let successors = md
+                .cfg
+                .successors(b.id)
+                .map(|e| self.successor(md, e.kind, e.to, last, plt_box))
+                .collect();
+            fblocks.push(FlowBlock {
+                sampled_instructions: b
+                    .instructions
+                    .iter()
+                    .map(|a| est(&p.instructions, m, *a))
+                    .collect(),
+                sampled_cycles: b
+                    .instructions
+                    .iter()
+                    .map(|a| est(&p.cycles, m, *a))
+                    .collect(),
+                calls,
+                successors,
+            });
+        }
+        FlowFunction {
+            name: md.func.name.clone(),
+            blocks: fblocks,
+            external_callers: self.dropped || md.func.name == "main",
+            loops: md
+                .cfg
+                .loops
+                .iter()
+                .map(|lp| lp.blocks.iter().map(|b| b.0 as usize).collect())
+                .collect(),
+        }
+    }
+
+    /// A CFG edge as a flow successor: a block, a return, a tail call (direct, or through
+    /// a PLT stub's indirect jump to its black box), else leaving the model.
+    fn successor(
+        &self,
+        md: &Modelled<'_>,
+        kind: EdgeKind,
+        to: Option<BlockId>,
+        last: Option<&Instr>,
+        plt_box: Option<usize>,
+    ) -> Successor {
+        match (kind, to) {
+            (_, Some(t)) => Successor::Block(t.0 as usize),
+            (EdgeKind::Return, None) => Successor::Return,
+            (EdgeKind::Exit, None) => match last {
+                Some(ins) if ins.flow == Flow::Jump => match ins.target {
+                    Some(t) => match self.callee_at(md.module, md.bin, t) {
+                        Callee::Unknown => Successor::Leave,
+                        c => Successor::TailCall(c),
+                    },
+                    None => Successor::Leave,
+                },
+                Some(ins) if ins.flow == Flow::IndirectJump => match plt_box {
+                    Some(x) => Successor::TailCall(Callee::Box(x)),
+                    None => Successor::TailCall(Callee::Unknown),
+                },
+                _ => Successor::Leave,
+            },
+            _ => Successor::Leave,
+        }
+    }
+}
+
+/// Step 3 of [`program_graph`]: black boxes, the modules reached through the PLT stubs
+/// of `chosen`, with their samples; and each stub's box (by index in `chosen`).
+fn black_boxes(
+    p: &SampledProfile,
+    sym: &Symbolizer,
+    modules: &[ModuleIdx],
+    chosen: &[Modelled<'_>],
+) -> (Vec<(ModuleIdx, BlackBox)>, HashMap<usize, usize>) {
     let with_samples: HashSet<ModuleIdx> = p
         .instructions
         .iter()
@@ -728,8 +938,8 @@ pub fn program_graph(
         }
     }
     let mut boxes: Vec<(ModuleIdx, BlackBox)> = box_of_module
-        .iter()
-        .map(|(&m, _)| {
+        .keys()
+        .map(|&m| {
             let name = p
                 .modules
                 .get(m)
@@ -756,111 +966,7 @@ pub fn program_graph(
             boxes[*b].1.sampled_cycles += v;
         }
     }
-    // 4. The flow graph.
-    let callee_at = |m: ModuleIdx, bin: &Binary, t: Svma| -> Callee {
-        match bin
-            .function_at(t)
-            .filter(|g| g.start == t)
-            .and_then(|g| index.get(&(m, g.start.0)))
-        {
-            Some(&k) => Callee::Function(k),
-            None => Callee::Unknown,
-        }
-    };
-    let mut graph = FlowGraph {
-        functions: Vec::with_capacity(chosen.len()),
-        boxes: boxes.iter().map(|(_, b)| b.clone()).collect(),
-        cycle_period: p.cycle_period,
-    };
-    for (k, md) in chosen.iter().enumerate() {
-        let m = md.module;
-        let mut fblocks = Vec::with_capacity(md.cfg.blocks.len());
-        for b in &md.cfg.blocks {
-            let mut calls = Vec::new();
-            for (j, a) in b.instructions.iter().enumerate() {
-                if let Some(ins) = md.instrs.get(a) {
-                    match ins.flow {
-                        Flow::Call => {
-                            let cl = ins
-                                .target
-                                .map_or(Callee::Unknown, |t| callee_at(m, md.bin, t));
-                            calls.push((j, cl));
-                        }
-                        Flow::IndirectCall => calls.push((j, Callee::Indirect)),
-                        _ => {}
-                    }
-                }
-            }
-            let last = md.instrs.get(&b.last());
-            let mut successors = Vec::new();
-            for e in md.cfg.successors(b.id) {
-                let s = match (e.kind, e.to) {
-                    (_, Some(t)) => Successor::Block(t.0 as usize),
-                    (EdgeKind::Return, None) => Successor::Return,
-                    (EdgeKind::Exit, None) => match last {
-                        Some(ins) if ins.flow == Flow::Jump => match ins.target {
-                            Some(t) => match callee_at(m, md.bin, t) {
-                                Callee::Unknown => Successor::Leave,
-                                c => Successor::TailCall(c),
-                            },
-                            None => Successor::Leave,
-                        },
-                        Some(ins) if ins.flow == Flow::IndirectJump => match plt_box.get(&k) {
-                            Some(&x) => Successor::TailCall(Callee::Box(x)),
-                            None => Successor::TailCall(Callee::Unknown),
-                        },
-                        _ => Successor::Leave,
-                    },
-                    _ => Successor::Leave,
-                };
-                successors.push(s);
-            }
-            fblocks.push(FlowBlock {
-                sampled_instructions: b
-                    .instructions
-                    .iter()
-                    .map(|a| est(&p.instructions, m, *a))
-                    .collect(),
-                sampled_cycles: b
-                    .instructions
-                    .iter()
-                    .map(|a| est(&p.cycles, m, *a))
-                    .collect(),
-                calls,
-                successors,
-            });
-        }
-        graph.functions.push(FlowFunction {
-            name: md.func.name.clone(),
-            blocks: fblocks,
-            external_callers: dropped || md.func.name == "main",
-            loops: md
-                .cfg
-                .loops
-                .iter()
-                .map(|lp| lp.blocks.iter().map(|b| b.0 as usize).collect())
-                .collect(),
-        });
-    }
-    Ok(ProgramGraph {
-        graph,
-        functions: chosen
-            .iter()
-            .map(|md| ModelledFunction {
-                module: md.module,
-                name: md.func.name.clone(),
-                blocks: md
-                    .cfg
-                    .blocks
-                    .iter()
-                    .map(|b| b.instructions.clone())
-                    .collect(),
-            })
-            .collect(),
-        box_modules: boxes.iter().map(|(m, _)| *m).collect(),
-        blocks,
-        skipped,
-    })
+    (boxes, plt_box)
 }
 
 fn correct_flow(

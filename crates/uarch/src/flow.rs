@@ -26,7 +26,7 @@
 //! nothing at all: on the bundled lua workload `sort_comp`, 5.6% of the executed
 //! instructions and 4.6% of native cpu-clock samples, had 0 modelled cycles. So the block is
 //! timed between its history and its most likely successors (walked forward like the
-//! history, `FUTURE` = 16 instructions), TIP runs over the whole sequence, and the block keeps
+//! history, `FUTURE` instructions), TIP runs over the whole sequence, and the block keeps
 //! its part: its share of the cycles it shares at both ends, every stall before one of its
 //! instructions, every cycle it retires in alone. Timed in their own contexts, two blocks
 //! that share a cycle take complementary parts of it, so the blocks' costs still add up to
@@ -81,7 +81,7 @@ use crate::op::{op_of, Flow, Op};
 use crate::sched::{tip, Sched};
 use crate::table::Core;
 use iced_x86::{Decoder, DecoderOptions, InstructionInfoFactory};
-use proftrust_model::ExactProfile;
+use proftrust_model::{ExactProfile, InstrCount};
 
 /// The executable code of one module: (SVMA of a section, its bytes).
 #[derive(Debug, Clone, Default)]
@@ -157,48 +157,6 @@ pub struct ModelledRun {
     pub miss_cycles: f64,
 }
 
-/// The TIP costs of the instructions of block `body` (a range of `ops`), scheduled after
-/// `chain` (its history, newest first) and followed by `next` (its most likely successors,
-/// in order) on an empty core; instruction `i`'s load takes `extra(i)` cycles more than an
-/// L1 hit. TIP runs over the whole sequence and the body's part is returned: a cycle in
-/// which the history's last instructions or the successors' first retire together with the
-/// body's is split among all of them (module documentation, "Shared retirement cycles").
-#[allow(clippy::too_many_arguments)]
-fn time_block(
-    sched: &mut Sched<'_>,
-    ops: &[Option<Op>],
-    blocks: &[(usize, usize)],
-    chain: &[usize],
-    body: (usize, usize),
-    next: &[usize],
-    extra: &dyn Fn(usize) -> u32,
-    steps: &mut u64,
-) -> Vec<f64> {
-    sched.reset();
-    let mut retire: Vec<u64> = Vec::new();
-    let mut push = |range: (usize, usize), retire: &mut Vec<u64>| {
-        for (i, op) in ops.iter().enumerate().take(range.1).skip(range.0) {
-            match op {
-                Some(o) => {
-                    retire.push(sched.push_with(o, extra(i)).retire);
-                    *steps += 1;
-                }
-                None => retire.push(retire.last().copied().unwrap_or(0)),
-            }
-        }
-    };
-    for &p in chain.iter().rev() {
-        push(blocks[p], &mut retire);
-    }
-    let first = retire.len();
-    push(body, &mut retire);
-    let last = retire.len();
-    for &q in next {
-        push(blocks[q], &mut retire);
-    }
-    tip(&retire, 0)[first..last].to_vec()
-}
-
 /// The stationary misprediction rate of a 2-bit saturating counter on independent outcomes
 /// taken with probability `p` (module documentation).
 pub fn two_bit_mispredict_rate(p: f64) -> f64 {
@@ -233,16 +191,55 @@ pub fn model_run_with_misses(
     opts: &ModelOptions,
     miss: &[f64],
 ) -> ModelledRun {
-    let ins = &exact.instructions;
-    let n = ins.len();
-    // Mispredictions a predictor simulated on the actual outcomes (module documentation).
-    let simulated = exact
-        .extra_cost_names
-        .iter()
-        .position(|c| c == proftrust_model::BRANCH_MISSES_COLUMN);
+    let ops = decode(exact, code, core);
+    let g = RunGraph::new(exact, ops, opts.hot_share);
+    let n = g.ins.len();
+    let mut t = Timing {
+        g: &g,
+        core,
+        sched: Sched::new(core),
+        chain: Vec::new(),
+        next: Vec::new(),
+        out: ModelledRun {
+            cycles: vec![0.0; n],
+            mispredicts: vec![0.0; n],
+            blocks: g.blocks.len(),
+            ..ModelledRun::default()
+        },
+    };
+    for (b, &(s, e)) in g.blocks.iter().enumerate() {
+        if g.ops[s].is_none() {
+            for (c, ic) in t.out.cycles[s..e].iter_mut().zip(&g.ins[s..e]) {
+                *c = ic.count as f64;
+                t.out.uncoded_executions += ic.count;
+            }
+            continue;
+        }
+        let want = if g.hot[b] {
+            opts.context
+        } else {
+            opts.cold_context
+        };
+        t.history(b, want);
+        t.future(b);
+        let costs = t.block_costs((s, e), miss);
+        for (k, i) in (s..e).enumerate() {
+            let c = g.ins[i].count as f64;
+            t.out.cycles[i] = costs[k] * c;
+            if g.ops[i].as_ref().is_some_and(|o| !o.known) {
+                t.out.unknown_executions += g.ins[i].count;
+            }
+        }
+        t.mispredictions((s, e));
+    }
+    t.out
+}
+
+/// Every executed instruction of `exact` decoded (`None` without code or when invalid).
+fn decode(exact: &ExactProfile, code: &[Option<ModuleCode>], core: &Core) -> Vec<Option<Op>> {
     let mut factory = InstructionInfoFactory::new();
-    // Decode every executed instruction.
-    let ops: Vec<Option<Op>> = ins
+    exact
+        .instructions
         .iter()
         .map(|ic| {
             let m = ic.loc.module?;
@@ -256,240 +253,336 @@ pub fn model_run_with_misses(
             let i = dec.decode();
             (!i.is_invalid()).then(|| op_of(&i, core, &mut factory))
         })
-        .collect();
-    let index = |l: proftrust_model::Location| ins.binary_search_by_key(&l, |i| i.loc).ok();
-    let mut in_sum = vec![0u64; n];
-    let mut preds: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
-    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
-    for e in &exact.edges {
-        let (Some(f), Some(t)) = (index(e.from), index(e.to)) else {
-            continue;
+        .collect()
+}
+
+/// The executed instructions as blocks, with the edges between them, each block's most
+/// likely predecessor and the hot blocks.
+struct RunGraph<'a> {
+    ins: &'a [InstrCount],
+    ops: Vec<Option<Op>>,
+    /// Each instruction's successors by edge, with counts.
+    succs: Vec<Vec<(usize, u64)>>,
+    /// Blocks as instruction index ranges.
+    blocks: Vec<(usize, usize)>,
+    best_pred: Vec<Option<usize>>,
+    best_succ: Vec<Option<usize>>,
+    hot: Vec<bool>,
+    /// Per instruction, the mispredictions a predictor simulated on the actual outcomes
+    /// (the profile's [`proftrust_model::BRANCH_MISSES_COLUMN`]; module documentation),
+    /// `None` without that column.
+    simulated: Option<Vec<u64>>,
+}
+
+impl<'a> RunGraph<'a> {
+    fn new(exact: &'a ExactProfile, ops: Vec<Option<Op>>, hot_share: f64) -> Self {
+        let ins = &exact.instructions[..];
+        let n = ins.len();
+        let index = |l: proftrust_model::Location| ins.binary_search_by_key(&l, |i| i.loc).ok();
+        let mut in_sum = vec![0u64; n];
+        let mut preds: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+        let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+        for e in &exact.edges {
+            let (Some(f), Some(t)) = (index(e.from), index(e.to)) else {
+                continue;
+            };
+            in_sum[t] += e.count;
+            preds[t].push((f, e.count));
+            succs[f].push((t, e.count));
+        }
+        let mut g = RunGraph {
+            ins,
+            ops,
+            succs,
+            blocks: Vec::new(),
+            best_pred: Vec::new(),
+            best_succ: Vec::new(),
+            hot: Vec::new(),
+            simulated: exact
+                .extra_cost_names
+                .iter()
+                .position(|c| c == proftrust_model::BRANCH_MISSES_COLUMN)
+                .map(|k| {
+                    (0..n)
+                        .map(|i| {
+                            exact
+                                .extra_costs
+                                .get(i)
+                                .and_then(|r| r.get(k))
+                                .copied()
+                                .unwrap_or(0)
+                        })
+                        .collect()
+                }),
         };
-        in_sum[t] += e.count;
-        preds[t].push((f, e.count));
-        succs[f].push((t, e.count));
+        let block_of = g.split_blocks(&in_sum);
+        g.best_pred = g.best_preds(&in_sum, &preds, &block_of);
+        g.best_succ = g.best_succs(&block_of);
+        g.hot = g.hot_blocks(hot_share);
+        g
     }
-    let contiguous = |i: usize| -> bool {
+
+    /// Whether instruction `i` follows `i - 1` in memory (same module, no gap).
+    fn contiguous(&self, i: usize) -> bool {
+        let (ins, ops) = (self.ins, &self.ops);
         i > 0
             && ins[i - 1].loc.module == ins[i].loc.module
             && ops[i - 1]
                 .as_ref()
                 .is_some_and(|o| ins[i - 1].loc.svma.0 + u64::from(o.len) == ins[i].loc.svma.0)
-    };
-    // Block starts and blocks.
-    let mut block_of = vec![0usize; n];
-    let mut blocks: Vec<(usize, usize)> = Vec::new();
-    for i in 0..n {
-        let start = i == 0
-            || in_sum[i] > 0
-            || !contiguous(i)
-            || !succs[i - 1].is_empty()
-            || ops[i - 1].as_ref().is_none_or(|o| o.flow != Flow::Next);
-        if start {
-            blocks.push((i, i + 1));
-        } else if let Some(b) = blocks.last_mut() {
-            b.1 = i + 1;
-        }
-        block_of[i] = blocks.len() - 1;
-    }
-    // Each block's most likely predecessor block.
-    let best_pred: Vec<Option<usize>> = blocks
-        .iter()
-        .map(|&(s, _)| {
-            let mut best: Option<(u64, usize)> = None;
-            for &(f, c) in &preds[s] {
-                if best.is_none_or(|(bc, _)| c > bc) {
-                    best = Some((c, block_of[f]));
-                }
-            }
-            if contiguous(s) {
-                let fall = ins[s].count.saturating_sub(in_sum[s]);
-                if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
-                    best = Some((fall, block_of[s - 1]));
-                }
-            }
-            best.map(|b| b.1)
-        })
-        .collect();
-    // Each block's most likely successor block (the mirror of `best_pred`).
-    let best_succ: Vec<Option<usize>> = blocks
-        .iter()
-        .map(|&(_, e)| {
-            let last = e - 1;
-            let mut best: Option<(u64, usize)> = None;
-            for &(t, c) in &succs[last] {
-                if best.is_none_or(|(bc, _)| c > bc) {
-                    best = Some((c, block_of[t]));
-                }
-            }
-            if e < n && contiguous(e) {
-                let out: u64 = succs[last].iter().map(|&(_, c)| c).sum();
-                let fall = ins[last].count.saturating_sub(out);
-                if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
-                    best = Some((fall, block_of[e]));
-                }
-            }
-            best.map(|b| b.1)
-        })
-        .collect();
-    // Hot blocks: the largest shares of executed instructions up to `hot_share`.
-    let weight = |b: &(usize, usize)| -> u64 { ins[b.0..b.1].iter().map(|i| i.count).sum() };
-    let total: u64 = blocks.iter().map(weight).sum();
-    let mut order: Vec<usize> = (0..blocks.len()).collect();
-    order.sort_by_key(|&b| std::cmp::Reverse(weight(&blocks[b])));
-    let mut hot = vec![false; blocks.len()];
-    let mut acc = 0u64;
-    for &b in &order {
-        if (acc as f64) >= opts.hot_share * total as f64 {
-            break;
-        }
-        hot[b] = true;
-        acc += weight(&blocks[b]);
     }
 
-    let mut out = ModelledRun {
-        cycles: vec![0.0; n],
-        mispredicts: vec![0.0; n],
-        blocks: blocks.len(),
-        ..ModelledRun::default()
-    };
-    let mut sched = Sched::new(core);
-    let mut chain: Vec<usize> = Vec::new();
-    let mut next: Vec<usize> = Vec::new();
-    for (b, &(s, e)) in blocks.iter().enumerate() {
-        if ops[s].is_none() {
-            for (c, ic) in out.cycles[s..e].iter_mut().zip(&ins[s..e]) {
-                *c = ic.count as f64;
-                out.uncoded_executions += ic.count;
+    /// The blocks: a new one at an edge target, after a gap, after an edge source or a
+    /// control-flow instruction. Returns each instruction's block.
+    fn split_blocks(&mut self, in_sum: &[u64]) -> Vec<usize> {
+        let n = self.ins.len();
+        let mut block_of = vec![0usize; n];
+        for i in 0..n {
+            let start = i == 0
+                || in_sum[i] > 0
+                || !self.contiguous(i)
+                || !self.succs[i - 1].is_empty()
+                || self.ops[i - 1]
+                    .as_ref()
+                    .is_none_or(|o| o.flow != Flow::Next);
+            if start {
+                self.blocks.push((i, i + 1));
+            } else if let Some(b) = self.blocks.last_mut() {
+                b.1 = i + 1;
             }
-            continue;
+            block_of[i] = self.blocks.len() - 1;
         }
-        // The history: most likely predecessors, newest first.
-        let want = if hot[b] {
-            opts.context
-        } else {
-            opts.cold_context
-        };
-        chain.clear();
+        block_of
+    }
+
+    /// Each block's most likely predecessor block: the edge, or the fall-through, that
+    /// enters it most often.
+    fn best_preds(
+        &self,
+        in_sum: &[u64],
+        preds: &[Vec<(usize, u64)>],
+        block_of: &[usize],
+    ) -> Vec<Option<usize>> {
+        self.blocks
+            .iter()
+            .map(|&(s, _)| {
+                let mut best: Option<(u64, usize)> = None;
+                for &(f, c) in &preds[s] {
+                    if best.is_none_or(|(bc, _)| c > bc) {
+                        best = Some((c, block_of[f]));
+                    }
+                }
+                if self.contiguous(s) {
+                    let fall = self.ins[s].count.saturating_sub(in_sum[s]);
+                    if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
+                        best = Some((fall, block_of[s - 1]));
+                    }
+                }
+                best.map(|b| b.1)
+            })
+            .collect()
+    }
+
+    /// Each block's most likely successor block (the mirror of [`RunGraph::best_preds`]).
+    fn best_succs(&self, block_of: &[usize]) -> Vec<Option<usize>> {
+        let n = self.ins.len();
+        self.blocks
+            .iter()
+            .map(|&(_, e)| {
+                let last = e - 1;
+                let mut best: Option<(u64, usize)> = None;
+                for &(t, c) in &self.succs[last] {
+                    if best.is_none_or(|(bc, _)| c > bc) {
+                        best = Some((c, block_of[t]));
+                    }
+                }
+                if e < n && self.contiguous(e) {
+                    let out: u64 = self.succs[last].iter().map(|&(_, c)| c).sum();
+                    let fall = self.ins[last].count.saturating_sub(out);
+                    if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
+                        best = Some((fall, block_of[e]));
+                    }
+                }
+                best.map(|b| b.1)
+            })
+            .collect()
+    }
+
+    /// Hot blocks: the largest shares of executed instructions up to `hot_share`.
+    fn hot_blocks(&self, hot_share: f64) -> Vec<bool> {
+        let weight =
+            |b: &(usize, usize)| -> u64 { self.ins[b.0..b.1].iter().map(|i| i.count).sum() };
+        let total: u64 = self.blocks.iter().map(weight).sum();
+        let mut order: Vec<usize> = (0..self.blocks.len()).collect();
+        order.sort_by_key(|&b| std::cmp::Reverse(weight(&self.blocks[b])));
+        let mut hot = vec![false; self.blocks.len()];
+        let mut acc = 0u64;
+        for &b in &order {
+            if (acc as f64) >= hot_share * total as f64 {
+                break;
+            }
+            hot[b] = true;
+            acc += weight(&self.blocks[b]);
+        }
+        hot
+    }
+}
+
+/// The timing of the blocks of a [`RunGraph`], one after the other, on one scheduler.
+struct Timing<'a> {
+    g: &'a RunGraph<'a>,
+    core: &'a Core,
+    sched: Sched<'a>,
+    /// The current block's history: its most likely predecessors, newest first.
+    chain: Vec<usize>,
+    /// The current block's most likely successors, in order.
+    next: Vec<usize>,
+    out: ModelledRun,
+}
+
+impl Timing<'_> {
+    /// The history of block `b`: most likely predecessors, newest first, up to `want`
+    /// instructions (stopping at a block without code).
+    fn history(&mut self, b: usize, want: usize) {
+        let g = self.g;
+        self.chain.clear();
         let mut have = 0usize;
         let mut cur = b;
         while have < want {
-            let Some(p) = best_pred[cur] else { break };
-            let (ps, pe) = blocks[p];
-            if ops[ps..pe].iter().any(Option::is_none) {
+            let Some(p) = g.best_pred[cur] else { break };
+            let (ps, pe) = g.blocks[p];
+            if g.ops[ps..pe].iter().any(Option::is_none) {
                 break;
             }
-            chain.push(p);
+            self.chain.push(p);
             have += pe - ps;
             cur = p;
         }
-        // The successors that share the body's last retirement cycles.
-        next.clear();
+    }
+
+    /// The successors that share the last retirement cycles of block `b`: most likely
+    /// successors, in order, up to [`FUTURE`] instructions (stopping at a block without
+    /// code).
+    fn future(&mut self, b: usize) {
+        let g = self.g;
+        self.next.clear();
         let mut have = 0usize;
         let mut cur = b;
         while have < FUTURE {
-            let Some(q) = best_succ[cur] else { break };
-            let (qs, qe) = blocks[q];
-            if ops[qs..qe].iter().any(Option::is_none) {
+            let Some(q) = g.best_succ[cur] else { break };
+            let (qs, qe) = g.blocks[q];
+            if g.ops[qs..qe].iter().any(Option::is_none) {
                 break;
             }
-            next.push(q);
+            self.next.push(q);
             have += qe - qs;
             cur = q;
         }
-        let mut costs = time_block(
-            &mut sched,
-            &ops,
-            &blocks,
-            &chain,
-            (s, e),
-            &next,
-            &|_| 0,
-            &mut out.steps,
-        );
-        if !miss.is_empty() {
-            // Cache misses (module documentation, "Cache misses"): the block again with its
-            // loads at the whole cycles of their mean miss latency, then each load with a
-            // fractional part one cycle more, interpolated.
-            let whole = |i: usize| miss.get(i).map_or(0, |m| m.max(0.0).floor() as u32);
-            let loads: Vec<(usize, f64)> = (s..e)
-                .filter_map(|i| {
-                    let m = *miss.get(i)?;
-                    (m > 0.0).then(|| (i, m - m.floor()))
-                })
-                .collect();
-            if !loads.is_empty() {
-                let history = chain.iter().flat_map(|&p| blocks[p].0..blocks[p].1);
-                let base = if history.chain(s..e).any(|i| whole(i) > 0) {
-                    time_block(
-                        &mut sched,
-                        &ops,
-                        &blocks,
-                        &chain,
-                        (s, e),
-                        &next,
-                        &whole,
-                        &mut out.steps,
-                    )
-                } else {
-                    costs.clone()
-                };
-                let mut with = base.clone();
-                for &(j, frac) in &loads {
-                    if frac <= 0.0 {
-                        continue;
+    }
+
+    /// The TIP costs of the instructions of block `body` (a range of the ops), scheduled
+    /// after `chain` (its history, newest first) and followed by `next` (its most likely
+    /// successors, in order) on an empty core; instruction `i`'s load takes `extra(i)`
+    /// cycles more than an L1 hit. TIP runs over the whole sequence and the body's part is
+    /// returned: a cycle in which the history's last instructions or the successors' first
+    /// retire together with the body's is split among all of them (module documentation,
+    /// "Shared retirement cycles").
+    fn time(&mut self, body: (usize, usize), extra: &dyn Fn(usize) -> u32) -> Vec<f64> {
+        let (g, sched, steps) = (self.g, &mut self.sched, &mut self.out.steps);
+        sched.reset();
+        let mut retire: Vec<u64> = Vec::new();
+        let mut push = |range: (usize, usize), retire: &mut Vec<u64>| {
+            for (i, op) in g.ops.iter().enumerate().take(range.1).skip(range.0) {
+                match op {
+                    Some(o) => {
+                        retire.push(sched.push_with(o, extra(i)).retire);
+                        *steps += 1;
                     }
-                    let up = |i: usize| whole(i) + u32::from(i == j);
-                    let c = time_block(
-                        &mut sched,
-                        &ops,
-                        &blocks,
-                        &chain,
-                        (s, e),
-                        &next,
-                        &up,
-                        &mut out.steps,
-                    );
-                    for ((w, &u), &b) in with.iter_mut().zip(&c).zip(&base) {
-                        *w += frac * (u - b);
-                    }
+                    None => retire.push(retire.last().copied().unwrap_or(0)),
                 }
-                for (k, i) in (s..e).enumerate() {
-                    out.miss_cycles += (with[k] - costs[k]) * ins[i].count as f64;
-                }
-                costs = with;
+            }
+        };
+        for &p in self.chain.iter().rev() {
+            push(g.blocks[p], &mut retire);
+        }
+        let first = retire.len();
+        push(body, &mut retire);
+        let last = retire.len();
+        for &q in &self.next {
+            push(g.blocks[q], &mut retire);
+        }
+        tip(&retire, 0)[first..last].to_vec()
+    }
+
+    /// Cycles per execution of each instruction of `(s, e)`, with the data-cache misses
+    /// `miss` when given (module documentation, "Cache misses"): the block again with its
+    /// loads at the whole cycles of their mean miss latency, then each load with a
+    /// fractional part one cycle more, interpolated.
+    fn block_costs(&mut self, (s, e): (usize, usize), miss: &[f64]) -> Vec<f64> {
+        let costs = self.time((s, e), &|_| 0);
+        if miss.is_empty() {
+            return costs;
+        }
+        let whole = |i: usize| miss.get(i).map_or(0, |m| m.max(0.0).floor() as u32);
+        let loads: Vec<(usize, f64)> = (s..e)
+            .filter_map(|i| {
+                let m = *miss.get(i)?;
+                (m > 0.0).then(|| (i, m - m.floor()))
+            })
+            .collect();
+        if loads.is_empty() {
+            return costs;
+        }
+        let blocks = &self.g.blocks;
+        let history = self.chain.iter().flat_map(|&p| blocks[p].0..blocks[p].1);
+        let base = if history.chain(s..e).any(|i| whole(i) > 0) {
+            self.time((s, e), &whole)
+        } else {
+            costs.clone()
+        };
+        let mut with = base.clone();
+        for &(j, frac) in &loads {
+            if frac <= 0.0 {
+                continue;
+            }
+            let up = |i: usize| whole(i) + u32::from(i == j);
+            let c = self.time((s, e), &up);
+            for ((w, &u), &b) in with.iter_mut().zip(&c).zip(&base) {
+                *w += frac * (u - b);
             }
         }
         for (k, i) in (s..e).enumerate() {
-            let c = ins[i].count as f64;
-            out.cycles[i] = costs[k] * c;
-            if ops[i].as_ref().is_some_and(|o| !o.known) {
-                out.unknown_executions += ins[i].count;
-            }
+            self.out.miss_cycles += (with[k] - costs[k]) * self.g.ins[i].count as f64;
         }
-        // The block's last instruction: a branch's mispredictions.
-        let Some(o) = ops[e - 1].as_ref() else {
-            continue;
+        with
+    }
+
+    /// The mispredictions of the branch that ends block `(s, e)` and their cycles.
+    fn mispredictions(&mut self, (s, e): (usize, usize)) {
+        let g = self.g;
+        let Some(o) = g.ops[e - 1].as_ref() else {
+            return;
         };
-        let count = ins[e - 1].count;
+        let count = g.ins[e - 1].count;
         if count == 0 {
-            continue;
+            return;
         }
+        let succs = &g.succs[e - 1];
         let rate = match o.flow {
             Flow::Conditional(target) => {
-                let taken: u64 = succs[e - 1]
+                let taken: u64 = succs
                     .iter()
-                    .filter(|&&(t, _)| ins[t].loc.svma.0 == target)
+                    .filter(|&&(t, _)| g.ins[t].loc.svma.0 == target)
                     .map(|&(_, c)| c)
                     .sum();
                 two_bit_mispredict_rate(taken as f64 / count as f64)
             }
             Flow::IndirectJump | Flow::IndirectCall => {
-                let all: u64 = succs[e - 1].iter().map(|&(_, c)| c).sum();
+                let all: u64 = succs.iter().map(|&(_, c)| c).sum();
                 if all == 0 {
                     0.0
                 } else {
-                    1.0 - succs[e - 1]
+                    1.0 - succs
                         .iter()
                         .map(|&(_, c)| (c as f64 / all as f64).powi(2))
                         .sum::<f64>()
@@ -497,34 +590,29 @@ pub fn model_run_with_misses(
             }
             _ => 0.0,
         };
-        let m = match simulated {
-            Some(k) => exact
-                .extra_costs
-                .get(e - 1)
-                .and_then(|r| r.get(k))
-                .map_or(0.0, |&v| v as f64),
+        let m = match &g.simulated {
+            Some(v) => v.get(e - 1).map_or(0.0, |&x| x as f64),
             None => rate * count as f64,
         };
         if m > 0.0 {
-            // Resolution time: after a misprediction the front end restarts at the block, so
-            // the branch resolves when the block, dispatched into a drained core, computes
-            // its condition (in the history above the front end runs far ahead of a
-            // dependency chain, which a core that mispredicts never does).
-            sched.reset();
+            // Resolution time: after a misprediction the front end restarts at the block,
+            // so the branch resolves when the block, dispatched into a drained core,
+            // computes its condition (in the history above the front end runs far ahead of
+            // a dependency chain, which a core that mispredicts never does).
+            self.sched.reset();
             let mut first = None;
             let mut end = 0;
-            for o in ops[s..e].iter().flatten() {
-                let x = sched.push(o);
+            for o in g.ops[s..e].iter().flatten() {
+                let x = self.sched.push(o);
                 first.get_or_insert(x.dispatch);
                 end = x.complete;
-                out.steps += 1;
+                self.out.steps += 1;
             }
             let resolution = end.saturating_sub(first.unwrap_or(0)) as f64;
-            out.mispredicts[e - 1] = m;
-            out.cycles[e - 1] += m * (resolution + f64::from(core.mispredict_penalty));
+            self.out.mispredicts[e - 1] = m;
+            self.out.cycles[e - 1] += m * (resolution + f64::from(self.core.mispredict_penalty));
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -25,8 +25,8 @@ pub struct Args {
     folded: Option<PathBuf>,
     /// Weight of the folded stacks: instructions, or cycles / l1-misses / llc-misses of the
     /// timing model.
-    #[arg(long, value_enum, default_value_t = FoldedArg::Instructions)]
-    folded_metric: FoldedArg,
+    #[arg(long, value_parser = crate::args::named::<FoldedMetric>(), default_value_t = FoldedMetric::Instructions)]
+    folded_metric: FoldedMetric,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -48,19 +48,6 @@ pub struct Args {
     trace: TraceArgs,
 }
 
-/// Weight of the folded export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum FoldedArg {
-    /// Exclusive instructions.
-    Instructions,
-    /// Exclusive modelled cycles.
-    Cycles,
-    /// Exclusive modelled L1D misses.
-    L1Misses,
-    /// Exclusive modelled last-level cache misses.
-    LlcMisses,
-}
-
 /// Runs `proftrust cct`.
 pub fn run(mut a: Args) -> Result<()> {
     crate::output::check_opt(a.folded.as_ref()).context("--folded")?;
@@ -69,12 +56,7 @@ pub fn run(mut a: Args) -> Result<()> {
     o.command = a.trace.command()?;
     o.samples = a.samples.clone();
     o.anchor = (!a.anchor.is_empty()).then(|| a.anchor.clone());
-    o.folded = a.folded.as_ref().map(|_| match a.folded_metric {
-        FoldedArg::Instructions => FoldedMetric::Instructions,
-        FoldedArg::Cycles => FoldedMetric::Cycles,
-        FoldedArg::L1Misses => FoldedMetric::L1Misses,
-        FoldedArg::LlcMisses => FoldedMetric::LlcMisses,
-    });
+    o.folded = a.folded.as_ref().map(|_| a.folded_metric);
     o.sampled_folded = a.sampled_folded.is_some();
     o.trace = a.trace.options();
     o.show_output = !a.json;

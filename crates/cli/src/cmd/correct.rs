@@ -17,24 +17,6 @@ pub enum SolverArg {
     Lsq,
 }
 
-/// Emulation of eq. 6 (per-loop solvers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EmulationArg {
-    /// Each simple loop emulated on its own (eq. 6 as printed).
-    PerLoop,
-    /// Simple loops interleaved with probabilities F_l / sum F (skid may cross iterations).
-    Mixed,
-}
-
-/// How a black box's corrected count is spread over its instructions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BoxSpreadArg {
-    /// Evenly over its sampled instructions (code that runs straight through).
-    Uniform,
-    /// In proportion to its cycle samples (uniform CPIs).
-    Cycles,
-}
-
 /// Arguments of `proftrust correct`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -65,8 +47,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = SolverArg::Flow)]
     solver: SolverArg,
     /// Emulation of eq. 6 (per-loop solvers).
-    #[arg(long, value_enum, default_value_t = EmulationArg::Mixed)]
-    emulation: EmulationArg,
+    #[arg(long, value_parser = crate::args::named::<Emulation>(), default_value_t = Emulation::Mixed)]
+    emulation: Emulation,
     #[command(flatten)]
     seed: crate::args::Seed,
     /// Per-loop solvers: loops holding less than this share of the module's instruction
@@ -83,8 +65,8 @@ pub struct Args {
     max_blocks: usize,
     /// Flow solver: how the corrected count of a shared library reached through PLT stubs
     /// (a black box: no CFG) is spread over its instructions.
-    #[arg(long, value_enum, default_value_t = BoxSpreadArg::Uniform)]
-    box_spread: BoxSpreadArg,
+    #[arg(long, value_parser = crate::args::named::<BoxSpread>(), default_value_t = BoxSpread::Uniform)]
+    box_spread: BoxSpread,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -117,18 +99,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         SolverArg::Gibbs => Some(Solver::Gibbs),
         SolverArg::Lsq => Some(Solver::Lsq),
     };
-    o.emulation = match a.emulation {
-        EmulationArg::PerLoop => Emulation::PerLoop,
-        EmulationArg::Mixed => Emulation::Mixed,
-    };
+    o.emulation = a.emulation;
     o.seed = a.seed.seed;
     o.hot_share = a.hot_share;
     o.max_simple_loops = a.max_simple_loops;
     o.max_blocks = a.max_blocks;
-    o.box_spread = match a.box_spread {
-        BoxSpreadArg::Uniform => BoxSpread::Uniform,
-        BoxSpreadArg::Cycles => BoxSpread::Cycles,
-    };
+    o.box_spread = a.box_spread;
     let (report, data) = proftrust_pipeline::correct::execute_with_data(&o, &util::Ui)?;
     if !a.export.is_empty() {
         let raw = a.samples.as_deref().or(a.instructions.as_deref());

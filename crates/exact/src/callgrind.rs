@@ -284,15 +284,7 @@ fn command_program(command: &str) -> String {
 pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactProfile, ExactError> {
     // Refused up front what the kernel would refuse (an empty file would otherwise be run
     // by valgrind with /bin/sh).
-    let plan = run::plan(cmd)?;
-    if !plan.ident.is_x86_64() {
-        return Err(ExactError::WrongMachine {
-            program: plan.elf.clone(),
-            machine: plan.ident.machine_name().to_string(),
-            runner: "this valgrind",
-        });
-    }
-    let program = run::resolve_program(cmd)?;
+    let (program, plan) = run::plan_x86_64(cmd, "this valgrind")?;
     let valgrind = match &o.valgrind {
         Some(v) => v.clone(),
         None => run::find_tool("valgrind", "PROFTRUST_VALGRIND", "apt-get install valgrind")?,

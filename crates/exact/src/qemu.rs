@@ -370,14 +370,7 @@ fn run_qemu(
     trace: bool,
     visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<QemuRun, ExactError> {
-    let plan = run::plan(cmd)?;
-    if !plan.ident.is_x86_64() {
-        return Err(ExactError::WrongMachine {
-            program: plan.elf.clone(),
-            machine: plan.ident.machine_name().to_string(),
-            runner: "qemu-x86_64",
-        });
-    }
+    let (_, plan) = run::plan_x86_64(cmd, "qemu-x86_64")?;
     let qemu = match &o.qemu {
         Some(q) => q.clone(),
         None => find_qemu()?,

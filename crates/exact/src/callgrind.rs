@@ -1,7 +1,7 @@
 //! Running a program under valgrind's callgrind and importing its counts.
 
 use crate::run::{self, StderrTail};
-use crate::{sys, ExactError};
+use crate::{sys, tree, ExactError};
 use proftrust_formats::callgrind::{self, ExactOptions};
 use proftrust_model::{ExactProcess, ExactProfile, ImageStart, RunOutcome};
 use proftrust_supervise::StopSignal;
@@ -416,7 +416,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         .next()
         .map(|p| p.backend_detail.clone())
         .unwrap_or_default();
-    let mut p = crate::tree::assemble(
+    let mut p = tree::assemble(
         images
             .into_iter()
             .map(|(p, _, _)| p)
@@ -443,17 +443,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         detail.push_str("; ");
         detail.push_str(&root_detail);
     }
-    if p.processes.len() > 1 {
-        let counted = p
-            .processes
-            .iter()
-            .filter(|x| x.not_counted.is_none())
-            .count();
-        detail.push_str(&format!(
-            "; {} process images, {counted} counted",
-            p.processes.len()
-        ));
-    }
+    detail.push_str(&tree::images_phrase(&p));
     if outcome.is_cut_short() {
         detail.push_str(&format!("; {outcome}: counts up to then"));
     }

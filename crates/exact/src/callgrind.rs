@@ -1,7 +1,7 @@
 //! Running a program under valgrind's callgrind and importing its counts.
 
 use crate::run::{self, StderrTail};
-use crate::{sys, ExactError};
+use crate::{sys, tree, ExactError};
 use proftrust_formats::callgrind::{self, ExactOptions};
 use proftrust_model::{ExactProcess, ExactProfile, ImageStart, RunOutcome};
 use proftrust_supervise::StopSignal;
@@ -284,15 +284,7 @@ fn command_program(command: &str) -> String {
 pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactProfile, ExactError> {
     // Refused up front what the kernel would refuse (an empty file would otherwise be run
     // by valgrind with /bin/sh).
-    let plan = run::plan(cmd)?;
-    if !plan.ident.is_x86_64() {
-        return Err(ExactError::WrongMachine {
-            program: plan.elf.clone(),
-            machine: plan.ident.machine_name().to_string(),
-            runner: "this valgrind",
-        });
-    }
-    let program = run::resolve_program(cmd)?;
+    let (program, plan) = run::plan_x86_64(cmd, "this valgrind")?;
     let valgrind = match &o.valgrind {
         Some(v) => v.clone(),
         None => run::find_tool("valgrind", "PROFTRUST_VALGRIND", "apt-get install valgrind")?,
@@ -424,7 +416,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         .next()
         .map(|p| p.backend_detail.clone())
         .unwrap_or_default();
-    let mut p = crate::tree::assemble(
+    let mut p = tree::assemble(
         images
             .into_iter()
             .map(|(p, _, _)| p)
@@ -451,17 +443,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
         detail.push_str("; ");
         detail.push_str(&root_detail);
     }
-    if p.processes.len() > 1 {
-        let counted = p
-            .processes
-            .iter()
-            .filter(|x| x.not_counted.is_none())
-            .count();
-        detail.push_str(&format!(
-            "; {} process images, {counted} counted",
-            p.processes.len()
-        ));
-    }
+    detail.push_str(&tree::images_phrase(&p));
     if outcome.is_cut_short() {
         detail.push_str(&format!("; {outcome}: counts up to then"));
     }

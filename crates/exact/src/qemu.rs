@@ -370,14 +370,7 @@ fn run_qemu(
     trace: bool,
     visitor: Option<&mut dyn BlockVisitor>,
 ) -> Result<QemuRun, ExactError> {
-    let plan = run::plan(cmd)?;
-    if !plan.ident.is_x86_64() {
-        return Err(ExactError::WrongMachine {
-            program: plan.elf.clone(),
-            machine: plan.ident.machine_name().to_string(),
-            runner: "qemu-x86_64",
-        });
-    }
+    let (_, plan) = run::plan_x86_64(cmd, "qemu-x86_64")?;
     let qemu = match &o.qemu {
         Some(q) => q.clone(),
         None => find_qemu()?,
@@ -961,7 +954,9 @@ fn with_tree(
     // Each stream's records applied in image order, a fork's onto its parent's definitions.
     let mut resolvers: HashMap<u32, Resolver> = HashMap::new();
     resolvers.insert(0, root_resolver);
-    let mut decoded: Vec<(ImageNotes, u32, Result<ExactProfile, String>)> = Vec::new();
+    // Each image's notes and pid (for the image list) and its counts, by image id.
+    let mut pairs: Vec<(ImageNotes, u32)> = Vec::new();
+    let mut profiles: HashMap<u32, Result<ExactProfile, String>> = HashMap::new();
     let mut streams: Vec<(u32, tree::Stream)> = others
         .into_iter()
         .map(|s| {
@@ -996,7 +991,6 @@ fn with_tree(
                         }
                         let mut p = resolver.profile(&block_counts(&snap, api, edges), &snap.edges);
                         resolver.add_branch_misses(&mut p, &snap.misses);
-                        p.normalize();
                         Ok(p)
                     }
                     (None, Some(e)) => Err(format!("its stream broke off: {e}")),
@@ -1010,67 +1004,36 @@ fn with_tree(
             ),
         };
         resolvers.insert(id, resolver);
-        decoded.push((notes, pid, counts));
-    }
-    let pairs: Vec<(ImageNotes, u32)> = decoded
-        .iter_mut()
-        .map(|(n, pid, _)| (std::mem::take(n), *pid))
-        .collect();
-    let mut profiles: HashMap<u32, Result<ExactProfile, String>> = HashMap::new();
-    for ((n, _), (_, _, c)) in pairs.iter().zip(decoded) {
-        if let Some(p) = n.process {
-            profiles.insert(p.image, c);
+        if let Some(p) = notes.process {
+            profiles.insert(p.image, counts);
         }
+        pairs.push((notes, pid));
     }
     let images = tree::image_list(root_process, root_notes, &pairs);
-    let mut out = root;
-    out.processes = Vec::new();
-    let mut listed = Vec::with_capacity(images.len());
-    for (k, im) in images.into_iter().enumerate() {
-        let mut proc = im.process;
-        if k == 0 {
-            let mut me = out.clone();
-            me.processes = vec![proc.clone()];
-            out = ExactProfile {
-                processes: vec![proc.clone()],
-                ..me
+    let mut root = Some(root);
+    let list = images
+        .into_iter()
+        .map(|im| {
+            let mut proc = im.process;
+            if let Some(root) = root.take() {
+                return (proc, Some(root));
+            }
+            let counts = match profiles.remove(&im.id) {
+                Some(Ok(p)) if proc.not_counted.is_none() => {
+                    proc.total_instructions = p.total_instructions;
+                    Some(p)
+                }
+                Some(Err(why)) if proc.not_counted.is_none() => {
+                    proc.not_counted = Some(why);
+                    None
+                }
+                _ => None,
             };
-            listed.push(proc);
-            continue;
-        }
-        match profiles.remove(&im.id) {
-            Some(Ok(mut p)) if proc.not_counted.is_none() => {
-                proc.total_instructions = p.total_instructions;
-                p.processes = vec![proc.clone()];
-                out.merge(&p);
-            }
-            Some(Err(why)) if proc.not_counted.is_none() => {
-                proc.not_counted = Some(why);
-                out.processes.push(proc.clone());
-            }
-            _ => out.processes.push(proc.clone()),
-        }
-        listed.push(proc);
-    }
-    // The merge keeps each image's own counts; the listing's tree links are the image
-    // list's.
-    for (p, l) in out.processes.iter_mut().zip(listed) {
-        p.parent = l.parent;
-        p.start = l.start;
-        p.not_counted = l.not_counted;
-        p.replaced = l.replaced;
-    }
-    let counted = out
-        .processes
-        .iter()
-        .filter(|p| p.not_counted.is_none())
-        .count();
-    if out.processes.len() > 1 {
-        out.backend_detail.push_str(&format!(
-            "; {} process images, {counted} counted",
-            out.processes.len()
-        ));
-    }
+            (proc, counts)
+        })
+        .collect();
+    let mut out = tree::assemble(list);
+    out.backend_detail.push_str(&tree::images_phrase(&out));
     for w in warnings {
         out.backend_detail.push_str("; ");
         out.backend_detail.push_str(&w);

@@ -73,6 +73,25 @@ pub fn plan(cmd: &[OsString]) -> Result<proftrust_supervise::exec::ExecPlan, Exa
     Ok(proftrust_supervise::exec::plan_exec(&path, cmd)?)
 }
 
+/// [`plan`] for a runner of x86-64 programs (`runner`, named in the error): the path
+/// `cmd[0]` resolves to and what `execve` of it runs, or [`ExactError::WrongMachine`] when
+/// that ELF is built for another machine.
+pub(crate) fn plan_x86_64(
+    cmd: &[OsString],
+    runner: &'static str,
+) -> Result<(PathBuf, proftrust_supervise::exec::ExecPlan), ExactError> {
+    let path = resolve_program(cmd)?;
+    let plan = proftrust_supervise::exec::plan_exec(&path, cmd)?;
+    if !plan.ident.is_x86_64() {
+        return Err(ExactError::WrongMachine {
+            program: plan.elf,
+            machine: plan.ident.machine_name(),
+            runner,
+        });
+    }
+    Ok((path, plan))
+}
+
 /// Finds a tool on `PATH`, or at the path in `env_override` when that is set (a path that
 /// is not a file is then an error, not a fallback), else a [`ExactError::ToolMissing`].
 pub fn find_tool(name: &str, env_override: &str, install: &str) -> Result<PathBuf, ExactError> {

@@ -413,3 +413,17 @@ pub(crate) fn assemble(
     }
     out
 }
+
+/// `; N process images, M counted` for a backend's detail when `p` lists several images
+/// (empty otherwise).
+pub(crate) fn images_phrase(p: &proftrust_model::ExactProfile) -> String {
+    if p.processes.len() < 2 {
+        return String::new();
+    }
+    let counted = p
+        .processes
+        .iter()
+        .filter(|x| x.not_counted.is_none())
+        .count();
+    format!("; {} process images, {counted} counted", p.processes.len())
+}

@@ -242,46 +242,26 @@ impl ExactProfile {
             q.instructions = v;
             self.processes.push(q);
         }
-        let mut edges: std::collections::HashMap<(crate::Location, crate::Location), u64> =
-            Default::default();
-        for e in self
+        let edges = self.edges.drain(..).map(|e| ((e.from, e.to), e.count));
+        let more = other
             .edges
-            .drain(..)
-            .chain(other.edges.iter().map(|e| EdgeCount {
-                from: mv(e.from),
-                to: mv(e.to),
-                count: e.count,
-            }))
-        {
-            *edges.entry((e.from, e.to)).or_insert(0) += e.count;
-        }
-        self.edges = edges
-            .into_iter()
+            .iter()
+            .map(|e| ((mv(e.from), mv(e.to)), e.count));
+        self.edges = sum_by_pair(edges.chain(more))
             .map(|((from, to), count)| EdgeCount { from, to, count })
             .collect();
-        self.edges.sort_by_key(|e| (e.from, e.to));
-        let mut calls: std::collections::HashMap<(crate::Location, crate::Location), u64> =
-            Default::default();
-        for c in self
+        let calls = self.calls.drain(..).map(|c| ((c.site, c.target), c.count));
+        let more = other
             .calls
-            .drain(..)
-            .chain(other.calls.iter().map(|c| CallCount {
-                site: mv(c.site),
-                target: mv(c.target),
-                count: c.count,
-            }))
-        {
-            *calls.entry((c.site, c.target)).or_insert(0) += c.count;
-        }
-        self.calls = calls
-            .into_iter()
+            .iter()
+            .map(|c| ((mv(c.site), mv(c.target)), c.count));
+        self.calls = sum_by_pair(calls.chain(more))
             .map(|((site, target), count)| CallCount {
                 site,
                 target,
                 count,
             })
             .collect();
-        self.calls.sort_by_key(|c| (c.site, c.target));
         self.returns += other.returns;
         self.normalize();
     }
@@ -324,6 +304,17 @@ impl ExactProfile {
             .map(|i| self.instructions[i].count)
             .unwrap_or(0)
     }
+}
+
+/// The counts of each pair of locations summed, in order of the pair.
+fn sum_by_pair(
+    counts: impl Iterator<Item = ((Location, Location), u64)>,
+) -> std::collections::btree_map::IntoIter<(Location, Location), u64> {
+    let mut sums: std::collections::BTreeMap<(Location, Location), u64> = Default::default();
+    for (pair, n) in counts {
+        *sums.entry(pair).or_insert(0) += n;
+    }
+    sums.into_iter()
 }
 
 #[cfg(test)]

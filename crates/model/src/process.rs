@@ -26,6 +26,23 @@ pub enum ImageStart {
     Exec,
 }
 
+impl ImageStart {
+    /// How an image began, for a table: `started`, `forked` or `exec`, followed by
+    /// `, then exec` when an `execve` replaced it.
+    pub fn label(self, replaced: bool) -> String {
+        let s = match self {
+            ImageStart::Root => "started",
+            ImageStart::Fork => "forked",
+            ImageStart::Exec => "exec",
+        };
+        if replaced {
+            format!("{s}, then exec")
+        } else {
+            s.to_string()
+        }
+    }
+}
+
 /// One process image of an exact run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExactProcess {

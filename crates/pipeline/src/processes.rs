@@ -96,18 +96,7 @@ fn start_label(k: &Key) -> String {
     match k.1 {
         None if k.0.is_none() => "started".into(),
         None => "-".into(),
-        Some((s, replaced)) => {
-            let s = match s {
-                ImageStart::Root => "started",
-                ImageStart::Fork => "forked",
-                ImageStart::Exec => "exec",
-            };
-            if replaced {
-                format!("{s}, then exec")
-            } else {
-                s.to_string()
-            }
-        }
+        Some((s, replaced)) => s.label(replaced),
     }
 }
 
@@ -396,11 +385,11 @@ fn rows_of(
             continue;
         }
         let (n, instr) = totals.get(k).copied().unwrap_or_default();
-        let counted: Vec<usize> = g.counted.clone();
         let mut sampled_pids: Vec<u32> = g.sampled.iter().map(|&i| images[i].pid).collect();
         sampled_pids.sort_unstable();
         sampled_pids.dedup();
-        let mut exact_pids: Vec<u32> = counted
+        let mut exact_pids: Vec<u32> = g
+            .counted
             .iter()
             .chain(g.uncounted.iter().map(|(i, _)| i))
             .filter(|&&i| i != usize::MAX)

@@ -85,29 +85,7 @@ fn process_groups(p: &ExactProfile) -> Vec<proftrust_report::truth::TruthProcess
     }
     let mut groups: Vec<proftrust_report::truth::TruthProcesses> = Vec::new();
     for (i, x) in p.processes.iter().enumerate() {
-        let start = match (if i == 0 { ImageStart::Root } else { x.start }, x.replaced) {
-            (ImageStart::Root, r) => {
-                if r {
-                    "started, then exec"
-                } else {
-                    "started"
-                }
-            }
-            (ImageStart::Fork, r) => {
-                if r {
-                    "forked, then exec"
-                } else {
-                    "forked"
-                }
-            }
-            (ImageStart::Exec, r) => {
-                if r {
-                    "exec, then exec"
-                } else {
-                    "exec"
-                }
-            }
-        };
+        let start = (if i == 0 { ImageStart::Root } else { x.start }).label(x.replaced);
         let g = match groups
             .iter_mut()
             .find(|g| g.name == x.comm && g.start == start)
@@ -116,7 +94,7 @@ fn process_groups(p: &ExactProfile) -> Vec<proftrust_report::truth::TruthProcess
             None => {
                 groups.push(proftrust_report::truth::TruthProcesses {
                     name: x.comm.clone(),
-                    start: start.into(),
+                    start,
                     images: 0,
                     counted: 0,
                     instructions: 0,

@@ -10,21 +10,32 @@ pub const END_RETURN: u8 = 2;
 /// `syscall` (`0F 05`), `sysenter` (`0F 34`) or `int 0x80` (`CD 80`).
 pub const END_SYSCALL: u8 = 3;
 
+/// Where the opcode of the instruction `bytes` starts: after its legacy prefixes (operand
+/// and address size, segment, `lock`, `rep`/`bnd`) and a REX prefix; and whether an
+/// operand-size prefix (`0x66`) was among them.
+fn opcode_at(bytes: &[u8]) -> (usize, bool) {
+    let mut i = 0;
+    let mut opsize16 = false;
+    while let Some(&b) = bytes.get(i) {
+        if !matches!(
+            b,
+            0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x2E | 0x36 | 0x3E | 0x26 | 0x64 | 0x65
+        ) {
+            break;
+        }
+        opsize16 |= b == 0x66;
+        i += 1;
+    }
+    if bytes.get(i).is_some_and(|b| (0x40..=0x4F).contains(b)) {
+        i += 1;
+    }
+    (i, opsize16)
+}
+
 /// Classifies one instruction's bytes. Legacy prefixes (operand/address size, segment,
 /// `lock`, `rep`/`bnd`) and a REX prefix are skipped; anything unrecognised is "other".
 pub fn classify(bytes: &[u8]) -> u8 {
-    let mut i = 0;
-    while i < bytes.len()
-        && matches!(
-            bytes[i],
-            0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x2E | 0x36 | 0x3E | 0x26 | 0x64 | 0x65
-        )
-    {
-        i += 1;
-    }
-    if i < bytes.len() && (0x40..=0x4F).contains(&bytes[i]) {
-        i += 1;
-    }
+    let (i, _) = opcode_at(bytes);
     let op = match bytes.get(i) {
         Some(&b) => b,
         None => return END_OTHER,
@@ -57,18 +68,7 @@ pub fn branch_kind(bytes: &[u8], vaddr: u64) -> proftrust_bpred::Kind {
         (END_CALL, _) => Kind::IndirectCall,
         (END_OTHER, Successors::Two { .. }) => Kind::Conditional,
         (END_OTHER, Successors::Dynamic) => {
-            let mut i = 0;
-            while bytes.get(i).is_some_and(|b| {
-                matches!(
-                    b,
-                    0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x2E | 0x36 | 0x3E | 0x26 | 0x64 | 0x65
-                )
-            }) {
-                i += 1;
-            }
-            if bytes.get(i).is_some_and(|b| (0x40..=0x4F).contains(b)) {
-                i += 1;
-            }
+            let (i, _) = opcode_at(bytes);
             match (bytes.get(i), bytes.get(i + 1).map(|m| (m >> 3) & 7)) {
                 (Some(0xFF), Some(4 | 5)) => Kind::IndirectJump,
                 _ => Kind::Other,
@@ -121,20 +121,7 @@ pub enum Successors {
 pub fn successors(bytes: &[u8], vaddr: u64) -> Successors {
     use Successors::*;
     let next = vaddr.wrapping_add(bytes.len() as u64);
-    let mut i = 0;
-    let mut opsize16 = false;
-    while i < bytes.len()
-        && matches!(
-            bytes[i],
-            0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x2E | 0x36 | 0x3E | 0x26 | 0x64 | 0x65
-        )
-    {
-        opsize16 |= bytes[i] == 0x66;
-        i += 1;
-    }
-    if i < bytes.len() && (0x40..=0x4F).contains(&bytes[i]) {
-        i += 1;
-    }
+    let (i, opsize16) = opcode_at(bytes);
     let Some(&op) = bytes.get(i) else {
         return Dynamic;
     };

@@ -155,6 +155,10 @@ pub struct ModelledRun {
     pub uncoded_executions: u64,
     /// Cycles the cache misses added ([`model_run_with_misses`]; 0 without).
     pub miss_cycles: f64,
+    /// The mispredictions are the simulated ones of the profile's
+    /// [`proftrust_model::BRANCH_MISSES_COLUMN`], not estimates from branch frequencies
+    /// (module documentation, "Branch mispredictions").
+    pub simulated_branches: bool,
 }
 
 /// The stationary misprediction rate of a 2-bit saturating counter on independent outcomes
@@ -204,6 +208,7 @@ pub fn model_run_with_misses(
             cycles: vec![0.0; n],
             mispredicts: vec![0.0; n],
             blocks: g.blocks.len(),
+            simulated_branches: g.simulated.is_some(),
             ..ModelledRun::default()
         },
     };
@@ -289,13 +294,16 @@ struct RunGraph<'a> {
     succs: Vec<Vec<(usize, u64)>>,
     /// Blocks as instruction index ranges.
     blocks: Vec<(usize, usize)>,
+    /// Each block's most likely predecessor block.
     best_pred: Vec<Option<usize>>,
+    /// Each block's most likely successor block.
     best_succ: Vec<Option<usize>>,
     hot: Vec<bool>,
-    /// Per instruction, the mispredictions a predictor simulated on the actual outcomes
-    /// (the profile's [`proftrust_model::BRANCH_MISSES_COLUMN`]; module documentation),
-    /// `None` without that column.
-    simulated: Option<Vec<u64>>,
+    /// The mispredictions a predictor simulated on the actual outcomes, per instruction:
+    /// the profile's extra cost rows (parallel to `ins`) and the index of their column
+    /// [`proftrust_model::BRANCH_MISSES_COLUMN`] (module documentation); `None` without
+    /// that column.
+    simulated: Option<(&'a [Vec<u64>], usize)>,
 }
 
 impl<'a> RunGraph<'a> {
@@ -326,18 +334,7 @@ impl<'a> RunGraph<'a> {
                 .extra_cost_names
                 .iter()
                 .position(|c| c == proftrust_model::BRANCH_MISSES_COLUMN)
-                .map(|k| {
-                    (0..n)
-                        .map(|i| {
-                            exact
-                                .extra_costs
-                                .get(i)
-                                .and_then(|r| r.get(k))
-                                .copied()
-                                .unwrap_or(0)
-                        })
-                        .collect()
-                }),
+                .map(|k| (&exact.extra_costs[..], k)),
         };
         let block_of = g.split_blocks(&in_sum);
         g.best_pred = g.best_preds(&in_sum, &preds, &block_of);
@@ -578,8 +575,11 @@ impl Timing<'_> {
             }
             _ => 0.0,
         };
-        let m = match &g.simulated {
-            Some(v) => v.get(e - 1).map_or(0.0, |&x| x as f64),
+        let m = match g.simulated {
+            Some((rows, k)) => rows
+                .get(e - 1)
+                .and_then(|r| r.get(k))
+                .map_or(0.0, |&x| x as f64),
             None => rate * count as f64,
         };
         if m > 0.0 {

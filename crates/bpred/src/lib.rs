@@ -78,20 +78,6 @@ pub enum Kind {
     Return = 5,
 }
 
-impl Kind {
-    /// The kind of code `c` (`Other` for unknown codes).
-    pub fn from_u8(c: u8) -> Kind {
-        match c {
-            1 => Kind::Conditional,
-            2 => Kind::DirectCall,
-            3 => Kind::IndirectCall,
-            4 => Kind::IndirectJump,
-            5 => Kind::Return,
-            _ => Kind::Other,
-        }
-    }
-}
-
 /// Tagged tables of the conditional predictor.
 pub const TAGE_TABLES: usize = 6;
 /// Their global-history lengths (bits): geometric from 4 to 128 (ratio 2).

@@ -21,7 +21,12 @@ if [ -z "${PROFTRUST:-}" ]; then
 fi
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-wall() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+# Wall seconds of a command; its stdout kept in file $1.
+wall_to() { local out=$1 t0 t1; shift; t0=$(date +%s.%N); "$@" >"$out" 2>/dev/null || true; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+wall() { wall_to /dev/null "$@"; }
+# Median wall seconds of REPEATS audits of the current workload with the options after $1;
+# the JSON report of the last one in $work/$1.json (for its epsilon).
+audit_median() { local name=$1; shift; for i in $(seq "$reps"); do wall_to "$work/$name.json" "$PROFTRUST" -q audit "$@" --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median; }
 eps() { python3 -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))["metrics"]["epsilon_function"])' "$1" 2>/dev/null || echo "-"; }
 echo "size $size, median of $reps (wall seconds; ratio to native); epsilon(function) of the audit's cpu-clock samples, period $period ns randomised"
 printf '%-8s %8s %18s %18s' workload native "audit instr" "audit time-model"
@@ -35,18 +40,15 @@ for w in "${workloads[@]}"; do
   "$PROFTRUST" -q truth --workload "$w" --size 1 -o "$work/warm.ptexact" >/dev/null 2>&1
   exe=$(find "${PROFTRUST_WORKLOAD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/proftrust/workloads}" -type f -name "$w" -perm -u+x | head -1)
   nat=$(for i in $(seq "$reps"); do wall "$exe" "$size"; done | median)
-  ai=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
-  "$PROFTRUST" -q audit --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/i.json" 2>/dev/null || true
-  at=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
-  "$PROFTRUST" -q audit --truth-weight time-model --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/t.json" 2>/dev/null || true
+  ai=$(audit_median i)
+  at=$(audit_median t --truth-weight time-model)
   printf '%-8s %8.3f %10.3f (%4.1fx) %10.3f (%4.1fx)' "$w" "$nat" "$ai" "$(echo "$ai/$nat" | bc -l)" "$at" "$(echo "$at/$nat" | bc -l)"
   if [ -n "${TRACE:-}" ]; then
     ao=$(wall "$PROFTRUST" -q audit --truth-weight time-model --time-model trace --period "$period" --randomize --json -- "$exe" "$size")
     printf ' %10.3f (%4.0fx)' "$ao" "$(echo "$ao/$nat" | bc -l)"
   fi
   if [ -n "${BRANCHES:-}" ]; then
-    ab=$(for i in $(seq "$reps"); do wall "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -o - -- "$exe" "$size"; done | median)
-    "$PROFTRUST" -q audit --truth-weight time-model --time-branches --period "$period" --randomize --json -o - -- "$exe" "$size" > "$work/b.json" 2>/dev/null || true
+    ab=$(audit_median b --truth-weight time-model --time-branches)
     printf ' %10.3f (%4.1fx)' "$ab" "$(echo "$ab/$nat" | bc -l)"
   fi
   printf ' %9s %9s' "$(eps "$work/i.json")" "$(eps "$work/t.json")"

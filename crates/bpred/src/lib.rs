@@ -78,20 +78,6 @@ pub enum Kind {
     Return = 5,
 }
 
-impl Kind {
-    /// The kind of code `c` (`Other` for unknown codes).
-    pub fn from_u8(c: u8) -> Kind {
-        match c {
-            1 => Kind::Conditional,
-            2 => Kind::DirectCall,
-            3 => Kind::IndirectCall,
-            4 => Kind::IndirectJump,
-            5 => Kind::Return,
-            _ => Kind::Other,
-        }
-    }
-}
-
 /// Tagged tables of the conditional predictor.
 pub const TAGE_TABLES: usize = 6;
 /// Their global-history lengths (bits): geometric from 4 to 128 (ratio 2).
@@ -158,6 +144,102 @@ impl History {
     }
 }
 
+/// An entry of a tagged table (TAGE's counters, ITTAGE's targets): what a [`Lookup`]
+/// matches and an allocation reads.
+trait Tagged {
+    fn tag(&self) -> u16;
+    /// Usefulness (TAGE 0..=3, ITTAGE 0 or 1).
+    fn useful(&self) -> u8;
+    fn set_useful(&mut self, u: u8);
+}
+
+/// The entries of one branch in the `N` tagged tables of a predictor: each table's index
+/// and tag, the provider (the longest table whose entry's tag matches) and the alternate
+/// (the next longest matching one).
+struct Lookup<const N: usize> {
+    idx: [usize; N],
+    tag: [u16; N],
+    provider: Option<usize>,
+    alt: Option<usize>,
+}
+
+impl<const N: usize> Lookup<N> {
+    /// The entries of the branch with mixed address `m` ([`History::mix_pc`]) in `tables`
+    /// (`2^log` entries each; table `t` hashed with the last `len[t]` history bits into a
+    /// `tag_bits[t]`-bit tag, its hash salted by `salt + t`).
+    #[inline(always)]
+    fn new<E: Tagged>(
+        hist: &History,
+        m: u64,
+        tables: &[Vec<E>],
+        len: &[u32; N],
+        tag_bits: &[u32; N],
+        log: u32,
+        salt: u64,
+    ) -> Self {
+        let mut l = Lookup {
+            idx: [0; N],
+            tag: [0; N],
+            provider: None,
+            alt: None,
+        };
+        for t in (0..N).rev() {
+            (l.idx[t], l.tag[t]) = hist.hash(m, len[t], salt + t as u64, log, tag_bits[t]);
+            if tables[t][l.idx[t]].tag() == l.tag[t] {
+                if l.provider.is_none() {
+                    l.provider = Some(t);
+                } else if l.alt.is_none() {
+                    l.alt = Some(t);
+                }
+            }
+        }
+        l
+    }
+
+    /// After a misprediction (module documentation; TAGE §3.3.1): one entry `new(tag)` in a
+    /// table longer than the provider whose entry is not useful, the first such, or with
+    /// probability 1/2 (the `rng` coin) the one after it; when every candidate is useful,
+    /// each candidate's usefulness decremented (for ITTAGE's 1-bit `u`: reset).
+    #[inline(always)]
+    fn allocate<E: Tagged>(
+        &self,
+        tables: &mut [Vec<E>],
+        rng: &mut u64,
+        new: impl FnOnce(u16) -> E,
+    ) {
+        let from = self.provider.map_or(0, |p| p + 1);
+        if from >= N {
+            return;
+        }
+        let mut start = from;
+        if start + 1 < N && coin(rng) {
+            start += 1;
+        }
+        let free = (start..N)
+            .chain(from..start)
+            .find(|&t| tables[t][self.idx[t]].useful() == 0);
+        match free {
+            Some(t) => tables[t][self.idx[t]] = new(self.tag[t]),
+            None => {
+                for (table, &i) in tables.iter_mut().zip(&self.idx).skip(from) {
+                    let u = table[i].useful();
+                    table[i].set_useful(u.saturating_sub(1));
+                }
+            }
+        }
+    }
+}
+
+/// The allocation's coin: a step of the xorshift generator `rng`, its low bit.
+fn coin(rng: &mut u64) -> bool {
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    x & 1 == 1
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct TageEntry {
     /// Signed 3-bit counter, -4..=3: taken when >= 0.
@@ -165,6 +247,18 @@ struct TageEntry {
     tag: u16,
     /// Usefulness, 0..=3.
     u: u8,
+}
+
+impl Tagged for TageEntry {
+    fn tag(&self) -> u16 {
+        self.tag
+    }
+    fn useful(&self) -> u8 {
+        self.u
+    }
+    fn set_useful(&mut self, u: u8) {
+        self.u = u;
+    }
 }
 
 /// An indirect predictor entry.
@@ -176,6 +270,18 @@ struct TargetEntry {
     conf: u8,
     /// Useful, 0 or 1.
     u: u8,
+}
+
+impl Tagged for TargetEntry {
+    fn tag(&self) -> u16 {
+        self.tag
+    }
+    fn useful(&self) -> u8 {
+        self.u
+    }
+    fn set_useful(&mut self, u: u8) {
+        self.u = u;
+    }
 }
 
 /// The predictor (module documentation): TAGE, ITTAGE-like, a return stack.
@@ -262,15 +368,6 @@ impl Predictor {
         h.path = (h.path << 1) | ((pc >> 2) & 1);
     }
 
-    fn coin(&mut self) -> bool {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x & 1 == 1
-    }
-
     fn tick(&mut self) {
         self.branches += 1;
         if self.branches % U_RESET_PERIOD == 0 {
@@ -286,22 +383,18 @@ impl Predictor {
     /// TAGE: predict and update; true on a misprediction.
     fn conditional(&mut self, pc: u64, taken: bool) -> bool {
         self.tick();
-        let m = History::mix_pc(pc);
-        let mut idx = [0usize; TAGE_TABLES];
-        let mut tag = [0u16; TAGE_TABLES];
-        let (mut provider, mut alt) = (None, None);
-        for t in (0..TAGE_TABLES).rev() {
-            (idx[t], tag[t]) =
-                self.hist
-                    .hash(m, TAGE_HISTORY[t], t as u64, TAGE_LOG, TAGE_TAG_BITS[t]);
-            if self.tage[t][idx[t]].tag == tag[t] {
-                if provider.is_none() {
-                    provider = Some(t);
-                } else if alt.is_none() {
-                    alt = Some(t);
-                }
-            }
-        }
+        let look = Lookup::new(
+            &self.hist,
+            History::mix_pc(pc),
+            &self.tage,
+            &TAGE_HISTORY,
+            &TAGE_TAG_BITS,
+            TAGE_LOG,
+            0,
+        );
+        let Lookup {
+            idx, provider, alt, ..
+        } = look;
         let bi = ((pc ^ (pc >> BIMODAL_LOG)) as usize) & ((1 << BIMODAL_LOG) - 1);
         let alt_pred = match alt {
             Some(a) => self.tage[a][idx[a]].ctr >= 0,
@@ -332,30 +425,12 @@ impl Predictor {
             None => alt_pred,
         };
         let miss = pred != taken;
-        // Allocation in a longer table.
-        let from = provider.map_or(0, |p| p + 1);
-        if miss && from < TAGE_TABLES {
-            let mut start = from;
-            if start + 1 < TAGE_TABLES && self.coin() {
-                start += 1;
-            }
-            let free = (start..TAGE_TABLES)
-                .chain(from..start)
-                .find(|&t| self.tage[t][idx[t]].u == 0);
-            match free {
-                Some(t) => {
-                    self.tage[t][idx[t]] = TageEntry {
-                        ctr: if taken { 0 } else { -1 },
-                        tag: tag[t],
-                        u: 0,
-                    };
-                }
-                None => {
-                    for (table, &i) in self.tage.iter_mut().zip(&idx).skip(from) {
-                        table[i].u = table[i].u.saturating_sub(1);
-                    }
-                }
-            }
+        if miss {
+            look.allocate(&mut self.tage, &mut self.rng, |tag| TageEntry {
+                ctr: if taken { 0 } else { -1 },
+                tag,
+                u: 0,
+            });
         }
         match provider {
             Some(p) => {
@@ -389,26 +464,18 @@ impl Predictor {
     /// ITTAGE-like: predict the target, update; true on a misprediction.
     fn indirect(&mut self, pc: u64, target: u64) -> bool {
         self.tick();
-        let m = History::mix_pc(pc);
-        let mut idx = [0usize; ITTAGE_TABLES];
-        let mut tag = [0u16; ITTAGE_TABLES];
-        let (mut provider, mut alt) = (None, None);
-        for t in (0..ITTAGE_TABLES).rev() {
-            (idx[t], tag[t]) = self.hist.hash(
-                m,
-                ITTAGE_HISTORY[t],
-                16 + t as u64,
-                ITTAGE_LOG,
-                ITTAGE_TAG_BITS,
-            );
-            if self.ittage[t][idx[t]].tag == tag[t] {
-                if provider.is_none() {
-                    provider = Some(t);
-                } else if alt.is_none() {
-                    alt = Some(t);
-                }
-            }
-        }
+        let look = Lookup::new(
+            &self.hist,
+            History::mix_pc(pc),
+            &self.ittage,
+            &ITTAGE_HISTORY,
+            &[ITTAGE_TAG_BITS; ITTAGE_TABLES],
+            ITTAGE_LOG,
+            16,
+        );
+        let Lookup {
+            idx, provider, alt, ..
+        } = look;
         let bi = ((pc ^ (pc >> BTB_LOG)) as usize) & ((1 << BTB_LOG) - 1);
         let alt_target = match alt {
             Some(a) => self.ittage[a][idx[a]].target,
@@ -416,30 +483,13 @@ impl Predictor {
         };
         let pred = provider.map_or(alt_target, |p| self.ittage[p][idx[p]].target);
         let miss = pred != target;
-        let from = provider.map_or(0, |p| p + 1);
-        if miss && from < ITTAGE_TABLES {
-            let mut start = from;
-            if start + 1 < ITTAGE_TABLES && self.coin() {
-                start += 1;
-            }
-            let free = (start..ITTAGE_TABLES)
-                .chain(from..start)
-                .find(|&t| self.ittage[t][idx[t]].u == 0);
-            match free {
-                Some(t) => {
-                    self.ittage[t][idx[t]] = TargetEntry {
-                        target,
-                        tag: tag[t],
-                        conf: 0,
-                        u: 0,
-                    };
-                }
-                None => {
-                    for (table, &i) in self.ittage.iter_mut().zip(&idx).skip(from) {
-                        table[i].u = 0;
-                    }
-                }
-            }
+        if miss {
+            look.allocate(&mut self.ittage, &mut self.rng, |tag| TargetEntry {
+                target,
+                tag,
+                conf: 0,
+                u: 0,
+            });
         }
         match provider {
             Some(p) => {

@@ -154,11 +154,7 @@ pub fn execute_with_data(
             Some(Solver::Lsq) => "lsq",
         }
         .to_string(),
-        emulation: match a.emulation {
-            Emulation::PerLoop => "per-loop",
-            Emulation::Mixed => "mixed",
-        }
-        .to_string(),
+        emulation: proftrust_model::named::Named::name(a.emulation).to_string(),
         seed: a.seed,
         functions: totals.rows(),
         loops: loops(&cor),

@@ -289,13 +289,7 @@ pub fn add_time_column(
         bail!("the exact profile has no edges: the time model needs the block-to-block edge counts (count again with `proftrust truth` without --no-edges, or QEMU's backend)");
     }
     e.normalize();
-    let mut summary = ModelSummary {
-        simulated_branches: e
-            .extra_cost_names
-            .iter()
-            .any(|n| n == proftrust_model::BRANCH_MISSES_COLUMN),
-        ..ModelSummary::default()
-    };
+    let mut summary = ModelSummary::default();
     let code: Vec<Option<ModuleCode>> = e
         .modules
         .iter()
@@ -345,6 +339,7 @@ pub fn add_time_column(
     summary.unknown = run.unknown_executions;
     summary.uncoded = run.uncoded_executions;
     summary.miss_cycles = run.miss_cycles;
+    summary.simulated_branches = run.simulated_branches;
     Ok(summary)
 }
 

@@ -155,6 +155,10 @@ pub struct ModelledRun {
     pub uncoded_executions: u64,
     /// Cycles the cache misses added ([`model_run_with_misses`]; 0 without).
     pub miss_cycles: f64,
+    /// The mispredictions are the simulated ones of the profile's
+    /// [`proftrust_model::BRANCH_MISSES_COLUMN`], not estimates from branch frequencies
+    /// (module documentation, "Branch mispredictions").
+    pub simulated_branches: bool,
 }
 
 /// The stationary misprediction rate of a 2-bit saturating counter on independent outcomes
@@ -204,6 +208,7 @@ pub fn model_run_with_misses(
             cycles: vec![0.0; n],
             mispredicts: vec![0.0; n],
             blocks: g.blocks.len(),
+            simulated_branches: g.simulated.is_some(),
             ..ModelledRun::default()
         },
     };
@@ -220,8 +225,10 @@ pub fn model_run_with_misses(
         } else {
             opts.cold_context
         };
-        t.history(b, want);
-        t.future(b);
+        // The history, newest first, and the successors that share the block's last
+        // retirement cycles, in order (module documentation, "Shared retirement cycles").
+        g.walk(b, &g.best_pred, want, &mut t.chain);
+        g.walk(b, &g.best_succ, FUTURE, &mut t.next);
         let costs = t.block_costs((s, e), miss);
         for (k, i) in (s..e).enumerate() {
             let c = g.ins[i].count as f64;
@@ -256,8 +263,30 @@ fn decode(exact: &ExactProfile, code: &[Option<ModuleCode>], core: &Core) -> Vec
         .collect()
 }
 
+/// The most likely neighbour block: the block of the heaviest of `edges` (instruction,
+/// count; the first of equals), or `fall` (count, block: the fall-through) when heavier
+/// still.
+fn most_likely(
+    edges: &[(usize, u64)],
+    block_of: &[usize],
+    fall: Option<(u64, usize)>,
+) -> Option<usize> {
+    let mut best: Option<(u64, usize)> = None;
+    for &(x, c) in edges {
+        if best.is_none_or(|(bc, _)| c > bc) {
+            best = Some((c, block_of[x]));
+        }
+    }
+    if let Some((c, b)) = fall {
+        if c > 0 && best.is_none_or(|(bc, _)| c > bc) {
+            best = Some((c, b));
+        }
+    }
+    best.map(|b| b.1)
+}
+
 /// The executed instructions as blocks, with the edges between them, each block's most
-/// likely predecessor and the hot blocks.
+/// likely predecessor and successor and the hot blocks.
 struct RunGraph<'a> {
     ins: &'a [InstrCount],
     ops: Vec<Option<Op>>,
@@ -265,13 +294,16 @@ struct RunGraph<'a> {
     succs: Vec<Vec<(usize, u64)>>,
     /// Blocks as instruction index ranges.
     blocks: Vec<(usize, usize)>,
+    /// Each block's most likely predecessor block.
     best_pred: Vec<Option<usize>>,
+    /// Each block's most likely successor block.
     best_succ: Vec<Option<usize>>,
     hot: Vec<bool>,
-    /// Per instruction, the mispredictions a predictor simulated on the actual outcomes
-    /// (the profile's [`proftrust_model::BRANCH_MISSES_COLUMN`]; module documentation),
-    /// `None` without that column.
-    simulated: Option<Vec<u64>>,
+    /// The mispredictions a predictor simulated on the actual outcomes, per instruction:
+    /// the profile's extra cost rows (parallel to `ins`) and the index of their column
+    /// [`proftrust_model::BRANCH_MISSES_COLUMN`] (module documentation); `None` without
+    /// that column.
+    simulated: Option<(&'a [Vec<u64>], usize)>,
 }
 
 impl<'a> RunGraph<'a> {
@@ -302,18 +334,7 @@ impl<'a> RunGraph<'a> {
                 .extra_cost_names
                 .iter()
                 .position(|c| c == proftrust_model::BRANCH_MISSES_COLUMN)
-                .map(|k| {
-                    (0..n)
-                        .map(|i| {
-                            exact
-                                .extra_costs
-                                .get(i)
-                                .and_then(|r| r.get(k))
-                                .copied()
-                                .unwrap_or(0)
-                        })
-                        .collect()
-                }),
+                .map(|k| (&exact.extra_costs[..], k)),
         };
         let block_of = g.split_blocks(&in_sum);
         g.best_pred = g.best_preds(&in_sum, &preds, &block_of);
@@ -366,46 +387,49 @@ impl<'a> RunGraph<'a> {
         self.blocks
             .iter()
             .map(|&(s, _)| {
-                let mut best: Option<(u64, usize)> = None;
-                for &(f, c) in &preds[s] {
-                    if best.is_none_or(|(bc, _)| c > bc) {
-                        best = Some((c, block_of[f]));
-                    }
-                }
-                if self.contiguous(s) {
-                    let fall = self.ins[s].count.saturating_sub(in_sum[s]);
-                    if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
-                        best = Some((fall, block_of[s - 1]));
-                    }
-                }
-                best.map(|b| b.1)
+                let fall = self.contiguous(s).then(|| {
+                    let c = self.ins[s].count.saturating_sub(in_sum[s]);
+                    (c, block_of[s - 1])
+                });
+                most_likely(&preds[s], block_of, fall)
             })
             .collect()
     }
 
-    /// Each block's most likely successor block (the mirror of [`RunGraph::best_preds`]).
+    /// Each block's most likely successor block: the edge, or the fall-through, that
+    /// leaves it most often (the mirror of [`RunGraph::best_preds`]).
     fn best_succs(&self, block_of: &[usize]) -> Vec<Option<usize>> {
         let n = self.ins.len();
         self.blocks
             .iter()
             .map(|&(_, e)| {
                 let last = e - 1;
-                let mut best: Option<(u64, usize)> = None;
-                for &(t, c) in &self.succs[last] {
-                    if best.is_none_or(|(bc, _)| c > bc) {
-                        best = Some((c, block_of[t]));
-                    }
-                }
-                if e < n && self.contiguous(e) {
+                let fall = (e < n && self.contiguous(e)).then(|| {
                     let out: u64 = self.succs[last].iter().map(|&(_, c)| c).sum();
-                    let fall = self.ins[last].count.saturating_sub(out);
-                    if fall > 0 && best.is_none_or(|(bc, _)| fall > bc) {
-                        best = Some((fall, block_of[e]));
-                    }
-                }
-                best.map(|b| b.1)
+                    (self.ins[last].count.saturating_sub(out), block_of[e])
+                });
+                most_likely(&self.succs[last], block_of, fall)
             })
             .collect()
+    }
+
+    /// The blocks reached from block `b` by following `link` ([`RunGraph::best_pred`] or
+    /// [`RunGraph::best_succ`]) into `out`, in order, up to `limit` instructions (stopping at
+    /// a block without code).
+    fn walk(&self, b: usize, link: &[Option<usize>], limit: usize, out: &mut Vec<usize>) {
+        out.clear();
+        let mut have = 0usize;
+        let mut cur = b;
+        while have < limit {
+            let Some(p) = link[cur] else { break };
+            let (ps, pe) = self.blocks[p];
+            if self.ops[ps..pe].iter().any(Option::is_none) {
+                break;
+            }
+            out.push(p);
+            have += pe - ps;
+            cur = p;
+        }
     }
 
     /// Hot blocks: the largest shares of executed instructions up to `hot_share`.
@@ -441,45 +465,6 @@ struct Timing<'a> {
 }
 
 impl Timing<'_> {
-    /// The history of block `b`: most likely predecessors, newest first, up to `want`
-    /// instructions (stopping at a block without code).
-    fn history(&mut self, b: usize, want: usize) {
-        let g = self.g;
-        self.chain.clear();
-        let mut have = 0usize;
-        let mut cur = b;
-        while have < want {
-            let Some(p) = g.best_pred[cur] else { break };
-            let (ps, pe) = g.blocks[p];
-            if g.ops[ps..pe].iter().any(Option::is_none) {
-                break;
-            }
-            self.chain.push(p);
-            have += pe - ps;
-            cur = p;
-        }
-    }
-
-    /// The successors that share the last retirement cycles of block `b`: most likely
-    /// successors, in order, up to [`FUTURE`] instructions (stopping at a block without
-    /// code).
-    fn future(&mut self, b: usize) {
-        let g = self.g;
-        self.next.clear();
-        let mut have = 0usize;
-        let mut cur = b;
-        while have < FUTURE {
-            let Some(q) = g.best_succ[cur] else { break };
-            let (qs, qe) = g.blocks[q];
-            if g.ops[qs..qe].iter().any(Option::is_none) {
-                break;
-            }
-            self.next.push(q);
-            have += qe - qs;
-            cur = q;
-        }
-    }
-
     /// The TIP costs of the instructions of block `body` (a range of the ops), scheduled
     /// after `chain` (its history, newest first) and followed by `next` (its most likely
     /// successors, in order) on an empty core; instruction `i`'s load takes `extra(i)`
@@ -590,8 +575,11 @@ impl Timing<'_> {
             }
             _ => 0.0,
         };
-        let m = match &g.simulated {
-            Some(v) => v.get(e - 1).map_or(0.0, |&x| x as f64),
+        let m = match g.simulated {
+            Some((rows, k)) => rows
+                .get(e - 1)
+                .and_then(|r| r.get(k))
+                .map_or(0.0, |&x| x as f64),
             None => rate * count as f64,
         };
         if m > 0.0 {

@@ -3,7 +3,7 @@
 //! graph of two profiles (`flamegraph.pl`'s red/blue: widths are the second profile, red
 //! where it has more than the first, blue where less).
 
-use crate::folded::{check_value, fold, fold_diff, push_count, DiffOptions};
+use crate::folded::{check_value, counted, fold, fold_diff, push_line, DiffOptions};
 use crate::profile::Profile;
 use crate::symbols::Resolver;
 use crate::ExportError;
@@ -64,11 +64,7 @@ impl Lines {
         let mut text = Vec::new();
         let mut ends = Vec::new();
         for (s, counts) in lines {
-            text.extend_from_slice(s.as_bytes());
-            for n in counts {
-                text.push(b' ');
-                push_count(&mut text, n);
-            }
+            push_line(&mut text, s, &counts);
             ends.push(text.len());
         }
         Lines {
@@ -102,10 +98,7 @@ pub fn write_flamegraph<W: Write>(
     o: &FlameOptions,
 ) -> Result<(), ExportError> {
     check_value(p, value)?;
-    let lines = Lines::from(fold(p, r, value).iter().filter_map(|(s, [v])| {
-        let n = v.round();
-        (n >= 1.0).then_some((s, [n]))
-    }));
+    let lines = Lines::from(counted(&fold(p, r, value), 1.0));
     render(&lines, &mut inferno_options(o), w)
 }
 
@@ -121,9 +114,6 @@ pub fn write_diff_flamegraph<W: Write>(
     check_value(before.0, before.2)?;
     check_value(after.0, after.2)?;
     let (m, scale) = fold_diff(before, after, d);
-    let lines = Lines::from(m.iter().filter_map(|(s, [b, a])| {
-        let (b, a) = ((b * scale).round(), a.round());
-        (b >= 1.0 || a >= 1.0).then_some((s, [b, a]))
-    }));
+    let lines = Lines::from(counted(&m, scale));
     render(&lines, &mut inferno_options(o), w)
 }

@@ -192,13 +192,54 @@ impl<const K: usize> SortedFolded<K> {
     }
 }
 
+/// The stacks of `f` with their values rounded (the first column scaled by `scale`),
+/// those with no count of at least 1 left out: the lines of the folded form.
+pub(crate) fn counted<const K: usize>(
+    f: &SortedFolded<K>,
+    scale: f64,
+) -> impl Iterator<Item = (&str, [f64; K])> + '_ {
+    f.iter().filter_map(move |(s, mut v)| {
+        v[0] *= scale;
+        let v = v.map(f64::round);
+        v.iter().any(|&n| n >= 1.0).then_some((s, v))
+    })
+}
+
+/// Appends the line `stack COUNT...` (no newline) to `out`.
+pub(crate) fn push_line(out: &mut Vec<u8>, stack: &str, counts: &[f64]) {
+    out.extend_from_slice(stack.as_bytes());
+    for &n in counts {
+        out.push(b' ');
+        push_count(out, n);
+    }
+}
+
 /// Writes a count (a rounded value, >= 1) as `{n:.0}` does, integers the fast way.
-pub(crate) fn push_count(out: &mut Vec<u8>, n: f64) {
+fn push_count(out: &mut Vec<u8>, n: f64) {
     if n.is_sign_positive() && n < 9.0e18 {
         let _ = write!(out, "{}", n as u64);
     } else {
         let _ = write!(out, "{n:.0}");
     }
+}
+
+/// Writes `lines` one a line, in blocks of 64 KiB.
+fn write_lines<'a, const K: usize>(
+    w: &mut impl Write,
+    lines: impl Iterator<Item = (&'a str, [f64; K])>,
+) -> Result<(), ExportError> {
+    let mut out = Vec::with_capacity(1 << 16);
+    for (stack, counts) in lines {
+        push_line(&mut out, stack, &counts);
+        out.push(b'\n');
+        if out.len() >= 1 << 16 {
+            w.write_all(&out)?;
+            out.clear();
+        }
+    }
+    w.write_all(&out)?;
+    w.flush()?;
+    Ok(())
 }
 
 /// Folded stack -> summed value of column `value`, in byte order of the stacks.
@@ -216,24 +257,7 @@ pub fn write_folded<W: Write>(
     value: usize,
 ) -> Result<(), ExportError> {
     check_value(p, value)?;
-    let folded = fold(p, r, value);
-    let mut out = Vec::with_capacity(1 << 16);
-    for (stack, [v]) in folded.iter() {
-        let n = v.round();
-        if n >= 1.0 {
-            out.extend_from_slice(stack.as_bytes());
-            out.push(b' ');
-            push_count(&mut out, n);
-            out.push(b'\n');
-            if out.len() >= 1 << 16 {
-                w.write_all(&out)?;
-                out.clear();
-            }
-        }
-    }
-    w.write_all(&out)?;
-    w.flush()?;
-    Ok(())
+    write_lines(&mut w, counted(&fold(p, r, value), 1.0))
 }
 
 pub(crate) fn check_value(p: &Profile, value: usize) -> Result<(), ExportError> {
@@ -306,23 +330,6 @@ pub fn write_folded_diff<W: Write>(
     check_value(before.0, before.2)?;
     check_value(after.0, after.2)?;
     let (m, scale) = fold_diff(before, after, opts);
-    let mut out = Vec::with_capacity(1 << 16);
-    for (stack, [b, a]) in m.iter() {
-        let (b, a) = ((b * scale).round(), a.round());
-        if b >= 1.0 || a >= 1.0 {
-            out.extend_from_slice(stack.as_bytes());
-            out.push(b' ');
-            push_count(&mut out, b);
-            out.push(b' ');
-            push_count(&mut out, a);
-            out.push(b'\n');
-            if out.len() >= 1 << 16 {
-                w.write_all(&out)?;
-                out.clear();
-            }
-        }
-    }
-    w.write_all(&out)?;
-    w.flush()?;
+    write_lines(&mut w, counted(&m, scale))?;
     Ok(scale)
 }

@@ -91,12 +91,38 @@ pub struct Frame {
     pub symbolized: bool,
 }
 
+impl Frame {
+    /// A frame known by its name only: no source position, not inlined.
+    fn named(name: String, linkage_name: String, symbolized: bool) -> Frame {
+        Frame {
+            name,
+            linkage_name,
+            file: None,
+            line: 0,
+            column: 0,
+            discriminator: 0,
+            duplication: 1,
+            function_line: 0,
+            inlined: false,
+            symbolized,
+        }
+    }
+}
+
 /// Frames per (location, is a return address).
 type FrameCache = HashMap<(Location, bool), Rc<[Frame]>>;
 
 /// Entries a [`Resolver`] cache holds before it starts again (~250 MB of frames): a
 /// profile's memory stays proportional to its output, not to its distinct addresses.
 const CACHE_MAX: usize = 1 << 20;
+
+/// Inserts into a cache of at most [`CACHE_MAX`] entries (emptied when full).
+fn insert_bounded<K: std::hash::Hash + Eq, V>(c: &mut HashMap<K, V>, k: K, v: V) {
+    if c.len() >= CACHE_MAX {
+        c.clear();
+    }
+    c.insert(k, v);
+}
 
 /// Cached resolution of locations into frames (module docs).
 pub struct Resolver<'a> {
@@ -166,11 +192,7 @@ impl<'a> Resolver<'a> {
             return Some(f.clone());
         }
         let f = self.symbols.function(loc)?;
-        let mut c = self.functions.borrow_mut();
-        if c.len() >= CACHE_MAX {
-            c.clear();
-        }
-        c.insert(loc, f.clone());
+        insert_bounded(&mut self.functions.borrow_mut(), loc, f.clone());
         Some(f)
     }
 
@@ -181,18 +203,7 @@ impl<'a> Resolver<'a> {
             return f;
         }
         let name = self.fallback_name(loc);
-        Rc::new([Frame {
-            linkage_name: name.clone(),
-            name,
-            file: None,
-            line: 0,
-            column: 0,
-            discriminator: 0,
-            duplication: 1,
-            function_line: 0,
-            inlined: false,
-            symbolized: false,
-        }])
+        Rc::new([Frame::named(name.clone(), name, false)])
     }
 
     /// The frames at `loc` when anything is known there (inline frames or a function
@@ -231,25 +242,14 @@ impl<'a> Resolver<'a> {
             // nothing is known about is made again when asked (issue 32: 26.8 M such
             // addresses of a module not on disk held ~9 GB of cache).
             let f = self.function(at)?;
-            out.push(Frame {
-                name: f.name,
-                linkage_name: f.raw_name,
-                file: None,
-                line: 0,
-                column: 0,
-                discriminator: 0,
-                duplication: 1,
-                function_line: 0,
-                inlined: false,
-                symbolized: true,
-            });
+            out.push(Frame::named(f.name, f.raw_name, true));
         }
         let rc: Rc<[Frame]> = out.into();
-        let mut c = self.cache.borrow_mut();
-        if c.len() >= CACHE_MAX {
-            c.clear();
-        }
-        c.insert((loc, return_address), rc.clone());
+        insert_bounded(
+            &mut self.cache.borrow_mut(),
+            (loc, return_address),
+            rc.clone(),
+        );
         Some(rc)
     }
 

@@ -252,28 +252,151 @@ pub fn ingest(
             spec.host
         )));
     }
-    let set = src.set;
-    let event_name = |e: u16| -> String {
-        set.events
-            .get(e as usize)
-            .map(|d| d.name.clone())
-            .unwrap_or_else(|| format!("event{e}"))
+    let mut keys = ModuleKeys::new(src.set);
+    let samples = sample_rows(spec, src.set, recording_id, &mut keys)?;
+    let new_locs = new_locations(&samples.locations, &mut keys, known);
+
+    let mut files = Vec::new();
+    // What this recording writes, for its `files` rows (crate::manifest).
+    let mut listed = Vec::new();
+    let new_symbols = new_locs.len() as u64;
+    if new_symbols > 0 {
+        let batch = symbol_rows(&new_locs, &mut keys, src.symbolizer)?;
+        let p = Table::Symbols
+            .dir(store)
+            .join(format!("{recording_id}.parquet"));
+        let w = write_parquet(&p, &batch)?;
+        listed.push(manifest::entry(store, Table::Symbols, &p, new_symbols, w));
+        files.push(p);
+    }
+    let host_dir = format!("host={}", spec.host);
+    let in_host = |t: Table| {
+        t.dir(store)
+            .join(&host_dir)
+            .join(format!("{recording_id}.parquet"))
     };
-    // Module -> (binary key, build-id, path), once per module.
-    let mut module_keys: FxHashMap<Option<u32>, (String, Option<String>, String)> =
-        FxHashMap::default();
-    let mut key_of = |loc: Location| {
-        module_keys
+    let p = in_host(Table::Samples);
+    let w = write_parquet(&p, &samples.batch)?;
+    listed.push(manifest::entry(store, Table::Samples, &p, samples.rows, w));
+    files.push(p);
+
+    let mut labels = spec.labels.clone();
+    labels.sort();
+    labels.dedup();
+    if !labels.is_empty() {
+        let n = labels.len();
+        let cols: Vec<ArrayRef> = vec![
+            str_col(std::iter::repeat_n(recording_id, n)),
+            str_col(std::iter::repeat_n(spec.host.as_str(), n)),
+            str_col(labels.iter().map(|(k, _)| k.as_str())),
+            str_col(labels.iter().map(|(_, v)| v.as_str())),
+        ];
+        let batch = RecordBatch::try_new(Table::Labels.schema(), cols)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let p = in_host(Table::Labels);
+        let w = write_parquet(&p, &batch)?;
+        listed.push(manifest::entry(store, Table::Labels, &p, n as u64, w));
+        files.push(p);
+    }
+    files.push(manifest::write(store, &spec.host, recording_id, &listed)?);
+
+    // How the program ended, when not normally (an interrupted or killed recording holds
+    // part of the run; fleet report names it).
+    let ending = src
+        .set
+        .outcome
+        .as_ref()
+        .filter(|o| !o.ended_normally())
+        .map(ToString::to_string);
+    let label_text = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let recording = RecordingRow {
+        id: recording_id,
+        host: &spec.host,
+        labels: &label_text,
+        ingest_time_ns,
+        ending: ending.as_deref(),
+        rows: spec.rows.name(),
+    };
+    let p = in_host(Table::Recordings);
+    write_parquet(&p, &recording_rows(&recording, src, samples.per_event)?)?;
+    files.push(p);
+
+    for &(m, a) in &new_locs {
+        known.insert(&keys.key(location(m, a)).0, a);
+    }
+    Ok(Ingested {
+        recording_id: recording_id.to_string(),
+        ending,
+        samples: src.set.samples.len() as u64,
+        rows: samples.rows,
+        new_symbols,
+        files,
+    })
+}
+
+/// A location from its stored parts (module index, SVMA).
+fn location(m: Option<u32>, a: u64) -> Location {
+    Location {
+        module: m.map(proftrust_model::ModuleIdx),
+        svma: proftrust_model::Svma(a),
+    }
+}
+
+/// Each module's (binary key, build-id, path) ([`binary_key`]), worked out once per module.
+struct ModuleKeys<'a> {
+    set: &'a SampleSet,
+    keys: FxHashMap<Option<u32>, (String, Option<String>, String)>,
+}
+
+impl<'a> ModuleKeys<'a> {
+    fn new(set: &'a SampleSet) -> Self {
+        ModuleKeys {
+            set,
+            keys: FxHashMap::default(),
+        }
+    }
+
+    fn key(&mut self, loc: Location) -> (String, Option<String>, String) {
+        let set = self.set;
+        self.keys
             .entry(loc.module.map(|m| m.0))
             .or_insert_with(|| binary_key(set, loc))
             .clone()
-    };
+    }
+}
 
-    let schema = Table::Samples.schema();
+/// The name of event `e` of `set` (`eventN` when the file lists none).
+fn event_name(set: &SampleSet, e: u16) -> String {
+    set.events
+        .get(e as usize)
+        .map(|d| d.name.clone())
+        .unwrap_or_else(|| format!("event{e}"))
+}
+
+/// A recording's `samples` rows and what the other tables need of them.
+struct SampleRows {
+    batch: RecordBatch,
+    rows: u64,
+    /// Per event: samples and weight (the `recordings` rows).
+    per_event: FxHashMap<u16, (u64, u64)>,
+    /// The distinct locations (module index, SVMA), for the `symbols` rows.
+    locations: FxHashSet<(Option<u32>, u64)>,
+}
+
+/// The `samples` rows of `set`: one per (event, location) with [`Rows::Aggregated`], one
+/// per sample with [`Rows::Sample`].
+fn sample_rows(
+    spec: &IngestSpec,
+    set: &SampleSet,
+    recording_id: &str,
+    keys: &mut ModuleKeys<'_>,
+) -> Result<SampleRows> {
     let mut b = SampleColumns::default();
-    // Per event: samples and weight (the recordings rows).
     let mut per_event: FxHashMap<u16, (u64, u64)> = FxHashMap::default();
-    // Distinct locations (for symbols).
     let mut locations: FxHashSet<(Option<u32>, u64)> = FxHashSet::default();
     match spec.rows {
         Rows::Aggregated => {
@@ -285,14 +408,10 @@ pub fn ingest(
                 e.0 += 1;
                 e.1 += s.period;
             }
-            let mut keys: Vec<_> = agg.into_iter().collect();
-            keys.sort_unstable_by_key(|(k, _)| *k);
-            for ((ev, m, a), (count, weight)) in keys {
-                let loc = Location {
-                    module: m.map(proftrust_model::ModuleIdx),
-                    svma: proftrust_model::Svma(a),
-                };
-                let (key, bid, module) = key_of(loc);
+            let mut rows: Vec<_> = agg.into_iter().collect();
+            rows.sort_unstable_by_key(|(k, _)| *k);
+            for ((ev, m, a), (count, weight)) in rows {
+                let (key, bid, module) = keys.key(location(m, a));
                 let pe = per_event.entry(ev).or_default();
                 pe.0 += count;
                 pe.1 += weight;
@@ -301,7 +420,7 @@ pub fn ingest(
                     recording_id,
                     &spec.host,
                     None,
-                    &event_name(ev),
+                    &event_name(set, ev),
                     weight,
                     count,
                     bid.as_deref(),
@@ -313,10 +432,10 @@ pub fn ingest(
         }
         Rows::Sample => {
             let names: Vec<String> = (0..set.events.len().max(1))
-                .map(|e| event_name(e as u16))
+                .map(|e| event_name(set, e as u16))
                 .collect();
             for s in &set.samples {
-                let (key, bid, module) = key_of(s.ip);
+                let (key, bid, module) = keys.key(s.ip);
                 let pe = per_event.entry(s.event).or_default();
                 pe.0 += 1;
                 pe.1 += s.period;
@@ -324,7 +443,7 @@ pub fn ingest(
                 let ev = names
                     .get(s.event as usize)
                     .cloned()
-                    .unwrap_or_else(|| event_name(s.event));
+                    .unwrap_or_else(|| event_name(set, s.event));
                 b.push(
                     recording_id,
                     &spec.host,
@@ -341,141 +460,95 @@ pub fn ingest(
         }
     }
     let rows = b.len() as u64;
-    let samples_batch = b.finish(&schema)?;
+    Ok(SampleRows {
+        batch: b.finish(&Table::Samples.schema())?,
+        rows,
+        per_event,
+        locations,
+    })
+}
 
-    // Symbols not stored yet, sorted.
+/// The locations whose symbols the store does not hold yet, sorted.
+fn new_locations(
+    locations: &FxHashSet<(Option<u32>, u64)>,
+    keys: &mut ModuleKeys<'_>,
+    known: &KnownSymbols,
+) -> Vec<(Option<u32>, u64)> {
     let mut new_locs: Vec<(Option<u32>, u64)> = locations
-        .into_iter()
-        .filter(|&(m, a)| {
-            let loc = Location {
-                module: m.map(proftrust_model::ModuleIdx),
-                svma: proftrust_model::Svma(a),
-            };
-            !known.contains(&key_of(loc).0, a)
-        })
+        .iter()
+        .copied()
+        .filter(|&(m, a)| !known.contains(&keys.key(location(m, a)).0, a))
         .collect();
     new_locs.sort_unstable();
+    new_locs
+}
+
+/// The `symbols` rows of `locs`: module file, function and inline frames of each.
+fn symbol_rows(
+    locs: &[(Option<u32>, u64)],
+    keys: &mut ModuleKeys<'_>,
+    symbolizer: &Symbolizer,
+) -> Result<RecordBatch> {
     let mut sym = SymbolColumns::default();
-    for &(m, a) in &new_locs {
-        let loc = Location {
-            module: m.map(proftrust_model::ModuleIdx),
-            svma: proftrust_model::Svma(a),
-        };
-        let (key, _, module) = key_of(loc);
+    for &(m, a) in locs {
+        let loc = location(m, a);
+        let (key, _, module) = keys.key(loc);
         let module_file = module.rsplit('/').next().unwrap_or(&module).to_string();
-        let function = src.symbolizer.function_name(loc);
-        let frames = src.symbolizer.frames(loc);
+        let function = symbolizer.function_name(loc);
+        let frames = symbolizer.frames(loc);
         sym.push(&key, a, &module_file, &function, &frames);
     }
+    sym.finish()
+}
 
-    let mut files = Vec::new();
-    // What this recording writes, for its `files` rows (crate::manifest).
-    let mut listed = Vec::new();
-    let new_symbols = sym.len() as u64;
-    if new_symbols > 0 {
-        let p = Table::Symbols
-            .dir(store)
-            .join(format!("{recording_id}.parquet"));
-        let w = write_parquet(&p, &sym.finish()?)?;
-        listed.push(manifest::entry(store, Table::Symbols, &p, new_symbols, w));
-        files.push(p);
-    }
-    let host_dir = format!("host={}", spec.host);
-    let p = Table::Samples
-        .dir(store)
-        .join(&host_dir)
-        .join(format!("{recording_id}.parquet"));
-    let w = write_parquet(&p, &samples_batch)?;
-    listed.push(manifest::entry(store, Table::Samples, &p, rows, w));
-    files.push(p);
+/// The fields of a recording's `recordings` rows that are the same on every row.
+struct RecordingRow<'a> {
+    id: &'a str,
+    host: &'a str,
+    labels: &'a str,
+    ingest_time_ns: u64,
+    ending: Option<&'a str>,
+    rows: &'a str,
+}
 
-    let mut labels = spec.labels.clone();
-    labels.sort();
-    labels.dedup();
-    let label_text = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    if !labels.is_empty() {
-        let n = labels.len();
-        let cols: Vec<ArrayRef> = vec![
-            str_col(std::iter::repeat_n(recording_id, n)),
-            str_col(std::iter::repeat_n(spec.host.as_str(), n)),
-            str_col(labels.iter().map(|(k, _)| k.as_str())),
-            str_col(labels.iter().map(|(_, v)| v.as_str())),
-        ];
-        let batch = RecordBatch::try_new(Table::Labels.schema(), cols)
-            .map_err(|e| Error::Internal(e.to_string()))?;
-        let p = Table::Labels
-            .dir(store)
-            .join(&host_dir)
-            .join(format!("{recording_id}.parquet"));
-        let w = write_parquet(&p, &batch)?;
-        listed.push(manifest::entry(store, Table::Labels, &p, n as u64, w));
-        files.push(p);
-    }
-    files.push(manifest::write(store, &spec.host, recording_id, &listed)?);
-
+/// The `recordings` rows: one per event, with its samples and weight (every event of the
+/// file when it has no samples: a recording without samples is still a recording of its
+/// events).
+fn recording_rows(
+    r: &RecordingRow<'_>,
+    src: &Source<'_>,
+    per_event: FxHashMap<u16, (u64, u64)>,
+) -> Result<RecordBatch> {
+    let set = src.set;
     let mut events: Vec<(u16, (u64, u64))> = per_event.into_iter().collect();
     events.sort_unstable();
     if events.is_empty() {
-        // A recording without samples is still a recording of its events.
         events = (0..set.events.len()).map(|e| (e as u16, (0, 0))).collect();
     }
     let n = events.len();
-    // How the program ended, when not normally (an interrupted or killed recording holds
-    // part of the run; fleet report names it).
-    let ending = set
-        .outcome
-        .as_ref()
-        .filter(|o| !o.ended_normally())
-        .map(ToString::to_string);
     let mut samples_col = UInt64Builder::new();
     let mut weight_col = UInt64Builder::new();
     for (_, (c, w)) in &events {
         samples_col.append_value(*c);
         weight_col.append_value(*w);
     }
-    let ev_names: Vec<String> = events.iter().map(|(e, _)| event_name(*e)).collect();
+    let ev_names: Vec<String> = events.iter().map(|(e, _)| event_name(set, *e)).collect();
     let cols: Vec<ArrayRef> = vec![
-        str_col(std::iter::repeat_n(recording_id, n)),
-        str_col(std::iter::repeat_n(spec.host.as_str(), n)),
-        str_col(std::iter::repeat_n(label_text.as_str(), n)),
+        str_col(std::iter::repeat_n(r.id, n)),
+        str_col(std::iter::repeat_n(r.host, n)),
+        str_col(std::iter::repeat_n(r.labels, n)),
         str_col(std::iter::repeat_n(src.path, n)),
         str_col(std::iter::repeat_n(src.format, n)),
         str_col(ev_names.iter().map(String::as_str)),
-        u64_col(std::iter::repeat_n(ingest_time_ns, n)),
+        u64_col(std::iter::repeat_n(r.ingest_time_ns, n)),
         Arc::new(samples_col.finish()),
         Arc::new(weight_col.finish()),
         u64_col(std::iter::repeat_n(set.lost, n)),
-        str_col(std::iter::repeat_n(spec.rows.name(), n)),
-        opt_str_col(std::iter::repeat_n(ending.as_deref(), n)),
+        str_col(std::iter::repeat_n(r.rows, n)),
+        opt_str_col(std::iter::repeat_n(r.ending, n)),
     ];
-    let batch = RecordBatch::try_new(Table::Recordings.schema(), cols)
-        .map_err(|e| Error::Internal(e.to_string()))?;
-    let p = Table::Recordings
-        .dir(store)
-        .join(&host_dir)
-        .join(format!("{recording_id}.parquet"));
-    write_parquet(&p, &batch)?;
-    files.push(p);
-
-    for &(m, a) in &new_locs {
-        let loc = Location {
-            module: m.map(proftrust_model::ModuleIdx),
-            svma: proftrust_model::Svma(a),
-        };
-        known.insert(&key_of(loc).0, a);
-    }
-    Ok(Ingested {
-        recording_id: recording_id.to_string(),
-        ending,
-        samples: set.samples.len() as u64,
-        rows,
-        new_symbols,
-        files,
-    })
+    RecordBatch::try_new(Table::Recordings.schema(), cols)
+        .map_err(|e| Error::Internal(e.to_string()))
 }
 
 pub(crate) fn str_col<'a>(it: impl Iterator<Item = &'a str>) -> ArrayRef {
@@ -612,10 +685,6 @@ impl SymbolColumns {
             (Some(f), Some(l)) => self.source_line.append_value(format!("{f}:{l}")),
             _ => self.source_line.append_value(function),
         }
-    }
-
-    fn len(&self) -> usize {
-        self.address.len()
     }
 
     fn finish(mut self) -> Result<RecordBatch> {

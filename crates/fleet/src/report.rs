@@ -246,30 +246,75 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     other_event_warning(&ctx, &scope.event, &mut warnings).await?;
     weight_warnings(&ctx, &scope, &mut warnings).await?;
 
-    let mut functions = Vec::with_capacity(sums.len());
-    let mut shares = Vec::with_capacity(sums.len());
-    for f in &sums {
-        let s = stats::ratio_share(&units(f), &fleet, spec.confidence);
-        functions.push(FleetFunction {
-            name: f.name.clone(),
-            module: f.module.clone(),
-            samples: f.samples,
-            weight: f.y,
-            share: s.share,
-            ci_low: s.ci_low,
-            ci_high: s.ci_high,
-            se: s.se,
-            design_effect: s.design_effect,
-            hosts: f.hosts,
-        });
-        shares.push(s);
-    }
+    let (functions, shares) = function_rows(&sums, &fleet, spec.confidence);
+    let host_table = host_table(&host_rows, &labels);
+    let top = spec.top.min(sums.len());
+    let (host_deviations, host_shares) =
+        host_deviations(&ctx, &scope, &sums[..top], &host_rows, &totals, spec.fdr).await?;
+    let precision = precision_rows(&sums[..top], &shares, &totals, spec);
 
+    let unit = event_unit(&event).to_string();
+    let report = FleetReport {
+        version: FLEET_REPORT_VERSION,
+        store: store.display().to_string(),
+        engine: spec.engine.name(),
+        level: spec.level.name().to_string(),
+        event,
+        hosts: totals.clusters,
+        recordings: totals.recordings,
+        samples: totals.samples,
+        weight: totals.total,
+        unit,
+        confidence: spec.confidence,
+        method: format!(
+            "{}; host deviations: {}",
+            stats::RATIO_METHOD,
+            stats::HOST_METHOD
+        ),
+        seed: None,
+        functions,
+        host_table,
+        host_deviations,
+        precision,
+        precision_target: spec.precision_target,
+        warnings,
+    };
+    Ok((report, host_shares))
+}
+
+/// Each function's row of the report and its share estimate (ratio estimator over hosts).
+fn function_rows(
+    sums: &[FunctionSums],
+    fleet: &stats::FleetTotals,
+    confidence: f64,
+) -> (Vec<FleetFunction>, Vec<stats::Share>) {
+    sums.iter()
+        .map(|f| {
+            let s = stats::ratio_share(&units(f), fleet, confidence);
+            let row = FleetFunction {
+                name: f.name.clone(),
+                module: f.module.clone(),
+                samples: f.samples,
+                weight: f.y,
+                share: s.share,
+                ci_low: s.ci_low,
+                ci_high: s.ci_high,
+                se: s.se,
+                design_effect: s.design_effect,
+                hosts: f.hosts,
+            };
+            (row, s)
+        })
+        .unzip()
+}
+
+/// The hosts' table: recordings, samples, weight and labels of each.
+fn host_table(host_rows: &[query::HostTotal], labels: &[(String, String)]) -> Vec<FleetHost> {
     let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for (h, l) in &labels {
+    for (h, l) in labels {
         by_host.entry(h.as_str()).or_default().push(l.clone());
     }
-    let host_table: Vec<FleetHost> = host_rows
+    host_rows
         .iter()
         .map(|h| FleetHost {
             host: h.host.clone(),
@@ -278,13 +323,22 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
             weight: h.weight,
             labels: by_host.get(h.host.as_str()).cloned().unwrap_or_default(),
         })
-        .collect();
+        .collect()
+}
 
-    // Per-host deviations of the top functions: every host is tested, including those
-    // without a sample in the function (y_h = 0).
-    let top = spec.top.min(sums.len());
-    let names: Vec<String> = sums[..top].iter().map(|f| f.name.clone()).collect();
-    let per_host = query::host_functions(&ctx, &scope, &names).await?;
+/// Per-host deviations of the `top` functions, those with a Benjamini-Hochberg q at most
+/// `fdr`, largest |z| first; and every host's share of each (the HTML page's spread). Every
+/// host is tested, including those without a sample in the function (y_h = 0).
+async fn host_deviations(
+    ctx: &datafusion::prelude::SessionContext,
+    scope: &Scope,
+    top: &[FunctionSums],
+    host_rows: &[query::HostTotal],
+    totals: &Totals,
+    fdr: f64,
+) -> Result<(Vec<HostDeviation>, Vec<HostShare>)> {
+    let names: Vec<String> = top.iter().map(|f| f.name.clone()).collect();
+    let per_host = query::host_functions(ctx, scope, &names).await?;
     let mut y_of: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
     for r in &per_host {
         y_of.insert(
@@ -294,8 +348,8 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     }
     let mut tests = Vec::new();
     let mut host_shares = Vec::new();
-    for f in &sums[..top] {
-        for h in &host_rows {
+    for f in top {
+        for h in host_rows {
             let (y, y_samples) = y_of
                 .get(&(h.host.as_str(), f.name.as_str(), f.module.as_str()))
                 .copied()
@@ -340,18 +394,25 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     for (t, q) in tests.iter_mut().zip(q) {
         t.q = q;
     }
-    let mut host_deviations: Vec<HostDeviation> =
-        tests.into_iter().filter(|t| t.q <= spec.fdr).collect();
-    host_deviations.sort_by(|a, b| {
+    let mut deviations: Vec<HostDeviation> = tests.into_iter().filter(|t| t.q <= fdr).collect();
+    deviations.sort_by(|a, b| {
         b.z.abs()
             .total_cmp(&a.z.abs())
             .then_with(|| a.host.cmp(&b.host))
             .then_with(|| a.function.cmp(&b.function))
     });
+    Ok((deviations, host_shares))
+}
 
-    let precision = sums[..top]
-        .iter()
-        .zip(&shares)
+/// For each of the `top` functions: the samples and hosts needed for the precision target.
+fn precision_rows(
+    top: &[FunctionSums],
+    shares: &[stats::Share],
+    totals: &Totals,
+    spec: &ReportSpec,
+) -> Vec<PrecisionRow> {
+    top.iter()
+        .zip(shares)
         .map(|(f, s)| {
             let (binomial, needed, hosts) = stats::precision_needed(
                 s,
@@ -373,35 +434,7 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
                 hosts_needed: hosts,
             }
         })
-        .collect();
-
-    let unit = event_unit(&event).to_string();
-    let report = FleetReport {
-        version: FLEET_REPORT_VERSION,
-        store: store.display().to_string(),
-        engine: spec.engine.name(),
-        level: spec.level.name().to_string(),
-        event,
-        hosts: totals.clusters,
-        recordings: totals.recordings,
-        samples: totals.samples,
-        weight: totals.total,
-        unit,
-        confidence: spec.confidence,
-        method: format!(
-            "{}; host deviations: {}",
-            stats::RATIO_METHOD,
-            stats::HOST_METHOD
-        ),
-        seed: None,
-        functions,
-        host_table,
-        host_deviations,
-        precision,
-        precision_target: spec.precision_target,
-        warnings,
-    };
-    Ok((report, host_shares))
+        .collect()
 }
 
 /// Refuses a selector whose key or value the store does not hold, naming what it holds.

@@ -125,7 +125,6 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
     }
     processes_html(&mut h, r);
-    let cm = r.corrected.as_ref().map(|c| &c.metrics);
     match &r.corrected {
         Some(c) => {
             let _ = writeln!(
@@ -137,46 +136,13 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         }
         None => h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n"),
     }
-    type Get = fn(&crate::model::Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get); 12] = [
-        (
-            "ε function (share of samples in the wrong function, paper 000)",
-            "epsilon_function",
-            |m| m.epsilon_function,
-        ),
-        ("ε innermost inlined function", "epsilon_inline", |m| {
-            m.epsilon_inline
-        }),
-        ("ε basic block", "epsilon_block", |m| m.epsilon_block),
-        ("ε instruction", "epsilon_instruction", |m| {
-            m.epsilon_instruction
-        }),
-        ("NRMSE_SR (paper 001)", "nrmse_sr", |m| m.nrmse_sr),
-        ("SC sample coverage (paper 001)", "sc", |m| m.sc),
-        ("OD order deviation (paper 001, as printed)", "od", |m| m.od),
-        (
-            "OD without /m (paper 001's prose reading)",
-            "od_prose",
-            |m| m.od_prose,
-        ),
-        ("Kendall tau-b of function ranks", "kendall_tau", |m| {
-            m.kendall_tau
-        }),
-        ("top-5 overlap", "top5_overlap", |m| m.top5_overlap),
-        ("top-10 overlap", "top10_overlap", |m| m.top10_overlap),
-        (
-            "function coverage (>1% exact with a sample)",
-            "coverage",
-            |m| m.coverage,
-        ),
-    ];
-    for (k, key, get) in rows {
-        let corrected = cm
-            .map(|c| format!("<td class=\"n\">{}</td>", opt(get(c))))
+    for row in crate::metric_table::metric_rows(r) {
+        let corrected = row
+            .corrected
+            .map(|c| format!("<td class=\"n\">{}</td>", opt(c)))
             .unwrap_or_default();
-        let note = m
+        let note = row
             .too_few
-            .get(key)
             .map(|why| {
                 format!(
                     "<td class=\"warn\">too few to judge: {}</td>",
@@ -187,8 +153,8 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"n\">{}</td>{corrected}{note}</tr>",
-            escape_html(k),
-            opt(get(m)),
+            escape_html(row.def.label),
+            opt(row.value),
         );
     }
     h.push_str("</table>\n");

@@ -1,6 +1,6 @@
 //! Aligned terminal tables.
 
-use crate::model::{AuditReport, Metrics};
+use crate::model::AuditReport;
 use crate::quote_name;
 use std::fmt::Write as _;
 
@@ -191,90 +191,19 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
         out.push_str(&render_processes_text(r, color));
         let _ = writeln!(out);
     }
-    let cm = r.corrected.as_ref().map(|c| &c.metrics);
-    let mut t = match cm {
+    let mut t = match r.corrected {
         Some(_) => Table::new(["metric", "value", "corrected", "meaning"]).left_align(&[3]),
         None => Table::new(["metric", "value", "meaning"]).left_align(&[2]),
     };
-    type Get = fn(&Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get, &str); 12] = [
-        (
-            "epsilon (function)",
-            "epsilon_function",
-            |m| m.epsilon_function,
-            "share of samples in the wrong function",
-        ),
-        (
-            "epsilon (inline)",
-            "epsilon_inline",
-            |m| m.epsilon_inline,
-            "same, innermost inlined function",
-        ),
-        (
-            "epsilon (block)",
-            "epsilon_block",
-            |m| m.epsilon_block,
-            "same, basic block",
-        ),
-        (
-            "epsilon (instruction)",
-            "epsilon_instruction",
-            |m| m.epsilon_instruction,
-            "same, instruction address",
-        ),
-        (
-            "NRMSE_SR",
-            "nrmse_sr",
-            |m| m.nrmse_sr,
-            "weighted error of IP shares (paper 001)",
-        ),
-        ("SC", "sc", |m| m.sc, "share of executions at sampled IPs"),
-        (
-            "OD",
-            "od",
-            |m| m.od,
-            "order deviation of sampled IPs (paper 001 as printed, /m)",
-        ),
-        (
-            "OD (prose)",
-            "od_prose",
-            |m| m.od_prose,
-            "same without /m: mean level deviation (paper: 2 = deviated by 2)",
-        ),
-        (
-            "Kendall tau-b",
-            "kendall_tau",
-            |m| m.kendall_tau,
-            "function rank agreement (1 = same)",
-        ),
-        (
-            "top-5 overlap",
-            "top5_overlap",
-            |m| m.top5_overlap,
-            "hottest 5 functions in common",
-        ),
-        (
-            "top-10 overlap",
-            "top10_overlap",
-            |m| m.top10_overlap,
-            "hottest 10 functions in common",
-        ),
-        (
-            "coverage",
-            "coverage",
-            |m| m.coverage,
-            "functions >1% exact with a sample",
-        ),
-    ];
-    for (name, key, get, meaning) in rows {
-        let mut cells = vec![name.to_string(), opt(get(m), 4)];
-        if let Some(c) = cm {
-            cells.push(opt(get(c), 4));
+    for row in crate::metric_table::metric_rows(r) {
+        let mut cells = vec![row.def.name.to_string(), opt(row.value, 4)];
+        if let Some(c) = row.corrected {
+            cells.push(opt(c, 4));
         }
         // A metric on too few samples keeps its value, but says it is no evidence (and why).
-        match m.too_few.get(key) {
+        match row.too_few {
             Some(why) => cells.push(format!("too few to judge: {why}")),
-            None => cells.push(meaning.to_string()),
+            None => cells.push(row.def.meaning.to_string()),
         }
         t.row(cells, false);
     }

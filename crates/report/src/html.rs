@@ -37,10 +37,37 @@ pub fn render_html(r: &AuditReport) -> String {
 /// [`render_html`] with flame graphs and annotated source ([`HtmlExtras`]) after the
 /// per-instruction picture.
 pub fn render_html_with(r: &AuditReport, extras: &HtmlExtras) -> String {
-    let c = &r.config;
-    let m = &r.metrics;
     let mut h = String::new();
-    let title = format!("proftrust audit: {}", c.binary);
+    let title = format!("proftrust audit: {}", r.config.binary);
+    page_head(&mut h, &title);
+    let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
+    config_html(&mut h, r);
+    processes_html(&mut h, r);
+    metrics_html(&mut h, r);
+    functions_html(&mut h, r);
+    if let Some(p) = &r.hottest {
+        let _ = writeln!(
+            h,
+            "<h2>Per instruction: <span class=\"mono\">{}</span></h2>\n<p>As in paper 001 (Wu &amp; Mencer) Fig. 1: each instruction address of the hottest function, its share of the function's samples next to its share of the function's exact executions.</p>",
+            escape_html(&p.function)
+        );
+        h.push_str(&svg::instruction_picture(p));
+    }
+    if let Some(f) = &extras.flamegraphs {
+        h.push_str(&crate::flame::flame_html(f));
+    }
+    if !extras.annotations.is_empty() {
+        h.push_str("<h2 id=\"annotated\">Annotated source and disassembly</h2>\n");
+        h.push_str(&crate::annotate::annotation_html(&extras.annotations));
+    }
+    sweep_html(&mut h, r);
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// The document up to `<body>`: the content security policy (no scripts, nothing
+/// fetched) and the inline styles.
+fn page_head(h: &mut String, title: &str) {
     let _ = write!(
         h,
         r#"<!DOCTYPE html>
@@ -55,17 +82,45 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
 {}
 </style></head><body>
 "#,
-        escape_html(&title),
+        escape_html(title),
         crate::annotate::ANNOTATION_CSS,
     );
-    let _ = writeln!(h, "<h1>{}</h1>", escape_html(&title));
+}
+
+/// "What was compared": the configuration table, then the interruption and warnings.
+fn config_html(h: &mut String, r: &AuditReport) {
     let _ = writeln!(h, "<h2>What was compared</h2><table>");
+    for (k, v) in config_rows(r) {
+        let _ = writeln!(
+            h,
+            "<tr><th>{}</th><td class=\"mono\">{}</td></tr>",
+            escape_html(k),
+            escape_html(&v)
+        );
+    }
+    h.push_str("</table>\n");
+    if let Some(i) = &r.config.interrupted {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\"><strong>Interrupted:</strong> {}</p>",
+            escape_html(i)
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
+    }
+}
+
+/// The rows of the configuration table: name and value (not yet escaped).
+fn config_rows(r: &AuditReport) -> Vec<(&'static str, String)> {
+    let (c, m) = (&r.config, &r.metrics);
     let period = match (c.period, c.frequency_hz) {
         (Some(p), _) => p.to_string(),
         (None, Some(hz)) => format!("{hz} Hz (kernel-adjusted)"),
         (None, None) => "unknown".into(),
     };
-    let mut cfg_rows: Vec<(&str, String)> = vec![
+    let randomised = if c.randomized { " (randomised)" } else { "" };
+    let mut rows: Vec<(&str, String)> = vec![
         ("binary", c.binary.clone()),
         (
             "build-id",
@@ -76,15 +131,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
             "samples",
             format!("{} from {}", m.samples, c.samples_source),
         ),
-        (
-            "event",
-            format!(
-                "{} period {}{}",
-                c.event,
-                period,
-                if c.randomized { " (randomised)" } else { "" }
-            ),
-        ),
+        ("event", format!("{} period {period}{randomised}", c.event)),
         (
             "truth",
             format!(
@@ -97,35 +144,20 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         ("proftrust", c.proftrust_version.clone()),
     ];
     if let Some(f) = &c.truth_weight_formula {
-        cfg_rows.push(("weight formula", f.clone()));
+        rows.push(("weight formula", f.clone()));
     }
     if let Some(why) = &c.binary_reason {
-        cfg_rows.insert(1, ("binary chosen", why.clone()));
+        rows.insert(1, ("binary chosen", why.clone()));
     }
     for (k, v) in &c.tool_versions {
-        cfg_rows.push(("tool", format!("{k}: {v}")));
+        rows.push(("tool", format!("{k}: {v}")));
     }
-    for (k, v) in cfg_rows {
-        let _ = writeln!(
-            h,
-            "<tr><th>{}</th><td class=\"mono\">{}</td></tr>",
-            escape_html(k),
-            escape_html(&v)
-        );
-    }
-    h.push_str("</table>\n");
-    if let Some(i) = &c.interrupted {
-        let _ = writeln!(
-            h,
-            "<p class=\"warn\"><strong>Interrupted:</strong> {}</p>",
-            escape_html(i)
-        );
-    }
-    for w in &r.warnings {
-        let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
-    }
-    processes_html(&mut h, r);
-    let cm = r.corrected.as_ref().map(|c| &c.metrics);
+    rows
+}
+
+/// The metric table ([`crate::metric_table`]), with the corrected column after
+/// `--correct-skid` and the reason beside a metric on too few samples.
+fn metrics_html(h: &mut String, r: &AuditReport) {
     match &r.corrected {
         Some(c) => {
             let _ = writeln!(
@@ -137,46 +169,13 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         }
         None => h.push_str("<h2>Metrics</h2><table><tr><th>metric</th><th>value</th></tr>\n"),
     }
-    type Get = fn(&crate::model::Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get); 12] = [
-        (
-            "ε function (share of samples in the wrong function, paper 000)",
-            "epsilon_function",
-            |m| m.epsilon_function,
-        ),
-        ("ε innermost inlined function", "epsilon_inline", |m| {
-            m.epsilon_inline
-        }),
-        ("ε basic block", "epsilon_block", |m| m.epsilon_block),
-        ("ε instruction", "epsilon_instruction", |m| {
-            m.epsilon_instruction
-        }),
-        ("NRMSE_SR (paper 001)", "nrmse_sr", |m| m.nrmse_sr),
-        ("SC sample coverage (paper 001)", "sc", |m| m.sc),
-        ("OD order deviation (paper 001, as printed)", "od", |m| m.od),
-        (
-            "OD without /m (paper 001's prose reading)",
-            "od_prose",
-            |m| m.od_prose,
-        ),
-        ("Kendall tau-b of function ranks", "kendall_tau", |m| {
-            m.kendall_tau
-        }),
-        ("top-5 overlap", "top5_overlap", |m| m.top5_overlap),
-        ("top-10 overlap", "top10_overlap", |m| m.top10_overlap),
-        (
-            "function coverage (>1% exact with a sample)",
-            "coverage",
-            |m| m.coverage,
-        ),
-    ];
-    for (k, key, get) in rows {
-        let corrected = cm
-            .map(|c| format!("<td class=\"n\">{}</td>", opt(get(c))))
+    for row in crate::metric_table::metric_rows(r) {
+        let corrected = row
+            .corrected
+            .map(|c| format!("<td class=\"n\">{}</td>", opt(c)))
             .unwrap_or_default();
-        let note = m
+        let note = row
             .too_few
-            .get(key)
             .map(|why| {
                 format!(
                     "<td class=\"warn\">too few to judge: {}</td>",
@@ -187,11 +186,16 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"n\">{}</td>{corrected}{note}</tr>",
-            escape_html(k),
-            opt(get(m)),
+            escape_html(row.def.label),
+            opt(row.value),
         );
     }
     h.push_str("</table>\n");
+}
+
+/// The functions shown: the shares plot and table of the first 50 visible functions
+/// (with the corrected share after `--correct-skid`), and how many the JSON has beyond.
+fn functions_html(h: &mut String, r: &AuditReport) {
     h.push_str("<h2>Sampled against exact share per function</h2>\n");
     let visible: Vec<crate::model::FunctionRow> = r
         .functions
@@ -210,36 +214,7 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
         }
     );
     for f in visible.iter().take(50) {
-        let corrected = r
-            .corrected
-            .as_ref()
-            .map(|c| {
-                let cs = c
-                    .functions
-                    .iter()
-                    .find(|x| x.name == f.name)
-                    .map_or(0.0, |x| x.corrected_share);
-                format!(
-                    "<td class=\"n\">{}</td><td class=\"n\">{}</td>",
-                    pct(cs),
-                    crate::text::signed_pct(cs - f.exact_share)
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            h,
-            "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td>{corrected}</tr>",
-            if f.bias { " class=\"out\"" } else { "" },
-            escape_html(&f.name),
-            f.samples,
-            pct(f.sampled_share),
-            pct(f.ci_low),
-            pct(f.ci_high),
-            f.exact_instructions,
-            pct(f.exact_share),
-            crate::text::signed_pct(f.difference),
-            if f.bias { " !" } else { "" }
-        );
+        function_row_html(h, r, f);
     }
     h.push_str("</table>\n");
     let hidden = r.functions.len() - visible.len().min(50);
@@ -249,45 +224,67 @@ code,.mono{{font-family:monospace}}.warn{{color:#a60}}svg.plot{{display:block;ma
             "<p>{hidden} more functions without samples and under 0.01% of the exact weight (or beyond the first 50) are in the JSON report.</p>"
         );
     }
-    if let Some(p) = &r.hottest {
+}
+
+/// One row of the functions table; a function marked as bias in red with `!`.
+fn function_row_html(h: &mut String, r: &AuditReport, f: &crate::model::FunctionRow) {
+    let corrected = r
+        .corrected
+        .as_ref()
+        .map(|c| {
+            let cs = c
+                .functions
+                .iter()
+                .find(|x| x.name == f.name)
+                .map_or(0.0, |x| x.corrected_share);
+            format!(
+                "<td class=\"n\">{}</td><td class=\"n\">{}</td>",
+                pct(cs),
+                crate::text::signed_pct(cs - f.exact_share)
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        h,
+        "<tr{}><td class=\"mono\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} – {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}{}</td>{corrected}</tr>",
+        if f.bias { " class=\"out\"" } else { "" },
+        escape_html(&f.name),
+        f.samples,
+        pct(f.sampled_share),
+        pct(f.ci_low),
+        pct(f.ci_high),
+        f.exact_instructions,
+        pct(f.exact_share),
+        crate::text::signed_pct(f.difference),
+        if f.bias { " !" } else { "" }
+    );
+}
+
+/// The period sweep (`--sweep`): two plots and the table; nothing without a sweep.
+fn sweep_html(h: &mut String, r: &AuditReport) {
+    if r.sweep.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (paper 001 §4).</p>\n");
+    let unit = crate::text::period_unit(&r.config.event);
+    h.push_str(&svg::sweep_plot(&r.sweep, false, &unit));
+    h.push_str(&svg::sweep_plot(&r.sweep, true, &unit));
+    h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>OD prose</th><th>ε</th></tr>\n");
+    for p in &r.sweep {
         let _ = writeln!(
             h,
-            "<h2>Per instruction: <span class=\"mono\">{}</span></h2>\n<p>As in paper 001 (Wu &amp; Mencer) Fig. 1: each instruction address of the hottest function, its share of the function's samples next to its share of the function's exact executions.</p>",
-            escape_html(&p.function)
+            "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            svg::human_period(p.period),
+            if p.randomized { "yes" } else { "no" },
+            p.samples,
+            opt(p.nrmse_sr),
+            opt(p.sc),
+            opt(p.od),
+            opt(p.od_prose),
+            opt(p.epsilon_function)
         );
-        h.push_str(&svg::instruction_picture(p));
     }
-    if let Some(f) = &extras.flamegraphs {
-        h.push_str(&crate::flame::flame_html(f));
-    }
-    if !extras.annotations.is_empty() {
-        h.push_str("<h2 id=\"annotated\">Annotated source and disassembly</h2>\n");
-        h.push_str(&crate::annotate::annotation_html(&extras.annotations));
-    }
-    if !r.sweep.is_empty() {
-        h.push_str("<h2>Metrics against the sampling period</h2>\n<p>Solid: fixed period; dashed: randomised period (paper 001 §4).</p>\n");
-        let unit = crate::text::period_unit(&r.config.event);
-        h.push_str(&svg::sweep_plot(&r.sweep, false, &unit));
-        h.push_str(&svg::sweep_plot(&r.sweep, true, &unit));
-        h.push_str("<table><tr><th>period</th><th>randomised</th><th>samples</th><th>NRMSE_SR</th><th>SC</th><th>OD</th><th>OD prose</th><th>ε</th></tr>\n");
-        for p in &r.sweep {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                svg::human_period(p.period),
-                if p.randomized { "yes" } else { "no" },
-                p.samples,
-                opt(p.nrmse_sr),
-                opt(p.sc),
-                opt(p.od),
-                opt(p.od_prose),
-                opt(p.epsilon_function)
-            );
-        }
-        h.push_str("</table>\n");
-    }
-    h.push_str("</body></html>\n");
-    h
+    h.push_str("</table>\n");
 }
 
 /// The processes table (see [`crate::render_processes_text`]).

@@ -66,6 +66,7 @@ mod flame;
 pub mod fleet;
 mod html;
 pub mod inspect;
+mod metric_table;
 mod model;
 pub mod paths;
 mod plot;

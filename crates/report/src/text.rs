@@ -1,6 +1,6 @@
 //! Aligned terminal tables.
 
-use crate::model::{AuditReport, Metrics};
+use crate::model::{AuditReport, FunctionRow};
 use crate::quote_name;
 use std::fmt::Write as _;
 
@@ -135,9 +135,28 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 /// enough samples to call it bias are marked `!` (and red when `color`); a metric on too few
 /// samples says so in its meaning column (`Metrics::too_few`).
 pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
-    let c = &r.config;
-    let m = &r.metrics;
     let mut out = String::new();
+    config_text(&mut out, r);
+    let _ = writeln!(out);
+    if !r.processes.is_empty() {
+        out.push_str(&render_processes_text(r, color));
+        let _ = writeln!(out);
+    }
+    out.push_str(&metrics_text(r, color));
+    let _ = writeln!(out);
+    functions_text(&mut out, r, color, top);
+    interval_notes(&mut out, r);
+    if !r.sweep.is_empty() {
+        let _ = writeln!(out);
+        out.push_str(&render_sweep_text(r, color));
+    }
+    out
+}
+
+/// What was compared, one `label: value` line each, then the interruption, the samples'
+/// attribution and the warnings. Names are shown through [`quote_name`].
+fn config_text(out: &mut String, r: &AuditReport) {
+    let (c, m) = (&r.config, &r.metrics);
     let q = |s: &str| quote_name(s).into_owned();
     let _ = writeln!(out, "binary:       {}", q(&c.binary));
     if let Some(why) = &c.binary_reason {
@@ -186,109 +205,33 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "warning:      {}", q(w));
     }
-    let _ = writeln!(out);
-    if !r.processes.is_empty() {
-        out.push_str(&render_processes_text(r, color));
-        let _ = writeln!(out);
-    }
-    let cm = r.corrected.as_ref().map(|c| &c.metrics);
-    let mut t = match cm {
+}
+
+/// The metric table ([`crate::metric_table`]): value, corrected value after
+/// `--correct-skid`, and the meaning, or why the metric rests on too few samples.
+fn metrics_text(r: &AuditReport, color: bool) -> String {
+    let mut t = match r.corrected {
         Some(_) => Table::new(["metric", "value", "corrected", "meaning"]).left_align(&[3]),
         None => Table::new(["metric", "value", "meaning"]).left_align(&[2]),
     };
-    type Get = fn(&Metrics) -> Option<f64>;
-    let rows: [(&str, &str, Get, &str); 12] = [
-        (
-            "epsilon (function)",
-            "epsilon_function",
-            |m| m.epsilon_function,
-            "share of samples in the wrong function",
-        ),
-        (
-            "epsilon (inline)",
-            "epsilon_inline",
-            |m| m.epsilon_inline,
-            "same, innermost inlined function",
-        ),
-        (
-            "epsilon (block)",
-            "epsilon_block",
-            |m| m.epsilon_block,
-            "same, basic block",
-        ),
-        (
-            "epsilon (instruction)",
-            "epsilon_instruction",
-            |m| m.epsilon_instruction,
-            "same, instruction address",
-        ),
-        (
-            "NRMSE_SR",
-            "nrmse_sr",
-            |m| m.nrmse_sr,
-            "weighted error of IP shares (paper 001)",
-        ),
-        ("SC", "sc", |m| m.sc, "share of executions at sampled IPs"),
-        (
-            "OD",
-            "od",
-            |m| m.od,
-            "order deviation of sampled IPs (paper 001 as printed, /m)",
-        ),
-        (
-            "OD (prose)",
-            "od_prose",
-            |m| m.od_prose,
-            "same without /m: mean level deviation (paper: 2 = deviated by 2)",
-        ),
-        (
-            "Kendall tau-b",
-            "kendall_tau",
-            |m| m.kendall_tau,
-            "function rank agreement (1 = same)",
-        ),
-        (
-            "top-5 overlap",
-            "top5_overlap",
-            |m| m.top5_overlap,
-            "hottest 5 functions in common",
-        ),
-        (
-            "top-10 overlap",
-            "top10_overlap",
-            |m| m.top10_overlap,
-            "hottest 10 functions in common",
-        ),
-        (
-            "coverage",
-            "coverage",
-            |m| m.coverage,
-            "functions >1% exact with a sample",
-        ),
-    ];
-    for (name, key, get, meaning) in rows {
-        let mut cells = vec![name.to_string(), opt(get(m), 4)];
-        if let Some(c) = cm {
-            cells.push(opt(get(c), 4));
+    for row in crate::metric_table::metric_rows(r) {
+        let mut cells = vec![row.def.name.to_string(), opt(row.value, 4)];
+        if let Some(c) = row.corrected {
+            cells.push(opt(c, 4));
         }
         // A metric on too few samples keeps its value, but says it is no evidence (and why).
-        match m.too_few.get(key) {
+        match row.too_few {
             Some(why) => cells.push(format!("too few to judge: {why}")),
-            None => cells.push(meaning.to_string()),
+            None => cells.push(row.def.meaning.to_string()),
         }
         t.row(cells, false);
     }
-    out.push_str(&t.render(color));
-    let _ = writeln!(out);
-    let corrected_share = |name: &str| -> Option<f64> {
-        let c = r.corrected.as_ref()?;
-        Some(
-            c.functions
-                .iter()
-                .find(|f| f.name == name)
-                .map_or(0.0, |f| f.corrected_share),
-        )
-    };
+    t.render(color)
+}
+
+/// The table of the first `top` visible functions (bias rows marked), and how many more
+/// the JSON has.
+fn functions_text(out: &mut String, r: &AuditReport, color: bool, top: usize) {
     let mut headers = vec![
         "function", "samples", "sampled", "95% CI", "exact", "diff", "",
     ];
@@ -298,26 +241,7 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
     let mut t = Table::new(headers);
     let visible: Vec<_> = r.functions.iter().filter(|f| f.is_visible()).collect();
     for f in visible.iter().take(top) {
-        let mut cells = vec![
-            f.name.clone(),
-            f.samples.to_string(),
-            pct(f.sampled_share),
-            format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
-        ];
-        if c.truth_missing {
-            cells.extend(["-".to_string(), "-".to_string(), String::new()]);
-        } else {
-            cells.extend([
-                pct(f.exact_share),
-                signed_pct(f.difference),
-                if f.bias { "!" } else { "" }.to_string(),
-            ]);
-        }
-        if let Some(cs) = corrected_share(&f.name) {
-            cells.push(pct(cs));
-            cells.push(signed_pct(cs - f.exact_share));
-        }
-        t.row(cells, f.bias);
+        t.row(function_cells(r, f), f.bias);
     }
     out.push_str(&t.render(color));
     let shown = visible.len().min(top);
@@ -328,6 +252,42 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
             r.functions.len() - shown
         );
     }
+}
+
+/// The cells of one function's row: samples, sampled share and its interval, exact share
+/// and difference (`-` without truth), and the corrected share after `--correct-skid`.
+fn function_cells(r: &AuditReport, f: &FunctionRow) -> Vec<String> {
+    let mut cells = vec![
+        f.name.clone(),
+        f.samples.to_string(),
+        pct(f.sampled_share),
+        format!("{}..{}", pct(f.ci_low), pct(f.ci_high)),
+    ];
+    if r.config.truth_missing {
+        cells.extend(["-".to_string(), "-".to_string(), String::new()]);
+    } else {
+        cells.extend([
+            pct(f.exact_share),
+            signed_pct(f.difference),
+            if f.bias { "!" } else { "" }.to_string(),
+        ]);
+    }
+    if let Some(c) = &r.corrected {
+        let cs = c
+            .functions
+            .iter()
+            .find(|x| x.name == f.name)
+            .map_or(0.0, |x| x.corrected_share);
+        cells.push(pct(cs));
+        cells.push(signed_pct(cs - f.exact_share));
+    }
+    cells
+}
+
+/// How many functions lie outside their interval (as bias, and on too few samples), and
+/// the caveat of a fixed period.
+fn interval_notes(out: &mut String, r: &AuditReport) {
+    let (c, m) = (&r.config, &r.metrics);
     let _ = writeln!(
         out,
         "{} of {} functions: exact share outside the sampled 95% interval (!)",
@@ -350,11 +310,6 @@ pub fn render_text(r: &AuditReport, color: bool, top: usize) -> String {
             "(the intervals assume samples independent of the program's phase; a fixed period can alias with periodic code: --randomize)"
         );
     }
-    if !r.sweep.is_empty() {
-        let _ = writeln!(out);
-        out.push_str(&render_sweep_text(r, color));
-    }
-    out
 }
 
 /// The processes table of an audit (docs/processes.md, "Process trees"): per process name

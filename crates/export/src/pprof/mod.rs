@@ -29,7 +29,7 @@
 mod proto;
 
 use crate::folded::check_value;
-use crate::profile::{Origin, Profile};
+use crate::profile::{Origin, Profile, Stack};
 use crate::symbols::Resolver;
 use crate::ExportError;
 use proftrust_model::{Location, ModuleIdx, Svma};
@@ -150,53 +150,124 @@ struct LineRec {
 /// Encoded bytes are handed to the writer in blocks of this size.
 const BLOCK: usize = 1 << 16;
 
-/// Writes `p` as an (unzipped) `profile.proto` to `w` (module docs).
+/// Writes `p` as an (unzipped) `profile.proto` to `w` (module docs). String ids are given
+/// in the order of the steps: the profile's own strings, the mappings', the functions'.
 fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), ExportError> {
     check_value(p, p.default_value)?;
     let mut st = Strings::new();
-    let sample_type: Vec<(u64, u64)> = p
-        .value_types
-        .iter()
-        .map(|v| (st.id(&v.kind), st.id(&v.unit)))
-        .collect();
-    let default_sample_type = st.id(&p.value_types[p.default_value].kind);
-    let period_type = p
-        .period
-        .as_ref()
-        .map(|(v, _)| (st.id(&v.kind), st.id(&v.unit)));
-    let comment = st.id(&format!(
-        "proftrust {} export ({}): {}",
-        env!("CARGO_PKG_VERSION"),
-        match p.origin {
-            Origin::Sampled => "sampled",
-            Origin::Exact => "exact counts",
-            Origin::Estimated => "estimated",
-        },
-        p.title
-    ));
-    let counted = |s: &crate::profile::Stack| s.values.iter().any(|v| v.round() as i64 != 0);
+    let head = Head::new(p, &mut st);
+    let (keys, span) = distinct_locations(p, r);
+    let (mut mappings, mapping_id) = make_mappings(p, r, &span, &mut st);
+    let mut res = resolve(r, &keys, &mapping_id, &mut mappings, &mut st)?;
 
-    // Runtime addresses per module, for the mapping ranges.
-    let runtime = |loc: Location, ret: bool| -> u64 {
-        let bias = loc
-            .module
-            .and_then(|m| r.modules().get(m))
-            .map_or(0, |m| m.load_bias);
-        let a = loc.svma.0.wrapping_add(bias);
-        if ret {
-            a.saturating_sub(1)
-        } else {
-            a
-        }
+    let mut e = Encoder {
+        w,
+        out: Vec::with_capacity(2 * BLOCK),
+        msg: Vec::new(),
+        scratch: Vec::new(),
     };
-    // The distinct locations of the counted stacks, sorted, and each module's span.
+    for &t in &head.sample_type {
+        e.value_type(1, t);
+    }
+    e.samples(p, &keys)?;
+    for m in &mappings {
+        e.msg.clear();
+        m.encode_raw(&mut e.msg);
+        wire::bytes(&mut e.out, 3, &e.msg);
+    }
+    e.locations(r, &keys, &mapping_id, &res)?;
+    res.lines = Vec::new();
+    res.loc_lines = Vec::new();
+    // Function ids: the fallback functions first (1..=F), then the named ones. String ids:
+    // the interned strings, then one name per fallback function.
+    let nstrings = st.table.len() as u64;
+    e.functions(&res, nstrings)?;
+    for s in &st.table {
+        wire::bytes(&mut e.out, 6, s.as_bytes());
+        e.flush(false)?;
+    }
+    let mut name = String::new();
+    for &(class, svma) in &res.fallback {
+        name.clear();
+        r.write_fallback_name(Location::new(ModuleIdx(class), svma), &mut name);
+        wire::bytes(&mut e.out, 6, name.as_bytes());
+        e.flush(false)?;
+    }
+    e.tail(p, &head)?;
+    Ok(())
+}
+
+/// The string ids of the profile-wide fields (interned first).
+struct Head {
+    sample_type: Vec<(u64, u64)>,
+    default_sample_type: u64,
+    period_type: Option<(u64, u64)>,
+    comment: u64,
+}
+
+impl Head {
+    fn new(p: &Profile, st: &mut Strings) -> Head {
+        let sample_type = p
+            .value_types
+            .iter()
+            .map(|v| (st.id(&v.kind), st.id(&v.unit)))
+            .collect();
+        let default_sample_type = st.id(&p.value_types[p.default_value].kind);
+        let period_type = p
+            .period
+            .as_ref()
+            .map(|(v, _)| (st.id(&v.kind), st.id(&v.unit)));
+        let comment = st.id(&format!(
+            "proftrust {} export ({}): {}",
+            env!("CARGO_PKG_VERSION"),
+            match p.origin {
+                Origin::Sampled => "sampled",
+                Origin::Exact => "exact counts",
+                Origin::Estimated => "estimated",
+            },
+            p.title
+        ));
+        Head {
+            sample_type,
+            default_sample_type,
+            period_type,
+            comment,
+        }
+    }
+}
+
+/// Whether a stack has a value that rounds to non-zero (the others are left out).
+fn counted(s: &Stack) -> bool {
+    s.values.iter().any(|v| v.round() as i64 != 0)
+}
+
+/// The runtime address of a frame (SVMA + load bias; a return address minus one).
+fn runtime(r: &Resolver<'_>, loc: Location, ret: bool) -> u64 {
+    let bias = loc
+        .module
+        .and_then(|m| r.modules().get(m))
+        .map_or(0, |m| m.load_bias);
+    let a = loc.svma.0.wrapping_add(bias);
+    if ret {
+        a.saturating_sub(1)
+    } else {
+        a
+    }
+}
+
+/// The distinct locations of the counted stacks, sorted, and the runtime address span of
+/// each module's.
+fn distinct_locations(
+    p: &Profile,
+    r: &Resolver<'_>,
+) -> (Vec<LocKey>, HashMap<ModuleIdx, (u64, u64)>) {
     let mut keys: Vec<LocKey> = Vec::new();
     let mut span: HashMap<ModuleIdx, (u64, u64)> = HashMap::new();
     for s in p.stacks.iter().filter(|s| counted(s)) {
         for (i, &loc) in s.frames.iter().enumerate() {
             keys.push(LocKey::new(loc, i > 0));
             if let Some(m) = loc.module {
-                let a = runtime(loc, i > 0);
+                let a = runtime(r, loc, i > 0);
                 let e = span.entry(m).or_insert((a, a));
                 e.0 = e.0.min(a);
                 e.1 = e.1.max(a);
@@ -206,14 +277,18 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
     keys.sort_unstable();
     keys.dedup();
     keys.shrink_to_fit();
-    let loc_id = |loc: Location, ret: bool| -> u64 {
-        // Every frame of a counted stack is among the keys.
-        keys.binary_search(&LocKey::new(loc, ret))
-            .map_or(0, |i| i as u64 + 1)
-    };
+    (keys, span)
+}
 
-    // pprof takes the first mapping for the main binary: the profiled program (the first
-    // word of the command) when it is among the modules, then the rest by index.
+/// One mapping per module of `span`, and the mapping id of each module. pprof takes the
+/// first mapping for the main binary: the profiled program (the first word of the
+/// command) when it is among the modules, then the rest by index.
+fn make_mappings(
+    p: &Profile,
+    r: &Resolver<'_>,
+    span: &HashMap<ModuleIdx, (u64, u64)>,
+    st: &mut Strings,
+) -> (Vec<proto::Mapping>, HashMap<ModuleIdx, u64>) {
     let program = p
         .title
         .split_whitespace()
@@ -268,26 +343,58 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
             has_inline_frames: false,
         });
     }
-    // Modules named alike (`lib.so` in two directories) give alike fallback names: the
-    // first module of each file name stands for the others.
+    (mappings, mapping_id)
+}
+
+/// What the locations resolve to.
+struct Resolved {
+    /// The named functions: name, linkage name, file (string ids) and start line.
+    functions: Vec<[u64; 4]>,
+    /// The lines of the symbolized locations, one run per location.
+    lines: Vec<LineRec>,
+    /// Per location: (first line, count); count 0 = the fallback function.
+    loc_lines: Vec<(u32, u32)>,
+    /// The fallback functions, sorted: (module name class, address).
+    fallback: Vec<(u32, u64)>,
+    /// Per module, the first module of its file name: modules named alike (`lib.so` in
+    /// two directories) give alike fallback names, so the first stands for the others.
+    name_class: Vec<u32>,
+}
+
+impl Resolved {
+    /// The name class of `m`'s module.
+    fn class(&self, m: u32) -> u32 {
+        self.name_class.get(m as usize).copied().unwrap_or(m)
+    }
+}
+
+/// Resolves each location once: its lines (symbolized), or its fallback function; marks
+/// what the mappings have.
+fn resolve(
+    r: &Resolver<'_>,
+    keys: &[LocKey],
+    mapping_id: &HashMap<ModuleIdx, u64>,
+    mappings: &mut [proto::Mapping],
+    st: &mut Strings,
+) -> Result<Resolved, ExportError> {
     let mut first_of_name: HashMap<&str, u32> = HashMap::new();
     let name_class: Vec<u32> = r
         .modules()
         .iter()
         .map(|(i, m)| *first_of_name.entry(m.file_name()).or_insert(i.0))
         .collect();
-
-    // Each location resolved once: its lines (symbolized), or its fallback function.
-    let mut functions: Vec<[u64; 4]> = Vec::new();
+    let mut res = Resolved {
+        functions: Vec::new(),
+        lines: Vec::new(),
+        loc_lines: Vec::with_capacity(keys.len()),
+        fallback: Vec::new(),
+        name_class,
+    };
     let mut function_id: HashMap<[u64; 4], u32> = HashMap::new();
-    let mut lines: Vec<LineRec> = Vec::new();
-    // Per location: (first line, count); count 0 = the fallback function.
-    let mut loc_lines: Vec<(u32, u32)> = Vec::with_capacity(keys.len());
-    let mut fallback: Vec<(u32, u64)> = Vec::new();
     let too_many = || ExportError::Empty {
         what: "pprof: more than 2^32 lines of symbolized locations".into(),
     };
-    for k in &keys {
+    for k in keys {
         let loc = k.location();
         let mp = loc
             .module
@@ -295,13 +402,12 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
             .map(|&id| &mut mappings[id as usize - 1]);
         match (r.known_frames(loc, k.ret), loc.module) {
             (None, Some(m)) => {
-                let class = name_class.get(m.0 as usize).copied().unwrap_or(m.0);
-                fallback.push((class, loc.svma.0));
-                loc_lines.push((0, 0));
+                res.fallback.push((res.class(m.0), loc.svma.0));
+                res.loc_lines.push((0, 0));
             }
             (known, _) => {
                 let frames = known.unwrap_or_else(|| r.frames(loc, k.ret));
-                let first = u32::try_from(lines.len()).map_err(|_| too_many())?;
+                let first = u32::try_from(res.lines.len()).map_err(|_| too_many())?;
                 for f in frames.iter() {
                     let key = [
                         st.id(&f.name),
@@ -309,18 +415,18 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
                         st.id(f.file.as_deref().unwrap_or("")),
                         u64::from(f.function_line),
                     ];
-                    let n = functions.len() as u32;
+                    let n = res.functions.len() as u32;
                     let function = *function_id.entry(key).or_insert_with(|| {
-                        functions.push(key);
+                        res.functions.push(key);
                         n
                     });
-                    lines.push(LineRec {
+                    res.lines.push(LineRec {
                         function,
                         line: f.line,
                         column: f.column,
                     });
                 }
-                loc_lines.push((first, frames.len() as u32));
+                res.loc_lines.push((first, frames.len() as u32));
                 if let Some(mp) = mp {
                     mp.has_functions |= frames.iter().any(|f| f.symbolized);
                     mp.has_filenames |= frames.iter().any(|f| f.file.is_some());
@@ -331,119 +437,137 @@ fn encode(w: &mut dyn Write, p: &Profile, r: &Resolver<'_>) -> Result<(), Export
         }
     }
     drop(function_id);
-    fallback.sort_unstable();
-    fallback.dedup();
-    fallback.shrink_to_fit();
-    // Function ids: the fallback functions first (1..=F), then the named ones. String ids:
-    // the interned strings, then one name per fallback function.
-    let nfallback = fallback.len() as u64;
-    let nstrings = st.table.len() as u64;
+    res.fallback.sort_unstable();
+    res.fallback.dedup();
+    res.fallback.shrink_to_fit();
+    Ok(res)
+}
 
-    let mut out: Vec<u8> = Vec::with_capacity(2 * BLOCK);
-    let mut msg: Vec<u8> = Vec::new();
-    let mut scratch: Vec<u8> = Vec::new();
-    let mut flush = |out: &mut Vec<u8>, force: bool| -> std::io::Result<()> {
-        if force || out.len() >= BLOCK {
-            w.write_all(out)?;
-            out.clear();
+/// The message's bytes on their way to the writer, and scratch for nested messages.
+struct Encoder<'w> {
+    w: &'w mut dyn Write,
+    out: Vec<u8>,
+    msg: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl Encoder<'_> {
+    /// Hands the bytes to the writer when a block is full (or `force`).
+    fn flush(&mut self, force: bool) -> std::io::Result<()> {
+        if force || self.out.len() >= BLOCK {
+            self.w.write_all(&self.out)?;
+            self.out.clear();
         }
         Ok(())
-    };
-    for &(t, u) in &sample_type {
-        msg.clear();
-        wire::uint(&mut msg, 1, t);
-        wire::uint(&mut msg, 2, u);
-        wire::bytes(&mut out, 1, &msg);
     }
-    for s in p.stacks.iter().filter(|s| counted(s)) {
-        msg.clear();
-        let ids = s.frames.iter().enumerate().map(|(i, &l)| loc_id(l, i > 0));
-        wire::packed(&mut msg, 1, ids, &mut scratch);
-        let values = s.values.iter().map(|v| v.round() as i64 as u64);
-        wire::packed(&mut msg, 2, values, &mut scratch);
-        wire::bytes(&mut out, 2, &msg);
-        flush(&mut out, false)?;
+
+    /// A `ValueType` (type, unit string ids) as field `field`.
+    fn value_type(&mut self, field: u32, (t, u): (u64, u64)) {
+        self.msg.clear();
+        wire::uint(&mut self.msg, 1, t);
+        wire::uint(&mut self.msg, 2, u);
+        wire::bytes(&mut self.out, field, &self.msg);
     }
-    for m in &mappings {
-        msg.clear();
-        m.encode_raw(&mut msg);
-        wire::bytes(&mut out, 3, &msg);
-    }
-    let mut line_msg = Vec::new();
-    for (i, (k, &(first, n))) in keys.iter().zip(&loc_lines).enumerate() {
-        let loc = k.location();
-        msg.clear();
-        wire::uint(&mut msg, 1, i as u64 + 1);
-        let mid = loc.module.and_then(|m| mapping_id.get(&m).copied());
-        wire::uint(&mut msg, 2, mid.unwrap_or(0));
-        wire::uint(&mut msg, 3, runtime(loc, k.ret));
-        let mut line = |function: u64, line: u32, column: u32| {
-            line_msg.clear();
-            wire::uint(&mut line_msg, 1, function);
-            wire::uint(&mut line_msg, 2, u64::from(line));
-            wire::uint(&mut line_msg, 3, u64::from(column));
-            wire::bytes(&mut msg, 4, &line_msg);
+
+    /// The counted stacks: location ids (index + 1 among `keys`) and rounded values.
+    fn samples(&mut self, p: &Profile, keys: &[LocKey]) -> std::io::Result<()> {
+        // Every frame of a counted stack is among the keys.
+        let loc_id = |loc: Location, ret: bool| -> u64 {
+            keys.binary_search(&LocKey::new(loc, ret))
+                .map_or(0, |i| i as u64 + 1)
         };
-        if n == 0 {
-            let m = loc.module.map_or(0, |m| m.0);
-            let class = name_class.get(m as usize).copied().unwrap_or(m);
-            let f = fallback.binary_search(&(class, loc.svma.0)).unwrap_or(0);
-            line(f as u64 + 1, 0, 0);
-        } else {
-            for l in &lines[first as usize..(first + n) as usize] {
-                line(nfallback + u64::from(l.function) + 1, l.line, l.column);
-            }
+        for s in p.stacks.iter().filter(|s| counted(s)) {
+            self.msg.clear();
+            let ids = s.frames.iter().enumerate().map(|(i, &l)| loc_id(l, i > 0));
+            wire::packed(&mut self.msg, 1, ids, &mut self.scratch);
+            let values = s.values.iter().map(|v| v.round() as i64 as u64);
+            wire::packed(&mut self.msg, 2, values, &mut self.scratch);
+            wire::bytes(&mut self.out, 2, &self.msg);
+            self.flush(false)?;
         }
-        wire::bytes(&mut out, 4, &msg);
-        flush(&mut out, false)?;
+        Ok(())
     }
-    drop(lines);
-    drop(loc_lines);
-    for i in 0..nfallback {
-        msg.clear();
-        wire::uint(&mut msg, 1, i + 1);
-        wire::uint(&mut msg, 2, nstrings + i);
-        wire::uint(&mut msg, 3, nstrings + i);
-        wire::bytes(&mut out, 5, &msg);
-        flush(&mut out, false)?;
+
+    /// One location per key: id, mapping, runtime address and its lines.
+    fn locations(
+        &mut self,
+        r: &Resolver<'_>,
+        keys: &[LocKey],
+        mapping_id: &HashMap<ModuleIdx, u64>,
+        res: &Resolved,
+    ) -> std::io::Result<()> {
+        let nfallback = res.fallback.len() as u64;
+        let mut line_msg = Vec::new();
+        for (i, (k, &(first, n))) in keys.iter().zip(&res.loc_lines).enumerate() {
+            let loc = k.location();
+            let msg = &mut self.msg;
+            msg.clear();
+            wire::uint(msg, 1, i as u64 + 1);
+            let mid = loc.module.and_then(|m| mapping_id.get(&m).copied());
+            wire::uint(msg, 2, mid.unwrap_or(0));
+            wire::uint(msg, 3, runtime(r, loc, k.ret));
+            let mut line = |function: u64, line: u32, column: u32| {
+                line_msg.clear();
+                wire::uint(&mut line_msg, 1, function);
+                wire::uint(&mut line_msg, 2, u64::from(line));
+                wire::uint(&mut line_msg, 3, u64::from(column));
+                wire::bytes(msg, 4, &line_msg);
+            };
+            if n == 0 {
+                let class = res.class(loc.module.map_or(0, |m| m.0));
+                let f = res
+                    .fallback
+                    .binary_search(&(class, loc.svma.0))
+                    .unwrap_or(0);
+                line(f as u64 + 1, 0, 0);
+            } else {
+                for l in &res.lines[first as usize..(first + n) as usize] {
+                    line(nfallback + u64::from(l.function) + 1, l.line, l.column);
+                }
+            }
+            wire::bytes(&mut self.out, 4, &self.msg);
+            self.flush(false)?;
+        }
+        Ok(())
     }
-    for (i, f) in functions.iter().enumerate() {
-        msg.clear();
-        wire::uint(&mut msg, 1, nfallback + i as u64 + 1);
-        wire::uint(&mut msg, 2, f[0]);
-        wire::uint(&mut msg, 3, f[1]);
-        wire::uint(&mut msg, 4, f[2]);
-        wire::uint(&mut msg, 5, f[3]);
-        wire::bytes(&mut out, 5, &msg);
-        flush(&mut out, false)?;
+
+    /// The fallback functions (named by the strings after the `nstrings` interned ones),
+    /// then the named ones.
+    fn functions(&mut self, res: &Resolved, nstrings: u64) -> std::io::Result<()> {
+        let nfallback = res.fallback.len() as u64;
+        for i in 0..nfallback {
+            self.msg.clear();
+            wire::uint(&mut self.msg, 1, i + 1);
+            wire::uint(&mut self.msg, 2, nstrings + i);
+            wire::uint(&mut self.msg, 3, nstrings + i);
+            wire::bytes(&mut self.out, 5, &self.msg);
+            self.flush(false)?;
+        }
+        for (i, f) in res.functions.iter().enumerate() {
+            self.msg.clear();
+            wire::uint(&mut self.msg, 1, nfallback + i as u64 + 1);
+            for (field, &v) in (2..).zip(f) {
+                wire::uint(&mut self.msg, field, v);
+            }
+            wire::bytes(&mut self.out, 5, &self.msg);
+            self.flush(false)?;
+        }
+        Ok(())
     }
-    for s in &st.table {
-        wire::bytes(&mut out, 6, s.as_bytes());
-        flush(&mut out, false)?;
+
+    /// The profile-wide fields after the string table, and the last bytes.
+    fn tail(&mut self, p: &Profile, head: &Head) -> std::io::Result<()> {
+        wire::int(&mut self.out, 10, p.duration_ns as i64);
+        if let Some(t) = head.period_type {
+            self.value_type(11, t);
+        }
+        let period = p.period.as_ref().map_or(0, |(_, n)| *n as i64);
+        wire::int(&mut self.out, 12, period);
+        let comment = std::iter::once(head.comment);
+        wire::packed(&mut self.out, 13, comment, &mut self.scratch);
+        wire::uint(&mut self.out, 14, head.default_sample_type);
+        self.flush(true)
     }
-    let mut name = String::new();
-    for &(class, svma) in &fallback {
-        name.clear();
-        r.write_fallback_name(Location::new(ModuleIdx(class), svma), &mut name);
-        wire::bytes(&mut out, 6, name.as_bytes());
-        flush(&mut out, false)?;
-    }
-    wire::int(&mut out, 10, p.duration_ns as i64);
-    if let Some((t, u)) = period_type {
-        msg.clear();
-        wire::uint(&mut msg, 1, t);
-        wire::uint(&mut msg, 2, u);
-        wire::bytes(&mut out, 11, &msg);
-    }
-    wire::int(
-        &mut out,
-        12,
-        p.period.as_ref().map_or(0, |(_, n)| *n as i64),
-    );
-    wire::packed(&mut out, 13, std::iter::once(comment), &mut scratch);
-    wire::uint(&mut out, 14, default_sample_type);
-    flush(&mut out, true)?;
-    Ok(())
 }
 
 /// The pprof message of `p`, decoded from what [`write_pprof`] writes (for tests and

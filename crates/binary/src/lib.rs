@@ -24,6 +24,9 @@
 //!   `proftrust-formats` take.
 //! * [`Kallsyms`]: kernel function symbols from a `/proc/kallsyms` copy (`--kallsyms`),
 //!   perf's build-id cache or the running kernel (when its build-id matches).
+//! * `[vdso]`: the kernel's vDSO, found by the locator in perf's build-id cache or read
+//!   from this process when the running kernel's has the recorded build-id
+//!   ([`running_vdso_build_id`], which `proftrust record` stamps on `[vdso]`).
 //! * [`ProcessUnwinder`]: DWARF unwinding of user stacks the kernel copied
 //!   (`perf record --call-graph dwarf`), framehop over the binaries' call-frame
 //!   information; `BinaryLocator` is the readers' `UnwindSource`.
@@ -64,6 +67,7 @@ mod recover;
 mod srcframes;
 mod symbolizer;
 mod unwind;
+mod vdso;
 
 pub use demangle::demangle;
 pub use disasm::{Flow, Instr};
@@ -76,6 +80,7 @@ pub use proftrust_model::{BlockId, BuildId, Cfg, Svma};
 pub use srcframes::SourceFrame;
 pub use symbolizer::{is_kernel_module, Symbolizer};
 pub use unwind::ProcessUnwinder;
+pub use vdso::{running_vdso_build_id, vdso_range, VDSO};
 
 /// Default cap on the number of simple loops enumerated per loop.
 pub const DEFAULT_SIMPLE_LOOP_CAP: usize = 10_000;

@@ -21,6 +21,10 @@
 //!    debug files ([`LocateOptions::debug_dirs`], `/usr/lib/debug`):
 //!    `.build-id/ID[..2]/ID[2..].debug`.
 //!
+//! `[vdso]` has no file: with `ID`, perf's build-id cache copy (`[vdso]/ID/vdso`), else the
+//! running kernel's vDSO read from this process when its build-id is `ID`
+//! ([`LocateOptions::running_vdso`]).
+//!
 //! Steps 3, 4 and 6 need `ID`. Every candidate from steps 2-6 must have build-id `ID` when both are
 //! known. The module's segments come from the file found; a debug-only file (step 6, used
 //! only when the recorded file is gone or another build) gives symbols and lines, and its
@@ -58,6 +62,9 @@ pub struct LocateOptions {
     /// profile's kernel build-id is the running kernel's (perf does the same). Default:
     /// `Some(("/proc/kallsyms", "/sys/kernel/notes"))`; `None` never reads them.
     pub running_kernel: Option<(PathBuf, PathBuf)>,
+    /// Use the running kernel's vDSO (read from this process) for a `[vdso]` module whose
+    /// recorded build-id is its build-id. Default: `true`.
+    pub running_vdso: bool,
 }
 
 impl Default for LocateOptions {
@@ -83,6 +90,7 @@ impl Default for LocateOptions {
                 PathBuf::from("/proc/kallsyms"),
                 PathBuf::from("/sys/kernel/notes"),
             )),
+            running_vdso: true,
         }
     }
 }
@@ -104,7 +112,7 @@ pub struct Located {
     /// The binary, when one was found.
     pub binary: Option<Arc<Binary>>,
     /// Which step found it (`--binary`, `--symfs`, `build-id cache`, `debuginfod cache`,
-    /// `debug directory`, `recorded path`), or `None`.
+    /// `debug directory`, `recorded path`, `running kernel` for `[vdso]`), or `None`.
     pub step: Option<&'static str>,
 }
 
@@ -249,6 +257,9 @@ impl BinaryLocator {
                 }
             }
         }
+        if path == crate::vdso::VDSO {
+            return self.vdso(st, want, &who);
+        }
         if is_pseudo(path) {
             log(st, "no file (pseudo-module)".into());
             return Located {
@@ -348,6 +359,67 @@ impl BinaryLocator {
             binary: None,
             step: None,
         }
+    }
+
+    /// `[vdso]` recorded with build-id `want`: perf's build-id cache copy, else the running
+    /// kernel's vDSO when its build-id is `want`. Without a recorded build-id none is used
+    /// (another kernel's vDSO would name the wrong code); its samples keep their addresses.
+    fn vdso(&self, st: &mut State, want: Option<&BuildId>, who: &str) -> Located {
+        let none = Located {
+            binary: None,
+            step: None,
+        };
+        let Some(w) = want else {
+            st.trace.push(format!(
+                "{who}: no build-id recorded: no vDSO image can be matched"
+            ));
+            return none;
+        };
+        let hex = w.to_hex();
+        let mut open = self.opts.open.clone();
+        open.module_name = Some(crate::vdso::VDSO.to_string());
+        if let Some(c) = &self.opts.build_id_cache {
+            let p = c.join(crate::vdso::VDSO).join(&hex).join("vdso");
+            if p.is_file() {
+                match Binary::open_with(&p, &open) {
+                    Ok(b) if b.build_id() == Some(w) => {
+                        st.trace
+                            .push(format!("{who}: build-id cache {}: used", p.display()));
+                        return Located {
+                            binary: Some(Arc::new(b)),
+                            step: Some("build-id cache"),
+                        };
+                    }
+                    Ok(b) => st.trace.push(format!(
+                        "{who}: build-id cache {} has build-id {}: not used",
+                        p.display(),
+                        hex_or_none(b.build_id())
+                    )),
+                    Err(e) => st.trace.push(format!("{who}: build-id cache: {e}")),
+                }
+            } else {
+                st.trace
+                    .push(format!("{who}: build-id cache {}: not found", p.display()));
+            }
+        }
+        if self.opts.running_vdso {
+            match crate::vdso::running_vdso(&open) {
+                Ok(b) if b.build_id() == Some(w) => {
+                    st.trace
+                        .push(format!("{who}: the running kernel's vDSO: build-id matches: used"));
+                    return Located {
+                        binary: Some(Arc::new(b)),
+                        step: Some("running kernel"),
+                    };
+                }
+                Ok(b) => st.trace.push(format!(
+                    "{who}: the running kernel's vDSO has build-id {}: not used (recorded on another kernel)",
+                    hex_or_none(b.build_id())
+                )),
+                Err(e) => st.trace.push(format!("{who}: the running kernel's vDSO: {e}")),
+            }
+        }
+        none
     }
 
     /// Kernel symbols for a `[kernel.kallsyms]` recorded with build-id `build_id`, found as

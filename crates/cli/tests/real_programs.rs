@@ -852,3 +852,128 @@ fn check_verdicts_stand_on_the_attribution_available() {
         }
     }
 }
+
+/// perf report's rows of one module (`--sort dso,sym -n`): symbol name against samples.
+fn perf_report_symbols(data: &Path, module: &str) -> BTreeMap<String, u64> {
+    let out = run(perf()
+        .args(["report", "--stdio", "--sort", "dso,sym", "-n", "-i"])
+        .arg(data));
+    out.lines()
+        .filter_map(|l| {
+            // "12.34%  1234  [vdso]  [.] __vdso_clock_gettime"
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || !f[0].ends_with('%') || f[2] != module || f[3] != "[.]" {
+                return None;
+            }
+            Some((f[4..].join(" "), f[1].parse().ok()?))
+        })
+        .collect()
+}
+
+/// The rows of module `module` in a `read --json` report: name against samples, and the
+/// module's samples in no function.
+fn read_module_rows(json: &serde_json::Value, module: &str) -> (BTreeMap<String, u64>, u64) {
+    let rows = json["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["module"] == module)
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["samples"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let none = json["attribution"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["module"] == module)
+        .map_or(0, |m| m["unattributed"].as_u64().unwrap());
+    (rows, none)
+}
+
+/// Samples in the kernel's vDSO (`clock_gettime` in a loop: every program that reads the
+/// clock runs there) land in its functions as perf names them: from perf's build-id cache
+/// copy (`[vdso]/ID/vdso`, which perf record writes), from the running kernel's vDSO when
+/// the cache has none (same build-id), and in `proftrust record`'s files (the recorder
+/// stamps the vDSO's build-id). Oracle: perf report's per-symbol counts of `[vdso]`.
+#[test]
+fn vdso_samples_are_named_as_perf_names_them() {
+    let t = "vdso_samples_are_named_as_perf_names_them";
+    if !have("perf") || !have("gcc") {
+        return skip_test(t, "needs perf and gcc");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("clock.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\n#include <time.h>\n\
+         int main(int argc, char **argv) {\n  long n = argc > 1 ? atol(argv[1]) : 3000000;\n\
+         struct timespec ts; unsigned long s = 0;\n\
+         for (long i = 0; i < n; i++) { clock_gettime(CLOCK_MONOTONIC, &ts); s += ts.tv_nsec; }\n\
+         printf(\"%lu\\n\", s);\n  return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("clock");
+    run(Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&src));
+    let cmd = vec![exe.display().to_string(), "3000000".to_string()];
+    let Some(data) = perf_record(
+        &dir.path().join("clock.data"),
+        &["-e", "cpu-clock:u", "-c", "100000"],
+        &cmd,
+    ) else {
+        return skip_test(t, "perf record does not work here");
+    };
+    let want = perf_report_symbols(&data, "[vdso]");
+    let in_vdso: u64 = want.values().sum();
+    eprintln!("perf report: [vdso] {want:?}");
+    if in_vdso < 50 || want.keys().any(|k| k.starts_with("0x")) {
+        return skip_test(
+            t,
+            &format!("perf itself named {in_vdso} [vdso] samples as {want:?} here (a kernel without a vDSO, or perf without its copy)"),
+        );
+    }
+    let d = data.to_str().unwrap();
+    // From perf's build-id cache (the tests' own, which perf record filled).
+    let json: serde_json::Value = serde_json::from_str(&proftrust(&["read", d, "--json"])).unwrap();
+    assert_eq!(read_module_rows(&json, "[vdso]"), (want.clone(), 0));
+    // From the running kernel's vDSO: an empty build-id cache.
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(Command::new(BIN)
+        .env("PERF_BUILDID_DIR", empty.path())
+        .args(["read", d, "--json"]));
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(read_module_rows(&json, "[vdso]"), (want.clone(), 0));
+    // proftrust record's own file: every [vdso] sample in one of perf's vDSO functions.
+    let ours = dir.path().join("clock.ptsamp");
+    let o = pt()
+        .args(["-q", "record", "-c", "100000", "-o"])
+        .arg(&ours)
+        .arg("--")
+        .args(&cmd)
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        return skip_test(
+            t,
+            &format!(
+                "proftrust record failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&proftrust(&["read", ours.to_str().unwrap(), "--json"])).unwrap();
+    let (rows, none) = read_module_rows(&json, "[vdso]");
+    eprintln!("proftrust record: [vdso] {rows:?}, {none} in no function");
+    assert!(rows.values().sum::<u64>() >= 50, "{rows:?}");
+    assert_eq!(none, 0, "{rows:?}");
+    for name in rows.keys() {
+        assert!(
+            want.contains_key(name),
+            "{name} is not one of perf's {want:?}"
+        );
+    }
+}

@@ -225,7 +225,12 @@ impl AddressSpaces {
             Some(&i) => i,
             None => {
                 let mut module = Module::new(m.path.clone());
-                module.build_id = info.as_ref().and_then(|i| i.build_id.clone());
+                module.build_id = match &info {
+                    Some(i) => i.build_id.clone(),
+                    // The child's vDSO is the running kernel's, as ours: its build-id lets
+                    // a reader find the image (perf's build-id table does the same).
+                    None => proftrust_binary::running_vdso_build_id(),
+                };
                 module.load_bias = ip.wrapping_sub(svma);
                 let i = self.modules.intern(module);
                 self.module_of_path.insert(m.path.clone(), i);

@@ -369,22 +369,32 @@ fn readelf_fdes(path: &str) -> Vec<(u64, u64)> {
     v
 }
 
-/// perf report's per-address rows of code no symbol names (`--sort dso,sym -n`: `N  dso
-/// [.] 0xADDR`, the address map-relative, i.e. the file offset): (dso file name, offset,
-/// samples).
-fn perf_report_addresses(data: &Path) -> Vec<(String, u64, u64)> {
+/// perf report's rows (`--sort dso,sym -n`: `12.34%  1234  dso  [.] symbol`): (dso file
+/// name, symbol, samples).
+fn perf_report_rows(data: &Path) -> Vec<(String, String, u64)> {
     let out = run(perf()
         .args(["report", "--stdio", "--sort", "dso,sym", "-n", "-i"])
         .arg(data));
     out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            // "5.91%  107  gawk  [.] 0x00000000000662b9"
-            if f.len() != 5 || !f[0].ends_with('%') || f[3] != "[.]" {
+            if f.len() < 5 || !f[0].ends_with('%') || f[3] != "[.]" {
                 return None;
             }
-            let a = u64::from_str_radix(f[4].strip_prefix("0x")?, 16).ok()?;
-            Some((f[2].to_string(), a, f[1].parse().ok()?))
+            Some((f[2].to_string(), f[4..].join(" "), f[1].parse().ok()?))
+        })
+        .collect()
+}
+
+/// perf report's per-address rows of code no symbol names (`5.91%  107  gawk  [.]
+/// 0x00000000000662b9`, the address map-relative, i.e. the file offset): (dso file name,
+/// offset, samples).
+fn perf_report_addresses(data: &Path) -> Vec<(String, u64, u64)> {
+    perf_report_rows(data)
+        .into_iter()
+        .filter_map(|(dso, sym, n)| {
+            let a = u64::from_str_radix(sym.strip_prefix("0x")?, 16).ok()?;
+            Some((dso, a, n))
         })
         .collect()
 }
@@ -853,20 +863,12 @@ fn check_verdicts_stand_on_the_attribution_available() {
     }
 }
 
-/// perf report's rows of one module (`--sort dso,sym -n`): symbol name against samples.
+/// perf report's rows of one module: symbol name against samples.
 fn perf_report_symbols(data: &Path, module: &str) -> BTreeMap<String, u64> {
-    let out = run(perf()
-        .args(["report", "--stdio", "--sort", "dso,sym", "-n", "-i"])
-        .arg(data));
-    out.lines()
-        .filter_map(|l| {
-            // "12.34%  1234  [vdso]  [.] __vdso_clock_gettime"
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 5 || !f[0].ends_with('%') || f[2] != module || f[3] != "[.]" {
-                return None;
-            }
-            Some((f[4..].join(" "), f[1].parse().ok()?))
-        })
+    perf_report_rows(data)
+        .into_iter()
+        .filter(|(dso, _, _)| dso == module)
+        .map(|(_, sym, n)| (sym, n))
         .collect()
 }
 

@@ -2,10 +2,12 @@
 //! clap `Args` struct flattened (`#[command(flatten)]`) into the command at the place its
 //! flags appear in `--help`, with `apply` filling the pipeline's options.
 
-use clap::ValueEnum;
 use proftrust_metrics::TruthWeight;
 use proftrust_pipeline::audit::AuditOptions;
+use proftrust_pipeline::timemodel::TimeModelKind;
 use proftrust_pipeline::vpp::VppOptions;
+use proftrust_pipeline::Backend;
+use proftrust_uarch::CoreKind;
 use std::path::PathBuf;
 
 /// How `audit` samples, spelled as perf spells it: `-e a,b` or `-e a -e b`, `-c PERIOD`,
@@ -100,18 +102,18 @@ impl VppProbe {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExactSide {
     /// Ground-truth backend when recording.
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    #[arg(long, value_parser = crate::args::named::<Backend>(), default_value_t = Backend::Auto)]
     pub backend: Backend,
     /// What the exact side counts.
-    #[arg(long, value_enum, default_value_t = WeightArg::Instructions)]
-    pub truth_weight: WeightArg,
+    #[arg(long, value_parser = crate::args::named::<TruthWeight>(), default_value_t = TruthWeight::Instructions)]
+    pub truth_weight: TruthWeight,
     /// Which time model --truth-weight time-model uses.
-    #[arg(long, value_enum, default_value_t = TimeModelArg::Static)]
-    pub time_model: TimeModelArg,
+    #[arg(long, value_parser = crate::args::named::<TimeModelKind>(), default_value_t = TimeModelKind::Static)]
+    pub time_model: TimeModelKind,
     /// The core the static time model models: sapphirerapids (Intel Golden Cove, LLVM's
     /// model of that name) or znver4 (AMD Zen 4).
-    #[arg(long, value_enum, default_value_t = CoreArg::Sapphirerapids)]
-    pub core: CoreArg,
+    #[arg(long, value_parser = crate::args::named::<CoreKind>(), default_value_t = CoreKind::GoldenCove)]
+    pub core: CoreKind,
     /// The static time model charges data-cache misses: the program is traced once more
     /// under QEMU, the plugin simulating L1D 48 KiB and L2 2 MiB, and each load's mean
     /// latency beyond an L1 hit goes through the scheduler (paid in full on a dependency
@@ -126,80 +128,11 @@ pub struct ExactSide {
     pub time_branches: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// `audit --time-model`.
-pub enum TimeModelArg {
-    /// Each executed block timed once by a dependency-aware out-of-order model of a real core
-    /// (LLVM's scheduling model: latencies, micro-ops, ports; register and store-to-load
-    /// dependencies; a 2-bit branch predictor on the exact branch frequencies), times its
-    /// exact count from one QEMU run with edges. Every load hits L1.
-    Static,
-    /// The whole QEMU block trace replayed through the virtual PMU's out-of-order model with
-    /// simulated caches (TIP attribution; minutes per run).
-    Trace,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// `audit --core`.
-pub enum CoreArg {
-    /// Intel Golden Cove (Alder Lake P-core, Sapphire Rapids; Raptor Cove derives from it).
-    Sapphirerapids,
-    /// AMD Zen 4.
-    Znver4,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// `audit --backend`.
-pub enum Backend {
-    /// QEMU plugin when it is found, else callgrind.
-    Auto,
-    /// QEMU user mode with the proftrust plugin.
-    Qemu,
-    /// valgrind --tool=callgrind.
-    Callgrind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-/// `audit --truth-weight`.
-pub enum WeightArg {
-    /// Executed instructions.
-    Instructions,
-    /// Cycle estimate from callgrind's cache and branch simulation.
-    CyclesEstimate,
-    /// Cycles per instruction from proftrust's timing model (a model, not a measurement;
-    /// --time-model, --core). For cpu-clock and cycles profiles. With --samples/--truth, the
-    /// truth file needs edges (`proftrust truth`), or comes from `vpmu --mode tip --cpi-model
-    /// cache-sim --exact FILE` (the trace model).
-    TimeModel,
-    /// Cycles per instruction as the samples' own branch stacks measured them (their cycle
-    /// counts: perf -b / --call-graph lbr on Intel since Skylake, Arm BRBE, `vpmu --lbr`).
-    /// No exact run needed (--samples alone); with --truth or a program to run, the exact
-    /// counts check the ranges against the run.
-    LbrTime,
-}
-
 impl ExactSide {
     /// Sets the exact-side options of `o`.
     pub fn apply(&self, o: &mut AuditOptions) {
-        o.backend = match self.backend {
-            Backend::Auto => proftrust_pipeline::Backend::Auto,
-            Backend::Qemu => proftrust_pipeline::Backend::Qemu,
-            Backend::Callgrind => proftrust_pipeline::Backend::Callgrind,
-        };
-        o.truth_weight = match self.truth_weight {
-            WeightArg::Instructions => TruthWeight::Instructions,
-            WeightArg::CyclesEstimate => TruthWeight::CyclesEstimate,
-            WeightArg::TimeModel => TruthWeight::TimeModel,
-            WeightArg::LbrTime => TruthWeight::LbrTime,
-        };
-        o.time_model = match self.time_model {
-            TimeModelArg::Static => proftrust_pipeline::timemodel::TimeModelKind::Static,
-            TimeModelArg::Trace => proftrust_pipeline::timemodel::TimeModelKind::Trace,
-        };
-        o.core = match self.core {
-            CoreArg::Sapphirerapids => proftrust_uarch::CoreKind::GoldenCove,
-            CoreArg::Znver4 => proftrust_uarch::CoreKind::Zen4,
-        };
+        (o.backend, o.truth_weight) = (self.backend, self.truth_weight);
+        (o.time_model, o.core) = (self.time_model, self.core);
         o.time_caches = self.time_caches;
         o.time_branches = self.time_branches;
     }

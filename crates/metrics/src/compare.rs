@@ -59,15 +59,34 @@ pub const LBR_TIME_COLUMN: &str = "lbr_cycles";
 /// virtual PMU's TIP attribution charges them (`proftrust_vpmu::TIP_CYCLES`).
 pub const TIME_MODEL_COLUMN: &str = "tip_cycles";
 
+impl proftrust_model::named::Named for TruthWeight {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (TruthWeight::Instructions, "instructions", "Executed instructions"),
+        (
+            TruthWeight::CyclesEstimate,
+            "cycles-estimate",
+            "Cycle estimate from callgrind's cache and branch simulation",
+        ),
+        (
+            TruthWeight::TimeModel,
+            "time-model",
+            "Cycles per instruction from proftrust's timing model (a model, not a measurement; --time-model, --core). For cpu-clock and cycles profiles. With --samples/--truth, the truth file needs edges (`proftrust truth`), or comes from `vpmu --mode tip --cpi-model cache-sim --exact FILE` (the trace model)",
+        ),
+        (
+            TruthWeight::LbrTime,
+            "lbr-time",
+            "Cycles per instruction as the samples' own branch stacks measured them (their cycle counts: perf -b / --call-graph lbr on Intel since Skylake, Arm BRBE, `vpmu --lbr`). No exact run needed (--samples alone); with --truth or a program to run, the exact counts check the ranges against the run",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(TruthWeight);
+
 impl TruthWeight {
-    /// `instructions`, `cycles-estimate` or `time-model`.
+    /// `instructions`, `cycles-estimate`, `time-model` or `lbr-time` (its [`Named`] name).
+    ///
+    /// [`Named`]: proftrust_model::named::Named
     pub fn name(self) -> &'static str {
-        match self {
-            TruthWeight::Instructions => "instructions",
-            TruthWeight::CyclesEstimate => "cycles-estimate",
-            TruthWeight::TimeModel => "time-model",
-            TruthWeight::LbrTime => "lbr-time",
-        }
+        proftrust_model::named::Named::name(self)
     }
 }
 

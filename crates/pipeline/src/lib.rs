@@ -126,3 +126,20 @@ pub enum Backend {
     /// valgrind --tool=callgrind.
     Callgrind,
 }
+
+impl proftrust_model::named::Named for Backend {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Backend::Auto,
+            "auto",
+            "QEMU plugin when it is found, else callgrind",
+        ),
+        (
+            Backend::Qemu,
+            "qemu",
+            "QEMU user mode with the proftrust plugin",
+        ),
+        (Backend::Callgrind, "callgrind", "valgrind --tool=callgrind"),
+    ];
+}
+proftrust_model::named_from_str!(Backend);

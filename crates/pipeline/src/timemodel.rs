@@ -208,13 +208,26 @@ pub enum TimeModelKind {
     Trace,
 }
 
+impl proftrust_model::named::Named for TimeModelKind {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            TimeModelKind::Static,
+            "static",
+            "Each executed block timed once by a dependency-aware out-of-order model of a real core (LLVM's scheduling model: latencies, micro-ops, ports; register and store-to-load dependencies; a 2-bit branch predictor on the exact branch frequencies), times its exact count from one QEMU run with edges. Every load hits L1",
+        ),
+        (
+            TimeModelKind::Trace,
+            "trace",
+            "The whole QEMU block trace replayed through the virtual PMU's out-of-order model with simulated caches (TIP attribution; minutes per run)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(TimeModelKind);
+
 impl TimeModelKind {
-    /// `static` or `trace`.
+    /// `static` or `trace` (its [`Named`](proftrust_model::named::Named) name).
     pub fn name(self) -> &'static str {
-        match self {
-            TimeModelKind::Static => "static",
-            TimeModelKind::Trace => "trace",
-        }
+        proftrust_model::named::Named::name(self)
     }
 }
 

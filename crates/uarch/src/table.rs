@@ -59,6 +59,19 @@ impl CoreKind {
     }
 }
 
+/// Named by LLVM's CPU name (`--core`); [`CoreKind::parse`] also takes the core's name.
+impl proftrust_model::named::Named for CoreKind {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            CoreKind::GoldenCove,
+            "sapphirerapids",
+            "Intel Golden Cove (Alder Lake P-core, Sapphire Rapids; Raptor Cove derives from it)",
+        ),
+        (CoreKind::Zen4, "znver4", "AMD Zen 4"),
+    ];
+}
+proftrust_model::named_from_str!(CoreKind);
+
 /// A modelled core: its pipeline parameters (LLVM's `SchedMachineModel` of the core) and its
 /// instruction table.
 #[derive(Debug, Clone)]

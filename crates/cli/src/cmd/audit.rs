@@ -111,7 +111,7 @@ impl AuditArgs {
             }
             (Some(samples), None) => {
                 // (--workload conflicts with --samples in clap.)
-                let lbr = self.exact_side.truth_weight == crate::flag_groups::WeightArg::LbrTime;
+                let lbr = self.exact_side.truth_weight == proftrust_metrics::TruthWeight::LbrTime;
                 match (self.command.is_empty(), lbr) {
                     (true, true) => AuditInput::Samples {
                         samples: samples.clone(),

@@ -50,15 +50,20 @@ pub enum CpiModel {
     CacheSim,
 }
 
+impl proftrust_model::named::Named for CpiModel {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (CpiModel::Flat, "flat", "Every instruction takes `--cpi` cycles"),
+        (CpiModel::Class, "class", "Cycles by instruction class (iced-x86 decoding of the program's code)"),
+        (CpiModel::Cache, "cache", "The class table plus heavy loads: dependent loads (address register produced by a load: pointer chasing, indirect indexing) take `--heavy-load` cycles (a per-address rule standing in for cache misses; see `cache-sim` for a simulation)"),
+        (CpiModel::CacheSim, "cache-sim", "The class table without memory costs, plus a simulated L1D + last-level cache on the program's real data accesses (traced by QEMU): each load costs the latency of the level that holds its line (defaults: 32 KiB 8-way L1D 4 cycles, 8 MiB 16-way LLC 40 cycles, memory 200 cycles, 64-byte lines; stores 1 cycle). Slower to trace"),
+    ];
+}
+proftrust_model::named_from_str!(CpiModel);
+
 impl CpiModel {
-    /// The model's name as `--cpi-model` spells it.
+    /// The model's name as `--cpi-model` spells it (its [`Named`](proftrust_model::named::Named) name).
     pub fn name(self) -> &'static str {
-        match self {
-            CpiModel::Flat => "flat",
-            CpiModel::Class => "class",
-            CpiModel::Cache => "cache",
-            CpiModel::CacheSim => "cache-sim",
-        }
+        proftrust_model::named::Named::name(self)
     }
 }
 

@@ -167,16 +167,21 @@ pub enum PmuMode {
     Tip,
 }
 
+impl proftrust_model::named::Named for PmuMode {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (PmuMode::InOrder, "in-order", "The original model: in-order timing, the sample lands --skid cycles after the overflow"),
+        (PmuMode::Interrupt, "interrupt", "Interrupt-based sampling on the out-of-order model: the sample names the instruction at the head of the reorder buffer --skid cycles after the overflow"),
+        (PmuMode::Pebs, "pebs", "Precise sampling (PEBS): the instruction after the overflowing one"),
+        (PmuMode::Ibs, "ibs", "Tagged-op sampling (IBS-like): one op every --period on average (randomised), its own address"),
+        (PmuMode::Tip, "tip", "Time-proportional oracle (TIP): each sampled cycle goes to the instruction committing in it, else to the head of the reorder buffer; --exact then carries `tip_cycles`"),
+    ];
+}
+proftrust_model::named_from_str!(PmuMode);
+
 impl PmuMode {
-    /// `in-order`, `interrupt`, `pebs`, `ibs` or `tip`.
+    /// `in-order`, `interrupt`, `pebs`, `ibs` or `tip` (its [`Named`](proftrust_model::named::Named) name).
     pub fn name(self) -> &'static str {
-        match self {
-            PmuMode::InOrder => "in-order",
-            PmuMode::Interrupt => "interrupt",
-            PmuMode::Pebs => "pebs",
-            PmuMode::Ibs => "ibs",
-            PmuMode::Tip => "tip",
-        }
+        proftrust_model::named::Named::name(self)
     }
     /// Whether the mode runs on the out-of-order model.
     pub fn out_of_order(self) -> bool {

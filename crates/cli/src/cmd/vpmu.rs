@@ -2,7 +2,6 @@
 //! virtual PMU (proftrust-vpmu) and write the skid-affected samples a hardware PMU would
 //! have taken, as an ordinary native sample file (`read`, `audit`, `correct` take it as is).
 
-use crate::flag_groups::{CpiModelArg, ModeArg};
 use crate::util;
 use anyhow::Context;
 use proftrust_pipeline::vpmu::{CpiModel, PmuMode, RobConfig, SkidDist, VpmuRunOptions};
@@ -13,8 +12,8 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// PMU mode: timing model and attribution rule.
-    #[arg(long, value_enum, default_value_t = ModeArg::InOrder)]
-    mode: ModeArg,
+    #[arg(long, value_parser = crate::args::named::<PmuMode>(), default_value_t = PmuMode::InOrder)]
+    mode: PmuMode,
     /// Reorder-buffer entries of the out-of-order modes (1 to 4096; dispatch and commit
     /// width 4).
     #[arg(long, default_value_t = 224, value_parser = crate::args::int::<u32>(1, 4096))]
@@ -40,8 +39,8 @@ pub struct Args {
     #[command(flatten)]
     seed: crate::args::Seed,
     /// Per-instruction cycle model.
-    #[arg(long, value_enum, default_value_t = CpiModelArg::Class)]
-    cpi_model: CpiModelArg,
+    #[arg(long, value_parser = crate::args::named::<CpiModel>(), default_value_t = CpiModel::Class)]
+    cpi_model: CpiModel,
     /// CPI of the flat model (and of instructions outside the program's code), 1 to 100000.
     #[arg(long, default_value_t = 1, value_parser = crate::args::int::<u32>(1, 100_000))]
     cpi: u32,
@@ -84,13 +83,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     let mut o = VpmuRunOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.command), None)?;
     o.skid = a.skid_dist.unwrap_or(SkidDist::Constant(a.skid));
-    o.mode = match a.mode {
-        ModeArg::InOrder => PmuMode::InOrder,
-        ModeArg::Interrupt => PmuMode::Interrupt,
-        ModeArg::Pebs => PmuMode::Pebs,
-        ModeArg::Ibs => PmuMode::Ibs,
-        ModeArg::Tip => PmuMode::Tip,
-    };
+    o.mode = a.mode;
     o.rob = RobConfig {
         entries: a.rob,
         ..RobConfig::default()
@@ -99,12 +92,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     o.cycle_period = a.cycle_period;
     o.randomize = a.randomize;
     o.seed = a.seed.seed;
-    o.cpi_model = match a.cpi_model {
-        CpiModelArg::Flat => CpiModel::Flat,
-        CpiModelArg::Class => CpiModel::Class,
-        CpiModelArg::Cache => CpiModel::Cache,
-        CpiModelArg::CacheSim => CpiModel::CacheSim,
-    };
+    o.cpi_model = a.cpi_model;
     o.cpi = a.cpi;
     o.cache_config = a.cache_config.clone();
     o.heavy_load = a.heavy_load;

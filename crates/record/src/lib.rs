@@ -44,7 +44,7 @@ pub use error::RecordError;
 pub use event::{EventSpec, DEFAULT_CLOCK_PERIOD_NS, DEFAULT_HW_PERIOD, DEFAULT_RAW_PERIOD};
 pub use proftrust_supervise::StopSignal;
 
-use parse::Rec;
+use parse::{RawSample, Rec};
 use proftrust_model::{
     Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
     SampleSet, SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
@@ -411,7 +411,7 @@ impl Session {
             }
             self.seen_streams.clear();
             for r in &self.recs[before..] {
-                if let Rec::Sample { stream_id, .. } = r {
+                if let Rec::Sample(RawSample { stream_id, .. }) = r {
                     if self.randomized.contains_key(stream_id)
                         && !self.seen_streams.contains(stream_id)
                     {
@@ -1136,56 +1136,40 @@ impl<'a> Replay<'a> {
             Rec::Lost { lost } => set.lost += lost,
             Rec::Throttle { .. } => self.stats.throttled += 1,
             Rec::Unthrottle { .. } => {}
-            r @ Rec::Sample { .. } => set.samples.extend(self.sample(r)),
+            Rec::Sample(s) => set.samples.push(self.sample(s)),
         }
     }
 
-    /// The sample of a [`Rec::Sample`] (`None` for any other record).
-    fn sample(&mut self, r: Rec) -> Option<Sample> {
-        let Rec::Sample {
-            id,
-            stream_id,
-            ip,
-            pid,
-            tid,
-            time,
-            cpu,
-            period,
-            count,
-            callchain,
-            branches,
-            user_stack,
-        } = r
-        else {
-            return None;
-        };
-        let period = self.period(stream_id, time, period, count);
-        let loc = self.spaces.locate(pid, ip);
+    /// The sample of `s`: its event, actual period, location, call chain and branches.
+    fn sample(&mut self, s: RawSample) -> Sample {
+        let period = self.period(s.stream_id, s.time, s.period, s.count);
+        let loc = self.spaces.locate(s.pid, s.ip);
         if loc.module.is_none() {
             self.stats.unmapped_samples += 1;
         }
-        let callchain = self.callchain(pid, ip, &callchain, user_stack.as_ref());
-        let branches = branches
+        let callchain = self.callchain(s.pid, s.ip, &s.callchain, s.user_stack.as_ref());
+        let branches = s
+            .branches
             .iter()
             .map(|b| Branch {
-                from: self.spaces.locate(pid, b.from),
-                to: self.spaces.locate(pid, b.to),
+                from: self.spaces.locate(s.pid, b.from),
+                to: self.spaces.locate(s.pid, b.to),
                 mispredicted: b.flags & 1 != 0,
                 predicted_known: b.flags & 3 != 0,
                 cycles: ((b.flags >> 4) & 0xffff) as u32,
             })
             .collect();
-        Some(Sample {
-            event: *self.id_to_event.get(&id).unwrap_or(&0),
-            pid,
-            tid,
-            time,
-            cpu,
+        Sample {
+            event: *self.id_to_event.get(&s.id).unwrap_or(&0),
+            pid: s.pid,
+            tid: s.tid,
+            time: s.time,
+            cpu: s.cpu,
             period,
             ip: loc,
             callchain,
             branches,
-        })
+        }
     }
 
     /// The period a sample of instance `stream_id` at `time` stands for: with randomised

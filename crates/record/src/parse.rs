@@ -30,28 +30,32 @@ pub(crate) struct RawBranch {
     pub flags: u64,
 }
 
+/// A sample as the kernel wrote it (runtime addresses).
+#[derive(Debug, Clone)]
+pub(crate) struct RawSample {
+    /// Event id (the parent event's id, for inherited instances too).
+    pub id: u64,
+    /// Id of the event instance that overflowed.
+    pub stream_id: u64,
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    /// The instance's count at the overflow (`PERF_SAMPLE_READ`), when requested.
+    pub count: Option<u64>,
+    pub callchain: Vec<u64>,
+    pub branches: Vec<RawBranch>,
+    /// The user registers and the used part of the user stack copy
+    /// (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), with `--call-graph dwarf`.
+    pub user_stack: Option<(proftrust_model::UserRegs, Vec<u8>)>,
+}
+
 /// A decoded record, addresses still runtime addresses.
 #[derive(Debug, Clone)]
 pub(crate) enum Rec {
-    Sample {
-        /// Event id (the parent event's id, for inherited instances too).
-        id: u64,
-        /// Id of the event instance that overflowed.
-        stream_id: u64,
-        ip: u64,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        cpu: u32,
-        period: u64,
-        /// The instance's count at the overflow (`PERF_SAMPLE_READ`), when requested.
-        count: Option<u64>,
-        callchain: Vec<u64>,
-        branches: Vec<RawBranch>,
-        /// The user registers and the used part of the user stack copy
-        /// (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), with `--call-graph dwarf`.
-        user_stack: Option<(proftrust_model::UserRegs, Vec<u8>)>,
-    },
+    Sample(RawSample),
     Mmap {
         pid: u32,
         time: u64,
@@ -94,7 +98,7 @@ impl Rec {
     /// Time stamp used to order records (0 for records without one).
     pub(crate) fn time(&self) -> u64 {
         match self {
-            Rec::Sample { time, .. }
+            Rec::Sample(RawSample { time, .. })
             | Rec::Mmap { time, .. }
             | Rec::Comm { time, .. }
             | Rec::Fork { time, .. }
@@ -255,7 +259,7 @@ impl Cur<'_> {
         } else {
             None
         };
-        Ok(Rec::Sample {
+        Ok(Rec::Sample(RawSample {
             id,
             stream_id,
             ip,
@@ -268,7 +272,7 @@ impl Cur<'_> {
             callchain,
             branches,
             user_stack,
-        })
+        }))
     }
 
     /// `PERF_SAMPLE_CALLCHAIN`: the number of entries, then the addresses.
@@ -444,7 +448,7 @@ mod tests {
         )
         .unwrap();
         match &out[..] {
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 id: 7,
                 stream_id: 9,
                 ip: 0x401000,
@@ -455,7 +459,7 @@ mod tests {
                 period: 1000003,
                 callchain,
                 ..
-            }] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
+            })] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
             other => panic!("{other:?}"),
         }
     }
@@ -491,11 +495,11 @@ mod tests {
             matches!(
                 out[..],
                 [
-                    Rec::Sample {
+                    Rec::Sample(RawSample {
                         count: Some(5_000_000),
                         period: 1000003,
                         ..
-                    },
+                    }),
                     Rec::Throttle {
                         stream_id: 9,
                         time: 200
@@ -525,10 +529,10 @@ mod tests {
         };
         decode_batch(&bytes, l, &mut out).unwrap();
         match &out[..] {
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 user_stack: Some((r, stack)),
                 ..
-            }] => {
+            })] => {
                 assert_eq!((r.bp, r.sp, r.ip), (0x7000, 0x7ff0, 0x401234));
                 assert_eq!(stack.len(), 16);
                 assert_eq!(stack[8..16], 0x2222u64.to_le_bytes());
@@ -541,10 +545,10 @@ mod tests {
         decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).unwrap();
         assert!(matches!(
             &out[..],
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 user_stack: None,
                 ..
-            }]
+            })]
         ));
         // A stack size past the record is an error, not a panic.
         let body = sample_body(&[1000003, 0, 1 << 40]);

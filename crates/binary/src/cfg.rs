@@ -436,14 +436,46 @@ fn is_padding(ins: &Instruction) -> bool {
         || (ins.mnemonic() == Mnemonic::Xchg && op0_reg(ins) == op1_reg(ins))
 }
 
-/// Builds the CFG of `f` (loops filled in).
+/// Builds the CFG of `f` (loops filled in): each instruction's terminator and the block
+/// leaders ([`terminators`]), blocks as instruction ranges, their successors
+/// ([`successors`]), unreachable padding left out ([`reachable_blocks`]), then the blocks
+/// and edges renumbered ([`blocks_and_edges`]).
 pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> {
     let raw = decode_raw(bin, f)?;
-    let mut info = InstructionInfoFactory::new();
     let n = raw.len();
     let addrs: Vec<u64> = raw.iter().map(|i| i.ip()).collect();
-    let idx_of = |a: u64| addrs.binary_search(&a).ok();
+    let (leader, term) = terminators(bin, &raw, &addrs);
+    // Blocks as instruction index ranges.
+    let starts: Vec<usize> = (0..n).filter(|&k| leader[k]).collect();
+    let ranges: Vec<(usize, usize)> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| (s, starts.get(i + 1).copied().unwrap_or(n)))
+        .collect();
+    let (succ, unknown) = successors(&ranges, &starts, &term, n);
+    let keep = reachable_blocks(&raw, &ranges, &succ);
+    let (blocks, edges) = blocks_and_edges(&raw, &addrs, &ranges, &succ, &keep);
+    let mut cfg = Cfg {
+        function: f.name.clone(),
+        entry: f.start,
+        blocks,
+        edges,
+        loops: Vec::new(),
+        has_unknown_indirect: unknown,
+    };
+    cfg.loops = natural_loops(&cfg);
+    Ok(cfg)
+}
 
+/// Successors of a block: (target block, kind); `None` leaves the function.
+type Successors = Vec<(Option<usize>, EdgeKind)>;
+
+/// Each instruction's terminator, and which instructions begin a block (the first, the
+/// targets of jumps, and those after a terminator). `addrs`: the instructions' addresses.
+fn terminators(bin: &Binary, raw: &[Instruction], addrs: &[u64]) -> (Vec<bool>, Vec<Term>) {
+    let n = raw.len();
+    let mut info = InstructionInfoFactory::new();
+    let idx_of = |a: u64| addrs.binary_search(&a).ok();
     let mut leader = vec![false; n];
     let mut term = vec![Term::None; n];
     if n > 0 {
@@ -469,29 +501,7 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
             }
             Flow::CondJump => Term::Cond(idx_of(ins.near_branch_target())),
             Flow::Jump => Term::Jump(idx_of(ins.near_branch_target())),
-            Flow::IndirectJump => {
-                if ins.is_ip_rel_memory_operand()
-                    && bin.got_names.contains_key(&ins.ip_rel_memory_address())
-                {
-                    Term::Indirect(Indirect::TailCall)
-                } else {
-                    match match_jump_table(bin, &mut info, &raw, k) {
-                        Some(jt) => {
-                            let idx: Option<Vec<usize>> =
-                                jt.targets.iter().map(|&a| idx_of(a)).collect();
-                            match idx {
-                                Some(mut v) => {
-                                    v.sort_unstable();
-                                    v.dedup();
-                                    Term::Indirect(Indirect::Resolved(v))
-                                }
-                                None => Term::Indirect(Indirect::Unknown),
-                            }
-                        }
-                        None => Term::Indirect(Indirect::Unknown),
-                    }
-                }
-            }
+            Flow::IndirectJump => Term::Indirect(indirect_jump(bin, &mut info, raw, k, idx_of)),
             Flow::Return => Term::Ret,
             Flow::Trap | Flow::Invalid => Term::Stop,
         };
@@ -509,45 +519,71 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
         }
         term[k] = t;
     }
+    (leader, term)
+}
 
-    // Blocks as instruction index ranges.
-    let starts: Vec<usize> = (0..n).filter(|&k| leader[k]).collect();
-    let ranges: Vec<(usize, usize)> = starts
+/// Where the indirect jump `raw[k]` goes: a tail call through the GOT, the instructions
+/// (indices, by `idx_of`) of a jump table's targets, or unknown.
+fn indirect_jump(
+    bin: &Binary,
+    info: &mut InstructionInfoFactory,
+    raw: &[Instruction],
+    k: usize,
+    idx_of: impl Fn(u64) -> Option<usize>,
+) -> Indirect {
+    let ins = &raw[k];
+    if ins.is_ip_rel_memory_operand() && bin.got_names.contains_key(&ins.ip_rel_memory_address()) {
+        return Indirect::TailCall;
+    }
+    let Some(jt) = match_jump_table(bin, info, raw, k) else {
+        return Indirect::Unknown;
+    };
+    match jt
+        .targets
         .iter()
-        .enumerate()
-        .map(|(i, &s)| (s, starts.get(i + 1).copied().unwrap_or(n)))
-        .collect();
-    let block_of_instr = |k: usize| starts.partition_point(|&s| s <= k) - 1;
+        .map(|&a| idx_of(a))
+        .collect::<Option<Vec<usize>>>()
+    {
+        Some(mut v) => {
+            v.sort_unstable();
+            v.dedup();
+            Indirect::Resolved(v)
+        }
+        None => Indirect::Unknown,
+    }
+}
 
-    // Successors per block: (target block, kind).
-    let mut succ: Vec<Vec<(Option<usize>, EdgeKind)>> = Vec::with_capacity(ranges.len());
+/// The successors of each block (`ranges` of instructions beginning at `starts`) by its
+/// last instruction's terminator, and whether an indirect jump stayed unknown.
+fn successors(
+    ranges: &[(usize, usize)],
+    starts: &[usize],
+    term: &[Term],
+    n: usize,
+) -> (Vec<Successors>, bool) {
+    let block_of_instr = |k: usize| starts.partition_point(|&s| s <= k) - 1;
+    let mut succ: Vec<Successors> = Vec::with_capacity(ranges.len());
     let mut unknown = false;
-    for &(_, e) in &ranges {
+    for &(_, e) in ranges {
         let last = e - 1;
         let next = (e < n).then_some(e).map(block_of_instr);
+        let fall = (
+            next,
+            if next.is_some() {
+                EdgeKind::FallThrough
+            } else {
+                EdgeKind::Exit
+            },
+        );
         let mut v = Vec::new();
         match &term[last] {
-            Term::None => v.push((
-                next,
-                if next.is_some() {
-                    EdgeKind::FallThrough
-                } else {
-                    EdgeKind::Exit
-                },
-            )),
+            Term::None => v.push(fall),
             Term::Cond(t) => {
                 match t {
                     Some(x) => v.push((Some(block_of_instr(*x)), EdgeKind::Taken)),
                     None => v.push((None, EdgeKind::Exit)),
                 }
-                v.push((
-                    next,
-                    if next.is_some() {
-                        EdgeKind::FallThrough
-                    } else {
-                        EdgeKind::Exit
-                    },
-                ));
+                v.push(fall);
             }
             Term::Jump(t) => match t {
                 Some(x) => v.push((Some(block_of_instr(*x)), EdgeKind::Unconditional)),
@@ -568,8 +604,16 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
         }
         succ.push(v);
     }
+    (succ, unknown)
+}
 
-    // Drop unreachable padding blocks (fixpoint: a padding run may fall into more padding).
+/// The blocks kept: all but the padding blocks no kept block reaches (a fixpoint: a
+/// padding run may fall into more padding); the entry block always.
+fn reachable_blocks(
+    raw: &[Instruction],
+    ranges: &[(usize, usize)],
+    succ: &[Successors],
+) -> Vec<bool> {
     let mut keep = vec![true; ranges.len()];
     loop {
         let mut has_pred = vec![false; ranges.len()];
@@ -590,9 +634,19 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
             }
         }
         if !changed {
-            break;
+            return keep;
         }
     }
+}
+
+/// The kept blocks, numbered in address order, with their edges.
+fn blocks_and_edges(
+    raw: &[Instruction],
+    addrs: &[u64],
+    ranges: &[(usize, usize)],
+    succ: &[Successors],
+    keep: &[bool],
+) -> (Vec<BasicBlock>, Vec<CfgEdge>) {
     let mut new_id = vec![u32::MAX; ranges.len()];
     let mut next_id = 0u32;
     for b in 0..ranges.len() {
@@ -601,7 +655,6 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
             next_id += 1;
         }
     }
-
     let mut blocks = Vec::with_capacity(next_id as usize);
     let mut edges = Vec::new();
     for (b, &(s, e)) in ranges.iter().enumerate() {
@@ -624,17 +677,7 @@ pub(crate) fn build_cfg(bin: &Binary, f: &Function) -> Result<Cfg, BinaryError> 
             });
         }
     }
-
-    let mut cfg = Cfg {
-        function: f.name.clone(),
-        entry: f.start,
-        blocks,
-        edges,
-        loops: Vec::new(),
-        has_unknown_indirect: unknown,
-    };
-    cfg.loops = natural_loops(&cfg);
-    Ok(cfg)
+    (blocks, edges)
 }
 
 /// Jump tables found in `f`: `(address of the jmp, table)` for each resolved indirect jump.

@@ -53,7 +53,7 @@ impl Default for CallgrindOptions {
     }
 }
 
-fn valgrind_version(v: &PathBuf) -> String {
+fn valgrind_version(v: &Path) -> String {
     Command::new(v)
         .arg("--version")
         .stdin(Stdio::null())
@@ -145,7 +145,7 @@ fn temp_dir() -> Result<TempDir, ExactError> {
 
 /// The profile of a run interrupted before valgrind wrote any count: empty, marked by its
 /// outcome.
-fn empty_interrupted(cmd: &[OsString], outcome: RunOutcome, valgrind: &PathBuf) -> ExactProfile {
+fn empty_interrupted(cmd: &[OsString], outcome: RunOutcome, valgrind: &Path) -> ExactProfile {
     ExactProfile {
         backend: "callgrind".into(),
         backend_detail: format!(
@@ -291,36 +291,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     };
     let dir = temp_dir()?;
     let (log_rd, log_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
-    let mut c = Command::new(&valgrind);
-    c.arg("--tool=callgrind")
-        .arg("--dump-instr=yes")
-        .arg("--collect-jumps=yes")
-        .arg("--vgdb=no")
-        .arg("-v")
-        .arg("-v")
-        .arg(format!("--log-fd={}", sys::raw(&log_wr)))
-        .arg(format!(
-            "--trace-children={}",
-            if o.follow { "yes" } else { "no" }
-        ))
-        .arg(format!(
-            "--callgrind-out-file={}/callgrind.out.%p",
-            dir.0.display()
-        ));
-    if o.cache_sim {
-        c.arg("--cache-sim=yes");
-    }
-    if o.branch_sim {
-        c.arg("--branch-sim=yes");
-    }
-    c.arg("--").arg(&program).args(&cmd[1..]);
-    if !o.show_output {
-        c.stdout(Stdio::null()).stderr(Stdio::piped());
-    }
-    sys::inherit_fds(&mut c, &[sys::raw(&log_wr)]);
-    c.process_group(0);
-    proftrust_supervise::die_with_parent(&mut c);
-    proftrust_supervise::default_signals(&mut c);
+    let mut c = valgrind_command(&valgrind, &program, cmd, o, &dir.0, &log_wr);
     let mut supervision = proftrust_supervise::Run::begin();
     let mut child = supervision
         .spawn(|| c.spawn(), |c| c.id() as i32)
@@ -328,17 +299,7 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     drop(log_wr);
     let pid = child.id();
     let stderr = child.stderr.take().map(StderrTail::capture);
-    let log_reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut log = ValgrindLog::default();
-        for line in std::io::BufReader::new(log_rd)
-            .split(b'\n')
-            .map_while(Result::ok)
-        {
-            log.line(&String::from_utf8_lossy(&line));
-        }
-        log
-    });
+    let log_reader = std::thread::spawn(move || read_log(log_rd));
     let ended = run::supervise(child, o.timeout, None, o.stop.clone(), None)
         .join()
         .map_err(|_| {
@@ -351,65 +312,17 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     drop(supervision);
     let log = log_reader.join().unwrap_or_default();
     let outcome = run::outcome(&ended);
-    let interrupted = matches!(outcome, RunOutcome::Interrupted { .. });
     let file = dir.0.join(format!("callgrind.out.{pid}"));
-    match std::fs::metadata(&file) {
+    let said = || {
+        let tail = log.tail.last().cloned();
+        tail.or_else(|| stderr.as_ref().and_then(StderrTail::text))
+    };
+    if !wrote_out_file(&file, &outcome, said, o.show_output)? {
         // Interrupted while valgrind was starting: it had nothing to dump yet.
-        Ok(m) if interrupted && m.len() == 0 => {
-            return Ok(empty_interrupted(cmd, outcome, &valgrind))
-        }
-        Err(e) if interrupted && e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(empty_interrupted(cmd, outcome, &valgrind))
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let said = log
-                .tail
-                .last()
-                .cloned()
-                .or_else(|| stderr.as_ref().and_then(StderrTail::text));
-            return Err(ExactError::StartFailed {
-                tool: "valgrind".into(),
-                outcome: outcome.to_string(),
-                why: format!(
-                    "it wrote no {}: {}",
-                    file.display(),
-                    match said {
-                        Some(t) => t,
-                        None if o.show_output => "see valgrind's message above".into(),
-                        None => "valgrind said nothing".into(),
-                    }
-                ),
-            });
-        }
-        Err(e) => return Err(ExactError::io(format!("reading {}", file.display()), e)),
+        return Ok(empty_interrupted(cmd, outcome, &valgrind));
     }
     let mut images = images_of(&log, pid, &plan, &dir.0, o.follow);
-    let mut profiles: Vec<Option<ExactProfile>> = Vec::with_capacity(images.len());
-    for im in &mut images {
-        let (proc, file, biases) = im;
-        let Some(file) = file.take() else {
-            profiles.push(None);
-            continue;
-        };
-        match read_counts(&file, biases) {
-            Ok(p) => {
-                proc.total_instructions = p.total_instructions;
-                profiles.push(Some(p));
-            }
-            // The started program's file must read; another process's that does not is
-            // listed as not counted.
-            Err(e)
-                if proc.pid == pid && proc.parent.is_none() && proc.start == ImageStart::Root =>
-            {
-                return Err(e)
-            }
-            Err(e) => {
-                proc.not_counted = Some(e.to_string());
-                profiles.push(None);
-            }
-        }
-    }
+    let profiles = count_images(&mut images, pid)?;
     let root_detail = profiles
         .iter()
         .flatten()
@@ -424,9 +337,148 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
             .collect(),
     );
     p.backend = "callgrind".into();
+    p.backend_detail = backend_detail(&valgrind, o, &root_detail, &p, &outcome);
+    p.command = cmd
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    p.outcome = Some(outcome.clone());
+    if let Some(root) = p.processes.first_mut() {
+        root.outcome = Some(outcome);
+    }
+    Ok(p)
+}
+
+/// `valgrind --tool=callgrind ... -- PROGRAM ARGS` writing its log to `log_wr` (`-v -v`:
+/// the load biases) and one out file per process into `dir`.
+fn valgrind_command(
+    valgrind: &Path,
+    program: &Path,
+    cmd: &[OsString],
+    o: &CallgrindOptions,
+    dir: &Path,
+    log_wr: &std::os::fd::OwnedFd,
+) -> Command {
+    let mut c = Command::new(valgrind);
+    c.arg("--tool=callgrind")
+        .arg("--dump-instr=yes")
+        .arg("--collect-jumps=yes")
+        .arg("--vgdb=no")
+        .arg("-v")
+        .arg("-v")
+        .arg(format!("--log-fd={}", sys::raw(log_wr)))
+        .arg(format!(
+            "--trace-children={}",
+            if o.follow { "yes" } else { "no" }
+        ))
+        .arg(format!(
+            "--callgrind-out-file={}/callgrind.out.%p",
+            dir.display()
+        ));
+    if o.cache_sim {
+        c.arg("--cache-sim=yes");
+    }
+    if o.branch_sim {
+        c.arg("--branch-sim=yes");
+    }
+    c.arg("--").arg(program).args(&cmd[1..]);
+    if !o.show_output {
+        c.stdout(Stdio::null()).stderr(Stdio::piped());
+    }
+    sys::inherit_fds(&mut c, &[sys::raw(log_wr)]);
+    c.process_group(0);
+    proftrust_supervise::die_with_parent(&mut c);
+    proftrust_supervise::default_signals(&mut c);
+    c
+}
+
+/// valgrind's log, read line by line from its pipe until every process closed it.
+fn read_log(log_rd: std::fs::File) -> ValgrindLog {
+    use std::io::BufRead;
+    let mut log = ValgrindLog::default();
+    for line in std::io::BufReader::new(log_rd)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
+        log.line(&String::from_utf8_lossy(&line));
+    }
+    log
+}
+
+/// Whether valgrind wrote the started process's out `file`: `Ok(false)` when the run was
+/// interrupted before there was anything to dump (no file, or an empty one); an error with
+/// what valgrind `said` (its log's last line, else its stderr) when it wrote none otherwise.
+fn wrote_out_file(
+    file: &Path,
+    outcome: &RunOutcome,
+    said: impl FnOnce() -> Option<String>,
+    show_output: bool,
+) -> Result<bool, ExactError> {
+    let interrupted = matches!(outcome, RunOutcome::Interrupted { .. });
+    match std::fs::metadata(file) {
+        Ok(m) if interrupted && m.len() == 0 => Ok(false),
+        Err(e) if interrupted && e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ExactError::StartFailed {
+            tool: "valgrind".into(),
+            outcome: outcome.to_string(),
+            why: format!(
+                "it wrote no {}: {}",
+                file.display(),
+                match said() {
+                    Some(t) => t,
+                    None if show_output => "see valgrind's message above".into(),
+                    None => "valgrind said nothing".into(),
+                }
+            ),
+        }),
+        Err(e) => Err(ExactError::io(format!("reading {}", file.display()), e)),
+    }
+}
+
+/// Reads the out file of each image (`pid`: the started process), setting its
+/// instruction total; an image without a file, or another process's file that does not
+/// read (listed as not counted, with why), has no profile. The started program's file
+/// must read.
+fn count_images(images: &mut [CgImage], pid: u32) -> Result<Vec<Option<ExactProfile>>, ExactError> {
+    let mut profiles = Vec::with_capacity(images.len());
+    for (proc, file, biases) in images {
+        let Some(file) = file.take() else {
+            profiles.push(None);
+            continue;
+        };
+        match read_counts(&file, biases) {
+            Ok(p) => {
+                proc.total_instructions = p.total_instructions;
+                profiles.push(Some(p));
+            }
+            Err(e)
+                if proc.pid == pid && proc.parent.is_none() && proc.start == ImageStart::Root =>
+            {
+                return Err(e)
+            }
+            Err(e) => {
+                proc.not_counted = Some(e.to_string());
+                profiles.push(None);
+            }
+        }
+    }
+    Ok(profiles)
+}
+
+/// The profile's backend detail: valgrind's version and options, whether the tree was
+/// followed, the started image's file's own detail (`root_detail`), the images counted
+/// and how the run ended when it was cut short.
+fn backend_detail(
+    valgrind: &Path,
+    o: &CallgrindOptions,
+    root_detail: &str,
+    p: &ExactProfile,
+    outcome: &RunOutcome,
+) -> String {
     let mut detail = format!(
         "{}; --dump-instr=yes --collect-jumps=yes{}{}; {}",
-        valgrind_version(&valgrind),
+        valgrind_version(valgrind),
         if o.cache_sim { " --cache-sim=yes" } else { "" },
         if o.branch_sim {
             " --branch-sim=yes"
@@ -441,22 +493,13 @@ pub fn count_callgrind(cmd: &[OsString], o: &CallgrindOptions) -> Result<ExactPr
     );
     if !root_detail.is_empty() {
         detail.push_str("; ");
-        detail.push_str(&root_detail);
+        detail.push_str(root_detail);
     }
-    detail.push_str(&tree::images_phrase(&p));
+    detail.push_str(&tree::images_phrase(p));
     if outcome.is_cut_short() {
         detail.push_str(&format!("; {outcome}: counts up to then"));
     }
-    p.backend_detail = detail;
-    p.command = cmd
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    p.outcome = Some(outcome.clone());
-    if let Some(root) = p.processes.first_mut() {
-        root.outcome = Some(outcome);
-    }
-    Ok(p)
+    detail
 }
 
 /// A callgrind file of one process read into counts: the objects the log names are

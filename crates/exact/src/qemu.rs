@@ -364,38 +364,55 @@ struct QemuRun {
     command: Vec<OsString>,
 }
 
-fn run_qemu(
-    cmd: &[OsString],
-    o: &QemuOptions,
+/// What the plugin is asked to do (its `-plugin` options), from the options and whether a
+/// block trace is wanted.
+#[derive(Debug, Clone, Copy)]
+struct PluginMode {
     trace: bool,
-    visitor: Option<&mut dyn BlockVisitor>,
-) -> Result<QemuRun, ExactError> {
-    let (_, plan) = run::plan_x86_64(cmd, "qemu-x86_64")?;
-    let qemu = match &o.qemu {
-        Some(q) => q.clone(),
-        None => find_qemu()?,
-    };
-    let plugin = match &o.plugin {
-        Some(p) if p.is_file() => p.clone(),
-        Some(p) => {
-            return Err(ExactError::PluginMissing {
-                looked: p.display().to_string(),
-            })
+    edges: bool,
+    /// Memory accesses traced.
+    mem: bool,
+    /// The cache the plugin simulates on the traced accesses.
+    cache: Option<proftrust_cachesim::Geometry>,
+}
+
+impl PluginMode {
+    fn new(o: &QemuOptions, trace: bool) -> PluginMode {
+        let mem = trace && o.trace_memory;
+        PluginMode {
+            trace,
+            edges: trace || o.edges,
+            mem,
+            cache: o.cache.filter(|_| mem),
         }
-        None => find_plugin()?,
-    };
-    // `qemu-x86_64 --version` (a process of its own, ~15 ms) runs beside the guest, on the
-    // second core, instead of after it.
-    let mut version = Version(Some({
-        let q = qemu.clone();
-        std::thread::spawn(move || qemu_version(&q))
-    }));
-    let plugin_str = plugin.to_string_lossy();
-    if plugin_str.contains(',') {
-        return Err(ExactError::Unsupported(format!(
-            "plugin path {plugin_str} contains a comma, which QEMU's -plugin option cannot take"
-        )));
     }
+
+    /// What the trace says of each access: its address, the simulated cache's outcome, or
+    /// both.
+    fn mem_form(self, o: &QemuOptions) -> MemForm {
+        match (self.cache.is_some(), o.cache_with_addresses) {
+            (false, _) => MemForm::Addresses,
+            (true, false) => MemForm::Outcomes,
+            (true, true) => MemForm::Both,
+        }
+    }
+}
+
+/// The channels between proftrust and the plugin: the output pipe (`rd` ours, `wr` the
+/// plugin's) or the trace ring, the shared counters, the control pipe (`ctl_rd` the
+/// plugin's, `ctl_wr` ours) and, following a process tree, the socket the other images
+/// report on.
+struct Channels {
+    rd: std::fs::File,
+    wr: std::os::fd::OwnedFd,
+    ring: Option<sys::Ring>,
+    shm: std::fs::File,
+    listener: Option<tree::Listener>,
+    ctl_rd: std::fs::File,
+    ctl_wr: std::os::fd::OwnedFd,
+}
+
+fn open_channels(o: &QemuOptions, trace: bool) -> Result<Channels, ExactError> {
     let (rd, wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
     // The trace ring when asked for and possible, else the whole trace through the pipe.
     let ring = (trace && o.trace_ring_bytes > 0)
@@ -413,23 +430,60 @@ fn run_qemu(
         None
     };
     let (ctl_rd, ctl_wr) = sys::pipe().map_err(|e| ExactError::io("creating a pipe", e))?;
-    let edges = trace || o.edges;
-    let mem = trace && o.trace_memory;
-    let cache = o.cache.filter(|_| mem);
-    let mut c = Command::new(&qemu);
+    Ok(Channels {
+        rd,
+        wr,
+        ring,
+        shm,
+        listener,
+        ctl_rd,
+        ctl_wr,
+    })
+}
+
+/// QEMU and the plugin to run: the options', else found ([`find_qemu`], [`find_plugin`]).
+fn qemu_and_plugin(o: &QemuOptions) -> Result<(PathBuf, PathBuf), ExactError> {
+    let qemu = match &o.qemu {
+        Some(q) => q.clone(),
+        None => find_qemu()?,
+    };
+    let plugin = match &o.plugin {
+        Some(p) if p.is_file() => p.clone(),
+        Some(p) => {
+            return Err(ExactError::PluginMissing {
+                looked: p.display().to_string(),
+            })
+        }
+        None => find_plugin()?,
+    };
+    Ok((qemu, plugin))
+}
+
+/// `qemu-x86_64 -plugin ... -0 ARGV0 ELF ARGS`: QEMU running what `execve` would load (a
+/// script's interpreter, with the arguments the kernel would give it) under the plugin,
+/// which inherits the channels' descriptors.
+fn qemu_command(
+    qemu: &Path,
+    plugin: &str,
+    plan: &proftrust_supervise::exec::ExecPlan,
+    o: &QemuOptions,
+    mode: PluginMode,
+    ch: &Channels,
+) -> Command {
+    let mut c = Command::new(qemu);
     c.arg("-plugin").arg(format!(
-        "{plugin_str},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}{}{}",
-        sys::raw(&wr),
-        sys::raw(&shm),
-        sys::raw(&ctl_rd),
-        if trace { "trace" } else { "count" },
-        if edges { "on" } else { "off" },
-        if mem { "on" } else { "off" },
-        ring.as_ref().map_or(String::new(), |r| format!(
+        "{plugin},out=fd:{},shm=fd:{},ctl=fd:{},mode={},edges={},mem={}{}{}{}{}",
+        sys::raw(&ch.wr),
+        sys::raw(&ch.shm),
+        sys::raw(&ch.ctl_rd),
+        if mode.trace { "trace" } else { "count" },
+        if mode.edges { "on" } else { "off" },
+        if mode.mem { "on" } else { "off" },
+        ch.ring.as_ref().map_or(String::new(), |r| format!(
             ",ring=fd:{}",
             sys::raw(r.file())
         )),
-        cache.map_or(String::new(), |g| format!(
+        mode.cache.map_or(String::new(), |g| format!(
             ",cache={}{}",
             g.to_arg(),
             if o.cache_with_addresses {
@@ -438,10 +492,10 @@ fn run_qemu(
                 ""
             }
         )),
-        listener
+        ch.listener
             .as_ref()
             .map_or(String::new(), |l| format!(",follow={}", l.name)),
-        if o.branch_predictor && !trace {
+        if o.branch_predictor && !mode.trace {
             ",bpred=on"
         } else {
             ""
@@ -450,8 +504,6 @@ fn run_qemu(
     if let Some(cpu) = &o.cpu {
         c.arg("-cpu").arg(cpu);
     }
-    // The ELF `execve` would load (a script's interpreter), with the arguments the kernel
-    // would give it.
     c.arg("-0")
         .arg(&plan.argv[0])
         .arg(&plan.elf)
@@ -460,50 +512,60 @@ fn run_qemu(
         // The program's output is not shown, but QEMU's messages are kept for an error.
         c.stdout(Stdio::null()).stderr(Stdio::piped());
     }
-    let mut fds = vec![sys::raw(&wr), sys::raw(&shm), sys::raw(&ctl_rd)];
-    fds.extend(ring.as_ref().map(|r| sys::raw(r.file())));
+    let mut fds = vec![sys::raw(&ch.wr), sys::raw(&ch.shm), sys::raw(&ch.ctl_rd)];
+    fds.extend(ch.ring.as_ref().map(|r| sys::raw(r.file())));
     sys::inherit_fds(&mut c, &fds);
     proftrust_supervise::die_with_parent(&mut c);
     proftrust_supervise::default_signals(&mut c);
+    c
+}
+
+/// Runs `cmd` under QEMU and the plugin (counting, or tracing blocks into `visitor` when
+/// `trace`), supervised (timeout, stop, the process tree), and decodes what the plugin
+/// wrote.
+fn run_qemu(
+    cmd: &[OsString],
+    o: &QemuOptions,
+    trace: bool,
+    visitor: Option<&mut dyn BlockVisitor>,
+) -> Result<QemuRun, ExactError> {
+    let (_, plan) = run::plan_x86_64(cmd, "qemu-x86_64")?;
+    let (qemu, plugin) = qemu_and_plugin(o)?;
+    // `qemu-x86_64 --version` (a process of its own, ~15 ms) runs beside the guest, on the
+    // second core, instead of after it.
+    let mut version = Version(Some({
+        let q = qemu.clone();
+        std::thread::spawn(move || qemu_version(&q))
+    }));
+    let plugin_str = plugin.to_string_lossy();
+    if plugin_str.contains(',') {
+        return Err(ExactError::Unsupported(format!(
+            "plugin path {plugin_str} contains a comma, which QEMU's -plugin option cannot take"
+        )));
+    }
+    let mode = PluginMode::new(o, trace);
+    let ch = open_channels(o, trace)?;
+    let mut c = qemu_command(&qemu, &plugin_str, &plan, o, mode, &ch);
     let mut supervision = proftrust_supervise::Run::begin();
     let mut child = supervision
         .spawn(|| c.spawn(), |c| c.id() as i32)
         .map_err(|e| ExactError::io(format!("starting {}", qemu.display()), e))?;
-    drop(wr);
-    drop(ctl_rd);
+    drop(ch.wr);
+    drop(ch.ctl_rd);
     let pid = child.id();
     let stderr = child.stderr.take().map(StderrTail::capture);
-    let probe = shm
-        .try_clone()
-        .map_err(|e| ExactError::io("sharing the shared counter file", e))?;
-    let sup = run::supervise(
-        child,
-        o.timeout,
-        Some(std::fs::File::from(ctl_wr)),
-        o.stop.clone(),
-        Some(Box::new(move |ended| {
-            may_have_descendants(run_state(&probe), ended)
-        })),
-    );
-    let form = match (cache.is_some(), o.cache_with_addresses) {
-        (false, _) => MemForm::Addresses,
-        (true, false) => MemForm::Outcomes,
-        (true, true) => MemForm::Both,
-    };
-    let decoded = decode(rd, trace, mem, form, visitor, ring);
+    let sup = supervise_qemu(child, o, ch.ctl_wr, &ch.shm)?;
+    let decoded = decode(ch.rd, trace, mode.mem, mode.mem_form(o), visitor, ch.ring);
     if decoded.is_err() {
         sys::kill_group(pid, libc::SIGKILL);
     }
-    let ended: Ended = sup
-        .join()
-        .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
-        .map_err(|e| ExactError::io("waiting for qemu", e))?;
-    if !may_have_descendants(run_state(&shm), true) {
+    let ended = wait_qemu(sup)?;
+    if !may_have_descendants(run_state(&ch.shm), true) {
         supervision.left_no_processes();
     }
     drop(supervision);
     // Every process of the run is gone: the other images' streams are complete.
-    let others = listener.map(tree::Listener::finish).unwrap_or_default();
+    let others = ch.listener.map(tree::Listener::finish).unwrap_or_default();
     let Decoded {
         resolver,
         snapshot,
@@ -515,51 +577,21 @@ fn run_qemu(
     } = decoded?;
     let outcome = run::outcome(&ended);
     if resolver.blocks.is_empty() && matches!(outcome, RunOutcome::Exited { .. }) {
-        // QEMU exited without one guest block translated: it refused the program or its
-        // options (`-cpu bogus`, an ELF for another machine). A run that ended by a signal
-        // or an interrupt is not a failed start: a trace whose buffers died with QEMU, or
-        // a stop before the first block, gives an empty profile with that outcome.
-        return Err(ExactError::StartFailed {
-            tool: "qemu-x86_64".into(),
-            outcome: outcome.to_string(),
-            why: {
-                let said = match stderr.as_ref().and_then(StderrTail::text) {
-                    Some(t) => t,
-                    None if o.show_output => "see QEMU's message above".into(),
-                    None => "QEMU said nothing".into(),
-                };
-                if started {
-                    said
-                } else {
-                    format!("{said} (QEMU did not load the plugin: a plugin from another build is refused, rebuild with `cargo build --release`)")
-                }
-            },
-        });
+        return Err(start_failed(
+            stderr.as_ref(),
+            o.show_output,
+            started,
+            &outcome,
+        ));
     }
-    let detail = format!(
-        "{}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; {}",
-        version.get().unwrap_or_else(|| qemu_version(&qemu)),
-        if api >= 2 {
-            "per-vCPU counters; edges seen only where control went elsewhere than the block's static successor, the rest derived from block counts"
-        } else {
-            "QEMU < 9.2: shared inline counters; edges from a callback per block"
-        },
-        o.cpu.as_deref().unwrap_or(DEFAULT_CPU),
-        plugin.display(),
-        if mode_edges { "on" } else { "off" },
-        if o.follow && !trace {
-            "process tree followed (forks and execs)"
-        } else {
-            "forked children excluded; exec not followed"
-        },
-    );
+    let version = version.get().unwrap_or_else(|| qemu_version(&qemu));
     Ok(QemuRun {
-        shm,
+        shm: ch.shm,
+        detail: backend_detail(&version, api, o, &plugin, mode_edges, trace),
         outcome,
         resolver,
         snapshot,
         clean_end,
-        detail,
         edges: mode_edges,
         api,
         pid,
@@ -569,6 +601,91 @@ fn run_qemu(
         plan,
         command: cmd.to_vec(),
     })
+}
+
+/// Supervises the started QEMU on a thread of its own ([`run::supervise`]): the timeout,
+/// the stop signal (through the control pipe `ctl_wr`), and the processes it may have left
+/// (the shared counters `shm` say).
+fn supervise_qemu(
+    child: std::process::Child,
+    o: &QemuOptions,
+    ctl_wr: std::os::fd::OwnedFd,
+    shm: &std::fs::File,
+) -> Result<std::thread::JoinHandle<std::io::Result<Ended>>, ExactError> {
+    let probe = shm
+        .try_clone()
+        .map_err(|e| ExactError::io("sharing the shared counter file", e))?;
+    Ok(run::supervise(
+        child,
+        o.timeout,
+        Some(std::fs::File::from(ctl_wr)),
+        o.stop.clone(),
+        Some(Box::new(move |ended| {
+            may_have_descendants(run_state(&probe), ended)
+        })),
+    ))
+}
+
+/// How the supervised QEMU ended.
+fn wait_qemu(sup: std::thread::JoinHandle<std::io::Result<Ended>>) -> Result<Ended, ExactError> {
+    sup.join()
+        .map_err(|_| ExactError::io("waiting for qemu", std::io::Error::other("waiter panicked")))?
+        .map_err(|e| ExactError::io("waiting for qemu", e))
+}
+
+/// QEMU exited without one guest block translated: it refused the program or its options
+/// (`-cpu bogus`, an ELF for another machine). (A run that ended by a signal or an
+/// interrupt is not a failed start: a trace whose buffers died with QEMU, or a stop before
+/// the first block, gives an empty profile with that outcome.) The error says what QEMU
+/// said, and whether it loaded the plugin (`started`).
+fn start_failed(
+    stderr: Option<&StderrTail>,
+    show_output: bool,
+    started: bool,
+    outcome: &RunOutcome,
+) -> ExactError {
+    let said = match stderr.and_then(StderrTail::text) {
+        Some(t) => t,
+        None if show_output => "see QEMU's message above".into(),
+        None => "QEMU said nothing".into(),
+    };
+    ExactError::StartFailed {
+        tool: "qemu-x86_64".into(),
+        outcome: outcome.to_string(),
+        why: if started {
+            said
+        } else {
+            format!("{said} (QEMU did not load the plugin: a plugin from another build is refused, rebuild with `cargo build --release`)")
+        },
+    }
+}
+
+/// The exact profile's backend detail: QEMU's version, the plugin API and how it counts,
+/// the CPU model, the plugin, the edges mode and whether the process tree was followed.
+fn backend_detail(
+    version: &str,
+    api: u8,
+    o: &QemuOptions,
+    plugin: &Path,
+    edges: bool,
+    trace: bool,
+) -> String {
+    format!(
+        "{version}; plugin API v{api} ({}); -cpu {}; plugin {}; edges {}; {}",
+        if api >= 2 {
+            "per-vCPU counters; edges seen only where control went elsewhere than the block's static successor, the rest derived from block counts"
+        } else {
+            "QEMU < 9.2: shared inline counters; edges from a callback per block"
+        },
+        o.cpu.as_deref().unwrap_or(DEFAULT_CPU),
+        plugin.display(),
+        if edges { "on" } else { "off" },
+        if o.follow && !trace {
+            "process tree followed (forks and execs)"
+        } else {
+            "forked children excluded; exec not followed"
+        },
+    )
 }
 
 /// Pipe buffer asked for a block trace without the trace ring (see [`sys::grow_pipe`]).

@@ -727,8 +727,7 @@ const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
 ///   is an error when no sample precedes it.
 ///
 /// A version-1 file (`PERFFILE`) is refused naming its version.
-pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), FormatError> {
-    let mut warnings = Vec::new();
+pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared<'_>, FormatError> {
     if bytes.starts_with(b"PERFFILE") {
         return Err(FormatError::UnsupportedVersion {
             what: "perf.data file",
@@ -738,78 +737,18 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         });
     }
     if bytes.len() < 16 || !bytes.starts_with(b"PERFILE2") {
-        return Ok((Cow::Borrowed(bytes), warnings));
+        return Ok((Cow::Borrowed(bytes), Vec::new()));
     }
-    let rd = |b: &[u8], o: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(
-            b.get(o..o.checked_add(8)?)?.try_into().ok()?,
-        ))
-    };
-    let header_size = rd(bytes, 8).unwrap_or(0);
-    if header_size == 16 {
-        // Pipe mode: walk the records.
-        let mut p = 16usize;
-        let mut out: Option<Vec<u8>> = None;
-        let mut copied = 0usize;
-        let mut end = bytes.len();
-        let mut declared: Option<usize> = None;
-        while p < bytes.len() {
-            let Some(h) = bytes.get(p..p + 8) else {
-                end = p;
-                break;
-            };
-            let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
-            let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
-            if size < 8 || p + size > bytes.len() {
-                end = p;
-                declared = Some(size);
-                break;
-            }
-            if ty == PERF_RECORD_HEADER_TRACING_DATA {
-                let data = bytes.get(p + 8..p + 12).map_or(0, |b| {
-                    u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
-                });
-                let skip_to = p.saturating_add(size).saturating_add(data);
-                let o = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
-                o.extend_from_slice(&bytes[copied..p]);
-                if skip_to > bytes.len() {
-                    warnings.push(format!(
-                        "the tracing data at byte {p} announces {data} bytes but the stream ends first: nothing after it was read (perf record was interrupted?)"
-                    ));
-                    copied = bytes.len();
-                    end = bytes.len();
-                    break;
-                }
-                copied = skip_to;
-                p = skip_to;
-                continue;
-            }
-            p += size;
-        }
-        if end < bytes.len() {
-            warnings.push(format!(
-                "the stream ends inside a record at byte {end} ({} bytes of it are there{}): the complete records before it were read (perf record was interrupted?)",
-                bytes.len() - end,
-                declared.map_or_else(String::new, |d| format!(", its header declares {d}"))
-            ));
-        }
-        return Ok(match out {
-            Some(mut o) => {
-                if copied < end {
-                    o.extend_from_slice(&bytes[copied..end]);
-                }
-                (Cow::Owned(o), warnings)
-            }
-            None => (Cow::Borrowed(&bytes[..end]), warnings),
-        });
+    if le_u64_at(bytes, 8).unwrap_or(0) == 16 {
+        return Ok(prepare_pipe(bytes));
     }
     // File mode: data section (offset, size) at 40.
-    let (Some(off), Some(size)) = (rd(bytes, 40), rd(bytes, 48)) else {
-        return Ok((Cow::Borrowed(bytes), warnings));
+    let (Some(off), Some(size)) = (le_u64_at(bytes, 40), le_u64_at(bytes, 48)) else {
+        return Ok((Cow::Borrowed(bytes), Vec::new()));
     };
     let len = bytes.len() as u64;
     if off < 104 || off > len {
-        return Ok((Cow::Borrowed(bytes), warnings));
+        return Ok((Cow::Borrowed(bytes), Vec::new()));
     }
     let stated_end = off.checked_add(size);
     let killed = size == 0 && len > off;
@@ -821,9 +760,108 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
     } else {
         stated_end.unwrap_or(len)
     } as usize;
-    let mut p = off as usize;
+    let walk = walk_records(bytes, off as usize, walk_end);
+    if killed || cut {
+        return Ok(read_unfinished(
+            bytes,
+            off,
+            size,
+            walk.end as u64 - off,
+            killed,
+        ));
+    }
+    match walk.bad.filter(|_| walk.end < walk_end) {
+        None => Ok((Cow::Borrowed(bytes), Vec::new())),
+        Some(bad) => skip_bad_record(bytes, off, walk_end, &walk, bad),
+    }
+}
+
+/// The bytes to parse and the warnings about the repairs ([`prepare`]).
+pub(crate) type Prepared<'a> = (Cow<'a, [u8]>, Vec<String>);
+
+/// The little-endian `u64` at `o` of `b`, if `b` holds it.
+fn le_u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+/// [`prepare`] in pipe mode: the records walked from byte 16, the tracing data after a
+/// `HEADER_TRACING_DATA` record left out, the stream read up to its last complete record.
+fn prepare_pipe(bytes: &[u8]) -> Prepared<'_> {
+    let mut warnings = Vec::new();
+    let mut p = 16usize;
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0usize;
+    let mut end = bytes.len();
+    let mut declared: Option<usize> = None;
+    while p < bytes.len() {
+        let Some(h) = bytes.get(p..p + 8) else {
+            end = p;
+            break;
+        };
+        let ty = u32::from_le_bytes(h[..4].try_into().expect("4 bytes"));
+        let size = usize::from(u16::from_le_bytes(h[6..8].try_into().expect("2 bytes")));
+        if size < 8 || p + size > bytes.len() {
+            end = p;
+            declared = Some(size);
+            break;
+        }
+        if ty == PERF_RECORD_HEADER_TRACING_DATA {
+            let data = bytes.get(p + 8..p + 12).map_or(0, |b| {
+                u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+            });
+            let skip_to = p.saturating_add(size).saturating_add(data);
+            let o = out.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+            o.extend_from_slice(&bytes[copied..p]);
+            if skip_to > bytes.len() {
+                warnings.push(format!(
+                    "the tracing data at byte {p} announces {data} bytes but the stream ends first: nothing after it was read (perf record was interrupted?)"
+                ));
+                copied = bytes.len();
+                end = bytes.len();
+                break;
+            }
+            copied = skip_to;
+            p = skip_to;
+            continue;
+        }
+        p += size;
+    }
+    if end < bytes.len() {
+        warnings.push(format!(
+            "the stream ends inside a record at byte {end} ({} bytes of it are there{}): the complete records before it were read (perf record was interrupted?)",
+            bytes.len() - end,
+            declared.map_or_else(String::new, |d| format!(", its header declares {d}"))
+        ));
+    }
+    match out {
+        Some(mut o) => {
+            if copied < end {
+                o.extend_from_slice(&bytes[copied..end]);
+            }
+            (Cow::Owned(o), warnings)
+        }
+        None => (Cow::Borrowed(&bytes[..end]), warnings),
+    }
+}
+
+/// How far the records of a data section read ([`walk_records`]).
+struct Walk {
+    /// Where the walk stopped: the end of the last complete record.
+    end: usize,
+    /// Complete records, and samples among them.
+    records: u64,
+    samples: u64,
+    /// The record that stopped the walk: (type, declared size).
+    bad: Option<(u32, usize)>,
+}
+
+/// Walks the records from `off` up to `walk_end`, stopping at an impossible record size
+/// (under 8, or running past `walk_end`); AUXTRACE data is stepped over.
+fn walk_records(bytes: &[u8], off: usize, walk_end: usize) -> Walk {
+    let mut p = off;
     let (mut records, mut samples) = (0u64, 0u64);
-    // The record that stopped the walk: (type, declared size).
     let mut bad: Option<(u32, usize)> = None;
     while p < walk_end {
         let Some(h) = bytes.get(p..p + 8) else { break };
@@ -837,7 +875,7 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         samples += u64::from(ty == PERF_RECORD_SAMPLE);
         // AUXTRACE data follows its record (checked later by check_records).
         if ty == 71 {
-            let aux = rd(bytes, p + 8).unwrap_or(u64::MAX);
+            let aux = le_u64_at(bytes, p + 8).unwrap_or(u64::MAX);
             match (p + rsize).checked_add(usize::try_from(aux).unwrap_or(usize::MAX)) {
                 Some(e) if e <= walk_end => {
                     p = e;
@@ -848,77 +886,95 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<(Cow<'_, [u8]>, Vec<String>), Form
         }
         p += rsize;
     }
-    let good = p as u64 - off;
-    if !killed && !cut {
-        let Some((ty, rsize)) = bad.filter(|_| p < walk_end) else {
-            return Ok((Cow::Borrowed(bytes), warnings));
-        };
-        // A record whose size field is impossible (below the 8-byte header, or running
-        // past the data section): perf 6.1 stops with "failed to process sample". Read
-        // the complete records before it, and say what was skipped; nothing readable is
-        // an error.
-        let left = walk_end - p;
-        let what = format!(
-            "the record at byte {p} (type {ty}) declares {rsize} bytes but {} (its data section ends at byte {walk_end}, {left} bytes after it)",
-            if rsize < 8 { "a record has at least its 8-byte header" } else { "runs past its section" }
-        );
-        if samples == 0 {
-            return Err(FormatError::Corrupt {
-                what: "perf.data file",
-                offset: p as u64,
-                detail: format!(
-                    "{what}: no sample precedes it ({records} records before it), so nothing can be read; the file is corrupt (perf report fails on it too)"
-                ),
-            });
-        }
-        warnings.push(format!(
-            "{what}: the {records} records before it ({samples} samples) were read and the {left} bytes from it to the end of the data section skipped (a corrupt file?)"
-        ));
-        let mut fixed = bytes.to_vec();
-        if left % 8 == 0 {
-            // Header-only FINISHED_ROUND records over the skipped bytes keep the feature
-            // sections (build-ids, event names) where the header says.
-            for at in (p..walk_end).step_by(8) {
-                fixed[at..at + 4].copy_from_slice(&PERF_RECORD_FINISHED_ROUND.to_le_bytes());
-                fixed[at + 4..at + 6].copy_from_slice(&0u16.to_le_bytes());
-                fixed[at + 6..at + 8].copy_from_slice(&8u16.to_le_bytes());
-            }
-        } else {
-            // Not 8-byte aligned (records always are): end the data section at the bad
-            // record; the feature sections, found after the data, are lost.
-            warnings.push(
-                "the skipped bytes are not a multiple of 8: the header features (build-ids, event names) were not read either".to_string(),
-            );
-            fixed.truncate(p);
-            fixed[48..56].copy_from_slice(&good.to_le_bytes());
-            for b in &mut fixed[72..104] {
-                *b = 0;
-            }
-        }
-        return Ok((Cow::Owned(fixed), warnings));
+    Walk {
+        end: p,
+        records,
+        samples,
+        bad,
     }
-    if killed {
-        warnings.push(format!(
+}
+
+/// A complete file with a record whose size field is impossible (below the 8-byte header,
+/// or running past the data section, which ends at `walk_end`): perf 6.1 stops with
+/// "failed to process sample". Reads the complete records before it, and says what was
+/// skipped; nothing readable is an error.
+fn skip_bad_record<'a>(
+    bytes: &'a [u8],
+    off: u64,
+    walk_end: usize,
+    walk: &Walk,
+    (ty, rsize): (u32, usize),
+) -> Result<Prepared<'a>, FormatError> {
+    let (p, records, samples) = (walk.end, walk.records, walk.samples);
+    let good = p as u64 - off;
+    let left = walk_end - p;
+    let what = format!(
+        "the record at byte {p} (type {ty}) declares {rsize} bytes but {} (its data section ends at byte {walk_end}, {left} bytes after it)",
+        if rsize < 8 { "a record has at least its 8-byte header" } else { "runs past its section" }
+    );
+    if samples == 0 {
+        return Err(FormatError::Corrupt {
+            what: "perf.data file",
+            offset: p as u64,
+            detail: format!(
+                "{what}: no sample precedes it ({records} records before it), so nothing can be read; the file is corrupt (perf report fails on it too)"
+            ),
+        });
+    }
+    let mut warnings = vec![format!(
+        "{what}: the {records} records before it ({samples} samples) were read and the {left} bytes from it to the end of the data section skipped (a corrupt file?)"
+    )];
+    let mut fixed = bytes.to_vec();
+    if left % 8 == 0 {
+        // Header-only FINISHED_ROUND records over the skipped bytes keep the feature
+        // sections (build-ids, event names) where the header says.
+        for at in (p..walk_end).step_by(8) {
+            fixed[at..at + 4].copy_from_slice(&PERF_RECORD_FINISHED_ROUND.to_le_bytes());
+            fixed[at + 4..at + 6].copy_from_slice(&0u16.to_le_bytes());
+            fixed[at + 6..at + 8].copy_from_slice(&8u16.to_le_bytes());
+        }
+    } else {
+        // Not 8-byte aligned (records always are): end the data section at the bad
+        // record; the feature sections, found after the data, are lost.
+        warnings.push(
+            "the skipped bytes are not a multiple of 8: the header features (build-ids, event names) were not read either".to_string(),
+        );
+        fixed.truncate(p);
+        fixed[48..56].copy_from_slice(&good.to_le_bytes());
+        for b in &mut fixed[72..104] {
+            *b = 0;
+        }
+    }
+    Ok((Cow::Owned(fixed), warnings))
+}
+
+/// A file whose header says its data size is 0 (`killed`: perf record did not rewrite the
+/// header) or whose data section runs past its end (a cut copy): the `good` bytes of
+/// complete records from `off` are read, without feature sections.
+fn read_unfinished(bytes: &[u8], off: u64, size: u64, good: u64, killed: bool) -> Prepared<'_> {
+    let len = bytes.len() as u64;
+    let warning = if killed {
+        format!(
             "the header states a data size of 0 and no feature sections: perf record did not finish (killed?); the {good} bytes of complete records up to the end of the file were read; missing: build-ids, the command line, event names and the other header features{}",
             if good < len - off {
                 format!(", and {} bytes of a last cut record", len - off - good)
             } else {
                 String::new()
             }
-        ));
+        )
     } else {
-        warnings.push(format!(
+        format!(
             "the data section should hold {size} bytes from byte {off} but the file ends after {} (a cut copy?): the {good} bytes of complete records were read; the header features after the data are missing",
             len - off
-        ));
-    }
+        )
+    };
     let mut fixed = bytes[..(off + good) as usize].to_vec();
     fixed[48..56].copy_from_slice(&good.to_le_bytes());
     // No feature sections follow the data: clear the feature bitmap.
     for b in &mut fixed[72..104] {
         *b = 0;
     }
-    Ok((Cow::Owned(fixed), warnings))
+    (Cow::Owned(fixed), vec![warning])
 }
 
 /// `linux-perf-data`'s reader over a byte slice.

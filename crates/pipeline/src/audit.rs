@@ -239,7 +239,11 @@ pub fn execute(args: &AuditOptions, events: &dyn Events) -> Result<AuditReport> 
     execute_with_data(args, events).map(|(r, _)| r)
 }
 
-/// [`execute`], also returning what was compared.
+/// [`execute`], also returning what was compared. The steps: gather the two sides
+/// (`inputs`) and say how their runs ended, pick the compared event and the processes both
+/// sides hold, open the audited binaries (`open_scope`), describe the audit
+/// (`audit_config`), then report the samples alone when there is no truth
+/// (`samples_alone`), else compare (`compared`).
 pub fn execute_with_data(
     args: &AuditOptions,
     events: &dyn Events,
@@ -250,7 +254,6 @@ pub fn execute_with_data(
             args.sweep.len()
         );
     }
-    let weight = args.truth_weight;
     let mut tool_versions = args.tool_versions.clone();
     let mut warnings = Vec::new();
     // `interrupted`: what an interrupt cut short, for the report: (signal, phase).
@@ -265,23 +268,108 @@ pub fn execute_with_data(
         started,
         time_model_used,
     } = inputs(args, &mut tool_versions, &mut warnings, events)?;
-    if let Some(outcome) = &samples.outcome {
-        if !matches!(
-            outcome,
-            RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
-        ) {
-            warnings.push(format!("the profiled program {}", outcome_phrase(outcome)));
-        }
+    note_runs(&samples, exact.as_ref(), &mut tool_versions, &mut warnings);
+    check_not_empty(&samples, exact.as_ref(), interrupted.is_some())?;
+    let event_idx = compared_event(args, &samples)?;
+    // The same processes on both sides (docs/processes.md, "Process trees").
+    let (process_set, process_rows) = crate::processes::compare_same_processes(
+        &mut samples,
+        exact.as_mut(),
+        started,
+        event_idx,
+        &mut warnings,
+    );
+    if samples.count_for_event(event_idx) == 0 && interrupted.is_none() {
+        bail!("no samples are left to compare once the processes the exact run does not have are left out (see the warnings above); audit a program whose processes both runs follow, or give --truth of the same run");
     }
-    if let Some(e) = &exact {
+    let scope = open_scope(args, &samples, event_idx, &command, &mut warnings)?;
+    let exact = exact.filter(|e| counted_scope(e, interrupted.is_some(), &scope, &mut warnings));
+    let event = samples.events.get(event_idx as usize).cloned();
+    let event = event.as_ref();
+    event_warnings(args, &samples, event, time_model_used, &mut warnings);
+    let config = AuditConfig {
+        samples_source,
+        truth_source,
+        command,
+        tool_versions,
+        interrupted: interrupted.map(|(sig, phase)| format!("{sig} during {phase}")),
+        ..audit_config(args, event, time_model_used, exact.as_ref(), &scope)
+    };
+    let partial = Partial {
+        samples,
+        event: event_idx,
+        scope,
+        config,
+        warnings,
+        processes: process_rows,
+    };
+    let sweep = sweep_cmd.as_deref().filter(|_| !args.sweep.is_empty());
+    match exact {
+        // Interrupted before the exact run: the samples alone.
+        None => samples_alone(partial),
+        Some(exact) => compared(args, partial, exact, sweep, &process_set, events),
+    }
+}
+
+/// Whether the exact profile `e` counted anything of the scope; when it did not and the
+/// run was `interrupted` (before it counted anything of the binary), the report holds the
+/// samples alone, with a warning saying so.
+fn counted_scope(
+    e: &ExactProfile,
+    interrupted: bool,
+    scope: &Scope,
+    warnings: &mut Vec<String>,
+) -> bool {
+    if interrupted && proftrust_metrics::check_same_program(e, &scope.modules).is_err() {
+        warnings.push("the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone".into());
+        return false;
+    }
+    true
+}
+
+/// The audited binaries: `--binary`, else the one holding the most samples (with the
+/// sentence saying so).
+struct Scope {
+    paths: Vec<PathBuf>,
+    /// Why the binary was chosen, when the user did not name it.
+    reason: Option<String>,
+    bins: Vec<Binary>,
+    /// `bins` as the comparison's modules (their paths and build ids).
+    modules: Vec<Module>,
+}
+
+/// What the report holds before the comparison: the samples of the compared event, the
+/// audited binaries, the audit's settings, the warnings so far and the process rows.
+struct Partial {
+    samples: SampleSet,
+    event: u16,
+    scope: Scope,
+    config: AuditConfig,
+    warnings: Vec<String>,
+    processes: Vec<proftrust_report::ProcessRow>,
+}
+
+/// Warnings about how the recording and the exact run ended, and the versions of the
+/// tools that made them (the exact backend, the kernel).
+fn note_runs(
+    samples: &SampleSet,
+    exact: Option<&ExactProfile>,
+    tool_versions: &mut BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) {
+    let failed = |o: &RunOutcome| {
+        !matches!(
+            o,
+            RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
+        )
+    };
+    if let Some(outcome) = samples.outcome.as_ref().filter(|o| failed(o)) {
+        warnings.push(format!("the profiled program {}", outcome_phrase(outcome)));
+    }
+    if let Some(e) = exact {
         warnings.extend(proftrust_exact::warnings(e));
-        if let Some(o) = &e.outcome {
-            if !matches!(
-                o,
-                RunOutcome::Exited { code: 0 } | RunOutcome::Interrupted { .. }
-            ) {
-                warnings.push(format!("the exact run's program {}", outcome_phrase(o)));
-            }
+        if let Some(o) = e.outcome.as_ref().filter(|o| failed(o)) {
+            warnings.push(format!("the exact run's program {}", outcome_phrase(o)));
         }
         if e.backend == "callgrind" {
             tool_versions
@@ -296,11 +384,15 @@ pub fn execute_with_data(
     if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
         tool_versions.insert("linux".into(), k.trim().to_string());
     }
-    let interrupted_text = interrupted
-        .as_ref()
-        .map(|(sig, phase)| format!("{sig} during {phase}"));
+}
 
-    if samples.samples.is_empty() && interrupted.is_none() {
+/// An error when a side holds nothing at all (unless an interrupt cut the runs short).
+fn check_not_empty(
+    samples: &SampleSet,
+    exact: Option<&ExactProfile>,
+    interrupted: bool,
+) -> Result<()> {
+    if samples.samples.is_empty() && !interrupted {
         bail!(
             "the sample profile is empty (no samples at all{}); profile a longer run or lower the period",
             if samples.lost > 0 {
@@ -310,34 +402,31 @@ pub fn execute_with_data(
             }
         );
     }
-    if let Some(e) = &exact {
-        if e.total_instructions == 0 && e.instructions.is_empty() && interrupted.is_none() {
+    if let Some(e) = exact {
+        if e.total_instructions == 0 && e.instructions.is_empty() && !interrupted {
             bail!("the exact profile is empty (no executed instruction); was the truth counted for this program?");
         }
     }
+    Ok(())
+}
 
-    let event_idx = compared_event(args, &samples)?;
-    // The same processes on both sides (docs/processes.md, "Process trees").
-    let (process_set, process_rows) = crate::processes::compare_same_processes(
-        &mut samples,
-        exact.as_mut(),
-        started,
-        event_idx,
-        &mut warnings,
-    );
-    if samples.count_for_event(event_idx) == 0 && interrupted.is_none() {
-        bail!("no samples are left to compare once the processes the exact run does not have are left out (see the warnings above); audit a program whose processes both runs follow, or give --truth of the same run");
-    }
-    // The scope: --binary, else the binary holding the most samples (stated).
-    let (bin_paths, binary_reason) = if args.binaries.is_empty() {
+/// Opens the audited binaries ([`Scope`]), warning about those without debug info.
+fn open_scope(
+    args: &AuditOptions,
+    samples: &SampleSet,
+    event: u16,
+    command: &[String],
+    warnings: &mut Vec<String>,
+) -> Result<Scope> {
+    let (paths, reason) = if args.binaries.is_empty() {
         let locator = load::locator(&[], args.symfs.as_deref());
-        let (p, why) = default_binary(&samples, event_idx, &command, &locator)?;
+        let (p, why) = default_binary(samples, event, command, &locator)?;
         (vec![p], Some(why))
     } else {
         (args.binaries.clone(), None)
     };
     let mut bins = Vec::new();
-    for p in &bin_paths {
+    for p in &paths {
         let b = Binary::open(p).with_context(|| {
             format!(
                 "cannot open the binary {} (pass the right file with --binary PATH)",
@@ -352,7 +441,7 @@ pub fn execute_with_data(
         }
         bins.push(b);
     }
-    let scope: Vec<Module> = bins
+    let modules = bins
         .iter()
         .map(|b| Module {
             path: b.path().display().to_string(),
@@ -360,23 +449,24 @@ pub fn execute_with_data(
             load_bias: 0,
         })
         .collect();
-    let attr = BinaryAttribution {
-        bins: &bins,
-        cfgs: Default::default(),
-    };
-    // An exact run interrupted before it counted anything of the binary: samples alone.
-    let exact = match exact {
-        Some(e)
-            if interrupted.is_some()
-                && proftrust_metrics::check_same_program(&e, &scope).is_err() =>
-        {
-            warnings.push("the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone".into());
-            None
-        }
-        e => e,
-    };
-    let event = samples.events.get(event_idx as usize).cloned();
-    let event = event.as_ref();
+    Ok(Scope {
+        paths,
+        reason,
+        bins,
+        modules,
+    })
+}
+
+/// Warnings about the compared event: other events, lost samples, and what the truth
+/// weight measures next to it.
+fn event_warnings(
+    args: &AuditOptions,
+    samples: &SampleSet,
+    event: Option<&proftrust_model::EventDesc>,
+    time_model_used: crate::timemodel::TimeModelKind,
+    warnings: &mut Vec<String>,
+) {
+    let weight = args.truth_weight;
     if samples.events.len() > 1 {
         warnings.push(format!(
             "the samples hold {} events; comparing {} (--sample-event picks another)",
@@ -406,11 +496,19 @@ pub fn execute_with_data(
             crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
         });
     }
-    let mut opts = CompareOptions::default();
-    opts.event = event_idx;
-    opts.truth_weight = weight;
-    opts.rank_threshold = args.rank_threshold;
+}
 
+/// The audit's settings as the report states them, from the options, the compared event,
+/// the truth and the scope; where the sides came from (sources, command, tool versions,
+/// interrupt) is left to the caller.
+fn audit_config(
+    args: &AuditOptions,
+    event: Option<&proftrust_model::EventDesc>,
+    time_model_used: crate::timemodel::TimeModelKind,
+    exact: Option<&ExactProfile>,
+    scope: &Scope,
+) -> AuditConfig {
+    let weight = args.truth_weight;
     let (period, frequency_hz, randomized) = match event.map(|e| &e.config) {
         Some(c) => (
             match c.period {
@@ -425,10 +523,9 @@ pub fn execute_with_data(
         ),
         None => (None, None, false),
     };
-    let seed = event.and_then(|e| e.config.seed).unwrap_or(args.seed);
-    let mut config = AuditConfig {
+    AuditConfig {
         proftrust_version: env!("CARGO_PKG_VERSION").to_string(),
-        seed,
+        seed: event.and_then(|e| e.config.seed).unwrap_or(args.seed),
         truth_weight: weight.name().to_string(),
         truth_weight_formula: match weight {
             TruthWeight::CyclesEstimate => Some(proftrust_metrics::CYCLES_FORMULA.to_string()),
@@ -449,96 +546,180 @@ pub fn execute_with_data(
         period,
         frequency_hz,
         randomized,
-        samples_source,
-        truth_source,
-        truth_backend: match &exact {
+        truth_backend: match exact {
             Some(e) if e.backend_detail.is_empty() => e.backend.clone(),
             Some(e) => format!("{} ({})", e.backend, e.backend_detail),
             None => "none".into(),
         },
         binary: scope
+            .modules
             .iter()
             .map(|m| m.path.clone())
             .collect::<Vec<_>>()
             .join(", "),
-        binary_reason,
-        build_id: scope[0].build_id.as_ref().map(|b| b.to_hex()),
-        command,
-        tool_versions,
+        binary_reason: scope.reason.clone(),
+        build_id: scope.modules[0].build_id.as_ref().map(|b| b.to_hex()),
         rank_threshold: args.rank_threshold,
-        interrupted: interrupted_text,
         truth_missing: false,
-    };
+        ..Default::default()
+    }
+}
 
-    let Some(exact) = exact else {
-        // Interrupted before the exact run: the samples alone.
-        // An interrupt in the first moments of the recording can leave samples of the
-        // loader alone: nothing of the binary yet is a report with no rows, not an error.
-        let (per, elsewhere) =
-            match proftrust_metrics::sampled_functions(&samples, &scope, &attr, event_idx) {
-                Err(proftrust_metrics::Error::BinaryNotInProfile { .. }) => (
-                    Vec::new(),
-                    samples
-                        .samples
-                        .iter()
-                        .filter(|s| s.event == event_idx)
-                        .count() as u64,
-                ),
-                r => r.context("cannot attribute the samples")?,
-            };
-        if elsewhere > 0 {
-            warnings.push(elsewhere_warning(&samples, event_idx, &scope, elsewhere));
-        }
-        let n: u64 = per.iter().map(|(_, c)| c).sum();
-        config.truth_missing = true;
-        let attribution = scope_attribution(&samples, event_idx, &scope, &bins);
-        let report = AuditReport {
-            config,
-            attribution,
-            metrics: proftrust_report::Metrics {
-                samples: n,
-                samples_elsewhere: elsewhere,
-                ..Default::default()
-            },
-            functions: per
-                .into_iter()
-                .map(|(name, c)| {
-                    let share = c as f64 / n.max(1) as f64;
-                    let (lo, hi) =
-                        proftrust_metrics::wilson_interval(c, n, proftrust_metrics::Z_95);
-                    FunctionRow {
-                        name,
-                        samples: c,
-                        sampled_share: share,
-                        ci_low: lo,
-                        ci_high: hi,
-                        ..Default::default()
-                    }
-                })
-                .collect(),
-            hottest: None,
-            sweep: Vec::new(),
-            warnings,
-            corrected: None,
-            processes: process_rows,
-        };
-        let data = AuditData {
-            samples,
-            event: event_idx,
-            exact: ExactProfile::default(),
-            binaries: bin_paths,
-            corrected: None,
-        };
-        return Ok((report, data));
+/// The report of samples without a truth (an interrupt before the exact run counted
+/// anything): sampled shares with their Wilson intervals.
+fn samples_alone(mut p: Partial) -> Result<(AuditReport, AuditData)> {
+    let (samples, event, scope) = (&p.samples, p.event, &p.scope);
+    let attr = BinaryAttribution {
+        bins: &scope.bins,
+        cfgs: Default::default(),
     };
+    // An interrupt in the first moments of the recording can leave samples of the loader
+    // alone: nothing of the binary yet is a report with no rows, not an error.
+    let (per, elsewhere) =
+        match proftrust_metrics::sampled_functions(samples, &scope.modules, &attr, event) {
+            Err(proftrust_metrics::Error::BinaryNotInProfile { .. }) => (
+                Vec::new(),
+                samples.samples.iter().filter(|s| s.event == event).count() as u64,
+            ),
+            r => r.context("cannot attribute the samples")?,
+        };
+    if elsewhere > 0 {
+        let warning = elsewhere_warning(samples, event, &scope.modules, elsewhere);
+        p.warnings.push(warning);
+    }
+    let n: u64 = per.iter().map(|(_, c)| c).sum();
+    p.config.truth_missing = true;
+    let report = AuditReport {
+        attribution: scope_attribution(&p.samples, event, &p.scope.modules, &p.scope.bins),
+        config: p.config,
+        metrics: proftrust_report::Metrics {
+            samples: n,
+            samples_elsewhere: elsewhere,
+            ..Default::default()
+        },
+        functions: per
+            .into_iter()
+            .map(|(name, c)| {
+                let (lo, hi) = proftrust_metrics::wilson_interval(c, n, proftrust_metrics::Z_95);
+                FunctionRow {
+                    name,
+                    samples: c,
+                    sampled_share: c as f64 / n.max(1) as f64,
+                    ci_low: lo,
+                    ci_high: hi,
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        hottest: None,
+        sweep: Vec::new(),
+        warnings: p.warnings,
+        corrected: None,
+        processes: p.processes,
+    };
+    let data = AuditData {
+        samples: p.samples,
+        event,
+        exact: ExactProfile::default(),
+        binaries: p.scope.paths,
+        corrected: None,
+    };
+    Ok((report, data))
+}
 
-    let cmp = proftrust_metrics::compare(&samples, &exact, &scope, &attr, &opts)
+/// The report of samples against the truth: the comparison, its warnings, the skid
+/// correction (`--correct-skid`) and the period sweep (`sweep`: the command to record
+/// again, with `--sweep`), the last two skipped when the audit was interrupted.
+fn compared(
+    args: &AuditOptions,
+    p: Partial,
+    exact: ExactProfile,
+    sweep: Option<&[OsString]>,
+    process_set: &crate::processes::ProcessSet,
+    events: &dyn Events,
+) -> Result<(AuditReport, AuditData)> {
+    let Partial {
+        samples,
+        event,
+        scope,
+        mut config,
+        mut warnings,
+        processes,
+    } = p;
+    let interrupted = config.interrupted.is_some();
+    let attr = BinaryAttribution {
+        bins: &scope.bins,
+        cfgs: Default::default(),
+    };
+    let mut opts = CompareOptions::default();
+    opts.event = event;
+    opts.truth_weight = args.truth_weight;
+    opts.rank_threshold = args.rank_threshold;
+    let truth: TruthSide = (&exact, &scope.modules, &attr, &opts);
+    let cmp = proftrust_metrics::compare(&samples, &exact, &scope.modules, &attr, &opts)
         .context("cannot compare the samples with the truth")?;
+    comparison_warnings(&cmp, &samples, event, &scope.modules, &mut warnings);
+    let (corrected, corrected_counts) = match args.correct_skid {
+        Some(_) if interrupted => {
+            warnings.push("--correct-skid skipped: the audit was interrupted".into());
+            (None, None)
+        }
+        Some(skid) => {
+            let (side, counts) =
+                corrected_side(&samples, &scope.paths, skid, args.seed, truth, events)?;
+            (Some(side), Some(counts))
+        }
+        None => (None, None),
+    };
+    // Sweep: one recording per period, fixed and randomised; the truth is reused.
+    let sweep = match sweep {
+        Some(_) if interrupted => {
+            warnings.push("--sweep skipped: the audit was interrupted".into());
+            Vec::new()
+        }
+        Some(cmd) => {
+            let (points, stopped) =
+                sweep_periods(cmd, args, process_set, truth, &mut warnings, events)?;
+            config.interrupted = stopped.or(config.interrupted);
+            points
+        }
+        None => Vec::new(),
+    };
+    let report = AuditReport {
+        attribution: scope_attribution(&samples, event, &scope.modules, &scope.bins),
+        config,
+        metrics: metrics_of(&cmp, &opts),
+        functions: rows_of(&cmp),
+        hottest: picture_of(&cmp, &scope.bins),
+        sweep,
+        warnings,
+        corrected,
+        processes,
+    };
+    let data = AuditData {
+        samples,
+        event,
+        exact,
+        binaries: scope.paths,
+        corrected: corrected_counts,
+    };
+    Ok((report, data))
+}
+
+/// Warnings about the comparison: samples outside the binary, too few samples for a
+/// verdict, blocks without a CFG.
+fn comparison_warnings(
+    cmp: &Comparison,
+    samples: &SampleSet,
+    event: u16,
+    scope: &[Module],
+    warnings: &mut Vec<String>,
+) {
     if cmp.samples_elsewhere > 0 {
         warnings.push(elsewhere_warning(
-            &samples,
-            event_idx,
-            &scope,
+            samples,
+            event,
+            scope,
             cmp.samples_elsewhere,
         ));
     }
@@ -552,131 +733,110 @@ pub fn execute_with_data(
     if !cmp.static_blocks {
         warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
     }
+}
 
-    let (corrected, corrected_counts) = match args.correct_skid {
-        Some(_) if interrupted.is_some() => {
-            warnings.push("--correct-skid skipped: the audit was interrupted".into());
-            (None, None)
+/// The period sweep: `cmd` recorded once per period of `--sweep`, fixed and randomised,
+/// each recording compared with the same truth. Returns the points and, when an interrupt
+/// stopped the sweep, what it cut short (`SIGINT during the sweep`; the points before it
+/// are kept).
+///
+/// Minimum evidence (crates/metrics `evidence::MIN_SAMPLES`, seed 002 §3.5 eq. 9): a point
+/// with fewer samples is noise of ±10 points or more, so it is not plotted, and a period at
+/// which the events seen so far (samples × period of the recorded points) predict fewer
+/// samples is not recorded at all.
+fn sweep_periods(
+    cmd: &[OsString],
+    args: &AuditOptions,
+    process_set: &crate::processes::ProcessSet,
+    (exact, scope, attr, opts): TruthSide<'_>,
+    warnings: &mut Vec<String>,
+    events: &dyn Events,
+) -> Result<(Vec<SweepPoint>, Option<String>)> {
+    let stop = args.stop.clone().unwrap_or_default();
+    let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
+    let min = proftrust_metrics::evidence::MIN_SAMPLES;
+    let mut events_seen: f64 = 0.0;
+    let (mut sweep, mut skipped, mut too_few, mut stopped) =
+        (Vec::new(), Vec::new(), Vec::new(), None);
+    'sweep: for &p in &args.sweep {
+        if events_seen > 0.0 && events_seen / (p as f64) < min as f64 {
+            skipped.push(p);
+            pb.inc(2);
+            continue;
         }
-        Some(skid) => {
-            let (side, counts) = corrected_side(
-                &samples,
-                &bin_paths,
-                skid,
-                args.seed,
-                (&exact, &scope, &attr, &opts),
-                events,
-            )?;
-            (Some(side), Some(counts))
-        }
-        None => (None, None),
-    };
-
-    // Sweep: one recording per period, fixed and randomised; the truth is reused.
-    let mut sweep = Vec::new();
-    if let (Some(cmd), false) = (&sweep_cmd, args.sweep.is_empty()) {
-        if interrupted.is_some() {
-            warnings.push("--sweep skipped: the audit was interrupted".into());
-        } else {
-            let stop = args.stop.clone().unwrap_or_default();
-            let pb = events.task(Some(2 * args.sweep.len() as u64), "sweep");
-            // Minimum evidence (crates/metrics `evidence::MIN_SAMPLES`, seed 002 §3.5 eq. 9):
-            // a point with fewer samples is noise of ±10 points or more, so it is not
-            // plotted, and a period at which the events seen so far (samples × period of
-            // the recorded points) predict fewer samples is not recorded at all.
-            let min = proftrust_metrics::evidence::MIN_SAMPLES;
-            let mut events_seen: f64 = 0.0;
-            let (mut skipped, mut too_few) = (Vec::new(), Vec::new());
-            'sweep: for &p in &args.sweep {
-                if events_seen > 0.0 && events_seen / (p as f64) < min as f64 {
-                    skipped.push(p);
-                    pb.inc(2);
-                    continue;
-                }
-                for randomized in [false, true] {
-                    // The program's output was shown by the main recording: not again per point.
-                    let mut r = record_once(cmd, args, Some(p), randomized, true, &stop, events)?;
-                    if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
-                        warnings.push(format!(
-                            "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
-                            if randomized { " randomised" } else { "" }
-                        ));
-                        config.interrupted = Some(format!("{name} during the sweep"));
-                        break 'sweep;
-                    }
-                    crate::processes::keep_compared(&mut r.samples, &process_set, r.pid);
-                    let point = match proftrust_metrics::compare(
-                        &r.samples, &exact, &scope, &attr, &opts,
-                    ) {
-                        Ok(c) if c.samples < min => {
-                            too_few.push(p);
-                            events_seen = events_seen.max(c.samples as f64 * p as f64);
-                            SweepPoint {
-                                period: p,
-                                randomized,
-                                samples: c.samples,
-                                ..Default::default()
-                            }
-                        }
-                        Ok(c) => SweepPoint {
-                            period: p,
-                            randomized,
-                            samples: c.samples,
-                            nrmse_sr: Some(c.hotspot.nrmse_sr),
-                            sc: Some(c.hotspot.sc),
-                            od: Some(c.hotspot.od),
-                            od_prose: Some(c.hotspot.od_prose),
-                            epsilon_function: Some(c.epsilon_function),
-                        },
-                        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => SweepPoint {
-                            period: p,
-                            randomized,
-                            samples: 0,
-                            ..Default::default()
-                        },
-                        Err(e) => return Err(e).context("sweep comparison failed"),
-                    };
-                    events_seen = events_seen.max(point.samples as f64 * p as f64);
-                    sweep.push(point);
-                    pb.inc(1);
-                }
-            }
-            pb.finish();
-            too_few.dedup();
-            if !too_few.is_empty() {
+        for randomized in [false, true] {
+            // The program's output was shown by the main recording: not again per point.
+            let mut r = record_once(cmd, args, Some(p), randomized, true, &stop, events)?;
+            if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
                 warnings.push(format!(
-                    "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, paper 002 §3.5 eq. 9)",
-                    join_periods(&too_few)
+                    "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
+                    if randomized { " randomised" } else { "" }
                 ));
+                stopped = Some(format!("{name} during the sweep"));
+                break 'sweep;
             }
-            if !skipped.is_empty() {
-                warnings.push(format!(
-                    "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (paper 002 §3.5 eq. 9); use shorter periods or a longer run",
-                    join_periods(&skipped)
-                ));
+            crate::processes::keep_compared(&mut r.samples, process_set, r.pid);
+            let compared = proftrust_metrics::compare(&r.samples, exact, scope, attr, opts);
+            let (point, few) = sweep_point(compared, p, randomized)?;
+            if few {
+                too_few.push(p);
             }
+            events_seen = events_seen.max(point.samples as f64 * p as f64);
+            sweep.push(point);
+            pb.inc(1);
         }
     }
+    pb.finish();
+    too_few.dedup();
+    if !too_few.is_empty() {
+        warnings.push(format!(
+            "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, paper 002 §3.5 eq. 9)",
+            join_periods(&too_few)
+        ));
+    }
+    if !skipped.is_empty() {
+        warnings.push(format!(
+            "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (paper 002 §3.5 eq. 9); use shorter periods or a longer run",
+            join_periods(&skipped)
+        ));
+    }
+    Ok((sweep, stopped))
+}
 
-    let report = AuditReport {
-        attribution: scope_attribution(&samples, event_idx, &scope, &bins),
-        config,
-        metrics: metrics_of(&cmp, &opts),
-        functions: rows_of(&cmp),
-        hottest: picture_of(&cmp, &bins),
-        sweep,
-        warnings,
-        corrected,
-        processes: process_rows,
-    };
-    let data = AuditData {
+/// One point of the sweep from its comparison: the metrics when at least
+/// `evidence::MIN_SAMPLES` samples landed in the binary, else the sample count alone and
+/// `true` (too few; not when the binary has no samples at all).
+fn sweep_point(
+    compared: std::result::Result<Comparison, proftrust_metrics::Error>,
+    period: u64,
+    randomized: bool,
+) -> Result<(SweepPoint, bool)> {
+    let bare = |samples| SweepPoint {
+        period,
+        randomized,
         samples,
-        event: event_idx,
-        exact,
-        binaries: bin_paths,
-        corrected: corrected_counts,
+        ..Default::default()
     };
-    Ok((report, data))
+    match compared {
+        Ok(c) if c.samples < proftrust_metrics::evidence::MIN_SAMPLES => {
+            Ok((bare(c.samples), true))
+        }
+        Ok(c) => Ok((
+            SweepPoint {
+                period,
+                randomized,
+                samples: c.samples,
+                nrmse_sr: Some(c.hotspot.nrmse_sr),
+                sc: Some(c.hotspot.sc),
+                od: Some(c.hotspot.od),
+                od_prose: Some(c.hotspot.od_prose),
+                epsilon_function: Some(c.epsilon_function),
+            },
+            false,
+        )),
+        Err(proftrust_metrics::Error::NoSamplesInBinary { .. }) => Ok((bare(0), false)),
+        Err(e) => Err(e).context("sweep comparison failed"),
+    }
 }
 
 /// The event of the samples to compare: `--sample-event`, else the instructions event when

@@ -146,6 +146,56 @@ pub(crate) fn compare_same_processes(
             Vec::new(),
         );
     };
+    let mut groups = sampled_groups(&sides, detailed);
+    // An exact profile that lists no processes (a file of an older proftrust, a callgrind
+    // file): one image, the started program.
+    let listed = !exact.processes.is_empty();
+    let mut wildcards = add_exact_images(&mut groups, exact, detailed);
+    let totals = group_totals(&groups, samples, &of, images.len(), event, exact);
+    let mut compared: BTreeSet<Key> = BTreeSet::new();
+    let mut left: BTreeMap<Key, String> = BTreeMap::new();
+    for (k, g) in &groups {
+        if let Some(why) = why_left_out(k, g, detailed, &mut wildcards) {
+            left.insert(k.clone(), why);
+        } else {
+            compared.insert(k.clone());
+        }
+    }
+    let (samples_before, exact_before) = (samples.samples.len() as u64, exact.total_instructions);
+    let dropped = keep_groups(samples, &of, exact, &groups, &compared);
+    // Shown when the exact side lists its processes (a run here; files of older versions
+    // and other tools do not say).
+    let rows = if listed {
+        rows_of(&groups, &compared, &left, &totals, exact, &images)
+    } else {
+        Vec::new()
+    };
+    if !left.is_empty() {
+        warnings.push(format!(
+            "processes left out of both sides: {}; {dropped} of {samples_before} samples and {} of {exact_before} exact instructions left out{}",
+            left_out_names(&groups, &left),
+            exact_before.saturating_sub(exact.total_instructions),
+            if rows.is_empty() {
+                ""
+            } else {
+                " (the rows under `processes`)"
+            },
+        ));
+    }
+    let set = ProcessSet {
+        compared,
+        detailed,
+        all: false,
+    };
+    (set, rows)
+}
+
+/// An exact image whose name the backend does not know (callgrind's part of a forked child
+/// before its exec): how it began, and why it was not counted.
+type Wildcard = ((ImageStart, bool), String);
+
+/// The groups of the sample-side images of the program's tree (`sides`), by [`Key`].
+fn sampled_groups(sides: &[Option<Side>], detailed: bool) -> BTreeMap<Key, Group> {
     let mut groups: BTreeMap<Key, Group> = BTreeMap::new();
     for (i, s) in sides.iter().enumerate() {
         if let Some(s) = s {
@@ -156,35 +206,19 @@ pub(crate) fn compare_same_processes(
             g.sampled.push(i);
         }
     }
-    // An exact profile that lists no processes (a file of an older proftrust, a callgrind
-    // file): one image, the started program.
-    let listed = !exact.processes.is_empty();
-    let mut wildcards: Vec<(usize, (ImageStart, bool), String)> = Vec::new();
-    if listed {
-        for (i, p) in exact.processes.iter().enumerate() {
-            let start = if i == 0 { ImageStart::Root } else { p.start };
-            if p.comm.is_empty() && start != ImageStart::Root {
-                // A backend that does not know the name (callgrind's part of a forked child
-                // before its exec): matched by how it began alone, below.
-                wildcards.push((
-                    i,
-                    (start, p.replaced),
-                    p.not_counted.clone().unwrap_or_default(),
-                ));
-                continue;
-            }
-            let g = groups
-                .entry(key(detailed, &p.comm, start, p.replaced))
-                .or_default();
-            if g.name.is_empty() {
-                g.name = p.comm.clone();
-            }
-            match &p.not_counted {
-                None => g.counted.push(i),
-                Some(why) => g.uncounted.push((i, why.clone())),
-            }
-        }
-    } else {
+    groups
+}
+
+/// Adds the exact images to their groups (counted, or not with why); an exact profile
+/// that lists no processes counts as the started program alone (`usize::MAX`: its
+/// totals). Returns the images without a name, matched by how they began alone.
+fn add_exact_images(
+    groups: &mut BTreeMap<Key, Group>,
+    exact: &ExactProfile,
+    detailed: bool,
+) -> Vec<Wildcard> {
+    let mut wildcards = Vec::new();
+    if exact.processes.is_empty() {
         // The file's one process is the started program (up to its first exec).
         let root_key = groups
             .keys()
@@ -192,16 +226,46 @@ pub(crate) fn compare_same_processes(
             .cloned()
             .unwrap_or((None, None));
         groups.entry(root_key).or_default().counted.push(usize::MAX);
+        return wildcards;
     }
-    // Samples (of the compared event) and exact instructions per group, before anything
-    // is left out.
-    let mut per_image = vec![0u64; images.len()];
-    for (smp, im) in samples.samples.iter().zip(&of) {
+    for (i, p) in exact.processes.iter().enumerate() {
+        let start = if i == 0 { ImageStart::Root } else { p.start };
+        if p.comm.is_empty() && start != ImageStart::Root {
+            let why = p.not_counted.clone().unwrap_or_default();
+            wildcards.push(((start, p.replaced), why));
+            continue;
+        }
+        let g = groups
+            .entry(key(detailed, &p.comm, start, p.replaced))
+            .or_default();
+        if g.name.is_empty() {
+            g.name = p.comm.clone();
+        }
+        match &p.not_counted {
+            None => g.counted.push(i),
+            Some(why) => g.uncounted.push((i, why.clone())),
+        }
+    }
+    wildcards
+}
+
+/// Samples (of the compared `event`) and exact instructions per group, before anything is
+/// left out. `of`: each sample's image among `n_images`.
+fn group_totals(
+    groups: &BTreeMap<Key, Group>,
+    samples: &SampleSet,
+    of: &[Option<usize>],
+    n_images: usize,
+    event: u16,
+    exact: &ExactProfile,
+) -> BTreeMap<Key, (u64, u64)> {
+    let mut per_image = vec![0u64; n_images];
+    for (smp, im) in samples.samples.iter().zip(of) {
         if let (true, Some(i)) = (smp.event == event, im) {
             per_image[*i] += 1;
         }
     }
-    let totals: BTreeMap<Key, (u64, u64)> = groups
+    groups
         .iter()
         .map(|(k, g)| {
             let n = g.sampled.iter().map(|&i| per_image[i]).sum();
@@ -215,53 +279,61 @@ pub(crate) fn compare_same_processes(
                 .sum();
             (k.clone(), (n, instr))
         })
-        .collect();
-    let mut compared: BTreeSet<Key> = BTreeSet::new();
-    let mut left: BTreeMap<Key, String> = BTreeMap::new();
-    for (k, g) in &groups {
-        let (s, t, u) = (g.sampled.len(), g.counted.len(), g.uncounted.len());
-        if u == 0 && (s == t || (!detailed && s <= t)) {
-            compared.insert(k.clone());
-            continue;
-        }
-        // Named by the wildcards (images whose name the backend does not know).
-        if t == 0 && u == 0 {
-            if let Some(w) = wildcards
-                .iter()
-                .position(|(_, how, _)| k.1.is_none_or(|kh| kh == *how))
-            {
-                let why = wildcards[w].2.clone();
-                for _ in 0..s {
-                    if let Some(w) = wildcards
-                        .iter()
-                        .position(|(_, how, _)| k.1.is_none_or(|kh| kh == *how))
-                    {
-                        wildcards.remove(w);
-                    }
-                }
-                left.insert(k.clone(), why);
-                continue;
-            }
-        }
-        let why = if t == 0 && s == u {
-            g.uncounted[0].1.clone()
-        } else if u > 0 {
-            format!(
-                "{s} in the samples, {t} counted exactly and {u} not ({})",
-                g.uncounted[0].1
-            )
-        } else {
-            format!("{s} in the samples, {t} in the exact run: not the same processes")
-        };
-        left.insert(k.clone(), why);
+        .collect()
+}
+
+/// Why group `g` (key `k`) is left out of both sides, `None` when it is compared: as many
+/// images on both sides, all counted (without fork and exec records, at least as many
+/// exact ones). A group with no exact image takes the reason of the nameless exact images
+/// that began as it did (`wildcards`, one used per sampled image).
+fn why_left_out(
+    k: &Key,
+    g: &Group,
+    detailed: bool,
+    wildcards: &mut Vec<Wildcard>,
+) -> Option<String> {
+    let (s, t, u) = (g.sampled.len(), g.counted.len(), g.uncounted.len());
+    if u == 0 && (s == t || (!detailed && s <= t)) {
+        return None;
     }
-    // Leave out of both sides what is not compared.
-    let keep_images: BTreeSet<usize> = groups
-        .iter()
-        .filter(|(k, _)| compared.contains(k))
+    let began_so = |(how, _): &Wildcard| k.1.is_none_or(|kh| kh == *how);
+    if t == 0 && u == 0 {
+        if let Some(w) = wildcards.iter().position(began_so) {
+            let why = wildcards[w].1.clone();
+            for _ in 0..s {
+                if let Some(w) = wildcards.iter().position(began_so) {
+                    wildcards.remove(w);
+                }
+            }
+            return Some(why);
+        }
+    }
+    Some(if t == 0 && s == u {
+        g.uncounted[0].1.clone()
+    } else if u > 0 {
+        format!(
+            "{s} in the samples, {t} counted exactly and {u} not ({})",
+            g.uncounted[0].1
+        )
+    } else {
+        format!("{s} in the samples, {t} in the exact run: not the same processes")
+    })
+}
+
+/// Leaves out of both sides what is not `compared`: the samples of other groups' images
+/// (`of`: each sample's image) and the counts of other exact images. Returns how many
+/// samples were dropped.
+fn keep_groups(
+    samples: &mut SampleSet,
+    of: &[Option<usize>],
+    exact: &mut ExactProfile,
+    groups: &BTreeMap<Key, Group>,
+    compared: &BTreeSet<Key>,
+) -> u64 {
+    let kept = || groups.iter().filter(|(k, _)| compared.contains(k));
+    let keep_images: BTreeSet<usize> = kept()
         .flat_map(|(_, g)| g.sampled.iter().copied())
         .collect();
-    let total_before = samples.samples.len() as u64;
     let mut dropped = 0u64;
     let mut keep_flags = of
         .iter()
@@ -271,62 +343,38 @@ pub(crate) fn compare_same_processes(
         dropped += u64::from(!k);
         k
     });
-    let kept_exact: Vec<usize> = groups
-        .iter()
-        .filter(|(k, _)| compared.contains(k))
+    let kept_exact: Vec<usize> = kept()
         .flat_map(|(_, g)| g.counted.iter().copied())
         .filter(|&i| i != usize::MAX)
         .collect();
-    let exact_before = exact.total_instructions;
-    if listed {
+    if !exact.processes.is_empty() {
         exact.keep_processes(
             &kept_exact,
             "left out: the samples do not have the same processes of this name",
         );
     }
-    // Shown when the exact side lists its processes (a run here; files of older versions
-    // and other tools do not say).
-    let rows = if listed {
-        rows_of(&groups, &compared, &left, &totals, exact, &images)
-    } else {
-        Vec::new()
-    };
-    if !left.is_empty() {
-        let names: Vec<String> = groups
-            .iter()
-            .filter(|(k, _)| left.contains_key(*k))
-            .map(|(k, g)| {
-                format!(
-                    "{} ({}: {})",
-                    if g.name.is_empty() {
-                        "?".into()
-                    } else {
-                        g.name.clone()
-                    },
-                    start_label(k),
-                    left[k]
-                )
-            })
-            .collect();
-        warnings.push(format!(
-            "processes left out of both sides: {}; {dropped} of {total_before} samples and {} of {exact_before} exact instructions left out{}",
-            names.join("; "),
-            exact_before.saturating_sub(exact.total_instructions),
-            if rows.is_empty() {
-                ""
-            } else {
-                " (the rows under `processes`)"
-            },
-        ));
-    }
-    (
-        ProcessSet {
-            compared,
-            detailed,
-            all: false,
-        },
-        rows,
-    )
+    dropped
+}
+
+/// `name (how it began: why)` of each group left out, `; `-separated.
+fn left_out_names(groups: &BTreeMap<Key, Group>, left: &BTreeMap<Key, String>) -> String {
+    let names: Vec<String> = groups
+        .iter()
+        .filter(|(k, _)| left.contains_key(*k))
+        .map(|(k, g)| {
+            format!(
+                "{} ({}: {})",
+                if g.name.is_empty() {
+                    "?".into()
+                } else {
+                    g.name.clone()
+                },
+                start_label(k),
+                left[k]
+            )
+        })
+        .collect();
+    names.join("; ")
 }
 
 /// Drops the samples of processes outside the program's tree (perf's own, other

@@ -44,7 +44,7 @@ pub use error::RecordError;
 pub use event::{EventSpec, DEFAULT_CLOCK_PERIOD_NS, DEFAULT_HW_PERIOD, DEFAULT_RAW_PERIOD};
 pub use proftrust_supervise::StopSignal;
 
-use parse::Rec;
+use parse::{RawSample, Rec};
 use proftrust_model::{
     Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
     SampleSet, SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
@@ -411,7 +411,7 @@ impl Session {
             }
             self.seen_streams.clear();
             for r in &self.recs[before..] {
-                if let Rec::Sample { stream_id, .. } = r {
+                if let Rec::Sample(RawSample { stream_id, .. }) = r {
                     if self.randomized.contains_key(stream_id)
                         && !self.seen_streams.contains(stream_id)
                     {
@@ -931,61 +931,77 @@ fn recording_health(session: &Session, recs: &[Rec], n_events: usize) -> Recordi
     h
 }
 
+/// The recording from the session's records, replayed in time order ([`Replay`]), with the
+/// events as recorded, the process tree, the health of the recording and the kernel
+/// symbols its samples fall in.
 fn finish(
     mut session: Session,
     opts: &RecordOptions,
     seed: u64,
     command: Vec<String>,
     outcome: Option<RunOutcome>,
-    mut spaces: maps::AddressSpaces,
+    spaces: maps::AddressSpaces,
 ) -> Result<Recording, RecordError> {
-    let id_to_event: HashMap<u64, u16> = session
-        .opened
-        .iter()
-        .map(|o| (o.id, o.spec_idx as u16))
-        .collect();
     let mut recs = std::mem::take(&mut session.recs);
     recs.sort_by_key(Rec::time);
     let mut set = SampleSet {
         command,
         outcome,
         health: recording_health(&session, &recs, opts.events.len()),
+        events: event_descs(opts, seed),
         ..SampleSet::default()
     };
-    for spec in &opts.events {
-        let base = opts.period.unwrap_or_else(|| spec.default_period());
-        set.events.push(EventDesc {
-            name: spec.name.clone(),
-            kind: spec.kind,
-            config: SamplingConfig {
-                period: match opts.frequency {
-                    Some(f) => PeriodMode::Frequency(f),
-                    None => PeriodMode::Fixed(base),
-                },
-                randomize_max: opts.randomize.then_some(base / 8),
-                precise: spec.precise,
-                seed: Some(seed),
-                user_only: opts.user_only,
-                callchain: opts.callchain || opts.dwarf_stack.is_some(),
-                branch_stack: opts.branch_stack,
-            },
-        });
-    }
-    let mut stats = session.stats.clone();
-    let mut last_count: HashMap<u64, u64> = HashMap::new();
     // DWARF stacks: unwound with the binaries the mappings name, found as perf finds them.
     let locator = proftrust_binary::BinaryLocator::new(proftrust_binary::LocateOptions::default());
-    let mut unwinder = opts
-        .dwarf_stack
-        .map(|_| proftrust_binary::ProcessUnwinder::new(&locator));
-    if let Some(u) = &mut unwinder {
-        for (pid, start, end, pgoff, path) in spaces.mappings() {
-            u.map(pid, start, end, pgoff, &path, None);
-        }
+    let processes = process_tree(&recs);
+    let mut replay = Replay::new(&session, opts, spaces, &locator);
+    for r in recs {
+        replay.apply(r, &mut set);
     }
-    let mut unwound: Vec<u64> = Vec::new();
+    set.modules = replay.spaces.modules;
+    set.kernel_symbols = kernel_symbols_of(&set);
+    Ok(Recording {
+        samples: set,
+        seed,
+        exec_error: None,
+        stats: replay.stats,
+        pid: None,
+        processes,
+    })
+}
+
+/// The recorded events as the sample file describes them (period or frequency, the
+/// randomisation's bound, the seed, what each sample carries).
+fn event_descs(opts: &RecordOptions, seed: u64) -> Vec<EventDesc> {
+    opts.events
+        .iter()
+        .map(|spec| {
+            let base = opts.period.unwrap_or_else(|| spec.default_period());
+            EventDesc {
+                name: spec.name.clone(),
+                kind: spec.kind,
+                config: SamplingConfig {
+                    period: match opts.frequency {
+                        Some(f) => PeriodMode::Frequency(f),
+                        None => PeriodMode::Fixed(base),
+                    },
+                    randomize_max: opts.randomize.then_some(base / 8),
+                    precise: spec.precise,
+                    seed: Some(seed),
+                    user_only: opts.user_only,
+                    callchain: opts.callchain || opts.dwarf_stack.is_some(),
+                    branch_stack: opts.branch_stack,
+                },
+            }
+        })
+        .collect()
+}
+
+/// The processes of the recording from its fork and exec records: each one's parent and
+/// the times of its `execve`s.
+fn process_tree(recs: &[Rec]) -> Vec<ProcessInfo> {
     let mut processes: std::collections::BTreeMap<u32, ProcessInfo> = Default::default();
-    for r in &recs {
+    for r in recs {
         match *r {
             Rec::Fork { pid, ppid, .. } if pid != ppid => {
                 let p = processes.entry(pid).or_default();
@@ -1005,7 +1021,59 @@ fn finish(
             _ => {}
         }
     }
-    for r in recs {
+    processes.into_values().collect()
+}
+
+/// The records replayed in time order into a [`SampleSet`]: the address spaces (and the
+/// DWARF unwinder's copy of them) follow mmaps, execs and forks; each sample is located,
+/// gets its actual period and its call chain (recorded, or unwound from its stack copy).
+struct Replay<'a> {
+    session: &'a Session,
+    opts: &'a RecordOptions,
+    /// The event index of each event id.
+    id_to_event: HashMap<u64, u16>,
+    spaces: maps::AddressSpaces,
+    unwinder: Option<proftrust_binary::ProcessUnwinder<'a>>,
+    /// Scratch for the unwound return addresses.
+    unwound: Vec<u64>,
+    stats: RecordStats,
+    /// The last count read per event instance (`PERF_SAMPLE_READ`).
+    last_count: HashMap<u64, u64>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(
+        session: &'a Session,
+        opts: &'a RecordOptions,
+        spaces: maps::AddressSpaces,
+        locator: &'a proftrust_binary::BinaryLocator,
+    ) -> Replay<'a> {
+        let mut unwinder = opts
+            .dwarf_stack
+            .map(|_| proftrust_binary::ProcessUnwinder::new(locator));
+        if let Some(u) = &mut unwinder {
+            for (pid, start, end, pgoff, path) in spaces.mappings() {
+                u.map(pid, start, end, pgoff, &path, None);
+            }
+        }
+        Replay {
+            session,
+            opts,
+            id_to_event: session
+                .opened
+                .iter()
+                .map(|o| (o.id, o.spec_idx as u16))
+                .collect(),
+            spaces,
+            unwinder,
+            unwound: Vec::new(),
+            stats: session.stats.clone(),
+            last_count: HashMap::new(),
+        }
+    }
+
+    /// Applies one record: to the address spaces, or to `set`.
+    fn apply(&mut self, r: Rec, set: &mut SampleSet) {
         match r {
             Rec::Mmap {
                 pid,
@@ -1017,8 +1085,8 @@ fn finish(
                 ..
             } => {
                 if prot & libc::PROT_EXEC as u32 != 0 {
-                    spaces.map(pid, start, len, pgoff, &path);
-                    if let Some(u) = &mut unwinder {
+                    self.spaces.map(pid, start, len, pgoff, &path);
+                    if let Some(u) = &mut self.unwinder {
                         u.map(pid, start, start.saturating_add(len), pgoff, &path, None);
                     }
                 }
@@ -1031,18 +1099,19 @@ fn finish(
                 exec,
             } => {
                 if exec {
-                    spaces.exec(pid);
-                    if let Some(u) = &mut unwinder {
+                    self.spaces.exec(pid);
+                    if let Some(u) = &mut self.unwinder {
                         u.exec(pid);
                     }
                 }
-                set.threads.push(ThreadName {
+                let name = ThreadName {
                     pid,
                     tid,
                     time,
                     comm,
                     exec,
-                });
+                };
+                set.threads.push(name);
             }
             Rec::Fork {
                 pid,
@@ -1051,115 +1120,117 @@ fn finish(
                 ptid,
                 time,
             } => {
-                spaces.fork(pid, ppid);
-                if let Some(u) = &mut unwinder {
+                self.spaces.fork(pid, ppid);
+                if let Some(u) = &mut self.unwinder {
                     u.fork(ppid, pid);
                 }
-                set.forks.push(ThreadStart {
+                let start = ThreadStart {
                     pid,
                     tid,
                     ppid,
                     ptid,
                     time,
-                });
+                };
+                set.forks.push(start);
             }
             Rec::Lost { lost } => set.lost += lost,
-            Rec::Throttle { .. } => stats.throttled += 1,
+            Rec::Throttle { .. } => self.stats.throttled += 1,
             Rec::Unthrottle { .. } => {}
-            Rec::Sample {
-                id,
-                stream_id,
-                ip,
-                pid,
-                tid,
-                time,
-                cpu,
-                period,
-                count,
-                callchain,
-                branches,
-                user_stack,
-            } => {
-                let event = *id_to_event.get(&id).unwrap_or(&0);
-                let period = match session.randomized.get(&stream_id) {
-                    Some(r) => {
-                        let i = r.history.partition_point(|&(t, _)| t <= time);
-                        r.history[i.saturating_sub(1)].1
-                    }
-                    None => {
-                        if opts.randomize {
-                            stats.unrandomized_samples += 1;
-                        }
-                        period
-                    }
-                };
-                if let (Some(c), true) = (count, session.randomized.contains_key(&stream_id)) {
-                    if let Some(prev) = last_count.insert(stream_id, c) {
-                        stats
-                            .interval_excess
-                            .push(c.wrapping_sub(prev) as i64 - period as i64);
-                    }
-                }
-                let loc = spaces.locate(pid, ip);
-                if loc.module.is_none() {
-                    stats.unmapped_samples += 1;
-                }
-                let mut chain: Vec<Location> = Vec::new();
-                for (k, &a) in callchain.iter().enumerate() {
-                    if a >= perf_event_open_sys::bindings::PERF_CONTEXT_MAX {
-                        continue; // context marker (PERF_CONTEXT_USER etc.)
-                    }
-                    if k <= 1 && a == ip && chain.is_empty() {
-                        continue; // the sampled ip itself heads the chain
-                    }
-                    chain.push(spaces.locate(pid, a));
-                }
-                if let (Some(u), Some((regs, stack))) = (&mut unwinder, &user_stack) {
-                    // The kernel part (when recorded), the user ip of a kernel sample, then
-                    // the unwound user callers.
-                    unwound.clear();
-                    u.unwind(pid, *regs, stack, &mut unwound);
-                    if ip != regs.ip {
-                        chain.push(spaces.locate(pid, regs.ip));
-                    }
-                    for &ra in &unwound {
-                        chain.push(spaces.locate(pid, ra));
-                    }
-                }
-                let branches = branches
-                    .iter()
-                    .map(|b| Branch {
-                        from: spaces.locate(pid, b.from),
-                        to: spaces.locate(pid, b.to),
-                        mispredicted: b.flags & 1 != 0,
-                        predicted_known: b.flags & 3 != 0,
-                        cycles: ((b.flags >> 4) & 0xffff) as u32,
-                    })
-                    .collect();
-                set.samples.push(Sample {
-                    event,
-                    pid,
-                    tid,
-                    time,
-                    cpu,
-                    period,
-                    ip: loc,
-                    callchain: chain,
-                    branches,
-                });
-            }
+            Rec::Sample(s) => set.samples.push(self.sample(s)),
         }
     }
-    set.modules = spaces.modules;
-    set.kernel_symbols = kernel_symbols_of(&set);
-    Ok(Recording {
-        samples: set,
-        seed,
-        exec_error: None,
-        stats,
-        pid: None,
-        processes: processes.into_values().collect(),
-    })
+
+    /// The sample of `s`: its event, actual period, location, call chain and branches.
+    fn sample(&mut self, s: RawSample) -> Sample {
+        let period = self.period(s.stream_id, s.time, s.period, s.count);
+        let loc = self.spaces.locate(s.pid, s.ip);
+        if loc.module.is_none() {
+            self.stats.unmapped_samples += 1;
+        }
+        let callchain = self.callchain(s.pid, s.ip, &s.callchain, s.user_stack.as_ref());
+        let branches = s
+            .branches
+            .iter()
+            .map(|b| Branch {
+                from: self.spaces.locate(s.pid, b.from),
+                to: self.spaces.locate(s.pid, b.to),
+                mispredicted: b.flags & 1 != 0,
+                predicted_known: b.flags & 3 != 0,
+                cycles: ((b.flags >> 4) & 0xffff) as u32,
+            })
+            .collect();
+        Sample {
+            event: *self.id_to_event.get(&s.id).unwrap_or(&0),
+            pid: s.pid,
+            tid: s.tid,
+            time: s.time,
+            cpu: s.cpu,
+            period,
+            ip: loc,
+            callchain,
+            branches,
+        }
+    }
+
+    /// The period a sample of instance `stream_id` at `time` stands for: with randomised
+    /// periods, the one in force then (and the gap between the counts it read, when it
+    /// read them, against it); else the recorded one.
+    fn period(&mut self, stream_id: u64, time: u64, period: u64, count: Option<u64>) -> u64 {
+        let randomized = self.session.randomized.get(&stream_id);
+        let period = match randomized {
+            Some(r) => {
+                let i = r.history.partition_point(|&(t, _)| t <= time);
+                r.history[i.saturating_sub(1)].1
+            }
+            None => {
+                if self.opts.randomize {
+                    self.stats.unrandomized_samples += 1;
+                }
+                period
+            }
+        };
+        if let (Some(c), true) = (count, randomized.is_some()) {
+            if let Some(prev) = self.last_count.insert(stream_id, c) {
+                self.stats
+                    .interval_excess
+                    .push(c.wrapping_sub(prev) as i64 - period as i64);
+            }
+        }
+        period
+    }
+
+    /// The callers of a sample at `ip` of `pid`: the recorded call chain without its
+    /// context markers and the sampled ip heading it; with a user stack copy, then the
+    /// user ip of a kernel sample and the unwound user callers.
+    fn callchain(
+        &mut self,
+        pid: u32,
+        ip: u64,
+        callchain: &[u64],
+        user_stack: Option<&(proftrust_model::UserRegs, Vec<u8>)>,
+    ) -> Vec<Location> {
+        let mut chain: Vec<Location> = Vec::new();
+        for (k, &a) in callchain.iter().enumerate() {
+            if a >= perf_event_open_sys::bindings::PERF_CONTEXT_MAX {
+                continue; // context marker (PERF_CONTEXT_USER etc.)
+            }
+            if k <= 1 && a == ip && chain.is_empty() {
+                continue; // the sampled ip itself heads the chain
+            }
+            chain.push(self.spaces.locate(pid, a));
+        }
+        if let (Some(u), Some((regs, stack))) = (&mut self.unwinder, user_stack) {
+            self.unwound.clear();
+            u.unwind(pid, *regs, stack, &mut self.unwound);
+            if ip != regs.ip {
+                chain.push(self.spaces.locate(pid, regs.ip));
+            }
+            for &ra in &self.unwound {
+                chain.push(self.spaces.locate(pid, ra));
+            }
+        }
+        chain
+    }
 }
 
 /// The kernel functions the kernel samples and call-chain entries of `set` fall in, copied

@@ -30,28 +30,32 @@ pub(crate) struct RawBranch {
     pub flags: u64,
 }
 
+/// A sample as the kernel wrote it (runtime addresses).
+#[derive(Debug, Clone)]
+pub(crate) struct RawSample {
+    /// Event id (the parent event's id, for inherited instances too).
+    pub id: u64,
+    /// Id of the event instance that overflowed.
+    pub stream_id: u64,
+    pub ip: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub time: u64,
+    pub cpu: u32,
+    pub period: u64,
+    /// The instance's count at the overflow (`PERF_SAMPLE_READ`), when requested.
+    pub count: Option<u64>,
+    pub callchain: Vec<u64>,
+    pub branches: Vec<RawBranch>,
+    /// The user registers and the used part of the user stack copy
+    /// (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), with `--call-graph dwarf`.
+    pub user_stack: Option<(proftrust_model::UserRegs, Vec<u8>)>,
+}
+
 /// A decoded record, addresses still runtime addresses.
 #[derive(Debug, Clone)]
 pub(crate) enum Rec {
-    Sample {
-        /// Event id (the parent event's id, for inherited instances too).
-        id: u64,
-        /// Id of the event instance that overflowed.
-        stream_id: u64,
-        ip: u64,
-        pid: u32,
-        tid: u32,
-        time: u64,
-        cpu: u32,
-        period: u64,
-        /// The instance's count at the overflow (`PERF_SAMPLE_READ`), when requested.
-        count: Option<u64>,
-        callchain: Vec<u64>,
-        branches: Vec<RawBranch>,
-        /// The user registers and the used part of the user stack copy
-        /// (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), with `--call-graph dwarf`.
-        user_stack: Option<(proftrust_model::UserRegs, Vec<u8>)>,
-    },
+    Sample(RawSample),
     Mmap {
         pid: u32,
         time: u64,
@@ -94,7 +98,7 @@ impl Rec {
     /// Time stamp used to order records (0 for records without one).
     pub(crate) fn time(&self) -> u64 {
         match self {
-            Rec::Sample { time, .. }
+            Rec::Sample(RawSample { time, .. })
             | Rec::Mmap { time, .. }
             | Rec::Comm { time, .. }
             | Rec::Fork { time, .. }
@@ -175,7 +179,8 @@ pub(crate) struct Layout {
 /// numbers 6, 7, 8; the kernel writes them in bit order).
 pub(crate) const REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
-/// Decodes every record of a drained batch, appending to `out`.
+/// Decodes every record of a drained batch, appending to `out`: one handler per record
+/// type, on a cursor over the record's body.
 pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Result<(), RecordError> {
     let mut off = 0usize;
     while off + 8 <= bytes.len() {
@@ -193,172 +198,206 @@ pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Resul
                 ),
             });
         }
-        let body = &bytes[off + 8..off + size];
         let mut c = Cur {
-            b: body,
+            b: &bytes[off + 8..off + size],
             pos: 0,
             kind,
             base: off,
         };
-        match kind {
-            b::PERF_RECORD_SAMPLE => {
-                let id = c.u64()?;
-                let ip = c.u64()?;
-                let pid = c.u32()?;
-                let tid = c.u32()?;
-                let time = c.u64()?;
-                let stream_id = c.u64()?;
-                let cpu = c.u32()?;
-                c.u32()?;
-                let period = c.u64()?;
-                let count = if l.read {
-                    let value = c.u64()?;
-                    c.u64()?; // time enabled
-                    c.u64()?; // time running
-                    Some(value)
-                } else {
-                    None
-                };
-                let mut chain = Vec::new();
-                if l.callchain {
-                    let nr = c.u64()? as usize;
-                    if nr > body.len() / 8 {
-                        return Err(c.short());
-                    }
-                    chain.reserve(nr);
-                    for _ in 0..nr {
-                        chain.push(c.u64()?);
-                    }
-                }
-                let mut branches = Vec::new();
-                if l.branch {
-                    let nr = c.u64()? as usize;
-                    if nr > body.len() / 24 {
-                        return Err(c.short());
-                    }
-                    for _ in 0..nr {
-                        let from = c.u64()?;
-                        let to = c.u64()?;
-                        let flags = c.u64()?;
-                        branches.push(RawBranch { from, to, flags });
-                    }
-                }
-                let mut user_stack = None;
-                if l.user_stack {
-                    // REGS_USER: abi, then the registers (none when abi is 0: a kernel
-                    // thread); STACK_USER: size, the bytes, then the size used (when size > 0).
-                    let abi = c.u64()?;
-                    let regs = if abi != 0 {
-                        let bp = c.u64()?;
-                        let sp = c.u64()?;
-                        let ip = c.u64()?;
-                        Some(proftrust_model::UserRegs { ip, sp, bp })
-                    } else {
-                        None
-                    };
-                    let size = c.u64()? as usize;
-                    if size > body.len() {
-                        return Err(c.short());
-                    }
-                    let at = c.pos;
-                    c.skip(size)?;
-                    let used = if size > 0 { c.u64()? as usize } else { 0 };
-                    if let Some(r) = regs {
-                        user_stack = Some((r, body[at..at + used.min(size)].to_vec()));
-                    }
-                }
-                out.push(Rec::Sample {
-                    id,
-                    stream_id,
-                    ip,
-                    pid,
-                    tid,
-                    time,
-                    cpu,
-                    period,
-                    count,
-                    callchain: chain,
-                    branches,
-                    user_stack,
-                });
-            }
-            b::PERF_RECORD_MMAP2 => {
-                let pid = c.u32()?;
-                c.u32()?;
-                let start = c.u64()?;
-                let len = c.u64()?;
-                let pgoff = c.u64()?;
-                c.skip(24)?; // maj/min/ino/ino_generation or build-id
-                let prot = c.u32()?;
-                c.u32()?;
-                let rest = &body[c.pos..];
-                let end = rest.iter().position(|&x| x == 0).unwrap_or(rest.len());
-                let path = String::from_utf8_lossy(&rest[..end]).into_owned();
-                out.push(Rec::Mmap {
-                    pid,
-                    time: trailer_time(body),
-                    start,
-                    len,
-                    pgoff,
-                    prot,
-                    path,
-                });
-            }
-            b::PERF_RECORD_COMM => {
-                let pid = c.u32()?;
-                let tid = c.u32()?;
-                // The name, NUL-terminated and padded to 8 bytes, then the sample_id trailer.
-                let rest = &body[c.pos..];
-                let end = rest.iter().position(|&x| x == 0).unwrap_or(rest.len());
-                out.push(Rec::Comm {
-                    pid,
-                    tid,
-                    time: trailer_time(body),
-                    comm: String::from_utf8_lossy(&rest[..end]).into_owned(),
-                    exec: u32::from(misc) & b::PERF_RECORD_MISC_COMM_EXEC != 0,
-                });
-            }
-            b::PERF_RECORD_FORK => {
-                let pid = c.u32()?;
-                let ppid = c.u32()?;
-                let tid = c.u32()?;
-                let ptid = c.u32()?;
-                let time = c.u64()?;
-                if pid != ppid {
-                    out.push(Rec::Fork {
-                        pid,
-                        tid,
-                        ppid,
-                        ptid,
-                        time,
-                    });
-                }
-            }
+        let rec = match kind {
+            b::PERF_RECORD_SAMPLE => Some(c.sample(l)?),
+            b::PERF_RECORD_MMAP2 => Some(c.mmap2()?),
+            b::PERF_RECORD_COMM => Some(c.comm(misc)?),
+            b::PERF_RECORD_FORK => c.fork()?,
             b::PERF_RECORD_LOST => {
                 c.u64()?;
-                let lost = c.u64()?;
-                out.push(Rec::Lost { lost });
+                Some(Rec::Lost { lost: c.u64()? })
             }
-            b::PERF_RECORD_LOST_SAMPLES => {
-                let lost = c.u64()?;
-                out.push(Rec::Lost { lost });
-            }
-            b::PERF_RECORD_THROTTLE | b::PERF_RECORD_UNTHROTTLE => {
-                // time, id, stream_id (then the sample_id trailer).
-                let time = c.u64()?;
-                c.u64()?;
-                let stream_id = c.u64()?;
-                out.push(if kind == b::PERF_RECORD_THROTTLE {
-                    Rec::Throttle { stream_id, time }
-                } else {
-                    Rec::Unthrottle { stream_id, time }
-                });
-            }
-            _ => {}
-        }
+            b::PERF_RECORD_LOST_SAMPLES => Some(Rec::Lost { lost: c.u64()? }),
+            b::PERF_RECORD_THROTTLE | b::PERF_RECORD_UNTHROTTLE => Some(c.throttle()?),
+            _ => None,
+        };
+        out.extend(rec);
         off += size;
     }
     Ok(())
+}
+
+/// The handlers of the record types kept, each reading its record's body.
+impl Cur<'_> {
+    /// `PERF_RECORD_SAMPLE` with the fields of `l`.
+    fn sample(&mut self, l: Layout) -> Result<Rec, RecordError> {
+        let id = self.u64()?;
+        let ip = self.u64()?;
+        let pid = self.u32()?;
+        let tid = self.u32()?;
+        let time = self.u64()?;
+        let stream_id = self.u64()?;
+        let cpu = self.u32()?;
+        self.u32()?;
+        let period = self.u64()?;
+        let count = if l.read {
+            let value = self.u64()?;
+            self.u64()?; // time enabled
+            self.u64()?; // time running
+            Some(value)
+        } else {
+            None
+        };
+        let callchain = if l.callchain {
+            self.callchain()?
+        } else {
+            Vec::new()
+        };
+        let branches = if l.branch {
+            self.branch_stack()?
+        } else {
+            Vec::new()
+        };
+        let user_stack = if l.user_stack {
+            self.user_stack()?
+        } else {
+            None
+        };
+        Ok(Rec::Sample(RawSample {
+            id,
+            stream_id,
+            ip,
+            pid,
+            tid,
+            time,
+            cpu,
+            period,
+            count,
+            callchain,
+            branches,
+            user_stack,
+        }))
+    }
+
+    /// `PERF_SAMPLE_CALLCHAIN`: the number of entries, then the addresses.
+    fn callchain(&mut self) -> Result<Vec<u64>, RecordError> {
+        let nr = self.u64()? as usize;
+        if nr > self.b.len() / 8 {
+            return Err(self.short());
+        }
+        let mut chain = Vec::with_capacity(nr);
+        for _ in 0..nr {
+            chain.push(self.u64()?);
+        }
+        Ok(chain)
+    }
+
+    /// `PERF_SAMPLE_BRANCH_STACK`: the number of entries, then (from, to, flags) each.
+    fn branch_stack(&mut self) -> Result<Vec<RawBranch>, RecordError> {
+        let nr = self.u64()? as usize;
+        if nr > self.b.len() / 24 {
+            return Err(self.short());
+        }
+        let mut branches = Vec::new();
+        for _ in 0..nr {
+            let from = self.u64()?;
+            let to = self.u64()?;
+            let flags = self.u64()?;
+            branches.push(RawBranch { from, to, flags });
+        }
+        Ok(branches)
+    }
+
+    /// `PERF_SAMPLE_REGS_USER` ([`REGS_USER`]): abi, then the registers (none when abi is 0:
+    /// a kernel thread); `PERF_SAMPLE_STACK_USER`: size, the bytes, then the size used (when
+    /// size > 0). The registers and the used bytes, when there are registers.
+    fn user_stack(&mut self) -> Result<Option<(proftrust_model::UserRegs, Vec<u8>)>, RecordError> {
+        let abi = self.u64()?;
+        let regs = if abi != 0 {
+            let bp = self.u64()?;
+            let sp = self.u64()?;
+            let ip = self.u64()?;
+            Some(proftrust_model::UserRegs { ip, sp, bp })
+        } else {
+            None
+        };
+        let size = self.u64()? as usize;
+        if size > self.b.len() {
+            return Err(self.short());
+        }
+        let at = self.pos;
+        self.skip(size)?;
+        let used = if size > 0 { self.u64()? as usize } else { 0 };
+        Ok(regs.map(|r| (r, self.b[at..at + used.min(size)].to_vec())))
+    }
+
+    /// `PERF_RECORD_MMAP2`.
+    fn mmap2(&mut self) -> Result<Rec, RecordError> {
+        let pid = self.u32()?;
+        self.u32()?;
+        let start = self.u64()?;
+        let len = self.u64()?;
+        let pgoff = self.u64()?;
+        self.skip(24)?; // maj/min/ino/ino_generation or build-id
+        let prot = self.u32()?;
+        self.u32()?;
+        Ok(Rec::Mmap {
+            pid,
+            time: trailer_time(self.b),
+            start,
+            len,
+            pgoff,
+            prot,
+            path: self.c_string(),
+        })
+    }
+
+    /// `PERF_RECORD_COMM`; `misc` says whether an `execve` set the name.
+    fn comm(&mut self, misc: u16) -> Result<Rec, RecordError> {
+        let pid = self.u32()?;
+        let tid = self.u32()?;
+        // The name, NUL-terminated and padded to 8 bytes, then the sample_id trailer.
+        Ok(Rec::Comm {
+            pid,
+            tid,
+            time: trailer_time(self.b),
+            comm: self.c_string(),
+            exec: u32::from(misc) & b::PERF_RECORD_MISC_COMM_EXEC != 0,
+        })
+    }
+
+    /// `PERF_RECORD_FORK` of a new process (`None` for a new thread).
+    fn fork(&mut self) -> Result<Option<Rec>, RecordError> {
+        let pid = self.u32()?;
+        let ppid = self.u32()?;
+        let tid = self.u32()?;
+        let ptid = self.u32()?;
+        let time = self.u64()?;
+        Ok((pid != ppid).then_some(Rec::Fork {
+            pid,
+            tid,
+            ppid,
+            ptid,
+            time,
+        }))
+    }
+
+    /// `PERF_RECORD_THROTTLE` or `PERF_RECORD_UNTHROTTLE`: time, id, stream_id (then the
+    /// sample_id trailer).
+    fn throttle(&mut self) -> Result<Rec, RecordError> {
+        let time = self.u64()?;
+        self.u64()?;
+        let stream_id = self.u64()?;
+        Ok(if self.kind == b::PERF_RECORD_THROTTLE {
+            Rec::Throttle { stream_id, time }
+        } else {
+            Rec::Unthrottle { stream_id, time }
+        })
+    }
+
+    /// The NUL-terminated string from the cursor on (lossy UTF-8; the rest when there is no
+    /// NUL).
+    fn c_string(&self) -> String {
+        let rest = &self.b[self.pos..];
+        let end = rest.iter().position(|&x| x == 0).unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end]).into_owned()
+    }
 }
 
 #[cfg(test)]
@@ -409,7 +448,7 @@ mod tests {
         )
         .unwrap();
         match &out[..] {
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 id: 7,
                 stream_id: 9,
                 ip: 0x401000,
@@ -420,7 +459,7 @@ mod tests {
                 period: 1000003,
                 callchain,
                 ..
-            }] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
+            })] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
             other => panic!("{other:?}"),
         }
     }
@@ -456,11 +495,11 @@ mod tests {
             matches!(
                 out[..],
                 [
-                    Rec::Sample {
+                    Rec::Sample(RawSample {
                         count: Some(5_000_000),
                         period: 1000003,
                         ..
-                    },
+                    }),
                     Rec::Throttle {
                         stream_id: 9,
                         time: 200
@@ -490,10 +529,10 @@ mod tests {
         };
         decode_batch(&bytes, l, &mut out).unwrap();
         match &out[..] {
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 user_stack: Some((r, stack)),
                 ..
-            }] => {
+            })] => {
                 assert_eq!((r.bp, r.sp, r.ip), (0x7000, 0x7ff0, 0x401234));
                 assert_eq!(stack.len(), 16);
                 assert_eq!(stack[8..16], 0x2222u64.to_le_bytes());
@@ -506,10 +545,10 @@ mod tests {
         decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).unwrap();
         assert!(matches!(
             &out[..],
-            [Rec::Sample {
+            [Rec::Sample(RawSample {
                 user_stack: None,
                 ..
-            }]
+            })]
         ));
         // A stack size past the record is an error, not a panic.
         let body = sample_body(&[1000003, 0, 1 << 40]);

@@ -57,8 +57,12 @@ pub(super) struct Layout {
 }
 
 impl Layout {
+    /// Indexes `g` (checked first: every block, call, successor and box estimate valid):
+    /// its blocks flattened into global blocks, a flow variable per successor edge, per
+    /// function without known callers (external calls) and per box, the callers of each
+    /// function and box, and the IPC bounds.
     pub(super) fn new(g: &FlowGraph, instr_sites: bool, max_ipc: f64) -> Result<Layout, SkidError> {
-        let bad = |what: String| Err(SkidError::InvalidProblem { what });
+        check_graph(g).map_err(|what| SkidError::InvalidProblem { what })?;
         let nf = g.functions.len();
         let mut func_of = Vec::new();
         let mut first = Vec::with_capacity(nf);
@@ -68,73 +72,8 @@ impl Layout {
         let mut calls = Vec::new();
         let mut succ = Vec::new();
         for (fi, f) in g.functions.iter().enumerate() {
-            if f.blocks.is_empty() {
-                return bad(format!("function {} has no blocks", f.name));
-            }
             first.push(func_of.len());
-            for (bi, b) in f.blocks.iter().enumerate() {
-                let n = b.sampled_instructions.len();
-                if n == 0 || b.sampled_cycles.len() != n {
-                    return bad(format!(
-                        "block {bi} of {}: {} instruction and {} cycle estimates (need the \
-                         same number, at least one)",
-                        f.name,
-                        n,
-                        b.sampled_cycles.len()
-                    ));
-                }
-                if let Some(v) = b
-                    .sampled_instructions
-                    .iter()
-                    .chain(&b.sampled_cycles)
-                    .find(|v| !(v.is_finite() && **v >= 0.0))
-                {
-                    return bad(format!(
-                        "block {bi} of {}: estimate {v} is negative or not finite",
-                        f.name
-                    ));
-                }
-                let check = |cl: &Callee| match *cl {
-                    Callee::Function(h) if h >= nf => Err(format!("calls function {h}")),
-                    Callee::Box(x) if x >= g.boxes.len() => Err(format!("calls box {x}")),
-                    _ => Ok(()),
-                };
-                let mut last_k = None;
-                for (k, cl) in &b.calls {
-                    if *k >= n || last_k.is_some_and(|l| l >= *k) {
-                        return bad(format!(
-                            "block {bi} of {}: call at instruction {k} is outside the block \
-                             or out of order",
-                            f.name
-                        ));
-                    }
-                    last_k = Some(*k);
-                    if let Err(w) = check(cl) {
-                        return bad(format!(
-                            "block {bi} of {} {w}, which does not exist",
-                            f.name
-                        ));
-                    }
-                }
-                for s in &b.successors {
-                    match s {
-                        Successor::Block(t) if *t >= f.blocks.len() => {
-                            return bad(format!(
-                                "block {bi} of {} jumps to block {t}, which does not exist",
-                                f.name
-                            ))
-                        }
-                        Successor::TailCall(cl) => {
-                            if let Err(w) = check(cl) {
-                                return bad(format!(
-                                    "block {bi} of {} tail-{w}, which does not exist",
-                                    f.name
-                                ));
-                            }
-                        }
-                        _ => {}
-                    }
-                }
+            for b in &f.blocks {
                 func_of.push(fi);
                 e.extend_from_slice(&b.sampled_instructions);
                 c.extend_from_slice(&b.sampled_cycles);
@@ -147,15 +86,6 @@ impl Layout {
                 succ.push(s);
             }
         }
-        for x in &g.boxes {
-            if !(x.sampled_instructions.is_finite()
-                && x.sampled_instructions >= 0.0
-                && x.sampled_cycles.is_finite()
-                && x.sampled_cycles >= 0.0)
-            {
-                return bad(format!("black box {}: bad estimates", x.name));
-            }
-        }
         let nb = func_of.len();
         let mut var0 = Vec::with_capacity(nb + 1);
         let mut nvars = 0;
@@ -164,31 +94,7 @@ impl Layout {
             nvars += s.len();
         }
         var0.push(nvars);
-        let mut fn_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); nf];
-        let mut box_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); g.boxes.len()];
-        let mut indirect_sites = Vec::new();
-        for gb in 0..nb {
-            for &(k, cl) in &calls[gb] {
-                match cl {
-                    Callee::Function(h) => fn_callers[h].push(CallerRef::Call { gb, k }),
-                    Callee::Box(x) => box_callers[x].push(CallerRef::Call { gb, k }),
-                    Callee::Indirect => indirect_sites.push((gb, k)),
-                    Callee::Unknown => {}
-                }
-            }
-            for (j, s) in succ[gb].iter().enumerate() {
-                let var = var0[gb] + j;
-                match s {
-                    Successor::TailCall(Callee::Function(h)) => {
-                        fn_callers[*h].push(CallerRef::Tail { gb, var })
-                    }
-                    Successor::TailCall(Callee::Box(x)) => {
-                        box_callers[*x].push(CallerRef::Tail { gb, var })
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let (mut fn_callers, box_callers, indirect_sites) = callers(g, &calls, &succ, &var0);
         let mut ext_var = vec![None; nf];
         for (fi, f) in g.functions.iter().enumerate() {
             if f.external_callers || fn_callers[fi].is_empty() {
@@ -197,37 +103,9 @@ impl Layout {
                 nvars += 1;
             }
         }
-        let mut box_var = Vec::with_capacity(g.boxes.len());
-        for _ in &g.boxes {
-            box_var.push(nvars);
-            nvars += 1;
-        }
-        // IPC bound: x_b |B_b| <= IPC_max x (an upper confidence bound on the block's
-        // cycles): C_b + 2 sqrt(C_b P) + 3 P (Poisson: 3 periods when nothing was sampled).
-        let bounded = max_ipc.is_finite() && max_ipc > 0.0 && g.cycle_period > 0.0;
-        let per = g.cycle_period;
-        let upper = |cb: f64| max_ipc * (cb + 2.0 * (cb * per).sqrt() + 3.0 * per);
-        let bounds = (0..func_of.len())
-            .map(|gb| {
-                if bounded {
-                    let cb: f64 = c[istart[gb]..istart[gb + 1]].iter().sum();
-                    upper(cb) / (istart[gb + 1] - istart[gb]) as f64
-                } else {
-                    f64::INFINITY
-                }
-            })
-            .collect();
-        let box_bounds = g
-            .boxes
-            .iter()
-            .map(|b| {
-                if bounded {
-                    upper(b.sampled_cycles)
-                } else {
-                    f64::INFINITY
-                }
-            })
-            .collect();
+        let box_var = (nvars..nvars + g.boxes.len()).collect();
+        nvars += g.boxes.len();
+        let (bounds, box_bounds) = ipc_bounds(g, &c, &istart, max_ipc);
         let c_block = (0..nb)
             .map(|gb| c[istart[gb]..istart[gb + 1]].iter().sum())
             .collect();
@@ -348,4 +226,165 @@ impl Layout {
         }
         rows
     }
+}
+
+/// What is wrong with `g`, if anything: a function without blocks, a block whose estimates
+/// differ in number, are empty, negative or not finite, a call outside its block or out of
+/// order, a call or jump to what does not exist, a black box with bad estimates.
+fn check_graph(g: &FlowGraph) -> Result<(), String> {
+    let nf = g.functions.len();
+    let check = |cl: &Callee| match *cl {
+        Callee::Function(h) if h >= nf => Err(format!("calls function {h}")),
+        Callee::Box(x) if x >= g.boxes.len() => Err(format!("calls box {x}")),
+        _ => Ok(()),
+    };
+    for f in &g.functions {
+        if f.blocks.is_empty() {
+            return Err(format!("function {} has no blocks", f.name));
+        }
+        for (bi, b) in f.blocks.iter().enumerate() {
+            let n = b.sampled_instructions.len();
+            if n == 0 || b.sampled_cycles.len() != n {
+                return Err(format!(
+                    "block {bi} of {}: {} instruction and {} cycle estimates (need the \
+                     same number, at least one)",
+                    f.name,
+                    n,
+                    b.sampled_cycles.len()
+                ));
+            }
+            if let Some(v) = b
+                .sampled_instructions
+                .iter()
+                .chain(&b.sampled_cycles)
+                .find(|v| !(v.is_finite() && **v >= 0.0))
+            {
+                return Err(format!(
+                    "block {bi} of {}: estimate {v} is negative or not finite",
+                    f.name
+                ));
+            }
+            let mut last_k = None;
+            for (k, cl) in &b.calls {
+                if *k >= n || last_k.is_some_and(|l| l >= *k) {
+                    return Err(format!(
+                        "block {bi} of {}: call at instruction {k} is outside the block \
+                         or out of order",
+                        f.name
+                    ));
+                }
+                last_k = Some(*k);
+                if let Err(w) = check(cl) {
+                    return Err(format!(
+                        "block {bi} of {} {w}, which does not exist",
+                        f.name
+                    ));
+                }
+            }
+            for s in &b.successors {
+                match s {
+                    Successor::Block(t) if *t >= f.blocks.len() => {
+                        return Err(format!(
+                            "block {bi} of {} jumps to block {t}, which does not exist",
+                            f.name
+                        ))
+                    }
+                    Successor::TailCall(cl) => {
+                        if let Err(w) = check(cl) {
+                            return Err(format!(
+                                "block {bi} of {} tail-{w}, which does not exist",
+                                f.name
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for x in &g.boxes {
+        if !(x.sampled_instructions.is_finite()
+            && x.sampled_instructions >= 0.0
+            && x.sampled_cycles.is_finite()
+            && x.sampled_cycles >= 0.0)
+        {
+            return Err(format!("black box {}: bad estimates", x.name));
+        }
+    }
+    Ok(())
+}
+
+/// The callers of each function, those of each box, and the indirect call sites.
+type Callers = (
+    Vec<Vec<CallerRef>>,
+    Vec<Vec<CallerRef>>,
+    Vec<(usize, usize)>,
+);
+
+/// The callers of each function and box (calls and tail calls of the global blocks;
+/// `var0`: each block's first flow variable), and the indirect call sites.
+fn callers(
+    g: &FlowGraph,
+    calls: &[Vec<(usize, Callee)>],
+    succ: &[Vec<Successor>],
+    var0: &[usize],
+) -> Callers {
+    let mut fn_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); g.functions.len()];
+    let mut box_callers: Vec<Vec<CallerRef>> = vec![Vec::new(); g.boxes.len()];
+    let mut indirect_sites = Vec::new();
+    for gb in 0..calls.len() {
+        for &(k, cl) in &calls[gb] {
+            match cl {
+                Callee::Function(h) => fn_callers[h].push(CallerRef::Call { gb, k }),
+                Callee::Box(x) => box_callers[x].push(CallerRef::Call { gb, k }),
+                Callee::Indirect => indirect_sites.push((gb, k)),
+                Callee::Unknown => {}
+            }
+        }
+        for (j, s) in succ[gb].iter().enumerate() {
+            let var = var0[gb] + j;
+            match s {
+                Successor::TailCall(Callee::Function(h)) => {
+                    fn_callers[*h].push(CallerRef::Tail { gb, var })
+                }
+                Successor::TailCall(Callee::Box(x)) => {
+                    box_callers[*x].push(CallerRef::Tail { gb, var })
+                }
+                _ => {}
+            }
+        }
+    }
+    (fn_callers, box_callers, indirect_sites)
+}
+
+/// The upper bounds `U_b` per global block (per instruction: `c`, `istart` as in
+/// [`Layout`]) and `U_X` per box. IPC bound: x_b |B_b| <= IPC_max x (an upper confidence
+/// bound on the block's cycles): C_b + 2 sqrt(C_b P) + 3 P (Poisson: 3 periods when nothing
+/// was sampled); infinite without a `max_ipc` or a cycle period.
+fn ipc_bounds(g: &FlowGraph, c: &[f64], istart: &[usize], max_ipc: f64) -> (Vec<f64>, Vec<f64>) {
+    let bounded = max_ipc.is_finite() && max_ipc > 0.0 && g.cycle_period > 0.0;
+    let per = g.cycle_period;
+    let upper = |cb: f64| max_ipc * (cb + 2.0 * (cb * per).sqrt() + 3.0 * per);
+    let bounds = (0..istart.len() - 1)
+        .map(|gb| {
+            if bounded {
+                let cb: f64 = c[istart[gb]..istart[gb + 1]].iter().sum();
+                upper(cb) / (istart[gb + 1] - istart[gb]) as f64
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let box_bounds = g
+        .boxes
+        .iter()
+        .map(|b| {
+            if bounded {
+                upper(b.sampled_cycles)
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    (bounds, box_bounds)
 }

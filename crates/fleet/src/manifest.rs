@@ -132,100 +132,26 @@ fn rel(store: &Path, p: &Path) -> String {
 /// damaged recording is left out.
 pub fn verify(store: &Path) -> Result<Verified> {
     let mut v = Verified::default();
-    // The recordings: id -> (host, the file at its canonical place); copies are extra.
-    let mut recs: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
-    let mut extra: BTreeSet<String> = BTreeSet::new();
-    for p in parquet_files(&Table::Recordings.dir(store))? {
-        let batches = read_batches(&p)?;
-        let mut ids = BTreeSet::new();
-        for b in &batches {
-            let (id, host) = (strings(b, 0)?, strings(b, 1)?);
-            for (i, h) in id.into_iter().zip(host) {
-                ids.insert((i, h));
-            }
-        }
-        for (id, host) in ids {
-            let canonical = Table::Recordings
-                .dir(store)
-                .join(format!("host={host}"))
-                .join(format!("{id}.parquet"));
-            if p != canonical {
-                // A copy (or a file moved): the recording is read once, from its own file.
-                extra.insert(rel(store, &p));
-                continue;
-            }
-            recs.insert(id, (host, p.clone()));
-        }
-    }
-    // The file lists.
-    let mut lists: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
-    for p in parquet_files(&Table::Files.dir(store))? {
-        for b in read_batches(&p)? {
-            let (id, table, path) = (strings(&b, 0)?, strings(&b, 2)?, strings(&b, 3)?);
-            let (rows, bytes, crc) = (ints(&b, 4)?, ints(&b, 5)?, ints(&b, 6)?);
-            for i in 0..b.num_rows() {
-                lists.entry(id[i].clone()).or_default().push(FileEntry {
-                    table: table[i].clone(),
-                    path: path[i].clone(),
-                    rows: rows[i],
-                    bytes: bytes[i],
-                    crc32: crc[i] as u32,
-                });
-            }
-        }
-    }
-    // Each listed file as it is now: Ok(()) or what is wrong.
-    let mut state: BTreeMap<String, std::result::Result<(), String>> = BTreeMap::new();
-    for e in lists.values().flatten() {
-        let p = store.join(&e.path);
-        let s = match checksum(&p) {
-            Err(_) if !p.exists() => Err("missing".to_string()),
-            Err(err) => Err(format!("unreadable ({err})")),
-            Ok((bytes, crc)) if (bytes, crc) != (e.bytes, e.crc32) => Err(format!(
-                "not the file the ingest wrote ({bytes} bytes, CRC {crc:08x}; written: {} bytes, CRC {:08x})",
-                e.bytes, e.crc32
-            )),
-            Ok(_) => match footer_rows(&p) {
-                Ok(r) if r == e.rows => Ok(()),
-                Ok(r) => Err(format!("{r} rows where the ingest wrote {}", e.rows)),
-                Err(err) => Err(format!("unreadable ({err})")),
-            },
-        };
-        state.insert(e.path.clone(), s);
-    }
+    let (recs, mut extra) = recordings(store)?;
+    let lists = file_lists(store)?;
+    let state = file_states(store, &lists);
     let mut read: BTreeMap<&'static str, BTreeSet<PathBuf>> = BTreeMap::new();
     let mut left_out = Vec::new();
     for (id, (host, rec_file)) in &recs {
-        let Some(files) = lists.get(id) else {
-            left_out.push(format!(
-                "recording {id} (host {host}) lists no files (no files/host={host}/{id}.parquet): left out"
-            ));
-            continue;
-        };
-        let bad: Vec<String> = files
-            .iter()
-            .filter(|e| e.table != Table::Symbols.name())
-            .filter_map(|e| match &state[&e.path] {
-                Ok(()) => None,
-                Err(why) => Some(format!("{}: {why}", e.path)),
-            })
-            .collect();
-        if !bad.is_empty() {
-            left_out.push(format!(
-                "recording {id} (host {host}) left out of every table: {}",
-                bad.join("; ")
-            ));
-            continue;
-        }
-        v.recordings += 1;
-        read.entry(Table::Recordings.name())
-            .or_default()
-            .insert(rec_file.clone());
-        for e in files.iter().filter(|e| e.table != Table::Symbols.name()) {
-            if let Some(t) = Table::ALL.iter().find(|t| t.name() == e.table) {
-                read.entry(t.name())
+        match intact_files(id, host, lists.get(id), &state) {
+            Err(why) => left_out.push(why),
+            Ok(files) => {
+                v.recordings += 1;
+                read.entry(Table::Recordings.name())
                     .or_default()
-                    .insert(store.join(&e.path));
+                    .insert(rec_file.clone());
+                for e in files {
+                    if let Some(t) = Table::ALL.iter().find(|t| t.name() == e.table) {
+                        read.entry(t.name())
+                            .or_default()
+                            .insert(store.join(&e.path));
+                    }
+                }
             }
         }
     }
@@ -250,8 +176,132 @@ pub fn verify(store: &Path) -> Result<Verified> {
         .into_iter()
         .map(|(t, s)| (t, s.into_iter().collect()))
         .collect();
-    // Files nobody listed: copies, files from elsewhere.
+    extra.extend(unlisted_files(store, &lists)?);
+    damage_warnings(&mut v, left_out, &extra);
+    Ok(v)
+}
+
+/// Recording id -> (host, its recordings file).
+type RecordingFiles = BTreeMap<String, (String, PathBuf)>;
+
+/// The recordings of `store`, each with the file at its canonical place; and the
+/// recordings files found elsewhere (copies, files moved: a recording is read once, from its
+/// own file).
+fn recordings(store: &Path) -> Result<(RecordingFiles, BTreeSet<String>)> {
+    let mut recs = RecordingFiles::new();
+    let mut extra: BTreeSet<String> = BTreeSet::new();
+    for p in parquet_files(&Table::Recordings.dir(store))? {
+        let batches = read_batches(&p)?;
+        let mut ids = BTreeSet::new();
+        for b in &batches {
+            let (id, host) = (strings(b, 0)?, strings(b, 1)?);
+            for (i, h) in id.into_iter().zip(host) {
+                ids.insert((i, h));
+            }
+        }
+        for (id, host) in ids {
+            let canonical = Table::Recordings
+                .dir(store)
+                .join(format!("host={host}"))
+                .join(format!("{id}.parquet"));
+            if p != canonical {
+                extra.insert(rel(store, &p));
+                continue;
+            }
+            recs.insert(id, (host, p.clone()));
+        }
+    }
+    Ok((recs, extra))
+}
+
+/// Each recording's file list, by recording id.
+fn file_lists(store: &Path) -> Result<BTreeMap<String, Vec<FileEntry>>> {
+    let mut lists: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
+    for p in parquet_files(&Table::Files.dir(store))? {
+        for b in read_batches(&p)? {
+            let (id, table, path) = (strings(&b, 0)?, strings(&b, 2)?, strings(&b, 3)?);
+            let (rows, bytes, crc) = (ints(&b, 4)?, ints(&b, 5)?, ints(&b, 6)?);
+            for i in 0..b.num_rows() {
+                lists.entry(id[i].clone()).or_default().push(FileEntry {
+                    table: table[i].clone(),
+                    path: path[i].clone(),
+                    rows: rows[i],
+                    bytes: bytes[i],
+                    crc32: crc[i] as u32,
+                });
+            }
+        }
+    }
+    Ok(lists)
+}
+
+/// Each listed file as it is now: `Ok(())`, or what is wrong with it (missing, unreadable,
+/// another size or CRC, another number of rows).
+fn file_states(
+    store: &Path,
+    lists: &BTreeMap<String, Vec<FileEntry>>,
+) -> BTreeMap<String, std::result::Result<(), String>> {
+    let mut state = BTreeMap::new();
+    for e in lists.values().flatten() {
+        let p = store.join(&e.path);
+        let s = match checksum(&p) {
+            Err(_) if !p.exists() => Err("missing".to_string()),
+            Err(err) => Err(format!("unreadable ({err})")),
+            Ok((bytes, crc)) if (bytes, crc) != (e.bytes, e.crc32) => Err(format!(
+                "not the file the ingest wrote ({bytes} bytes, CRC {crc:08x}; written: {} bytes, CRC {:08x})",
+                e.bytes, e.crc32
+            )),
+            Ok(_) => match footer_rows(&p) {
+                Ok(r) if r == e.rows => Ok(()),
+                Ok(r) => Err(format!("{r} rows where the ingest wrote {}", e.rows)),
+                Err(err) => Err(format!("unreadable ({err})")),
+            },
+        };
+        state.insert(e.path.clone(), s);
+    }
+    state
+}
+
+/// The files of recording `id` other than symbols, when every one is intact; else the
+/// warning that leaves the recording out.
+fn intact_files<'a>(
+    id: &str,
+    host: &str,
+    files: Option<&'a Vec<FileEntry>>,
+    state: &BTreeMap<String, std::result::Result<(), String>>,
+) -> std::result::Result<Vec<&'a FileEntry>, String> {
+    let Some(files) = files else {
+        return Err(format!(
+            "recording {id} (host {host}) lists no files (no files/host={host}/{id}.parquet): left out"
+        ));
+    };
+    let own: Vec<&FileEntry> = files
+        .iter()
+        .filter(|e| e.table != Table::Symbols.name())
+        .collect();
+    let bad: Vec<String> = own
+        .iter()
+        .filter_map(|e| match &state[&e.path] {
+            Ok(()) => None,
+            Err(why) => Some(format!("{}: {why}", e.path)),
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(format!(
+            "recording {id} (host {host}) left out of every table: {}",
+            bad.join("; ")
+        ));
+    }
+    Ok(own)
+}
+
+/// Files of the data tables nobody listed: copies, files from elsewhere.
+fn unlisted_files(
+    store: &Path,
+    lists: &BTreeMap<String, Vec<FileEntry>>,
+) -> Result<BTreeSet<String>> {
     let listed: BTreeSet<&str> = lists.values().flatten().map(|e| e.path.as_str()).collect();
+    let mut extra = BTreeSet::new();
     for t in [Table::Samples, Table::Labels, Table::Symbols, Table::Files] {
         for p in parquet_files(&t.dir(store))? {
             let r = rel(store, &p);
@@ -260,6 +310,12 @@ pub fn verify(store: &Path) -> Result<Verified> {
             }
         }
     }
+    Ok(extra)
+}
+
+/// The warnings of a damaged store: the recordings left out, the files no recording wrote,
+/// and that the numbers are of the intact recordings only.
+fn damage_warnings(v: &mut Verified, left_out: Vec<String>, extra: &BTreeSet<String>) {
     let n_left = left_out.len();
     v.warnings.extend(left_out);
     if !extra.is_empty() {
@@ -282,7 +338,6 @@ pub fn verify(store: &Path) -> Result<Verified> {
             v.recordings
         ));
     }
-    Ok(v)
 }
 
 /// Removes the hidden temporaries (`.NAME.tmp-PID`) that ingests which are no longer running

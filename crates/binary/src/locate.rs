@@ -267,50 +267,7 @@ impl BinaryLocator {
                 step: None,
             };
         }
-        // 2-6: candidates in order.
-        let mut candidates: Vec<(&'static str, PathBuf)> = Vec::new();
-        if let Some(dir) = &self.opts.symfs {
-            candidates.push(("--symfs", dir.join(path.trim_start_matches('/'))));
-        }
-        if let Some(w) = want {
-            let hex = w.to_hex();
-            if hex.len() > 2 {
-                if let Some(c) = &self.opts.build_id_cache {
-                    candidates.push((
-                        "build-id cache",
-                        c.join(".build-id")
-                            .join(&hex[..2])
-                            .join(&hex[2..])
-                            .join("elf"),
-                    ));
-                }
-                if let Some(c) = &self.opts.debuginfod_cache {
-                    candidates.push(("debuginfod cache", c.join(&hex).join("executable")));
-                }
-                // The recorded file, when its build-id is the one wanted, before debug-only
-                // files: it has the code, `.plt` and segments, and opening it finds its debug
-                // file (by build-id under the debug directories) for symbols and lines, as
-                // perf pairs them. A debug-only file alone has no code bytes, no PLT stubs
-                // and zeroed segment offsets.
-                if self.opts.recorded_path {
-                    candidates.push(("recorded path", PathBuf::from(path)));
-                }
-                if let Some(c) = &self.opts.debuginfod_cache {
-                    candidates.push(("debuginfod cache", c.join(&hex).join("debuginfo")));
-                }
-                for d in &self.opts.debug_dirs {
-                    candidates.push((
-                        "debug directory",
-                        d.join(".build-id")
-                            .join(&hex[..2])
-                            .join(format!("{}.debug", &hex[2..])),
-                    ));
-                }
-            }
-        }
-        if self.opts.recorded_path && !candidates.iter().any(|(s, _)| *s == "recorded path") {
-            candidates.push(("recorded path", PathBuf::from(path)));
-        }
+        let candidates = self.candidates(path, want);
         // Functions recovered from FDEs are named after the recorded file (`gawk!sub_..`),
         // not after a cache's file name (`elf`, `debuginfo`).
         let mut open = self.opts.open.clone();
@@ -359,6 +316,55 @@ impl BinaryLocator {
             binary: None,
             step: None,
         }
+    }
+
+    /// Steps 2-6 of the module documentation: the files to try for `path` (build-id
+    /// `want`), in order, each with the step's name.
+    fn candidates(&self, path: &str, want: Option<&BuildId>) -> Vec<(&'static str, PathBuf)> {
+        let mut candidates: Vec<(&'static str, PathBuf)> = Vec::new();
+        if let Some(dir) = &self.opts.symfs {
+            candidates.push(("--symfs", dir.join(path.trim_start_matches('/'))));
+        }
+        if let Some(w) = want {
+            let hex = w.to_hex();
+            if hex.len() > 2 {
+                if let Some(c) = &self.opts.build_id_cache {
+                    candidates.push((
+                        "build-id cache",
+                        c.join(".build-id")
+                            .join(&hex[..2])
+                            .join(&hex[2..])
+                            .join("elf"),
+                    ));
+                }
+                if let Some(c) = &self.opts.debuginfod_cache {
+                    candidates.push(("debuginfod cache", c.join(&hex).join("executable")));
+                }
+                // The recorded file, when its build-id is the one wanted, before debug-only
+                // files: it has the code, `.plt` and segments, and opening it finds its debug
+                // file (by build-id under the debug directories) for symbols and lines, as
+                // perf pairs them. A debug-only file alone has no code bytes, no PLT stubs
+                // and zeroed segment offsets.
+                if self.opts.recorded_path {
+                    candidates.push(("recorded path", PathBuf::from(path)));
+                }
+                if let Some(c) = &self.opts.debuginfod_cache {
+                    candidates.push(("debuginfod cache", c.join(&hex).join("debuginfo")));
+                }
+                for d in &self.opts.debug_dirs {
+                    candidates.push((
+                        "debug directory",
+                        d.join(".build-id")
+                            .join(&hex[..2])
+                            .join(format!("{}.debug", &hex[2..])),
+                    ));
+                }
+            }
+        }
+        if self.opts.recorded_path && !candidates.iter().any(|(s, _)| *s == "recorded path") {
+            candidates.push(("recorded path", PathBuf::from(path)));
+        }
+        candidates
     }
 
     /// `[vdso]` recorded with build-id `want`: perf's build-id cache copy, else the running

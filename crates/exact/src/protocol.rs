@@ -302,152 +302,14 @@ impl<R: Read> Decoder<R> {
         let at = self.off;
         self.off += 1;
         let rec = match tag[0] {
-            TAG_MODULE => {
-                let w = "module record";
-                let id = self.u32(w)?;
-                let base = self.u64(w)?;
-                let len = self.u16(w)? as usize;
-                let mut p = vec![0u8; len];
-                self.fill(&mut p, w)?;
-                Record::Module {
-                    id,
-                    base,
-                    path: String::from_utf8_lossy(&p).into_owned(),
-                }
-            }
-            TAG_BLOCK => {
-                let w = "block record";
-                let id = self.u32(w)?;
-                let module = self.u32(w)?;
-                let vaddr = self.u64(w)?;
-                let end = self.u8(w)?;
-                let n = self.u16(w)? as usize;
-                let addrs = self.u64s(n, w)?;
-                Record::Block {
-                    id,
-                    module,
-                    vaddr,
-                    end,
-                    addrs,
-                }
-            }
-            TAG_TRACE | TAG_TRACE_MEM => {
-                let w = "trace record";
-                let tid = self.u32(w)?;
-                let n = self.u32(w)? as usize;
-                if n > MAX_CHUNK_WORDS {
-                    return Err(ExactError::Protocol {
-                        offset: at,
-                        what: format!("trace chunk of {n} words is implausible"),
-                    });
-                }
-                let mut words = std::mem::take(&mut self.spare);
-                words.clear();
-                words.resize(n, 0);
-                self.fill(crate::sys::u32_bytes_mut(&mut words), w)?;
-                if cfg!(target_endian = "big") {
-                    for x in &mut words {
-                        *x = u32::from_le(*x);
-                    }
-                }
-                if tag[0] == TAG_TRACE {
-                    Record::Trace { tid, ids: words }
-                } else {
-                    Record::TraceMem { tid, words }
-                }
-            }
-            TAG_RING => {
-                let w = "ring record";
-                let tid = self.u32(w)?;
-                let n = self.u32(w)?;
-                let pos = self.u32(w)?;
-                Record::Ring { tid, pos, n }
-            }
-            TAG_SNAPSHOT => {
-                let w = "snapshot record";
-                let reason = match self.u8(w)? {
-                    0 => SnapshotReason::Exit,
-                    1 => SnapshotReason::Exec,
-                    2 => SnapshotReason::Kill,
-                    _ => SnapshotReason::Stop,
-                };
-                let vcpus = self.u32(w)?;
-                let threads = self.u32(w)?;
-                let n = self.u32(w)? as usize;
-                let inline = self.u64s(n, w)?;
-                let m = self.u32(w)? as usize;
-                let callback = self.u64s(m, w)?;
-                let e = self.u32(w)? as usize;
-                let mut edges = Vec::with_capacity(e.min(1 << 20));
-                for _ in 0..e {
-                    let from = self.u32(w)?;
-                    let to = self.u32(w)?;
-                    let c = self.u64(w)?;
-                    edges.push((from, to, c));
-                }
-                let underived = self.u64(w)?;
-                let b = self.u32(w)? as usize;
-                let mut misses = Vec::with_capacity(b.min(1 << 20));
-                for _ in 0..b {
-                    let id = self.u32(w)?;
-                    misses.push((id, self.u64(w)?));
-                }
-                Record::Snapshot(Snapshot {
-                    reason,
-                    vcpus,
-                    threads,
-                    inline,
-                    callback,
-                    edges,
-                    underived,
-                    misses,
-                })
-            }
+            TAG_MODULE => self.module_record()?,
+            TAG_BLOCK => self.block_record()?,
+            TAG_TRACE | TAG_TRACE_MEM => self.trace_record(tag[0] == TAG_TRACE, at)?,
+            TAG_RING => self.ring_record()?,
+            TAG_SNAPSHOT => Record::Snapshot(self.snapshot_record()?),
             TAG_END => Record::End,
-            TAG_PROCESS => {
-                let w = "process record";
-                let image = self.u32(w)?;
-                let parent = self.u32(w)?;
-                let start = match self.u8(w)? {
-                    0 => proftrust_model::ImageStart::Root,
-                    1 => proftrust_model::ImageStart::Fork,
-                    _ => proftrust_model::ImageStart::Exec,
-                };
-                Record::Process(ProcessRecord {
-                    image,
-                    parent: (parent != u32::MAX).then_some(parent),
-                    start,
-                    pid: self.u32(w)?,
-                    blocks: self.u32(w)?,
-                    modules: self.u32(w)?,
-                })
-            }
-            TAG_EXEC => {
-                let w = "exec record";
-                let image = self.u32(w)?;
-                let n = self.u16(w)? as usize;
-                let mut strings = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let len = self.u32(w)? as usize;
-                    if len > 1 << 20 {
-                        return Err(ExactError::Protocol {
-                            offset: at,
-                            what: format!("exec record string of {len} bytes is implausible"),
-                        });
-                    }
-                    let mut b = vec![0u8; len];
-                    self.fill(&mut b, w)?;
-                    strings.push(String::from_utf8_lossy(&b).into_owned());
-                }
-                let mut it = strings.into_iter();
-                Record::Exec {
-                    image: (image != u32::MAX).then_some(image),
-                    comm: it.next().unwrap_or_default(),
-                    path: it.next().unwrap_or_default(),
-                    why: it.next().unwrap_or_default(),
-                    argv: it.collect(),
-                }
-            }
+            TAG_PROCESS => Record::Process(self.process_record()?),
+            TAG_EXEC => self.exec_record(at)?,
             t => {
                 return Err(ExactError::Protocol {
                     offset: at,
@@ -456,6 +318,166 @@ impl<R: Read> Decoder<R> {
             }
         };
         Ok(Some(rec))
+    }
+
+    /// The body of a [`Record::Module`].
+    fn module_record(&mut self) -> Result<Record, ExactError> {
+        let w = "module record";
+        let id = self.u32(w)?;
+        let base = self.u64(w)?;
+        let len = self.u16(w)? as usize;
+        let mut p = vec![0u8; len];
+        self.fill(&mut p, w)?;
+        Ok(Record::Module {
+            id,
+            base,
+            path: String::from_utf8_lossy(&p).into_owned(),
+        })
+    }
+
+    /// The body of a [`Record::Block`].
+    fn block_record(&mut self) -> Result<Record, ExactError> {
+        let w = "block record";
+        let id = self.u32(w)?;
+        let module = self.u32(w)?;
+        let vaddr = self.u64(w)?;
+        let end = self.u8(w)?;
+        let n = self.u16(w)? as usize;
+        let addrs = self.u64s(n, w)?;
+        Ok(Record::Block {
+            id,
+            module,
+            vaddr,
+            end,
+            addrs,
+        })
+    }
+
+    /// The body of a [`Record::Trace`] (`ids`) or [`Record::TraceMem`], read into the
+    /// recycled words; `at` is the record's offset.
+    fn trace_record(&mut self, ids: bool, at: u64) -> Result<Record, ExactError> {
+        let w = "trace record";
+        let tid = self.u32(w)?;
+        let n = self.u32(w)? as usize;
+        if n > MAX_CHUNK_WORDS {
+            return Err(ExactError::Protocol {
+                offset: at,
+                what: format!("trace chunk of {n} words is implausible"),
+            });
+        }
+        let mut words = std::mem::take(&mut self.spare);
+        words.clear();
+        words.resize(n, 0);
+        self.fill(crate::sys::u32_bytes_mut(&mut words), w)?;
+        if cfg!(target_endian = "big") {
+            for x in &mut words {
+                *x = u32::from_le(*x);
+            }
+        }
+        Ok(if ids {
+            Record::Trace { tid, ids: words }
+        } else {
+            Record::TraceMem { tid, words }
+        })
+    }
+
+    /// The body of a [`Record::Ring`].
+    fn ring_record(&mut self) -> Result<Record, ExactError> {
+        let w = "ring record";
+        let tid = self.u32(w)?;
+        let n = self.u32(w)?;
+        let pos = self.u32(w)?;
+        Ok(Record::Ring { tid, pos, n })
+    }
+
+    /// The body of a [`Record::Snapshot`].
+    fn snapshot_record(&mut self) -> Result<Snapshot, ExactError> {
+        let w = "snapshot record";
+        let reason = match self.u8(w)? {
+            0 => SnapshotReason::Exit,
+            1 => SnapshotReason::Exec,
+            2 => SnapshotReason::Kill,
+            _ => SnapshotReason::Stop,
+        };
+        let vcpus = self.u32(w)?;
+        let threads = self.u32(w)?;
+        let n = self.u32(w)? as usize;
+        let inline = self.u64s(n, w)?;
+        let m = self.u32(w)? as usize;
+        let callback = self.u64s(m, w)?;
+        let e = self.u32(w)? as usize;
+        let mut edges = Vec::with_capacity(e.min(1 << 20));
+        for _ in 0..e {
+            let from = self.u32(w)?;
+            let to = self.u32(w)?;
+            let c = self.u64(w)?;
+            edges.push((from, to, c));
+        }
+        let underived = self.u64(w)?;
+        let b = self.u32(w)? as usize;
+        let mut misses = Vec::with_capacity(b.min(1 << 20));
+        for _ in 0..b {
+            let id = self.u32(w)?;
+            misses.push((id, self.u64(w)?));
+        }
+        Ok(Snapshot {
+            reason,
+            vcpus,
+            threads,
+            inline,
+            callback,
+            edges,
+            underived,
+            misses,
+        })
+    }
+
+    /// The body of a [`Record::Process`].
+    fn process_record(&mut self) -> Result<ProcessRecord, ExactError> {
+        let w = "process record";
+        let image = self.u32(w)?;
+        let parent = self.u32(w)?;
+        let start = match self.u8(w)? {
+            0 => proftrust_model::ImageStart::Root,
+            1 => proftrust_model::ImageStart::Fork,
+            _ => proftrust_model::ImageStart::Exec,
+        };
+        Ok(ProcessRecord {
+            image,
+            parent: (parent != u32::MAX).then_some(parent),
+            start,
+            pid: self.u32(w)?,
+            blocks: self.u32(w)?,
+            modules: self.u32(w)?,
+        })
+    }
+
+    /// The body of a [`Record::Exec`]; `at` is the record's offset.
+    fn exec_record(&mut self, at: u64) -> Result<Record, ExactError> {
+        let w = "exec record";
+        let image = self.u32(w)?;
+        let n = self.u16(w)? as usize;
+        let mut strings = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len = self.u32(w)? as usize;
+            if len > 1 << 20 {
+                return Err(ExactError::Protocol {
+                    offset: at,
+                    what: format!("exec record string of {len} bytes is implausible"),
+                });
+            }
+            let mut b = vec![0u8; len];
+            self.fill(&mut b, w)?;
+            strings.push(String::from_utf8_lossy(&b).into_owned());
+        }
+        let mut it = strings.into_iter();
+        Ok(Record::Exec {
+            image: (image != u32::MAX).then_some(image),
+            comm: it.next().unwrap_or_default(),
+            path: it.next().unwrap_or_default(),
+            why: it.next().unwrap_or_default(),
+            argv: it.collect(),
+        })
     }
 }
 

@@ -8,7 +8,8 @@ use crate::Events;
 use proftrust_binary::Symbolizer;
 use proftrust_model::{ModuleTable, RunOutcome, SampleSet};
 use proftrust_paths::{
-    compare_cct, gprof_comparison, sampled_cct_with, FunctionMap, ProfilerOptions,
+    compare_cct, gprof_comparison, sampled_cct_with, Cct, FunctionMap, GprofComparison,
+    ProfilerOptions, SampledComparison,
 };
 pub use proftrust_report::cct::{CctBackedge, CctContext, CctRecord, CctReport};
 use std::path::{Path, PathBuf};
@@ -113,118 +114,27 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
     } = trace::trace(&p, &o.command[1..], &o.trace, build, o.show_output, events)?;
     let mut warnings = p.warnings.clone();
     warnings.extend(proftrust_report::outcome_warning(&outcome, "the contexts"));
-    // The folded files carry the same mark as their first line (a comment flame-graph
-    // tools skip): a file written on an interrupt must not look like a whole run.
-    let folded_mark = proftrust_report::outcome_warning(&outcome, "these stacks")
-        .map(|w| proftrust_model::folded_comment(&w).into_bytes())
-        .unwrap_or_default();
-    let mut names = FunctionMap::default();
-    add_names(&mut names, &cct.modules, program, &mut warnings);
-    if let Some(s) = &samples {
-        add_names(&mut names, &s.modules, program, &mut warnings);
-    }
-    let names = names.finish();
+    let folded_mark = folded_mark(&outcome);
+    let names = function_names(&cct, samples.as_ref(), program, &mut warnings);
     let stats = cct.stats();
-    let gprof = match gprof_comparison(&cct, &names) {
-        // A run cut short before anything reached the trace (a fatal signal loses QEMU's
-        // trace buffers; an interrupt at the start): say so instead of failing.
-        Err(proftrust_paths::Error::Empty { .. })
-            if !matches!(outcome, RunOutcome::Exited { code: 0 }) =>
-        {
-            warnings.push("the trace holds no instruction".into());
-            proftrust_paths::GprofComparison {
-                epsilon: 0.0,
-                contexts: Vec::new(),
-            }
-        }
-        r => r.context("comparing with gprof's assumption")?,
-    };
+    let gprof = exact_gprof(&cct, &names, &outcome, &mut warnings)?;
     let total: u64 = cct.nodes().iter().map(|n| n.instructions).sum();
-    let anchor = o.anchor.as_deref();
-    let mut sampled_folded = None;
-    let sampled = match &samples {
-        Some(s) => {
-            let sym = Symbolizer::new(&s.modules, program);
-            let sc = sampled_cct_with(s, &names, None, &BinaryCode::new(&sym));
-            if sc.repaired > 0 || sc.unrepaired > 0 {
-                events.note(&format!(
-                    "{} sample(s) fell where their function had no frame (frameless leaf, prologue or epilogue): caller restored from the direct call at the first return address for {}, not restorable for {} (indirect call, or code without frame pointers)",
-                    sc.repaired + sc.unrepaired,
-                    sc.repaired,
-                    sc.unrepaired
-                ));
-            }
-            if o.sampled_folded {
-                let mut buf = folded_mark.clone();
-                sc.write_folded(&mut buf)
-                    .context("writing the sampled contexts as collapsed stacks")?;
-                sampled_folded = Some(buf);
-            }
-            let exact = cct.context_instructions(&names, None);
-            let c =
-                compare_cct(&sc, &exact, anchor).context("comparing sampled and exact contexts")?;
-            Some((c, sc.repaired, sc.unrepaired))
-        }
-        None => None,
+    let sampled = samples
+        .as_ref()
+        .map(|s| compare_samples(s, &cct, &names, program, o, &folded_mark, events))
+        .transpose()?;
+    let folded = o
+        .folded
+        .map(|metric| exact_folded(&cct, &names, metric, &folded_mark))
+        .transpose()?;
+    let (sampled, repaired, sampled_folded) = match sampled {
+        Some(s) => (
+            Some(s.comparison),
+            Some((s.repaired, s.unrepaired)),
+            s.folded,
+        ),
+        None => (None, None, None),
     };
-    let (sampled, repaired) = match sampled {
-        Some((c, r, u)) => (Some(c), Some((r, u))),
-        None => (None, None),
-    };
-    let folded = match o.folded {
-        Some(metric) => {
-            let mut buf = folded_mark.clone();
-            cct.write_folded_by(&names, &mut buf, |n| match metric {
-                FoldedMetric::Instructions => n.instructions,
-                FoldedMetric::Cycles => n.cycles,
-                FoldedMetric::L1Misses => n.l1_misses,
-                FoldedMetric::LlcMisses => n.llc_misses,
-            })
-            .context("writing the CCT as collapsed stacks")?;
-            Some(buf)
-        }
-        None => None,
-    };
-    let cyc = cct.context_metric(&names, None, |n| n.cycles);
-    let l1 = cct.context_metric(&names, None, |n| n.l1_misses);
-    let contexts = gprof
-        .contexts
-        .iter()
-        .map(|c| CctContext {
-            stack: c.stack.clone(),
-            instructions: c.exact,
-            share: c.exact as f64 / total.max(1) as f64,
-            gprof: c.gprof,
-            cycles: cyc.get(&c.stack).copied().unwrap_or(0),
-            l1_misses: l1.get(&c.stack).copied().unwrap_or(0),
-        })
-        .collect();
-    let records = cct
-        .nodes()
-        .iter()
-        .skip(1)
-        .map(|n| CctRecord {
-            id: n.id.0,
-            parent: n.parent.map(|p| p.0),
-            procedure: names.name(&cct.modules, n.procedure),
-            site: n.site.map(|s| format!("{:#x}", s.svma.0)),
-            depth: n.depth,
-            calls: n.calls,
-            instructions: n.instructions,
-            cycles: n.cycles,
-            l1_misses: n.l1_misses,
-            llc_misses: n.llc_misses,
-        })
-        .collect();
-    let recursion_backedges = cct
-        .backedges()
-        .into_iter()
-        .map(|(f, t, c)| CctBackedge {
-            from: f.0,
-            to: t.0,
-            calls: c,
-        })
-        .collect();
     Ok(CctReport {
         program: o.command.clone(),
         outcome: Some(outcome),
@@ -248,9 +158,9 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
         tail_calls: cct.tail_calls,
         unexplained_transfers: cct.unexplained_transfers,
         gprof_epsilon: gprof.epsilon,
-        contexts,
-        records,
-        recursion_backedges,
+        contexts: contexts(&cct, &names, &gprof, total),
+        records: records(&cct, &names),
+        recursion_backedges: recursion_backedges(&cct),
         epsilon_sampled: sampled.as_ref().map(|s| s.epsilon),
         sampled,
         sampled_frames_repaired: repaired.map(|x| x.0),
@@ -260,6 +170,177 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
         folded,
         sampled_folded,
     })
+}
+
+/// The first line of the folded files: the run's outcome as a comment flame-graph tools
+/// skip (empty for a whole run), so a file written on an interrupt does not look like a
+/// whole run.
+fn folded_mark(outcome: &RunOutcome) -> Vec<u8> {
+    proftrust_report::outcome_warning(outcome, "these stacks")
+        .map(|w| proftrust_model::folded_comment(&w).into_bytes())
+        .unwrap_or_default()
+}
+
+/// The function names of the traced modules and, if any, of the sampled ones.
+fn function_names(
+    cct: &Cct,
+    samples: Option<&SampleSet>,
+    program: &[PathBuf],
+    warnings: &mut Vec<String>,
+) -> FunctionMap {
+    let mut names = FunctionMap::default();
+    add_names(&mut names, &cct.modules, program, warnings);
+    if let Some(s) = samples {
+        add_names(&mut names, &s.modules, program, warnings);
+    }
+    names.finish()
+}
+
+/// The exact contexts compared with gprof's assumption; empty, with a warning, when a run
+/// cut short left no instruction in the trace.
+fn exact_gprof(
+    cct: &Cct,
+    names: &FunctionMap,
+    outcome: &RunOutcome,
+    warnings: &mut Vec<String>,
+) -> Result<GprofComparison> {
+    match gprof_comparison(cct, names) {
+        // A run cut short before anything reached the trace (a fatal signal loses QEMU's
+        // trace buffers; an interrupt at the start): say so instead of failing.
+        Err(proftrust_paths::Error::Empty { .. })
+            if !matches!(outcome, RunOutcome::Exited { code: 0 }) =>
+        {
+            warnings.push("the trace holds no instruction".into());
+            Ok(GprofComparison {
+                epsilon: 0.0,
+                contexts: Vec::new(),
+            })
+        }
+        r => r.context("comparing with gprof's assumption"),
+    }
+}
+
+/// The sampled contexts compared with the exact ones.
+struct SampledSide {
+    comparison: SampledComparison,
+    /// Samples whose missing caller frame was restored.
+    repaired: u64,
+    /// Samples whose missing caller frame could not be restored.
+    unrepaired: u64,
+    /// The sampled contexts as collapsed stacks, if asked for.
+    folded: Option<Vec<u8>>,
+}
+
+/// Builds the sampled CCT of `s` and compares it with the exact `cct`.
+fn compare_samples(
+    s: &SampleSet,
+    cct: &Cct,
+    names: &FunctionMap,
+    program: &[PathBuf],
+    o: &CctOptions,
+    folded_mark: &[u8],
+    events: &dyn Events,
+) -> Result<SampledSide> {
+    let sym = Symbolizer::new(&s.modules, program);
+    let sc = sampled_cct_with(s, names, None, &BinaryCode::new(&sym));
+    if sc.repaired > 0 || sc.unrepaired > 0 {
+        events.note(&format!(
+            "{} sample(s) fell where their function had no frame (frameless leaf, prologue or epilogue): caller restored from the direct call at the first return address for {}, not restorable for {} (indirect call, or code without frame pointers)",
+            sc.repaired + sc.unrepaired,
+            sc.repaired,
+            sc.unrepaired
+        ));
+    }
+    let folded = if o.sampled_folded {
+        let mut buf = folded_mark.to_vec();
+        sc.write_folded(&mut buf)
+            .context("writing the sampled contexts as collapsed stacks")?;
+        Some(buf)
+    } else {
+        None
+    };
+    let exact = cct.context_instructions(names, None);
+    let comparison = compare_cct(&sc, &exact, o.anchor.as_deref())
+        .context("comparing sampled and exact contexts")?;
+    Ok(SampledSide {
+        comparison,
+        repaired: sc.repaired,
+        unrepaired: sc.unrepaired,
+        folded,
+    })
+}
+
+/// The exact CCT as collapsed stacks weighted by `metric`, after `folded_mark`.
+fn exact_folded(
+    cct: &Cct,
+    names: &FunctionMap,
+    metric: FoldedMetric,
+    folded_mark: &[u8],
+) -> Result<Vec<u8>> {
+    let mut buf = folded_mark.to_vec();
+    cct.write_folded_by(names, &mut buf, |n| match metric {
+        FoldedMetric::Instructions => n.instructions,
+        FoldedMetric::Cycles => n.cycles,
+        FoldedMetric::L1Misses => n.l1_misses,
+        FoldedMetric::LlcMisses => n.llc_misses,
+    })
+    .context("writing the CCT as collapsed stacks")?;
+    Ok(buf)
+}
+
+/// The report's contexts: gprof's comparison with each context's cycles and L1D misses.
+fn contexts(
+    cct: &Cct,
+    names: &FunctionMap,
+    gprof: &GprofComparison,
+    total: u64,
+) -> Vec<CctContext> {
+    let cyc = cct.context_metric(names, None, |n| n.cycles);
+    let l1 = cct.context_metric(names, None, |n| n.l1_misses);
+    gprof
+        .contexts
+        .iter()
+        .map(|c| CctContext {
+            stack: c.stack.clone(),
+            instructions: c.exact,
+            share: c.exact as f64 / total.max(1) as f64,
+            gprof: c.gprof,
+            cycles: cyc.get(&c.stack).copied().unwrap_or(0),
+            l1_misses: l1.get(&c.stack).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// One record per CCT node but the root.
+fn records(cct: &Cct, names: &FunctionMap) -> Vec<CctRecord> {
+    cct.nodes()
+        .iter()
+        .skip(1)
+        .map(|n| CctRecord {
+            id: n.id.0,
+            parent: n.parent.map(|p| p.0),
+            procedure: names.name(&cct.modules, n.procedure),
+            site: n.site.map(|s| format!("{:#x}", s.svma.0)),
+            depth: n.depth,
+            calls: n.calls,
+            instructions: n.instructions,
+            cycles: n.cycles,
+            l1_misses: n.l1_misses,
+            llc_misses: n.llc_misses,
+        })
+        .collect()
+}
+
+/// The CCT's recursion backedges.
+fn recursion_backedges(cct: &Cct) -> Vec<CctBackedge> {
+    cct.backedges()
+        .into_iter()
+        .map(|(f, t, c)| CctBackedge {
+            from: f.0,
+            to: t.0,
+            calls: c,
+        })
+        .collect()
 }
 
 /// Adds every function of every module's binary to `map`.

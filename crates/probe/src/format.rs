@@ -231,28 +231,10 @@ fn hex(s: &str) -> Option<u64> {
 
 /// Reads a probe file.
 pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
-    let text = std::str::from_utf8(data).map_err(|e| ProbeError::Bad {
-        line: 1 + data[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count(),
-        what: "not UTF-8 text".into(),
-    })?;
+    let text = utf8_text(data)?;
     let mut lines = text.lines().enumerate();
     let first = lines.next().map(|(_, l)| l).unwrap_or("");
-    let version = match first.split_once(' ') {
-        Some((MAGIC, v)) => v
-            .trim()
-            .parse::<u32>()
-            .map_err(|_| ProbeError::NotProbeFile {
-                first: first.chars().take(40).collect(),
-            })?,
-        _ => {
-            return Err(ProbeError::NotProbeFile {
-                first: first.chars().take(40).collect(),
-            })
-        }
-    };
+    let version = header_version(first)?;
     if version != VERSION {
         return Err(ProbeError::Version(version));
     }
@@ -262,114 +244,180 @@ pub fn read(data: &[u8]) -> Result<ProbeFile, ProbeError> {
     };
     let mut end: Option<(usize, usize)> = None;
     let mut seen: Vec<&str> = Vec::new();
-    for (i, line) in lines {
-        let ln = i + 1;
-        if line.trim().is_empty() {
+    for (i, text) in lines {
+        let l = Line { ln: i + 1, text };
+        if text.trim().is_empty() {
             continue;
         }
         if end.is_some() {
             return Err(ProbeError::Bad {
-                line: ln,
+                line: l.ln,
                 what: "text after the `end` line".into(),
             });
         }
-        let bad = |what: &str| ProbeError::Bad {
-            line: ln,
-            what: format!("{what}: {:?}", line.chars().take(80).collect::<String>()),
-        };
-        let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
-        let num = |s: &str| {
-            s.trim()
-                .parse::<u64>()
-                .map_err(|_| bad("expected a number"))
-        };
+        let (key, rest) = text.split_once(' ').unwrap_or((text, ""));
         if !matches!(key, "site" | "c" | "ce" | "s" | "end") {
             if seen.contains(&key) {
-                return Err(bad("header key given twice"));
+                return Err(l.bad("header key given twice"));
             }
             seen.push(key);
         }
-        match key {
-            "pid" => f.pid = num(rest)?.try_into().map_err(|_| bad("pid out of range"))?,
-            "exe" => f.exe = rest.to_string(),
-            "load_bias" => f.load_bias = hex(rest.trim()).ok_or_else(|| bad("expected hex"))?,
-            "tsc_per_ns" => {
-                f.tsc_per_ns = rest
-                    .trim()
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| bad("expected a non-negative number"))?
-            }
-            "n_check" => f.n_check = num(rest)?,
-            "n_instr" => f.n_instr = num(rest)?,
-            "randomize" => f.randomize = num(rest)? != 0,
-            "seed" => f.seed = num(rest)?,
-            "boundaries" => f.boundaries = num(rest)?,
-            "program_ticks" => f.program_ticks = num(rest)?,
-            "dropped" => f.dropped = num(rest)?,
-            "foreign" => f.foreign = num(rest)?,
-            "site" => {
-                let (a, name) = rest.split_once(' ').unwrap_or((rest, ""));
-                let a = hex(a).ok_or_else(|| bad("expected a hex site address"))?;
-                f.sites.push((a, name.to_string()));
-            }
-            "c" | "ce" => {
-                let mut it = rest.split_whitespace();
-                let (Some(t), Some(n), None) = (it.next(), it.next(), it.next()) else {
-                    return Err(bad(&format!("expected `{key} TICKS COUNT`")));
-                };
-                let v = (num(t)?, num(n)?);
-                if key == "c" {
-                    f.calibration.push(v);
-                } else {
-                    f.calibration_exit.push(v);
-                }
-            }
-            "s" => {
-                let mut it = rest.split_whitespace();
-                let (Some(e), Some(nb), Some(bits), Some(t), None) =
-                    (it.next(), it.next(), it.next(), it.next(), it.next())
-                else {
-                    return Err(bad("expected `s ENTRY NBITS BITS TICKS`"));
-                };
-                let entry = hex(e).ok_or_else(|| bad("expected a hex entry address"))?;
-                let nbits: u32 = nb.parse().map_err(|_| bad("expected a bit count"))?;
-                let want = nbits.min(MAX_BITS) as usize;
-                let mut b = 0u64;
-                if nbits == 0 {
-                    if bits != "-" {
-                        return Err(bad("no branch bits expected (`-`)"));
-                    }
-                } else {
-                    if bits.len() != want {
-                        return Err(bad("branch bits do not match their count"));
-                    }
-                    for (k, ch) in bits.bytes().enumerate() {
-                        match ch {
-                            b'1' => b |= 1 << k,
-                            b'0' => {}
-                            _ => return Err(bad("branch bits must be 0 or 1")),
-                        }
-                    }
-                }
-                f.samples.push(ProbeSample {
-                    entry,
-                    nbits,
-                    bits: b,
-                    ticks: num(t)?,
-                });
-            }
-            "end" => {
-                let mut it = rest.split_whitespace();
-                let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
-                    return Err(bad("expected `end NSAMPLES NCALIB`"));
-                };
-                end = Some((num(a)? as usize, num(b)? as usize));
-            }
-            _ => return Err(bad("unknown key")),
+        if key == "end" {
+            end = Some(end_counts(l, rest)?);
+        } else {
+            read_line(&mut f, l, key, rest)?;
         }
     }
+    check_end(f, end)
+}
+
+/// The file as text; an error names the line holding the first byte that is not UTF-8.
+fn utf8_text(data: &[u8]) -> Result<&str, ProbeError> {
+    std::str::from_utf8(data).map_err(|e| ProbeError::Bad {
+        line: 1 + data[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        what: "not UTF-8 text".into(),
+    })
+}
+
+/// The format version the first line (`MAGIC VERSION`) gives.
+fn header_version(first: &str) -> Result<u32, ProbeError> {
+    let not_probe = || ProbeError::NotProbeFile {
+        first: first.chars().take(40).collect(),
+    };
+    match first.split_once(' ') {
+        Some((MAGIC, v)) => v.trim().parse::<u32>().map_err(|_| not_probe()),
+        _ => Err(not_probe()),
+    }
+}
+
+/// One line of a probe file after the first: its number and text, for error messages.
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    ln: usize,
+    text: &'a str,
+}
+
+impl Line<'_> {
+    /// `what` is wrong with this line.
+    fn bad(&self, what: &str) -> ProbeError {
+        ProbeError::Bad {
+            line: self.ln,
+            what: format!(
+                "{what}: {:?}",
+                self.text.chars().take(80).collect::<String>()
+            ),
+        }
+    }
+
+    /// `s` as a decimal number.
+    fn num(&self, s: &str) -> Result<u64, ProbeError> {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| self.bad("expected a number"))
+    }
+}
+
+/// Reads a header, site, calibration or sample line (`key rest`) into `f`.
+fn read_line(f: &mut ProbeFile, l: Line, key: &str, rest: &str) -> Result<(), ProbeError> {
+    match key {
+        "pid" => {
+            f.pid = l
+                .num(rest)?
+                .try_into()
+                .map_err(|_| l.bad("pid out of range"))?
+        }
+        "exe" => f.exe = rest.to_string(),
+        "load_bias" => f.load_bias = hex(rest.trim()).ok_or_else(|| l.bad("expected hex"))?,
+        "tsc_per_ns" => {
+            f.tsc_per_ns = rest
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| l.bad("expected a non-negative number"))?
+        }
+        "n_check" => f.n_check = l.num(rest)?,
+        "n_instr" => f.n_instr = l.num(rest)?,
+        "randomize" => f.randomize = l.num(rest)? != 0,
+        "seed" => f.seed = l.num(rest)?,
+        "boundaries" => f.boundaries = l.num(rest)?,
+        "program_ticks" => f.program_ticks = l.num(rest)?,
+        "dropped" => f.dropped = l.num(rest)?,
+        "foreign" => f.foreign = l.num(rest)?,
+        "site" => {
+            let (a, name) = rest.split_once(' ').unwrap_or((rest, ""));
+            let a = hex(a).ok_or_else(|| l.bad("expected a hex site address"))?;
+            f.sites.push((a, name.to_string()));
+        }
+        "c" | "ce" => {
+            let mut it = rest.split_whitespace();
+            let (Some(t), Some(n), None) = (it.next(), it.next(), it.next()) else {
+                return Err(l.bad(&format!("expected `{key} TICKS COUNT`")));
+            };
+            let v = (l.num(t)?, l.num(n)?);
+            if key == "c" {
+                f.calibration.push(v);
+            } else {
+                f.calibration_exit.push(v);
+            }
+        }
+        "s" => f.samples.push(sample_line(l, rest)?),
+        _ => return Err(l.bad("unknown key")),
+    }
+    Ok(())
+}
+
+/// A sample line: `s ENTRY NBITS BITS TICKS` (`rest` is after the `s`).
+fn sample_line(l: Line, rest: &str) -> Result<ProbeSample, ProbeError> {
+    let mut it = rest.split_whitespace();
+    let (Some(e), Some(nb), Some(bits), Some(t), None) =
+        (it.next(), it.next(), it.next(), it.next(), it.next())
+    else {
+        return Err(l.bad("expected `s ENTRY NBITS BITS TICKS`"));
+    };
+    let entry = hex(e).ok_or_else(|| l.bad("expected a hex entry address"))?;
+    let nbits: u32 = nb.parse().map_err(|_| l.bad("expected a bit count"))?;
+    let want = nbits.min(MAX_BITS) as usize;
+    let mut b = 0u64;
+    if nbits == 0 {
+        if bits != "-" {
+            return Err(l.bad("no branch bits expected (`-`)"));
+        }
+    } else {
+        if bits.len() != want {
+            return Err(l.bad("branch bits do not match their count"));
+        }
+        for (k, ch) in bits.bytes().enumerate() {
+            match ch {
+                b'1' => b |= 1 << k,
+                b'0' => {}
+                _ => return Err(l.bad("branch bits must be 0 or 1")),
+            }
+        }
+    }
+    Ok(ProbeSample {
+        entry,
+        nbits,
+        bits: b,
+        ticks: l.num(t)?,
+    })
+}
+
+/// The counts of the `end NSAMPLES NCALIB` line (`rest` is after the `end`).
+fn end_counts(l: Line, rest: &str) -> Result<(usize, usize), ProbeError> {
+    let mut it = rest.split_whitespace();
+    let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+        return Err(l.bad("expected `end NSAMPLES NCALIB`"));
+    };
+    Ok((l.num(a)? as usize, l.num(b)? as usize))
+}
+
+/// `f` once its `end` line (`None`: missing) is checked against what was read, its
+/// calibration sorted.
+fn check_end(mut f: ProbeFile, end: Option<(usize, usize)>) -> Result<ProbeFile, ProbeError> {
     match end {
         None => Err(ProbeError::Truncated("no `end` line".into())),
         Some((s, c))

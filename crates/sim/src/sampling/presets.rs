@@ -548,17 +548,66 @@ pub fn estimated_memory(p: Preset, o: &PresetOptions) -> f64 {
 
 /// Runs a preset.
 pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError> {
+    check_options(p, o)?;
+    let threads = if o.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        o.threads
+    };
+    let all_cells = numbered_cells(p, o)?;
+    let timelines: Vec<Timeline> = par_map(&all_cells, threads, |(id, c)| {
+        let mut rng = stream_rng(o.seed, *id);
+        match &c.source {
+            // Validated above: generation cannot fail.
+            Source::Random(sc) => sc.generate(&mut rng).unwrap_or_default(),
+            Source::Fragmented(f) => f.generate(&mut rng),
+            Source::Fixed(t) => t.clone(),
+        }
+    });
+    let indexes: Vec<RunIndex> = timelines
+        .iter()
+        .map(|t| RunIndex::new(t, INTERVAL))
+        .collect();
+    let actuals: Vec<Vec<f64>> = timelines.iter().map(|t| t.actual_shares()).collect();
+    let merged = repeat_cells(&all_cells, &timelines, &indexes, &actuals, o, threads);
+    let mut rows = Vec::new();
+    for (ci, (id, c)) in all_cells.iter().enumerate() {
+        rows.extend(cell_rows(
+            o.seed,
+            *id,
+            c,
+            &timelines[ci],
+            &merged[ci],
+            &actuals[ci],
+        ));
+    }
+    let notes = findings(p, &rows, o.reps);
+    Ok(PresetReport {
+        preset: p.name().to_string(),
+        seed: o.seed,
+        reps: o.reps,
+        interval: INTERVAL,
+        interval_noise: o.interval_noise,
+        method: format!(
+            "running states generated once per cell as runs; without jitter the sample counts \
+             of every start t0 are precomputed from the runs (O(runs + T*tasks)) and a \
+             repetition draws t0 and one normal per task for unit noise (O(tasks)); with jitter \
+             every sample is placed and its run found through a bucket index (O(samples)); \
+             {CHUNKS} ChaCha8 streams per cell; {threads} threads"
+        ),
+        rows,
+        notes,
+    })
+}
+
+/// Refuses options [`run_preset`] cannot run with `p`, naming the fix.
+fn check_options(p: Preset, o: &PresetOptions) -> Result<(), SimError> {
     if o.reps == 0 {
         return Err(SimError::InvalidSampler {
             what: "0 repetitions".into(),
             fix: "use --reps 1 or more",
         });
     }
-    let threads = if o.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        o.threads
-    };
     if o.interval_noise >= INTERVAL {
         return Err(SimError::InvalidSampler {
             what: format!(
@@ -592,10 +641,14 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
             });
         }
     }
-    // Cell ids are stable per sub-preset so that `all` reproduces each table's numbers.
-    let subs = sub_presets(p);
+    Ok(())
+}
+
+/// The cells of `p`'s sub-presets, validated, each with its random stream id. Cell ids
+/// are stable per sub-preset so that `all` reproduces each table's numbers.
+fn numbered_cells(p: Preset, o: &PresetOptions) -> Result<Vec<(u64, Cell)>, SimError> {
     let mut all_cells: Vec<(u64, Cell)> = Vec::new();
-    for q in subs {
+    for q in sub_presets(p) {
         for (i, c) in cells(q, o).into_iter().enumerate() {
             all_cells.push(((q.code() << 16 | i as u64) << 8, c));
         }
@@ -606,20 +659,19 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
             sc.validate()?;
         }
     }
-    let timelines: Vec<Timeline> = par_map(&all_cells, threads, |(id, c)| {
-        let mut rng = stream_rng(o.seed, *id);
-        match &c.source {
-            // Validated above: generation cannot fail.
-            Source::Random(sc) => sc.generate(&mut rng).unwrap_or_default(),
-            Source::Fragmented(f) => f.generate(&mut rng),
-            Source::Fixed(t) => t.clone(),
-        }
-    });
-    let indexes: Vec<RunIndex> = timelines
-        .iter()
-        .map(|t| RunIndex::new(t, INTERVAL))
-        .collect();
-    let actuals: Vec<Vec<f64>> = timelines.iter().map(|t| t.actual_shares()).collect();
+    Ok(all_cells)
+}
+
+/// `o.reps` repetitions of every cell's sampler on its timeline, in up to [`CHUNKS`]
+/// chunks per cell (each with its own stream) spread over `threads`, merged per cell.
+fn repeat_cells(
+    all_cells: &[(u64, Cell)],
+    timelines: &[Timeline],
+    indexes: &[RunIndex],
+    actuals: &[Vec<f64>],
+    o: &PresetOptions,
+    threads: usize,
+) -> Vec<Repeated> {
     let mut jobs = Vec::new();
     for ci in 0..all_cells.len() {
         for ch in 0..CHUNKS.min(o.reps) {
@@ -643,80 +695,78 @@ pub fn run_preset(p: Preset, o: &PresetOptions) -> Result<PresetReport, SimError
     for ((ci, _, _), r) in jobs.iter().zip(results) {
         merged[*ci].extend(r);
     }
+    merged
+}
+
+/// The report's rows of cell `c` (stream id `id`): its repetitions `rep` on timeline `tl`
+/// against the model and the actual shares.
+fn cell_rows(
+    seed: u64,
+    id: u64,
+    c: &Cell,
+    tl: &Timeline,
+    rep: &Repeated,
+    actual: &[f64],
+) -> Vec<Row> {
+    let k = tl.task_names.len();
+    let model = timeline_moments(tl, c.opts.interval, c.opts.unit_noise_sigma);
     let mut rows = Vec::new();
-    for (ci, (id, c)) in all_cells.iter().enumerate() {
-        let tl = &timelines[ci];
-        let k = tl.task_names.len();
-        let model = timeline_moments(tl, c.opts.interval, c.opts.unit_noise_sigma);
-        let rep = &merged[ci];
-        for &(task, g, constant, target) in &c.report {
-            let (pm, psd) = rep.mean_sd(task, k);
-            let r = rate(g, c.opts.interval as f64);
-            let simple = c.opts.jitter == IntervalJitter::None && c.opts.start == Start::Random;
-            // Samples per run of exactly `g` units, pooled over 10 random starts (eqs. 5-6).
-            let run_sim = (constant && simple)
-                .then(|| {
-                    let mut rng = stream_rng(o.seed, id + 255);
-                    let (mut n, mut s, mut s2) = (0u64, 0.0, 0.0);
-                    for _ in 0..10 {
-                        let t0 = rng.gen_range(0..c.opts.interval);
-                        let (m, mean, var) =
-                            run_capture_moments(tl, task as u32, g as u64, t0, c.opts.interval);
-                        n += m;
-                        s += mean * m as f64;
-                        s2 += (var + mean * mean) * m as f64;
-                    }
-                    (n > 0).then(|| {
-                        let mean = s / n as f64;
-                        (mean, s2 / n as f64 - mean * mean)
-                    })
-                })
-                .flatten();
-            let (pmin, pmax) = rep.min_max(task, k);
-            let target = if target > 0.0 {
-                target
-            } else {
-                actuals[ci][task]
-            };
-            rows.push(Row {
-                table: c.table.to_string(),
-                setting: c.setting.clone(),
-                task: tl.task_names[task].clone(),
-                granularity: g,
-                r,
-                target_share: target,
-                actual_mean: actuals[ci][task],
-                profiled_mean: pm,
-                profiled_sd: psd,
-                profiled_min: pmin,
-                profiled_max: pmax,
-                model_mean: model[task].mean,
-                model_sd: model[task].sd,
-                run_var_model: constant.then(|| piecewise_binomial(r).1),
-                run_mean_sim: run_sim.map(|x| x.0),
-                run_var_sim: run_sim.map(|x| x.1),
-                samples_mean: rep.samples as f64 / rep.reps.max(1) as f64,
-                wilson_coverage: rep.covered[task] as f64 / rep.reps.max(1) as f64,
-                widened_coverage: rep.covered_widened[task] as f64 / rep.reps.max(1) as f64,
-            });
-        }
+    for &(task, g, constant, target) in &c.report {
+        let (pm, psd) = rep.mean_sd(task, k);
+        let r = rate(g, c.opts.interval as f64);
+        let simple = c.opts.jitter == IntervalJitter::None && c.opts.start == Start::Random;
+        let run_sim = (constant && simple)
+            .then(|| run_moments(seed, id, tl, task, g, c.opts.interval))
+            .flatten();
+        let (pmin, pmax) = rep.min_max(task, k);
+        let target = if target > 0.0 { target } else { actual[task] };
+        rows.push(Row {
+            table: c.table.to_string(),
+            setting: c.setting.clone(),
+            task: tl.task_names[task].clone(),
+            granularity: g,
+            r,
+            target_share: target,
+            actual_mean: actual[task],
+            profiled_mean: pm,
+            profiled_sd: psd,
+            profiled_min: pmin,
+            profiled_max: pmax,
+            model_mean: model[task].mean,
+            model_sd: model[task].sd,
+            run_var_model: constant.then(|| piecewise_binomial(r).1),
+            run_mean_sim: run_sim.map(|x| x.0),
+            run_var_sim: run_sim.map(|x| x.1),
+            samples_mean: rep.samples as f64 / rep.reps.max(1) as f64,
+            wilson_coverage: rep.covered[task] as f64 / rep.reps.max(1) as f64,
+            widened_coverage: rep.covered_widened[task] as f64 / rep.reps.max(1) as f64,
+        });
     }
-    let notes = findings(p, &rows, o.reps);
-    Ok(PresetReport {
-        preset: p.name().to_string(),
-        seed: o.seed,
-        reps: o.reps,
-        interval: INTERVAL,
-        interval_noise: o.interval_noise,
-        method: format!(
-            "running states generated once per cell as runs; without jitter the sample counts \
-             of every start t0 are precomputed from the runs (O(runs + T*tasks)) and a \
-             repetition draws t0 and one normal per task for unit noise (O(tasks)); with jitter \
-             every sample is placed and its run found through a bucket index (O(samples)); \
-             {CHUNKS} ChaCha8 streams per cell; {threads} threads"
-        ),
-        rows,
-        notes,
+    rows
+}
+
+/// Mean and variance of the samples per run of exactly `g` units of `task`, pooled over
+/// 10 random starts (eqs. 5-6); `None` when no run was sampled.
+fn run_moments(
+    seed: u64,
+    id: u64,
+    tl: &Timeline,
+    task: usize,
+    g: f64,
+    interval: u64,
+) -> Option<(f64, f64)> {
+    let mut rng = stream_rng(seed, id + 255);
+    let (mut n, mut s, mut s2) = (0u64, 0.0, 0.0);
+    for _ in 0..10 {
+        let t0 = rng.gen_range(0..interval);
+        let (m, mean, var) = run_capture_moments(tl, task as u32, g as u64, t0, interval);
+        n += m;
+        s += mean * m as f64;
+        s2 += (var + mean * mean) * m as f64;
+    }
+    (n > 0).then(|| {
+        let mean = s / n as f64;
+        (mean, s2 / n as f64 - mean * mean)
     })
 }
 

@@ -153,6 +153,23 @@ trait Tagged {
     fn set_useful(&mut self, u: u8);
 }
 
+/// [`Tagged`] for an entry struct with fields `tag: u16` and `u: u8` (its usefulness).
+macro_rules! tagged_entry {
+    ($t:ty) => {
+        impl Tagged for $t {
+            fn tag(&self) -> u16 {
+                self.tag
+            }
+            fn useful(&self) -> u8 {
+                self.u
+            }
+            fn set_useful(&mut self, u: u8) {
+                self.u = u;
+            }
+        }
+    };
+}
+
 /// The entries of one branch in the `N` tagged tables of a predictor: each table's index
 /// and tag, the provider (the longest table whose entry's tag matches) and the alternate
 /// (the next longest matching one).
@@ -249,17 +266,7 @@ struct TageEntry {
     u: u8,
 }
 
-impl Tagged for TageEntry {
-    fn tag(&self) -> u16 {
-        self.tag
-    }
-    fn useful(&self) -> u8 {
-        self.u
-    }
-    fn set_useful(&mut self, u: u8) {
-        self.u = u;
-    }
-}
+tagged_entry!(TageEntry);
 
 /// An indirect predictor entry.
 #[derive(Debug, Clone, Copy, Default)]
@@ -272,17 +279,7 @@ struct TargetEntry {
     u: u8,
 }
 
-impl Tagged for TargetEntry {
-    fn tag(&self) -> u16 {
-        self.tag
-    }
-    fn useful(&self) -> u8 {
-        self.u
-    }
-    fn set_useful(&mut self, u: u8) {
-        self.u = u;
-    }
-}
+tagged_entry!(TargetEntry);
 
 /// The predictor (module documentation): TAGE, ITTAGE-like, a return stack.
 #[derive(Debug, Clone)]

@@ -201,11 +201,37 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
     assert_eq!(r["run_interval"]["method"], "overdispersion");
 }
 
+/// Of the consecutive samples of one thread at most 4 periods apart, the share whose
+/// interval is within 10% of the period `p` (ns): how well the machine kept the timer. A
+/// busy machine delays timer interrupts, and a delayed interval is both a larger shift from
+/// the period and more time for a phased program to change function, which the phase-lock
+/// test cannot tell from a lock (docs/check.md).
+fn timer_kept_share(samples: &[(u64, u64, String)], p: u64) -> f64 {
+    let mut by_tid: HashMap<u64, Vec<u64>> = HashMap::new();
+    for s in samples {
+        by_tid.entry(s.0).or_default().push(s.1);
+    }
+    let (mut kept, mut all) = (0usize, 0usize);
+    for v in by_tid.values() {
+        for w in v.windows(2) {
+            let iv = w[1].saturating_sub(w[0]);
+            if iv <= 4 * p {
+                all += 1;
+                kept += usize::from(iv.abs_diff(p) * 10 <= p);
+            }
+        }
+    }
+    kept as f64 / all.max(1) as f64
+}
+
 /// The other half of issue 35's "stays quiet": programs without a period-locked loop (one
 /// with phases of milliseconds, one steady fine-grained mix of sub-microsecond calls)
 /// recorded with the same fixed 100 µs period are tested for a phase lock (the period is not
 /// randomised) and not flagged, and no aliasing warning comes (measured z -2.0 to 2.7
-/// against the threshold 4 in 11 runs, docs/check.md).
+/// against the threshold 4 in 11 runs, docs/check.md). The premise, by perf's own reading:
+/// the machine kept the timer (at least 95% of the intervals within 10% of the period); a
+/// recording on a busy machine says nothing here and is taken again, up to three times (a
+/// CI run with both cores busy gave the phased program z 4.13).
 #[test]
 fn fixed_period_without_a_locked_loop_is_not_flagged() {
     let t = "fixed_period_without_a_locked_loop_is_not_flagged";
@@ -215,22 +241,49 @@ fn fixed_period_without_a_locked_loop_is_not_flagged() {
     let dir = tempfile::tempdir().unwrap();
     for (name, arg) in [("phases", "30"), ("steady", "350000")] {
         let prog = proftrust_testkit::compile_c(dir.path(), &programs(), name, &[]);
-        let data = dir.path().join(format!("{name}.data"));
-        if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, arg) {
-            return skip_test(t, &e);
+        let mut tested = false;
+        for attempt in 0..3 {
+            let data = dir.path().join(format!("{name}{attempt}.data"));
+            if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, arg) {
+                return skip_test(t, &e);
+            }
+            let script = Command::new("perf")
+                .args(["script", "-F", "comm,tid,time,period,event,ip,sym", "-i"])
+                .arg(&data)
+                .output()
+                .unwrap();
+            let kept = timer_kept_share(
+                &parse_script(&String::from_utf8_lossy(&script.stdout)),
+                100_000,
+            );
+            eprintln!(
+                "{name} recording {attempt}: {:.1}% of the intervals within 10% of the period",
+                100.0 * kept
+            );
+            if kept < 0.95 {
+                continue;
+            }
+            let r = json(&[
+                "check",
+                data.to_str().unwrap(),
+                "--binary",
+                prog.to_str().unwrap(),
+                "--json",
+            ]);
+            eprintln!("{name}: phase_lock {}", r["phase_lock"]);
+            assert_eq!(r["phase_lock"]["period"], 100000, "{name}: tested");
+            assert_eq!(r["phase_lock"]["flagged"], false, "{name}");
+            assert_eq!(aliasing_warning(&r), None, "{name}");
+            assert_eq!(r["run_interval"]["method"], "overdispersion", "{name}");
+            tested = true;
+            break;
         }
-        let r = json(&[
-            "check",
-            data.to_str().unwrap(),
-            "--binary",
-            prog.to_str().unwrap(),
-            "--json",
-        ]);
-        eprintln!("{name}: phase_lock {}", r["phase_lock"]);
-        assert_eq!(r["phase_lock"]["period"], 100000, "{name}: tested");
-        assert_eq!(r["phase_lock"]["flagged"], false, "{name}");
-        assert_eq!(aliasing_warning(&r), None, "{name}");
-        assert_eq!(r["run_interval"]["method"], "overdispersion", "{name}");
+        if !tested {
+            return skip_test(
+                t,
+                &format!("none of three fixed-period recordings of {name} kept the timer (95% of the intervals within 10% of the period): the machine is too busy (run the test on a quiet machine)"),
+            );
+        }
     }
 }
 

@@ -47,6 +47,16 @@ fn parse_script(text: &str) -> Vec<(u64, u64, String)> {
     out
 }
 
+/// The samples of perf.data `data` as `perf script` reads them ([`parse_script`]).
+fn perf_script_samples(data: &std::path::Path) -> Vec<(u64, u64, String)> {
+    let script = Command::new("perf")
+        .args(["script", "-F", "comm,tid,time,period,event,ip,sym", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    parse_script(&String::from_utf8_lossy(&script.stdout))
+}
+
 /// Of the samples in uninterrupted stretches (no gap of 4 periods) of at least 20 samples
 /// of `a` or `b`, the share that sits in stretches where `a` has under 5% or over 95% of
 /// them: locked stretches, each seeing the 100 µs cycle at one phase (a takes 20% of the
@@ -125,12 +135,7 @@ fn period_locked_loop_is_flagged_with_a_fixed_period_only() {
         if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, "2") {
             return skip_test(t, &e);
         }
-        let script = Command::new("perf")
-            .args(["script", "-F", "comm,tid,time,period,event,ip,sym", "-i"])
-            .arg(&data)
-            .output()
-            .unwrap();
-        let samples = parse_script(&String::from_utf8_lossy(&script.stdout));
+        let samples = perf_script_samples(&data);
         let (locked, a_share) = locked_share(&samples);
         eprintln!(
             "fixed recording {attempt}: {} samples, {:.1}% of them in locked stretches, a() {:.1}% of a() and b() (time: 20%)",
@@ -247,15 +252,7 @@ fn fixed_period_without_a_locked_loop_is_not_flagged() {
             if let Err(e) = perf_record(&["-e", "cpu-clock:u", "-c", "100000"], &data, &prog, arg) {
                 return skip_test(t, &e);
             }
-            let script = Command::new("perf")
-                .args(["script", "-F", "comm,tid,time,period,event,ip,sym", "-i"])
-                .arg(&data)
-                .output()
-                .unwrap();
-            let kept = timer_kept_share(
-                &parse_script(&String::from_utf8_lossy(&script.stdout)),
-                100_000,
-            );
+            let kept = timer_kept_share(&perf_script_samples(&data), 100_000);
             eprintln!(
                 "{name} recording {attempt}: {:.1}% of the intervals within 10% of the period",
                 100.0 * kept

@@ -151,7 +151,7 @@ fn has_debug_info(data: &[u8]) -> bool {
     }
 }
 
-fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
     object::File::parse(data)
         .ok()?
         .build_id()

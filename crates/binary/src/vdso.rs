@@ -58,10 +58,10 @@ pub fn running_vdso(opts: &OpenOptions) -> Result<Binary, String> {
 /// The build-id of the running kernel's vDSO (what a recorder stamps on `[vdso]` samples, as
 /// `perf record` does in its build-id table), when it can be read.
 pub fn running_vdso_build_id() -> Option<BuildId> {
-    running_vdso(&OpenOptions::default())
-        .ok()?
-        .build_id()
-        .cloned()
+    // The note alone: no symbols, unwind tables or function recovery for a build-id.
+    crate::debuginfo::build_id_of(&running_vdso_bytes().ok()?)
+        .filter(|b| !b.is_empty())
+        .map(BuildId)
 }
 
 #[cfg(test)]

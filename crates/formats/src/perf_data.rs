@@ -1,9 +1,10 @@
 //! `perf.data` files (file mode and pipe mode) through the `linux-perf-data` crate.
 //!
 //! * Samples: ip, pid/tid, time, cpu, period, event (the file's attribute index), call chain
-//!   (context markers dropped, the leading copy of the ip dropped), branch stack (parsed here
-//!   from the raw record because `linux-perf-event-reader` skips it: `from`, `to`, flags bit
-//!   0 = mispredicted, bit 1 = predicted, bits 4..20 = cycles).
+//!   (context markers dropped, the leading copy of the ip dropped), branch stack (read from
+//!   the raw record by [`crate::perf_record`], the repairs of `linux-perf-event-reader` 0.10
+//!   shared with the recorder: `from`, `to`, flags bit 0 = mispredicted, bit 1 = predicted,
+//!   bits 4..20 = cycles).
 //! * Modules: `MMAP`/`MMAP2` records of executable mappings, per process, inherited on
 //!   `FORK`, cleared on `exec`; the build-ids of the `HEADER_BUILD_ID` feature and of
 //!   `MMAP2` records carrying one are put on the modules. A runtime ip becomes an SVMA
@@ -521,7 +522,8 @@ const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
 ///
 /// * **pipe mode**: the tracing data after a `HEADER_TRACING_DATA` record (tracepoint
 ///   events) is skipped, since its size is not in the record header (linux-perf-data reads
-///   it as records and loses every sample after it); a stream that ends inside a record is
+///   it as records and loses every sample after it; upstream report:
+///   `docs/upstream/perf-data-pipe-tracing-data.md`); a stream that ends inside a record is
 ///   read up to the last complete record ("perf record was interrupted?");
 /// * **file mode**: a header whose data size is 0 (perf record killed before it rewrote the
 ///   header; no feature sections either) or whose data section runs past the end of the file
@@ -1415,9 +1417,11 @@ fn check_data_section(b: &[u8]) -> Result<(), FormatError> {
 /// Walks the records of `b[start..end]` by their headers and refuses what
 /// `linux-perf-data` would mishandle (both found by the fuzz targets):
 /// * a `FINISHED_ROUND` record with a body: the crate does not skip it and reads it as the
-///   next records, so one corrupt size field shifts every record after it;
+///   next records, so one corrupt size field shifts every record after it (upstream report:
+///   `docs/upstream/perf-data-finished-round-body.md`);
 /// * an `AUXTRACE` record announcing more trace data than the rest holds: the crate
-///   allocates the announced size (up to 2^64 bytes) before reading it.
+///   allocates the announced size (up to 2^64 bytes) before reading it (upstream report:
+///   `docs/upstream/perf-data-auxtrace-allocation.md`).
 ///
 /// In pipe mode the `HEADER_FEATURE` records are checked too (see [`check_feature`]).
 /// Like the crate, a record that starts before `end` is read whole even when it runs past
@@ -1634,7 +1638,8 @@ fn check_feature(feature: u32, d: &[u8], at: u64) -> Result<(), FormatError> {
 /// parser consume exactly `slot` bytes: `s` must be a published attr version size
 /// (`PERF_ATTR_SIZE_VER0..7` = 64, 72, 80, 96, 104, 112, 120, 128) or larger than the last,
 /// and fit the slot. Other sizes make `linux-perf-event-reader` read a different number of
-/// bytes than the slot holds, and the following counts would be misread.
+/// bytes than the slot holds, and the following counts would be misread (upstream report:
+/// `docs/upstream/event-reader-attr-size.md`).
 fn attr_size_ok(s: u64, slot: u64) -> bool {
     (s >= 128 || [64, 72, 80, 96, 104, 112, 120].contains(&s)) && s <= slot
 }

@@ -164,6 +164,39 @@ fn hex_or_none(b: Option<&BuildId>) -> String {
     b.map_or_else(|| "none".to_string(), |b| b.to_hex())
 }
 
+/// What one opened candidate is for a module recorded with build-id `want`: the one to use,
+/// another build (its build-id), or a file that did not open.
+enum Judged {
+    Use(Arc<Binary>),
+    Other(Option<BuildId>),
+    Failed(String),
+}
+
+/// The step every candidate goes through ([`BinaryLocator::search`] and the vDSO's): opened,
+/// then compared by build-id. `strict` asks for the wanted build-id itself (a vDSO image is
+/// only known by it); otherwise a file without a build-id, or a module recorded without
+/// one, is used.
+fn judge<E: std::fmt::Display>(
+    opened: Result<Binary, E>,
+    want: Option<&BuildId>,
+    strict: bool,
+) -> Judged {
+    match opened {
+        Err(e) => Judged::Failed(e.to_string()),
+        Ok(b) => {
+            let matches = match (want, b.build_id()) {
+                (Some(w), Some(h)) => w == h,
+                (Some(_), None) | (None, _) => !strict,
+            };
+            if matches {
+                Judged::Use(Arc::new(b))
+            } else {
+                Judged::Other(b.build_id().cloned())
+            }
+        }
+    }
+}
+
 impl BinaryLocator {
     /// A locator; the `--binary` files are opened now (a file that cannot be opened is a
     /// warning).
@@ -277,34 +310,34 @@ impl BinaryLocator {
                 log(st, format!("{step} {}: not found", p.display()));
                 continue;
             }
-            match Binary::open_with(&p, &open) {
-                Ok(b) => match (want, b.build_id()) {
-                    (Some(w), Some(h)) if w != h => {
-                        let msg = format!(
-                            "{step} {} has build-id {h}, but the profile recorded build-id {w}: not used{}",
-                            p.display(),
-                            if step == "recorded path" {
-                                " (rebuilt since the recording? give the original with --binary)"
-                            } else {
-                                ""
-                            }
-                        );
-                        log(st, msg.clone());
-                        if step == "recorded path" || step == "--symfs" {
-                            st.warnings.push(msg);
+            match judge(Binary::open_with(&p, &open), want, false) {
+                Judged::Use(b) => {
+                    log(st, format!("{step} {}: used", p.display()));
+                    return Located {
+                        binary: Some(b),
+                        step: Some(step),
+                    };
+                }
+                Judged::Other(h) => {
+                    let msg = format!(
+                        "{step} {} has build-id {}, but the profile recorded build-id {}: not used{}",
+                        p.display(),
+                        hex_or_none(h.as_ref()),
+                        hex_or_none(want),
+                        if step == "recorded path" {
+                            " (rebuilt since the recording? give the original with --binary)"
+                        } else {
+                            ""
                         }
+                    );
+                    log(st, msg.clone());
+                    if step == "recorded path" || step == "--symfs" {
+                        st.warnings.push(msg);
                     }
-                    _ => {
-                        log(st, format!("{step} {}: used", p.display()));
-                        return Located {
-                            binary: Some(Arc::new(b)),
-                            step: Some(step),
-                        };
-                    }
-                },
-                Err(e) => {
+                }
+                Judged::Failed(e) => {
                     log(st, format!("{step} {}: {e}", p.display()));
-                    st.warnings.push(e.to_string());
+                    st.warnings.push(e);
                 }
             }
         }
@@ -387,21 +420,21 @@ impl BinaryLocator {
         if let Some(c) = &self.opts.build_id_cache {
             let p = c.join(crate::vdso::VDSO).join(&hex).join("vdso");
             if p.is_file() {
-                match Binary::open_with(&p, &open) {
-                    Ok(b) if b.build_id() == Some(w) => {
+                match judge(Binary::open_with(&p, &open), want, true) {
+                    Judged::Use(b) => {
                         st.trace
                             .push(format!("{who}: build-id cache {}: used", p.display()));
                         return Located {
-                            binary: Some(Arc::new(b)),
+                            binary: Some(b),
                             step: Some("build-id cache"),
                         };
                     }
-                    Ok(b) => st.trace.push(format!(
+                    Judged::Other(h) => st.trace.push(format!(
                         "{who}: build-id cache {} has build-id {}: not used",
                         p.display(),
-                        hex_or_none(b.build_id())
+                        hex_or_none(h.as_ref())
                     )),
-                    Err(e) => st.trace.push(format!("{who}: build-id cache: {e}")),
+                    Judged::Failed(e) => st.trace.push(format!("{who}: build-id cache: {e}")),
                 }
             } else {
                 st.trace
@@ -409,20 +442,20 @@ impl BinaryLocator {
             }
         }
         if self.opts.running_vdso {
-            match crate::vdso::running_vdso(&open) {
-                Ok(b) if b.build_id() == Some(w) => {
+            match judge(crate::vdso::running_vdso(&open), want, true) {
+                Judged::Use(b) => {
                     st.trace
                         .push(format!("{who}: the running kernel's vDSO: build-id matches: used"));
                     return Located {
-                        binary: Some(Arc::new(b)),
+                        binary: Some(b),
                         step: Some("running kernel"),
                     };
                 }
-                Ok(b) => st.trace.push(format!(
+                Judged::Other(h) => st.trace.push(format!(
                     "{who}: the running kernel's vDSO has build-id {}: not used (recorded on another kernel)",
-                    hex_or_none(b.build_id())
+                    hex_or_none(h.as_ref())
                 )),
-                Err(e) => st.trace.push(format!("{who}: the running kernel's vDSO: {e}")),
+                Judged::Failed(e) => st.trace.push(format!("{who}: the running kernel's vDSO: {e}")),
             }
         }
         none

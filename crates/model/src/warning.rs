@@ -53,6 +53,9 @@ pub enum WarningKind {
     MissingDebugInfo,
     /// Functions without a control-flow graph (no paths, blocks derived otherwise).
     Cfg,
+    /// The measurement itself is imprecise or incomplete: paths merged by a shared
+    /// signature, timings dropped or noisy, probes passed by other threads.
+    Measurement,
     /// What was compared was narrowed: samples outside the audited binaries, processes left
     /// out of both sides, one event of several.
     Scope,
@@ -63,7 +66,7 @@ pub enum WarningKind {
 
 impl WarningKind {
     /// Every kind, in the order of the enum.
-    pub const ALL: [WarningKind; 19] = [
+    pub const ALL: [WarningKind; 20] = [
         WarningKind::Aliasing,
         WarningKind::Skid,
         WarningKind::Granularity,
@@ -81,6 +84,7 @@ impl WarningKind {
         WarningKind::Backend,
         WarningKind::MissingDebugInfo,
         WarningKind::Cfg,
+        WarningKind::Measurement,
         WarningKind::Scope,
         WarningKind::Other,
     ];
@@ -105,6 +109,7 @@ impl WarningKind {
             WarningKind::Backend => "backend",
             WarningKind::MissingDebugInfo => "missing-debug-info",
             WarningKind::Cfg => "cfg",
+            WarningKind::Measurement => "measurement",
             WarningKind::Scope => "scope",
             WarningKind::Other => "other",
         }

@@ -89,7 +89,7 @@ pub use model::{
     InstructionRow, Metrics, ProcessRow, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use proftrust_model::{outcome_warning, quote_name};
+pub use proftrust_model::{outcome_warning, quote_name, Warning, WarningKind};
 pub use text::{render_processes_text, render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

@@ -75,8 +75,8 @@ mod model;
 pub mod paths;
 mod plot;
 pub mod read;
-mod report;
 pub mod record;
+mod report;
 pub mod simulate;
 mod svg;
 mod text;
@@ -94,8 +94,8 @@ pub use model::{
     InstructionRow, Metrics, ProcessRow, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use report::{Report, TextOptions};
 pub use proftrust_model::{outcome_warning, quote_name, Warning, WarningKind};
+pub use report::{Report, TextOptions};
 pub use text::{render_processes_text, render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

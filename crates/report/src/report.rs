@@ -264,7 +264,10 @@ mod tests {
             top: 5,
             color: false,
         };
-        assert_eq!(Report::render_text(&r, &o), crate::render_text(&r, false, 5));
+        assert_eq!(
+            Report::render_text(&r, &o),
+            crate::render_text(&r, false, 5)
+        );
         assert!(Report::render_text(&r, &o).contains("warning:      3 samples were lost"));
         assert_eq!(Report::render_html(&r, &o), Some(crate::render_html(&r)));
         assert_eq!((r.warnings().len(), r.seed()), (1, Some(7)));

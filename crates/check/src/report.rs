@@ -144,26 +144,6 @@ pub struct CheckRow {
     pub reason: String,
 }
 
-/// One warning about the profile.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckWarning {
-    /// `aliasing`, `skid`, `granularity`, `lost`, `throttling`, `multiplexing`,
-    /// `unsymbolized`, `clustering`, `ended-early`, `input`.
-    pub kind: String,
-    /// What was found and what to do about it.
-    pub message: String,
-}
-
-impl CheckWarning {
-    /// A warning of `kind`.
-    pub fn new(kind: &str, message: String) -> CheckWarning {
-        CheckWarning {
-            kind: kind.into(),
-            message,
-        }
-    }
-}
-
 /// "Record N× longer for ±x% on the top k".
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetAdvice {

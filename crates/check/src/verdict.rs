@@ -1,7 +1,8 @@
 //! The profile's verdict and the finest granularity it can be trusted at, from the rows'
 //! verdicts, the warnings and what the samples are attributed with.
 
-use crate::report::{Attribution, CheckRow, CheckWarning, Granularity, Verdict};
+use crate::report::{Attribution, CheckRow, Granularity, Verdict};
+use proftrust_model::{Warning, WarningKind};
 
 /// The profile's verdict and its reason.
 ///
@@ -14,7 +15,7 @@ use crate::report::{Attribution, CheckRow, CheckWarning, Granularity, Verdict};
 /// samples a row is acted on with ([`crate::rows::RowRules::act_floor`]), for the reason.
 pub fn profile_verdict(
     functions: &[CheckRow],
-    warnings: &[CheckWarning],
+    warnings: &[Warning],
     aliased: bool,
     top: usize,
     act_floor: u64,
@@ -66,11 +67,14 @@ pub fn profile_verdict(
         );
     }
     // Lost samples, throttling and multiplexing all leave stretches of the run unsampled.
-    let gap = warnings
-        .iter()
-        .find(|w| matches!(w.kind.as_str(), "lost" | "throttling" | "multiplexing"));
+    let gap = warnings.iter().find(|w| {
+        matches!(
+            w.kind,
+            WarningKind::Lost | WarningKind::Throttling | WarningKind::Multiplexing
+        )
+    });
     if let Some(w) = gap {
-        return (Verdict::RankOnly, gap_reason(&w.kind).into());
+        return (Verdict::RankOnly, gap_reason(w.kind).into());
     }
     if first.verdict == Verdict::Act {
         let top_rows: Vec<&CheckRow> = functions
@@ -120,12 +124,12 @@ fn act_reason(top_rows: &[&CheckRow]) -> String {
     reason
 }
 
-fn gap_reason(kind: &str) -> &'static str {
+fn gap_reason(kind: WarningKind) -> &'static str {
     match kind {
-        "lost" => {
+        WarningKind::Lost => {
             "samples were lost: shares may be biased toward what ran when the buffer had room"
         }
-        "throttling" => {
+        WarningKind::Throttling => {
             "the kernel throttled sampling: shares may be biased against what ran while it was off"
         }
         _ => "the event was multiplexed: shares may be biased against what ran while it was off",
@@ -342,8 +346,12 @@ mod tests {
     fn gaps_demote_the_verdict() {
         let f = [row("main", 1000, Verdict::Act, Attribution::Line)];
         assert_eq!(profile_verdict(&f, &[], false, 10, 97).0, Verdict::Act);
-        for kind in ["lost", "throttling", "multiplexing"] {
-            let w = [CheckWarning::new(kind, String::new())];
+        for kind in [
+            WarningKind::Lost,
+            WarningKind::Throttling,
+            WarningKind::Multiplexing,
+        ] {
+            let w = [Warning::new(kind, String::new())];
             let (v, reason) = profile_verdict(&f, &w, false, 10, 97);
             assert_eq!(v, Verdict::RankOnly, "{kind}");
             assert!(reason.contains("may be biased"), "{reason}");

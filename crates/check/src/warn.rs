@@ -1,8 +1,8 @@
 //! The warnings of a check, in words: what was found and what to do about it. Each takes the
 //! finding it words; the kinds are the JSON contract's (docs/check.md).
 
-use crate::report::{AliasingCheck, CheckWarning, ModuleAttribution, PhaseLock};
-use proftrust_model::{RecordingHealth, RunOutcome};
+use crate::report::{AliasingCheck, ModuleAttribution, PhaseLock};
+use proftrust_model::{RecordingHealth, RunOutcome, Warning, WarningKind};
 
 /// `0.1234` as `12.34%`.
 pub fn pct(x: f64) -> String {
@@ -18,17 +18,24 @@ fn again(randomized: bool) -> &'static str {
 }
 
 /// A reader's note about the file: `ended-early` when it says the file was cut, else `input`.
-pub fn reader_note(msg: String) -> CheckWarning {
+pub fn reader_note(msg: String) -> Warning {
     let cut = ["ends after", "truncated", "cut copy", "incomplete"]
         .iter()
         .any(|k| msg.contains(k));
-    CheckWarning::new(if cut { "ended-early" } else { "input" }, msg)
+    Warning::new(
+        if cut {
+            WarningKind::EndedEarly
+        } else {
+            WarningKind::Input
+        },
+        msg,
+    )
 }
 
 /// Samples recurring on the same instructions ([`crate::aliasing::recurrence`]).
-pub fn recurrence(a: &AliasingCheck, randomized: bool) -> CheckWarning {
-    CheckWarning::new(
-        "aliasing",
+pub fn recurrence(a: &AliasingCheck, randomized: bool) -> Warning {
+    Warning::new(
+        WarningKind::Aliasing,
         format!(
             "samples {} apart land on the same instruction {:.1}x as often as independent samples would ({} of {} pairs, {:.0} expected): the period may be locked to periodic code, so shares may be biased (paper 001 §4.2, paper 002 §3.3); {}",
             a.lag,
@@ -42,11 +49,11 @@ pub fn recurrence(a: &AliasingCheck, randomized: bool) -> CheckWarning {
 }
 
 /// Blocks whose samples sit on one instruction ([`crate::code::CodeFindings::locked`]).
-pub fn locked_blocks(locked: &[(String, u64)], n: u64, randomized: bool) -> CheckWarning {
+pub fn locked_blocks(locked: &[(String, u64)], n: u64, randomized: bool) -> Warning {
     let samples: u64 = locked.iter().map(|x| x.1).sum();
     let names: Vec<&str> = locked.iter().take(5).map(|x| x.0.as_str()).collect();
-    CheckWarning::new(
-        "aliasing",
+    Warning::new(
+        WarningKind::Aliasing,
         format!(
             "{} basic block{} holding {} of the samples ({}) have 80% of their samples on one instruction, though every instruction of a block retires equally often: the period is locked to the loop, so shares may be biased (paper 001 §4.2); {}",
             locked.len(),
@@ -60,14 +67,14 @@ pub fn locked_blocks(locked: &[(String, u64)], n: u64, randomized: bool) -> Chec
 
 /// The period locked to a cycle of the program ([`crate::aliasing::phase_lock`]). `unit` is
 /// the period's unit (` ns` for time events).
-pub fn phase_lock(p: &PhaseLock, unit: &str) -> CheckWarning {
+pub fn phase_lock(p: &PhaseLock, unit: &str) -> Warning {
     let who = if p.functions.is_empty() {
         "the functions that change with it".to_string()
     } else {
         p.functions.join(", ")
     };
-    CheckWarning::new(
-        "aliasing",
+    Warning::new(
+        WarningKind::Aliasing,
         format!(
             "the period ({}{unit}) is locked to a cycle of the program: between consecutive samples the function changes where the sampling instant moved against the period (median shift {:.0}{unit} at the {} changes against {:.0}{unit} elsewhere, z = {:.1}), so each of the {} uninterrupted stretches looked at the cycle at one phase and the shares of {who} may be far from their time (paper 001 §4.2, paper 002 §3.3); record again with a randomised period (proftrust record --randomize) or with a period prime to the program's cycle (perf record -c {})",
             p.period,
@@ -90,9 +97,9 @@ fn next_prime(n: u64) -> u64 {
 /// Skid shadow: `share` of the samples on a slow instruction (or call) and its successor sit
 /// on the successor; `across` when the pile-up crosses blocks; `precise_helps` when a precise
 /// event would undo it (an imprecise hardware event).
-pub fn skid(share: f64, across: bool, precise_helps: bool) -> CheckWarning {
-    CheckWarning::new(
-        "skid",
+pub fn skid(share: f64, across: bool, precise_helps: bool) -> Warning {
+    Warning::new(
+        WarningKind::Skid,
         format!(
             "{} of the samples on a slow instruction (load, division{}) and the one after it sit on the one after it (about half without skid): samples gather at or just after slow instructions (paper 000 §1.2), so instruction-level{} attribution is unreliable; {}",
             pct(share),
@@ -108,9 +115,9 @@ pub fn skid(share: f64, across: bool, precise_helps: bool) -> CheckWarning {
 }
 
 /// Functions whose running states are shorter than the period.
-pub fn short_states(names: &[String]) -> CheckWarning {
-    CheckWarning::new(
-        "granularity",
+pub fn short_states(names: &[String]) -> Warning {
+    Warning::new(
+        WarningKind::Granularity,
         format!(
             "{} run{} for less than one sampling period at a time (R < 1.5, paper 002 §3.3 eq. 1): each state is caught or missed by chance, so their shares are unbiased but only as precise as their sample count says; a shorter period sharpens them",
             names.join(", "),
@@ -120,9 +127,9 @@ pub fn short_states(names: &[String]) -> CheckWarning {
 }
 
 /// Functions seen in fewer than `min_states` running states (`names` with their counts).
-pub fn few_states(names: &[String], min_states: u64) -> CheckWarning {
-    CheckWarning::new(
-        "granularity",
+pub fn few_states(names: &[String], min_states: u64) -> Warning {
+    Warning::new(
+        WarningKind::Granularity,
         format!(
             "{} sampled in fewer than {min_states} running states: precise for this run (a long state is caught to within one sample, paper 002 eqs. 5-6), but only that many independent looks at the code, so how long such states usually last is unknown",
             names.join(", "),
@@ -131,14 +138,14 @@ pub fn few_states(names: &[String], min_states: u64) -> CheckWarning {
 }
 
 /// Samples without a function: `share` of all, per module.
-pub fn unsymbolized(share: f64, per_module: &[ModuleAttribution]) -> CheckWarning {
+pub fn unsymbolized(share: f64, per_module: &[ModuleAttribution]) -> Warning {
     let modules: Vec<String> = per_module
         .iter()
         .take(5)
         .map(|m| format!("{} {} of its samples", m.module, pct(m.share)))
         .collect();
-    CheckWarning::new(
-        "unsymbolized",
+    Warning::new(
+        WarningKind::Unsymbolized,
         format!(
             "{} of the samples have no function ({}): no binary, no symbol and no function range found for their code, so they count per module and no verdict stands on them; give the binaries with --binary (or --symfs)",
             pct(share),
@@ -148,9 +155,9 @@ pub fn unsymbolized(share: f64, per_module: &[ModuleAttribution]) -> CheckWarnin
 }
 
 /// Lost samples.
-pub fn lost(lost: u64, n: u64) -> CheckWarning {
-    CheckWarning::new(
-        "lost",
+pub fn lost(lost: u64, n: u64) -> Warning {
+    Warning::new(
+        WarningKind::Lost,
         format!(
             "{lost} samples were lost ({} of all): the kernel's ring buffer overflowed; lost samples cluster in time, so shares may be biased toward what ran when the buffer had room; record with a larger buffer (-m) or a longer period",
             pct(lost as f64 / (lost + n).max(1) as f64)
@@ -166,7 +173,7 @@ pub fn lost(lost: u64, n: u64) -> CheckWarning {
 /// stand for the stretches the event was on only, so shares are unbiased only if the program
 /// behaved the same while it was off (seed 002 §3.3: the sampling point must not depend on
 /// the running state).
-pub fn throttling(h: &RecordingHealth, span: Option<u64>) -> Option<CheckWarning> {
+pub fn throttling(h: &RecordingHealth, span: Option<u64>) -> Option<Warning> {
     if h.throttles == 0 {
         return None;
     }
@@ -176,8 +183,8 @@ pub fn throttling(h: &RecordingHealth, span: Option<u64>) -> Option<CheckWarning
             pct(h.throttled_ns as f64 / sp as f64)
         )
     });
-    Some(CheckWarning::new(
-        "throttling",
+    Some(Warning::new(
+        WarningKind::Throttling,
         format!(
             "the kernel throttled sampling {} time{} for {:.3} ms in all{}: the event interrupted more often than perf_event_max_sample_rate allows, and what ran while it was throttled has no samples; record with a longer period (-c) or a lower frequency (-F)",
             h.throttles,
@@ -191,15 +198,10 @@ pub fn throttling(h: &RecordingHealth, span: Option<u64>) -> Option<CheckWarning
 /// The `multiplexing` warning: the event counted for less than 99% of the time it was
 /// enabled (a counter that ran its whole enabled time reads running == enabled). Like
 /// throttling, what ran while it was off has no samples.
-pub fn multiplexing(
-    event: &str,
-    ratio: f64,
-    running_ns: u64,
-    enabled_ns: u64,
-) -> Option<CheckWarning> {
+pub fn multiplexing(event: &str, ratio: f64, running_ns: u64, enabled_ns: u64) -> Option<Warning> {
     (ratio < 0.99).then(|| {
-        CheckWarning::new(
-            "multiplexing",
+        Warning::new(
+            WarningKind::Multiplexing,
             format!(
                 "{event} counted during {} of the time it was enabled ({:.3} of {:.3} ms): the kernel multiplexed it with other events on the PMU, and what ran while it was off has no samples; record fewer events at once",
                 pct(ratio),
@@ -221,12 +223,12 @@ pub fn outcome_words(oc: &RunOutcome) -> String {
 }
 
 /// The program did not exit with status 0.
-pub fn ended_early(oc: &RunOutcome) -> Option<CheckWarning> {
+pub fn ended_early(oc: &RunOutcome) -> Option<Warning> {
     if matches!(oc, RunOutcome::Exited { code: 0 }) {
         return None;
     }
-    Some(CheckWarning::new(
-        "ended-early",
+    Some(Warning::new(
+        WarningKind::EndedEarly,
         format!(
             "the recorded program {}{}: the profile covers the run up to there only",
             if matches!(oc, RunOutcome::Exited { .. }) {
@@ -240,9 +242,9 @@ pub fn ended_early(oc: &RunOutcome) -> Option<CheckWarning> {
 }
 
 /// Rows whose samples cluster in time; `batch_stated` when their intervals are batch means.
-pub fn clustering(names: &[&str], slices: usize, batch_stated: bool) -> CheckWarning {
-    CheckWarning::new(
-        "clustering",
+pub fn clustering(names: &[&str], slices: usize, batch_stated: bool) -> Warning {
+    Warning::new(
+        WarningKind::Clustering,
         format!(
             "the samples of {} cluster in time (their share varies between the {slices} time slices more than sampling explains: the run has phases); {}",
             names.join(", "),
@@ -265,9 +267,12 @@ mod tests {
         assert_eq!(next_prime(2), 2);
         assert_eq!(
             reader_note("the file ends after 3 records".into()).kind,
-            "ended-early"
+            WarningKind::EndedEarly
         );
-        assert_eq!(reader_note("unknown record type 99".into()).kind, "input");
+        assert_eq!(
+            reader_note("unknown record type 99".into()).kind,
+            WarningKind::Input
+        );
         assert!(ended_early(&RunOutcome::Exited { code: 0 }).is_none());
         let w = ended_early(&RunOutcome::Exited { code: 3 }).unwrap();
         assert_eq!(
@@ -289,7 +294,7 @@ mod tests {
             flagged: true,
         };
         let w = phase_lock(&p, " ns");
-        assert_eq!(w.kind, "aliasing");
+        assert_eq!(w.kind, WarningKind::Aliasing);
         assert!(
             w.message.contains("the period (100000 ns) is locked"),
             "{}",

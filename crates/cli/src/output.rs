@@ -15,6 +15,7 @@
 
 use anyhow::{bail, Context, Result};
 use proftrust_pipeline::export::{ExportSpec, Job, Sides};
+use proftrust_report::{Report, TextOptions};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
@@ -243,6 +244,84 @@ pub fn write_text(path: Option<&Path>, text: &str) -> Result<()> {
                 .context("cannot write to stdout")
         }
     }
+}
+
+/// Where a command's report goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportTo {
+    /// `-o FILE`: written as [`write()`] writes (atomically).
+    File(PathBuf),
+    /// Standard output (no `-o`, or `-o -`).
+    Stdout,
+    /// Standard error (`audit` running a program whose output has standard output).
+    Stderr,
+}
+
+impl ReportTo {
+    /// `-o PATH` (`-` is standard output), else standard output.
+    pub fn output(path: Option<&Path>) -> ReportTo {
+        match path {
+            Some(p) if p.as_os_str() != "-" => ReportTo::File(p.to_path_buf()),
+            _ => ReportTo::Stdout,
+        }
+    }
+
+    /// Whether the report lands on a terminal (colours, only then and without `NO_COLOR`).
+    fn colors(&self) -> bool {
+        use std::io::IsTerminal;
+        let terminal = match self {
+            ReportTo::File(_) => false,
+            ReportTo::Stdout => std::io::stdout().is_terminal(),
+            ReportTo::Stderr => std::io::stderr().is_terminal(),
+        };
+        terminal && std::env::var_os("NO_COLOR").is_none()
+    }
+}
+
+/// The output step of every command with a report: the JSON (`json`) or the text (`top`
+/// rows per table, colours on a terminal) written to `to`; with the text of a report that
+/// leaves its warnings out ([`Report::warnings_on_stderr`]), each warning on standard error
+/// as `proftrust: warning: MESSAGE`.
+pub fn write_report<R: Report + ?Sized>(
+    report: &R,
+    to: &ReportTo,
+    json: bool,
+    top: usize,
+) -> Result<()> {
+    let text = if json {
+        report.to_json().context("cannot encode the JSON report")?
+    } else {
+        if report.warnings_on_stderr() {
+            for w in report.warnings() {
+                crate::util::note(format!("warning: {w}"));
+            }
+        }
+        report.render_text(&TextOptions {
+            top,
+            color: to.colors(),
+        })
+    };
+    match to {
+        ReportTo::File(p) => write_text(Some(p), &text),
+        ReportTo::Stdout => write_text(None, &text),
+        ReportTo::Stderr => {
+            let mut e = std::io::stderr().lock();
+            e.write_all(text.as_bytes())
+                .and_then(|_| e.flush())
+                .context("cannot write the report to stderr")
+        }
+    }
+}
+
+/// Writes the HTML page of `report` (`--html FILE`, [`write()`]) and says where it went.
+pub fn write_html<R: Report + ?Sized>(report: &R, path: &Path, top: usize) -> Result<()> {
+    let o = TextOptions { top, color: false };
+    let Some(html) = report.render_html(&o) else {
+        bail!("this report has no HTML page");
+    };
+    write_text(Some(path), &html)?;
+    crate::util::note(format!("HTML report written to {}", path.display()));
+    Ok(())
 }
 
 /// Checks every `--export` file before any work ([`check`]).

@@ -356,8 +356,13 @@ fn json_contract_fields_and_ranges() {
     }
     assert!((share_sum - 1.0).abs() < 1e-9);
     // the warning about cpu-clock vs instructions is there
-    let w = j["warnings"].to_string();
-    assert!(w.contains("CPI"), "{w}");
+    let cpi = j["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "cpi")
+        .unwrap_or_else(|| panic!("{}", j["warnings"]));
+    assert!(cpi["message"].as_str().unwrap().contains("CPI"), "{cpi}");
 }
 
 #[test]

@@ -191,11 +191,13 @@ fn perf_data_symbols_match_perf_report() {
     let v = read_json(&cut, &[]);
     let n = v["samples"].as_u64().unwrap();
     assert!(n > 0 && n < total, "{n} of {total}");
-    assert!(
-        v["warnings"].to_string().contains("a cut copy?"),
-        "{}",
-        v["warnings"]
-    );
+    let cut_warning = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["message"].as_str().unwrap().contains("a cut copy?"))
+        .unwrap_or_else(|| panic!("{}", v["warnings"]));
+    assert_eq!(cut_warning["kind"], "ended-early", "{cut_warning}");
     let mut arm = bytes.clone();
     let needle = b"x86_64\0";
     for i in 0..arm.len().saturating_sub(needle.len()) {
@@ -771,7 +773,8 @@ fn callgrind_summary_a_little_off_is_read_with_a_warning() {
     let warning = "its summary: line states 10000 Ir, its records add up to 9996 (short by 0.040%): the records are used";
     let v = read_json(&f, &[]);
     assert_eq!(v["total_instructions"], 9996, "{v}");
-    assert_eq!(v["warnings"][0], warning, "{v}");
+    assert_eq!(v["warnings"][0]["message"], warning, "{v}");
+    assert_eq!(v["warnings"][0]["kind"], "input", "{v}");
     let o = proftrust(&["read", f.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");

@@ -930,7 +930,8 @@ fn interrupted_recordings_are_named() {
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(Value::as_str)
+        .filter(|w| w["kind"] == "ended-early")
+        .filter_map(|w| w["message"].as_str())
         .filter(|w| w.contains("did not end normally"))
         .collect();
     assert_eq!(warned.len(), 1, "{r}");

@@ -9,6 +9,7 @@ use proftrust_report::fleet::{
     DiffRow, DiffSide, FleetDiffReport, FleetFunction, FleetHost, FleetReport, HostDeviation,
     HostShare, PrecisionRow, FLEET_REPORT_VERSION,
 };
+use proftrust_report::{Warning, WarningKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -117,7 +118,7 @@ fn fleet_totals(t: &Totals) -> stats::FleetTotals {
 async fn other_event_warning(
     ctx: &datafusion::prelude::SessionContext,
     event: &str,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<()> {
     let others = query::hosts_without(ctx, event).await?;
     if !others.is_empty() {
@@ -127,12 +128,15 @@ async fn other_event_warning(
             .map(|(h, e)| format!("{h} ({e})"))
             .collect::<Vec<_>>()
             .join(", ");
-        warnings.push(format!(
+        warnings.push(Warning::new(
+            WarningKind::Scope,
+            format!(
             "{} host(s) recorded other events only and are not in these shares of {}: {list}{}; \
              a share mixes no events (choose with --event)",
             others.len(),
             event,
             if others.len() > 5 { ", ..." } else { "" }
+        ),
         ));
     }
     Ok(())
@@ -144,7 +148,7 @@ async fn other_event_warning(
 async fn weight_warnings(
     ctx: &datafusion::prelude::SessionContext,
     scope: &Scope,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<()> {
     let ended = query::recordings_ended_early(ctx, scope).await?;
     if !ended.is_empty() {
@@ -154,12 +158,15 @@ async fn weight_warnings(
             .map(|(h, r, e)| format!("{h}/{r} ({e})"))
             .collect::<Vec<_>>()
             .join(", ");
-        warnings.push(format!(
+        warnings.push(Warning::new(
+            WarningKind::EndedEarly,
+            format!(
             "{} recording(s) of a program that did not end normally: {list}{}; an interrupted, \
              killed or timed-out recording covers part of its run, so its host weighs less than \
              a whole run would (select complete recordings with labels, or re-record)",
             ended.len(),
             if ended.len() > 5 { ", ..." } else { "" }
+        ),
         ));
     }
     let recs = query::recording_weights(ctx, scope).await?;
@@ -171,19 +178,22 @@ async fn weight_warnings(
     if !unweighted.is_empty() && unweighted.len() < recs.len() {
         let mut hosts = unweighted.clone();
         hosts.dedup();
-        warnings.push(format!(
-            "{} of {} recordings (hosts {}) carry no sample periods, so each of their samples \
+        warnings.push(Warning::new(
+            WarningKind::Input,
+            format!(
+                "{} of {} recordings (hosts {}) carry no sample periods, so each of their samples \
              weighs 1 while the others weigh their periods ({}): their hosts' shares count \
              samples, not {}; ingest the perf.data, or perf script with the period field",
-            unweighted.len(),
-            recs.len(),
-            hosts.join(", "),
-            event_unit(&scope.event),
-            if event_unit(&scope.event) == "ns" {
-                "time"
-            } else {
-                "events"
-            }
+                unweighted.len(),
+                recs.len(),
+                hosts.join(", "),
+                event_unit(&scope.event),
+                if event_unit(&scope.event) == "ns" {
+                    "time"
+                } else {
+                    "events"
+                }
+            ),
         ));
     }
     Ok(())
@@ -194,7 +204,7 @@ async fn weight_warnings(
 async fn pick_event(
     ctx: &datafusion::prelude::SessionContext,
     asked: Option<&str>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<String> {
     let events = query::events(ctx).await?;
     let names = events
@@ -217,10 +227,10 @@ async fn pick_event(
                 Error::Invalid("the store's recordings name no event".to_string())
             })?;
             if events.len() > 1 {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::Scope, format!(
                     "the store holds several events ({names}); shares are of {} (choose with --event)",
                     first.0
-                ));
+                )));
             }
             Ok(first.0.clone())
         }
@@ -230,7 +240,11 @@ async fn pick_event(
 /// Runs `fleet report` on `store`: the report, and every host's share of each of the top
 /// functions (the HTML page's per-host spread).
 pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec<HostShare>)> {
-    let (ctx, mut warnings) = engine::session(&spec.engine, store).await?;
+    let (ctx, verified) = engine::session(&spec.engine, store).await?;
+    let mut warnings: Vec<Warning> = verified
+        .into_iter()
+        .map(|m| Warning::new(WarningKind::Input, m))
+        .collect();
     let event = pick_event(&ctx, spec.event.as_deref(), &mut warnings).await?;
     let scope = Scope {
         event: event.clone(),
@@ -242,7 +256,11 @@ pub async fn report(store: &Path, spec: &ReportSpec) -> Result<(FleetReport, Vec
     let host_rows = query::hosts(&ctx, &scope).await?;
     let labels = query::host_labels(&ctx).await?;
     let fleet = fleet_totals(&totals);
-    warnings.extend(stats::fleet_warnings(&fleet));
+    warnings.extend(
+        stats::fleet_warnings(&fleet)
+            .into_iter()
+            .map(|m| Warning::new(WarningKind::FewSamples, m)),
+    );
     other_event_warning(&ctx, &scope.event, &mut warnings).await?;
     weight_warnings(&ctx, &scope, &mut warnings).await?;
 
@@ -469,7 +487,11 @@ async fn check_selector(ctx: &datafusion::prelude::SessionContext, sel: &Selecto
 
 /// Runs `fleet diff` on `store`.
 pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
-    let (ctx, mut warnings) = engine::session(&spec.engine, store).await?;
+    let (ctx, verified) = engine::session(&spec.engine, store).await?;
+    let mut warnings: Vec<Warning> = verified
+        .into_iter()
+        .map(|m| Warning::new(WarningKind::Input, m))
+        .collect();
     check_selector(&ctx, &spec.a).await?;
     check_selector(&ctx, &spec.b).await?;
     let event = pick_event(&ctx, spec.event.as_deref(), &mut warnings).await?;
@@ -518,7 +540,10 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
     let (fleet_a, fleet_b) = (fleet_totals(&ta), fleet_totals(&tb));
     for (f, sel) in [(&fleet_a, &spec.a), (&fleet_b, &spec.b)] {
         for w in stats::fleet_warnings(f) {
-            warnings.push(format!("side {}: {w}", sel.text()));
+            warnings.push(Warning::new(
+                WarningKind::FewSamples,
+                format!("side {}: {w}", sel.text()),
+            ));
         }
     }
     other_event_warning(&ctx, &event, &mut warnings).await?;
@@ -558,7 +583,7 @@ pub async fn diff(store: &Path, spec: &DiffSpec) -> Result<FleetDiffReport> {
     }
     let critical_t = critical_t(tested.len(), df_a + df_b, spec.fdr);
     if let Some(w) = power_warning(&ta, &tb, tested.len(), df_a + df_b, critical_t, spec.fdr) {
-        warnings.push(w);
+        warnings.push(Warning::new(WarningKind::FewSamples, w));
     }
     rows.sort_by(|x, y| {
         y.significant

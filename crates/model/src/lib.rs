@@ -19,6 +19,7 @@
 //!   `PT_LOAD` segments) and [`SegmentSource`]; [`symbols`] — [`SymbolSource`], the
 //!   function symbols readers need from the objects a profile names; [`unwind`] —
 //!   [`UnwindSource`], what readers need to unwind user stacks copied by the kernel.
+//! * [`Warning`], [`WarningKind`] — one warning of any report: a closed kind and a message.
 //!
 //! This crate does no I/O: readers and writers live in `proftrust-formats`, analyses in their
 //! own crates.
@@ -51,6 +52,7 @@ pub mod symbols;
 mod trace;
 mod units;
 pub mod unwind;
+mod warning;
 
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
@@ -72,3 +74,4 @@ pub use symbols::{
 pub use trace::{BlockVisitor, MemAccess, TraceBlock, TraceEnd, TraceEvent};
 pub use units::{Cycles, Instructions, SampleCount};
 pub use unwind::{StackUnwinder, UnwindEnd, UnwindSource, UserRegs};
+pub use warning::{Warning, WarningKind};

@@ -25,7 +25,8 @@ use crate::{load, program, Backend, Events};
 use proftrust_binary::Binary;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
 use proftrust_model::{
-    EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma,
+    EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma, Warning,
+    WarningKind,
 };
 use proftrust_report::{
     AuditConfig, AuditReport, CorrectedFunction, CorrectedSide, FunctionRow, InstructionPicture,
@@ -318,10 +319,10 @@ fn counted_scope(
     e: &ExactProfile,
     interrupted: bool,
     scope: &Scope,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> bool {
     if interrupted && proftrust_metrics::check_same_program(e, &scope.modules).is_err() {
-        warnings.push("the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone".into());
+        warnings.push(Warning::new(WarningKind::EndedEarly, "the exact run was interrupted before it counted anything in the audited binary: the report holds the samples alone"));
         return false;
     }
     true
@@ -345,7 +346,7 @@ struct Partial {
     event: u16,
     scope: Scope,
     config: AuditConfig,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
     processes: Vec<proftrust_report::ProcessRow>,
 }
 
@@ -355,7 +356,7 @@ fn note_runs(
     samples: &SampleSet,
     exact: Option<&ExactProfile>,
     tool_versions: &mut BTreeMap<String, String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let failed = |o: &RunOutcome| {
         !matches!(
@@ -364,12 +365,18 @@ fn note_runs(
         )
     };
     if let Some(outcome) = samples.outcome.as_ref().filter(|o| failed(o)) {
-        warnings.push(format!("the profiled program {}", outcome_phrase(outcome)));
+        warnings.push(Warning::new(
+            WarningKind::EndedEarly,
+            format!("the profiled program {}", outcome_phrase(outcome)),
+        ));
     }
     if let Some(e) = exact {
-        warnings.extend(proftrust_exact::warnings(e));
+        warnings.extend(crate::warnings::exact(e));
         if let Some(o) = e.outcome.as_ref().filter(|o| failed(o)) {
-            warnings.push(format!("the exact run's program {}", outcome_phrase(o)));
+            warnings.push(Warning::new(
+                WarningKind::EndedEarly,
+                format!("the exact run's program {}", outcome_phrase(o)),
+            ));
         }
         if e.backend == "callgrind" {
             tool_versions
@@ -416,7 +423,7 @@ fn open_scope(
     samples: &SampleSet,
     event: u16,
     command: &[String],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Scope> {
     let (paths, reason) = if args.binaries.is_empty() {
         let locator = load::locator(&[], args.symfs.as_deref());
@@ -434,10 +441,10 @@ fn open_scope(
             )
         })?;
         if !b.has_debug_info() {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::MissingDebugInfo, format!(
                 "{} has no debug info: inline-level epsilon equals function level (rebuild with -g)",
                 p.display()
-            ));
+            )));
         }
         bins.push(b);
     }
@@ -464,37 +471,43 @@ fn event_warnings(
     samples: &SampleSet,
     event: Option<&proftrust_model::EventDesc>,
     time_model_used: crate::timemodel::TimeModelKind,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let weight = args.truth_weight;
     if samples.events.len() > 1 {
-        warnings.push(format!(
-            "the samples hold {} events; comparing {} (--sample-event picks another)",
-            samples.events.len(),
-            event.map(|e| e.name.as_str()).unwrap_or("?")
+        warnings.push(Warning::new(
+            WarningKind::Scope,
+            format!(
+                "the samples hold {} events; comparing {} (--sample-event picks another)",
+                samples.events.len(),
+                event.map(|e| e.name.as_str()).unwrap_or("?")
+            ),
         ));
     }
     if samples.lost > 0 {
-        warnings.push(format!(
-            "{} samples were lost by the kernel (ring buffer overflow)",
-            samples.lost
+        warnings.push(Warning::new(
+            WarningKind::Lost,
+            format!(
+                "{} samples were lost by the kernel (ring buffer overflow)",
+                samples.lost
+            ),
         ));
     }
     let time_based = event.map(|e| e.kind.is_time_based()).unwrap_or(false);
     if time_based && weight == TruthWeight::Instructions {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::Cpi, format!(
             "{} samples measure time while the truth counts instructions: differences in CPI between functions show up as 'error' (try --truth-weight time-model, or cycles-estimate with the callgrind backend)",
             event.map(|e| e.name.as_str()).unwrap_or("time-based")
-        ));
+        )));
     }
     if weight == TruthWeight::CyclesEstimate {
-        warnings.push("the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)".into());
+        warnings.push(Warning::new(WarningKind::TruthModel, "the cycle estimate charges every simulated cache miss in full: it ignores memory-level parallelism and out-of-order overlap, so independent misses (streams, scattered stores) weigh too much next to dependent ones (pointer chases)"));
     }
     if weight == TruthWeight::TimeModel {
-        warnings.push(match time_model_used {
+        warnings.push(Warning::new(WarningKind::TruthModel, match time_model_used {
             crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, {}, validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name, if args.time_caches { "data-cache misses from a simulation of the run's loads (of the front end only its one taken branch per cycle)" } else { "every load an L1 hit (no caches; of the front end only its one taken branch per cycle)" }),
             crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
-        });
+        }));
     }
 }
 
@@ -585,7 +598,7 @@ fn samples_alone(mut p: Partial) -> Result<(AuditReport, AuditData)> {
         };
     if elsewhere > 0 {
         let warning = elsewhere_warning(samples, event, &scope.modules, elsewhere);
-        p.warnings.push(warning);
+        p.warnings.push(Warning::new(WarningKind::Scope, warning));
     }
     let n: u64 = per.iter().map(|(_, c)| c).sum();
     p.config.truth_missing = true;
@@ -661,7 +674,10 @@ fn compared(
     comparison_warnings(&cmp, &samples, event, &scope.modules, &mut warnings);
     let (corrected, corrected_counts) = match args.correct_skid {
         Some(_) if interrupted => {
-            warnings.push("--correct-skid skipped: the audit was interrupted".into());
+            warnings.push(Warning::new(
+                WarningKind::EndedEarly,
+                "--correct-skid skipped: the audit was interrupted",
+            ));
             (None, None)
         }
         Some(skid) => {
@@ -674,7 +690,10 @@ fn compared(
     // Sweep: one recording per period, fixed and randomised; the truth is reused.
     let sweep = match sweep {
         Some(_) if interrupted => {
-            warnings.push("--sweep skipped: the audit was interrupted".into());
+            warnings.push(Warning::new(
+                WarningKind::EndedEarly,
+                "--sweep skipped: the audit was interrupted",
+            ));
             Vec::new()
         }
         Some(cmd) => {
@@ -713,25 +732,23 @@ fn comparison_warnings(
     samples: &SampleSet,
     event: u16,
     scope: &[Module],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     if cmp.samples_elsewhere > 0 {
-        warnings.push(elsewhere_warning(
-            samples,
-            event,
-            scope,
-            cmp.samples_elsewhere,
+        warnings.push(Warning::new(
+            WarningKind::Scope,
+            elsewhere_warning(samples, event, scope, cmp.samples_elsewhere),
         ));
     }
     if cmp.samples < proftrust_metrics::evidence::MIN_SAMPLES {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::FewSamples, format!(
             "only {} samples in the audited binary: too few for any verdict ({} needed: a share's standard deviation is up to 0.5/sqrt(N), paper 002 §3.5 eq. 9, so below 100 every share is uncertain by more than ±10 points); profile a longer run (--size, a bigger input) or sample more often (--period)",
             cmp.samples,
             proftrust_metrics::evidence::MIN_SAMPLES
-        ));
+        )));
     }
     if !cmp.static_blocks {
-        warnings.push("no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)".into());
+        warnings.push(Warning::new(WarningKind::Cfg, "no CFG could be built: blocks for epsilon_block are derived from the exact profile (count changes, and edges where the truth has them)"));
     }
 }
 
@@ -749,7 +766,7 @@ fn sweep_periods(
     args: &AuditOptions,
     process_set: &crate::processes::ProcessSet,
     (exact, scope, attr, opts): TruthSide<'_>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<(Vec<SweepPoint>, Option<String>)> {
     let stop = args.stop.clone().unwrap_or_default();
@@ -768,10 +785,10 @@ fn sweep_periods(
             // The program's output was shown by the main recording: not again per point.
             let mut r = record_once(cmd, args, Some(p), randomized, true, &stop, events)?;
             if let Some(RunOutcome::Interrupted { name, .. }) = &r.samples.outcome {
-                warnings.push(format!(
+                warnings.push(Warning::new(WarningKind::EndedEarly, format!(
                     "the sweep was interrupted ({name}) at period {p}{}: the points before it are kept",
                     if randomized { " randomised" } else { "" }
-                ));
+                )));
                 stopped = Some(format!("{name} during the sweep"));
                 break 'sweep;
             }
@@ -789,16 +806,16 @@ fn sweep_periods(
     pb.finish();
     too_few.dedup();
     if !too_few.is_empty() {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::FewSamples, format!(
             "--sweep: at period(s) {} fewer than {min} samples landed in the binary; their metrics are left out (noise of ±10 points or more, paper 002 §3.5 eq. 9)",
             join_periods(&too_few)
-        ));
+        )));
     }
     if !skipped.is_empty() {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::FewSamples, format!(
             "--sweep: period(s) {} not recorded: the shorter periods' samples × period predict fewer than {min} samples there (paper 002 §3.5 eq. 9); use shorter periods or a longer run",
             join_periods(&skipped)
-        ));
+        )));
     }
     Ok((sweep, stopped))
 }
@@ -1028,7 +1045,7 @@ struct Inputs {
 fn inputs(
     args: &AuditOptions,
     tool_versions: &mut BTreeMap<String, String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<Inputs> {
     if args.time_branches
@@ -1063,7 +1080,7 @@ fn file_inputs(
     args: &AuditOptions,
     sf: &Path,
     tf: &Path,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<Inputs> {
     if !args.sweep.is_empty() {
@@ -1128,7 +1145,7 @@ fn samples_and_run_inputs(
     sf: &Path,
     cmd: &[OsString],
     tool_versions: &mut BTreeMap<String, String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<Inputs> {
     if !args.sweep.is_empty() {
@@ -1165,7 +1182,7 @@ fn samples_and_run_inputs(
 fn lbr_inputs(
     args: &AuditOptions,
     sf: &Path,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<Inputs> {
     if args.truth_weight != TruthWeight::LbrTime {
@@ -1196,7 +1213,7 @@ fn run_inputs(
     args: &AuditOptions,
     cmd: &[OsString],
     tool_versions: &mut BTreeMap<String, String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<Inputs> {
     let cmd = checked_command(cmd)?;
@@ -1212,9 +1229,9 @@ fn run_inputs(
     )?;
     let s = r.samples;
     let (e, interrupted) = if let Some(o @ RunOutcome::Interrupted { name, .. }) = &s.outcome {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::EndedEarly, format!(
             "the recording was {o}: no exact count was made; the report holds the samples of the run up to then"
-        ));
+        )));
         (None, Some((name.clone(), "the recording")))
     } else {
         if s.samples.is_empty() {
@@ -1256,20 +1273,20 @@ fn exact_side(
     cmd: &[OsString],
     args: &AuditOptions,
     tool_versions: &mut BTreeMap<String, String>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     stop: &StopSignal,
     events: &dyn Events,
 ) -> Result<(ExactProfile, Option<(String, &'static str)>)> {
     let (e, backend_note) = count_exact(cmd, args, args.truth_weight, tool_versions, stop, events)?;
     if let Some(n) = backend_note {
-        warnings.push(n);
+        warnings.push(Warning::new(WarningKind::Backend, n));
     }
     let mut interrupted = None;
     if let Some(o @ RunOutcome::Interrupted { name, .. }) = &e.outcome {
         interrupted = Some((name.clone(), "the exact count"));
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::EndedEarly, format!(
             "the exact count was {o}: the truth covers only the first part of the run while the samples cover all of it, so the metrics are not a verdict on the profile"
-        ));
+        )));
     }
     Ok((e, interrupted))
 }
@@ -1819,7 +1836,7 @@ fn lbr_side(
     samples: &SampleSet,
     exact: Option<ExactProfile>,
     locator: &proftrust_binary::BinaryLocator,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     events: &dyn Events,
 ) -> Result<ExactProfile> {
     let sym = proftrust_binary::Symbolizer::with_locator(&samples.modules, locator);
@@ -1836,22 +1853,22 @@ fn lbr_side(
         s.measured, s.stacks, s.cycles
     ));
     if s.unresolved > 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::Unsymbolized, format!(
             "{} branch-stack ranges ({:.1}% of the ranges) have no known straight-line code (another module, or a binary not found) and are left out of the lbr time",
             s.unresolved,
             100.0 * s.unresolved as f64 / (s.unresolved + s.measured).max(1) as f64
-        ));
+        )));
     }
     if s.off_cfg.0 > 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::Input, format!(
             "{} of {} measured branch-stack ranges ({:.1}% of the measured cycles) are not straight-line paths of the exact run (an instruction it never executed, or a fall-through it never took): the samples and the exact run are not of the same program and input, or the stacks are corrupt",
             s.off_cfg.0,
             s.checked,
             100.0 * s.off_cfg.1 as f64 / s.cycles.max(1) as f64
-        ));
+        )));
     }
     if exact_is_lbr_only(&e) {
-        warnings.push("no exact run: the counts beside the lbr time are how often the branch stacks covered each instruction, not executions (NRMSE_SR, SC and OD rest on them)".into());
+        warnings.push(Warning::new(WarningKind::TruthModel, "no exact run: the counts beside the lbr time are how often the branch stacks covered each instruction, not executions (NRMSE_SR, SC and OD rest on them)"));
     }
     Ok(e)
 }

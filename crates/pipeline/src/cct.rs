@@ -6,7 +6,7 @@ use crate::error::{bail, Context, Result};
 use crate::trace::{self, BinaryCode, TraceOptions, Traced};
 use crate::Events;
 use proftrust_binary::Symbolizer;
-use proftrust_model::{ModuleTable, RunOutcome, SampleSet};
+use proftrust_model::{ModuleTable, RunOutcome, SampleSet, Warning, WarningKind};
 use proftrust_paths::{
     compare_cct, gprof_comparison, sampled_cct_with, Cct, FunctionMap, GprofComparison,
     ProfilerOptions, SampledComparison,
@@ -113,7 +113,7 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
         ..
     } = trace::trace(&p, &o.command[1..], &o.trace, build, o.show_output, events)?;
     let mut warnings = p.warnings.clone();
-    warnings.extend(proftrust_report::outcome_warning(&outcome, "the contexts"));
+    warnings.extend(crate::warnings::outcome(&outcome, "the contexts"));
     let folded_mark = folded_mark(&outcome);
     let names = function_names(&cct, samples.as_ref(), program, &mut warnings);
     let stats = cct.stats();
@@ -186,7 +186,7 @@ fn function_names(
     cct: &Cct,
     samples: Option<&SampleSet>,
     program: &[PathBuf],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> FunctionMap {
     let mut names = FunctionMap::default();
     add_names(&mut names, &cct.modules, program, warnings);
@@ -202,7 +202,7 @@ fn exact_gprof(
     cct: &Cct,
     names: &FunctionMap,
     outcome: &RunOutcome,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<GprofComparison> {
     match gprof_comparison(cct, names) {
         // A run cut short before anything reached the trace (a fatal signal loses QEMU's
@@ -210,7 +210,10 @@ fn exact_gprof(
         Err(proftrust_paths::Error::Empty { .. })
             if !matches!(outcome, RunOutcome::Exited { code: 0 }) =>
         {
-            warnings.push("the trace holds no instruction".into());
+            warnings.push(Warning::new(
+                WarningKind::EndedEarly,
+                "the trace holds no instruction",
+            ));
             Ok(GprofComparison {
                 epsilon: 0.0,
                 contexts: Vec::new(),
@@ -348,7 +351,7 @@ fn add_names(
     map: &mut FunctionMap,
     modules: &ModuleTable,
     extra: &[PathBuf],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let sym = Symbolizer::new(modules, extra);
     for (i, m) in modules.iter() {
@@ -358,7 +361,7 @@ fn add_names(
             }
         }
     }
-    warnings.extend(sym.warnings());
+    warnings.extend(crate::warnings::all_symbols(sym.warnings()));
 }
 
 /// Reads a sample file that must hold call chains.

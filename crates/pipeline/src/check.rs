@@ -41,10 +41,11 @@ use proftrust_check::warn;
 use proftrust_metrics::resolution::{samples_factor, smallest_detectable_share};
 use proftrust_model::{
     EventKind, Location, Module, ModuleTable, PeriodMode, RecordingHealth, Sample, SampleSet,
+    Warning, WarningKind,
 };
 pub use proftrust_report::check::{
-    AliasingCheck, Attribution, CheckEvent, CheckHealth, CheckReport, CheckRow, CheckWarning,
-    Granularity, ModuleAttribution, PhaseLock, RunInterval, TargetAdvice, Verdict,
+    AliasingCheck, Attribution, CheckEvent, CheckHealth, CheckReport, CheckRow, Granularity,
+    ModuleAttribution, PhaseLock, RunInterval, TargetAdvice, Verdict,
 };
 use proftrust_sim::granularity::{running_states, RunningStates};
 use rustc_hash::FxHashMap;
@@ -127,7 +128,7 @@ pub fn execute(o: &CheckOptions, events: &dyn Events) -> Result<CheckReport> {
     let counts = count_levels(&keys, &loaded, o.slices);
     let code = code::code_findings(&sym, &keys.sampled_locations(), keys.functions.names(), 300);
     let found = find(&loaded, &samples, &keys, &code);
-    let mut warnings: Vec<CheckWarning> = loaded
+    let mut warnings: Vec<Warning> = loaded
         .notes
         .iter()
         .cloned()
@@ -201,7 +202,7 @@ fn judge(
     tables: &Tables,
     found: &Found,
     code: &CodeFindings,
-    warnings: &[CheckWarning],
+    warnings: &[Warning],
 ) -> (Granularity, Verdict, String) {
     let trust = trustworthy_at(
         &tables.functions,
@@ -690,7 +691,7 @@ struct Found {
     skid_within: Option<(f64, bool)>,
     skid_across: Option<(f64, bool)>,
     two_sided: bool,
-    warnings: Vec<CheckWarning>,
+    warnings: Vec<Warning>,
 }
 
 impl Found {
@@ -800,7 +801,7 @@ fn build_rows(
     counts: &Counts,
     code: &CodeFindings,
     found: &Found,
-    warnings: &mut Vec<CheckWarning>,
+    warnings: &mut Vec<Warning>,
 ) -> Tables {
     let sizes = &counts.sizes;
     let level = |names, c, attribution, needs| level(names, c, sizes, attribution, needs);
@@ -884,11 +885,7 @@ fn level<'a>(
 
 /// Functions whose running states are shorter than the period, and functions seen in few
 /// running states (seed 002 §3.3, §5.1.2), among the top rows.
-fn granularity_flags(
-    o: &CheckOptions,
-    functions: &mut [CheckRow],
-    warnings: &mut Vec<CheckWarning>,
-) {
+fn granularity_flags(o: &CheckOptions, functions: &mut [CheckRow], warnings: &mut Vec<Warning>) {
     let mut short_states = Vec::new();
     let mut few_states = Vec::new();
     for r in functions.iter_mut().take(o.top) {
@@ -998,7 +995,7 @@ fn health(
     samples: &[&Sample],
     keys: &Keys,
     sym: &Symbolizer,
-    warnings: &mut Vec<CheckWarning>,
+    warnings: &mut Vec<Warning>,
 ) -> CheckHealth {
     let set = &loaded.set;
     let n = samples.len() as u64;
@@ -1094,7 +1091,7 @@ fn clustering(
     o: &CheckOptions,
     functions: &[CheckRow],
     slices: usize,
-    warnings: &mut Vec<CheckWarning>,
+    warnings: &mut Vec<Warning>,
 ) {
     let clustered: Vec<&str> = functions
         .iter()
@@ -1222,7 +1219,7 @@ fn hardware_time(
     functions: &mut [CheckRow],
     o: &CheckOptions,
     floor: u64,
-    warnings: &mut Vec<CheckWarning>,
+    warnings: &mut Vec<Warning>,
     notes: &mut Vec<String>,
 ) {
     let (set, ev) = (&loaded.set, loaded.event_idx);
@@ -1303,8 +1300,8 @@ fn hardware_time(
         ));
     }
     if !disagree.is_empty() {
-        warnings.push(CheckWarning {
-            kind: "hardware-time".into(),
+        warnings.push(Warning {
+            kind: WarningKind::HardwareTime,
             message: format!(
                 "{} function(s) where the sampled share and the time the branch stacks measured disagree beyond both intervals: {}; the samples land elsewhere than the time goes (skid behind slow instructions, an event that is not time, a period locked to a loop): trust the hardware time for these rows",
                 disagree.len(),

@@ -60,7 +60,7 @@ pub fn execute(o: &InspectOptions, events: &dyn Events) -> Result<InspectReport>
         has_symtab: bin.has_symtab(),
         debug_info: bin.has_debug_info(),
         debug_file: bin.debug_file().map(|p| p.display().to_string()),
-        warnings: bin.warnings().to_vec(),
+        warnings: crate::warnings::all_symbols(bin.warnings().iter().cloned()),
         functions,
         function_count: bin.functions().len(),
         detail,

@@ -89,6 +89,7 @@ pub mod trace;
 pub mod truth;
 pub mod vpmu;
 pub mod vpp;
+mod warnings;
 
 pub use error::{chain, Context, Error, Result};
 pub use events::{Events, Notes, Silent, Task};

@@ -163,11 +163,14 @@ pub fn execute(o: &PathsOptions, events: &dyn Events) -> Result<PathsReport> {
             .collect()
     });
     let mut warnings = p.warnings.clone();
-    warnings.extend(proftrust_report::outcome_warning(&outcome, "the paths"));
+    warnings.extend(crate::warnings::outcome(&outcome, "the paths"));
     if profile.paths.is_empty() {
-        warnings.push(format!(
-            "no complete path was recorded in {} (did the trace reach it?)",
-            p.path.display()
+        warnings.push(proftrust_model::Warning::new(
+            proftrust_model::WarningKind::FewSamples,
+            format!(
+                "no complete path was recorded in {} (did the trace reach it?)",
+                p.path.display()
+            ),
         ));
     }
     let selected = |k: &PathKey| only.is_none_or(|f| f == k.func);

@@ -7,7 +7,7 @@
 //! is summarised per process name ([`ProcessRow`]).
 
 use proftrust_model::process::{descends_from, program_root};
-use proftrust_model::{ExactProfile, ImageStart, SampleSet, SampledImage};
+use proftrust_model::{ExactProfile, ImageStart, SampleSet, SampledImage, Warning, WarningKind};
 use proftrust_report::ProcessRow;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,7 +122,7 @@ pub(crate) fn compare_same_processes(
     exact: Option<&mut ExactProfile>,
     started: Option<u32>,
     event: u16,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> (ProcessSet, Vec<ProcessRow>) {
     let (images, of, root, sides) = sample_images(samples, started);
     if root.is_none() {
@@ -171,7 +171,7 @@ pub(crate) fn compare_same_processes(
         Vec::new()
     };
     if !left.is_empty() {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::Scope, format!(
             "processes left out of both sides: {}; {dropped} of {samples_before} samples and {} of {exact_before} exact instructions left out{}",
             left_out_names(&groups, &left),
             exact_before.saturating_sub(exact.total_instructions),
@@ -180,7 +180,7 @@ pub(crate) fn compare_same_processes(
             } else {
                 " (the rows under `processes`)"
             },
-        ));
+        )));
     }
     let set = ProcessSet {
         compared,
@@ -383,7 +383,7 @@ fn leave_out_other_trees(
     samples: &mut SampleSet,
     of: &[Option<usize>],
     sides: &[Option<Side>],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let total = samples.samples.len() as u64;
     let mut pids: BTreeMap<u32, u64> = BTreeMap::new();
@@ -402,13 +402,13 @@ fn leave_out_other_trees(
     samples.samples.retain(|_| k.next().unwrap_or(false));
     let n: u64 = pids.values().sum();
     let list: Vec<String> = pids.keys().take(8).map(|p| p.to_string()).collect();
-    warnings.push(format!(
+    warnings.push(Warning::new(WarningKind::Scope, format!(
         "{n} of {total} samples ({:.2}%) are in {} process(es) outside the audited program's process tree (pid {}{}): left out",
         100.0 * n as f64 / total.max(1) as f64,
         pids.len(),
         list.join(", "),
         if pids.len() > 8 { ", ..." } else { "" }
-    ));
+    )));
 }
 
 /// The rows of the processes table: compared groups by exact instructions (the started

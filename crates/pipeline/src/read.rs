@@ -91,7 +91,7 @@ pub fn script(
     o: &ReadOptions,
     out: &mut dyn std::io::Write,
     events: &dyn Events,
-) -> Result<Vec<String>> {
+) -> Result<Vec<proftrust_model::Warning>> {
     let lookup = Lookup::new(o)?;
     let loaded = lookup.load(o, false, events)?;
     let info = loaded.info;
@@ -120,8 +120,8 @@ pub fn script(
     let symbolizer = lookup
         .symbolizer(&s.modules, events)
         .with_recorded_kernel_symbols(&s.kernel_symbols);
-    let mut warnings = info.warnings.clone();
-    warnings.extend(symbolizer.warnings());
+    let mut warnings: Vec<_> = info.warnings.iter().map(crate::warnings::input).collect();
+    warnings.extend(crate::warnings::all_symbols(symbolizer.warnings()));
     // Names quoted as in every text output (a symbol cannot reach a terminal raw).
     proftrust_formats::write_perf_script(out, &s, |l| {
         proftrust_report::quote_name(&symbolizer.function_name(l)).into_owned()
@@ -200,8 +200,8 @@ fn samples(
     let symbolizer = lookup
         .symbolizer(&c.modules, events)
         .with_recorded_kernel_symbols(&c.kernel_symbols);
-    let mut warnings = info.warnings.clone();
-    warnings.extend(symbolizer.warnings());
+    let mut warnings: Vec<_> = info.warnings.iter().map(crate::warnings::input).collect();
+    warnings.extend(crate::warnings::all_symbols(symbolizer.warnings()));
     // The same address may appear once per event: name each address once.
     let mut per_loc: HashMap<Location, u64> = HashMap::with_capacity(c.counts.len());
     for x in &c.counts {
@@ -390,7 +390,7 @@ fn callgrind(info: &LoadInfo, p: &CallgrindProfile) -> ReadCallgrind {
         calls: p.calls.len(),
         jumps: p.jumps.len(),
         functions,
-        warnings: info.warnings.clone(),
+        warnings: info.warnings.iter().map(crate::warnings::input).collect(),
     }
 }
 
@@ -437,8 +437,8 @@ fn exact(lookup: &Lookup, info: &LoadInfo, e: &ExactProfile, events: &dyn Events
         warnings: info
             .warnings
             .iter()
-            .cloned()
-            .chain(symbolizer.warnings())
+            .map(crate::warnings::input)
+            .chain(crate::warnings::all_symbols(symbolizer.warnings()))
             .collect(),
     }
 }

@@ -228,7 +228,7 @@ pub struct Program {
     /// The CFG of every function that has one, numbered for Ball-Larus paths.
     pub cfgs: ProgramCfgs,
     /// Functions without a CFG, binary warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<proftrust_model::Warning>,
 }
 
 /// Opens the program's binary and builds the CFG of every function.
@@ -250,11 +250,14 @@ pub fn load_program(prog: &str) -> Result<Program> {
             }
         }
     }
-    let mut warnings: Vec<String> = binary.warnings().to_vec();
+    let mut warnings = crate::warnings::all_symbols(binary.warnings().iter().cloned());
     if failed > 0 {
-        warnings.push(format!(
-            "{failed} function(s) have no CFG and get no paths (first: {})",
-            first_err.unwrap_or_default()
+        warnings.push(proftrust_model::Warning::new(
+            proftrust_model::WarningKind::Cfg,
+            format!(
+                "{failed} function(s) have no CFG and get no paths (first: {})",
+                first_err.unwrap_or_default()
+            ),
         ));
     }
     let module = Module {

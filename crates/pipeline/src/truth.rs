@@ -179,7 +179,7 @@ pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
         counts_may_be_low: proftrust_exact::counts_may_be_low(&p).then(|| {
             proftrust_exact::guest_threads(&p).map_or("several".into(), |n| n.to_string())
         }),
-        warnings: proftrust_exact::warnings(&p),
+        warnings: crate::warnings::exact(&p),
         processes: process_groups(&p),
     };
     Ok(TruthReport {

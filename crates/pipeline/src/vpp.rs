@@ -16,7 +16,7 @@ use crate::error::{bail, Context, Error, Result};
 use crate::trace::{self, load_program, Program};
 use crate::Events;
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
-use proftrust_model::{RunOutcome, SampleSet};
+use proftrust_model::{RunOutcome, SampleSet, Warning, WarningKind};
 use proftrust_paths::PathMetrics;
 use proftrust_probe::BurstyOptions;
 pub use proftrust_report::vpp::{
@@ -213,7 +213,7 @@ struct Measured {
     run_time: Option<u64>,
     /// Probes: the timer's resolution in ticks (seed 004 readings for coarse timers).
     resolution: Option<u64>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 fn bursty(a: &VppOptions, default_check: u64) -> Result<BurstyOptions> {
@@ -234,25 +234,26 @@ fn command(p: &Path, args: &[String]) -> Vec<OsString> {
         .collect()
 }
 
-fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<String>) -> Result<()> {
+fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<Warning>) -> Result<()> {
+    let mut push = |m: String| warnings.push(Warning::new(WarningKind::EndedEarly, m));
     match o {
         RunOutcome::Exited { code: 0 } => Ok(()),
         RunOutcome::Exited { code } => {
-            warnings.push(format!("{what} exited with status {code}"));
+            push(format!("{what} exited with status {code}"));
             Ok(())
         }
         RunOutcome::TimedOut { millis } => {
-            warnings.push(format!(
+            push(format!(
                 "{what} was stopped after {millis} ms (--timeout); paths up to then are kept"
             ));
             Ok(())
         }
         o @ RunOutcome::Interrupted { .. } => {
-            warnings.push(format!("{what} was {o}; paths up to then are kept"));
+            push(format!("{what} was {o}; paths up to then are kept"));
             Ok(())
         }
         other => {
-            warnings.push(format!("{what} was {other}"));
+            push(format!("{what} was {other}"));
             Ok(())
         }
     }
@@ -316,9 +317,12 @@ fn measure_vpmu(
     let mut warnings = Vec::new();
     check_outcome(&outcome, "the program", &mut warnings)?;
     if r.collisions > 0 {
-        warnings.push(format!(
-            "{} distinct path(s) shared a signature with another and were merged",
-            r.collisions
+        warnings.push(Warning::new(
+            WarningKind::Measurement,
+            format!(
+                "{} distinct path(s) shared a signature with another and were merged",
+                r.collisions
+            ),
         ));
     }
     let stats = serde_json::json!({
@@ -418,17 +422,20 @@ fn measure_lbr(
     };
     let (timings, st) = lbr_timings(&set, &p.cfgs);
     if st.timed == 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::FewSamples, format!(
             "no complete path of {} was found in the {} branch stacks ({} walks broken); is it the same program?",
             p.path.display(),
             st.stacks,
             st.broken
-        ));
+        )));
     }
     if st.collisions > 0 {
-        warnings.push(format!(
-            "{} distinct path(s) shared a signature with another and were merged",
-            st.collisions
+        warnings.push(Warning::new(
+            WarningKind::Measurement,
+            format!(
+                "{} distinct path(s) shared a signature with another and were merged",
+                st.collisions
+            ),
         ));
     }
     let stats = serde_json::json!({"lbr": st, "source": extra});
@@ -519,21 +526,27 @@ fn measure_probe(
         }
     };
     if file.samples.is_empty() {
-        warnings.push(format!(
-            "the probes timed no path ({} boundaries passed; lower --n-check below that)",
-            file.boundaries
+        warnings.push(Warning::new(
+            WarningKind::FewSamples,
+            format!(
+                "the probes timed no path ({} boundaries passed; lower --n-check below that)",
+                file.boundaries
+            ),
         ));
     }
     if file.dropped > 0 {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::Measurement, format!(
             "{} timed paths did not fit the probe buffer (PROFTRUST_PROBE_CAPACITY) and were dropped",
             file.dropped
-        ));
+        )));
     }
     if file.foreign > 0 {
-        warnings.push(format!(
-            "{} other thread(s) passed probes; only the main thread's paths are timed",
-            file.foreign
+        warnings.push(Warning::new(
+            WarningKind::Measurement,
+            format!(
+                "{} other thread(s) passed probes; only the main thread's paths are timed",
+                file.foreign
+            ),
         ));
     }
     let (timings, bias) = probe_timings(&file);
@@ -548,18 +561,18 @@ fn measure_probe(
             } else {
                 (b.median, other)
             };
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Measurement, format!(
                 "the probe's own cost changed during the run (empty paths: median {start} ticks at start-up, {exit} at exit): the CPU's clock speed changed (frequency scaling, a cold start); the cheaper ({}) calibration is subtracted. Pin the clock (cpupower frequency-set -g performance) for steadier timings",
                 if b.calibration == "exit" { "exit" } else { "start-up" }
-            ));
+            )));
         }
         if !b.consistent {
-            warnings.push(format!(
+            warnings.push(Warning::new(WarningKind::Measurement, format!(
                 "the instrumentation bias is not consistent ({:.0}% of the calibration within ±{} ticks of {}): timings are noisy",
                 b.within * 100.0,
                 b.tolerance,
                 b.median
-            ));
+            )));
         }
     }
     let stats = serde_json::json!({
@@ -669,22 +682,22 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
     ));
     let m = measure(&ref_args, a.load)?;
     let an = analyze(&m.timings, &analysis_options(a, &m));
-    let mut warnings: Vec<String> = program
+    let mut warnings: Vec<Warning> = program
         .as_ref()
         .map(|p| p.warnings.clone())
         .unwrap_or_default();
     warnings.extend(m.warnings.iter().cloned());
     if !an.paths.is_empty() && an.net_variation == 0 {
-        warnings.push(
-            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, paper 004 §1)"
-                .to_string(),
-        );
+        warnings.push(Warning::new(
+            WarningKind::Measurement,
+            "no path varies: every execution of each path took the same time (with --no-cache the model has no variation; uniformly slow paths are not variational, paper 004 §1)",
+        ));
     }
     if an.paths.is_empty() {
-        warnings.push(format!(
+        warnings.push(Warning::new(WarningKind::FewSamples, format!(
             "no path has {} or more timed samples: nothing to rank (run longer, or lower --n-check)",
             a.min_samples
-        ));
+        )));
     }
     let k = a.top;
     let mut stability = Vec::new();
@@ -695,7 +708,7 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
             heavy
                 .warnings
                 .iter()
-                .map(|w| format!("heavy-load run: {w}")),
+                .map(|w| Warning::new(w.kind, format!("heavy-load run: {}", w.message))),
         );
         stability.push(VppStability {
             kind: "load".to_string(),
@@ -707,7 +720,11 @@ pub fn execute(a: &VppOptions, events: &dyn Events) -> Result<VppReport> {
     if let Some(targs) = &a.train {
         let tm = measure(targs, a.load)?;
         let ta = analyze(&tm.timings, &analysis_options(a, &tm));
-        warnings.extend(tm.warnings.iter().map(|w| format!("training run: {w}")));
+        warnings.extend(
+            tm.warnings
+                .iter()
+                .map(|w| Warning::new(w.kind, format!("training run: {}", w.message))),
+        );
         stability.push(VppStability {
             kind: "input".to_string(),
             comparison: compare_runs(&ta, &an, k),

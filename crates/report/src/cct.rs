@@ -72,7 +72,7 @@ pub struct CctReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampled_frames_unrepaired: Option<u64>,
     /// Warnings about the binary, the trace and the samples.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// The function sampled contexts are compared from (`None`: whole stacks).
     #[serde(skip)]
     pub anchor: Option<String>,

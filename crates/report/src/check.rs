@@ -8,8 +8,8 @@ use crate::text::Table;
 use std::fmt::Write as _;
 
 pub use proftrust_check::report::{
-    AliasingCheck, Attribution, CheckEvent, CheckHealth, CheckRow, CheckWarning, Granularity,
-    ModuleAttribution, PhaseLock, RunInterval, TargetAdvice, Verdict,
+    AliasingCheck, Attribution, CheckEvent, CheckHealth, CheckRow, Granularity, ModuleAttribution,
+    PhaseLock, RunInterval, TargetAdvice, Verdict,
 };
 use serde::Serialize;
 
@@ -63,7 +63,7 @@ pub struct CheckReport {
     /// Recording health.
     pub health: CheckHealth,
     /// What may be wrong, by kind.
-    pub warnings: Vec<CheckWarning>,
+    pub warnings: Vec<crate::Warning>,
     /// Other remarks (what was skipped and why).
     pub notes: Vec<String>,
 }
@@ -207,7 +207,7 @@ impl CheckReport {
             let _ = writeln!(s, "target:       {}", q(&t.message));
         }
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      [{}] {}", q(&w.kind), q(&w.message));
+            let _ = writeln!(s, "warning:      [{}] {}", w.kind, q(&w.message));
         }
         for n in &self.notes {
             let _ = writeln!(s, "note:         {}", q(n));
@@ -267,12 +267,7 @@ impl CheckReport {
         if !self.warnings.is_empty() {
             s.push_str("<h2>Warnings</h2>\n<ul>\n");
             for w in &self.warnings {
-                let _ = writeln!(
-                    s,
-                    "<li><b>{}</b>: {}</li>",
-                    escape_html(&w.kind),
-                    escape_html(&w.message)
-                );
+                let _ = writeln!(s, "<li><b>{}</b>: {}</li>", w.kind, escape_html(&w.message));
             }
             s.push_str("</ul>\n");
         }

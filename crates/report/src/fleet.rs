@@ -69,7 +69,7 @@ pub struct FleetReport {
     /// Target relative half-width the `precision` rows are computed for (e.g. 0.1).
     pub precision_target: f64,
     /// Plain-language warnings (few clusters, tiny functions, mixed events...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 /// One function's fleet share.
@@ -197,7 +197,7 @@ pub struct FleetDiffReport {
     #[serde(default)]
     pub critical_t: Option<f64>,
     /// Plain-language warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 /// One side of a diff.
@@ -507,7 +507,7 @@ impl FleetReport {
             self.seed.map_or(String::new(), |x| format!("; seed {x}"))
         );
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      {}", q(w));
+            let _ = writeln!(s, "warning:      {}", q(&w.message));
         }
         s.push('\n');
         let ci = format!("{:.0}% CI", self.confidence * 100.0);
@@ -638,7 +638,7 @@ impl FleetReport {
         if !self.warnings.is_empty() {
             s.push_str("<h2>Warnings</h2>\n<ul>\n");
             for w in &self.warnings {
-                let _ = writeln!(s, "<li>{}</li>", escape_html(w));
+                let _ = writeln!(s, "<li>{}</li>", escape_html(&w.message));
             }
             s.push_str("</ul>\n");
         }
@@ -881,7 +881,7 @@ impl FleetDiffReport {
             }
         );
         for w in &self.warnings {
-            let _ = writeln!(s, "warning:      {}", q(w));
+            let _ = writeln!(s, "warning:      {}", q(&w.message));
         }
         s.push('\n');
         let ci = format!("{:.0}% CI", self.confidence * 100.0);
@@ -960,7 +960,7 @@ impl FleetDiffReport {
         if !self.warnings.is_empty() {
             s.push_str("<h2>Warnings</h2>\n<ul>\n");
             for w in &self.warnings {
-                let _ = writeln!(s, "<li>{}</li>", escape_html(w));
+                let _ = writeln!(s, "<li>{}</li>", escape_html(&w.message));
             }
             s.push_str("</ul>\n");
         }
@@ -1100,7 +1100,10 @@ pub fn sample_reports() -> (FleetReport, FleetDiffReport) {
             hosts_needed: u64::MAX,
         }],
         precision_target: 0.1,
-        warnings: vec!["only 3 hosts: <few>".into()],
+        warnings: vec![crate::Warning::new(
+            crate::WarningKind::FewSamples,
+            "only 3 hosts: <few>",
+        )],
     };
     let diff = FleetDiffReport {
         version: FLEET_REPORT_VERSION,
@@ -1222,7 +1225,8 @@ mod tests {
         let (mut r, mut d) = sample_reports();
         r.store = bad.into();
         r.event = bad.into();
-        r.warnings.push(bad.into());
+        r.warnings
+            .push(crate::Warning::new(crate::WarningKind::Other, bad));
         r.functions[0].name = bad.into();
         r.functions[0].module = bad.into();
         r.host_deviations[0].host = bad.into();
@@ -1231,7 +1235,8 @@ mod tests {
         d.store = bad.into();
         d.event = bad.into();
         d.a.selector = bad.into();
-        d.warnings.push(bad.into());
+        d.warnings
+            .push(crate::Warning::new(crate::WarningKind::Other, bad));
         d.functions[0].name = bad.into();
         for (what, text) in [
             ("report text", r.render_text(10, false)),

@@ -107,7 +107,11 @@ fn config_html(h: &mut String, r: &AuditReport) {
         );
     }
     for w in &r.warnings {
-        let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", escape_html(w));
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\">warning: {}</p>",
+            escape_html(&w.message)
+        );
     }
 }
 
@@ -377,7 +381,10 @@ mod tests {
                     epsilon_function: Some(0.3),
                 },
             ],
-            warnings: vec!["a <warning>".into()],
+            warnings: vec![crate::Warning::new(
+                crate::WarningKind::Other,
+                "a <warning>",
+            )],
             corrected: Some(CorrectedSide {
                 skid: 30.0,
                 method: "<flow>".into(),

@@ -26,7 +26,7 @@ pub struct InspectReport {
     /// The separate debug file used.
     pub debug_file: Option<String>,
     /// Warnings about the binary.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// The functions inspected (all, or the one asked for).
     pub functions: Vec<InspectFunction>,
     /// Functions in the binary.

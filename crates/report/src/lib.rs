@@ -36,6 +36,10 @@
 //! * [`render_line_plot`] — a generic line chart as a standalone SVG document (the delta
 //!   histograms of `proftrust vpp`).
 //!
+//! * [`Report`] — what every command's report offers its writer: JSON, text, HTML where it
+//!   has a page, its warnings ([`Warning`]: a [`WarningKind`] and a message) and its seed;
+//!   implemented by each report above, so the CLI writes every report through one function.
+//!
 //! Writers take `std::io::Write` or return `String`; the crate opens no files.
 //!
 //! Entry points: [`render_text`], [`render_html`] and [`write_json`] of an [`AuditReport`]
@@ -72,6 +76,7 @@ pub mod paths;
 mod plot;
 pub mod read;
 pub mod record;
+mod report;
 pub mod simulate;
 mod svg;
 mod text;
@@ -89,7 +94,8 @@ pub use model::{
     InstructionRow, Metrics, ProcessRow, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use proftrust_model::{outcome_warning, quote_name};
+pub use proftrust_model::{outcome_warning, quote_name, Warning, WarningKind};
+pub use report::{Report, TextOptions};
 pub use text::{render_processes_text, render_sweep_text, render_text, Table};
 
 /// Why a report could not be written.

@@ -20,7 +20,7 @@ pub struct AuditReport {
     pub sweep: Vec<SweepPoint>,
     /// Warnings the reader must see (weighting caveats, lost samples, unattributed samples).
     #[serde(default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// Per audited binary: its samples in named functions, in functions recovered from
     /// FDEs without a name (`gawk!sub_46dd00`), and in no function (rows of their own
     /// address).

@@ -41,7 +41,7 @@ pub struct PathsReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lbr: Option<PathsLbr>,
     /// Warnings about the binary and the trace.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// Executed paths (of the selected function, if one was).
     #[serde(skip)]
     pub executed_paths: usize,

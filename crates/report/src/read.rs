@@ -52,7 +52,7 @@ pub struct ReadSamples {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<RunOutcome>,
     /// Reader and symbolizer warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 /// A code address of a branch entry, module-relative where it maps to a module.
@@ -190,7 +190,7 @@ pub struct ReadCallgrind {
     /// Per function, self `Ir`, largest first.
     pub functions: Vec<ReadFunction>,
     /// Reader warnings (a stated total the records do not quite reach).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 /// An exact file's totals and functions.
@@ -221,7 +221,7 @@ pub struct ReadExact {
     /// Per function, instructions, largest first.
     pub functions: Vec<ReadFunction>,
     /// Reader and symbolizer warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
 }
 
 impl ReadReport {
@@ -235,7 +235,7 @@ impl ReadReport {
     }
 
     /// Warnings to show beside the text report.
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> &[crate::Warning] {
         match self {
             ReadReport::Samples(r) => &r.warnings,
             ReadReport::Exact(r) => &r.warnings,

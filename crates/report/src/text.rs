@@ -203,7 +203,7 @@ fn config_text(out: &mut String, r: &AuditReport) {
         let _ = writeln!(out, "{:<14}{}", format!("{label}:"), q(&l));
     }
     for w in &r.warnings {
-        let _ = writeln!(out, "warning:      {}", q(w));
+        let _ = writeln!(out, "warning:      {}", q(&w.message));
     }
 }
 

@@ -25,7 +25,7 @@ pub struct TruthSummary {
     /// non-atomic inline counters): the number of threads, or `several`.
     pub counts_may_be_low: Option<String>,
     /// The backend's warnings about the run.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// The process images of the run by name and how they began, when there were several
     /// (docs/processes.md, "Process trees"); empty for one process.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -104,7 +104,7 @@ impl TruthSummary {
             }
         }
         for w in &self.warnings {
-            s.push_str(&format!("warning: {}\n", quote_name(w)));
+            s.push_str(&format!("warning: {}\n", quote_name(&w.message)));
         }
         s
     }

@@ -90,7 +90,7 @@ pub struct VppReport {
     /// What the source counted.
     pub source_stats: serde_json::Value,
     /// Warnings about the program, the runs and the timings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::Warning>,
     /// The minimum number of samples the analysis applied.
     #[serde(skip)]
     pub min_samples_used: u64,

@@ -95,21 +95,6 @@ fn granularity(a: GranArgs) -> anyhow::Result<()> {
         }
         util::note(format_args!("SVG plots written to {}", dir.display()));
     }
-    let text = if a.json {
-        report.to_json().context("cannot encode JSON")?
-    } else {
-        report.render_text(a.top)
-    };
-    match &a.output {
-        Some(p) => crate::output::write(p, |w| {
-            w.write_all(text.as_bytes())
-                .with_context(|| format!("cannot write {}", p.display()))
-        }),
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .context("cannot write to stdout")
-        }
-    }
+    let to = crate::output::ReportTo::output(a.output.as_deref());
+    crate::output::write_report(&report, &to, a.json, a.top)
 }

@@ -1,6 +1,7 @@
 //! `proftrust audit`: can I trust this profile? The arguments become
 //! [`proftrust_pipeline::audit::AuditOptions`]; the report is rendered by `proftrust-report`.
 
+use crate::output::ReportTo;
 use crate::util;
 use crate::workload::WorkloadArgs;
 use anyhow::{bail, Context, Result};
@@ -8,7 +9,6 @@ use clap::Args;
 use proftrust_pipeline::audit::{AuditInput, AuditOptions};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 /// `proftrust vpmu`'s default skid as `--correct-skid` reads it without a value.
@@ -146,14 +146,6 @@ impl AuditArgs {
     }
 }
 
-/// Where the report goes (see `--help`): a file, stdout, or stderr when the program's
-/// output is shown on stdout.
-enum ReportTo {
-    File(PathBuf),
-    Stdout,
-    Stderr,
-}
-
 /// Runs `proftrust audit`.
 pub fn run(args: AuditArgs) -> Result<()> {
     crate::output::check_opt(args.html.as_ref()).context("--html")?;
@@ -185,37 +177,5 @@ pub fn run(args: AuditArgs) -> Result<()> {
         crate::output::write_text(Some(h), &html)?;
         util::note(format!("HTML report written to {}", h.display()));
     }
-    write_report(&report, &to, args.json, args.top)
-}
-
-/// The report as text or JSON where `to` says; colours only on a terminal.
-fn write_report(
-    report: &proftrust_report::AuditReport,
-    to: &ReportTo,
-    json: bool,
-    top: usize,
-) -> Result<()> {
-    let terminal = match to {
-        ReportTo::File(_) => false,
-        ReportTo::Stdout => std::io::stdout().is_terminal(),
-        ReportTo::Stderr => std::io::stderr().is_terminal(),
-    };
-    let color = terminal && std::env::var_os("NO_COLOR").is_none();
-    let text = if json {
-        let mut v = Vec::new();
-        proftrust_report::write_json(&mut v, report)?;
-        String::from_utf8(v).context("the JSON report is not UTF-8")?
-    } else {
-        proftrust_report::render_text(report, color, top)
-    };
-    match to {
-        ReportTo::File(p) => crate::output::write_text(Some(p), &text),
-        ReportTo::Stdout => crate::output::write_text(None, &text),
-        ReportTo::Stderr => {
-            let mut e = std::io::stderr().lock();
-            e.write_all(text.as_bytes())
-                .and_then(|_| e.flush())
-                .context("cannot write the report to stderr")
-        }
-    }
+    crate::output::write_report(&report, &to, args.json, args.top)
 }

@@ -2,9 +2,7 @@
 //! mix. The arguments become [`proftrust_pipeline::calibrate::CalibrateOptions`]; the
 //! report renders itself (`proftrust_report::calibrate`).
 
-use anyhow::Context;
 use proftrust_pipeline::calibrate::{execute, CalibrateOptions};
-use std::io::Write;
 
 /// Arguments of `proftrust calibrate`.
 #[derive(Debug, clap::Args)]
@@ -62,12 +60,5 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         )?;
     }
     let report = execute(&o)?;
-    let text = match a.json {
-        true => report.to_json().context("cannot encode JSON")?,
-        false => report.render_text(),
-    };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .context("cannot write to stdout")
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, 0)
 }

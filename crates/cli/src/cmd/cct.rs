@@ -69,13 +69,5 @@ pub fn run(mut a: Args) -> Result<()> {
             crate::output::write(f, |w| Ok(w.write_all(data)?))?;
         }
     }
-    if a.json {
-        println!("{}", report.to_json()?);
-        return Ok(());
-    }
-    for x in &report.warnings {
-        util::note(format!("warning: {x}"));
-    }
-    print!("{}", report.render_text(a.top));
-    Ok(())
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, a.top)
 }

@@ -5,7 +5,7 @@
 
 use crate::util;
 use proftrust_pipeline::check::{CheckOptions, IntervalChoice};
-use std::io::{IsTerminal, Write};
+
 use std::path::PathBuf;
 
 /// Arguments of `proftrust check`.
@@ -94,26 +94,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.interval = a.interval;
     let report = proftrust_pipeline::check::execute(&o, &util::Ui)?;
     if let Some(h) = &a.html {
-        let html = report.render_html(o.top);
-        crate::output::write(h, |w| {
-            w.write_all(html.as_bytes())?;
-            Ok(())
-        })?;
-        util::note(format!("HTML report written to {}", h.display()));
+        crate::output::write_html(&report, h, o.top)?;
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if a.json {
-        out.write_all(report.to_json()?.as_bytes())?;
-    } else {
-        let color = stdout_is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        out.write_all(report.render_text(o.top, color).as_bytes())?;
-    }
-    Ok(())
-}
-
-fn stdout_is_terminal() -> bool {
-    std::io::stdout().is_terminal()
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, o.top)
 }
 
 #[cfg(test)]

@@ -112,10 +112,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let sides = proftrust_pipeline::export::correct_sides(raw, &data, binaries, &util::Ui)?;
         crate::output::write_exports(&a.export, &sides.sides())?;
     }
-    if a.json {
-        println!("{}", report.to_json()?);
-    } else {
-        print!("{}", report.render_text());
-    }
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, 0)?;
     Ok(())
 }

@@ -12,7 +12,6 @@
 use crate::util;
 use proftrust_binary::DEFAULT_SIMPLE_LOOP_CAP;
 use proftrust_pipeline::inspect::InspectOptions;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `proftrust inspect`.
@@ -41,15 +40,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.function = a.function.clone();
     o.simple_loop_cap = a.simple_loop_cap;
     let report = proftrust_pipeline::inspect::execute(&o, &util::Ui)?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if a.json {
-        writeln!(out, "{}", report.to_json()?)?;
-    } else if a.dot {
-        out.write_all(report.render_dot().as_bytes())?;
-    } else {
-        out.write_all(report.render_text().as_bytes())?;
+    if a.dot {
+        return crate::output::write_text(None, &report.render_dot());
     }
-    out.flush()?;
-    Ok(())
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, 0)
 }

@@ -70,13 +70,5 @@ pub fn run(mut a: Args) -> Result<()> {
     o.trace = a.trace.options();
     o.show_output = !a.json;
     let report = proftrust_pipeline::paths::execute(&o, &util::Ui)?;
-    if a.json {
-        println!("{}", report.to_json()?);
-        return Ok(());
-    }
-    for x in &report.warnings {
-        util::note(format!("warning: {x}"));
-    }
-    print!("{}", report.render_text(a.top));
-    Ok(())
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, a.top)
 }

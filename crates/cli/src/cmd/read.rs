@@ -29,7 +29,6 @@
 use crate::util;
 use proftrust_formats::Format;
 use proftrust_pipeline::read::ReadOptions;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Arguments of `proftrust read`.
@@ -111,15 +110,5 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let report = proftrust_pipeline::read::execute(&o, &util::Ui)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if a.json {
-        writeln!(out, "{}", report.to_json()?)?;
-    } else {
-        out.write_all(report.render_text(a.top).as_bytes())?;
-        for w in report.warnings() {
-            util::note(format!("warning: {w}"));
-        }
-    }
-    out.flush()?;
-    Ok(())
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, a.top)
 }

@@ -1,10 +1,8 @@
 //! `proftrust simulate`: sampling-theory simulations (seed 002).
 
 use crate::util;
-use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use proftrust_pipeline::simulate::{execute, Preset, SimulateOptions};
-use proftrust_report::simulate::{render_text, to_json};
 use std::path::PathBuf;
 
 /// Arguments of `proftrust simulate`.
@@ -119,9 +117,6 @@ fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
         )
     })?;
     let rep = execute(&o, &util::Ui)?;
-    let text = match a.json {
-        true => to_json(&rep).context("cannot encode JSON")?,
-        false => render_text(&rep),
-    };
-    crate::output::write_text(a.output.as_deref(), &text)
+    let to = crate::output::ReportTo::output(a.output.as_deref());
+    crate::output::write_report(&rep, &to, a.json, 0)
 }

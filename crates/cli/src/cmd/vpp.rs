@@ -136,15 +136,8 @@ pub fn run(a: Args) -> Result<()> {
     if let (Some(path), Some(svg)) = (&a.svg, &report.svg) {
         crate::output::write(path, |w| Ok(w.write_all(svg.as_bytes())?))?;
     }
-    if a.json {
-        println!("{}", report.to_json()?);
-        return Ok(());
-    }
-    for x in &report.warnings {
-        util::note(format!("warning: {x}"));
-    }
-    print!("{}", report.render_text());
-    if let Some(svg) = &a.svg {
+    crate::output::write_report(&report, &crate::output::ReportTo::Stdout, a.json, a.top)?;
+    if let Some(svg) = a.svg.as_ref().filter(|_| !a.json) {
         println!("\ndelta histograms: {}", svg.display());
     }
     Ok(())

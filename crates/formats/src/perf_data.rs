@@ -30,8 +30,9 @@ use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::stacks::Stacks;
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
-    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
+    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, HardwareEventId, LostRecord,
+    Mmap2FileId, Mmap2Record, MmapRecord, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
+    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType, ThrottleRecord,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
@@ -132,6 +133,105 @@ pub(crate) fn add_mapping(v: &mut Vec<Mapping>, m: Mapping) {
     let i = new.partition_point(|x| x.start < m.start);
     new.insert(i, m);
     v.splice(first..last, new);
+}
+
+/// What a record does to the address spaces, from the crate's parsed record: the one rule
+/// both readers of perf.data files follow, the full reader at once (`Mapper::apply`), the
+/// streaming counter in time order into versions of each process's mappings
+/// (`perf_counts.rs`).
+#[derive(Debug, Clone)]
+pub(crate) enum SpaceChange {
+    /// A kernel-mode mapping (the kernel image or a module), whatever its protection.
+    Kernel(Mapping),
+    /// An executable mapping of process `pid`.
+    Map { pid: i32, mapping: Mapping },
+    /// Process `pid` forked from `ppid` (a new thread of a process is no change).
+    Fork { pid: i32, ppid: i32 },
+    /// Process `pid` exec'd.
+    Exec { pid: i32 },
+}
+
+impl SpaceChange {
+    /// An `MMAP` record: kernel-mode, an executable mapping, or nothing (a data mapping,
+    /// `PERF_RECORD_MISC_MMAP_DATA`).
+    pub(crate) fn of_mmap(m: &MmapRecord<'_>) -> Option<SpaceChange> {
+        let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), None);
+        match m.cpu_mode {
+            CpuMode::Kernel => Some(SpaceChange::Kernel(mapping)),
+            _ if m.is_executable => Some(SpaceChange::Map {
+                pid: m.pid,
+                mapping,
+            }),
+            _ => None,
+        }
+    }
+
+    /// An `MMAP2` record: kernel-mode, an executable mapping (`PROT_EXEC`, with the build-id
+    /// the record carries, if any), or nothing.
+    pub(crate) fn of_mmap2(m: &Mmap2Record<'_>) -> Option<SpaceChange> {
+        if matches!(m.cpu_mode, CpuMode::Kernel) {
+            let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), None);
+            return Some(SpaceChange::Kernel(mapping));
+        }
+        if m.protection & PROT_EXEC == 0 {
+            return None;
+        }
+        let build_id = match &m.file_id {
+            Mmap2FileId::BuildId(b) if !b.is_empty() => Some(BuildId(b.clone())),
+            _ => None,
+        };
+        let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), build_id);
+        Some(SpaceChange::Map {
+            pid: m.pid,
+            mapping,
+        })
+    }
+
+    /// A `FORK` record: a new process (`pid != ppid`), or nothing (a new thread).
+    pub(crate) fn of_fork(f: &ForkOrExitRecord) -> Option<SpaceChange> {
+        (f.pid != f.ppid).then_some(SpaceChange::Fork {
+            pid: f.pid,
+            ppid: f.ppid,
+        })
+    }
+
+    /// A `COMM` record: an exec (`PERF_RECORD_MISC_COMM_EXEC`), or nothing (a rename).
+    pub(crate) fn of_comm(c: &CommOrExecRecord<'_>) -> Option<SpaceChange> {
+        c.is_execve.then_some(SpaceChange::Exec { pid: c.pid })
+    }
+
+    /// Applies the change: a mapping replaces what it overlaps ([`add_mapping`]) among the
+    /// kernel's or its process's mappings; a forked process starts with its parent's
+    /// mappings (none when the parent's are not known); an exec empties the process's.
+    /// Returns the process whose mappings changed (`None` for kernel mappings and for a
+    /// change that changed nothing).
+    pub(crate) fn apply(
+        self,
+        by_pid: &mut HashMap<i32, Vec<Mapping>>,
+        kernel_maps: &mut Vec<Mapping>,
+    ) -> Option<i32> {
+        match self {
+            SpaceChange::Kernel(m) => {
+                add_mapping(kernel_maps, m);
+                None
+            }
+            SpaceChange::Map { pid, mapping } => {
+                add_mapping(by_pid.entry(pid).or_default(), mapping);
+                Some(pid)
+            }
+            SpaceChange::Fork { pid, ppid } => {
+                let parent = by_pid.get(&ppid)?.clone();
+                by_pid.insert(pid, parent);
+                Some(pid)
+            }
+            SpaceChange::Exec { pid } => by_pid.remove(&pid).map(|_| pid),
+        }
+    }
+}
+
+/// A path as a record holds it (not necessarily UTF-8).
+fn lossy(path: &RawData<'_>) -> String {
+    String::from_utf8_lossy(&path.as_slice()).into_owned()
 }
 
 /// The module name perf gives a kernel module mapped from `path`
@@ -379,14 +479,25 @@ struct Mapper<'s> {
 }
 
 impl Mapper<'_> {
-    fn add(&mut self, pid: i32, m: Mapping) {
-        let build_id = m
-            .build_id
-            .clone()
-            .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
-        self.stacks
-            .map(pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
-        add_mapping(self.by_pid.entry(pid).or_default(), m);
+    /// Applies an address-space change ([`SpaceChange::apply`]) to the mappings and to the
+    /// user stacks' unwinder.
+    fn apply(&mut self, change: SpaceChange) {
+        match &change {
+            SpaceChange::Map { pid, mapping: m } => {
+                let build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
+                self.stacks
+                    .map(*pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
+            }
+            SpaceChange::Fork { pid, ppid } if self.by_pid.contains_key(ppid) => {
+                self.stacks.fork(*ppid, *pid);
+            }
+            SpaceChange::Exec { pid } => self.stacks.exec(*pid),
+            _ => {}
+        }
+        change.apply(&mut self.by_pid, &mut self.ctx.kernel_maps);
     }
 
     fn locate(&mut self, pid: i32, space: Space, ip: u64) -> Location {
@@ -910,25 +1021,11 @@ pub fn read_perf_data_unwinding<'s>(
         command,
         ..
     } = info;
-    let mut pass = RecordPass {
-        path,
-        opts,
-        read_formats: raw_read_formats(bytes),
-        events,
-        mapper: Mapper {
-            by_pid: HashMap::new(),
-            ctx: MapCtx::new(build_ids, segments),
-            stacks: Stacks::new(unwind),
-        },
-        // A sample record is at least 40 bytes with the usual fields: reserve once.
-        samples: Vec::with_capacity((bytes.len() / 40).min(1 << 26)),
-        lost: 0,
-        lost_samples: 0,
-        unknown: UnknownRecords::default(),
-        health: HealthSeen::default(),
-        threads: Vec::new(),
-        forks: Vec::new(),
-    };
+    let mut pass = RecordPass::new(path, opts, events, MapCtx::new(build_ids, segments));
+    pass.read_formats = raw_read_formats(bytes);
+    pass.mapper.stacks = Stacks::new(unwind);
+    // A sample record is at least 40 bytes with the usual fields: reserve once.
+    pass.samples.reserve((bytes.len() / 40).min(1 << 26));
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -939,7 +1036,7 @@ pub fn read_perf_data_unwinding<'s>(
             PerfFileRecord::EventRecord { attr_index, record } => {
                 pass.record(attr_index, &record)?
             }
-            PerfFileRecord::UserRecord(u) => pass.unknown.see(u.record_type.record_type().0),
+            PerfFileRecord::UserRecord(u) => pass.on_user_record(&u),
         }
     }
     Ok(pass.finish(repairs.into_iter().chain(arch_warning).collect(), command))
@@ -947,7 +1044,9 @@ pub fn read_perf_data_unwinding<'s>(
 
 /// One pass of [`read_perf_data_unwinding`] over a file's records: the address spaces
 /// (mappings per process, user stacks) and what the records add up to (samples, thread
-/// names, losses, health). One method per kind of record.
+/// names, losses, health). One handler per record type (`on_*`), dispatched from
+/// [`RecordPass::record`]; the address-space changes are [`SpaceChange`]s, as the streaming
+/// counter (`perf_counts.rs`) replays them.
 struct RecordPass<'a, 's> {
     path: &'a Path,
     opts: &'a PerfDataOptions,
@@ -966,7 +1065,34 @@ struct RecordPass<'a, 's> {
     forks: Vec<ThreadStart>,
 }
 
-impl RecordPass<'_, '_> {
+impl<'a, 's> RecordPass<'a, 's> {
+    /// A pass with nothing seen yet, no user-stack unwinder and the crate's `read_format`s.
+    fn new(
+        path: &'a Path,
+        opts: &'a PerfDataOptions,
+        events: Vec<EventDesc>,
+        ctx: MapCtx<'s>,
+    ) -> Self {
+        RecordPass {
+            path,
+            opts,
+            read_formats: Vec::new(),
+            events,
+            mapper: Mapper {
+                by_pid: HashMap::new(),
+                ctx,
+                stacks: Stacks::new(None),
+            },
+            samples: Vec::new(),
+            lost: 0,
+            lost_samples: 0,
+            unknown: UnknownRecords::default(),
+            health: HealthSeen::default(),
+            threads: Vec::new(),
+            forks: Vec::new(),
+        }
+    }
+
     /// The `read_format` of attribute `attr`: the file's own, else the crate's reading.
     fn read_format(&self, attr: usize, info: &RecordParseInfo) -> u64 {
         self.read_formats
@@ -976,61 +1102,85 @@ impl RecordPass<'_, '_> {
             .unwrap_or_else(|| info.read_format.bits())
     }
 
-    /// One event record: the checks and values the crate does not do, then the parsed
-    /// record by kind.
+    /// One event record, to its handler: `SAMPLE`, `READ` and `LOST_SAMPLES` from the raw
+    /// record (the crate's parse needs repairs there, see `crate::perf_record`), the others
+    /// parsed by the crate ([`RecordPass::on_parsed`]).
     fn record(
         &mut self,
         attr_index: usize,
         record: &RawEventRecord<'_>,
     ) -> Result<(), FormatError> {
         self.unknown.see(record.record_type.0);
-        if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
-            self.lost_samples += crate::perf_record::lost_samples(record).unwrap_or(0);
-            return Ok(());
+        match record.record_type.0 {
+            PERF_RECORD_SAMPLE => return self.on_sample(attr_index, record),
+            PERF_RECORD_READ => self.on_read(attr_index, record),
+            PERF_RECORD_LOST_SAMPLES => self.on_lost_samples(record),
+            _ => return self.on_parsed(attr_index, record),
         }
-        crate::perf_record::check_mmap2(record)
-            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
-        if record.record_type.0 == PERF_RECORD_READ {
-            self.read_record(attr_index, record);
-            return Ok(());
-        }
-        let cannot = |e: std::io::Error| {
-            perf_err(
-                self.path,
-                format!("a {:?} record cannot be parsed: {e}", record.record_type),
-            )
-        };
-        if record.record_type.0 == PERF_RECORD_SAMPLE {
-            // The call chain checked, the read values and the branch stack read here, the
-            // rest parsed by the crate (see `crate::perf_record`).
-            let rf = self.read_format(attr_index, &record.parse_info);
-            let parts = SampleParts::of(record, rf)
-                .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
-            let s = parts.parse(record).map_err(cannot)?;
-            if let Some(v) = parts.read {
-                let tid = s.tid.map_or(0, |t| u64::from(t as u32));
-                self.health.read(attr_index, v, tid);
-            }
-            let branches = parts.branches.as_deref().unwrap_or_default();
-            return self.sample(attr_index, record, &s, branches);
-        }
-        let parsed = record.parse().map_err(cannot)?;
+        Ok(())
+    }
+
+    /// A record the crate parses, to its handler. `EXIT` changes nothing here: a process's
+    /// mappings stay until a `FORK` or an exec reuses its pid (perf keeps them too, for
+    /// late samples); other types carry nothing this reader uses.
+    fn on_parsed(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<(), FormatError> {
+        let time = record.timestamp().unwrap_or(0);
+        let parsed = crate::perf_record::parse_event(record).map_err(|e| perf_err(self.path, e))?;
         match parsed {
-            EventRecord::Mmap(_) | EventRecord::Mmap2(_) => self.mapping(parsed),
-            EventRecord::Fork(_) | EventRecord::Comm(_) => {
-                self.thread(parsed, record.timestamp().unwrap_or(0))
-            }
-            EventRecord::Lost(l) => self.lost += l.count,
-            EventRecord::Throttle(t) => self.health.throttle(attr_index, t.id, t.timestamp),
-            EventRecord::Unthrottle(t) => self.health.unthrottle(attr_index, t.id, t.timestamp),
+            EventRecord::Mmap(m) => self.on_mmap(&m),
+            EventRecord::Mmap2(m) => self.on_mmap2(&m),
+            EventRecord::Fork(f) => self.on_fork(&f, time),
+            EventRecord::Comm(c) => self.on_comm(&c, time),
+            EventRecord::Lost(l) => self.on_lost(&l),
+            EventRecord::Throttle(t) => self.on_throttle(attr_index, &t),
+            EventRecord::Unthrottle(t) => self.on_unthrottle(attr_index, &t),
             _ => {}
         }
         Ok(())
     }
 
+    /// A record perf writes itself (types 64 and up) that reaches this loop. None changes
+    /// what is read: `FINISHED_ROUND` is the crate's (it orders the records by it),
+    /// `HEADER_ATTR`/`HEADER_FEATURE` of pipe mode are read when the file is opened, the
+    /// others (`ID_INDEX`, `THREAD_MAP`, `CPU_MAP`, `TIME_CONV`, `FINISHED_INIT`,
+    /// `HEADER_BUILD_ID` of `perf inject -b`, ...) carry nothing this reader uses. A type
+    /// perf does not define is counted ([`UnknownRecords`]).
+    fn on_user_record(&mut self, u: &linux_perf_data::RawUserRecord<'_>) {
+        self.unknown.see(u.record_type.record_type().0);
+    }
+
+    /// A `SAMPLE`: the call chain checked, the read values and the branch stack read from
+    /// the raw record, the rest parsed by the crate (see `crate::perf_record`), then
+    /// located ([`RecordPass::add_sample`]).
+    fn on_sample(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<(), FormatError> {
+        let rf = self.read_format(attr_index, &record.parse_info);
+        let parts = SampleParts::of(record, rf)
+            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
+        let s = parts.parse(record).map_err(|e| {
+            perf_err(
+                self.path,
+                format!("a {:?} record cannot be parsed: {e}", record.record_type),
+            )
+        })?;
+        if let Some(v) = parts.read {
+            let tid = s.tid.map_or(0, |t| u64::from(t as u32));
+            self.health.read(attr_index, v, tid);
+        }
+        let branches = parts.branches.as_deref().unwrap_or_default();
+        self.add_sample(attr_index, record, &s, branches)
+    }
+
     /// A `READ` record: pid, tid, then the read values (their times are all this reader
     /// needs).
-    fn read_record(&mut self, attr_index: usize, record: &RawEventRecord<'_>) {
+    fn on_read(&mut self, attr_index: usize, record: &RawEventRecord<'_>) {
         let b = record.data.as_slice();
         if let Some(v) = b
             .get(8..)
@@ -1043,8 +1193,89 @@ impl RecordPass<'_, '_> {
         }
     }
 
+    /// A `LOST_SAMPLES` record (read by `crate::perf_record`: the crate leaves it unparsed).
+    fn on_lost_samples(&mut self, record: &RawEventRecord<'_>) {
+        self.lost_samples += crate::perf_record::lost_samples(record).unwrap_or(0);
+    }
+
+    /// A `LOST` record: ring-buffer records the kernel dropped.
+    fn on_lost(&mut self, l: &LostRecord) {
+        self.lost += l.count;
+    }
+
+    /// A `THROTTLE` record: the stream stops sampling until its `UNTHROTTLE`.
+    fn on_throttle(&mut self, attr_index: usize, t: &ThrottleRecord) {
+        self.health.throttle(attr_index, t.id, t.timestamp);
+    }
+
+    /// An `UNTHROTTLE` record: the stream samples again.
+    fn on_unthrottle(&mut self, attr_index: usize, t: &ThrottleRecord) {
+        self.health.unthrottle(attr_index, t.id, t.timestamp);
+    }
+
+    /// An `MMAP` record: a kernel mapping, or an executable mapping of a process.
+    fn on_mmap(&mut self, m: &MmapRecord<'_>) {
+        if let Some(change) = SpaceChange::of_mmap(m) {
+            self.mapper.apply(change);
+        }
+    }
+
+    /// An `MMAP2` record: a kernel mapping, or an executable mapping of a process.
+    fn on_mmap2(&mut self, m: &Mmap2Record<'_>) {
+        if let Some(change) = SpaceChange::of_mmap2(m) {
+            self.mapper.apply(change);
+        }
+    }
+
+    /// A `FORK` record at `time`: a new process gets its parent's mappings, unwinder state
+    /// and name (a new thread of a process changes nothing here).
+    fn on_fork(&mut self, f: &ForkOrExitRecord, time: u64) {
+        let Some(change) = SpaceChange::of_fork(f) else {
+            return;
+        };
+        self.forks.push(ThreadStart {
+            pid: f.pid as u32,
+            tid: f.tid as u32,
+            ppid: f.ppid as u32,
+            ptid: f.ptid as u32,
+            time,
+        });
+        self.mapper.apply(change);
+        // The child has its parent's name until it renames itself or execs (perf script
+        // names a sample between the fork and the exec's COMM so); without this entry the
+        // lookup would fall back to the child's first own name, the exec'd program's.
+        let parent = self.threads.iter().rev().find(|t| t.tid == f.ptid as u32);
+        if let Some(comm) = parent.map(|t| t.comm.clone()) {
+            self.threads.push(ThreadName {
+                pid: f.pid as u32,
+                tid: f.tid as u32,
+                time,
+                comm,
+                exec: false,
+            });
+        }
+    }
+
+    /// A `COMM` record at `time`: the thread's name from then on (perf script's comm
+    /// column), and on an exec the process's mappings and unwinder state dropped.
+    fn on_comm(&mut self, c: &CommOrExecRecord<'_>, time: u64) {
+        if let Some(change) = SpaceChange::of_comm(c) {
+            self.mapper.apply(change);
+        }
+        // The name is NUL-terminated and padded to 8 bytes.
+        let raw = c.name.as_slice();
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        self.threads.push(ThreadName {
+            pid: c.pid as u32,
+            tid: c.tid as u32,
+            time,
+            comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
+            exec: c.is_execve,
+        });
+    }
+
     /// A sample: its ip, call chain (unwound user stack) and branch stack located.
-    fn sample(
+    fn add_sample(
         &mut self,
         attr_index: usize,
         record: &RawEventRecord<'_>,
@@ -1149,100 +1380,6 @@ impl RecordPass<'_, '_> {
             }
         }
         callchain
-    }
-
-    /// An `MMAP`/`MMAP2` record: a kernel mapping, or an executable mapping of a process.
-    fn mapping(&mut self, record: EventRecord<'_>) {
-        let mapping = |address, length, page_offset, path: &RawData<'_>, build_id| {
-            Mapping::new(
-                address,
-                length,
-                page_offset,
-                String::from_utf8_lossy(&path.as_slice()).into_owned(),
-                build_id,
-            )
-        };
-        match record {
-            EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
-                &mut self.mapper.ctx.kernel_maps,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
-                &mut self.mapper.ctx.kernel_maps,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap(m) if m.is_executable => self.mapper.add(
-                m.pid,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
-                let build_id = match &m.file_id {
-                    linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(b)
-                        if !b.is_empty() =>
-                    {
-                        Some(BuildId(b.clone()))
-                    }
-                    _ => None,
-                };
-                self.mapper.add(
-                    m.pid,
-                    mapping(m.address, m.length, m.page_offset, &m.path, build_id),
-                );
-            }
-            _ => {}
-        }
-    }
-
-    /// A `FORK` or `COMM` record at `time`: the process's mappings and unwinder state, and
-    /// the thread's name from then on.
-    fn thread(&mut self, record: EventRecord<'_>, time: u64) {
-        match record {
-            EventRecord::Fork(f) if f.pid != f.ppid => {
-                self.forks.push(ThreadStart {
-                    pid: f.pid as u32,
-                    tid: f.tid as u32,
-                    ppid: f.ppid as u32,
-                    ptid: f.ptid as u32,
-                    time,
-                });
-                if let Some(v) = self.mapper.by_pid.get(&f.ppid).cloned() {
-                    self.mapper.by_pid.insert(f.pid, v);
-                    self.mapper.stacks.fork(f.ppid, f.pid);
-                }
-                // The child has its parent's name until it renames itself or execs (perf
-                // script names a sample between the fork and the exec's COMM so); without
-                // this entry the lookup would fall back to the child's first own name, the
-                // exec'd program's.
-                let parent = self.threads.iter().rev().find(|t| t.tid == f.ptid as u32);
-                if let Some(comm) = parent.map(|t| t.comm.clone()) {
-                    self.threads.push(ThreadName {
-                        pid: f.pid as u32,
-                        tid: f.tid as u32,
-                        time,
-                        comm,
-                        exec: false,
-                    });
-                }
-            }
-            EventRecord::Comm(c) => {
-                if c.is_execve {
-                    self.mapper.by_pid.remove(&c.pid);
-                    self.mapper.stacks.exec(c.pid);
-                }
-                // The thread's name from now on (perf script's comm column); the name is
-                // NUL-terminated and padded to 8 bytes.
-                let raw = c.name.as_slice();
-                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                self.threads.push(ThreadName {
-                    pid: c.pid as u32,
-                    tid: c.tid as u32,
-                    time,
-                    comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
-                    exec: c.is_execve,
-                });
-            }
-            _ => {}
-        }
     }
 
     /// The sample set and notes: `first_warnings` (repairs, architecture) before the

@@ -36,13 +36,17 @@
 
 use crate::error::FormatError;
 use crate::perf_data::{
-    add_mapping, arch_note, open_perf_data, prepare, FileInfo, MapCtx, Mapping, Space,
-    UnknownRecords, MISC_MMAP_BUILD_ID, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES,
-    PERF_RECORD_MMAP2, PROT_EXEC,
+    arch_note, open_perf_data, prepare, FileInfo, MapCtx, Mapping, Space, SpaceChange,
+    UnknownRecords, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES,
 };
+use crate::perf_record::{lost_samples, parse_event};
 use crate::segments::SegmentSource;
 use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
-use proftrust_model::{Branch, BuildId, EventDesc, Location, ModuleTable, SampleSet};
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType,
+};
+use linux_perf_data::Endianness;
+use proftrust_model::{Branch, EventDesc, Location, ModuleTable, SampleSet};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
@@ -186,7 +190,7 @@ const S_TID: u64 = 1 << 1;
 const S_TIME: u64 = 1 << 2;
 const S_ADDR: u64 = 1 << 3;
 const S_ID: u64 = 1 << 6;
-const S_STREAM_ID: u64 = 1 << 9;
+#[cfg(test)]
 const S_CPU: u64 = 1 << 7;
 const S_IDENTIFIER: u64 = 1 << 16;
 const S_BRANCH_STACK: u64 = 1 << 11;
@@ -194,24 +198,19 @@ const S_BRANCH_STACK: u64 = 1 << 11;
 const ATTR_SAMPLE_ID_ALL: u64 = 1 << 18;
 
 // Record types.
-const R_MMAP: u32 = 1;
-const R_LOST: u32 = 2;
-const R_COMM: u32 = 3;
-const R_FORK: u32 = 7;
 const R_SAMPLE: u32 = 9;
 const R_AUXTRACE: u32 = 71;
 const R_COMPRESSED: u32 = 81;
 const R_COMPRESSED2: u32 = 83;
-/// `PERF_RECORD_MISC_MMAP_DATA` on `MMAP`, `PERF_RECORD_MISC_COMM_EXEC` on `COMM`.
-const MISC_BIT_13: u16 = 1 << 13;
-/// `misc & 7 == PERF_RECORD_MISC_KERNEL`.
-const MISC_CPUMODE_KERNEL: u16 = 1;
+/// Record types from here on are written by perf itself, not the kernel.
+const R_USER_TYPE_START: u32 = 64;
 
 /// Beyond this many mapping entries summed over all versions, use the full reader (a
 /// profile with thousands of `mmap`s per process would make the versions quadratic).
 const MAX_VERSION_ENTRIES: usize = 1 << 22;
 
-/// Where the fields the counter needs sit, for one attribute.
+/// Where the fields the counter needs sit in a `SAMPLE` body, for one attribute (the fast
+/// path: other records are parsed by the crate, see [`Plan::record`]).
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     /// Offset of the ip in a sample body (`None`: samples carry no ip and are skipped, as
@@ -223,10 +222,6 @@ struct Layout {
     time: usize,
     /// Smallest sample body holding these fields.
     min_sample: usize,
-    /// Length of the `sample_id` trailer of other records.
-    trailer: usize,
-    /// Distance of the trailer's time from the end of the body.
-    time_from_end: usize,
 }
 
 impl Layout {
@@ -245,20 +240,11 @@ impl Layout {
             p - 8
         });
         let time = p;
-        // sample_id trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
-        let n = [S_TID, S_TIME, S_ID, S_STREAM_ID, S_CPU, S_IDENTIFIER]
-            .iter()
-            .filter(|&&b| sample_format & b != 0)
-            .count();
-        let trailer = 8 * n;
-        let before_time = if sample_format & S_TID != 0 { 8 } else { 0 };
         Layout {
             ip,
             tid,
             time,
             min_sample: time + 8,
-            trailer,
-            time_from_end: trailer - before_time,
         }
     }
 }
@@ -280,6 +266,8 @@ enum IdAt {
 /// How to read the records of one file; `None` when the streaming path does not apply.
 struct Plan {
     layouts: Vec<Layout>,
+    /// Each attribute's parse info for the crate (other records than samples).
+    infos: Vec<RecordParseInfo>,
     how: IdAt,
     /// Event id -> attribute (several attributes only).
     by_id: HashMap<u64, usize>,
@@ -334,11 +322,32 @@ impl Plan {
                 }
             }
         }
+        let infos = attrs
+            .iter()
+            .map(|a| RecordParseInfo::new(a.attributes(), Endianness::LittleEndian))
+            .collect();
         Some(Plan {
             layouts,
+            infos,
             how,
             by_id,
         })
+    }
+
+    /// A record other than a sample as the crate sees it, with its attribute's parse info:
+    /// by the identifier that ends it when every attribute samples one, else the first's
+    /// (the attributes then share one sample format, so their `sample_id` trailers are
+    /// alike). `None` when the body is shorter than that trailer.
+    fn record<'b>(&self, ty: u32, misc: u16, body: &'b [u8]) -> Option<RawEventRecord<'b>> {
+        let mut r = RawEventRecord::new(RecordType(ty), misc, RawData::from(body), self.infos[0]);
+        if self.how == IdAt::Identifier {
+            r.parse_info = self.infos[self.attr(r.id()?)];
+        }
+        let trailer = r
+            .parse_info
+            .common_data_offset_from_end
+            .map_or(0, usize::from);
+        (body.len() >= trailer).then_some(r)
     }
 
     /// Attribute of a record from its id (unknown ids go to attribute 0, as in
@@ -348,23 +357,18 @@ impl Plan {
     }
 }
 
+/// The little-endian `u64` at `o` (the sample fast path and the file header).
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(o..o.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
+/// The little-endian `u32` at `o` (the sample fast path).
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         b.get(o..o.checked_add(4)?)?.try_into().ok()?,
     ))
-}
-
-/// A NUL-terminated string at `o` (the rest of the body when there is no NUL).
-fn c_str(b: &[u8], o: usize) -> String {
-    let s = b.get(o..).unwrap_or(&[]);
-    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-    String::from_utf8_lossy(&s[..end]).into_owned()
 }
 
 /// One record of the data section: `(type, misc, body, offset of the record)`.
@@ -400,17 +404,10 @@ impl<'b> Iterator for Records<'b> {
     }
 }
 
-/// A change to one process's address space, at `(time, offset)`.
+/// A change to the address spaces, at `(time, offset)`.
 struct MapEvent {
     key: (u64, u64),
-    pid: i32,
-    what: MapChange,
-}
-
-enum MapChange {
-    Map(Mapping),
-    Fork { ppid: i32 },
-    Exec,
+    what: SpaceChange,
 }
 
 /// What a sample counter is keyed by: pid, event, kernel flag (packed in `tag`) and the
@@ -593,9 +590,7 @@ fn stream(
         merged: HashMap::new(),
         counts: Vec::new(),
     };
-    for m in std::mem::take(&mut first.kernel_maps) {
-        add_mapping(&mut tally.ctx.kernel_maps, m);
-    }
+    tally.ctx.kernel_maps = std::mem::take(&mut versions.kernel_maps);
     let split = tally.counters(&first.counters, &mut versions);
     if !split.is_empty() {
         tally.split_counters(data, plan, opts.keep_kernel, &split, &mut versions)?;
@@ -618,14 +613,13 @@ fn stream(
     ))
 }
 
-/// The first pass of [`stream`]: the sample counters, the address-space changes and the
-/// kernel's mappings, losses and unknown records.
+/// The first pass of [`stream`]: the sample counters, the address-space changes, the
+/// losses and the unknown records.
 #[derive(Default)]
 struct FirstPass {
     index: FastMap<Key, u32>,
     counters: Vec<Counter>,
     changes: Vec<MapEvent>,
-    kernel_maps: Vec<Mapping>,
     unknown: UnknownRecords,
     lost: u64,
     lost_samples: u64,
@@ -650,11 +644,9 @@ impl FirstPass {
                 R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
                 // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
                 PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
-                R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {
-                    pass.change(plan, ty, misc, body, at)?
+                ty if ty < R_USER_TYPE_START => {
+                    pass.event(&plan.record(ty, misc, body)?, at)?;
                 }
-                R_LOST => pass.lost += u64_at(body, 8)?,
-                PERF_RECORD_LOST_SAMPLES => pass.lost_samples += u64_at(body, 0).unwrap_or(0),
                 _ => pass.unknown.see(ty),
             }
         }
@@ -685,69 +677,32 @@ impl FirstPass {
         }
     }
 
-    /// An `MMAP`, `MMAP2`, `FORK` or `COMM` record at offset `at`: a kernel mapping or a
-    /// change of a process's address space. `None` hands the file to the full reader.
-    fn change(&mut self, plan: &Plan, ty: u32, misc: u16, body: &[u8], at: usize) -> Option<()> {
-        let layout = plan.layouts[match plan.how {
-            IdAt::Identifier => plan.attr(u64_at(body, body.len().checked_sub(8)?)?),
-            IdAt::Single | IdAt::Id(_) => 0,
-        }];
-        if body.len() < layout.trailer {
-            return None;
+    /// A kernel record other than a sample, at offset `at`, parsed by the crate as the full
+    /// reader parses it ([`parse_event`]; one it cannot parse hands the file to the full
+    /// reader, which names it): the losses (`LOST`, `LOST_SAMPLES`) and the address-space
+    /// changes of `MMAP`, `MMAP2`, `FORK` and `COMM` ([`SpaceChange`], kept to be replayed
+    /// in time order by [`Versions::replay`]), as the full reader's handlers take them.
+    fn event(&mut self, record: &RawEventRecord<'_>, at: usize) -> Option<()> {
+        self.unknown.see(record.record_type.0);
+        if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
+            self.lost_samples += lost_samples(record).unwrap_or(0);
+            return Some(());
         }
-        let time = u64_at(body, body.len() - layout.time_from_end)?;
-        let key = (time, at as u64);
-        let pid = u32_at(body, 0)? as i32;
-        let user = misc & 7 != MISC_CPUMODE_KERNEL;
-        let what = match ty {
-            R_MMAP | PERF_RECORD_MMAP2 if !user => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                let name_at = if ty == R_MMAP { 32 } else { 64 };
-                let m = Mapping::new(addr, len, pgoff, c_str(body, name_at), None);
-                self.kernel_maps.push(m);
-                return Some(());
+        let change = match parse_event(record).ok()? {
+            EventRecord::Lost(l) => {
+                self.lost += l.count;
+                None
             }
-            R_MMAP => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                if misc & MISC_BIT_13 != 0 {
-                    return Some(());
-                }
-                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 32), None))
-            }
-            PERF_RECORD_MMAP2 => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                let prot = u32_at(body, 56)?;
-                let mut build_id = None;
-                if misc & MISC_MMAP_BUILD_ID != 0 {
-                    let n = usize::from(*body.get(32)?);
-                    if n > 20 {
-                        return None;
-                    }
-                    if n > 0 {
-                        build_id = Some(BuildId(body.get(36..36 + n)?.to_vec()));
-                    }
-                }
-                if prot & PROT_EXEC == 0 {
-                    return Some(());
-                }
-                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 64), build_id))
-            }
-            R_FORK => {
-                let ppid = u32_at(body, 4)? as i32;
-                if ppid == pid {
-                    return Some(());
-                }
-                MapChange::Fork { ppid }
-            }
-            _ => {
-                // COMM
-                if misc & MISC_BIT_13 == 0 {
-                    return Some(());
-                }
-                MapChange::Exec
-            }
+            EventRecord::Mmap(m) => SpaceChange::of_mmap(&m),
+            EventRecord::Mmap2(m) => SpaceChange::of_mmap2(&m),
+            EventRecord::Fork(f) => SpaceChange::of_fork(&f),
+            EventRecord::Comm(c) => SpaceChange::of_comm(&c),
+            _ => None,
         };
-        self.changes.push(MapEvent { key, pid, what });
+        if let Some(what) = change {
+            let key = (record.timestamp()?, at as u64);
+            self.changes.push(MapEvent { key, what });
+        }
         Some(())
     }
 }
@@ -757,42 +712,32 @@ struct Versions {
     versions: Vec<Vec<Mapping>>,
     /// Per process, where each of its versions starts.
     timeline: HashMap<i32, Vec<VersionStart>>,
+    /// The kernel's mappings (one version: kernel addresses do not move).
+    kernel_maps: Vec<Mapping>,
 }
 
 impl Versions {
-    /// Replays `changes` (sorted by time); `None` past [`MAX_VERSION_ENTRIES`].
+    /// Replays `changes` (sorted by time) by [`SpaceChange::apply`], the full reader's
+    /// rule; `None` past [`MAX_VERSION_ENTRIES`].
     fn replay(changes: Vec<MapEvent>) -> Option<Self> {
         let mut current: HashMap<i32, Vec<Mapping>> = HashMap::new();
         let mut out = Versions {
             versions: Vec::new(),
             timeline: HashMap::new(),
+            kernel_maps: Vec::new(),
         };
         let mut entries = 0usize;
         for e in changes {
-            let snapshot = match e.what {
-                MapChange::Map(m) => {
-                    let v = current.entry(e.pid).or_default();
-                    add_mapping(v, m);
-                    v.clone()
-                }
-                MapChange::Fork { ppid } => match current.get(&ppid).cloned() {
-                    Some(v) => {
-                        current.insert(e.pid, v.clone());
-                        v
-                    }
-                    None => continue,
-                },
-                MapChange::Exec => match current.remove(&e.pid) {
-                    Some(_) => Vec::new(),
-                    None => continue,
-                },
+            let Some(pid) = e.what.apply(&mut current, &mut out.kernel_maps) else {
+                continue;
             };
+            let snapshot = current.get(&pid).cloned().unwrap_or_default();
             entries += snapshot.len();
             if entries > MAX_VERSION_ENTRIES || out.versions.len() >= u32::MAX as usize {
                 return None;
             }
             out.timeline
-                .entry(e.pid)
+                .entry(pid)
                 .or_default()
                 .push((e.key, out.versions.len() as u32));
             out.versions.push(snapshot);
@@ -922,17 +867,10 @@ mod tests {
             (l.ip, l.tid, l.time, l.min_sample),
             (Some(0), Some(8), 16, 24)
         );
-        // trailer: TID, TIME -> 16 bytes, time 8 bytes before the end.
-        assert_eq!((l.trailer, l.time_from_end), (16, 8));
         let l = Layout::new(S_IDENTIFIER | S_IP | S_TID | S_TIME | S_CPU | S_ID);
         assert_eq!((l.ip, l.tid, l.time), (Some(8), Some(16), 24));
-        // trailer: TID, TIME, ID, CPU, IDENTIFIER -> 40 bytes; time at 40 - 8 from the end.
-        assert_eq!((l.trailer, l.time_from_end), (40, 32));
         let l = Layout::new(S_TIME);
-        assert_eq!(
-            (l.ip, l.tid, l.time, l.trailer, l.time_from_end),
-            (None, None, 0, 8, 8)
-        );
+        assert_eq!((l.ip, l.tid, l.time, l.min_sample), (None, None, 0, 8));
     }
 
     #[test]

@@ -22,10 +22,8 @@
 //!   [`FormatError::WrongArchitecture`].
 
 use crate::error::FormatError;
+pub(crate) use crate::perf_record::PERF_RECORD_LOST_SAMPLES;
 use crate::perf_record::{read_values, RawBranch, ReadValues, SampleParts};
-pub(crate) use crate::perf_record::{
-    MISC_MMAP_BUILD_ID, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2,
-};
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::stacks::Stacks;
 use crate::ReadNotes;

@@ -8,12 +8,16 @@
 //!    [`crate::read_perf_data_with`]);
 //! 2. **one pass** over the data section (8-byte record headers, no copies) counts each
 //!    `SAMPLE` under the key `(pid, event, runtime ip)` in a hash table with a cheap
-//!    multiplicative hash, remembering the first and last `(time, file offset)` of the key,
-//!    and keeps the few records that change address spaces: executable `MMAP`/`MMAP2`,
-//!    `FORK`, `COMM` with the exec flag (plus the `LOST`/`LOST_SAMPLES` counts);
+//!    multiplicative hash, remembering the first and last `(time, file offset)` of the key
+//!    (the fast path: the few fields a sample needs read at their offsets, [`Layout`]);
+//!    every other kernel record is parsed by `linux-perf-event-reader` as the full reader
+//!    parses it (`perf_record::parse_event`), and the changes of address space the full
+//!    reader's handlers take from them (`perf_data::SpaceChange`: kernel and executable
+//!    `MMAP`/`MMAP2`, `FORK` of a process, `COMM` of an exec) are kept, with the
+//!    `LOST`/`LOST_SAMPLES` counts;
 //! 3. the changes are sorted by `(time, file offset)` — the order in which the full
-//!    reader's sorter delivers records — and replayed into per-process **versions** of the
-//!    mapping table;
+//!    reader's sorter delivers records — and replayed by the full reader's rule
+//!    (`SpaceChange::apply`) into per-process **versions** of the mapping table;
 //! 4. each **distinct key** is turned into a module-relative location once (load segments
 //!    and module interning as in the full reader), with the version in effect at its
 //!    samples: when the ip lies in the same mapping in every version between the key's
@@ -30,8 +34,9 @@
 //! AUX records, attributes without `sample_id_all` or `TIME` or with `BRANCH_STACK` (kept
 //! per sample in [`SampleCounts::branch_stacks`]), several attributes that
 //! neither all sample `IDENTIFIER` nor share one sample format with `ID`, any record that
-//! is short or crosses the end of the data section, an `MMAP2` build-id longer than 20
-//! bytes, or more than 4M mapping entries across versions.
+//! is short, crosses the end of the data section or that the crate cannot parse (an
+//! `MMAP2` build-id longer than 20 bytes among them), or more than 4M mapping entries
+//! across versions.
 //! [`SampleCounts::streamed`] says which path was taken.
 
 use crate::error::FormatError;
@@ -858,6 +863,132 @@ impl Tally<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf_data::test_records::{comm, fork, info, mmap, mmap2, Body};
+    use crate::perf_record::{MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2};
+
+    /// One attribute, `perf record`'s default sample format ([`info`]).
+    fn plan() -> Plan {
+        Plan {
+            layouts: vec![Layout::new(S_IP | S_TID | S_TIME | (1 << 8))],
+            infos: vec![info()],
+            how: IdAt::Single,
+            by_id: HashMap::new(),
+        }
+    }
+
+    /// A data section of `(type, misc, body)` records.
+    fn section(records: &[(u32, u16, Vec<u8>)]) -> Vec<u8> {
+        let mut d = Vec::new();
+        for (ty, misc, body) in records {
+            d.extend_from_slice(&ty.to_le_bytes());
+            d.extend_from_slice(&misc.to_le_bytes());
+            d.extend_from_slice(&(8 + body.len() as u16).to_le_bytes());
+            d.extend_from_slice(body);
+        }
+        d
+    }
+
+    /// `(start, path)` of each mapping.
+    fn starts(v: &[Mapping]) -> Vec<(u64, &str)> {
+        v.iter().map(|m| (m.start, m.path.as_str())).collect()
+    }
+
+    #[test]
+    fn other_records_are_replayed_as_the_full_reader_takes_them() {
+        let (user, kernel, exec) = (2u16, 1u16, 2u16 | 1 << 13);
+        let d = section(&[
+            (3, user, comm(10, "sh", 1)),
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(10, 0x40_0000, 5, None, "/bin/sh", 2),
+            ),
+            // Written after the fork but earlier in time: replayed before it.
+            (10, user, mmap2(10, 0x50_0000, 5, None, "/lib/c.so", 3)),
+            (7, user, fork(11, 10, 11, 10, 4)),
+            (7, user, fork(11, 11, 12, 11, 5)),
+            (3, exec, comm(11, "ls", 6)),
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(11, 0x40_0000, 5, None, "/bin/ls", 7),
+            ),
+            // Not executable: no change.
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(11, 0x70_0000, 1, None, "/ro", 8),
+            ),
+            (
+                1,
+                kernel,
+                mmap(
+                    u32::MAX,
+                    0xffff_ffff_8100_0000,
+                    0x1000,
+                    "[kernel.kallsyms]",
+                    0,
+                ),
+            ),
+            (2, user, Body::new().u64(1).u64(3).trailer(1, 1, 9)),
+            (
+                PERF_RECORD_LOST_SAMPLES,
+                user,
+                Body::new().u64(4).trailer(1, 1, 9),
+            ),
+        ]);
+        // The MMAP2 of /lib/c.so at time 3 comes after the fork at time 4 in the file.
+        let d = {
+            let mut records = d;
+            let cut = 8 + comm(10, "sh", 1).len() + 8 + mmap2(10, 0, 5, None, "/bin/sh", 2).len();
+            let len_c = 8 + mmap2(10, 0, 5, None, "/lib/c.so", 3).len();
+            let len_f = 8 + fork(11, 10, 11, 10, 4).len();
+            records[cut..cut + len_c + len_f].rotate_left(len_c);
+            records
+        };
+        let mut first = FirstPass::run(&d, &plan(), true).expect("streamed");
+        assert_eq!((first.lost, first.lost_samples), (3, 4));
+        first.changes.sort_by_key(|e| e.key);
+        let v = Versions::replay(std::mem::take(&mut first.changes)).expect("versions");
+        let of = |pid: i32| -> Vec<Vec<(u64, &str)>> {
+            v.of(pid)
+                .iter()
+                .map(|&(_, i)| starts(&v.versions[i as usize]))
+                .collect()
+        };
+        let (sh, libc) = ((0x40_0000, "/bin/sh"), (0x50_0000, "/lib/c.so"));
+        assert_eq!(of(10), vec![vec![sh], vec![sh, libc]]);
+        // The fork copies both mappings (c.so is older than it), the exec empties, ls maps;
+        // the thread 12 of process 11 changes nothing.
+        assert_eq!(
+            of(11),
+            vec![vec![sh, libc], vec![], vec![(0x40_0000, "/bin/ls")]]
+        );
+        assert_eq!(
+            v.of(11).iter().map(|&(k, _)| k.0).collect::<Vec<_>>(),
+            vec![4, 6, 7]
+        );
+        assert_eq!(
+            starts(&v.kernel_maps),
+            vec![(0xffff_ffff_8100_0000, "[kernel.kallsyms]")]
+        );
+    }
+
+    #[test]
+    fn records_the_crate_cannot_take_go_to_the_full_reader() {
+        let user = 2u16;
+        // An MMAP2 build-id of 21 bytes (the crate asserts at most 20).
+        let bad = mmap2(10, 0x40_0000, 5, Some(&[7; 21]), "/a", 1);
+        let d = section(&[(PERF_RECORD_MMAP2, user | MISC_MMAP_BUILD_ID, bad)]);
+        assert!(FirstPass::run(&d, &plan(), true).is_none());
+        // A LOST record shorter than its sample_id trailer (the full reader cannot parse
+        // it either).
+        let d = section(&[(2, user, Body::new().u64(1).0)]);
+        assert!(FirstPass::run(&d, &plan(), true).is_none());
+        // The same with its trailer counts.
+        let d = section(&[(2, user, Body::new().u64(1).u64(3).trailer(1, 1, 1))]);
+        assert_eq!(FirstPass::run(&d, &plan(), true).map(|p| p.lost), Some(3));
+    }
 
     #[test]
     fn layouts_follow_the_kernel_field_order() {

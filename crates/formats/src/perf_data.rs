@@ -1833,3 +1833,445 @@ fn check_attr_entries(
 fn check_pipe(b: &[u8]) -> Result<(), FormatError> {
     check_records(b, 16, b.len(), true)
 }
+
+/// Records built byte by byte for the handlers' tests (here and in `perf_counts.rs`), with
+/// the sample format `perf record` writes by default (`IP | TID | TIME | PERIOD`,
+/// `sample_id_all`): every other record ends in the `sample_id` trailer `pid, tid, time`.
+#[cfg(test)]
+pub(crate) mod test_records {
+    use linux_perf_data::linux_perf_event_reader::{
+        BranchSampleFormat, Endianness, RawData, RawEventRecord, ReadFormat, RecordIdParseInfo,
+        RecordParseInfo, RecordType, SampleFormat,
+    };
+
+    /// The parse info `linux-perf-data` derives for that attribute (trailer 16 bytes, its
+    /// time 8 bytes before the end; in a sample the time is the third word).
+    pub(crate) fn info() -> RecordParseInfo {
+        RecordParseInfo {
+            endian: Endianness::LittleEndian,
+            sample_format: SampleFormat::IP
+                | SampleFormat::TID
+                | SampleFormat::TIME
+                | SampleFormat::PERIOD,
+            branch_sample_format: BranchSampleFormat::empty(),
+            read_format: ReadFormat::empty(),
+            common_data_offset_from_end: Some(16),
+            sample_regs_user: 0,
+            user_regs_count: 0,
+            sample_regs_intr: 0,
+            intr_regs_count: 0,
+            id_parse_info: RecordIdParseInfo {
+                nonsample_record_id_offset_from_end: None,
+                sample_record_id_offset_from_start: None,
+            },
+            nonsample_record_time_offset_from_end: Some(8),
+            sample_record_time_offset_from_start: Some(16),
+        }
+    }
+
+    /// A record's body: `words` (each a little-endian `u32` or `u64` as given), a
+    /// NUL-terminated string padded to 8 bytes (when `s` is `Some`), the trailer.
+    pub(crate) struct Body(pub(crate) Vec<u8>);
+
+    impl Body {
+        pub(crate) fn new() -> Body {
+            Body(Vec::new())
+        }
+        pub(crate) fn u32(mut self, v: u32) -> Body {
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        pub(crate) fn u64(mut self, v: u64) -> Body {
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        pub(crate) fn bytes(mut self, b: &[u8]) -> Body {
+            self.0.extend_from_slice(b);
+            self
+        }
+        pub(crate) fn string(mut self, s: &str) -> Body {
+            self.0.extend_from_slice(s.as_bytes());
+            self.0.push(0);
+            while self.0.len() % 8 != 0 {
+                self.0.push(0);
+            }
+            self
+        }
+        /// The `sample_id` trailer: pid, tid, time.
+        pub(crate) fn trailer(self, pid: u32, tid: u32, time: u64) -> Vec<u8> {
+            self.u32(pid).u32(tid).u64(time).0
+        }
+    }
+
+    /// `MMAP`: pid, tid, addr, len, pgoff, filename.
+    pub(crate) fn mmap(pid: u32, addr: u64, len: u64, path: &str, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(pid)
+            .u64(addr)
+            .u64(len)
+            .u64(0)
+            .string(path)
+            .trailer(pid, pid, time)
+    }
+
+    /// `MMAP2` (misc `PERF_RECORD_MISC_MMAP_BUILD_ID` when `build_id` is `Some`): pid, tid,
+    /// addr, len, pgoff, the build-id (length byte, 3 bytes padding, 20 bytes) or
+    /// maj/min/ino/generation, prot, flags, filename.
+    pub(crate) fn mmap2(
+        pid: u32,
+        addr: u64,
+        prot: u32,
+        build_id: Option<&[u8]>,
+        path: &str,
+        time: u64,
+    ) -> Vec<u8> {
+        let b = Body::new().u32(pid).u32(pid).u64(addr).u64(0x1000).u64(0);
+        let b = match build_id {
+            Some(id) => {
+                let mut field = [0u8; 24];
+                field[0] = id.len() as u8;
+                let n = id.len().min(20);
+                field[4..4 + n].copy_from_slice(&id[..n]);
+                b.bytes(&field)
+            }
+            None => b.u32(8).u32(1).u64(1234).u64(0),
+        };
+        b.u32(prot).u32(2).string(path).trailer(pid, pid, time)
+    }
+
+    /// `FORK`: pid, ppid, tid, ptid, time.
+    pub(crate) fn fork(pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(ppid)
+            .u32(tid)
+            .u32(ptid)
+            .u64(time)
+            .trailer(pid, tid, time)
+    }
+
+    /// `COMM`: pid, tid, name.
+    pub(crate) fn comm(pid: u32, name: &str, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(pid)
+            .string(name)
+            .trailer(pid, pid, time)
+    }
+
+    /// The record of type `ty` with `misc` and `body`, parsed with [`info`].
+    pub(crate) fn raw(ty: u32, misc: u16, body: &[u8]) -> RawEventRecord<'_> {
+        RawEventRecord::new(RecordType(ty), misc, RawData::from(body), info())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_records::*;
+    use super::*;
+    use crate::perf_record::{MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2};
+    use crate::segments::NoSegments;
+
+    const MMAP: u32 = 1;
+    const LOST: u32 = 2;
+    const COMM: u32 = 3;
+    const FORK: u32 = 7;
+    const THROTTLE: u32 = 5;
+    const UNTHROTTLE: u32 = 6;
+    const USER: u16 = 2;
+    const KERNEL: u16 = 1;
+    const COMM_EXEC: u16 = 1 << 13;
+
+    fn pass<'a>(opts: &'a PerfDataOptions) -> RecordPass<'a, 'static> {
+        let events = vec![EventDesc {
+            name: "cpu-clock".into(),
+            kind: EventKind::CpuClock,
+            config: SamplingConfig::default(),
+        }];
+        RecordPass::new(
+            Path::new("t.data"),
+            opts,
+            events,
+            MapCtx::new(HashMap::new(), &NoSegments),
+        )
+    }
+
+    fn feed(p: &mut RecordPass<'_, '_>, ty: u32, misc: u16, body: &[u8]) {
+        p.record(0, &raw(ty, misc, body)).expect("a valid record");
+    }
+
+    /// `(start, end, path, build-id)` of a process's mappings.
+    fn maps(v: Option<&Vec<Mapping>>) -> Vec<(u64, u64, String, Option<Vec<u8>>)> {
+        v.map_or(&[][..], |v| v.as_slice())
+            .iter()
+            .map(|m| {
+                let id = m.build_id.as_ref().map(|b| b.0.clone());
+                (m.start, m.end, m.path.clone(), id)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mmap_maps_kernel_and_executable_code_not_data() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let k = mmap(
+            u32::MAX,
+            0xffff_ffff_8100_0000,
+            0x100_0000,
+            "[kernel.kallsyms]_text",
+            1,
+        );
+        feed(&mut p, MMAP, KERNEL, &k);
+        feed(
+            &mut p,
+            MMAP,
+            USER,
+            &mmap(10, 0x40_0000, 0x2000, "/bin/a", 2),
+        );
+        // PERF_RECORD_MISC_MMAP_DATA: a data mapping, not code.
+        feed(
+            &mut p,
+            MMAP,
+            USER | (1 << 13),
+            &mmap(10, 0x60_0000, 0x1000, "/d", 3),
+        );
+        assert_eq!(
+            maps(Some(&p.mapper.ctx.kernel_maps)),
+            vec![(
+                0xffff_ffff_8100_0000,
+                0xffff_ffff_8200_0000,
+                "[kernel.kallsyms]_text".into(),
+                None
+            )]
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&10)),
+            vec![(0x40_0000, 0x40_2000, "/bin/a".into(), None)]
+        );
+    }
+
+    #[test]
+    fn mmap2_keeps_its_build_id_and_skips_what_is_not_executable() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let id = [0xab, 0xcd, 0xef, 0x01];
+        let with_id = mmap2(10, 0x40_0000, 5, Some(&id), "/bin/a", 1);
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER | MISC_MMAP_BUILD_ID,
+            &with_id,
+        );
+        // PROT_READ only: not code.
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x80_0000, 1, None, "/ro", 2),
+        );
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x90_0000, 4, None, "/x", 3),
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&10)),
+            vec![
+                (0x40_0000, 0x40_1000, "/bin/a".into(), Some(id.to_vec())),
+                (0x90_0000, 0x90_1000, "/x".into(), None)
+            ]
+        );
+        // A build-id longer than 20 bytes (the crate would assert): an error naming it.
+        let bad = mmap2(10, 0xa0_0000, 5, Some(&[7; 21]), "/bad", 4);
+        let e = p
+            .record(0, &raw(PERF_RECORD_MMAP2, USER | MISC_MMAP_BUILD_ID, &bad))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("build-id longer than 20 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fork_copies_the_parent_and_exec_drops_the_mappings() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        feed(&mut p, COMM, USER, &comm(10, "sh", 1));
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x40_0000, 5, None, "/bin/sh", 2),
+        );
+        // A new thread of process 10: no process start, no change of mappings.
+        feed(&mut p, FORK, USER, &fork(10, 10, 12, 10, 3));
+        feed(&mut p, FORK, USER, &fork(11, 10, 11, 10, 4));
+        assert_eq!(
+            p.forks,
+            vec![ThreadStart {
+                pid: 11,
+                tid: 11,
+                ppid: 10,
+                ptid: 10,
+                time: 4
+            }]
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&11)),
+            maps(p.mapper.by_pid.get(&10))
+        );
+        feed(&mut p, COMM, USER | COMM_EXEC, &comm(11, "ls", 5));
+        assert!(!p.mapper.by_pid.contains_key(&11));
+        assert_eq!(maps(p.mapper.by_pid.get(&10)).len(), 1);
+        // Names: sh; the child sh from its fork; ls from its exec.
+        let names: Vec<(u32, u64, &str, bool)> = p
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.time, t.comm.as_str(), t.exec))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (10, 1, "sh", false),
+                (11, 4, "sh", false),
+                (11, 5, "ls", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn losses_are_the_larger_of_lost_and_lost_samples() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        feed(
+            &mut p,
+            LOST,
+            USER,
+            &Body::new().u64(1).u64(5).trailer(1, 1, 1),
+        );
+        feed(
+            &mut p,
+            LOST,
+            USER,
+            &Body::new().u64(1).u64(2).trailer(1, 1, 2),
+        );
+        let ls = Body::new().u64(6).trailer(1, 1, 3);
+        feed(&mut p, PERF_RECORD_LOST_SAMPLES, USER, &ls);
+        assert_eq!((p.lost, p.lost_samples), (7, 6));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        assert_eq!(s.lost, 7);
+    }
+
+    #[test]
+    fn throttles_last_until_their_unthrottle_or_the_last_record() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        // THROTTLE/UNTHROTTLE body: time, id, stream_id, then the trailer.
+        let t = |time: u64, id: u64| Body::new().u64(time).u64(id).u64(id).trailer(1, 1, time);
+        feed(&mut p, THROTTLE, USER, &t(100, 7));
+        feed(&mut p, UNTHROTTLE, USER, &t(350, 7));
+        feed(&mut p, THROTTLE, USER, &t(400, 8));
+        // An unthrottle of a stream never throttled ends nothing.
+        feed(&mut p, UNTHROTTLE, USER, &t(500, 9));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        // 350 - 100, and stream 8 open from 400 to the last time stamp, 500.
+        assert_eq!(
+            (
+                s.health.throttles,
+                s.health.unthrottles,
+                s.health.throttled_ns
+            ),
+            (2, 2, 350)
+        );
+    }
+
+    #[test]
+    fn read_records_sum_the_last_times_of_each_thread() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        // read_format TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING: value, enabled, running.
+        p.read_formats = vec![Some(3)];
+        let r = |tid: u32, en: u64, ru: u64| {
+            Body::new()
+                .u32(10)
+                .u32(tid)
+                .u64(99)
+                .u64(en)
+                .u64(ru)
+                .trailer(10, tid, 1)
+        };
+        feed(&mut p, PERF_RECORD_READ, USER, &r(5, 100, 50));
+        feed(&mut p, PERF_RECORD_READ, USER, &r(5, 200, 150));
+        feed(&mut p, PERF_RECORD_READ, USER, &r(6, 10, 10));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        let t = &s.health.event_times;
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            (t[0].event, t[0].enabled_ns, t[0].running_ns),
+            (0, 210, 160)
+        );
+    }
+
+    #[test]
+    fn user_records_perf_does_not_define_are_counted() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let record = |ty: u32| linux_perf_data::RawUserRecord {
+            record_type: linux_perf_data::UserRecordType::try_from(
+                linux_perf_data::linux_perf_event_reader::RecordType(ty),
+            )
+            .expect("a user type"),
+            endian: Endianness::LittleEndian,
+            misc: 0,
+            data: RawData::from(&[][..]),
+        };
+        // THREAD_MAP (73) is perf's; 200 is no type perf defines.
+        p.on_user_record(&record(73));
+        p.on_user_record(&record(200));
+        let (_, notes) = p.finish(Vec::new(), Vec::new());
+        assert_eq!(notes.warnings.len(), 1);
+        assert!(
+            notes.warnings[0].starts_with(
+                "1 records of types perf does not define were skipped (1 of type 200)"
+            ),
+            "{:?}",
+            notes.warnings
+        );
+    }
+
+    #[test]
+    fn space_changes_of_unknown_processes_change_nothing() {
+        let mut by_pid = HashMap::new();
+        let mut kernel = Vec::new();
+        assert_eq!(
+            SpaceChange::Fork { pid: 2, ppid: 1 }.apply(&mut by_pid, &mut kernel),
+            None
+        );
+        assert_eq!(
+            SpaceChange::Exec { pid: 1 }.apply(&mut by_pid, &mut kernel),
+            None
+        );
+        let mapping = Mapping::new(0x1000, 0x1000, 0, "/a".into(), None);
+        let map = SpaceChange::Map { pid: 1, mapping };
+        assert_eq!(map.apply(&mut by_pid, &mut kernel), Some(1));
+        assert_eq!(
+            SpaceChange::Fork { pid: 2, ppid: 1 }.apply(&mut by_pid, &mut kernel),
+            Some(2)
+        );
+        assert_eq!(
+            SpaceChange::Exec { pid: 1 }.apply(&mut by_pid, &mut kernel),
+            Some(1)
+        );
+        assert_eq!(
+            (
+                by_pid.contains_key(&1),
+                maps(by_pid.get(&2)).len(),
+                kernel.len()
+            ),
+            (false, 1, 0)
+        );
+    }
+}

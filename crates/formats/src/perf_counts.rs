@@ -685,26 +685,19 @@ impl FirstPass {
     /// A kernel record other than a sample, at offset `at`, parsed by the crate as the full
     /// reader parses it ([`parse_event`]; one it cannot parse hands the file to the full
     /// reader, which names it): the losses (`LOST`, `LOST_SAMPLES`) and the address-space
-    /// changes of `MMAP`, `MMAP2`, `FORK` and `COMM` ([`SpaceChange`], kept to be replayed
-    /// in time order by [`Versions::replay`]), as the full reader's handlers take them.
+    /// changes the full reader's handlers take from it ([`SpaceChange::of`]: `MMAP`,
+    /// `MMAP2`, `FORK`, `COMM`), kept to be replayed in time order by [`Versions::replay`].
     fn event(&mut self, record: &RawEventRecord<'_>, at: usize) -> Option<()> {
         self.unknown.see(record.record_type.0);
         if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
             self.lost_samples += lost_samples(record).unwrap_or(0);
             return Some(());
         }
-        let change = match parse_event(record).ok()? {
-            EventRecord::Lost(l) => {
-                self.lost += l.count;
-                None
-            }
-            EventRecord::Mmap(m) => SpaceChange::of_mmap(&m),
-            EventRecord::Mmap2(m) => SpaceChange::of_mmap2(&m),
-            EventRecord::Fork(f) => SpaceChange::of_fork(&f),
-            EventRecord::Comm(c) => SpaceChange::of_comm(&c),
-            _ => None,
-        };
-        if let Some(what) = change {
+        let parsed = parse_event(record).ok()?;
+        if let EventRecord::Lost(l) = &parsed {
+            self.lost += l.count;
+        }
+        if let Some(what) = SpaceChange::of(&parsed) {
             let key = (record.timestamp()?, at as u64);
             self.changes.push(MapEvent { key, what });
         }

@@ -150,6 +150,20 @@ pub(crate) enum SpaceChange {
 }
 
 impl SpaceChange {
+    /// The change a parsed record makes, if any: the full reader's handlers' rule
+    /// ([`SpaceChange::of_mmap`], [`SpaceChange::of_mmap2`], [`SpaceChange::of_fork`],
+    /// [`SpaceChange::of_comm`]), for the streaming counter, which keeps nothing else of
+    /// these records. A new record type that changes address spaces gets its arm here.
+    pub(crate) fn of(record: &EventRecord<'_>) -> Option<SpaceChange> {
+        match record {
+            EventRecord::Mmap(m) => SpaceChange::of_mmap(m),
+            EventRecord::Mmap2(m) => SpaceChange::of_mmap2(m),
+            EventRecord::Fork(f) => SpaceChange::of_fork(f),
+            EventRecord::Comm(c) => SpaceChange::of_comm(c),
+            _ => None,
+        }
+    }
+
     /// An `MMAP` record: kernel-mode, an executable mapping, or nothing (a data mapping,
     /// `PERF_RECORD_MISC_MMAP_DATA`).
     pub(crate) fn of_mmap(m: &MmapRecord<'_>) -> Option<SpaceChange> {

@@ -10,7 +10,7 @@
 //! skid does not bias cycle samples, seed 000 §2.1), so corrected IPC = corrected
 //! instructions / sampled cycles.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::{load, Events};
 use proftrust_binary::Symbolizer;
 use proftrust_model::{ExactProfile, Location, Module, ModuleIdx};
@@ -114,10 +114,10 @@ pub fn execute_with_data(
     events: &dyn Events,
 ) -> Result<(CorrectReport, CorrectData)> {
     if !(a.skid.is_finite() && a.skid >= 0.0) {
-        bail!("--skid must be a number of cycles >= 0");
+        bail_options!("--skid must be a number of cycles >= 0");
     }
     if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
-        bail!("--skid-spread must be a number of cycles >= 0");
+        bail_options!("--skid-spread must be a number of cycles >= 0");
     }
     let profile = read_profile(a, events)?;
     if !a.binary.is_file() {

@@ -90,7 +90,7 @@ pub mod truth;
 pub mod vpmu;
 pub mod vpp;
 
-pub use error::{chain, Context, Error, Result};
+pub use error::{chain, Context, Error, Result, Tool};
 pub use events::{Events, Notes, Silent, Task};
 pub use proftrust_supervise::StopSignal;
 

@@ -24,6 +24,7 @@ use crate::error::{bail, bail_options, Context, Error, Result};
 use crate::{load, program, Backend, Events};
 use proftrust_binary::Binary;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
+use proftrust_model::named::Named as _;
 use proftrust_model::{
     EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma,
 };

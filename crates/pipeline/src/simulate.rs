@@ -85,7 +85,13 @@ pub fn execute(o: &SimulateOptions, events: &dyn Events) -> Result<SimulationRep
     if o.interval_noise > 0 && !tables {
         bail_options!("--interval-noise applies to the paper's Tables 2-6 (--preset table2..table6 or all); the other presets set their own intervals");
     }
-    let task = events.task(None, &format!("simulating {}", o.preset.name()));
+    let task = events.task(
+        None,
+        &format!(
+            "simulating {}",
+            proftrust_model::named::Named::name(o.preset)
+        ),
+    );
     let r = run_preset(o.preset, &o.preset_options()).context("simulation failed");
     task.finish();
     r

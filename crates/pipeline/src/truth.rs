@@ -23,6 +23,22 @@ pub enum TruthBackend {
     Callgrind,
 }
 
+impl proftrust_model::named::Named for TruthBackend {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            TruthBackend::Qemu,
+            "qemu",
+            "QEMU user mode with proftrust's TCG plugin (fast; counts, edges, calls)",
+        ),
+        (
+            TruthBackend::Callgrind,
+            "callgrind",
+            "valgrind's callgrind (slower; optional cache and branch simulation)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(TruthBackend);
+
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

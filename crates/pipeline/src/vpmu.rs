@@ -4,6 +4,7 @@
 
 use crate::error::{bail_options, Context, Result};
 use crate::{program, trace, Events};
+use proftrust_model::named::Named as _;
 use proftrust_model::{ExactProfile, RunOutcome, SampleSet};
 use proftrust_vpmu::{
     CacheConfig, ClassCycles, CostTable, CycleModel, Vpmu, VpmuEvents, VpmuOptions,
@@ -59,13 +60,6 @@ impl proftrust_model::named::Named for CpiModel {
     ];
 }
 proftrust_model::named_from_str!(CpiModel);
-
-impl CpiModel {
-    /// The model's name as `--cpi-model` spells it (its [`Named`](proftrust_model::named::Named) name).
-    pub fn name(self) -> &'static str {
-        proftrust_model::named::Named::name(self)
-    }
-}
 
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]

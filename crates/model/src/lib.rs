@@ -41,6 +41,7 @@
 mod addr;
 mod cfg;
 mod cost;
+mod event_name;
 mod exact;
 pub mod named;
 pub mod process;
@@ -55,6 +56,7 @@ pub mod unwind;
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
+pub use event_name::{event_base, PeriodUnit};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome, BRANCH_MISSES_COLUMN};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{

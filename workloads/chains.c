@@ -116,6 +116,35 @@ __attribute__((noinline)) static void k_branchy(long n) {
     report("branchy", now_ns() - t, n, s);
 }
 
+/* The front end: 8 taken jumps per iteration, each over nothing to the next instruction
+ * group (an independent add), so the loop's cost is the rate at which the core follows
+ * taken branches. */
+__attribute__((noinline)) static void k_jumps(long n) {
+    uint64_t a = 1, b = 2, y = 3;
+    double t = now_ns();
+    for (long i = 0; i < n; i++)
+        __asm__ volatile("jmp 1f\n1:\tadd %2, %0\n\tjmp 2f\n2:\tadd %2, %1\n\t"
+                         "jmp 3f\n3:\tadd %2, %0\n\tjmp 4f\n4:\tadd %2, %1\n\t"
+                         "jmp 5f\n5:\tadd %2, %0\n\tjmp 6f\n6:\tadd %2, %1\n\t"
+                         "jmp 7f\n7:\tadd %2, %0\n\tjmp 8f\n8:\tadd %2, %1"
+                         : "+r"(a), "+r"(b)
+                         : "r"(y));
+    report("jumps", now_ns() - t, n, a + b);
+}
+
+/* Calls: 4 calls per iteration of a 2-instruction leaf (an independent add and ret). */
+__attribute__((noinline)) static void k_calls(long n) {
+    uint64_t a = 1, y = 3;
+    double t = now_ns();
+    for (long i = 0; i < n; i++)
+        __asm__ volatile("call 1f\n\tcall 1f\n\tcall 1f\n\tcall 1f\n\tjmp 2f\n"
+                         "1:\tadd %1, %0\n\tret\n2:"
+                         : "+r"(a)
+                         : "r"(y)
+                         : "memory");
+    report("calls", now_ns() - t, n, a);
+}
+
 int main(int argc, char **argv) {
     long size = argc > 1 ? atol(argv[1]) : 100;
     long n = size * 200000;
@@ -127,5 +156,7 @@ int main(int argc, char **argv) {
     k_chase(n);
     k_stfwd(n);
     k_branchy(n);
+    k_jumps(n);
+    k_calls(n);
     return 0;
 }

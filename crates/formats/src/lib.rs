@@ -37,6 +37,8 @@
 //!   perf.data file by a lean streaming pass (no sorting, no per-sample allocation): what a
 //!   per-symbol table needs. [`SampleCounts::from_samples`] gives the same from any
 //!   [`proftrust_model::SampleSet`].
+//! * [`perf_record`] — raw perf records through `linux-perf-event-reader` with the repairs
+//!   its 0.10 needs, shared by the perf.data reader and the recorder's ring buffer.
 //! * [`read_perf_script`] / [`write_perf_script`] — `perf script` text in and out.
 //! * [`callgrind`] — callgrind out files, per-function totals, conversion to an
 //!   `ExactProfile` with inferred load biases ([`SymbolSource`]).
@@ -61,6 +63,7 @@ pub mod native;
 mod perf_counts;
 mod perf_data;
 mod perf_names;
+pub mod perf_record;
 mod perf_script;
 pub mod segments;
 mod stacks;

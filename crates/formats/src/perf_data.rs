@@ -1,9 +1,10 @@
 //! `perf.data` files (file mode and pipe mode) through the `linux-perf-data` crate.
 //!
 //! * Samples: ip, pid/tid, time, cpu, period, event (the file's attribute index), call chain
-//!   (context markers dropped, the leading copy of the ip dropped), branch stack (parsed here
-//!   from the raw record because `linux-perf-event-reader` skips it: `from`, `to`, flags bit
-//!   0 = mispredicted, bit 1 = predicted, bits 4..20 = cycles).
+//!   (context markers dropped, the leading copy of the ip dropped), branch stack (read from
+//!   the raw record by [`crate::perf_record`], the repairs of `linux-perf-event-reader` 0.10
+//!   shared with the recorder: `from`, `to`, flags bit 0 = mispredicted, bit 1 = predicted,
+//!   bits 4..20 = cycles).
 //! * Modules: `MMAP`/`MMAP2` records of executable mappings, per process, inherited on
 //!   `FORK`, cleared on `exec`; the build-ids of the `HEADER_BUILD_ID` feature and of
 //!   `MMAP2` records carrying one are put on the modules. A runtime ip becomes an SVMA
@@ -21,6 +22,10 @@
 //!   [`FormatError::WrongArchitecture`].
 
 use crate::error::FormatError;
+use crate::perf_record::{read_values, RawBranch, ReadValues, SampleParts};
+pub(crate) use crate::perf_record::{
+    MISC_MMAP_BUILD_ID, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2,
+};
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::stacks::Stacks;
 use crate::ReadNotes;
@@ -31,8 +36,8 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
 use proftrust_model::{
-    Branch, BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode,
-    Sample, SampleSet, SamplingConfig, ThreadName, ThreadStart,
+    BuildId, EventDesc, EventKind, Location, Module, ModuleIdx, ModuleTable, PeriodMode, Sample,
+    SampleSet, SamplingConfig, ThreadName, ThreadStart,
 };
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -42,16 +47,10 @@ use std::rc::Rc;
 
 /// Values at or above this in a call chain are context markers (`PERF_CONTEXT_MAX` = -4095).
 const PERF_CONTEXT_MAX: u64 = (-4095i64) as u64;
-/// `PERF_RECORD_LOST_SAMPLES`.
-pub(crate) const PERF_RECORD_LOST_SAMPLES: u32 = 13;
 /// `PERF_RECORD_SAMPLE`.
 const PERF_RECORD_SAMPLE: u32 = 9;
 /// `PERF_RECORD_READ`: pid, tid, read values (written on exit with `inherit_stat`).
 const PERF_RECORD_READ: u32 = 8;
-/// `PERF_RECORD_MMAP2`.
-pub(crate) const PERF_RECORD_MMAP2: u32 = 10;
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: the MMAP2 record carries a build-id.
-pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Lowest kernel address on x86-64.
 pub(crate) const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 /// `PROT_EXEC` in `MMAP2` protections.
@@ -444,63 +443,13 @@ fn event_desc(attr: &linux_perf_data::AttributeDescription) -> EventDesc {
     }
 }
 
-/// Offset of the `PERF_SAMPLE_CALLCHAIN` count (or, without a call chain, of the field that
-/// would follow it) in a raw `SAMPLE` body: fields in the kernel's order (see
-/// `perf_event_open(2)`), `READ` with and without `GROUP`. `None` when the body is too short.
-fn callchain_offset(
-    b: &[u8],
-    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-    rf: u64,
-) -> Option<usize> {
-    read_span(b, info, rf).map(|(_, end)| end)
-}
-
-/// `(start, end)` of the `PERF_SAMPLE_READ` values in a raw `SAMPLE` body (`start == end`
-/// without `READ`): the fields before it in the kernel's order (`perf_event_open(2)`), then
-/// the read values, with and without `GROUP`. `None` when the body is too short. `rf` is
-/// the attribute's `read_format` as the file states it ([`raw_read_formats`]).
-fn read_span(
-    b: &[u8],
-    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-    rf: u64,
-) -> Option<(usize, usize)> {
-    let sf = info.sample_format.bits();
-    const IDENTIFIER: u64 = 1 << 16;
-    const IP: u64 = 1 << 0;
-    const TID: u64 = 1 << 1;
-    const TIME: u64 = 1 << 2;
-    const ADDR: u64 = 1 << 3;
-    const READ: u64 = 1 << 4;
-    const ID: u64 = 1 << 6;
-    const CPU: u64 = 1 << 7;
-    const PERIOD: u64 = 1 << 8;
-    const STREAM_ID: u64 = 1 << 9;
-    let mut p = 0usize;
-    for bit in [IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD] {
-        if sf & bit != 0 {
-            p = p.checked_add(8)?;
-        }
-    }
-    let start = p;
-    if sf & READ != 0 {
-        p = p.checked_add(read_values(b.get(p..)?, rf)?.len)?;
-    }
-    (p <= b.len()).then_some((start, p))
-}
-
-/// `read_format` bits (`perf_event_open(2)`).
-const FORMAT_TOTAL_TIME_ENABLED: u64 = 1;
-const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-const FORMAT_ID: u64 = 1 << 2;
-const FORMAT_GROUP: u64 = 1 << 3;
-const FORMAT_LOST: u64 = 1 << 4;
-
 /// `perf_event_attr.read_format` of each attribute as the file states it, in the file's
 /// attribute order (the attribute section in file mode, the `HEADER_ATTR` records in pipe
 /// mode; the word at byte 32 of `perf_event_attr`). `linux-perf-event-reader` keeps only
 /// the bits it knows (`from_bits_truncate`) and drops `PERF_FORMAT_LOST` (bit 4, Linux
 /// 6.0), so a sample's read values would be measured 8 bytes short per value and the
-/// fields after them (the call chain) misread. An attribute this cannot find gets `None`.
+/// fields after them (the call chain) misread (upstream report:
+/// `docs/upstream/event-reader-read-format-lost.md`). An attribute this cannot find gets `None`.
 pub(crate) fn raw_read_formats(bytes: &[u8]) -> Vec<Option<u64>> {
     let rd = |o: usize| -> Option<u64> {
         Some(u64::from_le_bytes(
@@ -544,148 +493,6 @@ pub(crate) fn raw_read_formats(bytes: &[u8]) -> Vec<Option<u64>> {
     out
 }
 
-/// The times of one `read_format` block (a `PERF_SAMPLE_READ` area or the body of a
-/// `PERF_RECORD_READ` after pid and tid).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ReadValues {
-    enabled: Option<u64>,
-    running: Option<u64>,
-    /// The (first) value's id, with `PERF_FORMAT_ID`.
-    id: Option<u64>,
-    /// Bytes the block takes.
-    len: usize,
-}
-
-/// Parses a `read_format` block at the start of `b`. Without `GROUP`: `value, [enabled],
-/// [running], [id], [lost]`; with `GROUP`: `nr, [enabled], [running], nr × (value, [id],
-/// [lost])` (`perf_event_open(2)`, "read_format"). `None` when `b` is too short.
-/// (`linux-perf-event-reader` 0.10 swaps the two layouts and ignores `LOST`, so sample
-/// bodies with `READ` are parsed here and handed to it without the read area.)
-fn read_values(b: &[u8], rf: u64) -> Option<ReadValues> {
-    let word = |i: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(
-            b.get(8 * i..8 * i + 8)?.try_into().ok()?,
-        ))
-    };
-    let has = |m: u64| rf & m != 0;
-    let mut i = 0usize;
-    let nr = if has(FORMAT_GROUP) {
-        i += 1;
-        word(0)?
-    } else {
-        1
-    };
-    let value_at = if has(FORMAT_GROUP) { None } else { Some(i) };
-    if value_at.is_some() {
-        i += 1;
-    }
-    let enabled = if has(FORMAT_TOTAL_TIME_ENABLED) {
-        i += 1;
-        Some(word(i - 1)?)
-    } else {
-        None
-    };
-    let running = if has(FORMAT_TOTAL_TIME_RUNNING) {
-        i += 1;
-        Some(word(i - 1)?)
-    } else {
-        None
-    };
-    let per = if has(FORMAT_GROUP) { 1 } else { 0 }
-        + usize::from(has(FORMAT_ID))
-        + usize::from(has(FORMAT_LOST));
-    // In a group the first entry's id follows its value.
-    let id_at = if has(FORMAT_GROUP) { i + 1 } else { i };
-    let id = if has(FORMAT_ID) && nr > 0 {
-        Some(word(id_at)?)
-    } else {
-        None
-    };
-    let words = usize::try_from(nr).ok()?.checked_mul(per)?.checked_add(i)?;
-    let len = words.checked_mul(8)?;
-    (len <= b.len()).then_some(ReadValues {
-        enabled,
-        running,
-        id,
-        len,
-    })
-}
-
-/// A `SAMPLE` body whose call-chain count does not fit the record: `linux-perf-event-reader`
-/// multiplies the count by 8 unchecked (an overflow panic in debug builds, a wrapped length
-/// and a misread record otherwise; found by the perf_counts fuzz target).
-fn check_callchain(
-    b: &[u8],
-    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-    rf: u64,
-) -> Result<(), String> {
-    const CALLCHAIN: u64 = 1 << 5;
-    if info.sample_format.bits() & CALLCHAIN == 0 {
-        return Ok(());
-    }
-    let Some(p) = callchain_offset(b, info, rf) else {
-        return Err("a SAMPLE record ends before its call chain".into());
-    };
-    let Some(nr) = b
-        .get(p..p + 8)
-        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")))
-    else {
-        return Err("a SAMPLE record ends before its call chain".into());
-    };
-    let room = (b.len() - p - 8) as u64 / 8;
-    if nr > room {
-        return Err(format!(
-            "a SAMPLE record's call chain of {nr} entries does not fit its {} bytes",
-            b.len()
-        ));
-    }
-    Ok(())
-}
-
-/// Reads the branch stack of a raw `SAMPLE` record body (fields in the kernel's order up to
-/// `PERF_SAMPLE_BRANCH_STACK`, see `perf_event_open(2)`). Little-endian files only.
-fn branch_stack(
-    data: &RawData<'_>,
-    info: &linux_perf_data::linux_perf_event_reader::RecordParseInfo,
-    rf: u64,
-) -> Option<Vec<(u64, u64, u64)>> {
-    let sf = info.sample_format.bits();
-    const CALLCHAIN: u64 = 1 << 5;
-    const RAW: u64 = 1 << 10;
-    const BRANCH_STACK: u64 = 1 << 11;
-    const HW_INDEX: u64 = 1 << 17;
-    if sf & BRANCH_STACK == 0 {
-        return None;
-    }
-    let b = data.as_slice();
-    let rd = |p: &mut usize| -> Option<u64> {
-        let v = u64::from_le_bytes(b.get(*p..*p + 8)?.try_into().ok()?);
-        *p += 8;
-        Some(v)
-    };
-    let mut p = callchain_offset(&b, info, rf)?;
-    if sf & CALLCHAIN != 0 {
-        let nr = rd(&mut p)?;
-        p = p.checked_add(usize::try_from(nr.checked_mul(8)?).ok()?)?;
-    }
-    if sf & RAW != 0 {
-        let size = u32::from_le_bytes(b.get(p..p + 4)?.try_into().ok()?) as usize;
-        p = p.checked_add(4 + size)?;
-    }
-    let nr = rd(&mut p)?;
-    if info.branch_sample_format.bits() & HW_INDEX != 0 {
-        rd(&mut p)?;
-    }
-    if nr > (b.len() as u64) / 24 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(nr as usize);
-    for _ in 0..nr {
-        out.push((rd(&mut p)?, rd(&mut p)?, rd(&mut p)?));
-    }
-    Some(out)
-}
-
 /// Reads a perf.data file with default options, taking ELF load segments from the local
 /// disk (the paths the mmap records name).
 pub fn read_perf_data(bytes: &[u8], path_for_errors: &Path) -> Result<SampleSet, FormatError> {
@@ -715,7 +522,8 @@ const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
 ///
 /// * **pipe mode**: the tracing data after a `HEADER_TRACING_DATA` record (tracepoint
 ///   events) is skipped, since its size is not in the record header (linux-perf-data reads
-///   it as records and loses every sample after it); a stream that ends inside a record is
+///   it as records and loses every sample after it; upstream report:
+///   `docs/upstream/perf-data-pipe-tracing-data.md`); a stream that ends inside a record is
 ///   read up to the last complete record ("perf record was interrupted?");
 /// * **file mode**: a header whose data size is 0 (perf record killed before it rewrote the
 ///   header; no feature sections either) or whose data section runs past the end of the file
@@ -1177,50 +985,37 @@ impl RecordPass<'_, '_> {
     ) -> Result<(), FormatError> {
         self.unknown.see(record.record_type.0);
         if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
-            let b = record.data.as_slice();
-            if let Some(v) = b.get(..8) {
-                self.lost_samples += u64::from_le_bytes(v.try_into().expect("8 bytes"));
-            }
+            self.lost_samples += crate::perf_record::lost_samples(record).unwrap_or(0);
             return Ok(());
         }
-        // linux-perf-event-reader asserts (panics) on an MMAP2 build-id longer than 20 bytes:
-        // reject such a record here (found by the perf_data fuzz target).
-        if record.record_type.0 == PERF_RECORD_MMAP2 && record.misc & MISC_MMAP_BUILD_ID != 0 {
-            let body = record.data.as_slice();
-            if body.get(32).is_some_and(|&n| n > 20) {
-                return Err(perf_err(
-                    self.path,
-                    "an MMAP2 record states a build-id longer than 20 bytes (file corrupt)",
-                ));
-            }
-        }
+        crate::perf_record::check_mmap2(record)
+            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
         if record.record_type.0 == PERF_RECORD_READ {
             self.read_record(attr_index, record);
             return Ok(());
         }
-        // The sample body without its read area, for the crate (see `read_values`).
-        let without_read = if record.record_type.0 == PERF_RECORD_SAMPLE {
-            self.without_read(attr_index, record)?
-        } else {
-            None
+        let cannot = |e: std::io::Error| {
+            perf_err(
+                self.path,
+                format!("a {:?} record cannot be parsed: {e}", record.record_type),
+            )
         };
-        let stripped = without_read.as_ref().map(|(body, info)| RawEventRecord {
-            record_type: record.record_type,
-            misc: record.misc,
-            data: RawData::Single(body),
-            parse_info: *info,
-        });
-        let parsed = match stripped.as_ref().unwrap_or(record).parse() {
-            Ok(p) => p,
-            Err(e) => {
-                return Err(perf_err(
-                    self.path,
-                    format!("a {:?} record cannot be parsed: {e}", record.record_type),
-                ))
+        if record.record_type.0 == PERF_RECORD_SAMPLE {
+            // The call chain checked, the read values and the branch stack read here, the
+            // rest parsed by the crate (see `crate::perf_record`).
+            let rf = self.read_format(attr_index, &record.parse_info);
+            let parts = SampleParts::of(record, rf)
+                .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
+            let s = parts.parse(record).map_err(cannot)?;
+            if let Some(v) = parts.read {
+                let tid = s.tid.map_or(0, |t| u64::from(t as u32));
+                self.health.read(attr_index, v, tid);
             }
-        };
+            let branches = parts.branches.as_deref().unwrap_or_default();
+            return self.sample(attr_index, record, &s, branches);
+        }
+        let parsed = record.parse().map_err(cannot)?;
         match parsed {
-            EventRecord::Sample(s) => self.sample(attr_index, record, &s)?,
             EventRecord::Mmap(_) | EventRecord::Mmap2(_) => self.mapping(parsed),
             EventRecord::Fork(_) | EventRecord::Comm(_) => {
                 self.thread(parsed, record.timestamp().unwrap_or(0))
@@ -1248,55 +1043,13 @@ impl RecordPass<'_, '_> {
         }
     }
 
-    /// A `SAMPLE` record's call chain checked, and its read values taken for the health:
-    /// the body without them and the parse info without `READ` for the crate, `None` when
-    /// the sample has none.
-    fn without_read(
-        &mut self,
-        attr_index: usize,
-        record: &RawEventRecord<'_>,
-    ) -> Result<Option<(Vec<u8>, RecordParseInfo)>, FormatError> {
-        let b = record.data.as_slice();
-        let rf = self.read_format(attr_index, &record.parse_info);
-        check_callchain(&b, &record.parse_info, rf)
-            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
-        if !record.parse_info.sample_format.contains(SampleFormat::READ) {
-            return Ok(None);
-        }
-        let (start, end) = read_span(&b, &record.parse_info, rf).ok_or_else(|| {
-            perf_err(
-                self.path,
-                "a SAMPLE record is shorter than its read values (file corrupt)",
-            )
-        })?;
-        let v = read_values(&b[start..end], rf).expect("read_span parsed it");
-        // TID follows IDENTIFIER and IP: pid u32, tid u32.
-        let sf = record.parse_info.sample_format;
-        let at = 8
-            * (usize::from(sf.contains(SampleFormat::IDENTIFIER))
-                + usize::from(sf.contains(SampleFormat::IP)));
-        let tid = if sf.contains(SampleFormat::TID) {
-            b.get(at + 4..at + 8).map_or(0, |t| {
-                u64::from(u32::from_le_bytes(t.try_into().expect("4 bytes")))
-            })
-        } else {
-            0
-        };
-        self.health.read(attr_index, v, tid);
-        let mut body = Vec::with_capacity(b.len() - (end - start));
-        body.extend_from_slice(&b[..start]);
-        body.extend_from_slice(&b[end..]);
-        let mut info = record.parse_info;
-        info.sample_format.remove(SampleFormat::READ);
-        Ok(Some((body, info)))
-    }
-
     /// A sample: its ip, call chain (unwound user stack) and branch stack located.
     fn sample(
         &mut self,
         attr_index: usize,
         record: &RawEventRecord<'_>,
         s: &SampleRecord<'_>,
+        raw_branches: &[RawBranch],
     ) -> Result<(), FormatError> {
         let Some(ip) = s.ip else { return Ok(()) };
         // Kernel, user, guest or hypervisor from the record's cpumode (by address only when
@@ -1308,19 +1061,10 @@ impl RecordPass<'_, '_> {
         let pid = s.pid.unwrap_or(-1);
         let ip_loc = self.mapper.locate(pid, space, ip);
         let callchain = self.callchain(s, pid, space, ip);
-        let mut branches = Vec::new();
-        let rf = self.read_format(attr_index, &record.parse_info);
-        if let Some(bs) = branch_stack(&record.data, &record.parse_info, rf) {
-            for (from, to, flags) in bs {
-                branches.push(Branch {
-                    from: self.mapper.locate(pid, Space::Unknown, from),
-                    to: self.mapper.locate(pid, Space::Unknown, to),
-                    mispredicted: flags & 1 != 0,
-                    predicted_known: flags & 3 != 0,
-                    cycles: ((flags >> 4) & 0xffff) as u32,
-                });
-            }
-        }
+        let branches = raw_branches
+            .iter()
+            .map(|b| b.located(|a| self.mapper.locate(pid, Space::Unknown, a)))
+            .collect();
         let event = u16::try_from(attr_index)
             .map_err(|_| perf_err(self.path, format!("event index {attr_index} out of range")))?;
         self.health.last_time = self.health.last_time.max(s.timestamp.unwrap_or(0));
@@ -1673,9 +1417,11 @@ fn check_data_section(b: &[u8]) -> Result<(), FormatError> {
 /// Walks the records of `b[start..end]` by their headers and refuses what
 /// `linux-perf-data` would mishandle (both found by the fuzz targets):
 /// * a `FINISHED_ROUND` record with a body: the crate does not skip it and reads it as the
-///   next records, so one corrupt size field shifts every record after it;
+///   next records, so one corrupt size field shifts every record after it (upstream report:
+///   `docs/upstream/perf-data-finished-round-body.md`);
 /// * an `AUXTRACE` record announcing more trace data than the rest holds: the crate
-///   allocates the announced size (up to 2^64 bytes) before reading it.
+///   allocates the announced size (up to 2^64 bytes) before reading it (upstream report:
+///   `docs/upstream/perf-data-auxtrace-allocation.md`).
 ///
 /// In pipe mode the `HEADER_FEATURE` records are checked too (see [`check_feature`]).
 /// Like the crate, a record that starts before `end` is read whole even when it runs past
@@ -1892,7 +1638,8 @@ fn check_feature(feature: u32, d: &[u8], at: u64) -> Result<(), FormatError> {
 /// parser consume exactly `slot` bytes: `s` must be a published attr version size
 /// (`PERF_ATTR_SIZE_VER0..7` = 64, 72, 80, 96, 104, 112, 120, 128) or larger than the last,
 /// and fit the slot. Other sizes make `linux-perf-event-reader` read a different number of
-/// bytes than the slot holds, and the following counts would be misread.
+/// bytes than the slot holds, and the following counts would be misread (upstream report:
+/// `docs/upstream/event-reader-attr-size.md`).
 fn attr_size_ok(s: u64, slot: u64) -> bool {
     (s >= 128 || [64, 72, 80, 96, 104, 112, 120].contains(&s)) && s <= slot
 }

@@ -493,7 +493,7 @@ fn event_warnings(
     }
     if weight == TruthWeight::TimeModel {
         warnings.push(match time_model_used {
-            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, {}, validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name, if args.time_caches { "data-cache misses from a simulation of the run's loads (no front end)" } else { "every load an L1 hit (no caches, no front end)" }),
+            crate::timemodel::TimeModelKind::Static => format!("the time truth is a model, not a measurement: each block's cycles come from an out-of-order model of {} with register and store-to-load dependencies and a simple branch predictor, {}, validated against native timing of dependency-chain kernels (docs/audit.md)", proftrust_uarch::Core::new(args.core).name, if args.time_caches { "data-cache misses from a simulation of the run's loads (of the front end only its one taken branch per cycle)" } else { "every load an L1 hit (no caches; of the front end only its one taken branch per cycle)" }),
             crate::timemodel::TimeModelKind::Trace => "the time truth is a model, not a measurement: each instruction's cycles come from proftrust's out-of-order approximation with simulated caches (no data dependencies, branch prediction or front end), validated on hand-worked traces and by how far it lowers epsilon against cpu-clock samples (docs/audit.md)".into(),
         });
     }

@@ -244,7 +244,7 @@ pub fn formula(core: &Core, caches: bool, branches: bool) -> String {
         "2-bit counter / last-target predictor on the exact branch frequencies"
     };
     format!(
-        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, TIP attribution of retirement cycles; plus branch mispredictions ({predictor}) x (resolution time + MispredictPenalty {}); {loads}",
+        "cycles of an instruction = its exact count x its cost per execution in proftrust-uarch's out-of-order model of {}: each executed block timed once, after its most likely history from the exact edge counts, with register and store-to-load dependencies, micro-ops, port pressure and latencies from LLVM's scheduling model, at most one taken branch per cycle, TIP attribution of retirement cycles; plus branch mispredictions ({predictor}) x (resolution time + MispredictPenalty {}); {loads}",
         core.name, core.mispredict_penalty
     )
 }

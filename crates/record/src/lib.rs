@@ -46,8 +46,8 @@ pub use proftrust_supervise::StopSignal;
 
 use parse::{RawSample, Rec};
 use proftrust_model::{
-    Branch, EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample,
-    SampleSet, SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
+    EventDesc, EventTimes, Location, PeriodMode, RecordingHealth, RunOutcome, Sample, SampleSet,
+    SamplingConfig, StackUnwinder, ThreadName, ThreadStart,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -391,7 +391,9 @@ struct Session {
     scratch: Vec<u8>,
     seen_streams: Vec<u64>,
     stats: RecordStats,
-    layout: parse::Layout,
+    /// The decoder of the rings' records (from the attribute the first event was opened
+    /// with; `None` while no event is open).
+    decoder: Option<parse::Decoder>,
 }
 
 impl Session {
@@ -405,7 +407,9 @@ impl Session {
             }
             self.stats.batches += 1;
             let before = self.recs.len();
-            parse::decode_batch(&self.scratch, self.layout, &mut self.recs)?;
+            if let Some(d) = &self.decoder {
+                d.decode_batch(&self.scratch, &mut self.recs)?;
+            }
             if self.randomized.is_empty() {
                 continue;
             }
@@ -446,6 +450,7 @@ fn open_events(
     let mut randomized = HashMap::new();
     let mut seed_rng = ChaCha8Rng::seed_from_u64(seed);
     let mut read = opts.randomize;
+    let mut decoder = None;
     for &cpu in &cpus {
         let mut leader: Option<usize> = None;
         for &pid in pids {
@@ -518,6 +523,10 @@ fn open_events(
                         source: e,
                     }
                 })?;
+                if decoder.is_none() {
+                    // `read` is settled by the first open: every event has this layout.
+                    decoder = Some(parse::Decoder::new(&attr)?);
+                }
                 let id =
                     sys::event_id(&fd).map_err(|e| RecordError::sys("PERF_EVENT_IOC_ID", e))?;
                 match leader {
@@ -567,12 +576,7 @@ fn open_events(
         scratch: Vec::new(),
         seen_streams: Vec::new(),
         stats: RecordStats::default(),
-        layout: parse::Layout {
-            read,
-            callchain: opts.callchain || (opts.dwarf_stack.is_some() && !opts.user_only),
-            branch: opts.branch_stack,
-            user_stack: opts.dwarf_stack.is_some(),
-        },
+        decoder,
     })
 }
 
@@ -1151,13 +1155,7 @@ impl<'a> Replay<'a> {
         let branches = s
             .branches
             .iter()
-            .map(|b| Branch {
-                from: self.spaces.locate(s.pid, b.from),
-                to: self.spaces.locate(s.pid, b.to),
-                mispredicted: b.flags & 1 != 0,
-                predicted_known: b.flags & 3 != 0,
-                cycles: ((b.flags >> 4) & 0xffff) as u32,
-            })
+            .map(|b| b.located(|a| self.spaces.locate(s.pid, a)))
             .collect();
         Sample {
             event: *self.id_to_event.get(&s.id).unwrap_or(&0),

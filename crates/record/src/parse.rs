@@ -1,13 +1,24 @@
-//! Decoding of the raw records drained from the ring buffer.
+//! Decoding of the raw records drained from the ring buffer, through
+//! `linux-perf-event-reader` (the copy `linux-perf-data` re-exports, which the perf.data
+//! reader uses too) with the repairs its 0.10 needs from
+//! [`proftrust_formats::perf_record`] (read values, the call-chain check, the branch stack,
+//! `LOST_SAMPLES`): one decoder of perf records for files and the live ring buffer, as
+//! samply has.
 //!
-//! The layout is fixed by the `sample_type` the recorder asks for (see [`SAMPLE_TYPE_BASE`]);
-//! field order as in `include/uapi/linux/perf_event.h` (`PERF_RECORD_SAMPLE`: identifier, ip,
-//! pid/tid, time, stream_id, cpu/res, period, callchain, branch stack). Every other record
-//! carries a `sample_id_all` trailer (pid/tid, time, stream_id, cpu/res, identifier: 40 bytes)
-//! of which only `time` is used.
+//! The layout is fixed by the attribute the events were opened with ([`Decoder::new`]
+//! parses it back into the crate's `RecordParseInfo`): the `sample_type` of
+//! [`SAMPLE_TYPE_BASE`] and what the options add, `sample_id_all` (every other record ends
+//! with pid/tid, time, stream_id, cpu/res, identifier). Each record kept is parsed into the
+//! crate's `EventRecord` and converted to the recorder's [`Rec`]; the others are skipped.
 
 use crate::error::RecordError;
+use crate::sys;
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo, RecordType, SampleRecord,
+};
+use linux_perf_data::Endianness;
 use perf_event_open_sys::bindings as b;
+use proftrust_formats::perf_record::{self, RawBranch, SampleParts};
 
 /// Sample fields always requested.
 pub(crate) const SAMPLE_TYPE_BASE: u64 = (b::PERF_SAMPLE_IDENTIFIER
@@ -18,17 +29,13 @@ pub(crate) const SAMPLE_TYPE_BASE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_CPU
     | b::PERF_SAMPLE_PERIOD) as u64;
 
-/// Size of the `sample_id_all` trailer for [`SAMPLE_TYPE_BASE`] (tid, time, stream_id, cpu,
-/// identifier).
-const TRAILER: usize = 40;
+/// The `read_format` of every event: `TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`.
+pub(crate) const READ_FORMAT: u64 =
+    (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
 
-/// One decoded branch-stack entry (runtime addresses).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawBranch {
-    pub from: u64,
-    pub to: u64,
-    pub flags: u64,
-}
+/// The user registers a DWARF unwinder starts from: `bp`, `sp`, `ip` (x86-64 perf register
+/// numbers 6, 7, 8; the kernel writes them in bit order).
+pub(crate) const REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// A sample as the kernel wrote it (runtime addresses).
 #[derive(Debug, Clone)]
@@ -109,300 +116,186 @@ impl Rec {
     }
 }
 
-struct Cur<'a> {
-    b: &'a [u8],
-    pos: usize,
-    kind: u32,
-    base: usize,
+/// How the records of one session are parsed: every event of a session is opened with the
+/// same sample layout (the events differ in type, config, period and precision only).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Decoder {
+    info: RecordParseInfo,
+    /// The `read_format` as the kernel was given it (the crate's `ReadFormat` keeps only
+    /// the bits it knows).
+    read_format: u64,
 }
 
-impl Cur<'_> {
-    fn u64(&mut self) -> Result<u64, RecordError> {
-        let v = self
-            .b
-            .get(self.pos..self.pos + 8)
-            .ok_or_else(|| self.short())?;
-        self.pos += 8;
-        Ok(u64::from_le_bytes(v.try_into().expect("8 bytes")))
+impl Decoder {
+    /// The decoder of records written for events opened with `attr`: the attribute's bytes
+    /// parsed back by the crate, as a perf.data reader parses a file's attribute section.
+    pub(crate) fn new(attr: &sys::Attr) -> Result<Decoder, RecordError> {
+        let (parsed, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(sys::attr_bytes(attr))
+            .map_err(|e| RecordError::sys("parsing back our own perf_event_attr", e))?;
+        Ok(Decoder {
+            info: RecordParseInfo::new(&parsed, Endianness::NATIVE),
+            read_format: attr.read_format,
+        })
     }
-    fn u32(&mut self) -> Result<u32, RecordError> {
-        let v = self
-            .b
-            .get(self.pos..self.pos + 4)
-            .ok_or_else(|| self.short())?;
-        self.pos += 4;
-        Ok(u32::from_le_bytes(v.try_into().expect("4 bytes")))
-    }
-    fn skip(&mut self, n: usize) -> Result<(), RecordError> {
-        if self.pos + n > self.b.len() {
-            return Err(self.short());
-        }
-        self.pos += n;
-        Ok(())
-    }
-    fn short(&self) -> RecordError {
-        RecordError::BadRecord {
-            kind: self.kind,
-            offset: self.base,
-            why: format!("record ends after {} bytes", self.b.len()),
-        }
-    }
-}
 
-fn trailer_time(body: &[u8]) -> u64 {
-    if body.len() >= TRAILER {
-        let at = body.len() - TRAILER + 8;
-        u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"))
-    } else {
-        0
-    }
-}
-
-/// The `read_format` of every event: `TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`.
-pub(crate) const READ_FORMAT: u64 =
-    (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
-
-/// Which optional sample fields were requested.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Layout {
-    /// `PERF_SAMPLE_READ` with [`READ_FORMAT`] (value, time enabled, time running).
-    pub read: bool,
-    /// `PERF_SAMPLE_CALLCHAIN`.
-    pub callchain: bool,
-    /// `PERF_SAMPLE_BRANCH_STACK`.
-    pub branch: bool,
-    /// `PERF_SAMPLE_REGS_USER` ([`REGS_USER`]) + `PERF_SAMPLE_STACK_USER`.
-    pub user_stack: bool,
-}
-
-/// The user registers a DWARF unwinder starts from: `bp`, `sp`, `ip` (x86-64 perf register
-/// numbers 6, 7, 8; the kernel writes them in bit order).
-pub(crate) const REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
-
-/// Decodes every record of a drained batch, appending to `out`: one handler per record
-/// type, on a cursor over the record's body.
-pub(crate) fn decode_batch(bytes: &[u8], l: Layout, out: &mut Vec<Rec>) -> Result<(), RecordError> {
-    let mut off = 0usize;
-    while off + 8 <= bytes.len() {
-        let kind = u32::from_le_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
-        let misc = u16::from_le_bytes(bytes[off + 4..off + 6].try_into().expect("2 bytes"));
-        let size =
-            u16::from_le_bytes(bytes[off + 6..off + 8].try_into().expect("2 bytes")) as usize;
-        if size < 8 || off + size > bytes.len() {
-            return Err(RecordError::BadRecord {
+    /// Decodes every record of a drained batch, appending the kept ones to `out`.
+    pub(crate) fn decode_batch(&self, bytes: &[u8], out: &mut Vec<Rec>) -> Result<(), RecordError> {
+        let mut off = 0usize;
+        while off + 8 <= bytes.len() {
+            let kind = u32::from_ne_bytes(bytes[off..off + 4].try_into().expect("4 bytes"));
+            let misc = u16::from_ne_bytes(bytes[off + 4..off + 6].try_into().expect("2 bytes"));
+            let size =
+                u16::from_ne_bytes(bytes[off + 6..off + 8].try_into().expect("2 bytes")) as usize;
+            let bad = |why: String| RecordError::BadRecord {
                 kind,
                 offset: off,
-                why: format!(
-                    "size {size} does not fit the {} bytes left",
-                    bytes.len() - off
-                ),
-            });
-        }
-        let mut c = Cur {
-            b: &bytes[off + 8..off + size],
-            pos: 0,
-            kind,
-            base: off,
-        };
-        let rec = match kind {
-            b::PERF_RECORD_SAMPLE => Some(c.sample(l)?),
-            b::PERF_RECORD_MMAP2 => Some(c.mmap2()?),
-            b::PERF_RECORD_COMM => Some(c.comm(misc)?),
-            b::PERF_RECORD_FORK => c.fork()?,
-            b::PERF_RECORD_LOST => {
-                c.u64()?;
-                Some(Rec::Lost { lost: c.u64()? })
+                why,
+            };
+            if size < 8 || off + size > bytes.len() {
+                let left = bytes.len() - off;
+                return Err(bad(format!(
+                    "size {size} does not fit the {left} bytes left"
+                )));
             }
-            b::PERF_RECORD_LOST_SAMPLES => Some(Rec::Lost { lost: c.u64()? }),
-            b::PERF_RECORD_THROTTLE | b::PERF_RECORD_UNTHROTTLE => Some(c.throttle()?),
-            _ => None,
-        };
-        out.extend(rec);
-        off += size;
+            let raw = RawEventRecord::new(
+                RecordType(kind),
+                misc,
+                RawData::Single(&bytes[off + 8..off + size]),
+                self.info,
+            );
+            out.extend(self.decode(&raw).map_err(bad)?);
+            off += size;
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// One record: parsed by the crate (with the repairs of `perf_record`) and converted;
+    /// `None` for a record type the recorder does not keep, and for a `FORK` of a thread.
+    fn decode(&self, raw: &RawEventRecord<'_>) -> Result<Option<Rec>, String> {
+        let ends = |e: std::io::Error| format!("{e} in a {}-byte record", raw.data.len() + 8);
+        let time = || raw.timestamp().unwrap_or(0);
+        let rec = match raw.record_type.0 {
+            b::PERF_RECORD_SAMPLE => {
+                let mut parts = SampleParts::of(raw, self.read_format)?;
+                let branches = parts.branches.take().unwrap_or_default();
+                let count = parts.read.and_then(|r| r.value);
+                let s = parts.parse(raw).map_err(ends)?;
+                Rec::Sample(sample(&s, count, branches))
+            }
+            b::PERF_RECORD_LOST_SAMPLES => Rec::Lost {
+                lost: perf_record::lost_samples(raw)
+                    .ok_or_else(|| ends(std::io::ErrorKind::UnexpectedEof.into()))?,
+            },
+            b::PERF_RECORD_MMAP2
+            | b::PERF_RECORD_COMM
+            | b::PERF_RECORD_FORK
+            | b::PERF_RECORD_LOST
+            | b::PERF_RECORD_THROTTLE
+            | b::PERF_RECORD_UNTHROTTLE => {
+                perf_record::check_mmap2(raw)?;
+                match raw.parse().map_err(ends)? {
+                    EventRecord::Mmap2(m) => Rec::Mmap {
+                        pid: m.pid as u32,
+                        time: time(),
+                        start: m.address,
+                        len: m.length,
+                        pgoff: m.page_offset,
+                        prot: m.protection,
+                        path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                    },
+                    EventRecord::Comm(c) => Rec::Comm {
+                        pid: c.pid as u32,
+                        tid: c.tid as u32,
+                        time: time(),
+                        comm: String::from_utf8_lossy(&c.name.as_slice()).into_owned(),
+                        exec: c.is_execve,
+                    },
+                    EventRecord::Fork(f) if f.pid != f.ppid => Rec::Fork {
+                        pid: f.pid as u32,
+                        tid: f.tid as u32,
+                        ppid: f.ppid as u32,
+                        ptid: f.ptid as u32,
+                        time: f.timestamp,
+                    },
+                    EventRecord::Lost(l) => Rec::Lost { lost: l.count },
+                    // The crate's throttle record keeps the id, not the instance's stream id:
+                    // the `sample_id` trailer's is the same (`event->id` in both; upstream
+                    // report: docs/upstream/event-reader-throttle-stream-id.md).
+                    EventRecord::Throttle(t) | EventRecord::Unthrottle(t) => {
+                        let stream_id = raw.common_data().map_err(ends)?.stream_id.unwrap_or(0);
+                        if raw.record_type.0 == b::PERF_RECORD_THROTTLE {
+                            Rec::Throttle {
+                                stream_id,
+                                time: t.timestamp,
+                            }
+                        } else {
+                            Rec::Unthrottle {
+                                stream_id,
+                                time: t.timestamp,
+                            }
+                        }
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(rec))
+    }
 }
 
-/// The handlers of the record types kept, each reading its record's body.
-impl Cur<'_> {
-    /// `PERF_RECORD_SAMPLE` with the fields of `l`.
-    fn sample(&mut self, l: Layout) -> Result<Rec, RecordError> {
-        let id = self.u64()?;
-        let ip = self.u64()?;
-        let pid = self.u32()?;
-        let tid = self.u32()?;
-        let time = self.u64()?;
-        let stream_id = self.u64()?;
-        let cpu = self.u32()?;
-        self.u32()?;
-        let period = self.u64()?;
-        let count = if l.read {
-            let value = self.u64()?;
-            self.u64()?; // time enabled
-            self.u64()?; // time running
-            Some(value)
-        } else {
-            None
+/// The recorder's sample of a parsed `SAMPLE` record (every field of [`SAMPLE_TYPE_BASE`]
+/// is present; the optional ones as the attribute asked for them).
+/// `count`: the `PERF_SAMPLE_READ` value; `branches`: the branch stack.
+fn sample(s: &SampleRecord<'_>, count: Option<u64>, branches: Vec<RawBranch>) -> RawSample {
+    let callchain = s
+        .callchain
+        .as_ref()
+        .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect())
+        .unwrap_or_default();
+    // Registers (none for a kernel thread: abi 0) and the used part of the stack copy.
+    let user_stack = s.user_regs.as_ref().and_then(|r| {
+        let regs = proftrust_model::UserRegs {
+            bp: r.get(6)?,
+            sp: r.get(7)?,
+            ip: r.get(8)?,
         };
-        let callchain = if l.callchain {
-            self.callchain()?
-        } else {
-            Vec::new()
-        };
-        let branches = if l.branch {
-            self.branch_stack()?
-        } else {
-            Vec::new()
-        };
-        let user_stack = if l.user_stack {
-            self.user_stack()?
-        } else {
-            None
-        };
-        Ok(Rec::Sample(RawSample {
-            id,
-            stream_id,
-            ip,
-            pid,
-            tid,
-            time,
-            cpu,
-            period,
-            count,
-            callchain,
-            branches,
-            user_stack,
-        }))
-    }
-
-    /// `PERF_SAMPLE_CALLCHAIN`: the number of entries, then the addresses.
-    fn callchain(&mut self) -> Result<Vec<u64>, RecordError> {
-        let nr = self.u64()? as usize;
-        if nr > self.b.len() / 8 {
-            return Err(self.short());
-        }
-        let mut chain = Vec::with_capacity(nr);
-        for _ in 0..nr {
-            chain.push(self.u64()?);
-        }
-        Ok(chain)
-    }
-
-    /// `PERF_SAMPLE_BRANCH_STACK`: the number of entries, then (from, to, flags) each.
-    fn branch_stack(&mut self) -> Result<Vec<RawBranch>, RecordError> {
-        let nr = self.u64()? as usize;
-        if nr > self.b.len() / 24 {
-            return Err(self.short());
-        }
-        let mut branches = Vec::new();
-        for _ in 0..nr {
-            let from = self.u64()?;
-            let to = self.u64()?;
-            let flags = self.u64()?;
-            branches.push(RawBranch { from, to, flags });
-        }
-        Ok(branches)
-    }
-
-    /// `PERF_SAMPLE_REGS_USER` ([`REGS_USER`]): abi, then the registers (none when abi is 0:
-    /// a kernel thread); `PERF_SAMPLE_STACK_USER`: size, the bytes, then the size used (when
-    /// size > 0). The registers and the used bytes, when there are registers.
-    fn user_stack(&mut self) -> Result<Option<(proftrust_model::UserRegs, Vec<u8>)>, RecordError> {
-        let abi = self.u64()?;
-        let regs = if abi != 0 {
-            let bp = self.u64()?;
-            let sp = self.u64()?;
-            let ip = self.u64()?;
-            Some(proftrust_model::UserRegs { ip, sp, bp })
-        } else {
-            None
-        };
-        let size = self.u64()? as usize;
-        if size > self.b.len() {
-            return Err(self.short());
-        }
-        let at = self.pos;
-        self.skip(size)?;
-        let used = if size > 0 { self.u64()? as usize } else { 0 };
-        Ok(regs.map(|r| (r, self.b[at..at + used.min(size)].to_vec())))
-    }
-
-    /// `PERF_RECORD_MMAP2`.
-    fn mmap2(&mut self) -> Result<Rec, RecordError> {
-        let pid = self.u32()?;
-        self.u32()?;
-        let start = self.u64()?;
-        let len = self.u64()?;
-        let pgoff = self.u64()?;
-        self.skip(24)?; // maj/min/ino/ino_generation or build-id
-        let prot = self.u32()?;
-        self.u32()?;
-        Ok(Rec::Mmap {
-            pid,
-            time: trailer_time(self.b),
-            start,
-            len,
-            pgoff,
-            prot,
-            path: self.c_string(),
-        })
-    }
-
-    /// `PERF_RECORD_COMM`; `misc` says whether an `execve` set the name.
-    fn comm(&mut self, misc: u16) -> Result<Rec, RecordError> {
-        let pid = self.u32()?;
-        let tid = self.u32()?;
-        // The name, NUL-terminated and padded to 8 bytes, then the sample_id trailer.
-        Ok(Rec::Comm {
-            pid,
-            tid,
-            time: trailer_time(self.b),
-            comm: self.c_string(),
-            exec: u32::from(misc) & b::PERF_RECORD_MISC_COMM_EXEC != 0,
-        })
-    }
-
-    /// `PERF_RECORD_FORK` of a new process (`None` for a new thread).
-    fn fork(&mut self) -> Result<Option<Rec>, RecordError> {
-        let pid = self.u32()?;
-        let ppid = self.u32()?;
-        let tid = self.u32()?;
-        let ptid = self.u32()?;
-        let time = self.u64()?;
-        Ok((pid != ppid).then_some(Rec::Fork {
-            pid,
-            tid,
-            ppid,
-            ptid,
-            time,
-        }))
-    }
-
-    /// `PERF_RECORD_THROTTLE` or `PERF_RECORD_UNTHROTTLE`: time, id, stream_id (then the
-    /// sample_id trailer).
-    fn throttle(&mut self) -> Result<Rec, RecordError> {
-        let time = self.u64()?;
-        self.u64()?;
-        let stream_id = self.u64()?;
-        Ok(if self.kind == b::PERF_RECORD_THROTTLE {
-            Rec::Throttle { stream_id, time }
-        } else {
-            Rec::Unthrottle { stream_id, time }
-        })
-    }
-
-    /// The NUL-terminated string from the cursor on (lossy UTF-8; the rest when there is no
-    /// NUL).
-    fn c_string(&self) -> String {
-        let rest = &self.b[self.pos..];
-        let end = rest.iter().position(|&x| x == 0).unwrap_or(rest.len());
-        String::from_utf8_lossy(&rest[..end]).into_owned()
+        let (stack, used) = s.user_stack.as_ref()?;
+        let stack = stack.as_slice();
+        let used = usize::try_from(*used).map_or(stack.len(), |u| u.min(stack.len()));
+        Some((regs, stack[..used].to_vec()))
+    });
+    RawSample {
+        id: s.id.unwrap_or(0),
+        stream_id: s.stream_id.unwrap_or(0),
+        ip: s.ip.unwrap_or(0),
+        pid: s.pid.unwrap_or(-1) as u32,
+        tid: s.tid.unwrap_or(-1) as u32,
+        time: s.timestamp.unwrap_or(0),
+        cpu: s.cpu.unwrap_or(0),
+        period: s.period.unwrap_or(0),
+        count,
+        callchain,
+        branches,
+        user_stack,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RecordOptions;
+
+    /// The decoder of the attribute the recorder builds for `opts` (and `PERF_SAMPLE_READ`
+    /// when `read`): the same path as a recording.
+    fn decoder(opts: &RecordOptions, read: bool) -> Decoder {
+        Decoder::new(&crate::build_attr(&opts.events[0], opts, 1000003, read)).unwrap()
+    }
+
+    fn decode(d: &Decoder, bytes: &[u8]) -> Result<Vec<Rec>, RecordError> {
+        let mut out = Vec::new();
+        d.decode_batch(bytes, &mut out).map(|()| out)
+    }
 
     fn rec(kind: u32, misc: u16, body: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
@@ -413,38 +306,124 @@ mod tests {
         v
     }
 
+    fn words(v: &mut Vec<u8>, xs: &[u64]) {
+        for x in xs {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+
+    /// The `sample_id_all` trailer of the recorder's layout: pid/tid, time, stream_id,
+    /// cpu/res, identifier.
+    fn trailer(v: &mut Vec<u8>, pid: u32, tid: u32, time: u64, stream_id: u64, id: u64) {
+        v.extend_from_slice(&pid.to_le_bytes());
+        v.extend_from_slice(&tid.to_le_bytes());
+        words(v, &[time, stream_id, 1, id]);
+    }
+
     /// A SAMPLE body of the recorder's layout: id 7, ip 0x401000, pid 10, tid 11, time 123,
     /// stream id 9, cpu 1, then `tail` (period and what the layout adds).
     fn sample_body(tail: &[u64]) -> Vec<u8> {
         let mut body = Vec::new();
-        for x in [7u64, 0x401000] {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
+        words(&mut body, &[7, 0x401000]);
         body.extend_from_slice(&10u32.to_le_bytes());
         body.extend_from_slice(&11u32.to_le_bytes());
-        for x in [123u64, 9] {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
+        words(&mut body, &[123, 9]);
         body.extend_from_slice(&1u32.to_le_bytes());
         body.extend_from_slice(&0u32.to_le_bytes());
-        for x in tail {
-            body.extend_from_slice(&x.to_le_bytes());
-        }
+        words(&mut body, tail);
         body
+    }
+
+    /// Every field of a SAMPLE with read values, a call chain and a branch stack with
+    /// cycles, an MMAP2 and a LOST record, written by hand in the kernel's layout
+    /// (`perf_event_open(2)`), decoded through the crate and the shared repairs.
+    #[test]
+    fn decodes_sample_with_callchain_and_branch_cycles_then_mmap2_and_lost() {
+        let opts = RecordOptions {
+            callchain: true,
+            branch_stack: true,
+            ..RecordOptions::default()
+        };
+        let d = decoder(&opts, true);
+        // period 1000003; read: value 5000000, enabled 800, running 400; call chain of 3
+        // (PERF_CONTEXT_USER, 0x401000, 0x402345); 2 branches: (from, to, flags) with
+        // flags = cycles << 4 | predicted (bit 1) or mispredicted (bit 0).
+        let context_user = (-512i64) as u64;
+        let mut tail = vec![1000003u64, 5_000_000, 800, 400, 3, context_user];
+        tail.extend([0x401000, 0x402345, 2]);
+        tail.extend([0x401100, 0x401200, (37 << 4) | 2]);
+        tail.extend([0x401300, 0x401000, (0xfffe << 4) | 1]);
+        let mut bytes = rec(b::PERF_RECORD_SAMPLE, 2, &sample_body(&tail));
+        let mut m = Vec::new();
+        m.extend_from_slice(&3u32.to_le_bytes());
+        m.extend_from_slice(&4u32.to_le_bytes());
+        words(&mut m, &[0x5555_0000, 0x2000, 0x1000]);
+        m.extend_from_slice(&[0u8; 24]); // maj, min, ino, ino_generation
+        m.extend_from_slice(&5u32.to_le_bytes()); // PROT_READ | PROT_EXEC
+        m.extend_from_slice(&2u32.to_le_bytes()); // MAP_PRIVATE
+        m.extend_from_slice(b"/bin/x\0\0");
+        trailer(&mut m, 3, 4, 77, 9, 7);
+        bytes.extend(rec(b::PERF_RECORD_MMAP2, 2, &m));
+        let mut l = Vec::new();
+        words(&mut l, &[7, 42]);
+        trailer(&mut l, 0, 0, 0, 0, 0);
+        bytes.extend(rec(b::PERF_RECORD_LOST, 0, &l));
+        let out = decode(&d, &bytes).unwrap();
+        assert_eq!(out.len(), 3, "{out:?}");
+        let Rec::Sample(s) = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            (s.id, s.stream_id, s.ip, s.pid, s.tid, s.time, s.cpu),
+            (7, 9, 0x401000, 10, 11, 123, 1)
+        );
+        assert_eq!((s.period, s.count), (1000003, Some(5_000_000)));
+        assert_eq!(s.callchain, [context_user, 0x401000, 0x402345]);
+        let branches: Vec<_> = s
+            .branches
+            .iter()
+            .map(|b| (b.from, b.to, b.located(proftrust_model::Location::unmapped)))
+            .collect();
+        assert_eq!(branches.len(), 2);
+        assert_eq!((branches[0].0, branches[0].1), (0x401100, 0x401200));
+        assert_eq!((branches[1].0, branches[1].1), (0x401300, 0x401000));
+        let b0 = &branches[0].2;
+        assert_eq!(
+            (b0.mispredicted, b0.predicted_known, b0.cycles),
+            (false, true, 37)
+        );
+        assert_eq!(b0.from, proftrust_model::Location::unmapped(0x401100));
+        let b1 = &branches[1].2;
+        assert_eq!(
+            (b1.mispredicted, b1.predicted_known, b1.cycles),
+            (true, true, 0xfffe)
+        );
+        assert!(s.user_stack.is_none());
+        match &out[1] {
+            Rec::Mmap {
+                pid: 3,
+                time: 77,
+                start: 0x5555_0000,
+                len: 0x2000,
+                pgoff: 0x1000,
+                prot: 5,
+                path,
+            } => assert_eq!(path, "/bin/x"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(out[2], Rec::Lost { lost: 42 }), "{out:?}");
     }
 
     #[test]
     fn decodes_a_hand_built_sample_with_callchain() {
+        let opts = RecordOptions {
+            callchain: true,
+            ..RecordOptions::default()
+        };
         let body = sample_body(&[1000003, 2, 0x401000, 0x402000]);
-        let bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
-        let mut out = Vec::new();
-        decode_batch(
-            &bytes,
-            Layout {
-                callchain: true,
-                ..Layout::default()
-            },
-            &mut out,
+        let out = decode(
+            &decoder(&opts, false),
+            &rec(b::PERF_RECORD_SAMPLE, 0, &body),
         )
         .unwrap();
         match &out[..] {
@@ -457,15 +436,21 @@ mod tests {
                 time: 123,
                 cpu: 1,
                 period: 1000003,
+                count: None,
                 callchain,
-                ..
-            })] => assert_eq!(callchain, &vec![0x401000, 0x402000]),
+                branches,
+                user_stack: None,
+            })] => {
+                assert_eq!(callchain, &vec![0x401000, 0x402000]);
+                assert!(branches.is_empty());
+            }
             other => panic!("{other:?}"),
         }
     }
 
     /// A sample with `PERF_SAMPLE_READ` under [`READ_FORMAT`] (value, enabled, running) and
-    /// a throttle / unthrottle pair (time, id, stream_id, then the trailer).
+    /// a throttle / unthrottle pair (time, id, stream_id, then the trailer, whose stream id
+    /// the kernel writes from the same `event->id`).
     #[test]
     fn decodes_read_values_and_throttles() {
         let body = sample_body(&[1000003, 5_000_000, 800, 400]);
@@ -475,22 +460,11 @@ mod tests {
             (b::PERF_RECORD_UNTHROTTLE, 950),
         ] {
             let mut t_body = Vec::new();
-            for x in [t, 7, 9] {
-                t_body.extend_from_slice(&x.to_le_bytes());
-            }
-            t_body.extend_from_slice(&[0u8; 40]);
+            words(&mut t_body, &[t, 7, 9]);
+            trailer(&mut t_body, 10, 11, t, 9, 7);
             bytes.extend(rec(ty, 0, &t_body));
         }
-        let mut out = Vec::new();
-        decode_batch(
-            &bytes,
-            Layout {
-                read: true,
-                ..Layout::default()
-            },
-            &mut out,
-        )
-        .unwrap();
+        let out = decode(&decoder(&RecordOptions::default(), true), &bytes).unwrap();
         assert!(
             matches!(
                 out[..],
@@ -518,17 +492,15 @@ mod tests {
     /// `PERF_SAMPLE_STACK_USER` (size 24, the bytes, then 16 used): the used part is kept.
     #[test]
     fn decodes_user_registers_and_stack() {
+        let opts = RecordOptions {
+            dwarf_stack: Some(24),
+            ..RecordOptions::default()
+        };
+        let d = decoder(&opts, false);
         let mut tail = vec![1000003u64, 2, 0x7000, 0x7ff0, 0x401234, 24];
         tail.extend([0x1111u64, 0x2222, 0x3333, 16]);
         let body = sample_body(&tail);
-        let bytes = rec(b::PERF_RECORD_SAMPLE, 0, &body);
-        let mut out = Vec::new();
-        let l = Layout {
-            user_stack: true,
-            ..Layout::default()
-        };
-        decode_batch(&bytes, l, &mut out).unwrap();
-        match &out[..] {
+        match &decode(&d, &rec(b::PERF_RECORD_SAMPLE, 0, &body)).unwrap()[..] {
             [Rec::Sample(RawSample {
                 user_stack: Some((r, stack)),
                 ..
@@ -541,10 +513,8 @@ mod tests {
         }
         // A kernel thread: abi 0, no registers; an empty stack has no used-size word.
         let body = sample_body(&[1000003, 0, 0]);
-        let mut out = Vec::new();
-        decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).unwrap();
         assert!(matches!(
-            &out[..],
+            &decode(&d, &rec(b::PERF_RECORD_SAMPLE, 0, &body)).unwrap()[..],
             [Rec::Sample(RawSample {
                 user_stack: None,
                 ..
@@ -552,53 +522,71 @@ mod tests {
         ));
         // A stack size past the record is an error, not a panic.
         let body = sample_body(&[1000003, 0, 1 << 40]);
-        assert!(decode_batch(&rec(b::PERF_RECORD_SAMPLE, 0, &body), l, &mut out).is_err());
+        assert!(decode(&d, &rec(b::PERF_RECORD_SAMPLE, 0, &body)).is_err());
     }
 
     #[test]
     fn truncated_sample_is_an_error_not_a_panic() {
+        let d = decoder(&RecordOptions::default(), false);
         let bytes = rec(b::PERF_RECORD_SAMPLE, 0, &[0u8; 16]);
-        let mut out = Vec::new();
-        assert!(decode_batch(&bytes, Layout::default(), &mut out).is_err());
+        assert!(decode(&d, &bytes).is_err());
         let mut bad = bytes.clone();
         bad[6] = 200; // size beyond the batch
-        assert!(decode_batch(&bad, Layout::default(), &mut out).is_err());
+        assert!(decode(&d, &bad).is_err());
+        // A call chain of 2^61 entries (8 × 2^61 overflows): an error, not a wrapped length.
+        let opts = RecordOptions {
+            callchain: true,
+            ..RecordOptions::default()
+        };
+        let body = sample_body(&[1000003, 1 << 61, 0x401000]);
+        let err = decode(
+            &decoder(&opts, false),
+            &rec(b::PERF_RECORD_SAMPLE, 0, &body),
+        );
+        assert!(
+            matches!(&err, Err(RecordError::BadRecord { why, .. }) if why.contains("call chain")),
+            "{err:?}"
+        );
     }
 
+    /// `LOST_SAMPLES` (which the crate leaves unparsed) and a `FORK` of a new process (a new
+    /// thread's is not kept); `EXIT` is skipped.
     #[test]
-    fn decodes_lost_and_mmap2() {
-        let mut body = Vec::new();
-        body.extend_from_slice(&5u64.to_le_bytes());
-        body.extend_from_slice(&42u64.to_le_bytes());
-        let mut bytes = rec(b::PERF_RECORD_LOST, 0, &body);
-        let mut m = Vec::new();
-        m.extend_from_slice(&3u32.to_le_bytes());
-        m.extend_from_slice(&3u32.to_le_bytes());
-        for x in [0x5555_0000u64, 0x1000, 0x1000] {
-            m.extend_from_slice(&x.to_le_bytes());
+    fn decodes_lost_samples_and_process_forks() {
+        let d = decoder(&RecordOptions::default(), false);
+        let mut ls = Vec::new();
+        words(&mut ls, &[5]);
+        trailer(&mut ls, 0, 0, 0, 0, 0);
+        let mut bytes = rec(b::PERF_RECORD_LOST_SAMPLES, 0, &ls);
+        for (ty, pid, ppid) in [
+            (b::PERF_RECORD_FORK, 20u32, 10u32),
+            (b::PERF_RECORD_FORK, 10, 10),
+            (b::PERF_RECORD_EXIT, 20, 10),
+        ] {
+            let mut f = Vec::new();
+            for x in [pid, ppid, pid + 1, ppid + 1] {
+                f.extend_from_slice(&x.to_le_bytes());
+            }
+            words(&mut f, &[500]);
+            trailer(&mut f, pid, pid + 1, 500, 9, 7);
+            bytes.extend(rec(ty, 0, &f));
         }
-        m.extend_from_slice(&[0u8; 24]);
-        m.extend_from_slice(&5u32.to_le_bytes());
-        m.extend_from_slice(&2u32.to_le_bytes());
-        m.extend_from_slice(b"/bin/x\0\0");
-        m.extend_from_slice(&[0u8; 8]);
-        m.extend_from_slice(&77u64.to_le_bytes()); // trailer time
-        m.extend_from_slice(&[0u8; 24]);
-        bytes.extend(rec(b::PERF_RECORD_MMAP2, 0, &m));
-        let mut out = Vec::new();
-        decode_batch(&bytes, Layout::default(), &mut out).unwrap();
-        assert!(matches!(out[0], Rec::Lost { lost: 42 }));
-        match &out[1] {
-            Rec::Mmap {
-                pid: 3,
-                time: 77,
-                start: 0x5555_0000,
-                len: 0x1000,
-                pgoff: 0x1000,
-                prot: 5,
-                path,
-            } => assert_eq!(path, "/bin/x"),
-            other => panic!("{other:?}"),
-        }
+        let out = decode(&d, &bytes).unwrap();
+        assert!(
+            matches!(
+                out[..],
+                [
+                    Rec::Lost { lost: 5 },
+                    Rec::Fork {
+                        pid: 20,
+                        tid: 21,
+                        ppid: 10,
+                        ptid: 11,
+                        time: 500
+                    }
+                ]
+            ),
+            "{out:?}"
+        );
     }
 }

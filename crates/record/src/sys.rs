@@ -48,6 +48,21 @@ pub(crate) fn zeroed_attr() -> Attr {
     a
 }
 
+/// The bytes of `attr` as the kernel reads them, to parse it back
+/// (`linux-perf-event-reader`'s `PerfEventAttr::parse`).
+pub(crate) fn attr_bytes(attr: &Attr) -> &[u8] {
+    // SAFETY: perf_event_attr is a `repr(C)` struct of integers, unions of integers and
+    // bitfields laid out in whole naturally aligned words (the kernel ABI), so it has no
+    // padding and every byte of a value built from `zeroed_attr` is initialised; the slice
+    // borrows `attr` and is read only.
+    unsafe {
+        std::slice::from_raw_parts(
+            (attr as *const Attr).cast::<u8>(),
+            std::mem::size_of::<Attr>(),
+        )
+    }
+}
+
 fn check(r: i32) -> io::Result<()> {
     if r < 0 {
         Err(io::Error::last_os_error())

@@ -353,6 +353,16 @@ impl<'a> RunGraph<'a> {
                 .is_some_and(|o| ins[i - 1].loc.svma.0 + u64::from(o.len) == ins[i].loc.svma.0)
     }
 
+    /// Whether control goes from instruction `from` to instruction `to` by a taken branch:
+    /// a jump, call or return always, a conditional branch when `to` is its target.
+    fn taken(&self, from: usize, to: usize) -> bool {
+        match self.ops[from].as_ref().map(|o| o.flow) {
+            Some(Flow::Conditional(target)) => self.ins[to].loc.svma.0 == target,
+            Some(Flow::Next | Flow::Other) | None => false,
+            Some(_) => true,
+        }
+    }
+
     /// The blocks: a new one at an edge target, after a gap, after an edge source or a
     /// control-flow instruction. Returns each instruction's block.
     fn split_blocks(&mut self, in_sum: &[u64]) -> Vec<usize> {
@@ -476,11 +486,21 @@ impl Timing<'_> {
         let (g, sched, steps) = (self.g, &mut self.sched, &mut self.out.steps);
         sched.reset();
         let mut retire: Vec<u64> = Vec::new();
+        // The last instruction timed and its dispatch cycle, for the front end's
+        // one-taken-branch-per-cycle bound between blocks.
+        let mut last: Option<(usize, u64)> = None;
         let mut push = |range: (usize, usize), retire: &mut Vec<u64>| {
+            if let Some((b, d)) = last {
+                if g.taken(b, range.0) {
+                    sched.taken_branch(d);
+                }
+            }
             for (i, op) in g.ops.iter().enumerate().take(range.1).skip(range.0) {
                 match op {
                     Some(o) => {
-                        retire.push(sched.push_with(o, extra(i)).retire);
+                        let t = sched.push_with(o, extra(i));
+                        retire.push(t.retire);
+                        last = Some((i, t.dispatch));
                         *steps += 1;
                     }
                     None => retire.push(retire.last().copied().unwrap_or(0)),
@@ -680,6 +700,47 @@ mod tests {
             "chase {chase0} -> {half}"
         );
     }
+    /// The front end follows one taken branch per cycle (`Core::taken_branch_cycles`): a
+    /// loop of 4 jumps to the next instruction, 4 adds in two chains of 2 and `dec; jnz`
+    /// takes 5 taken branches, so 5 cycles per iteration, where the adds alone need 2 and
+    /// the 10 instructions' micro-ops 2 (6 per cycle). The shape of `workloads/chains.c`'s
+    /// `jumps` kernel (docs/audit.md, "The front end").
+    #[test]
+    fn one_taken_branch_per_cycle() {
+        use proftrust_model::{EdgeCount, InstrCount, Location, Module};
+        let (jmp, add_a, add_b) = (
+            &[0xeb, 0x00][..],
+            &[0x48, 0x01, 0xd0][..],
+            &[0x48, 0x01, 0xd3][..],
+        );
+        let mut code = Vec::new();
+        for k in 0..4 {
+            code.extend_from_slice(jmp);
+            code.extend_from_slice(if k % 2 == 0 { add_a } else { add_b });
+        }
+        code.extend_from_slice(&[0x48, 0xff, 0xc9, 0x75, 0xe7]); // dec rcx; jnz 0x3000
+        let mut e = ExactProfile::default();
+        let m = e.modules.intern(Module::new("/jumps"));
+        let starts = [0u64, 2, 5, 7, 10, 12, 15, 17, 20, 23];
+        for off in starts {
+            e.instructions.push(InstrCount {
+                loc: Location::new(m, 0x3000 + off),
+                count: 1000,
+            });
+        }
+        e.edges.push(EdgeCount {
+            from: Location::new(m, 0x3017),
+            to: Location::new(m, 0x3000),
+            count: 999,
+        });
+        e.normalize();
+        let code = [Some(ModuleCode::new(vec![(0x3000, code)]))];
+        let core = Core::new(crate::CoreKind::GoldenCove);
+        let r = model_run(&e, &code, &core, &ModelOptions::default());
+        let per = r.cycles.iter().sum::<f64>() / 1000.0;
+        assert!((per - 5.0).abs() < 0.05, "{per} cycles per iteration");
+    }
+
     /// A column of simulated mispredictions replaces the frequency estimate: a loop branch
     /// (`mov rdx,[rsi]; dec rcx; jnz`) taken 500 of 1000 times is charged 500 by the 2-bit
     /// formula (`p = 1/2`: rate 1/2) and exactly the 3 of the column with it, each at the

@@ -26,9 +26,14 @@
 //!   store: `f_i = max(s_i, w) + L_i` (`w` = when the store's data was ready), i.e. store-to-
 //!   load forwarding at the load's own latency;
 //! * **retirement** `c_i = max(f_i, c_{i-1})`, at most `RetireControlUnit` per cycle where
-//!   the model sets a limit.
+//!   the model sets a limit;
+//! * **taken branches** ([`Sched::taken_branch`]): the instruction a taken branch leads to
+//!   dispatches at the earliest [`Core::taken_branch_cycles`] after the branch
+//!   (`d_j >= d_b + T`): the front end fetches one block per cycle and a block ends at its
+//!   first taken branch, so the rest of the branch's dispatch group is lost.
 //!
-//! Left out: the front end (fetch, decoders, micro-op cache), register-file limits, load and
+//! Left out: the rest of the front end (decoders, micro-op cache, instruction-cache and
+//! branch-target-buffer misses, taken-branch bubbles beyond `T`), register-file limits, load and
 //! store buffer sizes, memory ordering other than the forwarding above (loads are assumed not
 //! to alias unknown stores, llvm-mca's default), caches (every load hits L1 unless the
 //! caller adds latency with [`Sched::push_with`]), branch prediction (the caller adds the
@@ -172,6 +177,16 @@ impl<'c> Sched<'c> {
             scale: m.scale,
             disp: m.disp + bo + io * i64::from(m.scale),
         })
+    }
+
+    /// A taken branch dispatched in cycle `branch_dispatch`: the next instruction dispatches
+    /// at the earliest [`Core::taken_branch_cycles`] later (module documentation).
+    pub fn taken_branch(&mut self, branch_dispatch: u64) {
+        let t = branch_dispatch + u64::from(self.core.taken_branch_cycles);
+        if t > self.dispatch_cycle {
+            self.dispatch_cycle = t;
+            self.dispatch_used = 0;
+        }
     }
 
     /// Times the next instruction.

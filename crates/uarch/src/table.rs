@@ -85,6 +85,13 @@ pub struct Core {
     /// Cycles from a branch's resolution to the first correct-path instruction
     /// (`MispredictPenalty`).
     pub mispredict_penalty: u32,
+    /// Cycles from a taken branch's dispatch to the dispatch of the instruction it leads
+    /// to, at the earliest: the front end fetches one block per cycle, ending at the first
+    /// taken branch, so at most one taken branch per cycle. LLVM's models have no front
+    /// end; 1 is the best case of both cores (a taken branch whose target the first-level
+    /// branch target buffer holds), measured on this project's Raptor Cove host by
+    /// `workloads/chains.c`'s `jumps` kernel (docs/audit.md, "The front end").
+    pub taken_branch_cycles: u32,
     /// Port names, by the indices of [`InstrInfo::pressure`].
     pub ports: Vec<String>,
     /// LLVM version and CPU the table was generated with (its header line).
@@ -106,13 +113,14 @@ impl Core {
                 Core {
                     kind,
                     name: "Intel Golden Cove (LLVM 19 sapphirerapids scheduling model)",
-                    source: "LLVM 19.1.7 llvm/lib/Target/X86/X86SchedSapphireRapids.td: IssueWidth 6, MicroOpBufferSize 512, ReadAdvance ReadAfterLd 5 / ReadAfterVecXLd 6, MispredictPenalty 14, no RetireControlUnit; per-instruction micro-ops, latency and port pressure from llvm-mca-19 -mcpu=sapphirerapids (crates/uarch/tables/sapphirerapids.tsv)",
+                    source: "LLVM 19.1.7 llvm/lib/Target/X86/X86SchedSapphireRapids.td: IssueWidth 6, MicroOpBufferSize 512, ReadAdvance ReadAfterLd 5 / ReadAfterVecXLd 6, MispredictPenalty 14, no RetireControlUnit; front end: one taken branch per cycle (no LLVM parameter; docs/audit.md, \"The front end\"); per-instruction micro-ops, latency and port pressure from llvm-mca-19 -mcpu=sapphirerapids (crates/uarch/tables/sapphirerapids.tsv)",
                     issue_width: 6,
                     rob: 512,
                     retire_width: None,
                     load_advance: 5,
                     vec_load_advance: 6,
                     mispredict_penalty: 14,
+                    taken_branch_cycles: 1,
                     ports: Vec::new(),
                     table_source: String::new(),
                     table: FxHashMap::default(),
@@ -123,13 +131,14 @@ impl Core {
                 Core {
                     kind,
                     name: "AMD Zen 4 (LLVM 19 znver4 scheduling model)",
-                    source: "LLVM 19.1.7 llvm/lib/Target/X86/X86ScheduleZnver4.td (after AMD's Software Optimization Guide for Family 19h): IssueWidth 6, MicroOpBufferSize 320, RetireControlUnit 9 per cycle, ReadAdvance ReadAfterLd 4 (LoadLatency) / ReadAfterVecXLd 7 (VecLoadLatency), MispredictPenalty 13; per-instruction micro-ops, latency and port pressure from llvm-mca-19 -mcpu=znver4 (crates/uarch/tables/znver4.tsv)",
+                    source: "LLVM 19.1.7 llvm/lib/Target/X86/X86ScheduleZnver4.td (after AMD's Software Optimization Guide for Family 19h): IssueWidth 6, MicroOpBufferSize 320, RetireControlUnit 9 per cycle, ReadAdvance ReadAfterLd 4 (LoadLatency) / ReadAfterVecXLd 7 (VecLoadLatency), MispredictPenalty 13; front end: one taken branch per cycle (no LLVM parameter; docs/audit.md, \"The front end\"); per-instruction micro-ops, latency and port pressure from llvm-mca-19 -mcpu=znver4 (crates/uarch/tables/znver4.tsv)",
                     issue_width: 6,
                     rob: 320,
                     retire_width: Some(9),
                     load_advance: 4,
                     vec_load_advance: 7,
                     mispredict_penalty: 13,
+                    taken_branch_cycles: 1,
                     ports: Vec::new(),
                     table_source: String::new(),
                     table: FxHashMap::default(),

@@ -25,13 +25,20 @@ fn is_modifiers(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| MODIFIERS.contains(c))
 }
 
+/// The suffix of proftrust's virtual PMU's events (`proftrust vpmu`: `cycles:vpmu`,
+/// `instructions:vpmu`), not a perf modifier: [`event_base`] drops it.
+pub const VPMU_SUFFIX: &str = ":vpmu";
+
 /// The event `name` without its modifiers and PMU wrapper: `cycles:u` → `cycles`,
+/// `cycles:vpmu` (the virtual PMU's) → `cycles`,
 /// `cpu-clock:ppp:` (as `perf script` prints it) → `cpu-clock`, `cpu_core/instructions/u`
 /// → `instructions`, `cpu/event=0x3c,name=cycles/` → `cycles`, `r1c0:p` → `r1c0`. A PMU
 /// event given by its terms alone (`cpu/event=0x3c,umask=0/`) stays as written (less its
 /// modifiers); a tracepoint keeps its `subsystem:` (`sched:sched_switch`).
 pub fn event_base(name: &str) -> &str {
     let s = name.trim().trim_end_matches(':');
+    // proftrust's virtual PMU names its events `cycles:vpmu`, `instructions:vpmu`.
+    let s = s.strip_suffix(VPMU_SUFFIX).unwrap_or(s);
     if let (Some(first), Some(last)) = (s.find('/'), s.rfind('/')) {
         if first < last {
             let terms = &s[first + 1..last];
@@ -173,6 +180,14 @@ mod tests {
             ("cycles:upp", "cycles", K::Cycles, U::Cycles),
             ("cycles:P", "cycles", K::Cycles, U::Cycles),
             ("CYCLES", "CYCLES", K::Cycles, U::Cycles),
+            // proftrust's virtual PMU (`vpmu`).
+            ("cycles:vpmu", "cycles", K::Cycles, U::Cycles),
+            (
+                "instructions:vpmu",
+                "instructions",
+                K::Instructions,
+                U::Instructions,
+            ),
             ("ref-cycles", "ref-cycles", K::Other, U::Events),
             ("bus-cycles", "bus-cycles", K::Other, U::Events),
             (

@@ -258,11 +258,11 @@ where
     T: proftrust_model::named::Named + std::str::FromStr + Clone + Send + Sync,
 {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    PossibleValuesParser::new(
-        T::ALL
-            .iter()
-            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
-    )
+    PossibleValuesParser::new(T::ALL.iter().map(|(_, name, help)| match *help {
+        // No description: `--help` lists the names only, as for a value without one.
+        "" => PossibleValue::new(*name),
+        help => PossibleValue::new(*name).help(help),
+    }))
     .map(|s| {
         s.parse::<T>()
             .unwrap_or_else(|_| unreachable!("{s} is one of the possible values"))

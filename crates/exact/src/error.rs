@@ -79,6 +79,12 @@ pub enum ExactError {
         /// What is wrong.
         what: String,
     },
+    /// Every `qemu-x86_64` found lacks TCG plugin support.
+    #[error("unsupported option: {found} (no TCG plugin support: run scripts/install-qemu.sh, or set PROFTRUST_QEMU to a qemu-x86_64 built with --enable-plugins)")]
+    QemuWithoutPlugins {
+        /// The QEMUs found, comma-separated.
+        found: String,
+    },
     /// An option is not supported.
     #[error("unsupported option: {0}")]
     Unsupported(String),

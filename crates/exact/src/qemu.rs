@@ -304,11 +304,7 @@ pub fn find_qemu() -> Result<PathBuf, ExactError> {
         }
         match best {
             Some((_, p)) => Ok(p),
-            None if !without_plugins.is_empty() => Err(format!(
-                "{} (no TCG plugin support: run scripts/install-qemu.sh, or set PROFTRUST_QEMU to a qemu-x86_64 built with --enable-plugins)",
-                without_plugins.join(", ")
-            )),
-            None => Err(String::new()),
+            None => Err(without_plugins.join(", ")),
         }
     });
     match found {
@@ -317,7 +313,9 @@ pub fn find_qemu() -> Result<PathBuf, ExactError> {
             tool: "qemu-x86_64".into(),
             install: "apt-get install qemu-user, or scripts/install-qemu.sh for QEMU 10".into(),
         }),
-        Err(e) => Err(ExactError::Unsupported(e.clone())),
+        Err(found) => Err(ExactError::QemuWithoutPlugins {
+            found: found.clone(),
+        }),
     }
 }
 

@@ -81,18 +81,10 @@ pub struct DiffSpec {
 /// bar for all (Benjamini-Hochberg's first step is `p <= fdr/m`).
 pub const DEFAULT_MIN_SHARE: f64 = 0.001;
 
-/// The unit of an event's weight (its samples' periods): `ns` for the software clocks
-/// (`cpu-clock`, `task-clock`, with or without modifiers such as `:u`), `cycles`,
-/// `instructions`, else `events` (the event's own count).
+/// The unit of an event's weight (its samples' periods): `ns`, `cycles`, `instructions` or
+/// `events`, by the one rule of [`proftrust_model::PeriodUnit::of`].
 pub fn event_unit(event: &str) -> &'static str {
-    let base = event.split(':').next().unwrap_or(event);
-    let base = base.rsplit('/').find(|p| !p.is_empty()).unwrap_or(base);
-    match base.to_ascii_lowercase().as_str() {
-        "cpu-clock" | "task-clock" | "cpu-clock-msecs" => "ns",
-        "cycles" | "cpu-cycles" | "ref-cycles" | "cycles-ct" => "cycles",
-        "instructions" | "inst_retired.any" => "instructions",
-        _ => "events",
-    }
+    proftrust_model::PeriodUnit::of(event).name()
 }
 
 fn units(f: &FunctionSums) -> stats::UnitSums {

@@ -130,6 +130,26 @@ impl Format {
     }
 }
 
+/// The formats by the names `proftrust read --format` takes (`perf-data`; [`Format::name`]
+/// is the name in JSON and messages, `perf.data`). No descriptions: the names say it.
+impl proftrust_model::named::Named for Format {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (Format::PerfData, "perf-data", ""),
+        (Format::PerfScript, "perf-script", ""),
+        (Format::Callgrind, "callgrind", ""),
+        (Format::NativeSamples, "samples", ""),
+        (Format::NativeExact, "exact", ""),
+    ];
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    /// The format by its `--format` name.
+    fn from_str(s: &str) -> Result<Format, String> {
+        <Format as proftrust_model::named::Named>::from_name(s)
+    }
+}
+
 /// Guesses the format from the first bytes of a file (4 KiB are plenty).
 ///
 /// Binary formats are recognised by their magic (`PERFILE2` in either byte order,

@@ -8,12 +8,16 @@
 //!    [`crate::read_perf_data_with`]);
 //! 2. **one pass** over the data section (8-byte record headers, no copies) counts each
 //!    `SAMPLE` under the key `(pid, event, runtime ip)` in a hash table with a cheap
-//!    multiplicative hash, remembering the first and last `(time, file offset)` of the key,
-//!    and keeps the few records that change address spaces: executable `MMAP`/`MMAP2`,
-//!    `FORK`, `COMM` with the exec flag (plus the `LOST`/`LOST_SAMPLES` counts);
+//!    multiplicative hash, remembering the first and last `(time, file offset)` of the key
+//!    (the fast path: the few fields a sample needs read at their offsets, [`Layout`]);
+//!    every other kernel record is parsed by `linux-perf-event-reader` as the full reader
+//!    parses it (`perf_record::parse_event`), and the changes of address space the full
+//!    reader's handlers take from them (`perf_data::SpaceChange`: kernel and executable
+//!    `MMAP`/`MMAP2`, `FORK` of a process, `COMM` of an exec) are kept, with the
+//!    `LOST`/`LOST_SAMPLES` counts;
 //! 3. the changes are sorted by `(time, file offset)` — the order in which the full
-//!    reader's sorter delivers records — and replayed into per-process **versions** of the
-//!    mapping table;
+//!    reader's sorter delivers records — and replayed by the full reader's rule
+//!    (`SpaceChange::apply`) into per-process **versions** of the mapping table;
 //! 4. each **distinct key** is turned into a module-relative location once (load segments
 //!    and module interning as in the full reader), with the version in effect at its
 //!    samples: when the ip lies in the same mapping in every version between the key's
@@ -30,19 +34,24 @@
 //! AUX records, attributes without `sample_id_all` or `TIME` or with `BRANCH_STACK` (kept
 //! per sample in [`SampleCounts::branch_stacks`]), several attributes that
 //! neither all sample `IDENTIFIER` nor share one sample format with `ID`, any record that
-//! is short or crosses the end of the data section, an `MMAP2` build-id longer than 20
-//! bytes, or more than 4M mapping entries across versions.
+//! is short, crosses the end of the data section or that the crate cannot parse (an
+//! `MMAP2` build-id longer than 20 bytes among them), or more than 4M mapping entries
+//! across versions.
 //! [`SampleCounts::streamed`] says which path was taken.
 
 use crate::error::FormatError;
 use crate::perf_data::{
-    add_mapping, arch_note, open_perf_data, prepare, FileInfo, MapCtx, Mapping, Space,
-    UnknownRecords, MISC_MMAP_BUILD_ID, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES,
-    PERF_RECORD_MMAP2, PROT_EXEC,
+    arch_note, open_perf_data, prepare, FileInfo, MapCtx, Mapping, Space, SpaceChange,
+    UnknownRecords, PERF_RECORD_FINISHED_ROUND, PERF_RECORD_LOST_SAMPLES,
 };
+use crate::perf_record::{lost_samples, parse_event};
 use crate::segments::SegmentSource;
 use crate::{read_perf_data_with, PerfDataOptions, ReadNotes};
-use proftrust_model::{Branch, BuildId, EventDesc, Location, ModuleTable, SampleSet};
+use linux_perf_data::linux_perf_event_reader::{
+    EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType,
+};
+use linux_perf_data::Endianness;
+use proftrust_model::{Branch, EventDesc, Location, ModuleTable, SampleSet};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
@@ -186,7 +195,7 @@ const S_TID: u64 = 1 << 1;
 const S_TIME: u64 = 1 << 2;
 const S_ADDR: u64 = 1 << 3;
 const S_ID: u64 = 1 << 6;
-const S_STREAM_ID: u64 = 1 << 9;
+#[cfg(test)]
 const S_CPU: u64 = 1 << 7;
 const S_IDENTIFIER: u64 = 1 << 16;
 const S_BRANCH_STACK: u64 = 1 << 11;
@@ -194,24 +203,19 @@ const S_BRANCH_STACK: u64 = 1 << 11;
 const ATTR_SAMPLE_ID_ALL: u64 = 1 << 18;
 
 // Record types.
-const R_MMAP: u32 = 1;
-const R_LOST: u32 = 2;
-const R_COMM: u32 = 3;
-const R_FORK: u32 = 7;
 const R_SAMPLE: u32 = 9;
 const R_AUXTRACE: u32 = 71;
 const R_COMPRESSED: u32 = 81;
 const R_COMPRESSED2: u32 = 83;
-/// `PERF_RECORD_MISC_MMAP_DATA` on `MMAP`, `PERF_RECORD_MISC_COMM_EXEC` on `COMM`.
-const MISC_BIT_13: u16 = 1 << 13;
-/// `misc & 7 == PERF_RECORD_MISC_KERNEL`.
-const MISC_CPUMODE_KERNEL: u16 = 1;
+/// Record types from here on are written by perf itself, not the kernel.
+const R_USER_TYPE_START: u32 = 64;
 
 /// Beyond this many mapping entries summed over all versions, use the full reader (a
 /// profile with thousands of `mmap`s per process would make the versions quadratic).
 const MAX_VERSION_ENTRIES: usize = 1 << 22;
 
-/// Where the fields the counter needs sit, for one attribute.
+/// Where the fields the counter needs sit in a `SAMPLE` body, for one attribute (the fast
+/// path: other records are parsed by the crate, see [`Plan::record`]).
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     /// Offset of the ip in a sample body (`None`: samples carry no ip and are skipped, as
@@ -223,10 +227,6 @@ struct Layout {
     time: usize,
     /// Smallest sample body holding these fields.
     min_sample: usize,
-    /// Length of the `sample_id` trailer of other records.
-    trailer: usize,
-    /// Distance of the trailer's time from the end of the body.
-    time_from_end: usize,
 }
 
 impl Layout {
@@ -245,20 +245,11 @@ impl Layout {
             p - 8
         });
         let time = p;
-        // sample_id trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
-        let n = [S_TID, S_TIME, S_ID, S_STREAM_ID, S_CPU, S_IDENTIFIER]
-            .iter()
-            .filter(|&&b| sample_format & b != 0)
-            .count();
-        let trailer = 8 * n;
-        let before_time = if sample_format & S_TID != 0 { 8 } else { 0 };
         Layout {
             ip,
             tid,
             time,
             min_sample: time + 8,
-            trailer,
-            time_from_end: trailer - before_time,
         }
     }
 }
@@ -280,6 +271,8 @@ enum IdAt {
 /// How to read the records of one file; `None` when the streaming path does not apply.
 struct Plan {
     layouts: Vec<Layout>,
+    /// Each attribute's parse info for the crate (other records than samples).
+    infos: Vec<RecordParseInfo>,
     how: IdAt,
     /// Event id -> attribute (several attributes only).
     by_id: HashMap<u64, usize>,
@@ -334,11 +327,32 @@ impl Plan {
                 }
             }
         }
+        let infos = attrs
+            .iter()
+            .map(|a| RecordParseInfo::new(a.attributes(), Endianness::LittleEndian))
+            .collect();
         Some(Plan {
             layouts,
+            infos,
             how,
             by_id,
         })
+    }
+
+    /// A record other than a sample as the crate sees it, with its attribute's parse info:
+    /// by the identifier that ends it when every attribute samples one, else the first's
+    /// (the attributes then share one sample format, so their `sample_id` trailers are
+    /// alike). `None` when the body is shorter than that trailer.
+    fn record<'b>(&self, ty: u32, misc: u16, body: &'b [u8]) -> Option<RawEventRecord<'b>> {
+        let mut r = RawEventRecord::new(RecordType(ty), misc, RawData::from(body), self.infos[0]);
+        if self.how == IdAt::Identifier {
+            r.parse_info = self.infos[self.attr(r.id()?)];
+        }
+        let trailer = r
+            .parse_info
+            .common_data_offset_from_end
+            .map_or(0, usize::from);
+        (body.len() >= trailer).then_some(r)
     }
 
     /// Attribute of a record from its id (unknown ids go to attribute 0, as in
@@ -348,23 +362,18 @@ impl Plan {
     }
 }
 
+/// The little-endian `u64` at `o` (the sample fast path and the file header).
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(o..o.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
+/// The little-endian `u32` at `o` (the sample fast path).
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         b.get(o..o.checked_add(4)?)?.try_into().ok()?,
     ))
-}
-
-/// A NUL-terminated string at `o` (the rest of the body when there is no NUL).
-fn c_str(b: &[u8], o: usize) -> String {
-    let s = b.get(o..).unwrap_or(&[]);
-    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
-    String::from_utf8_lossy(&s[..end]).into_owned()
 }
 
 /// One record of the data section: `(type, misc, body, offset of the record)`.
@@ -400,17 +409,10 @@ impl<'b> Iterator for Records<'b> {
     }
 }
 
-/// A change to one process's address space, at `(time, offset)`.
+/// A change to the address spaces, at `(time, offset)`.
 struct MapEvent {
     key: (u64, u64),
-    pid: i32,
-    what: MapChange,
-}
-
-enum MapChange {
-    Map(Mapping),
-    Fork { ppid: i32 },
-    Exec,
+    what: SpaceChange,
 }
 
 /// What a sample counter is keyed by: pid, event, kernel flag (packed in `tag`) and the
@@ -593,9 +595,7 @@ fn stream(
         merged: HashMap::new(),
         counts: Vec::new(),
     };
-    for m in std::mem::take(&mut first.kernel_maps) {
-        add_mapping(&mut tally.ctx.kernel_maps, m);
-    }
+    tally.ctx.kernel_maps = std::mem::take(&mut versions.kernel_maps);
     let split = tally.counters(&first.counters, &mut versions);
     if !split.is_empty() {
         tally.split_counters(data, plan, opts.keep_kernel, &split, &mut versions)?;
@@ -618,14 +618,13 @@ fn stream(
     ))
 }
 
-/// The first pass of [`stream`]: the sample counters, the address-space changes and the
-/// kernel's mappings, losses and unknown records.
+/// The first pass of [`stream`]: the sample counters, the address-space changes, the
+/// losses and the unknown records.
 #[derive(Default)]
 struct FirstPass {
     index: FastMap<Key, u32>,
     counters: Vec<Counter>,
     changes: Vec<MapEvent>,
-    kernel_maps: Vec<Mapping>,
     unknown: UnknownRecords,
     lost: u64,
     lost_samples: u64,
@@ -650,11 +649,9 @@ impl FirstPass {
                 R_AUXTRACE | R_COMPRESSED | R_COMPRESSED2 => return None,
                 // A FINISHED_ROUND with a body: the full reader reports it as corrupt.
                 PERF_RECORD_FINISHED_ROUND if !body.is_empty() => return None,
-                R_MMAP | PERF_RECORD_MMAP2 | R_FORK | R_COMM => {
-                    pass.change(plan, ty, misc, body, at)?
+                ty if ty < R_USER_TYPE_START => {
+                    pass.event(&plan.record(ty, misc, body)?, at)?;
                 }
-                R_LOST => pass.lost += u64_at(body, 8)?,
-                PERF_RECORD_LOST_SAMPLES => pass.lost_samples += u64_at(body, 0).unwrap_or(0),
                 _ => pass.unknown.see(ty),
             }
         }
@@ -685,69 +682,25 @@ impl FirstPass {
         }
     }
 
-    /// An `MMAP`, `MMAP2`, `FORK` or `COMM` record at offset `at`: a kernel mapping or a
-    /// change of a process's address space. `None` hands the file to the full reader.
-    fn change(&mut self, plan: &Plan, ty: u32, misc: u16, body: &[u8], at: usize) -> Option<()> {
-        let layout = plan.layouts[match plan.how {
-            IdAt::Identifier => plan.attr(u64_at(body, body.len().checked_sub(8)?)?),
-            IdAt::Single | IdAt::Id(_) => 0,
-        }];
-        if body.len() < layout.trailer {
-            return None;
+    /// A kernel record other than a sample, at offset `at`, parsed by the crate as the full
+    /// reader parses it ([`parse_event`]; one it cannot parse hands the file to the full
+    /// reader, which names it): the losses (`LOST`, `LOST_SAMPLES`) and the address-space
+    /// changes the full reader's handlers take from it ([`SpaceChange::of`]: `MMAP`,
+    /// `MMAP2`, `FORK`, `COMM`), kept to be replayed in time order by [`Versions::replay`].
+    fn event(&mut self, record: &RawEventRecord<'_>, at: usize) -> Option<()> {
+        self.unknown.see(record.record_type.0);
+        if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
+            self.lost_samples += lost_samples(record).unwrap_or(0);
+            return Some(());
         }
-        let time = u64_at(body, body.len() - layout.time_from_end)?;
-        let key = (time, at as u64);
-        let pid = u32_at(body, 0)? as i32;
-        let user = misc & 7 != MISC_CPUMODE_KERNEL;
-        let what = match ty {
-            R_MMAP | PERF_RECORD_MMAP2 if !user => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                let name_at = if ty == R_MMAP { 32 } else { 64 };
-                let m = Mapping::new(addr, len, pgoff, c_str(body, name_at), None);
-                self.kernel_maps.push(m);
-                return Some(());
-            }
-            R_MMAP => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                if misc & MISC_BIT_13 != 0 {
-                    return Some(());
-                }
-                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 32), None))
-            }
-            PERF_RECORD_MMAP2 => {
-                let (addr, len, pgoff) = (u64_at(body, 8)?, u64_at(body, 16)?, u64_at(body, 24)?);
-                let prot = u32_at(body, 56)?;
-                let mut build_id = None;
-                if misc & MISC_MMAP_BUILD_ID != 0 {
-                    let n = usize::from(*body.get(32)?);
-                    if n > 20 {
-                        return None;
-                    }
-                    if n > 0 {
-                        build_id = Some(BuildId(body.get(36..36 + n)?.to_vec()));
-                    }
-                }
-                if prot & PROT_EXEC == 0 {
-                    return Some(());
-                }
-                MapChange::Map(Mapping::new(addr, len, pgoff, c_str(body, 64), build_id))
-            }
-            R_FORK => {
-                let ppid = u32_at(body, 4)? as i32;
-                if ppid == pid {
-                    return Some(());
-                }
-                MapChange::Fork { ppid }
-            }
-            _ => {
-                // COMM
-                if misc & MISC_BIT_13 == 0 {
-                    return Some(());
-                }
-                MapChange::Exec
-            }
-        };
-        self.changes.push(MapEvent { key, pid, what });
+        let parsed = parse_event(record).ok()?;
+        if let EventRecord::Lost(l) = &parsed {
+            self.lost += l.count;
+        }
+        if let Some(what) = SpaceChange::of(&parsed) {
+            let key = (record.timestamp()?, at as u64);
+            self.changes.push(MapEvent { key, what });
+        }
         Some(())
     }
 }
@@ -757,42 +710,32 @@ struct Versions {
     versions: Vec<Vec<Mapping>>,
     /// Per process, where each of its versions starts.
     timeline: HashMap<i32, Vec<VersionStart>>,
+    /// The kernel's mappings (one version: kernel addresses do not move).
+    kernel_maps: Vec<Mapping>,
 }
 
 impl Versions {
-    /// Replays `changes` (sorted by time); `None` past [`MAX_VERSION_ENTRIES`].
+    /// Replays `changes` (sorted by time) by [`SpaceChange::apply`], the full reader's
+    /// rule; `None` past [`MAX_VERSION_ENTRIES`].
     fn replay(changes: Vec<MapEvent>) -> Option<Self> {
         let mut current: HashMap<i32, Vec<Mapping>> = HashMap::new();
         let mut out = Versions {
             versions: Vec::new(),
             timeline: HashMap::new(),
+            kernel_maps: Vec::new(),
         };
         let mut entries = 0usize;
         for e in changes {
-            let snapshot = match e.what {
-                MapChange::Map(m) => {
-                    let v = current.entry(e.pid).or_default();
-                    add_mapping(v, m);
-                    v.clone()
-                }
-                MapChange::Fork { ppid } => match current.get(&ppid).cloned() {
-                    Some(v) => {
-                        current.insert(e.pid, v.clone());
-                        v
-                    }
-                    None => continue,
-                },
-                MapChange::Exec => match current.remove(&e.pid) {
-                    Some(_) => Vec::new(),
-                    None => continue,
-                },
+            let Some(pid) = e.what.apply(&mut current, &mut out.kernel_maps) else {
+                continue;
             };
+            let snapshot = current.get(&pid).cloned().unwrap_or_default();
             entries += snapshot.len();
             if entries > MAX_VERSION_ENTRIES || out.versions.len() >= u32::MAX as usize {
                 return None;
             }
             out.timeline
-                .entry(e.pid)
+                .entry(pid)
                 .or_default()
                 .push((e.key, out.versions.len() as u32));
             out.versions.push(snapshot);
@@ -913,6 +856,132 @@ impl Tally<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::perf_data::test_records::{comm, fork, info, mmap, mmap2, Body};
+    use crate::perf_record::{MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2};
+
+    /// One attribute, `perf record`'s default sample format ([`info`]).
+    fn plan() -> Plan {
+        Plan {
+            layouts: vec![Layout::new(S_IP | S_TID | S_TIME | (1 << 8))],
+            infos: vec![info()],
+            how: IdAt::Single,
+            by_id: HashMap::new(),
+        }
+    }
+
+    /// A data section of `(type, misc, body)` records.
+    fn section(records: &[(u32, u16, Vec<u8>)]) -> Vec<u8> {
+        let mut d = Vec::new();
+        for (ty, misc, body) in records {
+            d.extend_from_slice(&ty.to_le_bytes());
+            d.extend_from_slice(&misc.to_le_bytes());
+            d.extend_from_slice(&(8 + body.len() as u16).to_le_bytes());
+            d.extend_from_slice(body);
+        }
+        d
+    }
+
+    /// `(start, path)` of each mapping.
+    fn starts(v: &[Mapping]) -> Vec<(u64, &str)> {
+        v.iter().map(|m| (m.start, m.path.as_str())).collect()
+    }
+
+    #[test]
+    fn other_records_are_replayed_as_the_full_reader_takes_them() {
+        let (user, kernel, exec) = (2u16, 1u16, 2u16 | 1 << 13);
+        let d = section(&[
+            (3, user, comm(10, "sh", 1)),
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(10, 0x40_0000, 5, None, "/bin/sh", 2),
+            ),
+            // Written after the fork but earlier in time: replayed before it.
+            (10, user, mmap2(10, 0x50_0000, 5, None, "/lib/c.so", 3)),
+            (7, user, fork(11, 10, 11, 10, 4)),
+            (7, user, fork(11, 11, 12, 11, 5)),
+            (3, exec, comm(11, "ls", 6)),
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(11, 0x40_0000, 5, None, "/bin/ls", 7),
+            ),
+            // Not executable: no change.
+            (
+                PERF_RECORD_MMAP2,
+                user,
+                mmap2(11, 0x70_0000, 1, None, "/ro", 8),
+            ),
+            (
+                1,
+                kernel,
+                mmap(
+                    u32::MAX,
+                    0xffff_ffff_8100_0000,
+                    0x1000,
+                    "[kernel.kallsyms]",
+                    0,
+                ),
+            ),
+            (2, user, Body::new().u64(1).u64(3).trailer(1, 1, 9)),
+            (
+                PERF_RECORD_LOST_SAMPLES,
+                user,
+                Body::new().u64(4).trailer(1, 1, 9),
+            ),
+        ]);
+        // The MMAP2 of /lib/c.so at time 3 comes after the fork at time 4 in the file.
+        let d = {
+            let mut records = d;
+            let cut = 8 + comm(10, "sh", 1).len() + 8 + mmap2(10, 0, 5, None, "/bin/sh", 2).len();
+            let len_c = 8 + mmap2(10, 0, 5, None, "/lib/c.so", 3).len();
+            let len_f = 8 + fork(11, 10, 11, 10, 4).len();
+            records[cut..cut + len_c + len_f].rotate_left(len_c);
+            records
+        };
+        let mut first = FirstPass::run(&d, &plan(), true).expect("streamed");
+        assert_eq!((first.lost, first.lost_samples), (3, 4));
+        first.changes.sort_by_key(|e| e.key);
+        let v = Versions::replay(std::mem::take(&mut first.changes)).expect("versions");
+        let of = |pid: i32| -> Vec<Vec<(u64, &str)>> {
+            v.of(pid)
+                .iter()
+                .map(|&(_, i)| starts(&v.versions[i as usize]))
+                .collect()
+        };
+        let (sh, libc) = ((0x40_0000, "/bin/sh"), (0x50_0000, "/lib/c.so"));
+        assert_eq!(of(10), vec![vec![sh], vec![sh, libc]]);
+        // The fork copies both mappings (c.so is older than it), the exec empties, ls maps;
+        // the thread 12 of process 11 changes nothing.
+        assert_eq!(
+            of(11),
+            vec![vec![sh, libc], vec![], vec![(0x40_0000, "/bin/ls")]]
+        );
+        assert_eq!(
+            v.of(11).iter().map(|&(k, _)| k.0).collect::<Vec<_>>(),
+            vec![4, 6, 7]
+        );
+        assert_eq!(
+            starts(&v.kernel_maps),
+            vec![(0xffff_ffff_8100_0000, "[kernel.kallsyms]")]
+        );
+    }
+
+    #[test]
+    fn records_the_crate_cannot_take_go_to_the_full_reader() {
+        let user = 2u16;
+        // An MMAP2 build-id of 21 bytes (the crate asserts at most 20).
+        let bad = mmap2(10, 0x40_0000, 5, Some(&[7; 21]), "/a", 1);
+        let d = section(&[(PERF_RECORD_MMAP2, user | MISC_MMAP_BUILD_ID, bad)]);
+        assert!(FirstPass::run(&d, &plan(), true).is_none());
+        // A LOST record shorter than its sample_id trailer (the full reader cannot parse
+        // it either).
+        let d = section(&[(2, user, Body::new().u64(1).0)]);
+        assert!(FirstPass::run(&d, &plan(), true).is_none());
+        // The same with its trailer counts.
+        let d = section(&[(2, user, Body::new().u64(1).u64(3).trailer(1, 1, 1))]);
+        assert_eq!(FirstPass::run(&d, &plan(), true).map(|p| p.lost), Some(3));
+    }
 
     #[test]
     fn layouts_follow_the_kernel_field_order() {
@@ -922,17 +991,10 @@ mod tests {
             (l.ip, l.tid, l.time, l.min_sample),
             (Some(0), Some(8), 16, 24)
         );
-        // trailer: TID, TIME -> 16 bytes, time 8 bytes before the end.
-        assert_eq!((l.trailer, l.time_from_end), (16, 8));
         let l = Layout::new(S_IDENTIFIER | S_IP | S_TID | S_TIME | S_CPU | S_ID);
         assert_eq!((l.ip, l.tid, l.time), (Some(8), Some(16), 24));
-        // trailer: TID, TIME, ID, CPU, IDENTIFIER -> 40 bytes; time at 40 - 8 from the end.
-        assert_eq!((l.trailer, l.time_from_end), (40, 32));
         let l = Layout::new(S_TIME);
-        assert_eq!(
-            (l.ip, l.tid, l.time, l.trailer, l.time_from_end),
-            (None, None, 0, 8, 8)
-        );
+        assert_eq!((l.ip, l.tid, l.time, l.min_sample), (None, None, 0, 8));
     }
 
     #[test]

@@ -22,16 +22,15 @@
 //!   [`FormatError::WrongArchitecture`].
 
 use crate::error::FormatError;
+pub(crate) use crate::perf_record::PERF_RECORD_LOST_SAMPLES;
 use crate::perf_record::{read_values, RawBranch, ReadValues, SampleParts};
-pub(crate) use crate::perf_record::{
-    MISC_MMAP_BUILD_ID, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP2,
-};
 use crate::segments::{ElfSegmentsFromDisk, SegmentSource, SegmentTable};
 use crate::stacks::Stacks;
 use crate::ReadNotes;
 use linux_perf_data::linux_perf_event_reader::{
-    CpuMode, EventRecord, HardwareEventId, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
-    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType,
+    CommOrExecRecord, CpuMode, EventRecord, ForkOrExitRecord, HardwareEventId, LostRecord,
+    Mmap2FileId, Mmap2Record, MmapRecord, PerfEventType, RawData, RawEventRecord, RecordParseInfo,
+    SampleFormat, SampleRecord, SamplingPolicy, SoftwareCounterType, ThrottleRecord,
 };
 use linux_perf_data::{Endianness, PerfFileReader, PerfFileRecord};
 use proftrust_model::unwind::UnwindSource;
@@ -132,6 +131,119 @@ pub(crate) fn add_mapping(v: &mut Vec<Mapping>, m: Mapping) {
     let i = new.partition_point(|x| x.start < m.start);
     new.insert(i, m);
     v.splice(first..last, new);
+}
+
+/// What a record does to the address spaces, from the crate's parsed record: the one rule
+/// both readers of perf.data files follow, the full reader at once (`Mapper::apply`), the
+/// streaming counter in time order into versions of each process's mappings
+/// (`perf_counts.rs`).
+#[derive(Debug, Clone)]
+pub(crate) enum SpaceChange {
+    /// A kernel-mode mapping (the kernel image or a module), whatever its protection.
+    Kernel(Mapping),
+    /// An executable mapping of process `pid`.
+    Map { pid: i32, mapping: Mapping },
+    /// Process `pid` forked from `ppid` (a new thread of a process is no change).
+    Fork { pid: i32, ppid: i32 },
+    /// Process `pid` exec'd.
+    Exec { pid: i32 },
+}
+
+impl SpaceChange {
+    /// The change a parsed record makes, if any: the full reader's handlers' rule
+    /// ([`SpaceChange::of_mmap`], [`SpaceChange::of_mmap2`], [`SpaceChange::of_fork`],
+    /// [`SpaceChange::of_comm`]), for the streaming counter, which keeps nothing else of
+    /// these records. A new record type that changes address spaces gets its arm here.
+    pub(crate) fn of(record: &EventRecord<'_>) -> Option<SpaceChange> {
+        match record {
+            EventRecord::Mmap(m) => SpaceChange::of_mmap(m),
+            EventRecord::Mmap2(m) => SpaceChange::of_mmap2(m),
+            EventRecord::Fork(f) => SpaceChange::of_fork(f),
+            EventRecord::Comm(c) => SpaceChange::of_comm(c),
+            _ => None,
+        }
+    }
+
+    /// An `MMAP` record: kernel-mode, an executable mapping, or nothing (a data mapping,
+    /// `PERF_RECORD_MISC_MMAP_DATA`).
+    pub(crate) fn of_mmap(m: &MmapRecord<'_>) -> Option<SpaceChange> {
+        let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), None);
+        match m.cpu_mode {
+            CpuMode::Kernel => Some(SpaceChange::Kernel(mapping)),
+            _ if m.is_executable => Some(SpaceChange::Map {
+                pid: m.pid,
+                mapping,
+            }),
+            _ => None,
+        }
+    }
+
+    /// An `MMAP2` record: kernel-mode, an executable mapping (`PROT_EXEC`, with the build-id
+    /// the record carries, if any), or nothing.
+    pub(crate) fn of_mmap2(m: &Mmap2Record<'_>) -> Option<SpaceChange> {
+        if matches!(m.cpu_mode, CpuMode::Kernel) {
+            let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), None);
+            return Some(SpaceChange::Kernel(mapping));
+        }
+        if m.protection & PROT_EXEC == 0 {
+            return None;
+        }
+        let build_id = match &m.file_id {
+            Mmap2FileId::BuildId(b) if !b.is_empty() => Some(BuildId(b.clone())),
+            _ => None,
+        };
+        let mapping = Mapping::new(m.address, m.length, m.page_offset, lossy(&m.path), build_id);
+        Some(SpaceChange::Map {
+            pid: m.pid,
+            mapping,
+        })
+    }
+
+    /// A `FORK` record: a new process (`pid != ppid`), or nothing (a new thread).
+    pub(crate) fn of_fork(f: &ForkOrExitRecord) -> Option<SpaceChange> {
+        (f.pid != f.ppid).then_some(SpaceChange::Fork {
+            pid: f.pid,
+            ppid: f.ppid,
+        })
+    }
+
+    /// A `COMM` record: an exec (`PERF_RECORD_MISC_COMM_EXEC`), or nothing (a rename).
+    pub(crate) fn of_comm(c: &CommOrExecRecord<'_>) -> Option<SpaceChange> {
+        c.is_execve.then_some(SpaceChange::Exec { pid: c.pid })
+    }
+
+    /// Applies the change: a mapping replaces what it overlaps ([`add_mapping`]) among the
+    /// kernel's or its process's mappings; a forked process starts with its parent's
+    /// mappings (none when the parent's are not known); an exec empties the process's.
+    /// Returns the process whose mappings changed (`None` for kernel mappings and for a
+    /// change that changed nothing).
+    pub(crate) fn apply(
+        self,
+        by_pid: &mut HashMap<i32, Vec<Mapping>>,
+        kernel_maps: &mut Vec<Mapping>,
+    ) -> Option<i32> {
+        match self {
+            SpaceChange::Kernel(m) => {
+                add_mapping(kernel_maps, m);
+                None
+            }
+            SpaceChange::Map { pid, mapping } => {
+                add_mapping(by_pid.entry(pid).or_default(), mapping);
+                Some(pid)
+            }
+            SpaceChange::Fork { pid, ppid } => {
+                let parent = by_pid.get(&ppid)?.clone();
+                by_pid.insert(pid, parent);
+                Some(pid)
+            }
+            SpaceChange::Exec { pid } => by_pid.remove(&pid).map(|_| pid),
+        }
+    }
+}
+
+/// A path as a record holds it (not necessarily UTF-8).
+fn lossy(path: &RawData<'_>) -> String {
+    String::from_utf8_lossy(&path.as_slice()).into_owned()
 }
 
 /// The module name perf gives a kernel module mapped from `path`
@@ -379,14 +491,25 @@ struct Mapper<'s> {
 }
 
 impl Mapper<'_> {
-    fn add(&mut self, pid: i32, m: Mapping) {
-        let build_id = m
-            .build_id
-            .clone()
-            .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
-        self.stacks
-            .map(pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
-        add_mapping(self.by_pid.entry(pid).or_default(), m);
+    /// Applies an address-space change ([`SpaceChange::apply`]) to the mappings and to the
+    /// user stacks' unwinder.
+    fn apply(&mut self, change: SpaceChange) {
+        match &change {
+            SpaceChange::Map { pid, mapping: m } => {
+                let build_id = m
+                    .build_id
+                    .clone()
+                    .or_else(|| self.ctx.build_ids.get(&m.path).cloned());
+                self.stacks
+                    .map(*pid, m.start, m.end, m.pgoff, &m.path, build_id.as_ref());
+            }
+            SpaceChange::Fork { pid, ppid } if self.by_pid.contains_key(ppid) => {
+                self.stacks.fork(*ppid, *pid);
+            }
+            SpaceChange::Exec { pid } => self.stacks.exec(*pid),
+            _ => {}
+        }
+        change.apply(&mut self.by_pid, &mut self.ctx.kernel_maps);
     }
 
     fn locate(&mut self, pid: i32, space: Space, ip: u64) -> Location {
@@ -910,25 +1033,11 @@ pub fn read_perf_data_unwinding<'s>(
         command,
         ..
     } = info;
-    let mut pass = RecordPass {
-        path,
-        opts,
-        read_formats: raw_read_formats(bytes),
-        events,
-        mapper: Mapper {
-            by_pid: HashMap::new(),
-            ctx: MapCtx::new(build_ids, segments),
-            stacks: Stacks::new(unwind),
-        },
-        // A sample record is at least 40 bytes with the usual fields: reserve once.
-        samples: Vec::with_capacity((bytes.len() / 40).min(1 << 26)),
-        lost: 0,
-        lost_samples: 0,
-        unknown: UnknownRecords::default(),
-        health: HealthSeen::default(),
-        threads: Vec::new(),
-        forks: Vec::new(),
-    };
+    let mut pass = RecordPass::new(path, opts, events, MapCtx::new(build_ids, segments));
+    pass.read_formats = raw_read_formats(bytes);
+    pass.mapper.stacks = Stacks::new(unwind);
+    // A sample record is at least 40 bytes with the usual fields: reserve once.
+    pass.samples.reserve((bytes.len() / 40).min(1 << 26));
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -939,7 +1048,7 @@ pub fn read_perf_data_unwinding<'s>(
             PerfFileRecord::EventRecord { attr_index, record } => {
                 pass.record(attr_index, &record)?
             }
-            PerfFileRecord::UserRecord(u) => pass.unknown.see(u.record_type.record_type().0),
+            PerfFileRecord::UserRecord(u) => pass.on_user_record(&u),
         }
     }
     Ok(pass.finish(repairs.into_iter().chain(arch_warning).collect(), command))
@@ -947,7 +1056,9 @@ pub fn read_perf_data_unwinding<'s>(
 
 /// One pass of [`read_perf_data_unwinding`] over a file's records: the address spaces
 /// (mappings per process, user stacks) and what the records add up to (samples, thread
-/// names, losses, health). One method per kind of record.
+/// names, losses, health). One handler per record type (`on_*`), dispatched from
+/// [`RecordPass::record`]; the address-space changes are [`SpaceChange`]s, as the streaming
+/// counter (`perf_counts.rs`) replays them.
 struct RecordPass<'a, 's> {
     path: &'a Path,
     opts: &'a PerfDataOptions,
@@ -966,7 +1077,34 @@ struct RecordPass<'a, 's> {
     forks: Vec<ThreadStart>,
 }
 
-impl RecordPass<'_, '_> {
+impl<'a, 's> RecordPass<'a, 's> {
+    /// A pass with nothing seen yet, no user-stack unwinder and the crate's `read_format`s.
+    fn new(
+        path: &'a Path,
+        opts: &'a PerfDataOptions,
+        events: Vec<EventDesc>,
+        ctx: MapCtx<'s>,
+    ) -> Self {
+        RecordPass {
+            path,
+            opts,
+            read_formats: Vec::new(),
+            events,
+            mapper: Mapper {
+                by_pid: HashMap::new(),
+                ctx,
+                stacks: Stacks::new(None),
+            },
+            samples: Vec::new(),
+            lost: 0,
+            lost_samples: 0,
+            unknown: UnknownRecords::default(),
+            health: HealthSeen::default(),
+            threads: Vec::new(),
+            forks: Vec::new(),
+        }
+    }
+
     /// The `read_format` of attribute `attr`: the file's own, else the crate's reading.
     fn read_format(&self, attr: usize, info: &RecordParseInfo) -> u64 {
         self.read_formats
@@ -976,61 +1114,85 @@ impl RecordPass<'_, '_> {
             .unwrap_or_else(|| info.read_format.bits())
     }
 
-    /// One event record: the checks and values the crate does not do, then the parsed
-    /// record by kind.
+    /// One event record, to its handler: `SAMPLE`, `READ` and `LOST_SAMPLES` from the raw
+    /// record (the crate's parse needs repairs there, see `crate::perf_record`), the others
+    /// parsed by the crate ([`RecordPass::on_parsed`]).
     fn record(
         &mut self,
         attr_index: usize,
         record: &RawEventRecord<'_>,
     ) -> Result<(), FormatError> {
         self.unknown.see(record.record_type.0);
-        if record.record_type.0 == PERF_RECORD_LOST_SAMPLES {
-            self.lost_samples += crate::perf_record::lost_samples(record).unwrap_or(0);
-            return Ok(());
+        match record.record_type.0 {
+            PERF_RECORD_SAMPLE => return self.on_sample(attr_index, record),
+            PERF_RECORD_READ => self.on_read(attr_index, record),
+            PERF_RECORD_LOST_SAMPLES => self.on_lost_samples(record),
+            _ => return self.on_parsed(attr_index, record),
         }
-        crate::perf_record::check_mmap2(record)
-            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
-        if record.record_type.0 == PERF_RECORD_READ {
-            self.read_record(attr_index, record);
-            return Ok(());
-        }
-        let cannot = |e: std::io::Error| {
-            perf_err(
-                self.path,
-                format!("a {:?} record cannot be parsed: {e}", record.record_type),
-            )
-        };
-        if record.record_type.0 == PERF_RECORD_SAMPLE {
-            // The call chain checked, the read values and the branch stack read here, the
-            // rest parsed by the crate (see `crate::perf_record`).
-            let rf = self.read_format(attr_index, &record.parse_info);
-            let parts = SampleParts::of(record, rf)
-                .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
-            let s = parts.parse(record).map_err(cannot)?;
-            if let Some(v) = parts.read {
-                let tid = s.tid.map_or(0, |t| u64::from(t as u32));
-                self.health.read(attr_index, v, tid);
-            }
-            let branches = parts.branches.as_deref().unwrap_or_default();
-            return self.sample(attr_index, record, &s, branches);
-        }
-        let parsed = record.parse().map_err(cannot)?;
+        Ok(())
+    }
+
+    /// A record the crate parses, to its handler. `EXIT` changes nothing here: a process's
+    /// mappings stay until a `FORK` or an exec reuses its pid (perf keeps them too, for
+    /// late samples); other types carry nothing this reader uses.
+    fn on_parsed(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<(), FormatError> {
+        let time = record.timestamp().unwrap_or(0);
+        let parsed = crate::perf_record::parse_event(record).map_err(|e| perf_err(self.path, e))?;
         match parsed {
-            EventRecord::Mmap(_) | EventRecord::Mmap2(_) => self.mapping(parsed),
-            EventRecord::Fork(_) | EventRecord::Comm(_) => {
-                self.thread(parsed, record.timestamp().unwrap_or(0))
-            }
-            EventRecord::Lost(l) => self.lost += l.count,
-            EventRecord::Throttle(t) => self.health.throttle(attr_index, t.id, t.timestamp),
-            EventRecord::Unthrottle(t) => self.health.unthrottle(attr_index, t.id, t.timestamp),
+            EventRecord::Mmap(m) => self.on_mmap(&m),
+            EventRecord::Mmap2(m) => self.on_mmap2(&m),
+            EventRecord::Fork(f) => self.on_fork(&f, time),
+            EventRecord::Comm(c) => self.on_comm(&c, time),
+            EventRecord::Lost(l) => self.on_lost(&l),
+            EventRecord::Throttle(t) => self.on_throttle(attr_index, &t),
+            EventRecord::Unthrottle(t) => self.on_unthrottle(attr_index, &t),
             _ => {}
         }
         Ok(())
     }
 
+    /// A record perf writes itself (types 64 and up) that reaches this loop. None changes
+    /// what is read: `FINISHED_ROUND` is the crate's (it orders the records by it),
+    /// `HEADER_ATTR`/`HEADER_FEATURE` of pipe mode are read when the file is opened, the
+    /// others (`ID_INDEX`, `THREAD_MAP`, `CPU_MAP`, `TIME_CONV`, `FINISHED_INIT`,
+    /// `HEADER_BUILD_ID` of `perf inject -b`, ...) carry nothing this reader uses. A type
+    /// perf does not define is counted ([`UnknownRecords`]).
+    fn on_user_record(&mut self, u: &linux_perf_data::RawUserRecord<'_>) {
+        self.unknown.see(u.record_type.record_type().0);
+    }
+
+    /// A `SAMPLE`: the call chain checked, the read values and the branch stack read from
+    /// the raw record, the rest parsed by the crate (see `crate::perf_record`), then
+    /// located ([`RecordPass::add_sample`]).
+    fn on_sample(
+        &mut self,
+        attr_index: usize,
+        record: &RawEventRecord<'_>,
+    ) -> Result<(), FormatError> {
+        let rf = self.read_format(attr_index, &record.parse_info);
+        let parts = SampleParts::of(record, rf)
+            .map_err(|e| perf_err(self.path, format!("{e} (file corrupt)")))?;
+        let s = parts.parse(record).map_err(|e| {
+            perf_err(
+                self.path,
+                format!("a {:?} record cannot be parsed: {e}", record.record_type),
+            )
+        })?;
+        if let Some(v) = parts.read {
+            let tid = s.tid.map_or(0, |t| u64::from(t as u32));
+            self.health.read(attr_index, v, tid);
+        }
+        let branches = parts.branches.as_deref().unwrap_or_default();
+        self.add_sample(attr_index, record, &s, branches)
+    }
+
     /// A `READ` record: pid, tid, then the read values (their times are all this reader
     /// needs).
-    fn read_record(&mut self, attr_index: usize, record: &RawEventRecord<'_>) {
+    fn on_read(&mut self, attr_index: usize, record: &RawEventRecord<'_>) {
         let b = record.data.as_slice();
         if let Some(v) = b
             .get(8..)
@@ -1043,8 +1205,89 @@ impl RecordPass<'_, '_> {
         }
     }
 
+    /// A `LOST_SAMPLES` record (read by `crate::perf_record`: the crate leaves it unparsed).
+    fn on_lost_samples(&mut self, record: &RawEventRecord<'_>) {
+        self.lost_samples += crate::perf_record::lost_samples(record).unwrap_or(0);
+    }
+
+    /// A `LOST` record: ring-buffer records the kernel dropped.
+    fn on_lost(&mut self, l: &LostRecord) {
+        self.lost += l.count;
+    }
+
+    /// A `THROTTLE` record: the stream stops sampling until its `UNTHROTTLE`.
+    fn on_throttle(&mut self, attr_index: usize, t: &ThrottleRecord) {
+        self.health.throttle(attr_index, t.id, t.timestamp);
+    }
+
+    /// An `UNTHROTTLE` record: the stream samples again.
+    fn on_unthrottle(&mut self, attr_index: usize, t: &ThrottleRecord) {
+        self.health.unthrottle(attr_index, t.id, t.timestamp);
+    }
+
+    /// An `MMAP` record: a kernel mapping, or an executable mapping of a process.
+    fn on_mmap(&mut self, m: &MmapRecord<'_>) {
+        if let Some(change) = SpaceChange::of_mmap(m) {
+            self.mapper.apply(change);
+        }
+    }
+
+    /// An `MMAP2` record: a kernel mapping, or an executable mapping of a process.
+    fn on_mmap2(&mut self, m: &Mmap2Record<'_>) {
+        if let Some(change) = SpaceChange::of_mmap2(m) {
+            self.mapper.apply(change);
+        }
+    }
+
+    /// A `FORK` record at `time`: a new process gets its parent's mappings, unwinder state
+    /// and name (a new thread of a process changes nothing here).
+    fn on_fork(&mut self, f: &ForkOrExitRecord, time: u64) {
+        let Some(change) = SpaceChange::of_fork(f) else {
+            return;
+        };
+        self.forks.push(ThreadStart {
+            pid: f.pid as u32,
+            tid: f.tid as u32,
+            ppid: f.ppid as u32,
+            ptid: f.ptid as u32,
+            time,
+        });
+        self.mapper.apply(change);
+        // The child has its parent's name until it renames itself or execs (perf script
+        // names a sample between the fork and the exec's COMM so); without this entry the
+        // lookup would fall back to the child's first own name, the exec'd program's.
+        let parent = self.threads.iter().rev().find(|t| t.tid == f.ptid as u32);
+        if let Some(comm) = parent.map(|t| t.comm.clone()) {
+            self.threads.push(ThreadName {
+                pid: f.pid as u32,
+                tid: f.tid as u32,
+                time,
+                comm,
+                exec: false,
+            });
+        }
+    }
+
+    /// A `COMM` record at `time`: the thread's name from then on (perf script's comm
+    /// column), and on an exec the process's mappings and unwinder state dropped.
+    fn on_comm(&mut self, c: &CommOrExecRecord<'_>, time: u64) {
+        if let Some(change) = SpaceChange::of_comm(c) {
+            self.mapper.apply(change);
+        }
+        // The name is NUL-terminated and padded to 8 bytes.
+        let raw = c.name.as_slice();
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        self.threads.push(ThreadName {
+            pid: c.pid as u32,
+            tid: c.tid as u32,
+            time,
+            comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
+            exec: c.is_execve,
+        });
+    }
+
     /// A sample: its ip, call chain (unwound user stack) and branch stack located.
-    fn sample(
+    fn add_sample(
         &mut self,
         attr_index: usize,
         record: &RawEventRecord<'_>,
@@ -1149,100 +1392,6 @@ impl RecordPass<'_, '_> {
             }
         }
         callchain
-    }
-
-    /// An `MMAP`/`MMAP2` record: a kernel mapping, or an executable mapping of a process.
-    fn mapping(&mut self, record: EventRecord<'_>) {
-        let mapping = |address, length, page_offset, path: &RawData<'_>, build_id| {
-            Mapping::new(
-                address,
-                length,
-                page_offset,
-                String::from_utf8_lossy(&path.as_slice()).into_owned(),
-                build_id,
-            )
-        };
-        match record {
-            EventRecord::Mmap(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
-                &mut self.mapper.ctx.kernel_maps,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap2(m) if matches!(m.cpu_mode, CpuMode::Kernel) => add_mapping(
-                &mut self.mapper.ctx.kernel_maps,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap(m) if m.is_executable => self.mapper.add(
-                m.pid,
-                mapping(m.address, m.length, m.page_offset, &m.path, None),
-            ),
-            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
-                let build_id = match &m.file_id {
-                    linux_perf_data::linux_perf_event_reader::Mmap2FileId::BuildId(b)
-                        if !b.is_empty() =>
-                    {
-                        Some(BuildId(b.clone()))
-                    }
-                    _ => None,
-                };
-                self.mapper.add(
-                    m.pid,
-                    mapping(m.address, m.length, m.page_offset, &m.path, build_id),
-                );
-            }
-            _ => {}
-        }
-    }
-
-    /// A `FORK` or `COMM` record at `time`: the process's mappings and unwinder state, and
-    /// the thread's name from then on.
-    fn thread(&mut self, record: EventRecord<'_>, time: u64) {
-        match record {
-            EventRecord::Fork(f) if f.pid != f.ppid => {
-                self.forks.push(ThreadStart {
-                    pid: f.pid as u32,
-                    tid: f.tid as u32,
-                    ppid: f.ppid as u32,
-                    ptid: f.ptid as u32,
-                    time,
-                });
-                if let Some(v) = self.mapper.by_pid.get(&f.ppid).cloned() {
-                    self.mapper.by_pid.insert(f.pid, v);
-                    self.mapper.stacks.fork(f.ppid, f.pid);
-                }
-                // The child has its parent's name until it renames itself or execs (perf
-                // script names a sample between the fork and the exec's COMM so); without
-                // this entry the lookup would fall back to the child's first own name, the
-                // exec'd program's.
-                let parent = self.threads.iter().rev().find(|t| t.tid == f.ptid as u32);
-                if let Some(comm) = parent.map(|t| t.comm.clone()) {
-                    self.threads.push(ThreadName {
-                        pid: f.pid as u32,
-                        tid: f.tid as u32,
-                        time,
-                        comm,
-                        exec: false,
-                    });
-                }
-            }
-            EventRecord::Comm(c) => {
-                if c.is_execve {
-                    self.mapper.by_pid.remove(&c.pid);
-                    self.mapper.stacks.exec(c.pid);
-                }
-                // The thread's name from now on (perf script's comm column); the name is
-                // NUL-terminated and padded to 8 bytes.
-                let raw = c.name.as_slice();
-                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-                self.threads.push(ThreadName {
-                    pid: c.pid as u32,
-                    tid: c.tid as u32,
-                    time,
-                    comm: String::from_utf8_lossy(&raw[..end]).into_owned(),
-                    exec: c.is_execve,
-                });
-            }
-            _ => {}
-        }
     }
 
     /// The sample set and notes: `first_warnings` (repairs, architecture) before the
@@ -1697,4 +1846,446 @@ fn check_attr_entries(
 /// crate parses the `HEADER_FEATURE` records eagerly.
 fn check_pipe(b: &[u8]) -> Result<(), FormatError> {
     check_records(b, 16, b.len(), true)
+}
+
+/// Records built byte by byte for the handlers' tests (here and in `perf_counts.rs`), with
+/// the sample format `perf record` writes by default (`IP | TID | TIME | PERIOD`,
+/// `sample_id_all`): every other record ends in the `sample_id` trailer `pid, tid, time`.
+#[cfg(test)]
+pub(crate) mod test_records {
+    use linux_perf_data::linux_perf_event_reader::{
+        BranchSampleFormat, Endianness, RawData, RawEventRecord, ReadFormat, RecordIdParseInfo,
+        RecordParseInfo, RecordType, SampleFormat,
+    };
+
+    /// The parse info `linux-perf-data` derives for that attribute (trailer 16 bytes, its
+    /// time 8 bytes before the end; in a sample the time is the third word).
+    pub(crate) fn info() -> RecordParseInfo {
+        RecordParseInfo {
+            endian: Endianness::LittleEndian,
+            sample_format: SampleFormat::IP
+                | SampleFormat::TID
+                | SampleFormat::TIME
+                | SampleFormat::PERIOD,
+            branch_sample_format: BranchSampleFormat::empty(),
+            read_format: ReadFormat::empty(),
+            common_data_offset_from_end: Some(16),
+            sample_regs_user: 0,
+            user_regs_count: 0,
+            sample_regs_intr: 0,
+            intr_regs_count: 0,
+            id_parse_info: RecordIdParseInfo {
+                nonsample_record_id_offset_from_end: None,
+                sample_record_id_offset_from_start: None,
+            },
+            nonsample_record_time_offset_from_end: Some(8),
+            sample_record_time_offset_from_start: Some(16),
+        }
+    }
+
+    /// A record's body: `words` (each a little-endian `u32` or `u64` as given), a
+    /// NUL-terminated string padded to 8 bytes (when `s` is `Some`), the trailer.
+    pub(crate) struct Body(pub(crate) Vec<u8>);
+
+    impl Body {
+        pub(crate) fn new() -> Body {
+            Body(Vec::new())
+        }
+        pub(crate) fn u32(mut self, v: u32) -> Body {
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        pub(crate) fn u64(mut self, v: u64) -> Body {
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        pub(crate) fn bytes(mut self, b: &[u8]) -> Body {
+            self.0.extend_from_slice(b);
+            self
+        }
+        pub(crate) fn string(mut self, s: &str) -> Body {
+            self.0.extend_from_slice(s.as_bytes());
+            self.0.push(0);
+            while self.0.len() % 8 != 0 {
+                self.0.push(0);
+            }
+            self
+        }
+        /// The `sample_id` trailer: pid, tid, time.
+        pub(crate) fn trailer(self, pid: u32, tid: u32, time: u64) -> Vec<u8> {
+            self.u32(pid).u32(tid).u64(time).0
+        }
+    }
+
+    /// `MMAP`: pid, tid, addr, len, pgoff, filename.
+    pub(crate) fn mmap(pid: u32, addr: u64, len: u64, path: &str, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(pid)
+            .u64(addr)
+            .u64(len)
+            .u64(0)
+            .string(path)
+            .trailer(pid, pid, time)
+    }
+
+    /// `MMAP2` (misc `PERF_RECORD_MISC_MMAP_BUILD_ID` when `build_id` is `Some`): pid, tid,
+    /// addr, len, pgoff, the build-id (length byte, 3 bytes padding, 20 bytes) or
+    /// maj/min/ino/generation, prot, flags, filename.
+    pub(crate) fn mmap2(
+        pid: u32,
+        addr: u64,
+        prot: u32,
+        build_id: Option<&[u8]>,
+        path: &str,
+        time: u64,
+    ) -> Vec<u8> {
+        let b = Body::new().u32(pid).u32(pid).u64(addr).u64(0x1000).u64(0);
+        let b = match build_id {
+            Some(id) => {
+                let mut field = [0u8; 24];
+                field[0] = id.len() as u8;
+                let n = id.len().min(20);
+                field[4..4 + n].copy_from_slice(&id[..n]);
+                b.bytes(&field)
+            }
+            None => b.u32(8).u32(1).u64(1234).u64(0),
+        };
+        b.u32(prot).u32(2).string(path).trailer(pid, pid, time)
+    }
+
+    /// `FORK`: pid, ppid, tid, ptid, time.
+    pub(crate) fn fork(pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(ppid)
+            .u32(tid)
+            .u32(ptid)
+            .u64(time)
+            .trailer(pid, tid, time)
+    }
+
+    /// `COMM`: pid, tid, name.
+    pub(crate) fn comm(pid: u32, name: &str, time: u64) -> Vec<u8> {
+        Body::new()
+            .u32(pid)
+            .u32(pid)
+            .string(name)
+            .trailer(pid, pid, time)
+    }
+
+    /// The record of type `ty` with `misc` and `body`, parsed with [`info`].
+    pub(crate) fn raw(ty: u32, misc: u16, body: &[u8]) -> RawEventRecord<'_> {
+        RawEventRecord::new(RecordType(ty), misc, RawData::from(body), info())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_records::*;
+    use super::*;
+    use crate::perf_record::{MISC_MMAP_BUILD_ID, PERF_RECORD_MMAP2};
+    use crate::segments::NoSegments;
+
+    const MMAP: u32 = 1;
+    const LOST: u32 = 2;
+    const COMM: u32 = 3;
+    const FORK: u32 = 7;
+    const THROTTLE: u32 = 5;
+    const UNTHROTTLE: u32 = 6;
+    const USER: u16 = 2;
+    const KERNEL: u16 = 1;
+    const COMM_EXEC: u16 = 1 << 13;
+
+    fn pass<'a>(opts: &'a PerfDataOptions) -> RecordPass<'a, 'static> {
+        let events = vec![EventDesc {
+            name: "cpu-clock".into(),
+            kind: EventKind::CpuClock,
+            config: SamplingConfig::default(),
+        }];
+        RecordPass::new(
+            Path::new("t.data"),
+            opts,
+            events,
+            MapCtx::new(HashMap::new(), &NoSegments),
+        )
+    }
+
+    fn feed(p: &mut RecordPass<'_, '_>, ty: u32, misc: u16, body: &[u8]) {
+        p.record(0, &raw(ty, misc, body)).expect("a valid record");
+    }
+
+    /// `(start, end, path, build-id)` of a process's mappings.
+    fn maps(v: Option<&Vec<Mapping>>) -> Vec<(u64, u64, String, Option<Vec<u8>>)> {
+        v.map_or(&[][..], |v| v.as_slice())
+            .iter()
+            .map(|m| {
+                let id = m.build_id.as_ref().map(|b| b.0.clone());
+                (m.start, m.end, m.path.clone(), id)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mmap_maps_kernel_and_executable_code_not_data() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let k = mmap(
+            u32::MAX,
+            0xffff_ffff_8100_0000,
+            0x100_0000,
+            "[kernel.kallsyms]_text",
+            1,
+        );
+        feed(&mut p, MMAP, KERNEL, &k);
+        feed(
+            &mut p,
+            MMAP,
+            USER,
+            &mmap(10, 0x40_0000, 0x2000, "/bin/a", 2),
+        );
+        // PERF_RECORD_MISC_MMAP_DATA: a data mapping, not code.
+        feed(
+            &mut p,
+            MMAP,
+            USER | (1 << 13),
+            &mmap(10, 0x60_0000, 0x1000, "/d", 3),
+        );
+        assert_eq!(
+            maps(Some(&p.mapper.ctx.kernel_maps)),
+            vec![(
+                0xffff_ffff_8100_0000,
+                0xffff_ffff_8200_0000,
+                "[kernel.kallsyms]_text".into(),
+                None
+            )]
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&10)),
+            vec![(0x40_0000, 0x40_2000, "/bin/a".into(), None)]
+        );
+    }
+
+    #[test]
+    fn mmap2_keeps_its_build_id_and_skips_what_is_not_executable() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let id = [0xab, 0xcd, 0xef, 0x01];
+        let with_id = mmap2(10, 0x40_0000, 5, Some(&id), "/bin/a", 1);
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER | MISC_MMAP_BUILD_ID,
+            &with_id,
+        );
+        // PROT_READ only: not code.
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x80_0000, 1, None, "/ro", 2),
+        );
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x90_0000, 4, None, "/x", 3),
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&10)),
+            vec![
+                (0x40_0000, 0x40_1000, "/bin/a".into(), Some(id.to_vec())),
+                (0x90_0000, 0x90_1000, "/x".into(), None)
+            ]
+        );
+        // A build-id longer than 20 bytes (the crate would assert): an error naming it.
+        let bad = mmap2(10, 0xa0_0000, 5, Some(&[7; 21]), "/bad", 4);
+        let e = p
+            .record(0, &raw(PERF_RECORD_MMAP2, USER | MISC_MMAP_BUILD_ID, &bad))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("build-id longer than 20 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fork_copies_the_parent_and_exec_drops_the_mappings() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        feed(&mut p, COMM, USER, &comm(10, "sh", 1));
+        feed(
+            &mut p,
+            PERF_RECORD_MMAP2,
+            USER,
+            &mmap2(10, 0x40_0000, 5, None, "/bin/sh", 2),
+        );
+        // A new thread of process 10: no process start, no change of mappings.
+        feed(&mut p, FORK, USER, &fork(10, 10, 12, 10, 3));
+        feed(&mut p, FORK, USER, &fork(11, 10, 11, 10, 4));
+        assert_eq!(
+            p.forks,
+            vec![ThreadStart {
+                pid: 11,
+                tid: 11,
+                ppid: 10,
+                ptid: 10,
+                time: 4
+            }]
+        );
+        assert_eq!(
+            maps(p.mapper.by_pid.get(&11)),
+            maps(p.mapper.by_pid.get(&10))
+        );
+        feed(&mut p, COMM, USER | COMM_EXEC, &comm(11, "ls", 5));
+        assert!(!p.mapper.by_pid.contains_key(&11));
+        assert_eq!(maps(p.mapper.by_pid.get(&10)).len(), 1);
+        // Names: sh; the child sh from its fork; ls from its exec.
+        let names: Vec<(u32, u64, &str, bool)> = p
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.time, t.comm.as_str(), t.exec))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (10, 1, "sh", false),
+                (11, 4, "sh", false),
+                (11, 5, "ls", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn losses_are_the_larger_of_lost_and_lost_samples() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        feed(
+            &mut p,
+            LOST,
+            USER,
+            &Body::new().u64(1).u64(5).trailer(1, 1, 1),
+        );
+        feed(
+            &mut p,
+            LOST,
+            USER,
+            &Body::new().u64(1).u64(2).trailer(1, 1, 2),
+        );
+        let ls = Body::new().u64(6).trailer(1, 1, 3);
+        feed(&mut p, PERF_RECORD_LOST_SAMPLES, USER, &ls);
+        assert_eq!((p.lost, p.lost_samples), (7, 6));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        assert_eq!(s.lost, 7);
+    }
+
+    #[test]
+    fn throttles_last_until_their_unthrottle_or_the_last_record() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        // THROTTLE/UNTHROTTLE body: time, id, stream_id, then the trailer.
+        let t = |time: u64, id: u64| Body::new().u64(time).u64(id).u64(id).trailer(1, 1, time);
+        feed(&mut p, THROTTLE, USER, &t(100, 7));
+        feed(&mut p, UNTHROTTLE, USER, &t(350, 7));
+        feed(&mut p, THROTTLE, USER, &t(400, 8));
+        // An unthrottle of a stream never throttled ends nothing.
+        feed(&mut p, UNTHROTTLE, USER, &t(500, 9));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        // 350 - 100, and stream 8 open from 400 to the last time stamp, 500.
+        assert_eq!(
+            (
+                s.health.throttles,
+                s.health.unthrottles,
+                s.health.throttled_ns
+            ),
+            (2, 2, 350)
+        );
+    }
+
+    #[test]
+    fn read_records_sum_the_last_times_of_each_thread() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        // read_format TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING: value, enabled, running.
+        p.read_formats = vec![Some(3)];
+        let r = |tid: u32, en: u64, ru: u64| {
+            Body::new()
+                .u32(10)
+                .u32(tid)
+                .u64(99)
+                .u64(en)
+                .u64(ru)
+                .trailer(10, tid, 1)
+        };
+        feed(&mut p, PERF_RECORD_READ, USER, &r(5, 100, 50));
+        feed(&mut p, PERF_RECORD_READ, USER, &r(5, 200, 150));
+        feed(&mut p, PERF_RECORD_READ, USER, &r(6, 10, 10));
+        let (s, _) = p.finish(Vec::new(), Vec::new());
+        let t = &s.health.event_times;
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            (t[0].event, t[0].enabled_ns, t[0].running_ns),
+            (0, 210, 160)
+        );
+    }
+
+    #[test]
+    fn user_records_perf_does_not_define_are_counted() {
+        let opts = PerfDataOptions::default();
+        let mut p = pass(&opts);
+        let record = |ty: u32| linux_perf_data::RawUserRecord {
+            record_type: linux_perf_data::UserRecordType::try_from(
+                linux_perf_data::linux_perf_event_reader::RecordType(ty),
+            )
+            .expect("a user type"),
+            endian: Endianness::LittleEndian,
+            misc: 0,
+            data: RawData::from(&[][..]),
+        };
+        // THREAD_MAP (73) is perf's; 200 is no type perf defines.
+        p.on_user_record(&record(73));
+        p.on_user_record(&record(200));
+        let (_, notes) = p.finish(Vec::new(), Vec::new());
+        assert_eq!(notes.warnings.len(), 1);
+        assert!(
+            notes.warnings[0].starts_with(
+                "1 records of types perf does not define were skipped (1 of type 200)"
+            ),
+            "{:?}",
+            notes.warnings
+        );
+    }
+
+    #[test]
+    fn space_changes_of_unknown_processes_change_nothing() {
+        let mut by_pid = HashMap::new();
+        let mut kernel = Vec::new();
+        assert_eq!(
+            SpaceChange::Fork { pid: 2, ppid: 1 }.apply(&mut by_pid, &mut kernel),
+            None
+        );
+        assert_eq!(
+            SpaceChange::Exec { pid: 1 }.apply(&mut by_pid, &mut kernel),
+            None
+        );
+        let mapping = Mapping::new(0x1000, 0x1000, 0, "/a".into(), None);
+        let map = SpaceChange::Map { pid: 1, mapping };
+        assert_eq!(map.apply(&mut by_pid, &mut kernel), Some(1));
+        assert_eq!(
+            SpaceChange::Fork { pid: 2, ppid: 1 }.apply(&mut by_pid, &mut kernel),
+            Some(2)
+        );
+        assert_eq!(
+            SpaceChange::Exec { pid: 1 }.apply(&mut by_pid, &mut kernel),
+            Some(1)
+        );
+        assert_eq!(
+            (
+                by_pid.contains_key(&1),
+                maps(by_pid.get(&2)).len(),
+                kernel.len()
+            ),
+            (false, 1, 0)
+        );
+    }
 }

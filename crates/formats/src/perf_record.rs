@@ -23,7 +23,7 @@
 //! Little-endian records only (perf.data files of other byte orders are refused before).
 
 use linux_perf_data::linux_perf_event_reader::{
-    RawData, RawEventRecord, RecordParseInfo, SampleFormat, SampleRecord,
+    EventRecord, RawData, RawEventRecord, RecordParseInfo, SampleFormat, SampleRecord,
 };
 use proftrust_model::{Branch, Location};
 
@@ -318,6 +318,16 @@ pub fn check_mmap2(record: &RawEventRecord<'_>) -> Result<(), &'static str> {
         }
     }
     Ok(())
+}
+
+/// A non-sample record parsed by the crate, after the checks it needs ([`check_mmap2`]):
+/// what both readers of perf.data files act on (the full reader's handlers, the streaming
+/// counter's address-space changes). The error names the record.
+pub fn parse_event<'a>(record: &RawEventRecord<'a>) -> Result<EventRecord<'a>, String> {
+    check_mmap2(record).map_err(|e| format!("{e} (file corrupt)"))?;
+    record
+        .parse()
+        .map_err(|e| format!("a {:?} record cannot be parsed: {e}", record.record_type))
 }
 
 /// The count of a `PERF_RECORD_LOST_SAMPLES` body (`u64 lost`, then the `sample_id`

@@ -423,19 +423,6 @@ fn parse_mmap(line: &str) -> Option<(u32, Map, bool)> {
     ))
 }
 
-fn event_kind(name: &str) -> EventKind {
-    match name.split(':').next().unwrap_or(name) {
-        "cpu-clock" => EventKind::CpuClock,
-        "task-clock" => EventKind::TaskClock,
-        "cycles" | "cpu-cycles" => EventKind::Cycles,
-        "instructions" => EventKind::Instructions,
-        n if n.len() > 1 && n.starts_with('r') && n[1..].bytes().all(|c| c.is_ascii_hexdigit()) => {
-            u64::from_str_radix(&n[1..], 16).map_or(EventKind::Other, EventKind::Raw)
-        }
-        _ => EventKind::Other,
-    }
-}
-
 struct Pending {
     sample: Sample,
     ip_known: bool,
@@ -782,7 +769,7 @@ impl ScriptParse<'_> {
             Some(i) => i,
             None => {
                 self.events.push(EventDesc {
-                    kind: event_kind(&ev_name),
+                    kind: EventKind::of(&ev_name),
                     name: ev_name,
                     config: SamplingConfig::default(),
                 });
@@ -1174,6 +1161,26 @@ mod tests {
              hot 23174  3233.503831:     100000 cpu-clock:      5560a69e91ed fa+0x2d (/tmp/fmt/hot)
              hot 23174  3233.503930:     100000 cpu-clock:      5560a69e91f0 fa+0x30 (/tmp/fmt/hot)
 ";
+
+    /// A hybrid machine's events (`perf record -e cpu_core/cycles/u,r1c0`) get their kinds
+    /// by the model's one rule (`EventKind::of`), not `Other`.
+    #[test]
+    fn hybrid_and_raw_event_kinds() {
+        let text = DEFAULT
+            .replacen("cpu-clock:", "cpu_core/cycles/u:", 1)
+            .replacen("cpu-clock:", "r1c0:", 1);
+        let (s, _) = read_perf_script(&text, &Syms, &NoSegments).unwrap();
+        let kinds: Vec<(&str, EventKind)> =
+            s.events.iter().map(|e| (e.name.as_str(), e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("cpu_core/cycles/u", EventKind::Cycles),
+                ("r1c0", EventKind::Raw(0x1c0)),
+                ("cpu-clock", EventKind::CpuClock)
+            ]
+        );
+    }
 
     #[test]
     fn default_output_with_symbols() {

@@ -81,15 +81,6 @@ impl proftrust_model::named::Named for TruthWeight {
 }
 proftrust_model::named_from_str!(TruthWeight);
 
-impl TruthWeight {
-    /// `instructions`, `cycles-estimate`, `time-model` or `lbr-time` (its [`Named`] name).
-    ///
-    /// [`Named`]: proftrust_model::named::Named
-    pub fn name(self) -> &'static str {
-        proftrust_model::named::Named::name(self)
-    }
-}
-
 /// Options of [`compare`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

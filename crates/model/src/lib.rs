@@ -42,6 +42,7 @@
 mod addr;
 mod cfg;
 mod cost;
+mod event_name;
 mod exact;
 pub mod named;
 pub mod process;
@@ -57,6 +58,7 @@ mod warning;
 pub use addr::{BuildId, Location, Module, ModuleIdx, ModuleTable, RuntimeAddress, Svma};
 pub use cfg::{BasicBlock, BlockId, Cfg, CfgEdge, EdgeKind, Loop, LoopId, SimpleLoop};
 pub use cost::{sum_ranges, CostModel, InstrCost};
+pub use event_name::{event_base, PeriodUnit};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome, BRANCH_MISSES_COLUMN};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{

@@ -20,10 +20,11 @@
 //! # Ok::<(), proftrust_pipeline::Error>(())
 //! ```
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Error, Result};
 use crate::{load, program, Backend, Events};
 use proftrust_binary::Binary;
 use proftrust_metrics::{Attribution, CompareOptions, Comparison, TruthWeight};
+use proftrust_model::named::Named as _;
 use proftrust_model::{
     EventKind, ExactProfile, Module, PeriodMode, RunOutcome, Sample, SampleSet, Svma, Warning,
     WarningKind,
@@ -250,7 +251,7 @@ pub fn execute_with_data(
     events: &dyn Events,
 ) -> Result<(AuditReport, AuditData)> {
     if args.sweep.len() > MAX_SWEEP {
-        bail!(
+        bail_options!(
             "--sweep: {} periods; at most {MAX_SWEEP} (each is recorded twice)",
             args.sweep.len()
         );
@@ -1040,16 +1041,16 @@ fn inputs(
             || args.time_model != crate::timemodel::TimeModelKind::Static
             || !matches!(args.input, AuditInput::Run { .. }))
     {
-        bail!("--time-branches runs the program's branches through a predictor under QEMU for the static time model: use it with --truth-weight time-model and the program after `--` (or --workload)");
+        bail_options!("--time-branches runs the program's branches through a predictor under QEMU for the static time model: use it with --truth-weight time-model and the program after `--` (or --workload)");
     }
     if args.time_caches {
         if args.truth_weight != TruthWeight::TimeModel
             || args.time_model != crate::timemodel::TimeModelKind::Static
         {
-            bail!("--time-caches adds data-cache misses to the static time model: use it with --truth-weight time-model (--time-model static, the default)");
+            bail_options!("--time-caches adds data-cache misses to the static time model: use it with --truth-weight time-model (--time-model static, the default)");
         }
         if !matches!(args.input, AuditInput::Run { .. }) {
-            bail!("--time-caches traces the program's data accesses under QEMU: give the program after `--` (or --workload) instead of --samples/--truth");
+            bail_options!("--time-caches traces the program's data accesses under QEMU: give the program after `--` (or --workload) instead of --samples/--truth");
         }
     }
     match &args.input {
@@ -1071,7 +1072,7 @@ fn file_inputs(
     events: &dyn Events,
 ) -> Result<Inputs> {
     if !args.sweep.is_empty() {
-        bail!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
+        bail_options!("--sweep records the program once per period; give the program after `--` (or --workload) instead of --samples/--truth");
     }
     let weight = args.truth_weight;
     let mut time_model_used = args.time_model;
@@ -1119,7 +1120,7 @@ fn file_inputs(
 fn checked_command(cmd: &[OsString]) -> Result<Vec<OsString>> {
     let mut cmd = cmd.to_vec();
     if cmd.is_empty() {
-        bail!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE [--truth FILE]");
+        bail_options!("nothing to audit: give a program after `--` (proftrust audit -- ./prog args), --workload NAME, or --samples FILE [--truth FILE]");
     }
     cmd[0] = program::find_absolute(&cmd[0])?.into_os_string();
     proftrust_exact::plan(&cmd).context("the program cannot be run")?;
@@ -1136,7 +1137,7 @@ fn samples_and_run_inputs(
     events: &dyn Events,
 ) -> Result<Inputs> {
     if !args.sweep.is_empty() {
-        bail!("--sweep records the program once per period; drop --samples to let the audit record it");
+        bail_options!("--sweep records the program once per period; drop --samples to let the audit record it");
     }
     let cmd = checked_command(cmd)?;
     let locator = load::locator(&args.binaries, args.symfs.as_deref());
@@ -1173,10 +1174,10 @@ fn lbr_inputs(
     events: &dyn Events,
 ) -> Result<Inputs> {
     if args.truth_weight != TruthWeight::LbrTime {
-        bail!("--samples without --truth: give the truth file (--truth FILE), the program that was recorded after `--`, or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
+        bail_options!("--samples without --truth: give the truth file (--truth FILE), the program that was recorded after `--`, or --truth-weight lbr-time when the samples carry branch stacks with cycle counts");
     }
     if !args.sweep.is_empty() {
-        bail!("--sweep records the program once per period; give the program after `--` (or --workload)");
+        bail_options!("--sweep records the program once per period; give the program after `--` (or --workload)");
     }
     let locator = load::locator(&args.binaries, args.symfs.as_deref());
     let s = load::samples_with(sf, &locator, events)?;
@@ -1622,7 +1623,9 @@ fn record_once(
         .context("recording failed")?;
     pb.finish();
     if let Some(e) = r.exec_error {
-        bail!("cannot run {}: {e}", cmd[0].to_string_lossy());
+        let program = cmd[0].to_string_lossy().into_owned();
+        let message = format!("cannot run {program}: {e}");
+        return Err(Error::program_not_run(Some(program), message));
     }
     Ok(Recorded {
         samples: r.samples,
@@ -1640,7 +1643,7 @@ fn count_exact(
 ) -> Result<(ExactProfile, Option<String>)> {
     if weight == TruthWeight::TimeModel {
         if args.backend == Backend::Callgrind {
-            bail!("--truth-weight time-model times the blocks QEMU counts (edges included); use --backend qemu or auto");
+            bail_options!("--truth-weight time-model times the blocks QEMU counts (edges included); use --backend qemu or auto");
         }
         if args.time_model == crate::timemodel::TimeModelKind::Trace {
             return time_model_truth(cmd, args, versions, stop, events).map(|e| (e, None));
@@ -1668,10 +1671,15 @@ fn count_exact(
         }
     };
     if !use_qemu && weight == TruthWeight::TimeModel {
-        bail!("--truth-weight time-model needs the block-to-block edges of the QEMU plugin's count ({}); install QEMU with plugin support (scripts/install-qemu.sh)", note.as_deref().unwrap_or("callgrind gives none"));
+        return Err(Error::ToolMissing {
+            tool: crate::error::Tool::QemuPlugin,
+            fix: "scripts/install-qemu.sh".into(),
+            message: format!("--truth-weight time-model needs the block-to-block edges of the QEMU plugin's count ({}); install QEMU with plugin support (scripts/install-qemu.sh)", note.as_deref().unwrap_or("callgrind gives none")),
+            source: None,
+        });
     }
     if use_qemu && weight == TruthWeight::CyclesEstimate {
-        bail!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
+        bail_options!("--truth-weight cycles-estimate needs callgrind's cache and branch simulation; use --backend callgrind");
     }
     let pb = events.task(
         None,

@@ -7,7 +7,7 @@
 //! without them [`execute`] says so and fails, unless [`CalibrateOptions::vpmu`] replays the
 //! kernel under the virtual PMU with a known skid to show the fit recovers it.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use proftrust_model::{
     BlockVisitor, Module, ModuleIdx, RunOutcome, Svma, TraceBlock, TraceEnd, TraceEvent,
 };
@@ -86,7 +86,7 @@ pub fn execute(a: &CalibrateOptions) -> Result<CalibrateReport> {
     }
     let instructions = a.instructions();
     if instructions > MAX_REPLAYED {
-        bail!(
+        bail_options!(
             "--passes {} x (--light {} + 1) = {instructions:.3e} instructions to replay, ~{} at 10^7 a second (at most {MAX_REPLAYED:e}); lower --passes or --light",
             a.passes,
             a.light,

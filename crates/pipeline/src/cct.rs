@@ -2,7 +2,7 @@
 //! trace, with the timing model's cycles and misses per record; the gprof problem measured
 //! on it; and, given a call-chain sample file, the sampled contexts compared with it.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::trace::{self, BinaryCode, TraceOptions, Traced};
 use crate::Events;
 use proftrust_binary::Symbolizer;
@@ -92,7 +92,7 @@ impl Default for CctOptions {
 /// to `events`; warnings are in the report.
 pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
     let Some(prog) = o.command.first() else {
-        bail!("give the program to run");
+        bail_options!("give the program to run");
     };
     let p = trace::load_program(prog)?;
     let program = std::slice::from_ref(&p.path);

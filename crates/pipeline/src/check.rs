@@ -28,7 +28,7 @@
 //! # Ok::<(), proftrust_pipeline::Error>(())
 //! ```
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::{load, Events};
 use proftrust_binary::Symbolizer;
 use proftrust_check::aliasing;
@@ -229,24 +229,26 @@ fn judge(
 /// The options' own checks, before anything is read.
 fn validate(o: &CheckOptions) -> Result<()> {
     if !(o.confidence > 0.5 && o.confidence < 1.0) {
-        bail!(
+        bail_options!(
             "the confidence level must be between 0.5 and 1 (got {})",
             o.confidence
         );
     }
     if o.slices < 2 {
-        bail!("--slices must be at least 2 (got {})", o.slices);
+        bail_options!("--slices must be at least 2 (got {})", o.slices);
     }
     if let Some(t) = o.target {
         if !(t > 0.0 && t < 1.0) {
-            bail!("--target must be a share between 0 and 100% (got {t})");
+            bail_options!("--target must be a share between 0 and 100% (got {t})");
         }
     }
     if o.profiles.is_empty() || o.profiles.iter().any(|p| p.as_os_str().is_empty()) {
-        bail!("give the profile to check (perf.data, perf script text or a proftrust sample file)");
+        bail_options!(
+            "give the profile to check (perf.data, perf script text or a proftrust sample file)"
+        );
     }
     if o.profiles.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
-        bail!("standard input (-) can be given once only");
+        bail_options!("standard input (-) can be given once only");
     }
     for p in &o.profiles {
         if p.as_os_str() != "-" && !p.exists() {

@@ -10,7 +10,7 @@
 //! skid does not bias cycle samples, seed 000 §2.1), so corrected IPC = corrected
 //! instructions / sampled cycles.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::{load, Events};
 use proftrust_binary::Symbolizer;
 use proftrust_model::{ExactProfile, Location, Module, ModuleIdx};
@@ -55,9 +55,8 @@ pub struct CorrectOptions {
     pub skid_spread: f64,
     /// Exact counts to compare the raw and corrected profiles with. Default none.
     pub truth: Option<PathBuf>,
-    /// `None`: the whole-program flow solver (default); `Some`: correct each hot loop with
-    /// this solver.
-    pub solver: Option<Solver>,
+    /// The whole-program flow solver (default), or a solver of each hot loop.
+    pub solver: SolverChoice,
     /// Emulation of the loop solvers. Default mixed.
     pub emulation: Emulation,
     /// Seed of the Gibbs sampler (stored in the report). Default [`crate::DEFAULT_SEED`].
@@ -72,6 +71,39 @@ pub struct CorrectOptions {
     pub box_spread: BoxSpread,
 }
 
+/// Which solver `correct` runs: the whole-program flow formulation, or a per-loop
+/// solver of seed 000 on each hot innermost loop. Named as the report and `--solver` name
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SolverChoice {
+    /// The whole-program flow formulation.
+    #[default]
+    Flow,
+    /// A loop solver on each hot loop.
+    Loops(Solver),
+}
+
+impl proftrust_model::named::Named for SolverChoice {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            SolverChoice::Flow,
+            "flow",
+            "Whole-program flow formulation (interprocedural; default)",
+        ),
+        (
+            SolverChoice::Loops(Solver::Gibbs),
+            "gibbs",
+            "Per hot innermost loop: Gibbs sampling (paper 000 Algorithm 1)",
+        ),
+        (
+            SolverChoice::Loops(Solver::Lsq),
+            "lsq",
+            "Per hot innermost loop: alternating non-negative least squares",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(SolverChoice);
+
 impl Default for CorrectOptions {
     fn default() -> Self {
         CorrectOptions {
@@ -80,7 +112,7 @@ impl Default for CorrectOptions {
             skid: 0.0,
             skid_spread: 1.0,
             truth: None,
-            solver: None,
+            solver: SolverChoice::Flow,
             emulation: Emulation::Mixed,
             seed: crate::DEFAULT_SEED,
             hot_share: 0.01,
@@ -114,10 +146,10 @@ pub fn execute_with_data(
     events: &dyn Events,
 ) -> Result<(CorrectReport, CorrectData)> {
     if !(a.skid.is_finite() && a.skid >= 0.0) {
-        bail!("--skid must be a number of cycles >= 0");
+        bail_options!("--skid must be a number of cycles >= 0");
     }
     if !(a.skid_spread.is_finite() && a.skid_spread >= 0.0) {
-        bail!("--skid-spread must be a number of cycles >= 0");
+        bail_options!("--skid-spread must be a number of cycles >= 0");
     }
     let profile = read_profile(a, events)?;
     if !a.binary.is_file() {
@@ -148,12 +180,7 @@ pub fn execute_with_data(
     let report = CorrectReport {
         binary: a.binary.display().to_string(),
         skid: a.skid,
-        solver: match a.solver {
-            None => "flow",
-            Some(Solver::Gibbs) => "gibbs",
-            Some(Solver::Lsq) => "lsq",
-        }
-        .to_string(),
+        solver: a.solver.to_string(),
         emulation: proftrust_model::named::Named::name(a.emulation).to_string(),
         seed: a.seed,
         functions: totals.rows(),
@@ -253,8 +280,8 @@ fn program_options(a: &CorrectOptions, modelled: &[ModuleIdx]) -> ProgramOptions
     let mut opts = ProgramOptions::default();
     opts.skid = a.skid;
     opts.method = match a.solver {
-        None => Method::Flow,
-        Some(solver) => Method::Loops {
+        SolverChoice::Flow => Method::Flow,
+        SolverChoice::Loops(solver) => Method::Loops {
             solver,
             emulation: a.emulation,
         },

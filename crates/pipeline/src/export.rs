@@ -4,7 +4,7 @@
 //! `Write` (the CLI writes files atomically around it). Also the audit page's flame graphs
 //! and annotated source ([`audit_html_extras`]).
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::Events;
 use proftrust_binary::Symbolizer;
 use proftrust_export::{
@@ -333,7 +333,7 @@ pub fn check_memory(job: &Job<'_>, limit: u64) -> Result<()> {
         .filter(|&t| t != job.target && memory_estimate(&Job { target: t, ..*job }) <= limit)
         .map(Target::name)
         .collect();
-    bail!(
+    bail_options!(
         "--to {}: {} distinct stacks would take about {} of memory ({} bytes per stack for the format, {} for the profile), more than the limit of {}; raise it with --max-memory GB if the machine has the memory{}",
         job.target.name(),
         stacks,
@@ -353,7 +353,7 @@ pub fn check_memory(job: &Job<'_>, limit: u64) -> Result<()> {
 pub fn write_export(job: &Job<'_>, w: &mut dyn Write, events: &dyn Events) -> Result<()> {
     let t = job.target;
     if matches!(t, Target::FoldedDiff | Target::FlamegraphDiff) && job.against.is_none() {
-        bail!(
+        bail_options!(
             "--to {} compares two profiles: give the second with --against FILE",
             t.name()
         );
@@ -439,7 +439,7 @@ pub fn write_export(job: &Job<'_>, w: &mut dyn Write, events: &dyn Events) -> Re
 fn annotations(job: &Job<'_>, v: usize) -> Result<Vec<proftrust_report::Annotation>> {
     let main = job.main;
     if main.profile.origin != Origin::Sampled {
-        bail!("annotate shows samples with their error bars: give a sample profile (and the exact counts with --against)");
+        bail_options!("annotate shows samples with their error bars: give a sample profile (and the exact counts with --against)");
     }
     let r = main.resolver();
     let mut o = AnnotateOptions::default();
@@ -552,7 +552,7 @@ pub fn export_jobs<'a>(
                 _ => sides.exact.or(sides.corrected),
             };
             if after.is_none() && !matches!(spec.target, Target::Annotate | Target::AnnotateHtml) {
-                bail!(
+                bail_options!(
                     "--export {}: this run has nothing to compare the samples with",
                     spec.target.name()
                 );

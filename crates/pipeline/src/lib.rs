@@ -91,7 +91,7 @@ pub mod vpmu;
 pub mod vpp;
 mod warnings;
 
-pub use error::{chain, Context, Error, Result};
+pub use error::{chain, Context, Error, Result, Tool};
 pub use events::{Events, Notes, Silent, Task};
 pub use proftrust_supervise::StopSignal;
 

@@ -3,7 +3,7 @@
 //! hot/dense/sparse classification, and, given a branch-stack sample file, the paths its LBR
 //! stacks show compared with the exact ones.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail, bail_options, Context, Result};
 use crate::trace::{self, source_of, Program, TraceOptions, Traced};
 use crate::Events;
 use proftrust_paths::{
@@ -120,7 +120,7 @@ impl Default for PathsOptions {
 /// `events`; warnings are in the report.
 pub fn execute(o: &PathsOptions, events: &dyn Events) -> Result<PathsReport> {
     let Some(prog) = o.command.first() else {
-        bail!("give the program to run");
+        bail_options!("give the program to run");
     };
     let p = trace::load_program(prog)?;
     let only = select_function(&p, o.function.as_deref())?;
@@ -131,7 +131,7 @@ pub fn execute(o: &PathsOptions, events: &dyn Events) -> Result<PathsReport> {
         .map(|f| read_lbr(&p, f, events))
         .transpose()?;
     if !(o.hot_share > 0.0 && o.hot_share <= 1.0) {
-        bail!("--hot-share {}: must be in (0, 1]", o.hot_share);
+        bail_options!("--hot-share {}: must be in (0, 1]", o.hot_share);
     }
     let build = ProfilerOptions {
         paths: true,

@@ -1,6 +1,6 @@
 //! Programs and tools on this machine: finding a program on `PATH`, a tool's version line.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{Context, Error, Result};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
@@ -11,10 +11,13 @@ pub fn find(prog: impl AsRef<OsStr>) -> Result<PathBuf> {
     let p = PathBuf::from(prog);
     if p.components().count() > 1 {
         if !p.is_file() {
-            bail!(
-                "{}: no such file (give the program's path, or a name on PATH)",
-                p.display()
-            );
+            return Err(Error::program_not_run(
+                Some(p.display().to_string()),
+                format!(
+                    "{}: no such file (give the program's path, or a name on PATH)",
+                    p.display()
+                ),
+            ));
         }
         return Ok(p);
     }
@@ -26,10 +29,13 @@ pub fn find(prog: impl AsRef<OsStr>) -> Result<PathBuf> {
             }
         }
     }
-    bail!(
-        "{}: not found on PATH (give the program's path)",
-        p.display()
-    )
+    Err(Error::program_not_run(
+        Some(p.display().to_string()),
+        format!(
+            "{}: not found on PATH (give the program's path)",
+            p.display()
+        ),
+    ))
 }
 
 /// [`find`], made absolute, so that every runner of a command (recorder, QEMU, callgrind)

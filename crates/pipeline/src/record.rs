@@ -1,7 +1,7 @@
 //! `record`: sample a program (or a running process) with `perf_event_open`
 //! (`proftrust-record`) and return the samples, ready to be written as a native sample file.
 
-use crate::error::{bail, Result};
+use crate::error::{bail_options, Result};
 use crate::Events;
 use proftrust_record::{record, EventSpec, RecordOptions, Recording, Target};
 pub use proftrust_report::record::{IntervalExcess, RecordSummary};
@@ -148,7 +148,7 @@ pub fn execute(a: &RecordRunOptions, events: &dyn Events) -> Result<RecordReport
     let target = match &a.target {
         RecordTarget::Pid(pid) => Target::Pid(*pid),
         RecordTarget::Command(c) if !c.is_empty() => Target::Command(c.clone()),
-        RecordTarget::Command(_) => bail!(
+        RecordTarget::Command(_) => bail_options!(
             "nothing to record: give a program after `--` (proftrust record -o FILE -- PROGRAM ARGS) or --pid PID"
         ),
     };

@@ -2,7 +2,7 @@
 //! aliasing, self-time fragmentation, Wilson-interval coverage, the analytic model beside
 //! the simulation for any `R`), run by `proftrust_sim`.
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail_options, Context, Result};
 use crate::Events;
 pub use proftrust_report::simulate::SimulationReport;
 pub use proftrust_sim::sampling::Preset;
@@ -71,7 +71,7 @@ impl SimulateOptions {
 /// Runs the preset.
 pub fn execute(o: &SimulateOptions, events: &dyn Events) -> Result<SimulationReport> {
     if o.preset != Preset::Sweep && !o.r_values.is_empty() {
-        bail!("--r sets the R values of --preset sweep; the other presets have the paper's fixed grids");
+        bail_options!("--r sets the R values of --preset sweep; the other presets have the paper's fixed grids");
     }
     let tables = matches!(
         o.preset,
@@ -83,9 +83,15 @@ pub fn execute(o: &SimulateOptions, events: &dyn Events) -> Result<SimulationRep
             | Preset::All
     );
     if o.interval_noise > 0 && !tables {
-        bail!("--interval-noise applies to the paper's Tables 2-6 (--preset table2..table6 or all); the other presets set their own intervals");
+        bail_options!("--interval-noise applies to the paper's Tables 2-6 (--preset table2..table6 or all); the other presets set their own intervals");
     }
-    let task = events.task(None, &format!("simulating {}", o.preset.name()));
+    let task = events.task(
+        None,
+        &format!(
+            "simulating {}",
+            proftrust_model::named::Named::name(o.preset)
+        ),
+    );
     let r = run_preset(o.preset, &o.preset_options()).context("simulation failed");
     task.finish();
     r

@@ -3,7 +3,7 @@
 //! [`TraceCost`] with instruction classes and simulated caches), QEMU's options, and the
 //! program's code as a frame-pointer unwinder needs it ([`BinaryCode`]).
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail_options, Context, Error, Result};
 use crate::{program, Events};
 use proftrust_binary::{Binary, Frame, Symbolizer};
 use proftrust_exact::{trace_qemu, QemuOptions};
@@ -164,7 +164,9 @@ pub fn timing_model(
     cache_config: Option<&str>,
 ) -> Result<(TraceCost, Option<CacheGeometry>, String)> {
     if cache_config.is_some() && arg != Timing::CacheSim {
-        bail!("--cache-config describes the simulated caches: it needs --cpi-model cache-sim");
+        bail_options!(
+            "--cache-config describes the simulated caches: it needs --cpi-model cache-sim"
+        );
     }
     let mut classes = ClassCycles::default();
     let name = program
@@ -321,21 +323,23 @@ pub fn cache_config(spec: &str) -> Result<CacheConfig> {
         num.parse::<u32>()
             .ok()
             .and_then(|n| n.checked_mul(mul))
-            .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a size"))
+            .ok_or_else(|| Error::Options(format!("--cache-config {spec:?}: {x:?} is not a size")))
     };
     let num = |x: &str| -> Result<u32> {
         x.parse::<u32>()
             .with_context(|| format!("--cache-config {spec:?}: {x:?} is not a number"))
     };
     for part in spec.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .with_context(|| format!("--cache-config {spec:?}: {part:?} is not key=value"))?;
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            Error::Options(format!(
+                "--cache-config {spec:?}: {part:?} is not key=value"
+            ))
+        })?;
         match k {
             "l1" | "llc" => {
                 let f: Vec<&str> = v.split(':').collect();
                 let [sz, ways, lat] = f[..] else {
-                    bail!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
+                    bail_options!("--cache-config {spec:?}: {k}={v} should be SIZE:WAYS:LATENCY");
                 };
                 let (sz, ways, lat) = (size(sz)?, num(ways)?, num(lat)?);
                 if k == "l1" {
@@ -347,7 +351,7 @@ pub fn cache_config(spec: &str) -> Result<CacheConfig> {
             "mem" => c.memory_latency = num(v)?,
             "line" => c.line_size = num(v)?,
             "store" => c.store_latency = num(v)?,
-            _ => bail!(
+            _ => bail_options!(
                 "--cache-config {spec:?}: unknown key {k:?} (known: l1, llc, mem, line, store)"
             ),
         }

@@ -3,7 +3,7 @@
 //! the profile is returned even when the program exits non-zero, dies by a signal, hits the
 //! timeout or is stopped (its outcome says how it ended).
 
-use crate::error::{bail, Error, Result};
+use crate::error::{bail_options, Error, Result};
 use crate::Events;
 use proftrust_exact::{count_callgrind, count_qemu, CallgrindOptions, ExactError, QemuOptions};
 use proftrust_model::ExactProfile;
@@ -22,6 +22,22 @@ pub enum TruthBackend {
     /// valgrind's callgrind (slower; optional cache and branch simulation).
     Callgrind,
 }
+
+impl proftrust_model::named::Named for TruthBackend {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            TruthBackend::Qemu,
+            "qemu",
+            "QEMU user mode with proftrust's TCG plugin (fast; counts, edges, calls)",
+        ),
+        (
+            TruthBackend::Callgrind,
+            "callgrind",
+            "valgrind's callgrind (slower; optional cache and branch simulation)",
+        ),
+    ];
+}
+proftrust_model::named_from_str!(TruthBackend);
 
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]
@@ -120,18 +136,18 @@ fn process_groups(p: &ExactProfile) -> Vec<proftrust_report::truth::TruthProcess
 /// Runs the program under the chosen backend and returns its exact counts.
 pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
     if a.command.is_empty() {
-        bail!(
+        bail_options!(
             "nothing to count: give a program after `--` (proftrust truth -o FILE -- PROGRAM ARGS)"
         );
     }
     if a.backend == TruthBackend::Callgrind && (a.cpu.is_some() || !a.edges || a.qemu.is_some()) {
-        bail!("--cpu, --no-edges and --qemu apply to --backend qemu only");
+        bail_options!("--cpu, --no-edges and --qemu apply to --backend qemu only");
     }
     if a.backend == TruthBackend::Qemu && a.cache_sim {
-        bail!("--cache-sim applies to --backend callgrind only (the time model's caches: `audit --truth-weight time-model --time-caches`)");
+        bail_options!("--cache-sim applies to --backend callgrind only (the time model's caches: `audit --truth-weight time-model --time-caches`)");
     }
     if a.backend == TruthBackend::Qemu && a.branch_sim && !a.edges {
-        bail!("--branch-sim under QEMU runs a callback per block anyway: drop --no-edges");
+        bail_options!("--branch-sim under QEMU runs a callback per block anyway: drop --no-edges");
     }
     let task = events.task(None, "counting");
     let r = match a.backend {
@@ -166,7 +182,8 @@ pub fn execute(a: &TruthOptions, events: &dyn Events) -> Result<TruthReport> {
             }
             _ => "",
         };
-        Error::Invalid(format!("{e}{hint}"))
+        let message = format!("{e}{hint}");
+        Error::exact_with_message(e, message)
     })?;
     let summary = TruthSummary {
         backend: p.backend.clone(),

@@ -2,8 +2,9 @@
 //! (`proftrust-vpmu`) and return the skid-affected samples a hardware PMU would have taken
 //! (and, on request, the exact counts with modelled costs).
 
-use crate::error::{bail, Context, Result};
+use crate::error::{bail_options, Context, Result};
 use crate::{program, trace, Events};
+use proftrust_model::named::Named as _;
 use proftrust_model::{ExactProfile, RunOutcome, SampleSet};
 use proftrust_vpmu::{
     CacheConfig, ClassCycles, CostTable, CycleModel, Vpmu, VpmuEvents, VpmuOptions,
@@ -59,13 +60,6 @@ impl proftrust_model::named::Named for CpiModel {
     ];
 }
 proftrust_model::named_from_str!(CpiModel);
-
-impl CpiModel {
-    /// The model's name as `--cpi-model` spells it (its [`Named`](proftrust_model::named::Named) name).
-    pub fn name(self) -> &'static str {
-        proftrust_model::named::Named::name(self)
-    }
-}
 
 /// Settings of [`execute`].
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +150,7 @@ pub struct VpmuRun {
 /// Runs the program under the virtual PMU. Notes and progress go to `events`.
 pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
     let Some(first) = a.command.first() else {
-        bail!("give the program to run");
+        bail_options!("give the program to run");
     };
     let skid = a.skid;
     let prog = program::find(first)?;
@@ -205,7 +199,7 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
     opts.max_samples = a.max_samples;
     let cache_sim = a.cpi_model == CpiModel::CacheSim;
     if a.cache_config.is_some() && !cache_sim {
-        bail!("--cache-config applies to --cpi-model cache-sim only");
+        bail_options!("--cache-config applies to --cpi-model cache-sim only");
     }
     opts.cache = match (&a.cache_config, cache_sim) {
         (Some(spec), _) => Some(trace::cache_config(spec)?),
@@ -256,7 +250,7 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
     }
     if let (Some(max), true) = (a.max_samples, v.dropped_samples() > 0) {
         let taken = max + v.dropped_samples();
-        bail!(
+        bail_options!(
             "--period {} gave {taken} samples, more than the {max} that fit in half the available memory; use --period {} or more",
             a.period,
             (a.period as u128 * taken as u128 / max.max(1) as u128 + 1)

@@ -12,7 +12,7 @@
 //!   and times its own paths with the TSC and bursty tracing (or an existing probe file is
 //!   read).
 
-use crate::error::{bail, Context, Error, Result};
+use crate::error::{bail, bail_options, Context, Error, Result};
 use crate::trace::{self, load_program, Program};
 use crate::Events;
 use proftrust_exact::{run_native, trace_qemu, NativeOptions, QemuOptions};
@@ -160,7 +160,7 @@ struct BackgroundLoad {
 impl BackgroundLoad {
     fn start(n: usize) -> Result<BackgroundLoad> {
         if n == 0 || n > MAX_LOAD_THREADS {
-            bail!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
+            bail_options!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut g = BackgroundLoad {
@@ -218,7 +218,7 @@ struct Measured {
 
 fn bursty(a: &VppOptions, default_check: u64) -> Result<BurstyOptions> {
     if a.n_instr == 0 {
-        bail!("--n-instr 0: at least one path is timed per burst");
+        bail_options!("--n-instr 0: at least one path is timed per burst");
     }
     Ok(BurstyOptions {
         n_check: a.n_check.unwrap_or(default_check),
@@ -358,7 +358,7 @@ fn measure_lbr(
         Some(f) => (read_lbr_file(f, p, events)?, None, serde_json::Value::Null),
         None => {
             if a.lbr_period == 0 {
-                bail!("--lbr-period 0: give a period >= 1");
+                bail_options!("--lbr-period 0: give a period >= 1");
             }
             let cache = cache_config(a)?;
             let model = class_model(p, cache.is_some())?;
@@ -440,7 +440,7 @@ fn measure_probe(
     let mut warnings = Vec::new();
     let (file, outcome) = match (&a.probe_file, load) {
         (Some(f), None) => (read_probe(f)?, None),
-        (Some(_), Some(_)) => bail!(
+        (Some(_), Some(_)) => bail_options!(
             "--probe-file reads a finished run; --load and --compare-load need to run the program"
         ),
         (None, _) => {
@@ -489,11 +489,17 @@ fn measure_probe(
                         "{} wrote no probe file: build it with crates/probe/include/proftrust_probe.h and PT_BOUNDARY() at its path boundaries (not with -DPT_DISABLE), or use the Rust crate proftrust-probe",
                         path.display()
                     ),
-                    other => format!(
-                        "{} {} before writing its probe file (the file is written at exit())",
-                        path.display(),
-                        other.phrase()
-                    ),
+                    other => {
+                        return Err(Error::program_ended(
+                            Some(path.display().to_string()),
+                            other.to_string(),
+                            format!(
+                                "{} {} before writing its probe file (the file is written at exit())",
+                                path.display(),
+                                other.phrase()
+                            ),
+                        ))
+                    }
                 };
                 return Err(Error::Invalid(why));
             }
@@ -592,37 +598,37 @@ fn summary(args: &[String], m: &Measured, an: &VppAnalysis, k: usize) -> VppRunS
 /// The flag combinations `vpp` refuses, before anything runs.
 fn check_options(a: &VppOptions) -> Result<()> {
     if a.top == 0 {
-        bail!("--top 0: give at least 1");
+        bail_options!("--top 0: give at least 1");
     }
     let needs_program = match a.source {
         VppSource::Vpmu | VppSource::Lbr => true,
         VppSource::Probe => a.probe_file.is_none(),
     };
     if needs_program && a.command.is_empty() {
-        bail!(
+        bail_options!(
             "give the program after `--` (proftrust vpp --source {:?} -- PROGRAM ARGS)",
             a.source
         );
     }
     if a.source != VppSource::Probe && (a.load.is_some() || a.compare_load.is_some()) {
-        bail!("--load and --compare-load need --source probe: the virtual PMU and recorded LBR files do not see the machine's load");
+        bail_options!("--load and --compare-load need --source probe: the virtual PMU and recorded LBR files do not see the machine's load");
     }
     if let Some(n) = a.load.or(a.compare_load) {
         if n == 0 || n > MAX_LOAD_THREADS {
-            bail!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
+            bail_options!("a background load of {n} threads: give 1 to {MAX_LOAD_THREADS}");
         }
     }
     if a.load.is_some() && a.compare_load.is_some() {
-        bail!("give either --load N (one run under load) or --compare-load N (a light and a heavy run)");
+        bail_options!("give either --load N (one run under load) or --compare-load N (a light and a heavy run)");
     }
     if a.train.is_some() && (a.lbr_file.is_some() || a.probe_file.is_some()) {
-        bail!("--train runs the program with the training input; it cannot be used with --lbr-file or --probe-file");
+        bail_options!("--train runs the program with the training input; it cannot be used with --lbr-file or --probe-file");
     }
     if a.source != VppSource::Lbr && a.lbr_file.is_some() {
-        bail!("--lbr-file needs --source lbr");
+        bail_options!("--lbr-file needs --source lbr");
     }
     if a.source != VppSource::Probe && a.probe_file.is_some() {
-        bail!("--probe-file needs --source probe");
+        bail_options!("--probe-file needs --source probe");
     }
     Ok(())
 }

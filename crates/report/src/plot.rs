@@ -31,16 +31,10 @@ pub struct LinePlot {
     pub series: Vec<Series>,
 }
 
-/// A round step for about `n` ticks over `[0, max]`: 1, 2 or 5 times a power of ten.
+/// A round step for about `n` ticks over `[0, max]`: 1, 2 or 5 times a power of ten
+/// ([`crate::svg::nice_step`], the one rule of every plot).
 fn nice_step(max: f64, n: f64) -> f64 {
-    let raw = (max / n).max(f64::MIN_POSITIVE);
-    let p = 10f64.powf(raw.log10().floor());
-    for m in [1.0, 2.0, 5.0, 10.0] {
-        if m * p >= raw {
-            return m * p;
-        }
-    }
-    10.0 * p
+    crate::svg::nice_step((max / n).max(f64::MIN_POSITIVE))
 }
 
 fn tick_label(v: f64) -> String {

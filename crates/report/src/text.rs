@@ -350,14 +350,11 @@ pub fn render_processes_text(r: &AuditReport, color: bool) -> String {
     t.render(color)
 }
 
-/// The unit of an event's sampling period: nanoseconds for the clock events
-/// (`cpu-clock`, `task-clock`, with or without modifiers), else occurrences of the event.
+/// The unit of an event's sampling period, as the sweep labels it:
+/// [`proftrust_model::PeriodUnit::label`] (`ns` for the clocks, `cycles`, `instructions`,
+/// else `NAME events`).
 pub fn period_unit(event: &str) -> String {
-    let base = event.split(':').next().unwrap_or(event);
-    match base {
-        "cpu-clock" | "task-clock" => "ns".into(),
-        _ => format!("{base} events"),
-    }
+    proftrust_model::PeriodUnit::label(event)
 }
 
 /// Renders the sweep table (metrics against period).

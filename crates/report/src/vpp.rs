@@ -22,15 +22,26 @@ pub enum VppSource {
     Probe,
 }
 
-impl std::fmt::Display for VppSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            VppSource::Vpmu => "vpmu",
-            VppSource::Lbr => "lbr",
-            VppSource::Probe => "probe",
-        })
-    }
+impl proftrust_model::named::Named for VppSource {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            VppSource::Vpmu,
+            "vpmu",
+            "The exact block trace under QEMU, timed by the virtual PMU (cache simulation)",
+        ),
+        (
+            VppSource::Lbr,
+            "lbr",
+            "LBR branch stacks with cycle counts (--lbr-file, or the virtual PMU's)",
+        ),
+        (
+            VppSource::Probe,
+            "probe",
+            "The program's own probes (proftrust_probe.h), run natively",
+        ),
+    ];
 }
+proftrust_model::named_from_str!(VppSource);
 
 /// What `vpp` found. Serialised, it is the `--json` contract (docs/vpp.md); the
 /// `#[serde(skip)]` fields feed the text report and the SVG file only.

@@ -36,14 +36,6 @@ pub enum CoreKind {
 }
 
 impl CoreKind {
-    /// LLVM's CPU name: `sapphirerapids` or `znver4` (what `--core` takes).
-    pub fn llvm_name(self) -> &'static str {
-        match self {
-            CoreKind::GoldenCove => "sapphirerapids",
-            CoreKind::Zen4 => "znver4",
-        }
-    }
-
     /// Parses an LLVM CPU name or the core's name (`golden-cove`, `zen4`).
     pub fn parse(s: &str) -> Option<CoreKind> {
         match s {
@@ -51,11 +43,6 @@ impl CoreKind {
             "znver4" | "zen4" => Some(CoreKind::Zen4),
             _ => None,
         }
-    }
-
-    /// Every modelled core.
-    pub fn all() -> [CoreKind; 2] {
-        [CoreKind::GoldenCove, CoreKind::Zen4]
     }
 }
 

@@ -179,10 +179,6 @@ impl proftrust_model::named::Named for PmuMode {
 proftrust_model::named_from_str!(PmuMode);
 
 impl PmuMode {
-    /// `in-order`, `interrupt`, `pebs`, `ibs` or `tip` (its [`Named`](proftrust_model::named::Named) name).
-    pub fn name(self) -> &'static str {
-        proftrust_model::named::Named::name(self)
-    }
     /// Whether the mode runs on the out-of-order model.
     pub fn out_of_order(self) -> bool {
         self != PmuMode::InOrder

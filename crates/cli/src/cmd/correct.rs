@@ -3,19 +3,10 @@
 //! `proftrust_report::correct::CorrectReport`.
 
 use crate::util;
-use proftrust_pipeline::correct::{BoxSpread, CorrectInput, CorrectOptions, Emulation, Solver};
+use proftrust_pipeline::correct::{
+    BoxSpread, CorrectInput, CorrectOptions, Emulation, SolverChoice,
+};
 use std::path::PathBuf;
-
-/// Solver choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SolverArg {
-    /// Whole-program flow formulation (interprocedural; default).
-    Flow,
-    /// Per hot innermost loop: Gibbs sampling (paper 000 Algorithm 1).
-    Gibbs,
-    /// Per hot innermost loop: alternating non-negative least squares.
-    Lsq,
-}
 
 /// Arguments of `proftrust correct`.
 #[derive(Debug, clap::Args)]
@@ -44,8 +35,8 @@ pub struct Args {
     #[arg(long)]
     truth: Option<PathBuf>,
     /// Solver.
-    #[arg(long, value_enum, default_value_t = SolverArg::Flow)]
-    solver: SolverArg,
+    #[arg(long, value_parser = crate::args::named::<SolverChoice>(), default_value_t = SolverChoice::Flow)]
+    solver: SolverChoice,
     /// Emulation of eq. 6 (per-loop solvers).
     #[arg(long, value_parser = crate::args::named::<Emulation>(), default_value_t = Emulation::Mixed)]
     emulation: Emulation,
@@ -94,11 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.skid = a.skid;
     o.skid_spread = a.skid_spread;
     o.truth = a.truth.clone();
-    o.solver = match a.solver {
-        SolverArg::Flow => None,
-        SolverArg::Gibbs => Some(Solver::Gibbs),
-        SolverArg::Lsq => Some(Solver::Lsq),
-    };
+    o.solver = a.solver;
     o.emulation = a.emulation;
     o.seed = a.seed.seed;
     o.hot_share = a.hot_share;

@@ -61,33 +61,11 @@ pub struct Args {
     #[arg(long, requires = "json")]
     branch_stacks: bool,
     /// Read the file as this format instead of guessing.
-    #[arg(long, value_enum)]
-    format: Option<FormatArg>,
+    #[arg(long, value_parser = crate::args::named::<Format>())]
+    format: Option<Format>,
     /// Rows of the text table (0 = all).
     #[arg(long, default_value_t = 30)]
     top: usize,
-}
-
-/// `--format` values.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum FormatArg {
-    PerfData,
-    PerfScript,
-    Callgrind,
-    Samples,
-    Exact,
-}
-
-impl From<FormatArg> for Format {
-    fn from(f: FormatArg) -> Format {
-        match f {
-            FormatArg::PerfData => Format::PerfData,
-            FormatArg::PerfScript => Format::PerfScript,
-            FormatArg::Callgrind => Format::Callgrind,
-            FormatArg::Samples => Format::NativeSamples,
-            FormatArg::Exact => Format::NativeExact,
-        }
-    }
 }
 
 /// Runs `proftrust read`.
@@ -99,7 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     o.binaries = a.binaries.clone();
     o.symfs = a.symfs.clone();
     o.kallsyms = a.kallsyms.clone();
-    o.format = a.format.map(Format::from);
+    o.format = a.format;
     o.branch_stacks = a.branch_stacks;
     if a.script {
         let stdout = std::io::stdout();

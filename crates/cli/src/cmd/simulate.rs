@@ -1,7 +1,7 @@
 //! `proftrust simulate`: sampling-theory simulations (seed 002).
 
 use crate::util;
-use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand};
 use proftrust_pipeline::simulate::{execute, Preset, SimulateOptions};
 use std::path::PathBuf;
 
@@ -19,52 +19,11 @@ enum What {
     Sampling(SamplingArgs),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum PresetArg {
-    /// Table 2: one task at 80% utilisation, granularity 30..280, T = 100.
-    Table2,
-    /// Table 3: 50% and 30% utilisation.
-    Table3,
-    /// Table 4: the mix of four tasks and idle time.
-    Table4,
-    /// Table 5: the mix with noise N(0, 0.5 | 1 | 2) on the unit of events.
-    Table5,
-    /// Table 6: the mix with n = 1000 and 500 samples.
-    Table6,
-    /// Periodic task commensurate with the interval: bias with a fixed start, removed by jitter.
-    Aliasing,
-    /// Self time fragmented by a loop's callees: spread above the binomial model.
-    Fragmentation,
-    /// Tables 2-6 in one run.
-    All,
-    /// Coverage of the 95% Wilson interval over every grid above.
-    Coverage,
-    /// The analytic model (eqs. 1-9) beside the simulation for any R (`--r`, `--util`).
-    Sweep,
-}
-
-impl From<PresetArg> for Preset {
-    fn from(p: PresetArg) -> Preset {
-        match p {
-            PresetArg::Table2 => Preset::Table2,
-            PresetArg::Table3 => Preset::Table3,
-            PresetArg::Table4 => Preset::Table4,
-            PresetArg::Table5 => Preset::Table5,
-            PresetArg::Table6 => Preset::Table6,
-            PresetArg::Aliasing => Preset::Aliasing,
-            PresetArg::Fragmentation => Preset::Fragmentation,
-            PresetArg::All => Preset::All,
-            PresetArg::Coverage => Preset::Coverage,
-            PresetArg::Sweep => Preset::Sweep,
-        }
-    }
-}
-
 #[derive(Debug, ClapArgs)]
 struct SamplingArgs {
     /// Which experiment.
-    #[arg(long, value_enum)]
-    preset: PresetArg,
+    #[arg(long, value_parser = crate::args::named::<Preset>())]
+    preset: Preset,
     /// Repetitions of the profiling per cell (1 or more; a count whose shares would not fit
     /// in the available memory is refused with the estimate).
     #[arg(long, default_value_t = 1000, value_parser = crate::args::int::<u64>(1, u64::MAX))]
@@ -106,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn sampling(a: SamplingArgs) -> anyhow::Result<()> {
     crate::output::check_opt(a.output.as_ref())?;
     let mut o = SimulateOptions::default();
-    (o.preset, o.reps, o.seed, o.threads) = (a.preset.into(), a.reps, a.seed.seed, a.threads);
+    (o.preset, o.reps, o.seed, o.threads) = (a.preset, a.reps, a.seed.seed, a.threads);
     (o.r_values, o.util, o.interval_noise) = (a.r_values.clone(), a.util, a.interval_noise);
     util::note(format_args!("seed {}", o.seed));
     let bytes = o.estimated_memory();

@@ -2,20 +2,11 @@
 
 use crate::util;
 use anyhow::Context;
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::Args as ClapArgs;
 use proftrust_pipeline::truth::{execute, TruthBackend, TruthOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Which exact counter to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    /// QEMU user mode with proftrust's TCG plugin (fast; counts, edges, calls).
-    Qemu,
-    /// valgrind's callgrind (slower; optional cache and branch simulation).
-    Callgrind,
-}
 
 #[derive(Debug, ClapArgs)]
 #[command(after_help = "\
@@ -30,8 +21,8 @@ Example:
   proftrust truth --backend callgrind --cache-sim -o prog.ptexact -- ./prog arg")]
 pub struct Args {
     /// Exact counter.
-    #[arg(long, value_enum, default_value = "qemu")]
-    backend: Backend,
+    #[arg(long, value_parser = crate::args::named::<TruthBackend>(), default_value_t = TruthBackend::Qemu)]
+    backend: TruthBackend,
     /// QEMU CPU model (`qemu-x86_64 -cpu help`); decides libc's ifunc choices. Default: QEMU's
     /// own (`max`). QEMU backend only.
     #[arg(long, value_name = "MODEL")]
@@ -73,10 +64,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     crate::output::check(&a.output)?;
     let mut o = TruthOptions::default();
     o.command = a.wl.command(std::mem::take(&mut a.program), None)?;
-    o.backend = match a.backend {
-        Backend::Qemu => TruthBackend::Qemu,
-        Backend::Callgrind => TruthBackend::Callgrind,
-    };
+    o.backend = a.backend;
     (o.cpu, o.edges, o.qemu) = (a.cpu.clone(), !a.no_edges, a.qemu.clone());
     (o.cache_sim, o.branch_sim, o.timeout) = (a.cache_sim, a.branch_sim, a.timeout);
     o.stop = Some(crate::interrupt::install());

@@ -26,23 +26,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Where path timings come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SourceArg {
-    /// The exact block trace under QEMU, timed by the virtual PMU (cache simulation).
-    Vpmu,
-    /// LBR branch stacks with cycle counts (--lbr-file, or the virtual PMU's).
-    Lbr,
-    /// The program's own probes (proftrust_probe.h), run natively.
-    Probe,
-}
-
 /// Arguments of `proftrust vpp`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where the path timings come from.
-    #[arg(long, value_enum, default_value_t = SourceArg::Vpmu)]
-    source: SourceArg,
+    #[arg(long, value_parser = crate::args::named::<VppSource>(), default_value_t = VppSource::Vpmu)]
+    source: VppSource,
     /// Paths listed (and used for the stability and hot-path comparisons).
     #[arg(long, default_value_t = 10, value_parser = crate::args::int::<usize>(1, 100_000))]
     top: usize,
@@ -110,11 +99,7 @@ pub fn run(a: Args) -> Result<()> {
     crate::output::check_opt(a.svg.as_ref()).context("--svg")?;
     let mut o = VppOptions::default();
     o.command = a.program.clone();
-    o.source = match a.source {
-        SourceArg::Vpmu => VppSource::Vpmu,
-        SourceArg::Lbr => VppSource::Lbr,
-        SourceArg::Probe => VppSource::Probe,
-    };
+    o.source = a.source;
     o.top = a.top;
     // JSON lists every path; text the top ones.
     o.limit = (!a.json).then_some(a.top);

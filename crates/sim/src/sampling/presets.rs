@@ -19,6 +19,7 @@ use super::sampler::{
 };
 use super::timeline::{Granularity, RunIndex, Scenario, Timeline};
 use crate::SimError;
+use proftrust_model::named::Named;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -56,51 +57,80 @@ pub enum Preset {
     Sweep,
 }
 
-impl Preset {
-    /// Every preset, in display order.
-    pub const ALL: [Preset; 10] = [
-        Preset::Table2,
-        Preset::Table3,
-        Preset::Table4,
-        Preset::Table5,
-        Preset::Table6,
-        Preset::Aliasing,
-        Preset::Fragmentation,
-        Preset::All,
-        Preset::Coverage,
-        Preset::Sweep,
+/// Every preset, in display order, with its name (command line and JSON) and the line
+/// `proftrust simulate sampling --help` shows.
+impl Named for Preset {
+    const ALL: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Preset::Table2,
+            "table2",
+            "Table 2: one task at 80% utilisation, granularity 30..280, T = 100",
+        ),
+        (Preset::Table3, "table3", "Table 3: 50% and 30% utilisation"),
+        (
+            Preset::Table4,
+            "table4",
+            "Table 4: the mix of four tasks and idle time",
+        ),
+        (
+            Preset::Table5,
+            "table5",
+            "Table 5: the mix with noise N(0, 0.5 | 1 | 2) on the unit of events",
+        ),
+        (
+            Preset::Table6,
+            "table6",
+            "Table 6: the mix with n = 1000 and 500 samples",
+        ),
+        (
+            Preset::Aliasing,
+            "aliasing",
+            "Periodic task commensurate with the interval: bias with a fixed start, removed by jitter",
+        ),
+        (
+            Preset::Fragmentation,
+            "fragmentation",
+            "Self time fragmented by a loop's callees: spread above the binomial model",
+        ),
+        (Preset::All, "all", "Tables 2-6 in one run"),
+        (
+            Preset::Coverage,
+            "coverage",
+            "Coverage of the 95% Wilson interval over every grid above",
+        ),
+        (
+            Preset::Sweep,
+            "sweep",
+            "The analytic model (eqs. 1-9) beside the simulation for any R (`--r`, `--util`)",
+        ),
     ];
+}
 
-    /// The name used on the command line and in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::Table2 => "table2",
-            Preset::Table3 => "table3",
-            Preset::Table4 => "table4",
-            Preset::Table5 => "table5",
-            Preset::Table6 => "table6",
-            Preset::Aliasing => "aliasing",
-            Preset::Fragmentation => "fragmentation",
-            Preset::All => "all",
-            Preset::Coverage => "coverage",
-            Preset::Sweep => "sweep",
-        }
+impl std::str::FromStr for Preset {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Preset, SimError> {
+        Preset::from_name(s)
     }
+}
 
+impl Preset {
     /// Parses a preset name.
     pub fn from_name(s: &str) -> Result<Preset, SimError> {
-        Preset::ALL
-            .iter()
-            .copied()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| SimError::UnknownPreset {
-                name: s.to_string(),
-                known: Preset::ALL.map(|p| p.name()).join(", "),
-            })
+        <Preset as Named>::from_name(s).map_err(|_| SimError::UnknownPreset {
+            name: s.to_string(),
+            known: Preset::ALL
+                .iter()
+                .map(|(_, n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     }
 
     fn code(self) -> u64 {
-        Preset::ALL.iter().position(|&p| p == self).unwrap_or(0) as u64
+        Preset::ALL
+            .iter()
+            .position(|(p, _, _)| *p == self)
+            .unwrap_or(0) as u64
     }
 }
 

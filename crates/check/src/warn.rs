@@ -212,33 +212,9 @@ pub fn multiplexing(event: &str, ratio: f64, running_ns: u64, enabled_ns: u64) -
     })
 }
 
-/// How the program ended, in words (`exited with status 1`, `killed by SIGSEGV`).
-pub fn outcome_words(oc: &RunOutcome) -> String {
-    match oc {
-        RunOutcome::Exited { code } => format!("exited with status {code}"),
-        RunOutcome::Signaled { name, .. } => format!("killed by {name}"),
-        RunOutcome::TimedOut { millis } => format!("stopped after the {millis} ms timeout"),
-        RunOutcome::Interrupted { name, .. } => format!("interrupted by {name}"),
-    }
-}
-
-/// The program did not exit with status 0.
+/// The program did not exit with status 0 ([`RunOutcome::warning`]).
 pub fn ended_early(oc: &RunOutcome) -> Option<Warning> {
-    if matches!(oc, RunOutcome::Exited { code: 0 }) {
-        return None;
-    }
-    Some(Warning::new(
-        WarningKind::EndedEarly,
-        format!(
-            "the recorded program {}{}: the profile covers the run up to there only",
-            if matches!(oc, RunOutcome::Exited { .. }) {
-                ""
-            } else {
-                "was "
-            },
-            outcome_words(oc)
-        ),
-    ))
+    oc.warning("the recorded program", "the samples")
 }
 
 /// Rows whose samples cluster in time; `batch_stated` when their intervals are batch means.
@@ -276,8 +252,8 @@ mod tests {
         assert!(ended_early(&RunOutcome::Exited { code: 0 }).is_none());
         let w = ended_early(&RunOutcome::Exited { code: 3 }).unwrap();
         assert_eq!(
-            w.message,
-            "the recorded program exited with status 3: the profile covers the run up to there only"
+            (w.kind, w.message.as_str()),
+            (WarningKind::EndedEarly, "the recorded program exited with status 3, which usually means it failed: the samples may show its error path rather than its normal work; check its arguments and input")
         );
         assert!(multiplexing("cycles", 0.995, 1, 1).is_none());
         assert!(multiplexing("cycles", 0.5, 1, 2).is_some());

@@ -138,18 +138,12 @@ impl Drop for StdoutToStderr {
     }
 }
 
-/// Notes on stderr how the program ended, unless it exited with status 0: `the program
-/// exited with status 3`, `... was killed by SIGSEGV`, `... was stopped at the 500 ms
-/// timeout`, `... was interrupted (proftrust received SIGINT): FILE holds the run up to
-/// then`. `what` names what was written (`the samples up to then were written to t.ptsamp`).
+/// Notes on stderr how the program ended, unless it exited with status 0: the sentence of
+/// [`RunOutcome::warning`](proftrust_model::RunOutcome::warning) about `what` (what was
+/// written, a plural: `the samples in t.ptsamp`), e.g. `the program was interrupted
+/// (proftrust received SIGINT): the samples in t.ptsamp cover the run up to then`.
 pub fn note_outcome(outcome: Option<&proftrust_model::RunOutcome>, what: &str) {
-    use proftrust_model::RunOutcome;
-    match outcome {
-        None | Some(RunOutcome::Exited { code: 0 }) => {}
-        Some(o @ RunOutcome::Interrupted { .. }) => {
-            note(format_args!("the program was {o}: {what}"))
-        }
-        Some(o @ RunOutcome::Exited { .. }) => note(format_args!("the program {o}")),
-        Some(o) => note(format_args!("the program was {o}")),
+    if let Some(s) = outcome.and_then(|o| o.sentence("the program", what)) {
+        note(s);
     }
 }

@@ -124,7 +124,12 @@ fn truth_records_failures_and_rejects_bad_commands() {
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
-    assert!(String::from_utf8_lossy(&st.stderr).contains("exited with status 3"));
+    let err = String::from_utf8_lossy(&st.stderr);
+    let said = format!(
+        "proftrust: the program exited with status 3, which usually means it failed: the counts in {} may show its error path rather than its normal work; check its arguments and input",
+        out.display()
+    );
+    assert!(err.lines().any(|l| l == said), "{err}");
     assert!(out.is_file());
 
     let missing = dir.path().join("nope.ptexact");

@@ -116,7 +116,7 @@ pub fn samples_schema() -> SchemaRef {
 /// (the ingested file), `format`, `event`, `ingest_time_ns` (Unix time), `samples` (of the
 /// event), `weight`, `lost` (samples the recording lost), `rows` (`aggregated` or `sample`),
 /// `ending` (how the recorded program ended when that was not a normal exit: `interrupted
-/// by SIGINT`, `killed by SIGKILL`, `exited with status 3`...; null for a normal exit or when
+/// (proftrust received SIGINT)`, `killed by SIGKILL`, `exited with status 3`...; null for a normal exit or when
 /// the file does not say; schema version 3).
 pub fn recordings_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

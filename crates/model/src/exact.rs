@@ -36,7 +36,7 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// Whether the program ended normally: exit status 0. Anything else is said where the
-    /// profile is shown (`ENDED EARLY`, [`crate::outcome_warning`]) or stored (fleet).
+    /// profile is shown (`ENDED EARLY`, [`RunOutcome::warning`]) or stored (fleet).
     pub fn ended_normally(&self) -> bool {
         matches!(self, RunOutcome::Exited { code: 0 })
     }
@@ -49,11 +49,75 @@ impl RunOutcome {
             RunOutcome::TimedOut { .. } | RunOutcome::Interrupted { .. }
         )
     }
+
+    /// Whether a signal that means the program crashed killed it (`SIGSEGV`, `SIGBUS`,
+    /// `SIGILL`, `SIGFPE`, `SIGABRT`, `SIGTRAP`, `SIGSYS`: the signals whose default action
+    /// dumps core, less `SIGQUIT`, which a user sends), by the signal's number on Linux.
+    pub fn is_crash(&self) -> bool {
+        matches!(self, RunOutcome::Signaled { signal, .. } if matches!(signal, 4..=8 | 11 | 31))
+    }
+
+    /// How the program ended, as the predicate of a sentence whose subject is the program:
+    /// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`,
+    /// `was interrupted (proftrust received SIGINT)`. The one wording every report and note
+    /// uses ([`RunOutcome::sentence`] builds on it); the bare state without `was` is the
+    /// `Display` form.
+    pub fn phrase(&self) -> String {
+        match self {
+            RunOutcome::Exited { .. } => self.to_string(),
+            _ => format!("was {self}"),
+        }
+    }
+
+    /// The whole sentence a report or note says when the program did not end normally
+    /// (`None` for exit status 0): `program` and [`RunOutcome::phrase`], what that means for
+    /// `what` (the report's contents, a plural: `the paths`, `the samples in t.ptsamp`) and
+    /// what to do about it:
+    ///
+    /// - `the program exited with status 3, which usually means it failed: the paths may
+    ///   show its error path rather than its normal work; check its arguments and input`
+    /// - `the program was killed by SIGSEGV (it crashed): the paths cover the run up to the
+    ///   crash; fix the crash, or profile an input it completes`
+    /// - `the program was killed by SIGKILL: the paths cover the run up to then; run it
+    ///   where nothing kills it to cover the whole run`
+    /// - `the program was stopped at the 500 ms timeout: the paths cover the run up to then;
+    ///   raise --timeout, or leave it out, to cover the whole run`
+    /// - `the program was interrupted (proftrust received SIGINT): the paths cover the run
+    ///   up to then` (the user asked for that: nothing to fix)
+    pub fn sentence(&self, program: &str, what: &str) -> Option<String> {
+        let phrase = self.phrase();
+        Some(match self {
+            _ if self.ended_normally() => return None,
+            RunOutcome::Exited { .. } => format!(
+                "{program} {phrase}, which usually means it failed: {what} may show its error path rather than its normal work; check its arguments and input"
+            ),
+            RunOutcome::Signaled { .. } if self.is_crash() => format!(
+                "{program} {phrase} (it crashed): {what} cover the run up to the crash; fix the crash, or profile an input it completes"
+            ),
+            RunOutcome::Signaled { .. } => format!(
+                "{program} {phrase}: {what} cover the run up to then; run it where nothing kills it to cover the whole run"
+            ),
+            RunOutcome::TimedOut { .. } => format!(
+                "{program} {phrase}: {what} cover the run up to then; raise --timeout, or leave it out, to cover the whole run"
+            ),
+            RunOutcome::Interrupted { .. } => {
+                format!("{program} {phrase}: {what} cover the run up to then")
+            }
+        })
+    }
+
+    /// [`RunOutcome::sentence`] as a report's warning, of kind
+    /// [`ended-early`](crate::WarningKind::EndedEarly).
+    pub fn warning(&self, program: &str, what: &str) -> Option<crate::Warning> {
+        self.sentence(program, what)
+            .map(|m| crate::Warning::new(crate::WarningKind::EndedEarly, m))
+    }
 }
 
 impl std::fmt::Display for RunOutcome {
-    /// `exited with status 3`, `killed by SIGSEGV`, `stopped at the 500 ms timeout`,
-    /// `interrupted (proftrust received SIGINT)`.
+    /// The state the program ended in: `exited with status 3`, `killed by SIGSEGV`,
+    /// `stopped at the 500 ms timeout`, `interrupted (proftrust received SIGINT)` (for a
+    /// sentence about the program, [`RunOutcome::phrase`]).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RunOutcome::Exited { code } => write!(f, "exited with status {code}"),
@@ -321,6 +385,118 @@ fn sum_by_pair(
 mod tests {
     use super::*;
     use crate::addr::ModuleIdx;
+
+    fn signaled(signal: i32, name: &str) -> RunOutcome {
+        RunOutcome::Signaled {
+            signal,
+            name: name.into(),
+        }
+    }
+
+    /// Every variant: its state (`Display`), its phrase, its sentence about the paths, and
+    /// the warning's kind. The texts are written out in full: they are what users read.
+    #[test]
+    fn every_outcome_in_words() {
+        let interrupted = |signal, name: &str| RunOutcome::Interrupted {
+            signal,
+            name: name.into(),
+        };
+        let cases: Vec<(RunOutcome, &str, &str, Option<&str>)> = vec![
+            (
+                RunOutcome::Exited { code: 0 },
+                "exited with status 0",
+                "exited with status 0",
+                None,
+            ),
+            (
+                RunOutcome::Exited { code: 3 },
+                "exited with status 3",
+                "exited with status 3",
+                Some("the program exited with status 3, which usually means it failed: the paths may show its error path rather than its normal work; check its arguments and input"),
+            ),
+            (
+                RunOutcome::Exited { code: -1 },
+                "exited with status -1",
+                "exited with status -1",
+                Some("the program exited with status -1, which usually means it failed: the paths may show its error path rather than its normal work; check its arguments and input"),
+            ),
+            (
+                signaled(11, "SIGSEGV"),
+                "killed by SIGSEGV",
+                "was killed by SIGSEGV",
+                Some("the program was killed by SIGSEGV (it crashed): the paths cover the run up to the crash; fix the crash, or profile an input it completes"),
+            ),
+            (
+                signaled(6, "SIGABRT"),
+                "killed by SIGABRT",
+                "was killed by SIGABRT",
+                Some("the program was killed by SIGABRT (it crashed): the paths cover the run up to the crash; fix the crash, or profile an input it completes"),
+            ),
+            (
+                signaled(9, "SIGKILL"),
+                "killed by SIGKILL",
+                "was killed by SIGKILL",
+                Some("the program was killed by SIGKILL: the paths cover the run up to then; run it where nothing kills it to cover the whole run"),
+            ),
+            (
+                signaled(2, "SIGINT"),
+                "killed by SIGINT",
+                "was killed by SIGINT",
+                Some("the program was killed by SIGINT: the paths cover the run up to then; run it where nothing kills it to cover the whole run"),
+            ),
+            (
+                signaled(64, "SIG64"),
+                "killed by SIG64",
+                "was killed by SIG64",
+                Some("the program was killed by SIG64: the paths cover the run up to then; run it where nothing kills it to cover the whole run"),
+            ),
+            (
+                RunOutcome::TimedOut { millis: 500 },
+                "stopped at the 500 ms timeout",
+                "was stopped at the 500 ms timeout",
+                Some("the program was stopped at the 500 ms timeout: the paths cover the run up to then; raise --timeout, or leave it out, to cover the whole run"),
+            ),
+            (
+                interrupted(2, "SIGINT"),
+                "interrupted (proftrust received SIGINT)",
+                "was interrupted (proftrust received SIGINT)",
+                Some("the program was interrupted (proftrust received SIGINT): the paths cover the run up to then"),
+            ),
+            (
+                interrupted(15, "SIGTERM"),
+                "interrupted (proftrust received SIGTERM)",
+                "was interrupted (proftrust received SIGTERM)",
+                Some("the program was interrupted (proftrust received SIGTERM): the paths cover the run up to then"),
+            ),
+        ];
+        for (o, state, phrase, sentence) in cases {
+            assert_eq!(o.to_string(), state, "{o:?}");
+            assert_eq!(o.phrase(), phrase, "{o:?}");
+            assert_eq!(
+                o.sentence("the program", "the paths").as_deref(),
+                sentence,
+                "{o:?}"
+            );
+            let w = o.warning("the program", "the paths");
+            assert_eq!(w.as_ref().map(|w| w.message.as_str()), sentence, "{o:?}");
+            if let Some(w) = w {
+                assert_eq!(w.kind, crate::WarningKind::EndedEarly, "{o:?}");
+            }
+        }
+    }
+
+    /// The crash signals are the core-dumping ones but SIGQUIT (a user's), by number.
+    #[test]
+    fn crash_signals() {
+        let crash: Vec<i32> = (1..=64).filter(|&s| signaled(s, "").is_crash()).collect();
+        assert_eq!(crash, vec![4, 5, 6, 7, 8, 11, 31]);
+        assert!(!RunOutcome::Exited { code: 139 }.is_crash());
+        assert!(!RunOutcome::Interrupted {
+            signal: 11,
+            name: "SIGSEGV".into()
+        }
+        .is_crash());
+    }
 
     #[test]
     fn normalize_merges_and_totals() {

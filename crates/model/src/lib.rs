@@ -62,8 +62,8 @@ pub use event_name::{event_base, PeriodUnit};
 pub use exact::{CallCount, EdgeCount, ExactProfile, InstrCount, RunOutcome, BRANCH_MISSES_COLUMN};
 pub use process::{ExactProcess, ImageStart, SampledImage, ThreadStart};
 pub use quote::{
-    escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, outcome_warning,
-    quote_line, quote_name,
+    escape_markup, folded_comment, folded_frame, folded_stack, llvm_sample_name, quote_line,
+    quote_name,
 };
 pub use sample::{
     Branch, CommIndex, EventDesc, EventKind, EventTimes, NoSuchEvent, PeriodMode, RecordingHealth,

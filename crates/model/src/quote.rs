@@ -128,20 +128,6 @@ pub fn llvm_sample_name(s: &str) -> Cow<'_, str> {
     }
 }
 
-/// What a report of a traced or recorded run says when the program did not end normally
-/// (`None` for exit status 0): `the program exited with status 3`, `the program was killed
-/// by SIGSEGV: the paths cover the run up to then` (`what` names the report's contents).
-pub fn outcome_warning(o: &crate::RunOutcome, what: &str) -> Option<String> {
-    use crate::RunOutcome;
-    match o {
-        _ if o.ended_normally() => None,
-        RunOutcome::Exited { .. } => Some(format!("the program {o}")),
-        _ => Some(format!(
-            "the program was {o}: {what} cover the run up to then"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

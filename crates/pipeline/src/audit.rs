@@ -359,6 +359,7 @@ fn note_runs(
     tool_versions: &mut BTreeMap<String, String>,
     warnings: &mut Vec<Warning>,
 ) {
+    // An interrupt is said where it cut the audit short (the recording or the exact count).
     let failed = |o: &RunOutcome| {
         !matches!(
             o,
@@ -366,18 +367,12 @@ fn note_runs(
         )
     };
     if let Some(outcome) = samples.outcome.as_ref().filter(|o| failed(o)) {
-        warnings.push(Warning::new(
-            WarningKind::EndedEarly,
-            format!("the profiled program {}", outcome_phrase(outcome)),
-        ));
+        warnings.extend(outcome.warning("the profiled program", "the samples"));
     }
     if let Some(e) = exact {
         warnings.extend(crate::warnings::exact(e));
         if let Some(o) = e.outcome.as_ref().filter(|o| failed(o)) {
-            warnings.push(Warning::new(
-                WarningKind::EndedEarly,
-                format!("the exact run's program {}", outcome_phrase(o)),
-            ));
+            warnings.extend(o.warning("the exact run's program", "the exact counts"));
         }
         if e.backend == "callgrind" {
             tool_versions
@@ -907,14 +902,6 @@ fn scope_attribution(
         per[j].add(a, 1);
     }
     per
-}
-
-/// `exited with status 3`, `was killed by SIGSEGV`, `was stopped at the 500 ms timeout`.
-fn outcome_phrase(o: &RunOutcome) -> String {
-    match o {
-        RunOutcome::Exited { .. } => o.to_string(),
-        _ => format!("was {o}"),
-    }
 }
 
 /// Share `n / total` as a percentage with two decimals.

@@ -113,7 +113,7 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
         ..
     } = trace::trace(&p, &o.command[1..], &o.trace, build, o.show_output, events)?;
     let mut warnings = p.warnings.clone();
-    warnings.extend(crate::warnings::outcome(&outcome, "the contexts"));
+    warnings.extend(outcome.warning("the program", "the contexts"));
     let folded_mark = folded_mark(&outcome);
     let names = function_names(&cct, samples.as_ref(), program, &mut warnings);
     let stats = cct.stats();
@@ -176,7 +176,8 @@ pub fn execute(o: &CctOptions, events: &dyn Events) -> Result<CctReport> {
 /// skip (empty for a whole run), so a file written on an interrupt does not look like a
 /// whole run.
 fn folded_mark(outcome: &RunOutcome) -> Vec<u8> {
-    proftrust_report::outcome_warning(outcome, "these stacks")
+    outcome
+        .sentence("the program", "these stacks")
         .map(|w| proftrust_model::folded_comment(&w).into_bytes())
         .unwrap_or_default()
 }

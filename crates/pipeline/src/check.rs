@@ -1053,7 +1053,7 @@ fn health(
         unsymbolized: unsym_share,
         unattributed,
         no_debug_info: no_debug,
-        outcome: set.outcome.as_ref().map(warn::outcome_words),
+        outcome: set.outcome.as_ref().map(|o| o.to_string()),
     }
 }
 

@@ -163,7 +163,7 @@ pub fn execute(o: &PathsOptions, events: &dyn Events) -> Result<PathsReport> {
             .collect()
     });
     let mut warnings = p.warnings.clone();
-    warnings.extend(crate::warnings::outcome(&outcome, "the paths"));
+    warnings.extend(outcome.warning("the program", "the paths"));
     if profile.paths.is_empty() {
         warnings.push(proftrust_model::Warning::new(
             proftrust_model::WarningKind::FewSamples,

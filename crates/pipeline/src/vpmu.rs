@@ -262,7 +262,7 @@ pub fn execute(a: &VpmuRunOptions, events: &dyn Events) -> Result<VpmuRun> {
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
-    // Any other end gets its own warning line (`outcome_warning`); a clean exit is said here.
+    // Any other end gets its own warning line (`RunOutcome::warning`); a clean exit is said here.
     let ended = match outcome {
         RunOutcome::Exited { code: 0 } => format!("; the program {outcome}"),
         _ => String::new(),

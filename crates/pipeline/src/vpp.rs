@@ -234,31 +234,6 @@ fn command(p: &Path, args: &[String]) -> Vec<OsString> {
         .collect()
 }
 
-fn check_outcome(o: &RunOutcome, what: &str, warnings: &mut Vec<Warning>) -> Result<()> {
-    let mut push = |m: String| warnings.push(Warning::new(WarningKind::EndedEarly, m));
-    match o {
-        RunOutcome::Exited { code: 0 } => Ok(()),
-        RunOutcome::Exited { code } => {
-            push(format!("{what} exited with status {code}"));
-            Ok(())
-        }
-        RunOutcome::TimedOut { millis } => {
-            push(format!(
-                "{what} was stopped after {millis} ms (--timeout); paths up to then are kept"
-            ));
-            Ok(())
-        }
-        o @ RunOutcome::Interrupted { .. } => {
-            push(format!("{what} was {o}; paths up to then are kept"));
-            Ok(())
-        }
-        other => {
-            push(format!("{what} was {other}"));
-            Ok(())
-        }
-    }
-}
-
 /// The static model: class costs of the program's code (memory costs left to the cache
 /// when it is on, as `proftrust vpmu --cpi-model cache-sim` does).
 fn class_model(p: &Program, cache: bool) -> Result<CycleModel> {
@@ -315,7 +290,7 @@ fn measure_vpmu(
     let cs = v.timer().cache_stats();
     let r = v.finish();
     let mut warnings = Vec::new();
-    check_outcome(&outcome, "the program", &mut warnings)?;
+    warnings.extend(outcome.warning("the program", "the paths"));
     if r.collisions > 0 {
         warnings.push(Warning::new(
             WarningKind::Measurement,
@@ -411,7 +386,7 @@ fn measure_lbr(
             let outcome = trace_qemu(&command(&p.path, args), &qo, &mut v)
                 .context("tracing the program under QEMU")?;
             pb.finish();
-            check_outcome(&outcome, "the program", &mut warnings)?;
+            warnings.extend(outcome.warning("the program", "the paths"));
             let (set, _) = v.finish();
             (
                 set,
@@ -519,15 +494,16 @@ fn measure_probe(
                             Some(path.display().to_string()),
                             other.to_string(),
                             format!(
-                                "{} {other} before writing its probe file (the file is written at exit())",
-                                path.display()
+                                "{} {} before writing its probe file (the file is written at exit())",
+                                path.display(),
+                                other.phrase()
                             ),
                         ))
                     }
                 };
                 return Err(Error::Invalid(why));
             }
-            check_outcome(&outcome, "the program", &mut warnings)?;
+            warnings.extend(outcome.warning("the program", "the paths"));
             (read_probe(&out)?, Some(outcome))
         }
     };
@@ -913,7 +889,7 @@ fn delta_plot(
             .unwrap_or_default()
     );
     // A plot written on an interrupt (or of a run that died) says so where it is read.
-    if let Some(w) = outcome.and_then(|o| proftrust_report::outcome_warning(o, "the paths")) {
+    if let Some(w) = outcome.and_then(|o| o.sentence("the program", "the paths")) {
         title = format!("[{w}] {title}");
     }
     let plot = LinePlot {

@@ -2,7 +2,7 @@
 //! symbolizer's, the exact backends', the readers'), given where they enter a report. The
 //! pipeline's own warnings are made with their kind where they are worded.
 
-use proftrust_model::{ExactProfile, RunOutcome, Warning, WarningKind};
+use proftrust_model::{ExactProfile, Warning, WarningKind};
 
 /// A binary's or the symbolizer's warning (`proftrust_binary`): `missing-debug-info` for a
 /// binary without debug info or unreadable symbols, else `unsymbolized` (a binary not found,
@@ -49,11 +49,6 @@ pub(crate) fn input(message: impl Into<String>) -> Warning {
     proftrust_check::warn::reader_note(message.into())
 }
 
-/// [`proftrust_model::outcome_warning`] as an `ended-early` warning.
-pub(crate) fn outcome(o: &RunOutcome, what: &str) -> Option<Warning> {
-    proftrust_model::outcome_warning(o, what).map(|m| Warning::new(WarningKind::EndedEarly, m))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,11 +88,5 @@ mod tests {
         );
         e.backend_detail = "plugin v4".into();
         assert!(exact(&e).is_empty());
-        assert!(outcome(&RunOutcome::Exited { code: 0 }, "the paths").is_none());
-        let w = outcome(&RunOutcome::Exited { code: 2 }, "the paths").unwrap();
-        assert_eq!(
-            (w.kind, w.message.as_str()),
-            (WarningKind::EndedEarly, "the program exited with status 2")
-        );
     }
 }

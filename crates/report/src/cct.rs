@@ -153,7 +153,7 @@ impl CctReport {
         if let Some(x) = self
             .outcome
             .as_ref()
-            .and_then(|o| crate::outcome_warning(o, "the contexts"))
+            .and_then(|o| o.sentence("the program", "the contexts"))
         {
             _ = writeln!(w, "warning: {x}");
         }

@@ -94,7 +94,7 @@ pub use model::{
     InstructionRow, Metrics, ProcessRow, SweepPoint,
 };
 pub use plot::{render_line_plot, LinePlot, Series};
-pub use proftrust_model::{outcome_warning, quote_name, Warning, WarningKind};
+pub use proftrust_model::{quote_name, Warning, WarningKind};
 pub use report::{Report, TextOptions};
 pub use text::{render_processes_text, render_sweep_text, render_text, Table};
 

@@ -213,7 +213,7 @@ impl PathsReport {
         if let Some(x) = self
             .outcome
             .as_ref()
-            .and_then(|o| crate::outcome_warning(o, "the paths"))
+            .and_then(|o| o.sentence("the program", "the paths"))
         {
             _ = writeln!(w, "warning: {x}");
         }

@@ -376,7 +376,7 @@ impl ReadSamples {
 /// interrupted file looked complete to `read`): `ENDED EARLY: the program was interrupted
 /// (proftrust received SIGINT): the samples cover the run up to then`.
 fn ended_early(out: &mut String, outcome: Option<&RunOutcome>, what: &str) {
-    if let Some(w) = outcome.and_then(|o| crate::outcome_warning(o, what)) {
+    if let Some(w) = outcome.and_then(|o| o.sentence("the program", what)) {
         _ = writeln!(out, "ENDED EARLY: {}", quote_name(&w));
     }
 }

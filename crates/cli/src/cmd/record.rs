@@ -115,7 +115,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     }
     util::note_outcome(
         rec.samples.outcome.as_ref(),
-        &format!("the samples up to then were written to {to}"),
+        &format!("the samples in {to}"),
     );
     Ok(())
 }

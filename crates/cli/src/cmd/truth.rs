@@ -77,9 +77,6 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     for line in r.summary.render_text(&to, util::verbosity() >= 2).lines() {
         util::note(line);
     }
-    util::note_outcome(
-        r.profile.outcome.as_ref(),
-        &format!("the counts up to then were written to {to}"),
-    );
+    util::note_outcome(r.profile.outcome.as_ref(), &format!("the counts in {to}"));
     Ok(())
 }

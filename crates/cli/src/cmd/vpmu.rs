@@ -123,10 +123,7 @@ pub fn run(mut a: Args) -> anyhow::Result<()> {
     }
     util::note_outcome(
         Some(&r.outcome),
-        &format!(
-            "the samples up to then were written to {}",
-            a.output.display()
-        ),
+        &format!("the samples in {}", a.output.display()),
     );
     Ok(())
 }

@@ -19,16 +19,11 @@ fn again(randomized: bool) -> &'static str {
 
 /// A reader's note about the file: `ended-early` when it says the file was cut, else `input`.
 pub fn reader_note(msg: String) -> Warning {
-    let cut = ["ends after", "truncated", "cut copy", "incomplete"]
-        .iter()
-        .any(|k| msg.contains(k));
-    Warning::new(
-        if cut {
-            WarningKind::EndedEarly
-        } else {
-            WarningKind::Input
-        },
+    Warning::by_words(
         msg,
+        &["ends after", "truncated", "cut copy", "incomplete"],
+        WarningKind::EndedEarly,
+        WarningKind::Input,
     )
 }
 

@@ -133,6 +133,24 @@ pub struct Warning {
 }
 
 impl Warning {
+    /// A warning worded by a crate that reports plain text: kind `hit` when the message
+    /// contains one of `keys`, else `miss` (the one rule the pipeline and `check` use to
+    /// give such texts their kinds).
+    pub fn by_words(
+        message: impl Into<String>,
+        keys: &[&str],
+        hit: WarningKind,
+        miss: WarningKind,
+    ) -> Warning {
+        let message = message.into();
+        let kind = if keys.iter().any(|k| message.contains(k)) {
+            hit
+        } else {
+            miss
+        };
+        Warning::new(kind, message)
+    }
+
     /// A warning of `kind`.
     pub fn new(kind: WarningKind, message: impl Into<String>) -> Warning {
         Warning {

@@ -8,17 +8,11 @@ use proftrust_model::{ExactProfile, Warning, WarningKind};
 /// binary without debug info or unreadable symbols, else `unsymbolized` (a binary not found,
 /// a build-id mismatch: its samples get no function).
 pub(crate) fn symbols(message: impl Into<String>) -> Warning {
-    let message = message.into();
-    let debug = ["no debug info", "function names are not used", "debug file"]
-        .iter()
-        .any(|k| message.contains(k));
-    Warning::new(
-        if debug {
-            WarningKind::MissingDebugInfo
-        } else {
-            WarningKind::Unsymbolized
-        },
+    Warning::by_words(
         message,
+        &["no debug info", "function names are not used", "debug file"],
+        WarningKind::MissingDebugInfo,
+        WarningKind::Unsymbolized,
     )
 }
 
@@ -33,12 +27,12 @@ pub(crate) fn exact(e: &ExactProfile) -> Vec<Warning> {
     proftrust_exact::warnings(e)
         .into_iter()
         .map(|m| {
-            let kind = if m.contains("ended early") {
-                WarningKind::EndedEarly
-            } else {
-                WarningKind::Backend
-            };
-            Warning::new(kind, m)
+            Warning::by_words(
+                m,
+                &["ended early"],
+                WarningKind::EndedEarly,
+                WarningKind::Backend,
+            )
         })
         .collect()
 }

@@ -431,6 +431,24 @@ fn read_probe(f: &Path) -> Result<proftrust_probe::ProbeFile> {
     proftrust_probe::format::read(&bytes).with_context(|| f.display().to_string())
 }
 
+/// The environment the probe header reads: where to write its file, the bursty-tracing
+/// counts, and the randomisation with its seed.
+fn probe_env(out: &std::path::Path, b: &BurstyOptions) -> Vec<(OsString, OsString)> {
+    [
+        ("PROFTRUST_PROBE_OUT", out.as_os_str().to_owned()),
+        ("PROFTRUST_PROBE_NCHECK", b.n_check.to_string().into()),
+        ("PROFTRUST_PROBE_NINSTR", b.n_instr.to_string().into()),
+        (
+            "PROFTRUST_PROBE_RANDOMIZE",
+            u8::from(b.randomize).to_string().into(),
+        ),
+        ("PROFTRUST_PROBE_SEED", b.seed.to_string().into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (OsString::from(k), v))
+    .collect()
+}
+
 fn measure_probe(
     a: &VppOptions,
     args: &[String],
@@ -452,22 +470,9 @@ fn measure_probe(
             let b = bursty(a, 10_000)?;
             let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
             let out = dir.path().join("probe.txt");
-            let env: Vec<(OsString, OsString)> = [
-                ("PROFTRUST_PROBE_OUT", out.as_os_str().to_owned()),
-                ("PROFTRUST_PROBE_NCHECK", b.n_check.to_string().into()),
-                ("PROFTRUST_PROBE_NINSTR", b.n_instr.to_string().into()),
-                (
-                    "PROFTRUST_PROBE_RANDOMIZE",
-                    u8::from(b.randomize).to_string().into(),
-                ),
-                ("PROFTRUST_PROBE_SEED", b.seed.to_string().into()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (OsString::from(k), v))
-            .collect();
             let o = NativeOptions {
                 timeout: a.timeout,
-                env,
+                env: probe_env(&out, &b),
                 show_output: a.show_output,
                 stop: a.stop.clone(),
             };
